@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: MIT
+# divvy: one non-recursive Makefile.  `make help` lists the targets.
+
+PREFIX    ?= /usr/local
+BINDIR    ?= $(PREFIX)/bin
+SBINDIR   ?= $(PREFIX)/sbin
+SYSCONFDIR ?= /etc
+B         ?= build
+WERROR    ?= 1
+CC        ?= cc
+PKG_CONFIG ?= pkg-config
+
+VERSION   := 0.1.0
+
+# Dependencies of the daemon and of common/'s config loaders.
+PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson
+TEST_PKGS := cmocka
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+        -Wno-format-nonliteral
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+ARCH_FLAGS := $(if $(filter x86_64,$(shell uname -m)),-mcx16,)
+BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC $(ARCH_FLAGS) $(WARN) -MMD -MP -D_GNU_SOURCE \
+               -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon
+SAN_FLAGS ?=
+
+pc_cflags = $(shell $(PKG_CONFIG) --cflags $(1) 2>/dev/null)
+pc_libs   = $(shell $(PKG_CONFIG) --libs $(1) 2>/dev/null)
+
+ALL_CFLAGS  = $(BASE_CFLAGS) $(SAN_FLAGS) $(call pc_cflags,$(PKGS)) $(CPPFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
+LIBS        = $(call pc_libs,$(PKGS)) -lpthread -lm
+
+COMMON_SRCS := $(wildcard common/*.c)
+DAEMON_SRCS := $(wildcard daemon/*.c)
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+ITEST_SRCS  := $(wildcard tests/integration/test_*.c)
+ITEST_LIB   := $(filter-out $(ITEST_SRCS),$(wildcard tests/integration/*.c))
+
+COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(B)/%.o)
+UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
+ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
+ITEST_OBJS  := $(ITEST_LIB:%.c=$(B)/%.o)
+
+DIVVYD      := $(B)/divvyd
+BENCH       := $(B)/divvy-bench
+LIBCOMMON   := $(B)/libdivvycommon.a
+
+.PHONY: all run check check-unit check-integration asan bench deps deps-check clean help \
+        install cas-check
+.DEFAULT_GOAL := all
+
+all: deps-check $(DIVVYD) $(BENCH) cas-check
+
+help:
+	@echo "make            build divvyd and divvy-bench into $(B)/"
+	@echo "make run        install missing deps (root), build, run divvyd with etc/divvy.conf"
+	@echo "make check      install missing deps (root), build, run every test (incl. ASan+UBSan)"
+	@echo "make asan       build into build-asan/ with ASan+UBSan and run the tests there"
+	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
+	@echo "make install    install into \$$DESTDIR\$$PREFIX"
+	@echo "make clean      remove build outputs"
+
+deps:
+	@tools/deps.sh install
+deps-check:
+	@tools/deps.sh check
+
+$(B)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIBCOMMON): $(COMMON_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(DIVVYD): $(DAEMON_OBJS) $(LIBCOMMON)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIBCOMMON) $(LIBS)
+
+$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
+
+# The table's state word must be updated by an inline 16-byte CAS: a call into
+# libatomic could take a lock that is private to one process (DESIGN §4).
+cas-check: $(LIBCOMMON)
+	@if nm $(LIBCOMMON) | grep -E ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
+	    echo "cas-check: common/ calls libatomic for 16-byte atomics (see docs/shm.md)" >&2; exit 1; fi
+
+# Unit tests: one cmocka binary per module.
+$(B)/tests/test_%: tests/unit/test_%.c $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) -o $@ $< \
+	    $(LIBCOMMON) $(call pc_libs,$(TEST_PKGS)) $(LIBS)
+
+# Integration tests: real divvyd, real sockets (tests/integration/harness.c).
+$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBCOMMON) $(DIVVYD)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
+	    -o $@ $< $(ITEST_OBJS) $(LIBCOMMON) $(call pc_libs,$(TEST_PKGS)) $(LIBS)
+
+check-unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+check-integration: $(ITEST_BINS) $(DIVVYD)
+	@set -e; for t in $(ITEST_BINS); do echo "== $$t"; DIVVYD=$(abspath $(DIVVYD)) $$t; done
+
+# `make check`: deps, the normal build, its tests, then the same tests under ASan+UBSan.
+check: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory check-unit check-integration
+	@$(MAKE) --no-print-directory asan
+	@git status --porcelain 2>/dev/null | grep -v '^??' >/dev/null && \
+	    { echo "check: tests modified tracked files" >&2; git status --short >&2; exit 1; } || true
+	@echo "make check: all tests passed"
+
+asan:
+	@$(MAKE) --no-print-directory B=build-asan \
+	    SAN_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	    check-unit check-integration
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@mkdir -p $(B)/run
+	$(DIVVYD) --config etc/divvy.conf --state-dir $(B)/run \
+	    --listen tcp:127.0.0.1:8321 --listen unix:$(B)/run/divvy.sock
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	tools/bench.sh $(B)
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/divvy
+	install -m 0755 $(DIVVYD) $(DESTDIR)$(SBINDIR)/divvyd
+	install -m 0755 $(BENCH) $(DESTDIR)$(BINDIR)/divvy-bench
+	test -e $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf || \
+	    install -m 0644 etc/divvy.conf $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proto: divvy protocol v1 codec (docs/protocol.md).  Parses one request line
+ * into a struct proto_req (no allocation: decoded strings live in the
+ * request's own buffer) and formats replies.  Pure functions, thread-safe,
+ * never logs.
+ */
+#ifndef DIVVY_PROTO_H
+#define DIVVY_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROTO_LINE_MAX   4096   /* bytes of one request line, newline included */
+#define PROTO_KV_MAX     32     /* distinct keys in one request */
+#define PROTO_REPLY_MAX  512    /* longest one-line reply proto_fmt_* writes */
+#define PROTO_TAKE_MAX   1000000000ULL  /* largest n TAKE accepts */
+
+enum proto_verb {
+    PROTO_NONE = 0,     /* empty line: no reply at all (as divvy) */
+    PROTO_HIT,
+    PROTO_TAKE,
+    PROTO_PEEK,
+    PROTO_RESET,        /* admin */
+    PROTO_EXPLAIN,
+    PROTO_RULES,
+    PROTO_STATS,
+    PROTO_RELOAD,       /* admin */
+    PROTO_PING,
+    PROTO_QUIT,
+};
+
+enum proto_err {
+    PROTO_E_NONE = 0,
+    PROTO_E_UNKNOWN_COMMAND,    /* "unknown-command" (divvy) */
+    PROTO_E_UNKNOWN,            /* "unknown" (divvy) */
+    PROTO_E_BAD_REQUEST,        /* "bad-request": malformed key=value syntax */
+    PROTO_E_TOO_MANY_KEYS,      /* "too-many-keys": more than PROTO_KV_MAX */
+    PROTO_E_LINE_TOO_LONG,      /* "line-too-long": over PROTO_LINE_MAX */
+    PROTO_E_FORBIDDEN,          /* "forbidden": admin verb from a non-admin peer */
+    PROTO_E_RELOAD_FAILED,      /* "reload-failed": new config rejected, old one kept */
+    PROTO_E_BUSY,               /* "busy": connection or output limit reached */
+};
+
+/* One request key/value pair; both strings are NUL-terminated and point
+ * into the owning proto_req's buf. */
+struct proto_kv {
+    const char *key;
+    const char *value;
+    uint16_t key_len;
+    uint16_t value_len;
+};
+
+struct proto_req {
+    enum proto_verb verb;
+    enum proto_err err;         /* PROTO_E_NONE, or why the line is rejected */
+    const char *reason;         /* static text for err (no '"' or newline), or NULL */
+    uint64_t amount;            /* TAKE n; 1 for HIT/PEEK */
+    unsigned n_kv;
+    /* Sorted by key (bytewise), duplicates removed: the last value wins. */
+    struct proto_kv kv[PROTO_KV_MAX];
+    char buf[PROTO_LINE_MAX + PROTO_KV_MAX * 2];
+};
+
+/*
+ * Parses the first line in @data[0..@len).  Returns:
+ *   0            no newline yet and @len < PROTO_LINE_MAX: read more;
+ *   -EMSGSIZE    no newline within PROTO_LINE_MAX bytes: the caller replies
+ *                ERR line-too-long and discards input up to the next newline;
+ *   > 0          bytes consumed, newline included.  *req is filled: verb
+ *                PROTO_NONE for an empty line (no reply), or req->err set for
+ *                a line that gets an ERR reply.  A trailing CR is stripped;
+ *                command words are case-insensitive.
+ * Grammar (divvy's): unquoted strings [^"=\s]+, quoted "[^"\n]*"; keys and
+ * values may be either; "k=" is an empty value.  TAKE takes a decimal
+ * 1..PROTO_TAKE_MAX before its pairs.
+ */
+ssize_t proto_parse(const char *data, size_t len, struct proto_req *req);
+
+/* Returns the value of @key in @req, or NULL.  Binary search over kv. */
+const struct proto_kv *proto_find(const struct proto_req *req, const char *key, size_t key_len);
+
+/* Wire code for @err ("unknown-command", "bad-request", ...). */
+const char *proto_err_code(enum proto_err err);
+
+/*
+ * Reply formatters: write one line, newline included, NUL-terminated, into
+ * @buf of @size bytes (>= PROTO_REPLY_MAX is always enough) and return its
+ * length without the NUL, or -ENOBUFS.
+ *   proto_fmt_ok:  "OK true 57 60\n"
+ *   proto_fmt_err: "ERR <code> \"<reason>\"\n" (reason dropped when NULL;
+ *                  '"' and control bytes in it are replaced by '_')
+ *   proto_fmt_multi_head: "OK <n>\n", followed by exactly n lines.
+ */
+int proto_fmt_ok(char *buf, size_t size, bool allowed, uint64_t credit, uint64_t reset_seconds);
+int proto_fmt_err(char *buf, size_t size, enum proto_err err, const char *reason);
+int proto_fmt_multi_head(char *buf, size_t size, unsigned n_lines);
+
+/*
+ * Appends @s to @buf as a protocol string: unquoted when it matches
+ * [^"=\s]+, else quoted (a '"' or newline inside becomes '_', as the
+ * protocol cannot carry them).  Returns bytes written (NUL excluded) or
+ * -ENOBUFS.  Used by RULES/EXPLAIN output and clients building requests.
+ */
+int proto_fmt_string(char *buf, size_t size, const char *s, size_t len);
+
+#endif

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules: the rule model (docs/rules.md).  Config loaders build a
+ * struct rules_spec (owned strings, file:line per rule); rules_compile()
+ * validates it and produces an immutable, flat, pointer-free struct rules
+ * (one contiguous blob: header, rule records, index, string pool) that can be
+ * written to a file and mapped by other processes as is (rules_from_blob()
+ * checks every offset).  Matching walks an index of exact-valued keys so a
+ * request only tests the rules that can match it, in first-match order.
+ *
+ * Thread-safety: a compiled struct rules is immutable; any number of threads
+ * may match against it concurrently.  Never logs.
+ */
+#ifndef DIVVY_RULES_H
+#define DIVVY_RULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diag.h"
+#include "proto.h"
+
+/* Validation limits (docs/rules.md). */
+#define RULES_MAX             100000
+#define RULES_MATCH_MAX       64          /* rules one request may touch (canary/continue + stop) */
+#define RULES_ACTOR_KEYS_MAX  8
+#define RULES_LIMIT_MAX       ((int64_t)1 << 47)   /* credit_limit, refill_amount */
+#define RULES_SLIDING_LIMIT_MAX ((int64_t)1 << 23) /* credit_limit of sliding_window */
+#define RULES_SECONDS_MAX     315360000LL          /* 10 years */
+#define RULES_LABEL_MAX       64
+#define RULES_ACTOR_MAX       (PROTO_LINE_MAX * 3) /* longest actor string rules_actor() writes */
+
+enum rules_policy { RULES_POLICY_STOP = 0, RULES_POLICY_CANARY, RULES_POLICY_CONTINUE };
+enum rules_algo { RULES_ALGO_WINDOW = 0, RULES_ALGO_TOKEN_BUCKET, RULES_ALGO_SLIDING_WINDOW };
+enum rules_source { RULES_SOURCE_ANY = 0, RULES_SOURCE_PRIVILEGED };
+
+/* ---- spec: what loaders build ------------------------------------------ */
+
+struct rules_match_spec {
+    char *key;
+    char *value;            /* "*" = present with any value; else exact or glob */
+    unsigned line;          /* 0: the rule's line */
+};
+
+struct rules_rule_spec {
+    char *file;             /* config file this rule came from */
+    unsigned line;
+    struct rules_match_spec *match;
+    size_t n_match;
+    char **actor;           /* actor keys (divvy: actorField); n_actor == 0: one counter */
+    size_t n_actor;
+    int64_t credit_limit;   /* -1: not set (an error) */
+    int64_t reset_seconds;  /* -1: not set; for token_bucket defaults to refill_seconds */
+    int64_t refill_amount;  /* token_bucket; -1: not set (default 1) */
+    int64_t refill_seconds; /* token_bucket; -1: not set (default reset_seconds) */
+    int prefix4;            /* actor_prefix4: 0..32, -1 none */
+    int prefix6;            /* actor_prefix6: 0..128, -1 none */
+    int64_t max_actors;     /* 0: no cap */
+    bool strict;            /* token_bucket: denied attempts push the refill clock back */
+    bool fast_path;
+    bool is_default;
+    enum rules_policy policy;
+    enum rules_algo algo;
+    enum rules_source source;
+    char *label;            /* NULL or [A-Za-z0-9_-]{1,64} */
+    char *comment;
+};
+
+struct rules_spec {
+    struct rules_rule_spec *rules;
+    size_t n;
+    size_t cap;
+};
+
+/*
+ * Appends a rule with every field at its default/not-set value (limits -1,
+ * prefixes -1, policy stop, algo window, source any) and returns it in
+ * *ret (owned by @spec; valid until the next rules_spec_add()).  -ENOMEM,
+ * -E2BIG past RULES_MAX.
+ */
+int rules_spec_add(struct rules_spec *spec, const char *file, unsigned line,
+                   struct rules_rule_spec **ret);
+/* Helpers that copy their string arguments; -ENOMEM. */
+int rules_spec_add_match(struct rules_rule_spec *r, const char *key, const char *value,
+                         unsigned line);
+int rules_spec_add_actor(struct rules_rule_spec *r, const char *key);
+/* Frees everything the spec owns and zeroes it.  NULL-safe. */
+void rules_spec_free(struct rules_spec *spec);
+
+/*
+ * Checks every rule and the list as a whole (docs/rules.md "Validation"):
+ * limits set, integral and in range; algorithm settings consistent; labels
+ * valid and unique; no key repeated within a rule; globs well-formed;
+ * exactly one default rule, last; no rule unreachable behind an earlier
+ * stop rule.  Adds one diag entry per problem.  Returns 0 or -EINVAL.
+ */
+int rules_validate(const struct rules_spec *spec, struct diag *reterr);
+
+/* ---- compiled ----------------------------------------------------------- */
+
+struct rules;
+
+/*
+ * Validates and compiles @spec.  On success *ret is a new table the caller
+ * frees with rules_free().  -EINVAL (problems in @reterr), -ENOMEM.
+ * @generation is stored in the table (rules_generation()).
+ */
+int rules_compile(const struct rules_spec *spec, uint64_t generation, struct rules **ret,
+                  struct diag *reterr);
+void rules_free(struct rules *rules);
+
+/* The compiled blob: rules_blob() exposes it for writing to a file;
+ * rules_from_blob() copies @len bytes and checks magic, version, sizes and
+ * every offset; -EBADMSG on anything inconsistent, -ENOMEM. */
+void rules_blob(const struct rules *rules, const void **ret_data, size_t *ret_len);
+int rules_from_blob(const void *data, size_t len, struct rules **ret);
+
+size_t rules_count(const struct rules *rules);
+uint64_t rules_generation(const struct rules *rules);
+
+/* A read-only view of compiled rule @idx; strings point into @rules. */
+struct rules_rule {
+    uint32_t index;
+    uint64_t id;                /* stable counter identity (docs/rules.md) */
+    const char *id_str;         /* label, or 16 hex digits of id */
+    const char *label;          /* "" when none */
+    const char *comment;        /* "" when none */
+    const char *file;
+    unsigned line;
+    int64_t credit_limit;
+    int64_t reset_seconds;
+    int64_t refill_amount;
+    int64_t refill_seconds;
+    int64_t max_actors;
+    int prefix4, prefix6;
+    unsigned n_actor;
+    bool strict, fast_path, is_default;
+    enum rules_policy policy;
+    enum rules_algo algo;
+    enum rules_source source;
+};
+int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
+
+/* A request as the matcher sees it: kv sorted by key, unique keys (as
+ * proto_parse() leaves them). */
+struct rules_req {
+    const struct proto_kv *kv;
+    unsigned n_kv;
+    bool privileged;            /* peer is root / admin group on the Unix socket */
+};
+
+/*
+ * Finds the rules that apply to @req, in config order: every matching
+ * canary/continue rule up to and including the first matching stop rule
+ * (the default rule always matches, so n >= 1).  Writes up to
+ * RULES_MATCH_MAX indexes into @ret_idx and returns how many.
+ */
+size_t rules_match(const struct rules *rules, const struct rules_req *req,
+                   uint32_t ret_idx[RULES_MATCH_MAX]);
+
+/*
+ * Writes the counter's actor string of rule @idx for @req into @buf
+ * (NUL-terminated): "" without actor keys; the value itself for one key
+ * (a missing key counts as ""); for several keys each value with '%' and
+ * ',' percent-escaped, joined by ','.  IP values are masked to
+ * actor_prefix4/actor_prefix6 and written as "addr/len".  Returns the length,
+ * or -ENOBUFS.
+ */
+int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
+                char *buf, size_t size);
+
+/* Writes the match set of rule @idx as protocol text ("method=GET path=/x*",
+ * or "default") into @buf; returns the length or -ENOBUFS. */
+int rules_describe(const struct rules *rules, uint32_t idx, char *buf, size_t size);
+
+/* Why rule @idx does not match @req ("missing key ip", "path=/a does not
+ * match /pantry/*", "privileged only"), or "" when it matches.  Returns the
+ * length or -ENOBUFS. */
+int rules_why_not(const struct rules *rules, uint32_t idx, const struct rules_req *req,
+                  char *buf, size_t size);
+
+#endif

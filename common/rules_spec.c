@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules_spec: building and freeing a struct rules_spec, the uncompiled rule
+ * list the config loaders produce (see rules.h).  Owns every string it holds.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rules.h"
+
+int rules_spec_add(struct rules_spec *spec, const char *file, unsigned line,
+                   struct rules_rule_spec **ret)
+{
+    struct rules_rule_spec *r;
+    char *file_copy;
+
+    if (spec->n >= RULES_MAX)
+        return -E2BIG;
+    if (spec->n == spec->cap) {
+        size_t cap = spec->cap ? spec->cap * 2 : 16;
+        struct rules_rule_spec *grown = realloc(spec->rules, cap * sizeof(*grown));
+
+        if (!grown)
+            return -ENOMEM;
+        spec->rules = grown;
+        spec->cap = cap;
+    }
+    file_copy = strdup(file ? file : "");
+    if (!file_copy)
+        return -ENOMEM;
+    r = &spec->rules[spec->n++];
+    memset(r, 0, sizeof(*r));
+    r->file = file_copy;
+    r->line = line;
+    r->credit_limit = -1;
+    r->reset_seconds = -1;
+    r->refill_amount = -1;
+    r->refill_seconds = -1;
+    r->prefix4 = -1;
+    r->prefix6 = -1;
+    r->policy = RULES_POLICY_STOP;
+    r->algo = RULES_ALGO_WINDOW;
+    r->source = RULES_SOURCE_ANY;
+    *ret = r;
+    return 0;
+}
+
+int rules_spec_add_match(struct rules_rule_spec *r, const char *key, const char *value,
+                         unsigned line)
+{
+    struct rules_match_spec *grown, *m;
+    char *k, *v;
+
+    k = strdup(key);
+    v = strdup(value);
+    grown = realloc(r->match, (r->n_match + 1) * sizeof(*grown));
+    if (!k || !v || !grown) {
+        free(k);
+        free(v);
+        if (grown)
+            r->match = grown;
+        return -ENOMEM;
+    }
+    r->match = grown;
+    m = &r->match[r->n_match++];
+    m->key = k;
+    m->value = v;
+    m->line = line;
+    return 0;
+}
+
+int rules_spec_add_actor(struct rules_rule_spec *r, const char *key)
+{
+    char **grown;
+    char *k;
+
+    k = strdup(key);
+    grown = realloc(r->actor, (r->n_actor + 1) * sizeof(*grown));
+    if (!k || !grown) {
+        free(k);
+        if (grown)
+            r->actor = grown;
+        return -ENOMEM;
+    }
+    r->actor = grown;
+    r->actor[r->n_actor++] = k;
+    return 0;
+}
+
+void rules_spec_free(struct rules_spec *spec)
+{
+    if (!spec)
+        return;
+    for (size_t i = 0; i < spec->n; i++) {
+        struct rules_rule_spec *r = &spec->rules[i];
+
+        for (size_t j = 0; j < r->n_match; j++) {
+            free(r->match[j].key);
+            free(r->match[j].value);
+        }
+        free(r->match);
+        for (size_t j = 0; j < r->n_actor; j++)
+            free(r->actor[j]);
+        free(r->actor);
+        free(r->file);
+        free(r->label);
+        free(r->comment);
+    }
+    free(spec->rules);
+    memset(spec, 0, sizeof(*spec));
+}

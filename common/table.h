@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * table: the host's counter table (docs/shm.md).  A fixed-size file in the
+ * state directory, preallocated and mapped shared, holding cache-line slots
+ * in an open-addressing hash keyed with a per-table secret.  Every state
+ * change of a slot is one 16-byte compare-and-swap of its state word, which
+ * carries a tag of the slot's key, so any number of threads and processes
+ * (the daemon now, libdivvy's fast path later) update it without locks, and a
+ * process killed at any instruction leaves nothing held.
+ *
+ * The algorithms (window, token bucket, sliding window) are applied inside
+ * the CAS loop by common/algo.c.  Time is passed in by the caller
+ * (CLOCK_MONOTONIC milliseconds, common/clock.h), so tests inject it.
+ *
+ * Thread-safety: table_hit()/table_peek... are safe from any number of
+ * threads and processes on one mapping; table_open()/table_close() are not
+ * concurrent with use of the same handle.  Never logs.
+ */
+#ifndef DIVVY_TABLE_H
+#define DIVVY_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rules.h"
+
+#define TABLE_SLOTS_MIN      64
+#define TABLE_SLOTS_MAX      (1u << 26)
+#define TABLE_SLOTS_DEFAULT  65536
+
+struct table;
+
+struct table_open_info {
+    bool created;               /* a new file was made */
+    bool rebuilt;               /* an existing file was discarded; reason says why */
+    char reason[160];
+};
+
+/*
+ * Daemon side: opens the table file at @path, creating it (mode @mode,
+ * preallocated with posix_fallocate so a full filesystem fails here, never
+ * as SIGBUS later) or reattaching to an existing one.  An existing file whose
+ * magic, layout version, slot count or boot id does not match is replaced
+ * (never misread) and @ret_info says why.  @n_slots is rounded up to a power
+ * of two within [TABLE_SLOTS_MIN, TABLE_SLOTS_MAX].  On success *ret is a new
+ * handle for table_close().  -ENOSPC, -EACCES, -EROFS, ... from the system.
+ */
+int table_open(const char *path, uint32_t n_slots, unsigned mode, struct table **ret,
+               struct table_open_info *ret_info);
+
+/*
+ * Client side: maps an existing table read-write without creating or
+ * repairing it.  -ENOENT, -EACCES, -EBADMSG (header invalid or from another
+ * boot).
+ */
+int table_attach(const char *path, struct table **ret);
+
+/* Unmaps and frees.  NULL-safe. */
+void table_close(struct table *t);
+
+uint32_t table_slots(const struct table *t);
+
+/* What a counter is: a rule's stable id and an actor string (any bytes). */
+struct table_key {
+    uint64_t rule_id;
+    const char *actor;
+    size_t actor_len;
+};
+
+/* What the rule says, in the table's units. */
+struct table_limits {
+    enum rules_algo algo;
+    uint64_t credit_limit;      /* > 0 (zero semantics are handled before the table) */
+    uint64_t reset_ms;          /* window / sliding_window length; > 0 */
+    uint64_t refill_amount;     /* token_bucket */
+    uint64_t refill_ms;         /* token_bucket */
+    bool strict;                /* token_bucket: a denied attempt restarts the refill clock */
+    uint64_t max_actors;        /* 0: no cap on live counters for this rule id */
+};
+
+enum table_op {
+    TABLE_TAKE,                 /* consume @n if all are available (all-or-nothing) */
+    TABLE_PEEK,                 /* report without consuming or creating a slot */
+    TABLE_RESET,                /* forget the counter (back to a full quota) */
+};
+
+struct table_result {
+    bool allowed;               /* TAKE: consumed; PEEK: @n available now; RESET: true */
+    uint64_t credit;            /* credit left after the operation */
+    uint64_t reset_ms;          /* ms until the window resets / the next credit (0: none) */
+};
+
+/*
+ * Applies @op for @n credits to the counter @key under @lim at time @now_ms
+ * and fills *ret.  A denied TAKE consumes nothing.  Returns 0, or:
+ *   -ENOSPC   a new counter found no free or reclaimable slot in its probe
+ *             window (the caller applies the configured full-table policy);
+ *   -EDQUOT   the rule already holds lim->max_actors live counters;
+ *   -EINVAL   @lim inconsistent.
+ * PEEK and RESET of an absent counter never claim a slot.
+ */
+int table_hit(struct table *t, const struct table_key *key, const struct table_limits *lim,
+              enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret);
+
+/*
+ * Maintenance, called by the daemon from time to time: turns expired slots
+ * reclaimable and refreshes the per-rule live-counter counts used by
+ * max_actors.  Returns the number of slots reclaimed.
+ */
+size_t table_sweep(struct table *t, uint64_t now_ms);
+
+struct table_stats {
+    uint64_t slots;             /* capacity */
+    uint64_t live;              /* slots holding a counter that has not expired */
+    uint64_t full_events;       /* -ENOSPC answers since the table was created */
+    uint64_t quota_events;      /* -EDQUOT answers since the table was created */
+};
+void table_stats(struct table *t, uint64_t now_ms, struct table_stats *ret);
+
+/* Header words for libdivvy's fast path (DESIGN §5); release/acquire. */
+void table_set_generation(struct table *t, uint64_t generation);
+uint64_t table_generation(const struct table *t);
+void table_heartbeat(struct table *t, uint64_t now_ms);
+uint64_t table_last_heartbeat(const struct table *t);
+
+/* One live counter as table_foreach() reports it. */
+struct table_entry {
+    uint64_t rule_id;
+    const char *actor;          /* bytes as stored; a digest when actor_is_digest */
+    size_t actor_len;
+    bool actor_is_digest;
+    enum rules_algo algo;
+    uint64_t used_or_tokens;    /* window: used; token bucket: tokens; sliding: current */
+    uint64_t expires_ms;        /* when the counter is back to a full quota */
+};
+
+/* Calls @fn for every live, unexpired counter; stops early when @fn returns
+ * non-zero and returns that value. */
+int table_foreach(struct table *t, uint64_t now_ms,
+                  int (*fn)(const struct table_entry *e, void *userdata), void *userdata);
+
+#endif
