@@ -170,12 +170,12 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
 int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
                 char *buf, size_t size);
 
-/* Writes the match set of rule @idx as protocol text ("method=GET path=/x*",
+/* Writes the match set of rule @idx as protocol text ("method=GET path=/x[star]",
  * or "default") into @buf; returns the length or -ENOBUFS. */
 int rules_describe(const struct rules *rules, uint32_t idx, char *buf, size_t size);
 
 /* Why rule @idx does not match @req ("missing key ip", "path=/a does not
- * match /pantry/*", "privileged only"), or "" when it matches.  Returns the
+ * match /pantry/[star]", "privileged only"), or "" when it matches.  Returns the
  * length or -ENOBUFS. */
 int rules_why_not(const struct rules *rules, uint32_t idx, const struct rules_req *req,
                   char *buf, size_t size);
