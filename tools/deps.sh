@@ -4,6 +4,7 @@
 # dependencies.  Prints one line naming what is missing when it cannot fix it.
 #   tools/deps.sh check     exit 1 with one line if a build dependency is missing
 #   tools/deps.sh install   install what is missing (root: apt-get), else as check
+#   tools/deps.sh list      print every Debian package divvy builds and tests with
 set -u
 mode=${1:-check}
 
@@ -14,6 +15,15 @@ test_pkgs="cmocka:libcmocka-dev"
 # commands -> Debian package
 build_cmds="pkg-config:pkg-config cc:gcc make:make"
 test_cmds="clang:clang"
+
+if [ "$mode" = list ]; then
+    ver=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p')
+    for e in $build_cmds $build_pkgs $test_pkgs $test_cmds; do echo "${e#*:}"; done |
+        sort -u | tr '\n' ' '
+    [ -n "$ver" ] && printf 'libclang-rt-%s-dev' "$ver"
+    echo
+    exit 0
+fi
 
 need=""
 add() { case " $need " in *" $1 "*) ;; *) need="$need $1" ;; esac; }

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * eval: decides one request against compiled rules and the host counter
+ * tables — match, actor, zero semantics, table update, match policies.  The
+ * one place this logic lives: divvyd's socket path uses it now, libdivvy's
+ * fast path will use the same code (DESIGN §4-5).  Thread-safe (the rules
+ * are immutable, the tables lock-free).  Never logs.
+ */
+#ifndef DIVVY_EVAL_H
+#define DIVVY_EVAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rules.h"
+#include "table.h"
+
+struct eval_env {
+    const struct rules *rules;
+    struct table *fast;         /* counters of fast_path rules */
+    struct table *priv;         /* counters of all other rules */
+    bool full_allow;            /* full table / max_actors: allow (true) or deny */
+};
+
+/* What one rule on the request's path said. */
+struct eval_outcome {
+    uint32_t rule;
+    bool allowed;
+    bool counted;               /* a counter was touched (false for zero semantics) */
+    bool table_full;            /* -ENOSPC or -EDQUOT: the full-table policy answered */
+    uint64_t credit;
+    uint64_t reset_s;
+};
+
+struct eval_result {
+    bool allowed;
+    uint64_t credit;
+    uint64_t reset_s;           /* nextResetSeconds: remaining ms rounded as Redis TTL does */
+    uint32_t decider;           /* index of the rule whose answer is the reply */
+    unsigned n;                 /* outcomes in o[], in rule order */
+    struct eval_outcome o[RULES_MATCH_MAX];
+};
+
+/*
+ * Applies @op for @n credits (docs/rules.md "Evaluation"): every matching
+ * canary rule is charged and its answer ignored; a continue rule is charged
+ * and, if it denies, decides (evaluation stops there); the first matching
+ * stop rule decides.  A denied rule consumes nothing.  TABLE_RESET forgets
+ * the counters of every rule on the path.  Returns 0, or -EINVAL for an
+ * inconsistent rule.
+ */
+int eval_request(const struct eval_env *env, const struct rules_req *req, enum table_op op,
+                 uint64_t n, uint64_t now_ms, struct eval_result *ret);
+
+/* Remaining milliseconds as nextResetSeconds: (ms + 500) / 1000, like Redis TTL. */
+uint64_t eval_ms_to_s(uint64_t ms);
+
+#endif

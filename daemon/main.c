@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * divvyd: command line, startup and shutdown.  Loads and compiles the
+ * config, opens (or reattaches to) the counter tables in the state
+ * directory, binds the listeners and runs the server in the foreground until
+ * SIGTERM/SIGINT.  The only place in divvy that may end the process.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <urcu/urcu-memb.h>
+
+#include "config.h"
+#include "log.h"
+#include "reload.h"
+#include "srv.h"
+#include "table.h"
+
+#define DEFAULT_CONFIG "/etc/divvy/divvy.conf"
+#define MAX_LISTEN     32
+
+static const char usage_text[] =
+    "Usage: divvyd [OPTION]...\n"
+    "Serve divvy quota and rate-limit decisions (Button divvy protocol v1) on TCP\n"
+    "and a Unix socket, in the foreground.\n"
+    "\n"
+    "  -c, --config=FILE     rules and settings (default " DEFAULT_CONFIG ");\n"
+    "                        FILE.ini and FILE.json are read as divvy INI/JSON,\n"
+    "                        anything else as libconfig (divvy.conf)\n"
+    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT (repeatable;\n"
+    "                        replaces the config's server.listen)\n"
+    "  -s, --state-dir=DIR   counter tables live here (default: the config's\n"
+    "                        server.state_dir, else " CONFIG_DEFAULT_STATE_DIR ")\n"
+    "  -w, --workers=N       worker threads (default: the config's, else one per CPU)\n"
+    "      --syslog          log to syslog (LOG_DAEMON) instead of stderr\n"
+    "  -d, --debug           log debug messages too\n"
+    "      --check           validate the config, print every problem as\n"
+    "                        FILE:LINE: reason, exit 0 if valid, 1 if not\n"
+    "  -V, --version         print the version and exit\n"
+    "  -h, --help            print this help and exit\n"
+    "\n"
+    "Signals: SIGHUP reloads the config (a rejected config keeps the running\n"
+    "rules and logs why); SIGTERM and SIGINT stop accepting, answer what is in\n"
+    "flight and exit 0.  Counters survive a restart: they live in the state\n"
+    "directory, not in the process.\n"
+    "\n"
+    "Exit status: 0 clean stop or valid config, 1 invalid config or startup\n"
+    "failure, 2 usage error.\n"
+    "See docs/protocol.md, docs/config.md and docs/shm.md.\n";
+
+struct args {
+    const char *config;
+    const char *listen[MAX_LISTEN];
+    size_t n_listen;
+    const char *state_dir;
+    unsigned workers;
+    bool check;
+    bool syslog;
+    bool debug;
+};
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    static const struct option opts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "listen", required_argument, NULL, 'l' },
+        { "state-dir", required_argument, NULL, 's' },
+        { "workers", required_argument, NULL, 'w' },
+        { "syslog", no_argument, NULL, 'S' },
+        { "debug", no_argument, NULL, 'd' },
+        { "check", no_argument, NULL, 'C' },
+        { "version", no_argument, NULL, 'V' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    char *end;
+    long v;
+    int c;
+
+    a->config = DEFAULT_CONFIG;
+    while ((c = getopt_long(argc, argv, "c:l:s:w:dVh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            a->config = optarg;
+            break;
+        case 'l':
+            if (strncmp(optarg, "unix:", 5) != 0 && strncmp(optarg, "tcp:", 4) != 0) {
+                fprintf(stderr, "divvyd: --listen %s: expected unix:PATH or tcp:HOST:PORT\n",
+                        optarg);
+                return -EINVAL;
+            }
+            if (a->n_listen == MAX_LISTEN) {
+                fprintf(stderr, "divvyd: at most %d --listen addresses\n", MAX_LISTEN);
+                return -EINVAL;
+            }
+            a->listen[a->n_listen++] = optarg;
+            break;
+        case 's':
+            a->state_dir = optarg;
+            break;
+        case 'w':
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (errno || *end || v < 1 || v > 1024) {
+                fprintf(stderr, "divvyd: --workers %s: expected 1..1024\n", optarg);
+                return -EINVAL;
+            }
+            a->workers = (unsigned)v;
+            break;
+        case 'S':
+            a->syslog = true;
+            break;
+        case 'd':
+            a->debug = true;
+            break;
+        case 'C':
+            a->check = true;
+            break;
+        case 'V':
+            printf("divvyd %s\n", DIVVY_VERSION);
+            exit(0);
+        case 'h':
+            fputs(usage_text, stdout);
+            exit(0);
+        default:
+            fputs("Try 'divvyd --help' for more information.\n", stderr);
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "divvyd: unexpected argument '%s'\n"
+                        "Try 'divvyd --help' for more information.\n", argv[optind]);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void print_diag(const struct diag *d, const char *path, int r)
+{
+    char line[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
+
+    if (d->n == 0) {
+        fprintf(stderr, "divvyd: %s: %s\n", path, strerror(-r));
+        return;
+    }
+    for (size_t i = 0; i < d->n; i++) {
+        diag_format(d, i, line, sizeof(line));
+        fprintf(stderr, "divvyd: %s\n", line);
+    }
+    if (d->dropped)
+        fprintf(stderr, "divvyd: ... and %zu more problems\n", d->dropped);
+}
+
+static int open_table(const char *dir, const char *name, uint32_t slots, unsigned mode,
+                      struct table **ret)
+{
+    struct table_open_info info = { 0 };
+    char path[PATH_MAX];
+    int r;
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
+        return -ENAMETOOLONG;
+    r = table_open(path, slots, mode, ret, &info);
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "cannot open counter table %s: %m", path);
+        return r;
+    }
+    if (info.rebuilt)
+        log_msg(LOG_WARNING, "counter table %s rebuilt, counts start afresh: %s", path,
+                info.reason);
+    else
+        log_msg(LOG_INFO, "counter table %s %s (%u slots)", path,
+                info.created ? "created" : "reattached, counts kept", table_slots(*ret));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a = { 0 };
+    struct diag *diag = NULL;
+    struct config *cfg = NULL;
+    struct rules *rules = NULL;
+    struct reload *rl = NULL;
+    struct table *fast = NULL, *priv = NULL;
+    struct srv *srv = NULL;
+    struct srv_opts so = { 0 };
+    const char *state_dir;
+    struct group *gr;
+    long ncpu;
+    int r, status = 1;
+
+    if (parse_args(argc, argv, &a) < 0)
+        return 2;
+    log_init(a.syslog ? LOG_TARGET_SYSLOG : LOG_TARGET_STDERR, a.debug);
+    signal(SIGPIPE, SIG_IGN);
+
+    diag = malloc(sizeof(*diag));
+    if (!diag) {
+        fprintf(stderr, "divvyd: out of memory\n");
+        return 1;
+    }
+    diag_init(diag);
+    r = config_load(a.config, &cfg, diag);
+    if (r >= 0)
+        r = rules_compile(&cfg->rules, 1, &rules, diag);
+    if (r < 0) {
+        print_diag(diag, a.config, r);
+        if (!a.check)
+            fprintf(stderr, "divvyd: not starting: %s is invalid\n", a.config);
+        goto out;
+    }
+    if (a.check) {
+        printf("%s: OK, %zu rules\n", a.config, rules_count(rules));
+        status = 0;
+        goto out;
+    }
+
+    state_dir = a.state_dir ? a.state_dir : cfg->state_dir ? cfg->state_dir
+                                                           : CONFIG_DEFAULT_STATE_DIR;
+    if (mkdir(state_dir, 0755) < 0 && errno != EEXIST) {
+        log_msg(LOG_ERR, "cannot create state directory %s: %m", state_dir);
+        goto out;
+    }
+    if (open_table(state_dir, "fast.table", cfg->fast_table_slots, 0660, &fast) < 0 ||
+        open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv) < 0)
+        goto out;
+
+    urcu_memb_register_thread();
+    r = reload_new(a.config, rules, 1, &rl);
+    if (r < 0) {
+        log_msg(LOG_ERR, "out of memory");
+        goto out_rcu;
+    }
+    rules = NULL;
+
+    if (a.n_listen > 0) {
+        so.listen = (char **)a.listen;
+        so.n_listen = a.n_listen;
+    } else {
+        so.listen = cfg->listen;
+        so.n_listen = cfg->n_listen;
+    }
+    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    so.workers = a.workers ? a.workers : cfg->workers ? cfg->workers
+                                                      : (unsigned)(ncpu > 0 ? ncpu : 1);
+    so.max_connections = cfg->max_connections;
+    so.max_output_bytes = cfg->max_output_bytes;
+    so.socket_mode = cfg->socket_mode;
+    so.admin_gid = (gid_t)-1;
+    if (cfg->admin_group && (gr = getgrnam(cfg->admin_group)) != NULL)
+        so.admin_gid = gr->gr_gid;
+    else
+        log_msg(LOG_INFO, "admin group '%s' does not exist: only root may RESET and RELOAD",
+                cfg->admin_group ? cfg->admin_group : "");
+    so.full_allow = cfg->when_full == CONFIG_FULL_ALLOW;
+    so.fast = fast;
+    so.priv = priv;
+    so.reload = rl;
+    r = srv_new(&so, &srv);
+    if (r < 0)
+        goto out_rcu;
+    urcu_memb_read_lock();
+    log_msg(LOG_NOTICE, "divvyd %s: %zu rules from %s, state in %s", DIVVY_VERSION,
+            rules_count(reload_current(rl)->rules), a.config, state_dir);
+    urcu_memb_read_unlock();
+    if (srv_run(srv) >= 0)
+        status = 0;
+    log_msg(LOG_NOTICE, "stopped");
+out_rcu:
+    srv_free(srv);
+    reload_free(rl);
+    urcu_memb_unregister_thread();
+out:
+    table_close(fast);
+    table_close(priv);
+    rules_free(rules);
+    config_free(cfg);
+    free(diag);
+    return status;
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reload: RCU publication of compiled rules (see reload.h).  Writers are
+ * serialised by a mutex that no reader ever takes; readers only follow one
+ * rcu_dereference()d pointer.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu/urcu-memb.h>
+
+#include "config.h"
+#include "log.h"
+#include "reload.h"
+
+struct published {
+    struct reload_state st;
+    struct rcu_head rcu;
+};
+
+struct reload {
+    char *config_path;
+    struct published *current;      /* RCU-protected */
+    pthread_mutex_t lock;           /* serialises writers */
+    uint64_t next_generation;
+    uint64_t n_ok;
+    uint64_t n_rejected;
+};
+
+static void published_free(struct published *p)
+{
+    if (!p)
+        return;
+    rules_free(p->st.rules);
+    free(p);
+}
+
+static void published_free_rcu(struct rcu_head *head)
+{
+    published_free(caa_container_of(head, struct published, rcu));
+}
+
+int reload_new(const char *config_path, struct rules *rules, uint64_t generation,
+               struct reload **ret)
+{
+    struct reload *rl;
+    struct published *p;
+
+    rl = calloc(1, sizeof(*rl));
+    p = calloc(1, sizeof(*p));
+    if (!rl || !p || !(rl->config_path = strdup(config_path))) {
+        if (rl)
+            free(rl->config_path);
+        free(rl);
+        free(p);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&rl->lock, NULL);
+    p->st.rules = rules;
+    p->st.generation = generation;
+    rl->next_generation = generation + 1;
+    rcu_assign_pointer(rl->current, p);
+    *ret = rl;
+    return 0;
+}
+
+void reload_free(struct reload *rl)
+{
+    struct published *p;
+
+    if (!rl)
+        return;
+    p = rcu_xchg_pointer(&rl->current, NULL);
+    urcu_memb_synchronize_rcu();
+    published_free(p);
+    /* Wait for call_rcu() callbacks of earlier reloads. */
+    urcu_memb_barrier();
+    pthread_mutex_destroy(&rl->lock);
+    free(rl->config_path);
+    free(rl);
+}
+
+const struct reload_state *reload_current(struct reload *rl)
+{
+    struct published *p = rcu_dereference(rl->current);
+
+    return p ? &p->st : NULL;
+}
+
+int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, size_t *ret_rules,
+               char *errbuf, size_t errsize)
+{
+    struct config *cfg = NULL;
+    struct rules *rules = NULL;
+    struct published *p = NULL, *old;
+    struct diag *diag;
+    uint64_t gen;
+    int r;
+
+    diag = malloc(sizeof(*diag));
+    if (!diag)
+        return -ENOMEM;
+    diag_init(diag);
+    pthread_mutex_lock(&rl->lock);
+    gen = rl->next_generation;
+    r = config_load(rl->config_path, &cfg, diag);
+    if (r >= 0)
+        r = rules_compile(&cfg->rules, gen, &rules, diag);
+    if (r >= 0 && !(p = calloc(1, sizeof(*p))))
+        r = -ENOMEM;
+    if (r < 0) {
+        char first[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
+
+        if (diag->n > 0)
+            diag_format(diag, 0, first, sizeof(first));
+        else
+            snprintf(first, sizeof(first), "%s: %s", rl->config_path, strerror(-r));
+        if (diag->n + diag->dropped > 1)
+            snprintf(errbuf, errsize, "%s (and %zu more)", first, diag->n + diag->dropped - 1);
+        else
+            snprintf(errbuf, errsize, "%s", first);
+        rl->n_rejected++;
+        log_msg(LOG_ERR, "reload (%s) rejected, keeping generation %llu: %s", who,
+                (unsigned long long)(gen - 1), errbuf);
+        for (size_t i = 1; i < diag->n; i++) {
+            diag_format(diag, i, first, sizeof(first));
+            log_msg(LOG_ERR, "reload: %s", first);
+        }
+        goto out;
+    }
+    p->st.rules = rules;
+    p->st.generation = gen;
+    rules = NULL;
+    old = rcu_xchg_pointer(&rl->current, p);
+    rl->next_generation = gen + 1;
+    rl->n_ok++;
+    *ret_generation = gen;
+    *ret_rules = rules_count(p->st.rules);
+    log_msg(LOG_NOTICE, "reload (%s): generation %llu, %zu rules from %s", who,
+            (unsigned long long)gen, *ret_rules, rl->config_path);
+    p = NULL;
+    if (old)
+        urcu_memb_call_rcu(&old->rcu, published_free_rcu);
+out:
+    pthread_mutex_unlock(&rl->lock);
+    published_free(p);
+    rules_free(rules);
+    config_free(cfg);
+    free(diag);
+    return r;
+}
+
+void reload_counts(struct reload *rl, uint64_t *ret_ok, uint64_t *ret_rejected)
+{
+    pthread_mutex_lock(&rl->lock);
+    *ret_ok = rl->n_ok;
+    *ret_rejected = rl->n_rejected;
+    pthread_mutex_unlock(&rl->lock);
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reload: owns the daemon's current compiled rules and publishes new ones
+ * under RCU (liburcu, memb flavour).  A reload parses, validates and
+ * compiles the config file off to the side; only a table that compiled
+ * becomes current, with one pointer swap; the old one is freed after a
+ * grace period.  A rejected config leaves the running rules in place.
+ * Readers: rcu_read_lock(); reload_current(); ... rcu_read_unlock().
+ */
+#ifndef DIVVY_RELOAD_H
+#define DIVVY_RELOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rules.h"
+
+struct reload_state {
+    struct rules *rules;
+    uint64_t generation;
+    /* struct rcu_head lives in reload.c's wrapper */
+};
+
+struct reload;
+
+/* Takes ownership of @rules (the compiled startup config) and publishes it.
+ * @config_path is re-read by every reload.  -ENOMEM. */
+int reload_new(const char *config_path, struct rules *rules, uint64_t generation,
+               struct reload **ret);
+
+/* Unpublishes and frees after the last grace period (rcu_barrier).  NULL-safe.
+ * No reader may run any more. */
+void reload_free(struct reload *rl);
+
+/* The current rules; call inside rcu_read_lock() and do not keep the pointer
+ * past rcu_read_unlock(). */
+const struct reload_state *reload_current(struct reload *rl);
+
+/*
+ * Re-reads the config file and, if it is valid, publishes it.  Serialised
+ * with other reloads; never blocks a reader.  @who names the requester for
+ * the log line ("SIGHUP", "uid 0").  On success *ret_generation and
+ * *ret_rules are set; on failure @errbuf holds "file:line: reason" (the first
+ * problem, plus "(and N more)") and the old rules stay.  Logs the outcome.
+ * Returns 0 or -EINVAL/-ENOENT/-ENOMEM.
+ */
+int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, size_t *ret_rules,
+               char *errbuf, size_t errsize);
+
+/* Reload counters for STATS. */
+void reload_counts(struct reload *rl, uint64_t *ret_ok, uint64_t *ret_rejected);
+
+#endif

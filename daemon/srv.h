@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv: divvyd's listeners, worker threads and connections.  Each worker runs
+ * its own libevent loop, accepts from every listening socket, and answers the
+ * requests of its connections in order (docs/protocol.md).  A hit is decided
+ * inside an RCU read-side section on the current rules (reload.h) with
+ * common/eval.c; the hit path allocates nothing and takes no lock: one read
+ * of whatever arrived, every complete line answered into the connection's
+ * output buffer, one write.
+ */
+#ifndef DIVVY_SRV_H
+#define DIVVY_SRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "reload.h"
+#include "table.h"
+
+struct srv_opts {
+    char **listen;              /* "tcp:HOST:PORT" / "unix:PATH" */
+    size_t n_listen;
+    unsigned workers;           /* >= 1 */
+    unsigned max_connections;
+    size_t max_output_bytes;
+    unsigned socket_mode;       /* for Unix sockets we create */
+    gid_t admin_gid;            /* (gid_t)-1: only uid 0 is admin */
+    bool full_allow;            /* full-table policy */
+    struct table *fast;
+    struct table *priv;
+    struct reload *reload;
+};
+
+struct srv;
+
+/*
+ * Binds every listener (a stale Unix socket file nobody answers on is
+ * replaced; a live one is an error: -EADDRINUSE) and prepares the workers.
+ * Logs each listener.  On success *ret is a new server for srv_run().
+ */
+int srv_new(const struct srv_opts *opts, struct srv **ret);
+
+/* Starts the workers and runs the main loop (signals, maintenance timer)
+ * until SIGTERM/SIGINT; SIGHUP reloads.  Returns 0 after a clean stop. */
+int srv_run(struct srv *s);
+
+/* Closes listeners (removing Unix socket files we created) and frees.  NULL-safe. */
+void srv_free(struct srv *s);
+
+#endif
