@@ -235,7 +235,7 @@ int main(int argc, char **argv)
         goto out;
 
     urcu_memb_register_thread();
-    r = reload_new(a.config, rules, 1, &rl);
+    r = reload_new(a.config, cfg, rules, 1, &rl);
     if (r < 0) {
         log_msg(LOG_ERR, "out of memory");
         goto out_rcu;

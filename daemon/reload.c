@@ -23,12 +23,34 @@ struct published {
 
 struct reload {
     char *config_path;
+    char settings[1024];            /* the startup server/table settings, as text */
     struct published *current;      /* RCU-protected */
     pthread_mutex_t lock;           /* serialises writers */
     uint64_t next_generation;
     uint64_t n_ok;
     uint64_t n_rejected;
 };
+
+/* The settings a reload cannot change, as comparable text. */
+static void settings_text(const struct config *cfg, char *buf, size_t size)
+{
+    size_t pos = 0;
+    int n;
+
+    n = snprintf(buf, size, "%s|%u|%u|%zu|%o|%s|%u|%u|%d|",
+                 cfg->state_dir ? cfg->state_dir : "", cfg->workers, cfg->max_connections,
+                 cfg->max_output_bytes, cfg->socket_mode, cfg->admin_group ? cfg->admin_group : "",
+                 (unsigned)cfg->table_slots, (unsigned)cfg->fast_table_slots, (int)cfg->when_full);
+    if (n < 0 || (size_t)n >= size)
+        return;
+    pos = (size_t)n;
+    for (size_t i = 0; i < cfg->n_listen && pos < size; i++) {
+        n = snprintf(buf + pos, size - pos, "%s,", cfg->listen[i]);
+        if (n < 0)
+            return;
+        pos += (size_t)n;
+    }
+}
 
 static void published_free(struct published *p)
 {
@@ -43,8 +65,8 @@ static void published_free_rcu(struct rcu_head *head)
     published_free(caa_container_of(head, struct published, rcu));
 }
 
-int reload_new(const char *config_path, struct rules *rules, uint64_t generation,
-               struct reload **ret)
+int reload_new(const char *config_path, const struct config *cfg, struct rules *rules,
+               uint64_t generation, struct reload **ret)
 {
     struct reload *rl;
     struct published *p;
@@ -59,6 +81,7 @@ int reload_new(const char *config_path, struct rules *rules, uint64_t generation
         return -ENOMEM;
     }
     pthread_mutex_init(&rl->lock, NULL);
+    settings_text(cfg, rl->settings, sizeof(rl->settings));
     p->st.rules = rules;
     p->st.generation = generation;
     rl->next_generation = generation + 1;
@@ -130,6 +153,14 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
             log_msg(LOG_ERR, "reload: %s", first);
         }
         goto out;
+    }
+    {
+        char now[sizeof(rl->settings)];
+
+        settings_text(cfg, now, sizeof(now));
+        if (strcmp(now, rl->settings) != 0)
+            log_msg(LOG_WARNING, "reload: server/table settings in %s changed; they take "
+                    "effect only after a restart (rules are reloaded now)", rl->config_path);
     }
     p->st.rules = rules;
     p->st.generation = gen;

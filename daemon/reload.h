@@ -23,10 +23,13 @@ struct reload_state {
 
 struct reload;
 
-/* Takes ownership of @rules (the compiled startup config) and publishes it.
- * @config_path is re-read by every reload.  -ENOMEM. */
-int reload_new(const char *config_path, struct rules *rules, uint64_t generation,
-               struct reload **ret);
+/* Takes ownership of @rules (compiled from the startup config @cfg, which is
+ * only read) and publishes it.  @config_path is re-read by every reload; a
+ * reload that changes @cfg's server/table settings says they need a restart.
+ * -ENOMEM. */
+struct config;
+int reload_new(const char *config_path, const struct config *cfg, struct rules *rules,
+               uint64_t generation, struct reload **ret);
 
 /* Unpublishes and frees after the last grace period (rcu_barrier).  NULL-safe.
  * No reader may run any more. */

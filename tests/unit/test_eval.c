@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for common/eval.c: match policies, zero semantics, the
+ * full-table policy and rounding, against real compiled rules and a real
+ * counter table in a temporary directory, with an injected clock.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "eval.h"
+#include "proto.h"
+
+#define T0 1000000u    /* an arbitrary monotonic "now" in ms */
+
+struct fixture {
+    char dir[64];
+    char fast_path[128];
+    char priv_path[128];
+    struct table *fast;
+    struct table *priv;
+    struct rules *rules;
+    struct eval_env env;
+};
+
+static void add_rule(struct rules_spec *spec, unsigned line, const char *k1, const char *v1,
+                     const char *k2, const char *v2, int64_t limit, int64_t reset,
+                     enum rules_policy policy, const char *actor)
+{
+    struct rules_rule_spec *r;
+
+    assert_int_equal(rules_spec_add(spec, "test.conf", line, &r), 0);
+    if (k1)
+        assert_int_equal(rules_spec_add_match(r, k1, v1, line), 0);
+    if (k2)
+        assert_int_equal(rules_spec_add_match(r, k2, v2, line), 0);
+    if (actor)
+        assert_int_equal(rules_spec_add_actor(r, actor), 0);
+    r->credit_limit = limit;
+    r->reset_seconds = reset;
+    r->policy = policy;
+    r->is_default = !k1 && !k2;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    struct table_open_info info;
+    struct rules_spec spec = { 0 };
+    struct diag diag;
+
+    assert_non_null(f);
+    strcpy(f->dir, "/tmp/divvy-test-eval-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->fast_path, sizeof(f->fast_path), "%s/fast.table", f->dir);
+    snprintf(f->priv_path, sizeof(f->priv_path), "%s/private.table", f->dir);
+    assert_int_equal(table_open(f->fast_path, TABLE_SLOTS_MIN, 0600, &f->fast, &info), 0);
+    assert_int_equal(table_open(f->priv_path, TABLE_SLOTS_MIN, 0600, &f->priv, &info), 0);
+
+    add_rule(&spec, 1, "k", "a", NULL, NULL, 1, 60, RULES_POLICY_CANARY, NULL);
+    add_rule(&spec, 2, "user", "*", "src", "*", 2, 60, RULES_POLICY_CONTINUE, "user");
+    add_rule(&spec, 3, "src", "*", NULL, NULL, 3, 60, RULES_POLICY_STOP, "src");
+    add_rule(&spec, 4, "x", "1", NULL, NULL, 5, 0, RULES_POLICY_STOP, NULL);
+    add_rule(&spec, 5, NULL, NULL, NULL, NULL, 0, 0, RULES_POLICY_STOP, NULL);
+    diag_init(&diag);
+    assert_int_equal(rules_compile(&spec, 1, &f->rules, &diag), 0);
+    rules_spec_free(&spec);
+
+    f->env.rules = f->rules;
+    f->env.fast = f->fast;
+    f->env.priv = f->priv;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    rules_free(f->rules);
+    table_close(f->fast);
+    table_close(f->priv);
+    unlink(f->fast_path);
+    unlink(f->priv_path);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Parses one request line into @req (kv sorted as the matcher wants). */
+static void req_of(struct proto_req *preq, struct rules_req *req, const char *line)
+{
+    assert_true(proto_parse(line, strlen(line), preq) > 0);
+    assert_int_equal(preq->err, PROTO_E_NONE);
+    req->kv = preq->kv;
+    req->n_kv = preq->n_kv;
+    req->privileged = false;
+}
+
+static struct eval_result hit(struct fixture *f, const char *line, enum table_op op,
+                              uint64_t now)
+{
+    static struct proto_req preq;
+    struct rules_req req;
+    struct eval_result res;
+
+    req_of(&preq, &req, line);
+    assert_int_equal(eval_request(&f->env, &req, op, 1, now, &res), 0);
+    return res;
+}
+
+static void test_eval_always_deny_touches_nothing(void **state)
+{
+    struct eval_result res = hit(*state, "HIT method=DELETE\n", TABLE_TAKE, T0);
+
+    assert_false(res.allowed);
+    assert_int_equal(res.credit, 0);
+    assert_int_equal(res.reset_s, 0);
+    assert_int_equal(res.decider, 4);
+    assert_int_equal(res.n, 1);
+    assert_false(res.o[0].counted);
+}
+
+static void test_eval_always_allow_touches_nothing(void **state)
+{
+    for (int i = 0; i < 10; i++) {
+        struct eval_result res = hit(*state, "HIT x=1\n", TABLE_TAKE, T0);
+
+        assert_true(res.allowed);
+        assert_int_equal(res.credit, 5);
+        assert_int_equal(res.reset_s, 0);
+        assert_false(res.o[0].counted);
+    }
+}
+
+static void test_eval_continue_denial_decides_and_spares_later_rules(void **state)
+{
+    struct fixture *f = *state;
+    struct eval_result res;
+
+    res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0);
+    assert_true(res.allowed);
+    assert_int_equal(res.decider, 2);
+    assert_int_equal(res.credit, 2);            /* the stop rule's answer */
+    assert_int_equal(res.o[0].credit, 1);       /* the continue rule was charged too */
+    res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0 + 10);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 1);
+    res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0 + 20);
+    assert_false(res.allowed);
+    assert_int_equal(res.decider, 1);            /* the continue rule said no */
+    assert_int_equal(res.n, 1);
+    /* The denied request consumed nothing from the per-source rule. */
+    res = hit(f, "PEEK src=s\n", TABLE_PEEK, T0 + 30);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 1);
+    assert_int_equal(res.decider, 2);
+}
+
+static void test_eval_canary_answer_is_ignored(void **state)
+{
+    struct fixture *f = *state;
+    struct eval_result res;
+
+    res = hit(f, "HIT k=a src=z\n", TABLE_TAKE, T0);
+    assert_true(res.allowed);
+    assert_int_equal(res.n, 2);
+    assert_true(res.o[0].allowed);
+    res = hit(f, "HIT k=a src=z\n", TABLE_TAKE, T0 + 1);
+    assert_false(res.o[0].allowed);              /* canary out of credit ... */
+    assert_true(res.allowed);                    /* ... but the stop rule decides */
+    assert_int_equal(res.credit, 1);
+}
+
+static void test_eval_window_resets_after_reset_seconds(void **state)
+{
+    struct fixture *f = *state;
+    struct eval_result res;
+
+    for (int i = 0; i < 3; i++)
+        assert_true(hit(f, "HIT src=w\n", TABLE_TAKE, T0 + (uint64_t)i).allowed);
+    res = hit(f, "HIT src=w\n", TABLE_TAKE, T0 + 1000);
+    assert_false(res.allowed);
+    assert_int_equal(res.credit, 0);
+    assert_int_equal(res.reset_s, 59);
+    res = hit(f, "HIT src=w\n", TABLE_TAKE, T0 + 60000);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 2);
+    assert_int_equal(res.reset_s, 60);
+}
+
+static void test_eval_reset_restores_quota(void **state)
+{
+    struct fixture *f = *state;
+    struct eval_result res;
+
+    for (int i = 0; i < 3; i++)
+        assert_true(hit(f, "HIT src=r\n", TABLE_TAKE, T0).allowed);
+    assert_false(hit(f, "HIT src=r\n", TABLE_TAKE, T0).allowed);
+    res = hit(f, "RESET src=r\n", TABLE_RESET, T0);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 3);
+    assert_int_equal(res.reset_s, 0);
+    assert_true(hit(f, "HIT src=r\n", TABLE_TAKE, T0).allowed);
+}
+
+static void test_eval_full_table_applies_policy(void **state)
+{
+    struct fixture *f = *state;
+    char line[64];
+    bool saw_full = false;
+
+    for (int allow = 0; allow < 2; allow++) {
+        f->env.full_allow = allow;
+        for (int i = 0; i < 4 * TABLE_SLOTS_MIN; i++) {
+            struct eval_result res;
+
+            snprintf(line, sizeof(line), "HIT src=flood-%d-%d\n", allow, i);
+            res = hit(f, line, TABLE_TAKE, T0);
+            if (res.o[0].table_full) {
+                saw_full = true;
+                assert_int_equal(res.allowed, allow);
+            } else {
+                assert_true(res.allowed);
+            }
+        }
+    }
+    assert_true(saw_full);
+}
+
+static void test_eval_ms_to_s_rounds_like_redis_ttl(void **state)
+{
+    (void)state;
+    assert_int_equal(eval_ms_to_s(0), 0);
+    assert_int_equal(eval_ms_to_s(499), 0);
+    assert_int_equal(eval_ms_to_s(500), 1);
+    assert_int_equal(eval_ms_to_s(3599499), 3599);
+    assert_int_equal(eval_ms_to_s(3599500), 3600);
+    assert_int_equal(eval_ms_to_s(3600000), 3600);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_eval_always_deny_touches_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_always_allow_touches_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_continue_denial_decides_and_spares_later_rules,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_canary_answer_is_ignored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_window_resets_after_reset_seconds, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_eval_reset_restores_quota, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_full_table_applies_policy, setup, teardown),
+        cmocka_unit_test(test_eval_ms_to_s_rounds_like_redis_ttl),
+    };
+
+    return cmocka_run_group_tests_name("eval", tests, NULL, NULL);
+}
