@@ -55,8 +55,11 @@ struct proto_kv {
 
 struct proto_req {
     enum proto_verb verb;
-    enum proto_err err;         /* PROTO_E_NONE, or why the line is rejected */
-    const char *reason;         /* static text for err (no '"' or newline), or NULL */
+    enum proto_err err;         /* PROTO_E_NONE, or why the line is rejected; check it
+                                 * before verb (PROTO_NONE when no verb was recognised) */
+    const char *reason;         /* text for err (no '"' or newline), or NULL: static, or
+                                 * for unknown-command divvy's "Unrecognized command: WORD"
+                                 * in buf */
     uint64_t amount;            /* TAKE n; 1 for HIT/PEEK */
     unsigned n_kv;
     /* Sorted by key (bytewise), duplicates removed: the last value wins. */
