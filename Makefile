@@ -50,7 +50,7 @@ BENCH       := $(B)/divvy-bench
 LIBCOMMON   := $(B)/libdivvycommon.a
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-check clean help \
-        install cas-check
+        install cas-check fuzz
 .DEFAULT_GOAL := all
 
 all: deps-check $(DIVVYD) $(BENCH) cas-check
@@ -113,6 +113,7 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-unit check-integration
 	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
 	@git status --porcelain 2>/dev/null | grep -v '^??' >/dev/null && \
 	    { echo "check: tests modified tracked files" >&2; git status --short >&2; exit 1; } || true
 	@echo "make check: all tests passed"
@@ -121,6 +122,29 @@ asan:
 	@$(MAKE) --no-print-directory B=build-asan \
 	    SAN_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	    check-unit check-integration
+
+# Fuzzing: libFuzzer harnesses (clang), each run FUZZ_SECONDS on a temporary
+# copy of its committed seed corpus (tests/fuzz/corpus/<name>/).
+FUZZ_SECONDS ?= 60
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_CFLAGS := -std=gnu11 -g -O1 $(ARCH_FLAGS) -D_GNU_SOURCE -I. -Icommon \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(LIBS)
+
+fuzz: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
+	    tmp=$$(mktemp -d); mkdir $$tmp/corpus; \
+	    cp -r tests/fuzz/corpus/$$n/. $$tmp/corpus/ 2>/dev/null || true; \
+	    if $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$$tmp/ \
+	            $$tmp/corpus >$$tmp/log 2>&1; then \
+	        echo "fuzz $$n: $(FUZZ_SECONDS) s, $$(sed -n 's/stat::number_of_executed_units: *//p' $$tmp/log) runs, no crash"; \
+	        rm -rf $$tmp; \
+	    else tail -40 $$tmp/log >&2; echo "fuzz $$n: FAILED; input and log in $$tmp" >&2; exit 1; fi; \
+	done
 
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -140,6 +164,6 @@ install: all
 	    install -m 0644 etc/divvy.conf $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
