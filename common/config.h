@@ -61,7 +61,9 @@ int config_load(const char *path, struct config **ret, struct diag *reterr);
 void config_free(struct config *cfg);
 
 /* Writes @cfg's rules as a divvy.conf (libconfig) document to @f; used by
- * `divvyctl convert`.  Round-trips through config_load().  -EIO. */
+ * `divvyctl convert`.  Round-trips through config_load().  -EIO; -EINVAL
+ * (nothing written) when a match key has no native spelling: empty or
+ * containing '='; -ENOMEM. */
 #include <stdio.h>
 int config_write_libconfig(const struct config *cfg, FILE *f);
 

@@ -1,0 +1,1061 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config: reads a config file, picks the format by extension (.ini and
+ * .json through config_divvy.c, anything else libconfig), fills in the
+ * server and table defaults, and runs rules_validate().  Owns the native
+ * libconfig loader and config_write_libconfig() (divvyctl convert).  The
+ * format is documented in docs/config.md.
+ *
+ * libconfig 1.5 (Debian 12) silently truncates an integer literal beyond 32
+ * bits that lacks the L suffix (5000000000 reads as 705032704) and saturates
+ * an L literal beyond 64 bits, so before trusting its numbers a scanner
+ * walks the text once and rejects such literals with their line.  libconfig
+ * would also follow `@include` relative to the working directory; we refuse
+ * it instead.  Every string is copied out before config_destroy().
+ * Static helpers are named conf_*: libconfig's own API owns config_*.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <libconfig.h>
+
+#include "config.h"
+#include "config_divvy.h"
+#include "table.h"
+
+#define CONFIG_FILE_MAX        (64u << 20)     /* bytes of one config file */
+#define CONFIG_LISTEN_MAX      64
+#define CONFIG_WORKERS_MAX     1024
+#define CONFIG_CONNECTIONS_MAX (1 << 20)
+#define CONFIG_OUTPUT_MIN      4096
+#define CONFIG_OUTPUT_MAX      (1 << 30)
+#define CONFIG_GROUP_MAX       32
+#define CONFIG_DEFAULT_CONNECTIONS   4096
+#define CONFIG_DEFAULT_OUTPUT_BYTES  (1u << 20)
+#define CONFIG_DEFAULT_SOCKET_MODE   0660
+#define CONFIG_DEFAULT_ADMIN_GROUP   "divvy-admin"
+
+/* ---- reading ------------------------------------------------------------ */
+
+static int conf_read(const char *path, char **ret_text, size_t *ret_len)
+{
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    int fd, r;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    for (;;) {
+        ssize_t n;
+
+        if (len + 1 >= cap) {
+            size_t ncap = cap ? cap * 2 : 16384;
+            char *grown;
+
+            if (cap > CONFIG_FILE_MAX) {
+                r = -EFBIG;
+                goto out;
+            }
+            grown = realloc(text, ncap);
+            if (!grown) {
+                r = -ENOMEM;
+                goto out;
+            }
+            text = grown;
+            cap = ncap;
+        }
+        n = read(fd, text + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            r = -errno;
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len > CONFIG_FILE_MAX) {
+        r = -EFBIG;
+        goto out;
+    }
+    text[len] = '\0';
+    *ret_text = text;
+    *ret_len = len;
+    text = NULL;
+    r = 0;
+out:
+    free(text);
+    close(fd);
+    return r;
+}
+
+/* ---- libconfig integer guard -------------------------------------------- */
+
+static unsigned conf_line_of(const char *text, const char *p)
+{
+    unsigned line = 1;
+
+    for (; text < p; text++)
+        line += *text == '\n';
+    return line;
+}
+
+/* libconfig reads "@include" only at the start of a line; refuse it anywhere
+ * such a line could be (over-approximating inside strings is harmless). */
+static int conf_check_include(const char *path, const char *text, struct diag *reterr)
+{
+    const char *p = text;
+    int r = 0;
+
+    while (p) {
+        const char *s = p;
+
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (strncmp(s, "@include", 8) == 0) {
+            diag_set(reterr, path, conf_line_of(text, s), "@include is not supported");
+            r = -EINVAL;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return r;
+}
+
+static bool conf_is_name_start(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '*';
+}
+
+static bool conf_is_name_char(char c)
+{
+    return conf_is_name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+static bool conf_is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Checks one number token [s, e) the way libconfig 1.5 would mangle it. */
+static int conf_check_number(const char *path, unsigned line, const char *s, const char *e,
+                               struct diag *reterr)
+{
+    bool hex, is_long = false, is_float = false;
+    size_t n = (size_t)(e - s);
+    char tok[80];
+    char *end;
+
+    if (n >= sizeof(tok)) {
+        diag_set(reterr, path, line, "number too long");
+        return -EINVAL;
+    }
+    memcpy(tok, s, n);
+    tok[n] = '\0';
+    hex = (tok[0] == '0' && (tok[1] == 'x' || tok[1] == 'X')) ||
+          ((tok[0] == '-' || tok[0] == '+') && tok[1] == '0' && (tok[2] == 'x' || tok[2] == 'X'));
+    while (n && tok[n - 1] == 'L') {
+        is_long = true;
+        tok[--n] = '\0';
+    }
+    if (!hex)
+        is_float = strpbrk(tok, ".eE") != NULL;
+    if (is_float)
+        return 0;
+    errno = 0;
+    if (hex) {
+        unsigned long long v = strtoull(tok, &end, 16);
+
+        if (errno == ERANGE || (!is_long && v > INT32_MAX) || (is_long && v > INT64_MAX)) {
+            diag_set(reterr, path, line, "integer %s is out of range%s", tok,
+                     is_long ? "" : " for 32 bits (add an L suffix for 64-bit values)");
+            return -EINVAL;
+        }
+        return 0;
+    }
+    {
+        long long v = strtoll(tok, &end, 10);
+
+        if (errno == ERANGE || (!is_long && (v > INT32_MAX || v < INT32_MIN))) {
+            diag_set(reterr, path, line, "integer %s is out of range%s", tok,
+                     is_long || errno == ERANGE ? "" :
+                     " for 32 bits: libconfig would misread it; write it with an L suffix");
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Walks libconfig text that already parsed, tokenising strings, comments,
+ * names and numbers as libconfig's scanner does, and checks every number.
+ */
+static int conf_check_numbers(const char *path, const char *text, struct diag *reterr)
+{
+    const char *p = text;
+    unsigned line = 1;
+    int r = 0;
+
+    while (*p) {
+        if (*p == '\n') {
+            line++;
+            p++;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            while (*p && *p != '\n')
+                p++;
+        } else if (p[0] == '/' && p[1] == '*') {
+            for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++)
+                line += *p == '\n';
+            if (*p)
+                p += 2;
+        } else if (*p == '"') {
+            for (p++; *p && *p != '"'; p++) {
+                if (*p == '\\' && p[1])
+                    p++;
+                line += *p == '\n';
+            }
+            if (*p)
+                p++;
+        } else if (conf_is_name_start(*p)) {
+            while (conf_is_name_char(*p))
+                p++;
+        } else if (conf_is_digit(*p) || ((*p == '-' || *p == '+' || *p == '.') &&
+                                           (conf_is_digit(p[1]) || p[1] == '.'))) {
+            const char *s = p;
+
+            p++;
+            while (conf_is_digit(*p) || (*p >= 'a' && *p <= 'f') ||
+                   (*p >= 'A' && *p <= 'F') || *p == 'x' || *p == 'X' || *p == '.' ||
+                   *p == 'L' || ((*p == '-' || *p == '+') && (p[-1] == 'e' || p[-1] == 'E')))
+                p++;
+            if (conf_check_number(path, line, s, p, reterr) < 0)
+                r = -EINVAL;
+        } else {
+            p++;
+        }
+    }
+    return r;
+}
+
+/* ---- native loader ------------------------------------------------------ */
+
+static unsigned conf_line(const config_setting_t *s)
+{
+    return config_setting_source_line(s);
+}
+
+static const char *conf_name(const config_setting_t *s)
+{
+    const char *n = config_setting_name(s);
+
+    return n ? n : "value";
+}
+
+static int conf_get_int(const char *path, const config_setting_t *s, int64_t min,
+                          int64_t max, int64_t *ret, struct diag *reterr)
+{
+    int64_t v;
+    int type = config_setting_type(s);
+
+    if (type != CONFIG_TYPE_INT && type != CONFIG_TYPE_INT64) {
+        diag_set(reterr, path, conf_line(s), "%s must be an integer", conf_name(s));
+        return -EINVAL;
+    }
+    v = config_setting_get_int64(s);
+    if (v < min || v > max) {
+        diag_set(reterr, path, conf_line(s), "%s must be between %lld and %lld",
+                 conf_name(s), (long long)min, (long long)max);
+        return -EINVAL;
+    }
+    *ret = v;
+    return 0;
+}
+
+static int conf_get_string(const char *path, const config_setting_t *s, const char **ret,
+                             struct diag *reterr)
+{
+    if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+        diag_set(reterr, path, conf_line(s), "%s must be a string", conf_name(s));
+        return -EINVAL;
+    }
+    *ret = config_setting_get_string(s);
+    return 0;
+}
+
+static int conf_set_str(char **slot, const char *v)
+{
+    char *copy = strdup(v);
+
+    if (!copy)
+        return -ENOMEM;
+    free(*slot);
+    *slot = copy;
+    return 0;
+}
+
+/* "tcp:HOST:PORT" or "unix:PATH"; NULL when fine, else why not. */
+static const char *conf_listen_problem(const char *a)
+{
+    if (strncmp(a, "unix:", 5) == 0) {
+        size_t n = strlen(a + 5);
+
+        if (n == 0)
+            return "has an empty path";
+        if (n >= sizeof(((struct sockaddr_un *)0)->sun_path))
+            return "has a path too long for a Unix socket";
+        return NULL;
+    }
+    if (strncmp(a, "tcp:", 4) == 0) {
+        const char *host = a + 4, *colon = strrchr(host, ':');
+        unsigned long port;
+        char *end;
+
+        if (!colon || colon == host)
+            return "needs tcp:HOST:PORT";
+        if (host[0] == '[' && colon[-1] != ']')
+            return "has an unclosed '[' around an IPv6 address";
+        errno = 0;
+        port = strtoul(colon + 1, &end, 10);
+        if (!conf_is_digit(colon[1]) || *end || errno || port == 0 || port > 65535)
+            return "needs a port between 1 and 65535";
+        return NULL;
+    }
+    return "must start with tcp: or unix:";
+}
+
+static int conf_server_listen(struct config *cfg, const char *path, const config_setting_t *s,
+                              struct diag *reterr)
+{
+    int n = config_setting_length(s);
+    char **list = NULL;
+    int r = 0;
+
+    if (!config_setting_is_array(s) && !config_setting_is_list(s)) {
+        diag_set(reterr, path, conf_line(s), "listen must be a list of addresses");
+        return -EINVAL;
+    }
+    if (n == 0 || n > CONFIG_LISTEN_MAX) {
+        diag_set(reterr, path, conf_line(s), "listen must name 1 to %d addresses",
+                 CONFIG_LISTEN_MAX);
+        return -EINVAL;
+    }
+    list = calloc((size_t)n, sizeof(*list));
+    if (!list)
+        return -ENOMEM;
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        unsigned line = conf_line(e) ? conf_line(e) : conf_line(s);
+        const char *a, *why;
+
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            diag_set(reterr, path, line, "listen entries must be strings");
+            r = -EINVAL;
+            continue;
+        }
+        a = config_setting_get_string(e);
+        why = conf_listen_problem(a);
+        if (why) {
+            diag_set(reterr, path, line, "listen address \"%s\" %s", a, why);
+            r = -EINVAL;
+            continue;
+        }
+        list[i] = strdup(a);
+        if (!list[i]) {
+            r = -ENOMEM;
+            goto out;
+        }
+    }
+    if (r < 0)
+        goto out;
+
+    for (size_t i = 0; i < cfg->n_listen; i++)
+        free(cfg->listen[i]);
+    free(cfg->listen);
+    cfg->listen = list;
+    cfg->n_listen = (size_t)n;
+    list = NULL;
+out:
+    for (int i = 0; list && i < n; i++)
+        free(list[i]);
+    free(list);
+    return r;
+}
+
+static int conf_server_setting(struct config *cfg, const char *path,
+                                 const config_setting_t *s, struct diag *reterr)
+{
+    const char *name = conf_name(s), *str;
+    int64_t v;
+    int r;
+
+    if (strcmp(name, "listen") == 0)
+        return conf_server_listen(cfg, path, s, reterr);
+    if (strcmp(name, "workers") == 0) {
+        r = conf_get_int(path, s, 0, CONFIG_WORKERS_MAX, &v, reterr);
+        if (r == 0)
+            cfg->workers = (unsigned)v;
+        return r;
+    }
+    if (strcmp(name, "max_connections") == 0) {
+        r = conf_get_int(path, s, 1, CONFIG_CONNECTIONS_MAX, &v, reterr);
+        if (r == 0)
+            cfg->max_connections = (unsigned)v;
+        return r;
+    }
+    if (strcmp(name, "max_output_bytes") == 0) {
+        r = conf_get_int(path, s, CONFIG_OUTPUT_MIN, CONFIG_OUTPUT_MAX, &v, reterr);
+        if (r == 0)
+            cfg->max_output_bytes = (size_t)v;
+        return r;
+    }
+    if (strcmp(name, "socket_mode") == 0) {
+        unsigned long mode;
+        char *end;
+
+        if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+            diag_set(reterr, path, conf_line(s),
+                     "socket_mode must be an octal string such as \"0660\"");
+            return -EINVAL;
+        }
+        str = config_setting_get_string(s);
+        mode = strtoul(str, &end, 8);
+        if (!str[0] || *end || strlen(str) > 4 || mode > 0777 || str[0] == '-' ||
+            str[0] == '+' || str[0] == ' ') {
+            diag_set(reterr, path, conf_line(s),
+                     "socket_mode must be an octal mode up to \"0777\", not \"%s\"", str);
+            return -EINVAL;
+        }
+        cfg->socket_mode = (unsigned)mode;
+        return 0;
+    }
+    if (strcmp(name, "state_dir") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r == 0 && str[0] != '/') {
+            diag_set(reterr, path, conf_line(s), "state_dir must be an absolute path");
+            r = -EINVAL;
+        }
+        return r < 0 ? r : conf_set_str(&cfg->state_dir, str);
+    }
+    if (strcmp(name, "admin_group") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r == 0 && (!str[0] || strlen(str) > CONFIG_GROUP_MAX ||
+                       strpbrk(str, " \t\n:/,") != NULL)) {
+            diag_set(reterr, path, conf_line(s), "admin_group \"%s\" is not a group name",
+                     str);
+            r = -EINVAL;
+        }
+        return r < 0 ? r : conf_set_str(&cfg->admin_group, str);
+    }
+    diag_set(reterr, path, conf_line(s), "unknown setting 'server.%s'", name);
+    return -EINVAL;
+}
+
+static int conf_table_setting(struct config *cfg, const char *path,
+                                const config_setting_t *s, struct diag *reterr)
+{
+    const char *name = conf_name(s), *str;
+    int64_t v;
+    int r;
+
+    if (strcmp(name, "slots") == 0 || strcmp(name, "fast_slots") == 0) {
+        r = conf_get_int(path, s, TABLE_SLOTS_MIN, TABLE_SLOTS_MAX, &v, reterr);
+        if (r == 0 && name[0] == 's')
+            cfg->table_slots = (uint32_t)v;
+        else if (r == 0)
+            cfg->fast_table_slots = (uint32_t)v;
+        return r;
+    }
+    if (strcmp(name, "when_full") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        if (strcmp(str, "deny") == 0) {
+            cfg->when_full = CONFIG_FULL_DENY;
+        } else if (strcmp(str, "allow") == 0) {
+            cfg->when_full = CONFIG_FULL_ALLOW;
+        } else {
+            diag_set(reterr, path, conf_line(s),
+                     "when_full must be \"deny\" or \"allow\", not \"%s\"", str);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    diag_set(reterr, path, conf_line(s), "unknown setting 'table.%s'", name);
+    return -EINVAL;
+}
+
+/* Runs @fn on every member of group @g. */
+static int conf_each(struct config *cfg, const char *path, const config_setting_t *g,
+                       int (*fn)(struct config *, const char *, const config_setting_t *,
+                                 struct diag *),
+                       struct diag *reterr)
+{
+    int r = 0;
+
+    if (!config_setting_is_group(g)) {
+        diag_set(reterr, path, conf_line(g), "%s must be a group { ... }", conf_name(g));
+        return -EINVAL;
+    }
+    for (int i = 0; i < config_setting_length(g); i++) {
+        int q = fn(cfg, path, config_setting_get_elem(g, (unsigned)i), reterr);
+
+        if (q == -ENOMEM)
+            return q;
+        if (q < 0)
+            r = q;
+    }
+    return r;
+}
+
+static int conf_rule_match_value(struct rules_rule_spec *r, const char *path,
+                                   const config_setting_t *m, struct diag *reterr)
+{
+    unsigned line = conf_line(m);
+    char num[32];
+
+    switch (config_setting_type(m)) {
+    case CONFIG_TYPE_STRING:
+        return rules_spec_add_match(r, conf_name(m), config_setting_get_string(m), line);
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64:
+        snprintf(num, sizeof(num), "%lld", config_setting_get_int64(m));
+        return rules_spec_add_match(r, conf_name(m), num, line);
+    default:
+        diag_set(reterr, path, line, "match value of '%s' must be a string or an integer",
+                 conf_name(m));
+        return -EINVAL;
+    }
+}
+
+/* match = { key = "value"; ... } or match = [ "key=value", ... ] */
+static int conf_rule_match(struct rules_rule_spec *r, const char *path,
+                             const config_setting_t *s, struct diag *reterr)
+{
+    int n = config_setting_length(s), ret = 0;
+    bool group = config_setting_is_group(s);
+
+    if (!group && !config_setting_is_array(s) && !config_setting_is_list(s)) {
+        diag_set(reterr, path, conf_line(s),
+                 "match must be a group { key = \"value\"; } or a list [ \"key=value\" ]");
+        return -EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *m = config_setting_get_elem(s, (unsigned)i);
+        unsigned line = conf_line(m) ? conf_line(m) : conf_line(s);
+        const char *kv, *eq;
+        char *key;
+        int q;
+
+        if (group) {
+            q = conf_rule_match_value(r, path, m, reterr);
+        } else if (config_setting_type(m) != CONFIG_TYPE_STRING ||
+                   !(eq = strchr(kv = config_setting_get_string(m), '=')) || eq == kv) {
+            diag_set(reterr, path, line, "match list entries must be \"key=value\" strings");
+            q = -EINVAL;
+        } else {
+            key = strndup(kv, (size_t)(eq - kv));
+            q = key ? rules_spec_add_match(r, key, eq + 1, line) : -ENOMEM;
+            free(key);
+        }
+        if (q == -ENOMEM)
+            return q;
+        if (q < 0)
+            ret = q;
+    }
+    return ret;
+}
+
+static int conf_rule_actor(struct rules_rule_spec *r, const struct config_divvy_field *f,
+                             const char *path, const config_setting_t *s,
+                             struct diag *reterr)
+{
+    if (config_setting_type(s) == CONFIG_TYPE_STRING)
+        return config_divvy_set_string(r, f, "actor", config_setting_get_string(s), false,
+                                       path, conf_line(s), reterr);
+    if (!config_setting_is_array(s) && !config_setting_is_list(s)) {
+        diag_set(reterr, path, conf_line(s), "actor must be a string or a list of strings");
+        return -EINVAL;
+    }
+    for (int i = 0; i < config_setting_length(s); i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        int q;
+
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            diag_set(reterr, path, conf_line(s), "actor must list strings");
+            return -EINVAL;
+        }
+        q = rules_spec_add_actor(r, config_setting_get_string(e));
+        if (q < 0)
+            return q;
+    }
+    return 0;
+}
+
+static int conf_rule_setting(struct rules_rule_spec *r, const char *path,
+                               const config_setting_t *s, struct diag *reterr)
+{
+    const char *name = conf_name(s);
+    const struct config_divvy_field *f = config_divvy_field(name, true);
+    unsigned line = conf_line(s);
+    int type = config_setting_type(s);
+
+    if (!f) {
+        const struct config_divvy_field *camel = config_divvy_field(name, false);
+
+        if (camel)
+            diag_set(reterr, path, line, "unknown rule setting '%s' (did you mean '%s'?)",
+                     name, camel->native);
+        else
+            diag_set(reterr, path, line, "unknown rule setting '%s'", name);
+        return -EINVAL;
+    }
+    switch (f->kind) {
+    case CONFIG_DIVVY_MATCH:
+        return conf_rule_match(r, path, s, reterr);
+    case CONFIG_DIVVY_ACTOR:
+        return conf_rule_actor(r, f, path, s, reterr);
+    case CONFIG_DIVVY_INT:
+        if (type != CONFIG_TYPE_INT && type != CONFIG_TYPE_INT64) {
+            diag_set(reterr, path, line, "%s must be an integer", name);
+            return -EINVAL;
+        }
+        return config_divvy_set_int(r, f, name, config_setting_get_int64(s), path, line,
+                                    reterr);
+    case CONFIG_DIVVY_BOOL:
+    case CONFIG_DIVVY_DEFAULT:
+        if (type != CONFIG_TYPE_BOOL) {
+            diag_set(reterr, path, line, "%s must be true or false", name);
+            return -EINVAL;
+        }
+        return config_divvy_set_bool(r, f, config_setting_get_bool(s));
+    default:
+        if (type != CONFIG_TYPE_STRING) {
+            diag_set(reterr, path, line, "%s must be a string", name);
+            return -EINVAL;
+        }
+        return config_divvy_set_string(r, f, name, config_setting_get_string(s), false, path,
+                                       line, reterr);
+    }
+}
+
+static int conf_rules(struct config *cfg, const char *path, const config_setting_t *list,
+                        struct diag *reterr)
+{
+    int ret = 0;
+
+    if (!config_setting_is_list(list)) {
+        diag_set(reterr, path, conf_line(list), "rules must be a list ( { ... }, ... )");
+        return -EINVAL;
+    }
+    for (int i = 0; i < config_setting_length(list); i++) {
+        const config_setting_t *g = config_setting_get_elem(list, (unsigned)i);
+        unsigned line = conf_line(g) ? conf_line(g) : conf_line(list);
+        struct rules_rule_spec *r;
+        int q;
+
+        if (!config_setting_is_group(g)) {
+            diag_set(reterr, path, line, "each rule must be a group { ... }");
+            ret = -EINVAL;
+            continue;
+        }
+        q = rules_spec_add(&cfg->rules, path, line, &r);
+        if (q == -E2BIG) {
+            diag_set(reterr, path, line, "more than %d rules", RULES_MAX);
+            return -EINVAL;
+        }
+        if (q < 0)
+            return q;
+        for (int j = 0; j < config_setting_length(g); j++) {
+            q = conf_rule_setting(r, path, config_setting_get_elem(g, (unsigned)j), reterr);
+            if (q == -ENOMEM)
+                return q;
+            if (q < 0)
+                ret = q;
+        }
+    }
+    return ret;
+}
+
+static int conf_native(struct config *cfg, const char *path, const char *text,
+                         struct diag *reterr)
+{
+    const config_setting_t *root, *rules = NULL;
+    config_t lc;
+    int r;
+
+    r = conf_check_include(path, text, reterr);
+    if (r < 0)
+        return r;
+    config_init(&lc);
+    if (!config_read_string(&lc, text)) {
+        diag_set(reterr, path, (unsigned)config_error_line(&lc), "%s", config_error_text(&lc));
+        r = -EINVAL;
+        goto out;
+    }
+    r = conf_check_numbers(path, text, reterr);
+    if (r < 0)
+        goto out;
+
+    root = config_root_setting(&lc);
+    for (int i = 0; i < config_setting_length(root); i++) {
+        const config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
+        const char *name = conf_name(s);
+        int q;
+
+        if (strcmp(name, "server") == 0) {
+            q = conf_each(cfg, path, s, conf_server_setting, reterr);
+        } else if (strcmp(name, "table") == 0) {
+            q = conf_each(cfg, path, s, conf_table_setting, reterr);
+        } else if (strcmp(name, "rules") == 0) {
+            rules = s;
+            q = conf_rules(cfg, path, s, reterr);
+        } else {
+            diag_set(reterr, path, conf_line(s),
+                     "unknown setting '%s' (expected server, table, rules)", name);
+            q = -EINVAL;
+        }
+        if (q == -ENOMEM) {
+            r = q;
+            goto out;
+        }
+        if (q < 0)
+            r = q;
+    }
+    if (!rules) {
+        diag_set(reterr, path, 0, "missing 'rules' list");
+        r = -EINVAL;
+    }
+out:
+    config_destroy(&lc);
+    return r;
+}
+
+/* ---- load / free --------------------------------------------------------- */
+
+static int conf_defaults(struct config *cfg)
+{
+    cfg->listen = calloc(2, sizeof(*cfg->listen));
+    if (!cfg->listen)
+        return -ENOMEM;
+    cfg->listen[0] = strdup(CONFIG_DEFAULT_TCP);
+    cfg->listen[1] = strdup(CONFIG_DEFAULT_UNIX);
+    cfg->n_listen = 2;
+    cfg->state_dir = strdup(CONFIG_DEFAULT_STATE_DIR);
+    cfg->admin_group = strdup(CONFIG_DEFAULT_ADMIN_GROUP);
+    if (!cfg->listen[0] || !cfg->listen[1] || !cfg->state_dir || !cfg->admin_group)
+        return -ENOMEM;
+    cfg->workers = 0;
+    cfg->max_connections = CONFIG_DEFAULT_CONNECTIONS;
+    cfg->max_output_bytes = CONFIG_DEFAULT_OUTPUT_BYTES;
+    cfg->socket_mode = CONFIG_DEFAULT_SOCKET_MODE;
+    cfg->table_slots = TABLE_SLOTS_DEFAULT;
+    cfg->fast_table_slots = TABLE_SLOTS_DEFAULT;
+    cfg->when_full = CONFIG_FULL_DENY;
+    return 0;
+}
+
+static enum config_format conf_format_of(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    const char *dot;
+
+    base = base ? base + 1 : path;
+    dot = strrchr(base, '.');
+    if (dot && strcasecmp(dot, ".ini") == 0)
+        return CONFIG_FORMAT_INI;
+    if (dot && strcasecmp(dot, ".json") == 0)
+        return CONFIG_FORMAT_JSON;
+    return CONFIG_FORMAT_LIBCONFIG;
+}
+
+int config_load(const char *path, struct config **ret, struct diag *reterr)
+{
+    struct config *cfg;
+    char *text = NULL;
+    size_t len = 0;
+    int r;
+
+    cfg = calloc(1, sizeof(*cfg));
+    if (!cfg)
+        return -ENOMEM;
+    r = conf_defaults(cfg);
+    if (r < 0)
+        goto out;
+    cfg->path = strdup(path);
+    if (!cfg->path) {
+        r = -ENOMEM;
+        goto out;
+    }
+    cfg->format = conf_format_of(path);
+
+    r = conf_read(path, &text, &len);
+    if (r < 0) {
+        char buf[128];
+
+        if (r == -EFBIG)
+            diag_set(reterr, path, 0, "larger than %u bytes", CONFIG_FILE_MAX);
+        else
+            diag_set(reterr, path, 0, "cannot read: %s", strerror_r(-r, buf, sizeof(buf)));
+        goto out;
+    }
+    switch (cfg->format) {
+    case CONFIG_FORMAT_INI:
+        r = config_divvy_load_ini(path, text, len, &cfg->rules, reterr);
+        break;
+    case CONFIG_FORMAT_JSON:
+        r = config_divvy_load_json(path, text, len, &cfg->rules, reterr);
+        break;
+    default:
+        if (memchr(text, '\0', len)) {
+            diag_set(reterr, path, conf_line_of(text, memchr(text, '\0', len)),
+                     "NUL byte in file");
+            r = -EINVAL;
+            break;
+        }
+        r = conf_native(cfg, path, text, reterr);
+        break;
+    }
+    /* A rule the loader could not read would only add confusing follow-ups. */
+    if (r < 0)
+        goto out;
+    if (cfg->rules.n == 0) {
+        diag_set(reterr, path, 0, "no rules: a config needs at least the default rule");
+        r = -EINVAL;
+        goto out;
+    }
+    r = rules_validate(&cfg->rules, reterr);
+    if (r < 0)
+        goto out;
+
+    *ret = cfg;
+    cfg = NULL;
+out:
+    free(text);
+    config_free(cfg);
+    return r;
+}
+
+void config_free(struct config *cfg)
+{
+    if (!cfg)
+        return;
+    rules_spec_free(&cfg->rules);
+    for (size_t i = 0; i < cfg->n_listen; i++)
+        free(cfg->listen[i]);
+    free(cfg->listen);
+    free(cfg->state_dir);
+    free(cfg->admin_group);
+    free(cfg->path);
+    free(cfg);
+}
+
+/* ---- writer ------------------------------------------------------------- */
+
+static void conf_put_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void conf_put_int(FILE *f, const char *name, int64_t v)
+{
+    /* libconfig 1.5 needs the L suffix beyond 32 bits (see the top). */
+    if (v > INT32_MAX || v < INT32_MIN)
+        fprintf(f, "        %s = %" PRId64 "L;\n", name, v);
+    else
+        fprintf(f, "        %s = %" PRId64 ";\n", name, v);
+}
+
+/* A key libconfig accepts as a setting name (kept narrower than its own). */
+static bool conf_is_plain_name(const char *s)
+{
+    if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
+        return false;
+    for (s++; *s; s++) {
+        if (!conf_is_name_char(*s) || *s == '*')
+            return false;
+    }
+    return true;
+}
+
+static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
+{
+    bool plain = true;
+
+    fprintf(f, "    {\n");
+    for (size_t i = 0; i < r->n_match; i++) {
+        if (!conf_is_plain_name(r->match[i].key))
+            plain = false;
+    }
+    if (r->is_default)
+        fprintf(f, "        default = true;\n");
+    if (r->n_match) {
+        fprintf(f, plain ? "        match = { " : "        match = [ ");
+        for (size_t i = 0; i < r->n_match; i++) {
+            if (plain) {
+                fprintf(f, "%s = ", r->match[i].key);
+                conf_put_string(f, r->match[i].value);
+                fprintf(f, "; ");
+            } else {
+                char *kv;
+
+                if (asprintf(&kv, "%s=%s", r->match[i].key, r->match[i].value) < 0)
+                    return -ENOMEM;
+                conf_put_string(f, kv);
+                free(kv);
+                fprintf(f, i + 1 < r->n_match ? ", " : " ");
+            }
+        }
+        fprintf(f, plain ? "};\n" : "];\n");
+    }
+    if (r->n_actor == 1) {
+        fprintf(f, "        actor = ");
+        conf_put_string(f, r->actor[0]);
+        fprintf(f, ";\n");
+    } else if (r->n_actor > 1) {
+        fprintf(f, "        actor = [ ");
+        for (size_t i = 0; i < r->n_actor; i++) {
+            conf_put_string(f, r->actor[i]);
+            fprintf(f, i + 1 < r->n_actor ? ", " : " ");
+        }
+        fprintf(f, "];\n");
+    }
+    if (r->credit_limit >= 0)
+        conf_put_int(f, "credit_limit", r->credit_limit);
+    if (r->reset_seconds >= 0)
+        conf_put_int(f, "reset_seconds", r->reset_seconds);
+    if (r->algo != RULES_ALGO_WINDOW)
+        fprintf(f, "        algorithm = \"%s\";\n", config_divvy_algo_name(r->algo));
+    if (r->refill_amount >= 0)
+        conf_put_int(f, "refill_amount", r->refill_amount);
+    if (r->refill_seconds >= 0)
+        conf_put_int(f, "refill_seconds", r->refill_seconds);
+    if (r->strict)
+        fprintf(f, "        strict = true;\n");
+    if (r->policy != RULES_POLICY_STOP)
+        fprintf(f, "        match_policy = \"%s\";\n", config_divvy_policy_name(r->policy));
+    if (r->source != RULES_SOURCE_ANY)
+        fprintf(f, "        source = \"%s\";\n", config_divvy_source_name(r->source));
+    if (r->fast_path)
+        fprintf(f, "        fast_path = true;\n");
+    if (r->prefix4 >= 0)
+        conf_put_int(f, "actor_prefix4", r->prefix4);
+    if (r->prefix6 >= 0)
+        conf_put_int(f, "actor_prefix6", r->prefix6);
+    if (r->max_actors > 0)
+        conf_put_int(f, "max_actors", r->max_actors);
+    if (r->label) {
+        fprintf(f, "        label = ");
+        conf_put_string(f, r->label);
+        fprintf(f, ";\n");
+    }
+    if (r->comment) {
+        fprintf(f, "        comment = ");
+        conf_put_string(f, r->comment);
+        fprintf(f, ";\n");
+    }
+    fprintf(f, last ? "    }\n" : "    },\n");
+    return 0;
+}
+
+static void conf_write_server(const struct config *cfg, FILE *f)
+{
+    bool listen_default = cfg->n_listen == 2 && strcmp(cfg->listen[0], CONFIG_DEFAULT_TCP) == 0 &&
+                          strcmp(cfg->listen[1], CONFIG_DEFAULT_UNIX) == 0;
+    bool any = !listen_default || strcmp(cfg->state_dir, CONFIG_DEFAULT_STATE_DIR) != 0 ||
+               cfg->workers != 0 || cfg->max_connections != CONFIG_DEFAULT_CONNECTIONS ||
+               cfg->max_output_bytes != CONFIG_DEFAULT_OUTPUT_BYTES ||
+               cfg->socket_mode != CONFIG_DEFAULT_SOCKET_MODE ||
+               strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0;
+
+    if (!any)
+        return;
+    fprintf(f, "server = {\n");
+    if (!listen_default) {
+        fprintf(f, "    listen = [ ");
+        for (size_t i = 0; i < cfg->n_listen; i++) {
+            conf_put_string(f, cfg->listen[i]);
+            fprintf(f, i + 1 < cfg->n_listen ? ", " : " ");
+        }
+        fprintf(f, "];\n");
+    }
+    if (strcmp(cfg->state_dir, CONFIG_DEFAULT_STATE_DIR) != 0) {
+        fprintf(f, "    state_dir = ");
+        conf_put_string(f, cfg->state_dir);
+        fprintf(f, ";\n");
+    }
+    if (cfg->workers != 0)
+        fprintf(f, "    workers = %u;\n", cfg->workers);
+    if (cfg->max_connections != CONFIG_DEFAULT_CONNECTIONS)
+        fprintf(f, "    max_connections = %u;\n", cfg->max_connections);
+    if (cfg->max_output_bytes != CONFIG_DEFAULT_OUTPUT_BYTES)
+        fprintf(f, "    max_output_bytes = %zu;\n", cfg->max_output_bytes);
+    if (cfg->socket_mode != CONFIG_DEFAULT_SOCKET_MODE)
+        fprintf(f, "    socket_mode = \"0%o\";\n", cfg->socket_mode);
+    if (strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0) {
+        fprintf(f, "    admin_group = ");
+        conf_put_string(f, cfg->admin_group);
+        fprintf(f, ";\n");
+    }
+    fprintf(f, "};\n\n");
+}
+
+int config_write_libconfig(const struct config *cfg, FILE *f)
+{
+    int r;
+
+    /* Keys with no native spelling (docs/config.md): refuse before writing. */
+    for (size_t i = 0; i < cfg->rules.n; i++) {
+        const struct rules_rule_spec *rule = &cfg->rules.rules[i];
+
+        for (size_t j = 0; j < rule->n_match; j++) {
+            if (!rule->match[j].key[0] || strchr(rule->match[j].key, '='))
+                return -EINVAL;
+        }
+    }
+    fprintf(f, "# divvy.conf (docs/config.md), written by divvyctl convert.\n\n");
+    if (cfg->listen && cfg->state_dir && cfg->admin_group)
+        conf_write_server(cfg, f);
+    if (cfg->table_slots != TABLE_SLOTS_DEFAULT || cfg->fast_table_slots != TABLE_SLOTS_DEFAULT ||
+        cfg->when_full != CONFIG_FULL_DENY) {
+        fprintf(f, "table = {\n");
+        if (cfg->table_slots != TABLE_SLOTS_DEFAULT)
+            fprintf(f, "    slots = %" PRIu32 ";\n", cfg->table_slots);
+        if (cfg->fast_table_slots != TABLE_SLOTS_DEFAULT)
+            fprintf(f, "    fast_slots = %" PRIu32 ";\n", cfg->fast_table_slots);
+        if (cfg->when_full != CONFIG_FULL_DENY)
+            fprintf(f, "    when_full = \"allow\";\n");
+        fprintf(f, "};\n\n");
+    }
+    fprintf(f, "rules = (\n");
+    for (size_t i = 0; i < cfg->rules.n; i++) {
+        r = conf_write_rule(&cfg->rules.rules[i], i + 1 == cfg->rules.n, f);
+        if (r < 0)
+            return r;
+    }
+    fprintf(f, ");\n");
+    if (fflush(f) != 0 || ferror(f))
+        return -EIO;
+    return 0;
+}
