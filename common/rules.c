@@ -1585,6 +1585,24 @@ int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req 
     return out_end(&o);
 }
 
+int rules_actor_keys(const struct rules *rules, uint32_t idx, char *buf, size_t size)
+{
+    struct out o = { buf, size, 0, false };
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    for (uint32_t i = 0; i < r->n_actor; i++) {
+        const struct blob_str *k = &rules->actor[r->actor_first + i];
+
+        if (i)
+            out_ch(&o, ',');
+        out_put(&o, rules->pool + k->off, k->len);
+    }
+    return out_end(&o);
+}
+
 int rules_describe(const struct rules *rules, uint32_t idx, char *buf, size_t size)
 {
     struct out o = { buf, size, 0, false };

@@ -170,6 +170,10 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
 int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
                 char *buf, size_t size);
 
+/* Writes rule @idx's actor keys joined by ',' ("" without actor); returns the
+ * length, -ENOBUFS or -ENOENT. */
+int rules_actor_keys(const struct rules *rules, uint32_t idx, char *buf, size_t size);
+
 /* Writes the match set of rule @idx as protocol text ("method=GET path=/x[star]",
  * or "default") into @buf; returns the length or -ENOBUFS. */
 int rules_describe(const struct rules *rules, uint32_t idx, char *buf, size_t size);

@@ -496,7 +496,7 @@ static void do_explain(struct conn *c, const struct proto_req *req)
 
 static void do_rules(struct conn *c)
 {
-    char line[2 * PROTO_LINE_MAX], desc[PROTO_LINE_MAX];
+    char line[2 * PROTO_LINE_MAX], desc[PROTO_LINE_MAX], actor[PROTO_LINE_MAX];
     const struct reload_state *st;
     struct rules_rule r;
     size_t n, pos;
@@ -512,6 +512,8 @@ static void do_rules(struct conn *c)
             break;
         if (rules_describe(st->rules, i, desc, sizeof(desc)) < 0)
             snprintf(desc, sizeof(desc), "%s", "(too long)");
+        if (rules_actor_keys(st->rules, i, actor, sizeof(actor)) < 0)
+            snprintf(actor, sizeof(actor), "%s", "(too long)");
         pos = 0;
         append_fmt(line, sizeof(line), &pos, "rule=%u id=%s label=", i, r.id_str);
         append_quoted(line, sizeof(line), &pos, r.label);
@@ -519,10 +521,12 @@ static void do_rules(struct conn *c)
         append_quoted(line, sizeof(line), &pos, desc);
         append_fmt(line, sizeof(line), &pos,
                    " credit_limit=%lld reset_seconds=%lld algorithm=%s policy=%s source=%s"
-                   " fast_path=%s actor_keys=%u\n",
+                   " fast_path=%s actor=",
                    (long long)r.credit_limit, (long long)r.reset_seconds, algo_name(r.algo),
                    policy_name(r.policy), r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
-                   r.fast_path ? "true" : "false", r.n_actor);
+                   r.fast_path ? "true" : "false");
+        append_quoted(line, sizeof(line), &pos, actor);
+        append_fmt(line, sizeof(line), &pos, "\n");
         reply_text(c, line);
     }
     urcu_memb_read_unlock();
