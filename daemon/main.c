@@ -210,8 +210,8 @@ int main(int argc, char **argv)
     }
     diag_init(diag);
     r = config_load(a.config, &cfg, diag);
-    if (r >= 0)
-        r = rules_compile(&cfg->rules, 1, &rules, diag);
+    if (r >= 0 && a.check)
+        r = rules_compile(&cfg->rules, 0, &rules, diag);
     if (r < 0) {
         print_diag(diag, a.config, r);
         if (!a.check)
@@ -235,12 +235,11 @@ int main(int argc, char **argv)
         goto out;
 
     urcu_memb_register_thread();
-    r = reload_new(a.config, cfg, rules, 1, &rl);
+    r = reload_new(a.config, cfg, state_dir, fast, &rl, diag);
     if (r < 0) {
-        log_msg(LOG_ERR, "out of memory");
+        print_diag(diag, a.config, r);
         goto out_rcu;
     }
-    rules = NULL;
 
     if (a.n_listen > 0) {
         so.listen = (char **)a.listen;

@@ -4,11 +4,15 @@
  * serialised by a mutex that no reader ever takes; readers only follow one
  * rcu_dereference()d pointer.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <urcu/urcu-memb.h>
 
@@ -23,6 +27,8 @@ struct published {
 
 struct reload {
     char *config_path;
+    char *state_dir;                /* rules.<generation> files for fast-path clients */
+    struct table *fast;             /* its header announces the generation */
     char settings[1024];            /* the startup server/table settings, as text */
     struct published *current;      /* RCU-protected */
     pthread_mutex_t lock;           /* serialises writers */
@@ -52,6 +58,73 @@ static void settings_text(const struct config *cfg, char *buf, size_t size)
     }
 }
 
+/*
+ * Writes the compiled blob to <state_dir>/rules.<generation> (through a
+ * temporary name and rename(), so a client never opens a half-written file).
+ * The file is immutable from then on.  docs/shm.md "Rule files".
+ */
+static int write_rules_file(const struct reload *rl, const struct rules *rules, uint64_t gen)
+{
+    char tmp[PATH_MAX], path[PATH_MAX];
+    const void *data;
+    size_t len, off = 0;
+    ssize_t n;
+    int fd, r = 0;
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/rules.%llu", rl->state_dir,
+                         (unsigned long long)gen) >= sizeof(path) ||
+        (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    rules_blob(rules, &data, &len);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return -errno;
+    while (off < len) {
+        n = write(fd, (const char *)data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            r = n < 0 ? -errno : -EIO;
+            break;
+        }
+        off += (size_t)n;
+    }
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+/* Removes rules.<g> files other than @keep (older generations, crash leftovers). */
+static void remove_old_rules_files(const struct reload *rl, uint64_t keep)
+{
+    char path[PATH_MAX];
+    struct dirent *de;
+    DIR *d;
+
+    d = opendir(rl->state_dir);
+    if (!d)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        unsigned long long g;
+        char *end;
+
+        if (strncmp(de->d_name, "rules.", 6) != 0)
+            continue;
+        g = strtoull(de->d_name + 6, &end, 10);
+        if (end == de->d_name + 6 || (*end && strcmp(end, ".tmp") != 0) ||
+            (g == keep && !*end))
+            continue;
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", rl->state_dir, de->d_name) <
+            sizeof(path))
+            unlink(path);
+    }
+    closedir(d);
+}
+
 static void published_free(struct published *p)
 {
     if (!p)
@@ -65,29 +138,53 @@ static void published_free_rcu(struct rcu_head *head)
     published_free(caa_container_of(head, struct published, rcu));
 }
 
-int reload_new(const char *config_path, const struct config *cfg, struct rules *rules,
-               uint64_t generation, struct reload **ret)
+int reload_new(const char *config_path, const struct config *cfg, const char *state_dir,
+               struct table *fast, struct reload **ret, struct diag *reterr)
 {
+    struct rules *rules = NULL;
     struct reload *rl;
     struct published *p;
+    uint64_t gen;
+    int r;
 
     rl = calloc(1, sizeof(*rl));
     p = calloc(1, sizeof(*p));
-    if (!rl || !p || !(rl->config_path = strdup(config_path))) {
-        if (rl)
-            free(rl->config_path);
-        free(rl);
-        free(p);
-        return -ENOMEM;
+    if (!rl || !p || !(rl->config_path = strdup(config_path)) ||
+        !(rl->state_dir = strdup(state_dir))) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    rl->fast = fast;
+    /* Generations only grow, across restarts too: clients compare them. */
+    gen = table_generation(fast) + 1;
+    r = rules_compile(&cfg->rules, gen, &rules, reterr);
+    if (r < 0)
+        goto fail;
+    r = write_rules_file(rl, rules, gen);
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "cannot write rules.%llu in %s: %m", (unsigned long long)gen, state_dir);
+        goto fail;
     }
     pthread_mutex_init(&rl->lock, NULL);
     settings_text(cfg, rl->settings, sizeof(rl->settings));
     p->st.rules = rules;
-    p->st.generation = generation;
-    rl->next_generation = generation + 1;
+    p->st.generation = gen;
+    rl->next_generation = gen + 1;
     rcu_assign_pointer(rl->current, p);
+    table_set_generation(fast, gen);
+    remove_old_rules_files(rl, gen);
     *ret = rl;
     return 0;
+fail:
+    if (rl) {
+        free(rl->config_path);
+        free(rl->state_dir);
+    }
+    rules_free(rules);
+    free(rl);
+    free(p);
+    return r;
 }
 
 void reload_free(struct reload *rl)
@@ -103,6 +200,7 @@ void reload_free(struct reload *rl)
     urcu_memb_barrier();
     pthread_mutex_destroy(&rl->lock);
     free(rl->config_path);
+    free(rl->state_dir);
     free(rl);
 }
 
@@ -134,6 +232,9 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
         r = rules_compile(&cfg->rules, gen, &rules, diag);
     if (r >= 0 && !(p = calloc(1, sizeof(*p))))
         r = -ENOMEM;
+    if (r >= 0 && (r = write_rules_file(rl, rules, gen)) < 0)
+        diag_set(diag, rl->state_dir, 0, "cannot write rules.%llu: %s", (unsigned long long)gen,
+                 strerror(-r));
     if (r < 0) {
         char first[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
 
@@ -166,6 +267,9 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
     p->st.generation = gen;
     rules = NULL;
     old = rcu_xchg_pointer(&rl->current, p);
+    /* The file is complete before the generation that names it is visible. */
+    table_set_generation(rl->fast, gen);
+    remove_old_rules_files(rl, gen);
     rl->next_generation = gen + 1;
     rl->n_ok++;
     *ret_generation = gen;

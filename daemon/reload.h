@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "rules.h"
+#include "table.h"
 
 struct reload_state {
     struct rules *rules;
@@ -23,13 +24,19 @@ struct reload_state {
 
 struct reload;
 
-/* Takes ownership of @rules (compiled from the startup config @cfg, which is
- * only read) and publishes it.  @config_path is re-read by every reload; a
- * reload that changes @cfg's server/table settings says they need a restart.
- * -ENOMEM. */
+/*
+ * Compiles the rules of the startup config @cfg (only read; problems in
+ * @reterr) and publishes them: inside the daemon under RCU, and for
+ * fast-path clients as the immutable file <@state_dir>/rules.<generation>
+ * whose generation is then stored in @fast's header (docs/shm.md).
+ * Generations continue from the one @fast already announces.  @config_path is
+ * re-read by every reload; a reload that changes @cfg's server/table
+ * settings says they need a restart.  -EINVAL (invalid rules), -ENOMEM, or
+ * -errno writing the file.
+ */
 struct config;
-int reload_new(const char *config_path, const struct config *cfg, struct rules *rules,
-               uint64_t generation, struct reload **ret);
+int reload_new(const char *config_path, const struct config *cfg, const char *state_dir,
+               struct table *fast, struct reload **ret, struct diag *reterr);
 
 /* Unpublishes and frees after the last grace period (rcu_barrier).  NULL-safe.
  * No reader may run any more. */
