@@ -401,6 +401,17 @@ int proto_fmt_ok(char *buf, size_t size, bool allowed, uint64_t credit, uint64_t
     return n;
 }
 
+int proto_fmt_ok_rule(char *buf, size_t size, bool allowed, uint64_t credit,
+                      uint64_t reset_seconds, const char *rule)
+{
+    int n = snprintf(buf, size, "OK %s %" PRIu64 " %" PRIu64 " %s\n", allowed ? "true" : "false",
+                     credit, reset_seconds, rule);
+
+    if (n < 0 || (size_t)n >= size)
+        return -ENOBUFS;
+    return n;
+}
+
 /* A byte the protocol cannot carry inside a quoted string, or that would garble a log line. */
 static char safe_byte(char ch)
 {

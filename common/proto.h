@@ -98,6 +98,11 @@ const char *proto_err_code(enum proto_err err);
  *   proto_fmt_multi_head: "OK <n>\n", followed by exactly n lines.
  */
 int proto_fmt_ok(char *buf, size_t size, bool allowed, uint64_t credit, uint64_t reset_seconds);
+/* "OK true 57 60 <rule>\n": the reply of TAKE, PEEK and RESET, whose fifth
+ * field names the deciding rule (its label, or its 16-hex-digit id); @rule
+ * must be a protocol word without spaces or quotes. */
+int proto_fmt_ok_rule(char *buf, size_t size, bool allowed, uint64_t credit,
+                      uint64_t reset_seconds, const char *rule);
 int proto_fmt_err(char *buf, size_t size, enum proto_err err, const char *reason);
 int proto_fmt_multi_head(char *buf, size_t size, unsigned n_lines);
 

@@ -340,6 +340,16 @@ static void reply_ok(struct conn *c, bool allowed, uint64_t credit, uint64_t res
         out_append(c, line, (size_t)n);
 }
 
+static void reply_ok_rule(struct conn *c, bool allowed, uint64_t credit, uint64_t reset_s,
+                          const char *rule)
+{
+    char line[PROTO_REPLY_MAX];
+    int n = proto_fmt_ok_rule(line, sizeof(line), allowed, credit, reset_s, rule);
+
+    if (n > 0)
+        out_append(c, line, (size_t)n);
+}
+
 static void reply_text(struct conn *c, const char *s)
 {
     out_append(c, s, strlen(s));
@@ -415,6 +425,8 @@ static void do_hit(struct conn *c, const struct proto_req *req)
     const struct reload_state *st;
     struct eval_env env;
     struct eval_result res;
+    struct rules_rule decider;
+    char rule[RULES_LABEL_MAX + 1] = "";
     int r;
 
     if (req->verb == PROTO_RESET && !c->privileged) {
@@ -428,8 +440,12 @@ static void do_hit(struct conn *c, const struct proto_req *req)
     env.priv = w->s->o.priv;
     env.full_allow = w->s->o.full_allow;
     r = eval_request(&env, &rq, op, req->amount, clock_now_ms(), &res);
-    if (r >= 0)
+    if (r >= 0) {
         count_outcomes(w, st->rules, &res);
+        /* The rule's strings live in the rules: copy before leaving the section. */
+        if (req->verb != PROTO_HIT && rules_get(st->rules, res.decider, &decider) >= 0)
+            snprintf(rule, sizeof(rule), "%s", decider.id_str);
+    }
     urcu_memb_read_unlock();
     if (r < 0) {
         errno = -r;
@@ -444,7 +460,11 @@ static void do_hit(struct conn *c, const struct proto_req *req)
         log_msg(LOG_NOTICE, "RESET by uid %u: %u counter(s) on the path of rule %u reset",
                 (unsigned)c->uid, res.n, res.decider);
     }
-    reply_ok(c, res.allowed, res.credit, res.reset_s);
+    /* HIT's reply is divvy's, byte for byte; the extension verbs name the rule. */
+    if (req->verb == PROTO_HIT)
+        reply_ok(c, res.allowed, res.credit, res.reset_s);
+    else
+        reply_ok_rule(c, res.allowed, res.credit, res.reset_s, rule);
 }
 
 static void do_explain(struct conn *c, const struct proto_req *req)
