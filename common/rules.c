@@ -519,6 +519,10 @@ static void prep_settings(struct pr *p, struct diag *d)
                  RULES_LIMIT_MAX);
     if (s->label && !label_ok(s->label))
         RULE_ERR(p, 0, "label '%s' is not [A-Za-z0-9_-]{1,%d}", s->label, RULES_LABEL_MAX);
+    /* Fast-path counters live in a table every divvy-fast member can write:
+     * a privileged (login) rule must never be kept there. */
+    if (s->fast_path && s->source == RULES_SOURCE_PRIVILEGED)
+        RULE_ERR(p, 0, "a source = privileged rule cannot be fast_path");
 }
 
 /* True when every request rule @b matches is also matched by rule @a. */

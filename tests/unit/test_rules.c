@@ -325,6 +325,25 @@ static void test_rules_validate_limits(void **state)
     rules_spec_free(&spec);
 }
 
+static void test_rules_validate_privileged_not_fast_path(void **state)
+{
+    struct rules_spec spec = { 0 };
+    struct rules_rule_spec *r;
+
+    (void)state;
+    r = one_bad(&spec, "a=1");
+    r->fast_path = true;
+    expect_valid(&spec);
+    r = one_bad(&spec, "a=1");
+    r->source = RULES_SOURCE_PRIVILEGED;
+    expect_valid(&spec);
+    r = one_bad(&spec, "a=1");
+    r->fast_path = true;
+    r->source = RULES_SOURCE_PRIVILEGED;
+    expect_error(&spec, 10, "cannot be fast_path");
+    rules_spec_free(&spec);
+}
+
 static void test_rules_validate_token_bucket(void **state)
 {
     struct rules_spec spec = { 0 };
@@ -1244,6 +1263,7 @@ int main(void)
         cmocka_unit_test(test_rules_policies_collect_in_order),
         cmocka_unit_test(test_rules_privileged_source),
         cmocka_unit_test(test_rules_validate_limits),
+        cmocka_unit_test(test_rules_validate_privileged_not_fast_path),
         cmocka_unit_test(test_rules_validate_token_bucket),
         cmocka_unit_test(test_rules_validate_actor),
         cmocka_unit_test(test_rules_validate_labels),
