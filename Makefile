@@ -4,6 +4,9 @@
 PREFIX    ?= /usr/local
 BINDIR    ?= $(PREFIX)/bin
 SBINDIR   ?= $(PREFIX)/sbin
+LIBDIR    ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 SYSCONFDIR ?= /etc
 B         ?= build
 WERROR    ?= 1
@@ -11,6 +14,7 @@ CC        ?= cc
 PKG_CONFIG ?= pkg-config
 
 VERSION   := 0.1.0
+SOVERSION := 0
 
 # Dependencies of the daemon and of common/'s config loaders.
 PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson
@@ -22,8 +26,8 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 ARCH_FLAGS := $(if $(filter x86_64,$(shell uname -m)),-mcx16,)
-BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC $(ARCH_FLAGS) $(WARN) -MMD -MP -D_GNU_SOURCE \
-               -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon
+BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(ARCH_FLAGS) $(WARN) -MMD -MP \
+               -D_GNU_SOURCE -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon -Ilibclient
 SAN_FLAGS ?=
 
 pc_cflags = $(shell $(PKG_CONFIG) --cflags $(1) 2>/dev/null)
@@ -35,25 +39,47 @@ LIBS        = $(call pc_libs,$(PKGS)) -lpthread -lm
 
 COMMON_SRCS := $(wildcard common/*.c)
 DAEMON_SRCS := $(wildcard daemon/*.c)
+CLIENT_SRCS := $(wildcard libclient/*.c)
+CTL_SRCS    := $(wildcard tools/divvyctl*.c)
+PAM_SRCS    := $(wildcard pam/*.c)
+EXAMPLE_SRCS := $(wildcard docs/examples/*.c)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 ITEST_SRCS  := $(wildcard tests/integration/test_*.c)
 ITEST_LIB   := $(filter-out $(ITEST_SRCS),$(wildcard tests/integration/*.c))
 
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(B)/%.o)
+CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o)
+CTL_OBJS    := $(CTL_SRCS:%.c=$(B)/%.o)
+PAM_OBJS    := $(PAM_SRCS:%.c=$(B)/%.o)
+EXAMPLE_BINS := $(EXAMPLE_SRCS:docs/examples/%.c=$(B)/examples/%)
+# libdivvy carries the common modules of the hit path, never the config loaders.
+LIBDIVVY_COMMON := $(addprefix $(B)/common/,$(addsuffix .o, \
+                   algo clock diag eval glob hash proto rules rules_spec table))
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
 ITEST_OBJS  := $(ITEST_LIB:%.c=$(B)/%.o)
 
 DIVVYD      := $(B)/divvyd
 BENCH       := $(B)/divvy-bench
+DIVVYCTL    := $(B)/divvyctl
 LIBCOMMON   := $(B)/libdivvycommon.a
+LIBDIVVY_SO := $(B)/libdivvy.so.$(SOVERSION)
+LIBDIVVY_A  := $(B)/libdivvy.a
+LIBCLIENT_A := $(B)/libdivvyclient.a
+PAM_SO      := $(B)/pam_divvy.so
+PC_FILE     := $(B)/divvy.pc
+# Programs linked against the shared library find it in build/ until installed.
+LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-check clean help \
         install cas-check fuzz
 .DEFAULT_GOAL := all
 
-all: deps-check $(DIVVYD) $(BENCH) cas-check
+CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY_A) $(PC_FILE),) \
+                  $(if $(CTL_SRCS),$(DIVVYCTL),) $(if $(PAM_SRCS),$(PAM_SO),) $(EXAMPLE_BINS)
+
+all: deps-check $(DIVVYD) $(BENCH) $(CLIENT_TARGETS) cas-check
 
 help:
 	@echo "make            build divvyd and divvy-bench into $(B)/"
@@ -69,7 +95,7 @@ deps:
 deps-check:
 	@tools/deps.sh check
 
-$(B)/%.o: %.c
+$(B)/%.o: %.c Makefile
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -81,8 +107,41 @@ $(LIBCOMMON): $(COMMON_OBJS)
 $(DIVVYD): $(DAEMON_OBJS) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIBCOMMON) $(LIBS)
 
-$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
+$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO))
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
+
+# libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
+# script) and static; divvy.pc from libclient/divvy.pc.in.
+$(LIBDIVVY_SO): $(CLIENT_OBJS) $(LIBDIVVY_COMMON) libclient/divvy.map
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdivvy.so.$(SOVERSION) \
+	    -Wl,--version-script=libclient/divvy.map -Wl,--no-undefined \
+	    -o $@ $(CLIENT_OBJS) $(LIBDIVVY_COMMON) -lpthread
+$(B)/libdivvy.so: $(LIBDIVVY_SO)
+	ln -sf libdivvy.so.$(SOVERSION) $@
+$(LIBDIVVY_A): $(CLIENT_OBJS) $(LIBDIVVY_COMMON)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(LIBCLIENT_A): $(CLIENT_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(PC_FILE): libclient/divvy.pc.in Makefile
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# divvyctl: the public API through libdivvy.so; common/ only for check/convert.
+$(DIVVYCTL): $(CTL_OBJS) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
+	$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCOMMON) $(LINK_LIBDIVVY) $(LIBS)
+
+# pam_divvy.so: libdivvy linked in statically (hidden), only pam_sm_* exported.
+$(PAM_SO): $(PAM_OBJS) $(LIBDIVVY_A) pam/pam_divvy.map
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,--version-script=pam/pam_divvy.map -Wl,--no-undefined \
+	    -o $@ $(PAM_OBJS) $(LIBDIVVY_A) -lpam -lpthread
+
+# Example programs from docs/examples/, built against the public header only.
+$(B)/examples/%: docs/examples/%.c $(LIBDIVVY_SO) $(B)/libdivvy.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B))
 
 # The table's state word must be updated by an inline 16-byte CAS: a call into
 # libatomic could take a lock that is private to one process (DESIGN §4).
@@ -90,23 +149,29 @@ cas-check: $(LIBCOMMON)
 	@if nm $(LIBCOMMON) | grep -E ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
 	    echo "cas-check: common/ calls libatomic for 16-byte atomics (see docs/shm.md)" >&2; exit 1; fi
 
-# Unit tests: one cmocka binary per module.
-$(B)/tests/test_%: tests/unit/test_%.c $(LIBCOMMON)
+# Unit tests: one cmocka binary per module (libclient's modules included).
+$(B)/tests/test_%: tests/unit/test_%.c $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) -o $@ $< \
-	    $(LIBCOMMON) $(call pc_libs,$(TEST_PKGS)) $(LIBS)
+	    $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) $(call pc_libs,$(TEST_PKGS)) $(LIBS) \
+	    $(if $(PAM_SRCS),-lpam)
 
-# Integration tests: real divvyd, real sockets (tests/integration/harness.c).
-$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBCOMMON) $(DIVVYD)
+# Integration tests: real divvyd, real sockets (tests/integration/harness.c),
+# libdivvy through its shared library, divvyctl and pam_divvy.so from build/.
+$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBCOMMON) $(DIVVYD) \
+                   $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
-	    -o $@ $< $(ITEST_OBJS) $(LIBCOMMON) $(call pc_libs,$(TEST_PKGS)) $(LIBS)
+	    -o $@ $< $(ITEST_OBJS) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
+	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
 check-unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
-check-integration: $(ITEST_BINS) $(DIVVYD)
-	@set -e; for t in $(ITEST_BINS); do echo "== $$t"; DIVVYD=$(abspath $(DIVVYD)) $$t; done
+check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS)
+	@set -e; for t in $(ITEST_BINS); do echo "== $$t"; \
+	    DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
+	    PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B)) $$t; done
 
 # `make check`: deps, the normal build, its tests, then the same tests under ASan+UBSan.
 check: deps

@@ -59,9 +59,10 @@ static const struct verb_name verbs[] = {
     { "RELOAD", PROTO_RELOAD, false },
     { "PING", PROTO_PING, false },
     { "QUIT", PROTO_QUIT, false },
+    { "COUNTERS", PROTO_COUNTERS, true },
 };
 
-#define VERB_NAME_MAX 7     /* strlen("EXPLAIN") */
+#define VERB_NAME_MAX 8     /* strlen("COUNTERS") */
 
 /* The line being decoded: [p, end) is what is left of it, CR and LF excluded. */
 struct cursor {

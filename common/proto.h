@@ -30,6 +30,7 @@ enum proto_verb {
     PROTO_RELOAD,       /* admin */
     PROTO_PING,
     PROTO_QUIT,
+    PROTO_COUNTERS,     /* admin: list live counters (divvyctl top/locked) */
 };
 
 enum proto_err {

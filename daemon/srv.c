@@ -621,6 +621,219 @@ static void do_reload(struct conn *c)
     reply_text(c, line);
 }
 
+/* ---- COUNTERS: live counters for divvyctl top/locked --------------------- */
+
+#define COUNTERS_DEFAULT   100
+#define COUNTERS_MAX       10000
+#define COUNTERS_SCAN_MAX  (1u << 20)
+
+struct counter_row {
+    uint32_t rule;              /* index in the current rules */
+    uint64_t credit;
+    uint64_t used;
+    uint64_t reset_ms;
+    char actor[40];             /* stored actor (<= 32 bytes) or "#<digest hex>" */
+};
+
+struct counters_scan {
+    const struct rules *rules;
+    const uint64_t *ids;        /* rule ids sorted, ... */
+    const uint32_t *idx;        /* ... and their indexes */
+    size_t n_ids;
+    int64_t only_rule;          /* -1: all */
+    bool exhausted;
+    uint64_t now;
+    struct counter_row *rows;
+    size_t n, cap;
+};
+
+static int find_rule_id(const struct counters_scan *cs, uint64_t id)
+{
+    size_t lo = 0, hi = cs->n_ids;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (cs->ids[mid] == id)
+            return (int)cs->idx[mid];
+        if (cs->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static int collect_counter(const struct table_entry *e, void *userdata)
+{
+    struct counters_scan *cs = userdata;
+    struct counter_row *row;
+    struct rules_rule r;
+    int idx = find_rule_id(cs, e->rule_id);
+    uint64_t limit, used;
+
+    /* Counters of rules a reload removed are not reported. */
+    if (idx < 0 || (cs->only_rule >= 0 && idx != cs->only_rule) ||
+        rules_get(cs->rules, (uint32_t)idx, &r) < 0)
+        return 0;
+    limit = (uint64_t)r.credit_limit;
+    used = e->algo == RULES_ALGO_TOKEN_BUCKET ? limit - (e->used_or_tokens < limit ?
+                                                         e->used_or_tokens : limit)
+                                              : e->used_or_tokens;
+    if (used > limit)
+        used = limit;
+    if (cs->exhausted && used < limit)
+        return 0;
+    if (cs->n == cs->cap) {
+        size_t cap = cs->cap ? cs->cap * 2 : 256;
+        struct counter_row *grown;
+
+        if (cap > COUNTERS_SCAN_MAX)
+            return 1;
+        grown = realloc(cs->rows, cap * sizeof(*grown));
+        if (!grown)
+            return 1;
+        cs->rows = grown;
+        cs->cap = cap;
+    }
+    row = &cs->rows[cs->n++];
+    row->rule = (uint32_t)idx;
+    row->used = used;
+    row->credit = limit - used;
+    row->reset_ms = e->expires_ms > cs->now ? e->expires_ms - cs->now : 0;
+    if (e->actor_is_digest) {
+        size_t pos = 0;
+
+        row->actor[pos++] = '#';
+        for (size_t i = 0; i < e->actor_len && pos + 3 <= sizeof(row->actor); i++)
+            pos += (size_t)snprintf(row->actor + pos, sizeof(row->actor) - pos, "%02x",
+                                    (unsigned char)e->actor[i]);
+        row->actor[pos] = '\0';
+    } else {
+        size_t len = e->actor_len < sizeof(row->actor) - 1 ? e->actor_len
+                                                            : sizeof(row->actor) - 1;
+
+        memcpy(row->actor, e->actor, len);
+        row->actor[len] = '\0';
+    }
+    return 0;
+}
+
+/* Least credit first, then most used, then rule order. */
+static int row_cmp(const void *a, const void *b)
+{
+    const struct counter_row *x = a, *y = b;
+
+    if (x->credit != y->credit)
+        return x->credit < y->credit ? -1 : 1;
+    if (x->used != y->used)
+        return x->used > y->used ? -1 : 1;
+    return x->rule < y->rule ? -1 : x->rule > y->rule;
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+
+    return *x < *y ? -1 : *x > *y;
+}
+
+static void do_counters(struct conn *c, const struct proto_req *req)
+{
+    struct counters_scan cs = { .only_rule = -1, .now = clock_now_ms() };
+    const struct proto_kv *kv;
+    const struct reload_state *st;
+    uint64_t *pairs = NULL;         /* (id, index) packed for sorting */
+    uint64_t *ids = NULL;
+    uint32_t *idx = NULL;
+    struct rules_rule r;
+    unsigned long max = COUNTERS_DEFAULT;
+    char line[512], *end;
+    size_t n_rules, pos;
+
+    if (!c->privileged) {
+        reply_err(c, PROTO_E_FORBIDDEN, "COUNTERS needs root or the admin group on the Unix socket");
+        return;
+    }
+    for (unsigned i = 0; i < req->n_kv; i++) {
+        kv = &req->kv[i];
+        if (strcmp(kv->key, "max") == 0) {
+            errno = 0;
+            max = strtoul(kv->value, &end, 10);
+            if (errno || *end || max == 0 || max > COUNTERS_MAX) {
+                reply_err(c, PROTO_E_BAD_REQUEST, "max must be 1..10000");
+                return;
+            }
+        } else if (strcmp(kv->key, "exhausted") == 0) {
+            cs.exhausted = strcmp(kv->value, "true") == 0;
+        } else if (strcmp(kv->key, "rule") != 0) {
+            reply_err(c, PROTO_E_BAD_REQUEST, "COUNTERS takes rule=, max= and exhausted=");
+            return;
+        }
+    }
+    urcu_memb_read_lock();
+    st = reload_current(c->w->s->o.reload);
+    cs.rules = st->rules;
+    n_rules = rules_count(st->rules);
+    pairs = malloc(n_rules * 2 * sizeof(*pairs));
+    ids = malloc(n_rules * sizeof(*ids));
+    idx = malloc(n_rules * sizeof(*idx));
+    if (!pairs || !ids || !idx) {
+        reply_err(c, PROTO_E_UNKNOWN, "out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n_rules; i++) {
+        if (rules_get(st->rules, i, &r) < 0)
+            continue;
+        pairs[2 * i] = r.id;
+        pairs[2 * i + 1] = i;
+        kv = proto_find(req, "rule", 4);
+        if (kv && (strcmp(kv->value, r.id_str) == 0 || strcmp(kv->value, r.label) == 0))
+            cs.only_rule = i;
+    }
+    kv = proto_find(req, "rule", 4);
+    if (kv && cs.only_rule < 0) {
+        reply_err(c, PROTO_E_BAD_REQUEST, "no rule with that label or id");
+        goto out;
+    }
+    qsort(pairs, n_rules, 2 * sizeof(*pairs), id_cmp);
+    for (size_t i = 0; i < n_rules; i++) {
+        ids[i] = pairs[2 * i];
+        idx[i] = (uint32_t)pairs[2 * i + 1];
+    }
+    cs.ids = ids;
+    cs.idx = idx;
+    cs.n_ids = n_rules;
+    table_foreach(c->w->s->o.fast, cs.now, collect_counter, &cs);
+    table_foreach(c->w->s->o.priv, cs.now, collect_counter, &cs);
+    if (cs.n > 1)
+        qsort(cs.rows, cs.n, sizeof(*cs.rows), row_cmp);
+    if (cs.n < max)
+        max = cs.n;
+    snprintf(line, sizeof(line), "OK %lu\n", max);
+    reply_text(c, line);
+    for (size_t i = 0; i < max && !c->dead; i++) {
+        const struct counter_row *row = &cs.rows[i];
+
+        if (rules_get(st->rules, row->rule, &r) < 0)
+            continue;
+        pos = 0;
+        append_fmt(line, sizeof(line), &pos, "rule=%s actor=", r.id_str);
+        append_quoted(line, sizeof(line), &pos, row->actor);
+        append_fmt(line, sizeof(line), &pos,
+                   " credit=%llu used=%llu limit=%lld reset_seconds=%llu\n",
+                   (unsigned long long)row->credit, (unsigned long long)row->used,
+                   (long long)r.credit_limit, (unsigned long long)eval_ms_to_s(row->reset_ms));
+        reply_text(c, line);
+    }
+out:
+    urcu_memb_read_unlock();
+    free(cs.rows);
+    free(pairs);
+    free(ids);
+    free(idx);
+}
+
 static void handle_request(struct conn *c, const struct proto_req *req)
 {
     if (req->err != PROTO_E_NONE) {
@@ -654,6 +867,9 @@ static void handle_request(struct conn *c, const struct proto_req *req)
     case PROTO_QUIT:
         reply_text(c, "OK bye\n");
         c->closing = true;
+        break;
+    case PROTO_COUNTERS:
+        do_counters(c, req);
         break;
     }
 }

@@ -102,13 +102,16 @@ static void test_proto_every_verb(void **state)
         { "RELOAD\n", PROTO_RELOAD },
         { "PING\n", PROTO_PING },
         { "QUIT\n", PROTO_QUIT },
+        { "COUNTERS exhausted=true max=10\n", PROTO_COUNTERS },
     };
     struct proto_req req;
 
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         assert_ok(cases[i].line, cases[i].verb, &req);
-        if (cases[i].verb >= PROTO_RULES) {
+        if (cases[i].verb == PROTO_COUNTERS) {
+            assert_int_equal(req.n_kv, 2);
+        } else if (cases[i].verb >= PROTO_RULES) {
             assert_int_equal(req.n_kv, 0);
         } else {
             assert_int_equal(req.n_kv, 1);
