@@ -97,7 +97,9 @@ struct table_result {
  *   -ENOSPC   a new counter found no free or reclaimable slot in its probe
  *             window (the caller applies the configured full-table policy);
  *   -EDQUOT   the rule already holds lim->max_actors live counters;
- *   -EINVAL   @lim inconsistent.
+ *   -EINVAL   @lim inconsistent (or not representable, algo_check());
+ *   -EAGAIN   the key's slots never settled (only a process corrupting the
+ *             table can cause this).
  * PEEK and RESET of an absent counter never claim a slot.
  */
 int table_hit(struct table *t, const struct table_key *key, const struct table_limits *lim,

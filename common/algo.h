@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * algo: the rate-limit algorithms as pure functions on a counter's packed
+ * state (idle, data) as the counter table stores it (docs/shm.md,
+ * "Algorithm state"): divvy's fixed window, a token bucket (optionally
+ * strict) and the weighted two-window sliding approximation.  The table
+ * applies them inside its CAS loop; tests call them with injected times.
+ * Owns nothing, never fails on input it has accepted, thread-safe.
+ */
+#ifndef DIVVY_ALGO_H
+#define DIVVY_ALGO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "table.h"
+
+/* Field widths of the state word (docs/shm.md). */
+#define ALGO_IDLE_MAX     (((uint64_t)1 << 40) - 1)     /* times saturate here */
+#define ALGO_DATA_MAX     (((uint64_t)1 << 48) - 1)     /* window used, bucket tokens */
+#define ALGO_SLIDING_MAX  (((uint64_t)1 << 24) - 1)     /* sliding_window prev and cur */
+#define ALGO_SPAN_MAX     ((uint64_t)1 << 39)           /* longest window / full refill, ms */
+
+/* A counter's state.  idle <= now means "full quota" for every algorithm;
+ * {0, 0} is the state of an absent counter. */
+struct algo_state {
+    uint64_t idle;              /* absolute ms: when the quota is full again */
+    uint64_t data;              /* 48 bits, per algorithm */
+};
+
+/*
+ * Checks that @lim can be represented in a slot: credit_limit in
+ * [1, ALGO_DATA_MAX] (sliding_window: [1, ALGO_SLIDING_MAX]), reset_ms in
+ * [1, ALGO_SPAN_MAX] for window and sliding_window, refill_amount and
+ * refill_ms > 0 and a full refill (ceil(limit / amount) * refill_ms) at most
+ * ALGO_SPAN_MAX for token_bucket.  Returns 0 or -EINVAL.
+ */
+int algo_check(const struct table_limits *lim);
+
+/*
+ * Applies @op for @n credits at @now_ms to the counter in state @cur under
+ * @lim (which algo_check() accepted) and writes the new state to
+ * *ret_state and the answer to *ret.  TAKE is all-or-nothing and a denied
+ * TAKE consumes nothing (a strict token bucket does restart its refill
+ * clock); TAKE of 0 is a PEEK of 0.  PEEK never changes the state.  RESET
+ * answers a full quota and returns the absent state {0, 0}.  Returns true
+ * when *ret_state differs from *cur.  @cur and @ret_state may alias.
+ */
+bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, uint64_t now_ms,
+                const struct algo_state *cur, struct algo_state *ret_state,
+                struct table_result *ret);
+
+#endif

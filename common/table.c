@@ -1,0 +1,1158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * table: the host's counter table, a preallocated file mapped MAP_SHARED by
+ * the daemon and by fast-path clients.  This module owns the file format
+ * (docs/shm.md is the contract: header, 64-byte slots, the 128-bit state
+ * word and the claim protocol), creation and validation of the file, and
+ * every access to it.  Slots change state only through one 16-byte
+ * compare-and-swap, so no process ever holds a lock in the table and one
+ * killed at any instruction leaves nothing that others wait for forever.
+ * The algorithms themselves are in algo.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "algo.h"
+#include "clock.h"
+#include "hash.h"
+#include "table.h"
+
+#if !defined(__SIZEOF_INT128__)
+#error "the counter table needs unsigned __int128 and a 16-byte compare-and-swap (docs/shm.md)"
+#endif
+#if !defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+#if defined(__x86_64__)
+#error "build with -mcx16: the counter table needs an inline cmpxchg16b (docs/shm.md)"
+#else
+#error "no inline 16-byte compare-and-swap on this target: the counter table cannot be built"
+#endif
+#endif
+
+#define TABLE_MAGIC         "DIVVYTB1"
+#define TABLE_VERSION       1u
+#define TABLE_HDR_SIZE      20480u
+#define TABLE_SLOT_SIZE     64u
+#define TABLE_QUOTA_OFFSET  4096u
+#define TABLE_QUOTA_ENTRIES 1024u
+#define TABLE_PROBE         64u         /* probe window, slots */
+#define TABLE_STALE_MS      2000u       /* a CLAIMING slot older than this is abandoned */
+#define TABLE_SPIN_PAUSE    64          /* busy polls before yielding while waiting */
+#define TABLE_SPIN_MAX      4096        /* polls before a waited-for claim counts as stalled */
+#define TABLE_RETRY_MAX     100000      /* restarts before giving up on a slot that never settles */
+
+#define PHASE_FREE      0u
+#define PHASE_CLAIMING  1u
+#define PHASE_LIVE      2u
+#define PHASE_DEAD      3u
+
+#define KF_DIGEST       (1u << 0)
+#define KF_COUNTED      (1u << 1)
+#define KF_ALGO_SHIFT   8
+
+#define ST_TAG_MASK     0xffffffull
+#define ST_OWNER_MASK   0xffffffffull
+#define ST_IDENT_MASK   0x3ffffffffull  /* owner and phase: bits 0..33 */
+
+#define QUOTA_USED      1ull
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define LO 0
+#define HI 1
+#else
+#define LO 1
+#define HI 0
+#endif
+
+/* The state word and quota entries are also reached through uint64_t halves. */
+typedef unsigned __int128 u128 __attribute__((may_alias));
+
+struct table_qent {
+    _Alignas(16) uint64_t w[2];         /* u128: rule_id | (count << 1 | used) << 64 */
+};
+
+struct table_hdr {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_size;
+    uint32_t slot_size;
+    uint32_t n_slots;
+    uint64_t file_size;
+    uint8_t boot_id[16];
+    uint8_t secret[HASH_KEY_LEN];
+    uint32_t quota_entries;
+    uint32_t quota_offset;
+    uint64_t created_ms;
+    uint8_t reserved0[48];
+    _Alignas(64) uint64_t generation;
+    _Alignas(64) uint64_t heartbeat_ms;
+    _Alignas(64) uint64_t full_events;
+    _Alignas(64) uint64_t quota_events;
+    _Alignas(64) uint8_t reserved1[3712];
+    struct table_qent quota[TABLE_QUOTA_ENTRIES];
+};
+
+struct table_slot {
+    _Alignas(64) uint64_t state[2];     /* u128 state word */
+    uint64_t key[6];                    /* rule_id, actor_len | kflags << 32, actor[32] */
+};
+
+_Static_assert(sizeof(struct table_slot) == TABLE_SLOT_SIZE, "slot is 64 bytes");
+_Static_assert(_Alignof(struct table_slot) == 64, "slots are cache-line aligned");
+_Static_assert(offsetof(struct table_slot, key) == 16, "key words follow the state word");
+_Static_assert(offsetof(struct table_hdr, file_size) == 24, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, boot_id) == 32, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, secret) == 48, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, quota_entries) == 64, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, created_ms) == 72, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, generation) == 128, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, heartbeat_ms) == 192, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, full_events) == 256, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, quota_events) == 320, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, quota) == TABLE_QUOTA_OFFSET, "docs/shm.md header");
+_Static_assert(sizeof(struct table_hdr) == TABLE_HDR_SIZE, "docs/shm.md header");
+_Static_assert(TABLE_HDR_SIZE % 4096 == 0, "slots start on a page");
+_Static_assert(TABLE_SLOTS_MIN >= TABLE_PROBE, "a probe window never wraps onto itself");
+_Static_assert(TABLE_SLOTS_MAX <= (1u << 26), "the tag (hash >> 40) must not overlap the bucket");
+
+struct table {
+    uint8_t *base;
+    size_t size;
+    struct table_hdr *hdr;
+    struct table_slot *slots;
+    uint32_t n_slots;
+    uint32_t mask;
+    uint8_t secret[HASH_KEY_LEN];
+};
+
+/* A key as it is stored and compared: the six key words and its hash. */
+struct table_kw {
+    uint64_t w[6];
+    uint32_t tag;
+    uint32_t bucket;
+};
+
+/* ---- atomics ------------------------------------------------------------ */
+
+static u128 cas128(uint64_t *word, u128 expect, u128 desired)
+{
+    u128 *p = (u128 *)(void *)word;
+
+#if defined(__x86_64__)
+    /* Inline lock cmpxchg16b; the 16-byte __atomic forms call libatomic. */
+    return __sync_val_compare_and_swap(p, expect, desired);
+#else
+    __atomic_compare_exchange_n(p, &expect, desired, false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    return expect;
+#endif
+}
+
+/* Possibly torn: the low half (owner, phase, flags) is read first, with
+ * acquire, and is always consistent in itself. */
+static u128 load128(uint64_t *word)
+{
+    uint64_t lo = __atomic_load_n(&word[LO], __ATOMIC_ACQUIRE);
+    uint64_t hi = __atomic_load_n(&word[HI], __ATOMIC_RELAXED);
+
+    return (u128)hi << 64 | lo;
+}
+
+static uint64_t load_lo(struct table_slot *s)
+{
+    return __atomic_load_n(&s->state[LO], __ATOMIC_ACQUIRE);
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* ---- state word --------------------------------------------------------- */
+
+static uint32_t st_tag(u128 v)
+{
+    return (uint32_t)(v & ST_TAG_MASK);
+}
+
+static uint32_t st_owner(u128 v)
+{
+    return (uint32_t)(v & ST_OWNER_MASK);
+}
+
+static unsigned st_phase(u128 v)
+{
+    return (unsigned)(v >> 32) & 3u;
+}
+
+static unsigned st_flags(u128 v)
+{
+    return (unsigned)(v >> 34) & 0x3fu;
+}
+
+static uint64_t st_idle(u128 v)
+{
+    return (uint64_t)(v >> 40) & ALGO_IDLE_MAX;
+}
+
+static uint64_t st_data(u128 v)
+{
+    return (uint64_t)(v >> 80) & ALGO_DATA_MAX;
+}
+
+static u128 st_make(uint32_t owner, unsigned phase, unsigned flags, uint64_t idle, uint64_t data)
+{
+    return (u128)owner | (u128)(phase & 3u) << 32 | (u128)(flags & 0x3fu) << 34 |
+           (u128)(idle & ALGO_IDLE_MAX) << 40 | (u128)(data & ALGO_DATA_MAX) << 80;
+}
+
+static bool same_ident(uint64_t a, uint64_t b)
+{
+    return ((a ^ b) & ST_IDENT_MASK) == 0;
+}
+
+static u128 st_dead(u128 v)
+{
+    return st_make(st_owner(v), PHASE_DEAD, 0, 0, 0);
+}
+
+static bool claim_stale(u128 v, uint64_t now)
+{
+    uint64_t at = st_idle(v);
+
+    /* A claim time far in the future cannot come from CLOCK_MONOTONIC. */
+    return now >= at + TABLE_STALE_MS || at > now + TABLE_STALE_MS;
+}
+
+static bool reclaimable(u128 v, uint64_t now)
+{
+    switch (st_phase(v)) {
+    case PHASE_FREE:
+    case PHASE_DEAD:
+        return true;
+    case PHASE_LIVE:
+        return st_idle(v) <= now;
+    default:
+        return claim_stale(v, now);
+    }
+}
+
+static struct table_slot *slot_at(struct table *t, uint32_t bucket, unsigned off)
+{
+    return &t->slots[(bucket + off) & t->mask];
+}
+
+/* ---- per-rule live counts (max_actors) ---------------------------------- */
+
+static uint64_t *qent(struct table *t, uint32_t i)
+{
+    return t->hdr->quota[i].w;
+}
+
+/* Index of @rule_id's entry, inserting it when @insert; -ENOENT, -ENOSPC. */
+static int quota_find(struct table *t, uint64_t rule_id, bool insert)
+{
+    uint32_t start = (uint32_t)((rule_id * 0x9e3779b97f4a7c15ull) >> 54);
+
+    for (uint32_t i = 0; i < TABLE_QUOTA_ENTRIES; i++) {
+        uint32_t idx = (start + i) & (TABLE_QUOTA_ENTRIES - 1);
+        uint64_t *e = qent(t, idx);
+        /* The high half (used bit) first: once it is set, the low half is. */
+        uint64_t hi = __atomic_load_n(&e[HI], __ATOMIC_ACQUIRE);
+        uint64_t lo = __atomic_load_n(&e[LO], __ATOMIC_RELAXED);
+        u128 got;
+
+        if (!(hi & QUOTA_USED)) {
+            if (!insert)
+                return -ENOENT;
+            /* Only ever the first empty entry: inserters of one rule meet here. */
+            got = cas128(e, 0, (u128)QUOTA_USED << 64 | rule_id);
+            if (got == 0)
+                return (int)idx;
+            lo = (uint64_t)got;
+        }
+        if (lo == rule_id)
+            return (int)idx;
+    }
+    return -ENOSPC;
+}
+
+/* Adds @delta to entry @idx; with @max, refuses to go past it (-EDQUOT). */
+static int quota_add(struct table *t, uint32_t idx, int delta, uint64_t max)
+{
+    uint64_t *e = qent(t, idx);
+    u128 v = load128(e), got;
+
+    for (;;) {
+        uint64_t hi = (uint64_t)(v >> 64), count = hi >> 1;
+
+        if (delta > 0 && max && count >= max)
+            return -EDQUOT;
+        if (delta < 0 && count == 0)
+            return 0;
+        count = delta > 0 ? count + 1 : count - 1;
+        got = cas128(e, v, (u128)(count << 1 | QUOTA_USED) << 64 | (uint64_t)v);
+        if (got == v)
+            return 0;
+        v = got;
+    }
+}
+
+static void quota_release(struct table *t, uint64_t rule_id)
+{
+    int idx = quota_find(t, rule_id, false);
+
+    if (idx >= 0)
+        quota_add(t, (uint32_t)idx, -1, 0);
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+static void key_prepare(const struct table *t, const struct table_key *key, enum rules_algo algo,
+                        struct table_kw *kw)
+{
+    uint8_t buf[8 + 32];
+    size_t stored;
+    uint32_t kflags = (uint32_t)algo << KF_ALGO_SHIFT;
+    uint64_t h;
+
+    memset(buf, 0, sizeof(buf));
+    for (int i = 0; i < 8; i++)
+        buf[i] = (uint8_t)(key->rule_id >> (8 * i));
+    if (key->actor_len > 32) {
+        hash_siphash128(t->secret, key->actor, key->actor_len, buf + 8);
+        stored = 16;
+        kflags |= KF_DIGEST;
+    } else {
+        if (key->actor_len)
+            memcpy(buf + 8, key->actor, key->actor_len);
+        stored = key->actor_len;
+    }
+    h = hash_siphash(t->secret, buf, 8 + stored);
+    kw->w[0] = key->rule_id;
+    kw->w[1] = (key->actor_len > UINT32_MAX ? UINT32_MAX : key->actor_len) |
+               (uint64_t)kflags << 32;
+    memcpy(&kw->w[2], buf + 8, 32);
+    kw->tag = (uint32_t)(h >> 40);
+    kw->bucket = (uint32_t)h & t->mask;
+}
+
+/* Acquire (a plain load on x86) so that the state word re-read that
+ * validates these words cannot be ordered before them: the seqlock read. */
+static void key_read(struct table_slot *s, uint64_t w[6])
+{
+    for (int i = 0; i < 6; i++)
+        w[i] = __atomic_load_n(&s->key[i], __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Whether LIVE slot @s, whose low state half was @lo, holds @kw: 1 yes,
+ * 0 no, -EAGAIN the slot changed owner or phase while we read its key.
+ */
+static int key_match(struct table_slot *s, uint64_t lo, const struct table_kw *kw)
+{
+    uint64_t w[6];
+
+    key_read(s, w);
+    if (!same_ident(load_lo(s), lo))
+        return -EAGAIN;
+    if (w[0] != kw->w[0] || (w[1] & ~((uint64_t)KF_COUNTED << 32)) != kw->w[1])
+        return 0;
+    return memcmp(&w[2], &kw->w[2], 32) == 0;
+}
+
+/* ---- waiting for other claimers ----------------------------------------- */
+
+/* Waits (bounded) until slot @s no longer has owner and phase of @lo. */
+static bool wait_change(struct table_slot *s, uint64_t lo)
+{
+    for (int i = 0; i < TABLE_SPIN_MAX; i++) {
+        if (!same_ident(load_lo(s), lo))
+            return true;
+        if (i < TABLE_SPIN_PAUSE)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+    return false;
+}
+
+/* Turns the claim @lo in @s DEAD unless it has moved on.  Its owner's final
+ * CAS then fails and it starts over, so this is always safe. */
+static void kill_claim(struct table_slot *s, uint64_t lo)
+{
+    u128 v = load128(s->state), got;
+
+    while (same_ident((uint64_t)v, lo) && st_phase(v) == PHASE_CLAIMING) {
+        got = cas128(s->state, v, st_dead(v));
+        if (got == v)
+            return;
+        v = got;
+    }
+}
+
+/* ---- lookup and claim --------------------------------------------------- */
+
+struct table_scan {
+    int key_off;                /* LIVE slot holding the key, or -1 */
+    uint64_t key_lo;
+    int claim_off;              /* a fresh CLAIMING slot with the key's tag, or -1 */
+    uint64_t claim_lo;
+    int free_off;               /* first reclaimable slot, or -1 */
+    u128 free_state;
+};
+
+static void scan(struct table *t, const struct table_kw *kw, uint64_t now, struct table_scan *sc)
+{
+    memset(sc, 0, sizeof(*sc));
+    sc->key_off = sc->claim_off = sc->free_off = -1;
+    for (unsigned off = 0; off < TABLE_PROBE; off++) {
+        struct table_slot *s = slot_at(t, kw->bucket, off);
+        u128 v = load128(s->state);
+        int r;
+
+        while (st_tag(v) == kw->tag && st_phase(v) == PHASE_LIVE) {
+            r = key_match(s, (uint64_t)v, kw);
+            if (r == -EAGAIN) {
+                v = load128(s->state);
+                continue;
+            }
+            if (r > 0) {
+                sc->key_off = (int)off;
+                sc->key_lo = (uint64_t)v;
+                return;
+            }
+            break;
+        }
+        if (st_tag(v) == kw->tag && st_phase(v) == PHASE_CLAIMING && !claim_stale(v, now) &&
+            sc->claim_off < 0) {
+            sc->claim_off = (int)off;
+            sc->claim_lo = (uint64_t)v;
+        }
+        if (sc->free_off < 0 && reclaimable(v, now)) {
+            sc->free_off = (int)off;
+            sc->free_state = v;
+        }
+        /* A key is never placed beyond a FREE slot, and FREE never comes back. */
+        if (st_phase(v) == PHASE_FREE)
+            return;
+    }
+}
+
+enum rescan_verdict { RESCAN_CLEAR, RESCAN_FOUND, RESCAN_DEFER };
+
+/*
+ * After claiming offset @mine: is there another counter or claim for the key?
+ * docs/shm.md "Claim", step 4.  For RESCAN_DEFER, *ret_off and *ret_lo name the
+ * lower claim to wait for.
+ */
+static enum rescan_verdict rescan(struct table *t, const struct table_kw *kw, unsigned mine,
+                                  uint64_t now, unsigned *ret_off, uint64_t *ret_lo)
+{
+    for (unsigned off = 0; off < TABLE_PROBE; off++) {
+        struct table_slot *s = slot_at(t, kw->bucket, off);
+        u128 v, got;
+        int r;
+
+        if (off == mine)
+            continue;
+        v = load128(s->state);
+        for (;;) {
+            if (st_phase(v) == PHASE_FREE)
+                return RESCAN_CLEAR;
+            if (st_tag(v) != kw->tag)
+                break;
+            if (st_phase(v) == PHASE_LIVE) {
+                r = key_match(s, (uint64_t)v, kw);
+                if (r == -EAGAIN) {
+                    v = load128(s->state);
+                    continue;
+                }
+                if (r > 0)
+                    return RESCAN_FOUND;
+                break;
+            }
+            if (st_phase(v) != PHASE_CLAIMING)
+                break;
+            if (off < mine && !claim_stale(v, now)) {
+                *ret_off = off;
+                *ret_lo = (uint64_t)v;
+                return RESCAN_DEFER;
+            }
+            /* A higher or stale claim of (probably) the same key loses to ours. */
+            got = cas128(s->state, v, st_dead(v));
+            if (got == v)
+                break;
+            v = got;
+        }
+    }
+    return RESCAN_CLEAR;
+}
+
+/* Applies @op to the counter found in @s; -EAGAIN when the slot was reset or
+ * reclaimed under us (the caller looks the key up again). */
+static int update(struct table *t, struct table_slot *s, uint64_t lo,
+                  const struct table_limits *lim, enum table_op op, uint64_t n, uint64_t now,
+                  struct table_result *ret)
+{
+    u128 v = load128(s->state), nv, got;
+    uint64_t w[6] = { 0 };
+
+    for (;;) {
+        struct algo_state cur, next;
+        bool changed;
+
+        if (!same_ident((uint64_t)v, lo))
+            return -EAGAIN;
+        cur.idle = st_idle(v);
+        cur.data = st_data(v);
+        changed = algo_apply(lim, op, n, now, &cur, &next, ret);
+        if (op == TABLE_RESET) {
+            /* Read before the CAS, which validates them (same owner). */
+            key_read(s, w);
+            nv = st_dead(v);
+        } else if (changed) {
+            nv = st_make(st_owner(v), PHASE_LIVE, st_flags(v), next.idle, next.data);
+        } else {
+            /* Still a CAS: it turns a possibly torn read into a snapshot. */
+            nv = v;
+        }
+        got = cas128(s->state, v, nv);
+        if (got == v)
+            break;
+        v = got;
+    }
+    if (op == TABLE_RESET && (w[1] >> 32 & KF_COUNTED))
+        quota_release(t, w[0]);
+    return 0;
+}
+
+static void fresh_result(const struct table_limits *lim, enum table_op op, uint64_t n,
+                         uint64_t now, struct table_result *ret)
+{
+    struct algo_state none = { 0, 0 }, next;
+
+    algo_apply(lim, op == TABLE_RESET ? TABLE_RESET : TABLE_PEEK, n, now, &none, &next, ret);
+}
+
+/*
+ * Claims the reclaimable slot sc->free_off for a new counter of @kw whose first
+ * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT.
+ */
+static int claim(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
+                 const struct table_scan *sc, const struct algo_state *first, uint64_t now)
+{
+    struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
+    u128 old = sc->free_state, mine, got;
+    uint64_t oldkey[6], lo = 0;
+    enum rescan_verdict verdict;
+    unsigned other_off = 0;
+    int qidx = -1, r;
+
+    if (lim->max_actors) {
+        qidx = quota_find(t, kw->w[0], true);
+        /* No entry left (over 1024 capped rules): the rule goes uncapped. */
+        if (qidx >= 0) {
+            r = quota_add(t, (uint32_t)qidx, 1, lim->max_actors);
+            if (r < 0) {
+                __atomic_fetch_add(&t->hdr->quota_events, 1, __ATOMIC_RELAXED);
+                return r;
+            }
+        }
+    }
+    if (st_phase(old) == PHASE_LIVE)
+        key_read(s, oldkey);
+    mine = st_make(kw->tag | ((st_owner(old) >> 24) + 1u) % 256u << 24, PHASE_CLAIMING, 0,
+                   now, 0);
+    got = cas128(s->state, old, mine);
+    if (got != old) {
+        r = -EAGAIN;
+        goto out;
+    }
+    if (st_phase(old) == PHASE_LIVE && (oldkey[1] >> 32 & KF_COUNTED))
+        quota_release(t, oldkey[0]);
+
+    verdict = rescan(t, kw, (unsigned)sc->free_off, now, &other_off, &lo);
+    if (verdict != RESCAN_CLEAR) {
+        cas128(s->state, mine, st_dead(mine));
+        if (verdict == RESCAN_DEFER && !wait_change(slot_at(t, kw->bucket, other_off), lo))
+            kill_claim(slot_at(t, kw->bucket, other_off), lo);
+        r = -EAGAIN;
+        goto out;
+    }
+    for (int i = 0; i < 6; i++) {
+        uint64_t w = kw->w[i];
+
+        if (i == 1 && qidx >= 0)
+            w |= (uint64_t)KF_COUNTED << 32;
+        __atomic_store_n(&s->key[i], w, __ATOMIC_RELAXED);
+    }
+    /* The CAS is a full barrier: the key words are visible before LIVE is. */
+    got = cas128(s->state, mine, st_make(st_owner(mine), PHASE_LIVE, 0, first->idle,
+                                         first->data));
+    if (got != mine) {
+        /* Someone took our claim for stale; it did not touch the count. */
+        r = -EAGAIN;
+        goto out;
+    }
+    qidx = -1;                          /* the LIVE slot holds the count now */
+    r = 0;
+out:
+    if (qidx >= 0)
+        quota_add(t, (uint32_t)qidx, -1, 0);
+    return r;
+}
+
+int table_hit(struct table *t, const struct table_key *key, const struct table_limits *lim,
+              enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret)
+{
+    struct table_kw kw;
+    struct table_scan sc;
+    struct algo_state none = { 0, 0 }, first;
+    uint64_t waited_lo = 0;
+    int r;
+
+    if (!t || !key || !lim || !ret || (key->actor_len && !key->actor))
+        return -EINVAL;
+    r = -EINVAL;
+    if (op != TABLE_TAKE && op != TABLE_PEEK && op != TABLE_RESET)
+        goto out;
+    r = algo_check(lim);
+    if (r < 0)
+        goto out;
+    if (now_ms > ALGO_IDLE_MAX)
+        now_ms = ALGO_IDLE_MAX;
+    if (op == TABLE_TAKE && n == 0)
+        op = TABLE_PEEK;
+    key_prepare(t, key, lim->algo, &kw);
+
+    r = -EAGAIN;
+    for (int attempt = 0; attempt < TABLE_RETRY_MAX && r == -EAGAIN; attempt++) {
+        scan(t, &kw, now_ms, &sc);
+        if (sc.key_off >= 0) {
+            r = update(t, slot_at(t, kw.bucket, (unsigned)sc.key_off), sc.key_lo, lim, op, n,
+                       now_ms, ret);
+            continue;
+        }
+        if (sc.claim_off >= 0 && (op == TABLE_TAKE || attempt == 0)) {
+            /* Someone is creating a counter with our tag, likely ours: let it
+             * finish rather than race it; kill it if it seems stuck. */
+            struct table_slot *s = slot_at(t, kw.bucket, (unsigned)sc.claim_off);
+
+            if (!wait_change(s, sc.claim_lo) && sc.claim_lo == waited_lo)
+                kill_claim(s, sc.claim_lo);
+            waited_lo = sc.claim_lo;
+            continue;
+        }
+        if (op != TABLE_TAKE) {
+            fresh_result(lim, op, n, now_ms, ret);
+            r = 0;
+            continue;
+        }
+        /* A TAKE a full quota would deny consumes nothing and claims nothing. */
+        if (!algo_apply(lim, op, n, now_ms, &none, &first, ret)) {
+            r = 0;
+            continue;
+        }
+        if (sc.free_off < 0) {
+            __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
+            r = -ENOSPC;
+            continue;
+        }
+        r = claim(t, &kw, lim, &sc, &first, now_ms);
+    }
+out:
+    /* Nothing half-computed leaks out: an error answers "denied, nothing left". */
+    if (r < 0)
+        memset(ret, 0, sizeof(*ret));
+    return r;
+}
+
+/* ---- maintenance -------------------------------------------------------- */
+
+size_t table_sweep(struct table *t, uint64_t now_ms)
+{
+    uint64_t before[TABLE_QUOTA_ENTRIES], seen[TABLE_QUOTA_ENTRIES];
+    size_t reclaimed = 0;
+
+    if (!t)
+        return 0;
+    for (uint32_t i = 0; i < t->n_slots; i++) {
+        struct table_slot *s = &t->slots[i];
+        u128 v = load128(s->state), got;
+        uint64_t w[6] = { 0 };
+
+        for (;;) {
+            bool live = st_phase(v) == PHASE_LIVE;
+
+            if (!(live && st_idle(v) <= now_ms) &&
+                !(st_phase(v) == PHASE_CLAIMING && claim_stale(v, now_ms)))
+                break;
+            if (live)
+                key_read(s, w);
+            got = cas128(s->state, v, st_dead(v));
+            if (got == v) {
+                reclaimed++;
+                if (live && (w[1] >> 32 & KF_COUNTED))
+                    quota_release(t, w[0]);
+                break;
+            }
+            v = got;
+        }
+    }
+
+    /* Recount.  Claims and releases running meanwhile appear in now - before. */
+    for (uint32_t q = 0; q < TABLE_QUOTA_ENTRIES; q++) {
+        before[q] = (uint64_t)(load128(qent(t, q)) >> 64) >> 1;
+        seen[q] = 0;
+    }
+    for (uint32_t i = 0; i < t->n_slots; i++) {
+        struct table_slot *s = &t->slots[i];
+        uint64_t lo = load_lo(s), w[6];
+        int q;
+
+        if (((lo >> 32) & 3u) != PHASE_LIVE)
+            continue;
+        key_read(s, w);
+        if (!same_ident(load_lo(s), lo) || !(w[1] >> 32 & KF_COUNTED))
+            continue;
+        q = quota_find(t, w[0], false);
+        if (q >= 0)
+            seen[q]++;
+    }
+    for (uint32_t q = 0; q < TABLE_QUOTA_ENTRIES; q++) {
+        uint64_t *e = qent(t, q);
+        u128 v = load128(e), got;
+
+        while ((uint64_t)(v >> 64) & QUOTA_USED) {
+            int64_t count = (int64_t)seen[q] + (int64_t)((uint64_t)(v >> 64) >> 1) -
+                            (int64_t)before[q];
+            uint64_t c = count > 0 ? (uint64_t)count : 0;
+
+            got = cas128(e, v, (u128)(c << 1 | QUOTA_USED) << 64 | (uint64_t)v);
+            if (got == v)
+                break;
+            v = got;
+        }
+    }
+    return reclaimed;
+}
+
+void table_stats(struct table *t, uint64_t now_ms, struct table_stats *ret)
+{
+    uint64_t live = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n_slots; i++) {
+        u128 v = load128(t->slots[i].state);
+
+        if (st_phase(v) == PHASE_LIVE && st_idle(v) > now_ms)
+            live++;
+    }
+    ret->slots = t->n_slots;
+    ret->live = live;
+    ret->full_events = __atomic_load_n(&t->hdr->full_events, __ATOMIC_RELAXED);
+    ret->quota_events = __atomic_load_n(&t->hdr->quota_events, __ATOMIC_RELAXED);
+}
+
+int table_foreach(struct table *t, uint64_t now_ms,
+                  int (*fn)(const struct table_entry *e, void *userdata), void *userdata)
+{
+    if (!t || !fn)
+        return -EINVAL;
+    for (uint32_t i = 0; i < t->n_slots; i++) {
+        struct table_slot *s = &t->slots[i];
+        u128 v = load128(s->state);
+        struct table_entry e;
+        uint64_t w[6];
+        uint8_t actor[32];
+        unsigned algo;
+        int r;
+
+        if (st_phase(v) != PHASE_LIVE || st_idle(v) <= now_ms)
+            continue;
+        v = cas128(s->state, v, v);     /* an atomic snapshot */
+        if (st_phase(v) != PHASE_LIVE || st_idle(v) <= now_ms)
+            continue;
+        key_read(s, w);
+        if (!same_ident(load_lo(s), (uint64_t)v))
+            continue;
+        memcpy(actor, &w[2], sizeof(actor));
+        algo = (unsigned)(w[1] >> (32 + KF_ALGO_SHIFT)) & 0xffu;
+        memset(&e, 0, sizeof(e));
+        e.rule_id = w[0];
+        e.actor = (const char *)actor;
+        e.actor_is_digest = (w[1] >> 32 & KF_DIGEST) != 0;
+        e.actor_len = e.actor_is_digest ? 16 : (uint32_t)w[1];
+        if (e.actor_len > sizeof(actor))
+            e.actor_len = sizeof(actor);
+        e.algo = algo <= RULES_ALGO_SLIDING_WINDOW ? (enum rules_algo)algo : RULES_ALGO_WINDOW;
+        e.used_or_tokens = st_data(v);
+        if (e.algo == RULES_ALGO_SLIDING_WINDOW)
+            e.used_or_tokens &= ALGO_SLIDING_MAX;
+        e.expires_ms = st_idle(v);
+        r = fn(&e, userdata);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+uint32_t table_slots(const struct table *t)
+{
+    return t->n_slots;
+}
+
+void table_set_generation(struct table *t, uint64_t generation)
+{
+    __atomic_store_n(&t->hdr->generation, generation, __ATOMIC_RELEASE);
+}
+
+uint64_t table_generation(const struct table *t)
+{
+    return __atomic_load_n(&t->hdr->generation, __ATOMIC_ACQUIRE);
+}
+
+void table_heartbeat(struct table *t, uint64_t now_ms)
+{
+    __atomic_store_n(&t->hdr->heartbeat_ms, now_ms, __ATOMIC_RELEASE);
+}
+
+uint64_t table_last_heartbeat(const struct table *t)
+{
+    return __atomic_load_n(&t->hdr->heartbeat_ms, __ATOMIC_ACQUIRE);
+}
+
+/* ---- the file ----------------------------------------------------------- */
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static int read_boot_id(uint8_t ret[16])
+{
+    char buf[64];
+    uint8_t id[16];
+    ssize_t len;
+    size_t digits = 0;
+    int fd, r;
+
+    fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    len = read(fd, buf, sizeof(buf) - 1);
+    r = len < 0 ? -errno : 0;
+    close(fd);
+    if (r < 0)
+        return r;
+    for (ssize_t i = 0; i < len && buf[i] != '\n'; i++) {
+        int x = hexval(buf[i]);
+
+        if (buf[i] == '-')
+            continue;
+        if (x < 0 || digits >= 32)
+            return -EBADMSG;
+        if (digits % 2 == 0)
+            id[digits / 2] = (uint8_t)(x << 4);
+        else
+            id[digits / 2] |= (uint8_t)x;
+        digits++;
+    }
+    if (digits != 32)
+        return -EBADMSG;
+    memcpy(ret, id, sizeof(id));
+    return 0;
+}
+
+static uint32_t round_slots(uint32_t n)
+{
+    uint32_t p = TABLE_SLOTS_MIN;
+
+    while (p < n && p < TABLE_SLOTS_MAX)
+        p <<= 1;
+    return p;
+}
+
+static uint64_t file_size_for(uint32_t n_slots)
+{
+    return TABLE_HDR_SIZE + (uint64_t)TABLE_SLOT_SIZE * n_slots;
+}
+
+/*
+ * Checks the header of the open table file @fd.  @want_slots 0 accepts any
+ * valid slot count.  0, -EBADMSG (with the reason in @why), or -errno.
+ */
+static int check_file(int fd, const uint8_t boot_id[16], uint32_t want_slots,
+                      uint32_t *ret_slots, char *why, size_t why_len)
+{
+    struct table_hdr *h = NULL;
+    struct stat st;
+    ssize_t len;
+    int r;
+
+    if (fstat(fd, &st) < 0) {
+        r = -errno;
+        goto out;
+    }
+    r = -EBADMSG;
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, why_len, "not a regular file");
+        goto out;
+    }
+    if ((uint64_t)st.st_size < TABLE_HDR_SIZE) {
+        snprintf(why, why_len, "file too short for a header (%lld bytes)",
+                 (long long)st.st_size);
+        goto out;
+    }
+    h = malloc(sizeof(*h));
+    if (!h) {
+        r = -ENOMEM;
+        goto out;
+    }
+    len = pread(fd, h, sizeof(*h), 0);
+    if (len < 0) {
+        r = -errno;
+        goto out;
+    }
+    if ((size_t)len != sizeof(*h)) {
+        snprintf(why, why_len, "short header read");
+        goto out;
+    }
+    if (memcmp(h->magic, TABLE_MAGIC, sizeof(h->magic)) != 0) {
+        snprintf(why, why_len, "bad magic");
+        goto out;
+    }
+    if (h->version != TABLE_VERSION || h->header_size != TABLE_HDR_SIZE ||
+        h->slot_size != TABLE_SLOT_SIZE || h->quota_entries != TABLE_QUOTA_ENTRIES ||
+        h->quota_offset != TABLE_QUOTA_OFFSET) {
+        snprintf(why, why_len, "layout version %u (header %u, slot %u), want %u (%u, %u)",
+                 h->version, h->header_size, h->slot_size, TABLE_VERSION, TABLE_HDR_SIZE,
+                 TABLE_SLOT_SIZE);
+        goto out;
+    }
+    if (h->n_slots < TABLE_SLOTS_MIN || h->n_slots > TABLE_SLOTS_MAX ||
+        (h->n_slots & (h->n_slots - 1)) != 0 || (want_slots && h->n_slots != want_slots)) {
+        snprintf(why, why_len, "%u slots, want %u", h->n_slots, want_slots);
+        goto out;
+    }
+    if (h->file_size != file_size_for(h->n_slots) || (uint64_t)st.st_size != h->file_size) {
+        snprintf(why, why_len, "file size %lld, header says %llu", (long long)st.st_size,
+                 (unsigned long long)h->file_size);
+        goto out;
+    }
+    if (memcmp(h->boot_id, boot_id, sizeof(h->boot_id)) != 0) {
+        snprintf(why, why_len, "made during another boot");
+        goto out;
+    }
+    *ret_slots = h->n_slots;
+    r = 0;
+out:
+    free(h);
+    return r;
+}
+
+/* Maps @fd (whose header check_file() accepted or which we just built). */
+static int map_file(int fd, uint32_t n_slots, struct table **ret)
+{
+    struct table *t;
+    size_t size = (size_t)file_size_for(n_slots);
+    void *p;
+
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int r = -errno;
+
+        free(t);
+        return r;
+    }
+    t->base = p;
+    t->size = size;
+    t->hdr = p;
+    t->slots = (struct table_slot *)(void *)(t->base + TABLE_HDR_SIZE);
+    t->n_slots = n_slots;
+    t->mask = n_slots - 1;
+    memcpy(t->secret, t->hdr->secret, sizeof(t->secret));
+    *ret = t;
+    return 0;
+}
+
+/* Builds a complete table file beside @path and renames it over @path. */
+static int create_file(const char *path, uint32_t n_slots, unsigned mode,
+                       const uint8_t boot_id[16], struct table **ret)
+{
+    struct table *t = NULL;
+    char *tmp = NULL;
+    uint8_t secret[HASH_KEY_LEN];
+    ssize_t got;
+    int fd = -1, r;
+
+    if (asprintf(&tmp, "%s.XXXXXX", path) < 0) {
+        tmp = NULL;
+        r = -ENOMEM;
+        goto out;
+    }
+    fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        r = -errno;
+        free(tmp);
+        tmp = NULL;
+        goto out;
+    }
+    if (fchmod(fd, mode & 07777) < 0) {
+        r = -errno;
+        goto out;
+    }
+    /* posix_fallocate returns the error number instead of setting errno. */
+    r = posix_fallocate(fd, 0, (off_t)file_size_for(n_slots));
+    if (r) {
+        r = -r;
+        goto out;
+    }
+    do
+        got = getrandom(secret, sizeof(secret), 0);
+    while (got < 0 && errno == EINTR);
+    if (got != (ssize_t)sizeof(secret)) {
+        r = got < 0 ? -errno : -EIO;
+        goto out;
+    }
+    r = map_file(fd, n_slots, &t);
+    if (r < 0)
+        goto out;
+    memcpy(t->hdr->magic, TABLE_MAGIC, sizeof(t->hdr->magic));
+    t->hdr->version = TABLE_VERSION;
+    t->hdr->header_size = TABLE_HDR_SIZE;
+    t->hdr->slot_size = TABLE_SLOT_SIZE;
+    t->hdr->n_slots = n_slots;
+    t->hdr->file_size = file_size_for(n_slots);
+    memcpy(t->hdr->boot_id, boot_id, sizeof(t->hdr->boot_id));
+    memcpy(t->hdr->secret, secret, sizeof(secret));
+    t->hdr->quota_entries = TABLE_QUOTA_ENTRIES;
+    t->hdr->quota_offset = TABLE_QUOTA_OFFSET;
+    t->hdr->created_ms = clock_now_ms();
+    memcpy(t->secret, secret, sizeof(secret));
+    /* Only a fully written file ever appears under @path. */
+    if (rename(tmp, path) < 0) {
+        r = -errno;
+        goto out;
+    }
+    free(tmp);
+    tmp = NULL;
+    *ret = t;
+    t = NULL;
+    r = 0;
+out:
+    if (tmp) {
+        unlink(tmp);
+        free(tmp);
+    }
+    table_close(t);
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+int table_open(const char *path, uint32_t n_slots, unsigned mode, struct table **ret,
+               struct table_open_info *ret_info)
+{
+    struct table_open_info info;
+    struct table *t = NULL;
+    uint8_t boot_id[16];
+    int fd = -1, r;
+
+    memset(&info, 0, sizeof(info));
+    if (!path || !ret) {
+        r = -EINVAL;
+        goto out;
+    }
+    n_slots = round_slots(n_slots);
+    r = read_boot_id(boot_id);
+    if (r < 0)
+        goto out;
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        r = check_file(fd, boot_id, n_slots, &n_slots, info.reason, sizeof(info.reason));
+        if (r == 0) {
+            r = map_file(fd, n_slots, &t);
+            goto out;
+        }
+        if (r != -EBADMSG)
+            goto out;
+        info.rebuilt = true;
+    } else if (errno != ENOENT) {
+        r = -errno;
+        goto out;
+    }
+    r = create_file(path, n_slots, mode, boot_id, &t);
+    if (r < 0)
+        goto out;
+    info.created = true;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (r >= 0) {
+        *ret = t;
+        if (ret_info)
+            *ret_info = info;
+        r = 0;
+    }
+    return r;
+}
+
+int table_attach(const char *path, struct table **ret)
+{
+    char why[160];
+    uint8_t boot_id[16];
+    uint32_t n_slots = 0;
+    int fd = -1, r;
+
+    if (!path || !ret)
+        return -EINVAL;
+    r = read_boot_id(boot_id);
+    if (r < 0)
+        goto out;
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        r = -errno;
+        goto out;
+    }
+    r = check_file(fd, boot_id, 0, &n_slots, why, sizeof(why));
+    if (r < 0)
+        goto out;
+    r = map_file(fd, n_slots, ret);
+out:
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+void table_close(struct table *t)
+{
+    if (!t)
+        return;
+    if (t->base)
+        munmap(t->base, t->size);
+    free(t);
+}

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for common/algo.c: window, token bucket (plain and strict) and
+ * sliding window on the packed slot state, with injected times, including
+ * the boundaries where a window resets or a refill lands.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "algo.h"
+
+static struct table_limits window(uint64_t limit, uint64_t reset_ms)
+{
+    struct table_limits lim;
+
+    memset(&lim, 0, sizeof(lim));
+    lim.algo = RULES_ALGO_WINDOW;
+    lim.credit_limit = limit;
+    lim.reset_ms = reset_ms;
+    return lim;
+}
+
+static struct table_limits bucket(uint64_t cap, uint64_t amount, uint64_t period, bool strict)
+{
+    struct table_limits lim;
+
+    memset(&lim, 0, sizeof(lim));
+    lim.algo = RULES_ALGO_TOKEN_BUCKET;
+    lim.credit_limit = cap;
+    lim.reset_ms = period;
+    lim.refill_amount = amount;
+    lim.refill_ms = period;
+    lim.strict = strict;
+    return lim;
+}
+
+static struct table_limits sliding(uint64_t limit, uint64_t w)
+{
+    struct table_limits lim = window(limit, w);
+
+    lim.algo = RULES_ALGO_SLIDING_WINDOW;
+    return lim;
+}
+
+/* Applies @op and stores the new state back in *st, like the table does. */
+static struct table_result run(const struct table_limits *lim, struct algo_state *st,
+                               enum table_op op, uint64_t n, uint64_t now)
+{
+    struct table_result res;
+
+    memset(&res, 0xa5, sizeof(res));
+    algo_apply(lim, op, n, now, st, st, &res);
+    return res;
+}
+
+static void expect(struct table_result res, bool allowed, uint64_t credit, uint64_t reset_ms)
+{
+    assert_int_equal(res.allowed, allowed);
+    assert_int_equal(res.credit, credit);
+    assert_int_equal(res.reset_ms, reset_ms);
+}
+
+static void test_algo_window_first_take(void **state)
+{
+    struct table_limits lim = window(3, 60000);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1000), true, 2, 60000);
+    assert_int_equal(st.idle, 61000);
+    assert_int_equal(st.data, 1);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 3000), true, 1, 58000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 3000), true, 0, 58000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 3001), false, 0, 57999);
+    assert_int_equal(st.data, 3);
+}
+
+static void test_algo_window_reset_timing(void **state)
+{
+    struct table_limits lim = window(2, 1000);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 2, 500), true, 0, 1000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1499), false, 0, 1);
+    /* The window is [500, 1500): at 1500 the quota is full again. */
+    expect(run(&lim, &st, TABLE_PEEK, 2, 1500), true, 2, 0);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1500), true, 1, 1000);
+    assert_int_equal(st.idle, 2500);
+}
+
+static void test_algo_window_all_or_nothing(void **state)
+{
+    struct table_limits lim = window(5, 1000);
+    struct algo_state st = { 0, 0 }, before;
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 3, 0), true, 2, 1000);
+    before = st;
+    expect(run(&lim, &st, TABLE_TAKE, 3, 10), false, 2, 990);
+    assert_memory_equal(&st, &before, sizeof(st));
+    expect(run(&lim, &st, TABLE_TAKE, 2, 10), true, 0, 990);
+}
+
+static void test_algo_window_denied_fresh_starts_nothing(void **state)
+{
+    struct table_limits lim = window(5, 1000);
+    struct algo_state st = { 0, 0 }, next;
+    struct table_result res;
+
+    (void)state;
+    assert_false(algo_apply(&lim, TABLE_TAKE, 6, 100, &st, &next, &res));
+    expect(res, false, 5, 0);
+    assert_int_equal(next.idle, 0);
+    assert_int_equal(next.data, 0);
+}
+
+static void test_algo_peek_and_take_zero_change_nothing(void **state)
+{
+    struct table_limits lim = window(5, 1000);
+    struct algo_state st = { 0, 0 }, next;
+    struct table_result res;
+
+    (void)state;
+    run(&lim, &st, TABLE_TAKE, 2, 0);
+    assert_false(algo_apply(&lim, TABLE_PEEK, 3, 10, &st, &next, &res));
+    expect(res, true, 3, 990);
+    assert_false(algo_apply(&lim, TABLE_PEEK, 4, 10, &st, &next, &res));
+    expect(res, false, 3, 990);
+    assert_false(algo_apply(&lim, TABLE_TAKE, 0, 10, &st, &next, &res));
+    expect(res, true, 3, 990);
+    /* An absent counter: full quota, no reset pending. */
+    st.idle = st.data = 0;
+    assert_false(algo_apply(&lim, TABLE_PEEK, 5, 10, &st, &next, &res));
+    expect(res, true, 5, 0);
+}
+
+static void test_algo_reset_forgets(void **state)
+{
+    struct table_limits lim = bucket(4, 1, 1000, false);
+    struct algo_state st = { 0, 0 };
+    struct table_result res;
+
+    (void)state;
+    run(&lim, &st, TABLE_TAKE, 4, 0);
+    assert_true(algo_apply(&lim, TABLE_RESET, 0, 10, &st, &st, &res));
+    expect(res, true, 4, 0);
+    assert_int_equal(st.idle, 0);
+    expect(run(&lim, &st, TABLE_TAKE, 4, 20), true, 0, 1000);
+}
+
+static void test_algo_bucket_discrete_refill(void **state)
+{
+    struct table_limits lim = bucket(5, 1, 1000, false);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 1, 0), true, 4, 1000);
+    assert_int_equal(st.idle, 1000);            /* full again one refill later */
+    expect(run(&lim, &st, TABLE_TAKE, 4, 0), true, 0, 1000);
+    assert_int_equal(st.idle, 5000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 999), false, 0, 1);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 1000), true, 1, 1000);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 1999), true, 1, 1);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 4999), true, 4, 1);
+    expect(run(&lim, &st, TABLE_PEEK, 5, 5000), true, 5, 0);
+    /* Taking after two refills keeps the refill clock where it was. */
+    expect(run(&lim, &st, TABLE_TAKE, 2, 2500), true, 0, 500);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 3000), true, 1, 1000);
+}
+
+static void test_algo_bucket_amount_above_one(void **state)
+{
+    struct table_limits lim = bucket(10, 3, 100, false);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 10, 0), true, 0, 100);
+    assert_int_equal(st.idle, 400);             /* ceil(10 / 3) refills */
+    expect(run(&lim, &st, TABLE_PEEK, 1, 99), false, 0, 1);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 100), true, 3, 100);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 399), true, 9, 1);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 400), true, 10, 0);
+}
+
+static void test_algo_bucket_all_or_nothing(void **state)
+{
+    struct table_limits lim = bucket(5, 1, 1000, false);
+    struct algo_state st = { 0, 0 }, next;
+    struct table_result res;
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 3, 0), true, 2, 1000);
+    expect(run(&lim, &st, TABLE_TAKE, 3, 10), false, 2, 990);
+    expect(run(&lim, &st, TABLE_TAKE, 2, 10), true, 0, 990);
+    st.idle = st.data = 0;
+    assert_false(algo_apply(&lim, TABLE_TAKE, 6, 10, &st, &next, &res));
+    expect(res, false, 5, 0);
+}
+
+static void test_algo_bucket_strict_restarts_clock(void **state)
+{
+    struct table_limits strict = bucket(2, 1, 1000, true);
+    struct table_limits plain = bucket(2, 1, 1000, false);
+    struct algo_state s = { 0, 0 }, p = { 0, 0 };
+
+    (void)state;
+    run(&strict, &s, TABLE_TAKE, 2, 0);
+    run(&plain, &p, TABLE_TAKE, 2, 0);
+    expect(run(&strict, &s, TABLE_TAKE, 1, 900), false, 0, 1000);
+    expect(run(&plain, &p, TABLE_TAKE, 1, 900), false, 0, 100);
+    /* Plain: the refill at 1000 arrives.  Strict: pushed to 1900. */
+    expect(run(&plain, &p, TABLE_PEEK, 1, 1000), true, 1, 1000);
+    expect(run(&strict, &s, TABLE_PEEK, 1, 1000), false, 0, 900);
+    expect(run(&strict, &s, TABLE_PEEK, 1, 1899), false, 0, 1);
+    expect(run(&strict, &s, TABLE_PEEK, 1, 1900), true, 1, 1000);
+    expect(run(&strict, &s, TABLE_PEEK, 2, 2900), true, 2, 0);
+}
+
+static void test_algo_sliding_weighted_estimate(void **state)
+{
+    struct table_limits lim = sliding(10, 1000);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 10, 0), true, 0, 1000);
+    assert_int_equal(st.idle, 2000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 999), false, 0, 1);
+    /* At 1000 the previous window still weighs fully, at 1500 by half. */
+    expect(run(&lim, &st, TABLE_PEEK, 1, 1000), false, 0, 1000);
+    expect(run(&lim, &st, TABLE_PEEK, 5, 1500), true, 5, 500);
+    expect(run(&lim, &st, TABLE_PEEK, 9, 1900), true, 9, 100);
+    expect(run(&lim, &st, TABLE_TAKE, 6, 1500), false, 5, 500);
+    expect(run(&lim, &st, TABLE_TAKE, 5, 1500), true, 0, 500);
+    assert_int_equal(st.idle, 3000);            /* current window is [1000, 2000) */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1500), false, 0, 500);
+    /* At 2500: prev = 5 weighs half (2.5), cur = 0: floor(7.5) = 7. */
+    expect(run(&lim, &st, TABLE_PEEK, 1, 2500), true, 7, 500);
+    /* Two windows after the last hit's window: full. */
+    expect(run(&lim, &st, TABLE_PEEK, 10, 3000), true, 10, 0);
+}
+
+static void test_algo_sliding_all_or_nothing(void **state)
+{
+    struct table_limits lim = sliding(4, 100);
+    struct algo_state st = { 0, 0 }, next;
+    struct table_result res;
+
+    (void)state;
+    assert_false(algo_apply(&lim, TABLE_TAKE, 5, 0, &st, &next, &res));
+    expect(res, false, 4, 0);
+    expect(run(&lim, &st, TABLE_TAKE, 3, 0), true, 1, 100);
+    expect(run(&lim, &st, TABLE_TAKE, 2, 50), false, 1, 50);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 50), true, 0, 50);
+}
+
+static void test_algo_check_limits(void **state)
+{
+    struct table_limits lim;
+
+    (void)state;
+    lim = window(0, 1000);
+    assert_int_equal(algo_check(&lim), -EINVAL);
+    lim = window(1, 0);
+    assert_int_equal(algo_check(&lim), -EINVAL);
+    lim = window(ALGO_DATA_MAX, ALGO_SPAN_MAX);
+    assert_int_equal(algo_check(&lim), 0);
+    lim = window(ALGO_DATA_MAX + 1, 1000);
+    assert_int_equal(algo_check(&lim), -EINVAL);
+    lim = sliding(ALGO_SLIDING_MAX, 1000);
+    assert_int_equal(algo_check(&lim), 0);
+    lim = sliding(ALGO_SLIDING_MAX + 1, 1000);
+    assert_int_equal(algo_check(&lim), -EINVAL);
+    lim = bucket(10, 0, 1000, false);
+    assert_int_equal(algo_check(&lim), -EINVAL);
+    lim = bucket(10, 1, 0, false);
+    assert_int_equal(algo_check(&lim), -EINVAL);
+    /* A million tokens at one an hour take 114 years to refill. */
+    lim = bucket(1000000, 1, 3600000, false);
+    assert_int_equal(algo_check(&lim), -EINVAL);
+    lim = bucket(1000000, 1000, 3600000, false);
+    assert_int_equal(algo_check(&lim), 0);
+    lim = window(1, 1000);
+    lim.algo = (enum rules_algo)7;
+    assert_int_equal(algo_check(&lim), -EINVAL);
+}
+
+static void test_algo_times_saturate(void **state)
+{
+    struct table_limits lim = window(3, ALGO_SPAN_MAX);
+    struct algo_state st = { 0, 0 };
+    struct table_result res;
+
+    (void)state;
+    res = run(&lim, &st, TABLE_TAKE, 1, ALGO_IDLE_MAX - 10);
+    assert_true(res.allowed);
+    assert_int_equal(st.idle, ALGO_IDLE_MAX);
+    assert_int_equal(res.reset_ms, 10);
+    lim = bucket(ALGO_DATA_MAX, ALGO_DATA_MAX, ALGO_SPAN_MAX, false);
+    st.idle = st.data = 0;
+    res = run(&lim, &st, TABLE_TAKE, ALGO_DATA_MAX, ALGO_IDLE_MAX - 5);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 0);
+    assert_int_equal(st.idle, ALGO_IDLE_MAX);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_algo_window_first_take),
+        cmocka_unit_test(test_algo_window_reset_timing),
+        cmocka_unit_test(test_algo_window_all_or_nothing),
+        cmocka_unit_test(test_algo_window_denied_fresh_starts_nothing),
+        cmocka_unit_test(test_algo_peek_and_take_zero_change_nothing),
+        cmocka_unit_test(test_algo_reset_forgets),
+        cmocka_unit_test(test_algo_bucket_discrete_refill),
+        cmocka_unit_test(test_algo_bucket_amount_above_one),
+        cmocka_unit_test(test_algo_bucket_all_or_nothing),
+        cmocka_unit_test(test_algo_bucket_strict_restarts_clock),
+        cmocka_unit_test(test_algo_sliding_weighted_estimate),
+        cmocka_unit_test(test_algo_sliding_all_or_nothing),
+        cmocka_unit_test(test_algo_check_limits),
+        cmocka_unit_test(test_algo_times_saturate),
+    };
+
+    return cmocka_run_group_tests_name("algo", tests, NULL, NULL);
+}
