@@ -496,6 +496,15 @@ static void prep_settings(struct pr *p, struct diag *d)
                      p->refill_seconds, RULES_SECONDS_MAX);
         if (p->reset_seconds == -1)
             p->reset_seconds = p->refill_seconds;
+        /* An empty bucket must refill within what a slot can represent
+         * (ALGO_SPAN_MAX, about 17 years; docs/shm.md). */
+        if (s->credit_limit > 0 && p->refill_amount >= 1 && p->refill_seconds >= 1 &&
+            p->refill_amount <= s->credit_limit &&
+            ((uint64_t)s->credit_limit + (uint64_t)p->refill_amount - 1) /
+                        (uint64_t)p->refill_amount >
+                ((uint64_t)1 << 39) / 1000 / (uint64_t)p->refill_seconds)
+            RULE_ERR(p, 0, "an empty bucket would take more than 17 years to refill "
+                           "(credit_limit / refill_amount * refill_seconds)");
     }
 
     if (s->n_actor > RULES_ACTOR_KEYS_MAX)

@@ -377,6 +377,18 @@ static void test_rules_validate_token_bucket(void **state)
     r->algo = RULES_ALGO_TOKEN_BUCKET;
     r->reset_seconds = -1;
     expect_error(&spec, 10, "needs refill_seconds");
+    /* A million tokens at one an hour: 114 years to refill, more than a slot holds. */
+    r = one_bad(&spec, "a=1");
+    r->algo = RULES_ALGO_TOKEN_BUCKET;
+    r->credit_limit = 1000000;
+    r->refill_seconds = 3600;
+    expect_error(&spec, 10, "17 years");
+    r = one_bad(&spec, "a=1");
+    r->algo = RULES_ALGO_TOKEN_BUCKET;
+    r->credit_limit = 1000000;
+    r->refill_amount = 1000;
+    r->refill_seconds = 3600;
+    expect_valid(&spec);
     r = one_bad(&spec, "a=1");
     r->algo = RULES_ALGO_TOKEN_BUCKET;
     r->refill_seconds = 0;
