@@ -17,7 +17,7 @@ VERSION   := 0.1.0
 SOVERSION := 0
 
 # Dependencies of the daemon and of common/'s config loaders.
-PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson
+PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis libsystemd libmicrohttpd
 TEST_PKGS := cmocka
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -165,13 +165,16 @@ $(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBCOMMON) $(DIVVY
 	    -o $@ $< $(ITEST_OBJS) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
+# Every test binary runs even when an earlier one fails; the failures are listed at the end.
 check-unit: $(UNIT_BINS)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+	@failed=""; for t in $(UNIT_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
+	    if [ -n "$$failed" ]; then echo "FAILED:$$failed" >&2; exit 1; fi
 
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS)
-	@set -e; for t in $(ITEST_BINS); do echo "== $$t"; \
+	@failed=""; for t in $(ITEST_BINS); do echo "== $$t"; \
 	    DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
-	    PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B)) $$t; done
+	    PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B)) $$t || failed="$$failed $$t"; \
+	    done; if [ -n "$$failed" ]; then echo "FAILED:$$failed" >&2; exit 1; fi
 
 # `make check`: deps, the normal build, its tests, then the same tests under ASan+UBSan.
 check: deps
@@ -221,12 +224,87 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	tools/bench.sh $(B)
 
+# ---- install (docs/operations.md) ---------------------------------------------
+# With PREFIX=/usr the places Debian uses (bookworm keeps units and PAM modules
+# under /lib); otherwise places under $(PREFIX) that systemd also searches.
+# Every directory can be set on the command line, e.g. PAMDIR=... or
+# LIBDIR=/usr/lib/$$(gcc -print-multiarch).
+MANDIR      ?= $(PREFIX)/share/man
+DOCDIR      ?= $(PREFIX)/share/doc/divvy
+INSTALL     ?= install
+MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
+systemd_dir  = $(or $(shell $(PKG_CONFIG) --variable=$(1) systemd 2>/dev/null),$(2))
+ifeq ($(PREFIX),/usr)
+UNITDIR     ?= $(call systemd_dir,systemdsystemunitdir,/lib/systemd/system)
+SYSUSERSDIR ?= $(call systemd_dir,sysusersdir,/usr/lib/sysusers.d)
+TMPFILESDIR ?= $(call systemd_dir,tmpfilesdir,/usr/lib/tmpfiles.d)
+PAMDIR      ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,$(LIBDIR)/security)
+else
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+PAMDIR      ?= $(LIBDIR)/security
+endif
+MAN_PAGES   := $(wildcard docs/man/*.[1-8])
+EXAMPLE_FILES := $(wildcard etc/divvy.ini etc/divvy.json etc/pam.d/* docs/examples/*.c)
+# The units name /usr/sbin, /usr/bin and /etc; rewritten to this layout.
+UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
+               -e 's|/usr/bin/divvyctl|$(BINDIR)/divvyctl|g' -e 's|/etc/divvy/|$(SYSCONFDIR)/divvy/|g'
+
+.PHONY: uninstall
 install: all
-	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/divvy
-	install -m 0755 $(DIVVYD) $(DESTDIR)$(SBINDIR)/divvyd
-	install -m 0755 $(BENCH) $(DESTDIR)$(BINDIR)/divvy-bench
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/divvy \
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(DOCDIR)
+	$(INSTALL) -m 0755 $(DIVVYD) $(DESTDIR)$(SBINDIR)/divvyd
+ifneq ($(CLIENT_SRCS),)
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -m 0644 $(LIBDIVVY_SO) $(DESTDIR)$(LIBDIR)/libdivvy.so.$(VERSION)
+	ln -sf libdivvy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdivvy.so.$(SOVERSION)
+	ln -sf libdivvy.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libdivvy.so
+	$(INSTALL) -m 0644 $(LIBDIVVY_A) $(DESTDIR)$(LIBDIR)/libdivvy.a
+	$(INSTALL) -m 0644 libclient/divvy.h $(DESTDIR)$(INCLUDEDIR)/divvy.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' libclient/divvy.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
+endif
+	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
+	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o $(LIBCOMMON) \
+	    $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
+ifneq ($(CTL_SRCS),)
+	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBCOMMON) -L$(B) -ldivvy \
+	    $(LIBS)
+endif
+ifneq ($(PAM_SRCS),)
+	$(INSTALL) -d $(DESTDIR)$(PAMDIR)
+	$(INSTALL) -m 0644 $(PAM_SO) $(DESTDIR)$(PAMDIR)/pam_divvy.so
+endif
+	sed $(UNIT_SED) systemd/divvyd.service > $(DESTDIR)$(UNITDIR)/divvyd.service
+	sed $(UNIT_SED) systemd/divvyd.socket > $(DESTDIR)$(UNITDIR)/divvyd.socket
+	chmod 0644 $(DESTDIR)$(UNITDIR)/divvyd.service $(DESTDIR)$(UNITDIR)/divvyd.socket
+	$(INSTALL) -m 0644 systemd/divvy.sysusers $(DESTDIR)$(SYSUSERSDIR)/divvy.conf
+	$(INSTALL) -m 0644 systemd/divvy.tmpfiles $(DESTDIR)$(TMPFILESDIR)/divvy.conf
+	@# An existing config is the admin's: never overwritten.
 	test -e $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf || \
-	    install -m 0644 etc/divvy.conf $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf
+	    $(INSTALL) -m 0644 etc/divvy.conf $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf
+	@set -e; for p in $(MAN_PAGES); do s=$${p##*.}; \
+	    $(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s; \
+	    echo "$(INSTALL) -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/"; \
+	    $(INSTALL) -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/; done
+	$(if $(EXAMPLE_FILES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/examples)
+	$(if $(EXAMPLE_FILES),$(INSTALL) -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(DOCDIR)/examples/)
+
+# Removes what install put there, except the config (the admin's).
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/divvyd $(DESTDIR)$(BINDIR)/divvyctl $(DESTDIR)$(BINDIR)/divvy-bench \
+	    $(DESTDIR)$(LIBDIR)/libdivvy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdivvy.so.$(SOVERSION) \
+	    $(DESTDIR)$(LIBDIR)/libdivvy.so $(DESTDIR)$(LIBDIR)/libdivvy.a \
+	    $(DESTDIR)$(INCLUDEDIR)/divvy.h $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc \
+	    $(DESTDIR)$(PAMDIR)/pam_divvy.so $(DESTDIR)$(UNITDIR)/divvyd.service \
+	    $(DESTDIR)$(UNITDIR)/divvyd.socket $(DESTDIR)$(SYSUSERSDIR)/divvy.conf \
+	    $(DESTDIR)$(TMPFILESDIR)/divvy.conf \
+	    $(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p)))
+	rm -rf $(DESTDIR)$(DOCDIR)
+	@echo "uninstall: kept $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf"
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -913,10 +913,10 @@ static void process_input(struct conn *c, bool eof)
             break;
         }
         if (r == -EMSGSIZE) {
+            /* Skip to the end of this line; requests after it are still answered. */
             reply_err(c, PROTO_E_LINE_TOO_LONG, "request line longer than 4096 bytes");
             c->discarding = true;
-            off = c->in_len;
-            break;
+            continue;
         }
         if (r < 0) {
             reply_err(c, PROTO_E_UNKNOWN, "unparseable input");

@@ -10,11 +10,13 @@ mode=${1:-check}
 
 # pkg-config module -> Debian package
 build_pkgs="libconfig:libconfig-dev liburcu-memb:liburcu-dev libevent:libevent-dev
-libevent_pthreads:libevent-dev jansson:libjansson-dev"
+libevent_pthreads:libevent-dev jansson:libjansson-dev hiredis:libhiredis-dev
+libsystemd:libsystemd-dev libmicrohttpd:libmicrohttpd-dev"
 test_pkgs="cmocka:libcmocka-dev"
 # commands -> Debian package
 build_cmds="pkg-config:pkg-config cc:gcc make:make"
-test_cmds="clang:clang"
+test_cmds="clang:clang redis-server:redis-server promtool:prometheus
+systemd-analyze:systemd systemd-socket-activate:systemd man:man-db"
 
 if [ "$mode" = list ]; then
     ver=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p')
