@@ -72,7 +72,7 @@ PC_FILE     := $(B)/divvy.pc
 # Programs linked against the shared library find it in build/ until installed.
 LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
 
-.PHONY: all run check check-unit check-integration asan bench deps deps-check clean help \
+.PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
         install cas-check fuzz
 .DEFAULT_GOAL := all
 
@@ -92,6 +92,8 @@ help:
 
 deps:
 	@tools/deps.sh install
+deps-build:
+	@tools/deps.sh install-build
 deps-check:
 	@tools/deps.sh check
 
@@ -214,15 +216,20 @@ fuzz: $(FUZZ_BINS)
 	    else tail -40 $$tmp/log >&2; echo "fuzz $$n: FAILED; input and log in $$tmp" >&2; exit 1; fi; \
 	done
 
-run: deps
+run: deps-build
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(B)/run
 	$(DIVVYD) --config etc/divvy.conf --state-dir $(B)/run \
 	    --listen tcp:127.0.0.1:8321 --listen unix:$(B)/run/divvy.sock
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(B)/bench_rules
+	@echo "== rule matching: ns per request for 10 .. 100,000 rules (tests/unit/bench_rules.c)"
+	$(B)/bench_rules
 	tools/bench.sh $(B)
+
+$(B)/bench_rules: tests/unit/bench_rules.c $(LIBCOMMON)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
 
 # ---- install (docs/operations.md) ---------------------------------------------
 # With PREFIX=/usr the places Debian uses (bookworm keeps units and PAM modules
