@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics: divvyd's counters and where they are published.
+ *
+ * Workers count hits (by status and rule label, divvy's canary-accepted and
+ * canary-rejected included), hit durations and ERR replies in per-worker
+ * blocks that only their own thread writes (relaxed atomic stores, no lock,
+ * no allocation on the hit path).  The main thread hands over the values it
+ * owns (connections, tables, reloads, config generation) once per tick with
+ * metrics_tick().  Readers sum the blocks with relaxed loads:
+ *   - a Prometheus text endpoint (libmicrohttpd, on its own thread), off
+ *     unless a listen address is given;
+ *   - statsd over UDP as divvy sends it, flushed from metrics_tick().
+ * Metric names are divvy's (divvy_hits_total{status,rule_label},
+ * divvy_hit_duration_seconds, divvy_tcp_connections_total - a gauge despite
+ * its name - and divvy_errors_total{code}) plus divvyd's own; the list is in
+ * docs/operations.md.
+ *
+ * divvy's environment variables, when set, override the options:
+ * HTTP_SERVICE_PORT and PROMETHEUS_METRICS_PATH (the endpoint, on every
+ * address as divvy does), STATSD_HOST, STATSD_PORT, STATSD_PREFIX.
+ */
+#ifndef DIVVY_METRICS_H
+#define DIVVY_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "rules.h"
+#include "table.h"
+
+#define METRICS_PATH_DEFAULT        "/metrics"
+#define METRICS_STATSD_INTERVAL_MS  1000
+#define METRICS_LABELS_MAX          4096    /* distinct rule labels counted apart */
+
+/* The status label of divvy_hits_total, as divvy spells it. */
+enum metrics_status {
+    METRICS_ACCEPTED = 0,       /* "accepted" */
+    METRICS_REJECTED,           /* "rejected" */
+    METRICS_CANARY_ACCEPTED,    /* "canary-accepted": a canary rule that would have allowed */
+    METRICS_CANARY_REJECTED,    /* "canary-rejected" */
+    METRICS_N_STATUS
+};
+
+struct metrics_opts {
+    unsigned workers;           /* per-worker blocks, >= 1 */
+    const char *listen;         /* Prometheus endpoint "tcp:HOST:PORT" or "tcp:[V6]:PORT";
+                                 * NULL: none */
+    const char *path;           /* default METRICS_PATH_DEFAULT */
+    const char *statsd_host;    /* NULL: no statsd */
+    unsigned statsd_port;       /* 1..65535 */
+    const char *statsd_prefix;  /* "" or NULL: none; a '.' is appended unless there, as
+                                 * divvy's statsd client does */
+    unsigned statsd_interval_ms;    /* 0: METRICS_STATSD_INTERVAL_MS */
+    bool ignore_env;            /* do not read divvy's variables (tests) */
+};
+
+/* What the main thread owns, handed over by metrics_tick(). */
+struct metrics_gauges {
+    uint64_t connections;       /* open client connections, TCP and Unix */
+    uint64_t config_generation;
+    uint64_t rules;
+    uint64_t reloads_ok;
+    uint64_t reloads_rejected;
+    struct table_stats fast;    /* table_stats() of the fast-path table */
+    struct table_stats priv;    /* ... and of the daemon-only table */
+    bool have_fast_path_hits;   /* false until the table counts clients' hits */
+    uint64_t fast_path_hits;
+};
+
+struct metrics;
+struct metrics_worker;
+
+/*
+ * Creates the counters, applies divvy's environment variables (unless
+ * @o->ignore_env; each override is logged), binds the Prometheus endpoint and
+ * starts its thread, and opens the statsd socket.  Call from the main thread
+ * before the workers start: a listen address in use fails startup
+ * (-EADDRINUSE).  A statsd host that does not resolve is logged and retried,
+ * not fatal.  On success *ret is new.  -EINVAL (bad address, port or path),
+ * -ENOMEM, -errno of socket/bind/listen.
+ */
+int metrics_new(const struct metrics_opts *o, struct metrics **ret);
+
+/* Stops the endpoint (joins its thread) and frees.  NULL-safe.  No worker may
+ * count any more. */
+void metrics_free(struct metrics *m);
+
+/* The block of worker @id (< opts.workers); NULL when @m is NULL or @id is out of range. */
+struct metrics_worker *metrics_worker(struct metrics *m, unsigned id);
+
+/* ---- hit path: the owning worker only; every call is NULL-safe ----------------------- */
+
+/*
+ * Counts one HIT/TAKE outcome of rule @rule (an index into @rules, the
+ * current rules of generation @generation) under @status.  Call inside the
+ * RCU read-side section that yielded @rules.  The first call after a reload
+ * maps the new rules' labels (one mutex, once per worker and reload); every
+ * other call is two array lookups and one store.
+ */
+void metrics_hit(struct metrics_worker *w, const struct rules *rules, uint64_t generation,
+                 uint32_t rule, enum metrics_status status);
+
+/* CLOCK_MONOTONIC in nanoseconds: take it when a hit starts. */
+uint64_t metrics_clock_ns(void);
+
+/* Records the duration of a hit that started at @start_ns (metrics_clock_ns()). */
+void metrics_hit_done(struct metrics_worker *w, uint64_t start_ns);
+
+/* Counts one ERR reply with @err's code. */
+void metrics_error(struct metrics_worker *w, enum proto_err err);
+
+/* ---- main thread ------------------------------------------------------------------- */
+
+/* Hands over the gauges (copied) and, when the interval has passed, sends
+ * statsd.  Main thread; call about once per second.  NULL-safe. */
+void metrics_tick(struct metrics *m, const struct metrics_gauges *g, uint64_t now_ms);
+
+/* "N rules (generation G), H hits (A accepted, R rejected), C connections" for
+ * notify_status(), from the counters and the last gauges.  Any thread. */
+void metrics_status_line(struct metrics *m, char *buf, size_t size);
+
+/* The endpoint's bound TCP port (useful with port 0), or 0 when there is none. */
+int metrics_http_port(const struct metrics *m);
+
+/* ---- Redis hooks: any thread ------------------------------------------------------- */
+
+/* The store's connection state; the first call makes the Redis metrics appear. */
+void metrics_redis_up(struct metrics *m, bool up);
+
+/* The circuit breaker's state; each change counts one transition. */
+void metrics_redis_breaker(struct metrics *m, bool open);
+
+#endif
