@@ -495,6 +495,131 @@ static int conf_table_setting(struct config *cfg, const char *path,
     return -EINVAL;
 }
 
+static int conf_store_setting(struct config *cfg, const char *path,
+                              const config_setting_t *s, struct diag *reterr)
+{
+    const char *name = conf_name(s), *str;
+    int64_t v;
+    int r;
+
+    if (strcmp(name, "mode") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        r = config_divvy_store_parse(str);
+        if (r < 0) {
+            diag_set(reterr, path, conf_line(s),
+                     "store.mode must be \"local\", \"lease\" or \"strict\", not \"%s\"", str);
+            return -EINVAL;
+        }
+        cfg->rules.default_store = (enum rules_store)r;
+        return 0;
+    }
+    if (strcmp(name, "on_redis_error") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        if (strcmp(str, "local") == 0) {
+            cfg->on_redis_error = CONFIG_REDIS_ERROR_LOCAL;
+        } else if (strcmp(str, "open") == 0) {
+            cfg->on_redis_error = CONFIG_REDIS_ERROR_OPEN;
+        } else if (strcmp(str, "closed") == 0) {
+            cfg->on_redis_error = CONFIG_REDIS_ERROR_CLOSED;
+        } else {
+            diag_set(reterr, path, conf_line(s),
+                     "on_redis_error must be \"local\", \"open\" or \"closed\", not \"%s\"",
+                     str);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (strcmp(name, "prefix") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        for (const char *p = str; *p; p++) {
+            if ((unsigned char)*p < 0x21 || *p == 0x7f) {
+                diag_set(reterr, path, conf_line(s),
+                         "store.prefix must not contain spaces or control characters");
+                return -EINVAL;
+            }
+        }
+        if (strlen(str) > CONFIG_PREFIX_MAX) {
+            diag_set(reterr, path, conf_line(s), "store.prefix is longer than %d bytes",
+                     CONFIG_PREFIX_MAX);
+            return -EINVAL;
+        }
+        return conf_set_str(&cfg->store_prefix, str);
+    }
+    if (strcmp(name, "lease_max") == 0) {
+        r = conf_get_int(path, s, 1, RULES_LEASE_LIMIT_MAX, &v, reterr);
+        if (r == 0)
+            cfg->lease_max = (uint64_t)v;
+        return r;
+    }
+    diag_set(reterr, path, conf_line(s), "unknown setting 'store.%s'", name);
+    return -EINVAL;
+}
+
+static int conf_redis_setting(struct config *cfg, const char *path,
+                              const config_setting_t *s, struct diag *reterr)
+{
+    struct config_redis *rd = &cfg->redis;
+    const char *name = conf_name(s), *str;
+    int64_t v;
+    int r;
+
+    if (strcmp(name, "host") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r == 0 && (!str[0] || strpbrk(str, " \t\n/"))) {
+            diag_set(reterr, path, conf_line(s), "redis.host \"%s\" is not a host name or "
+                     "address", str);
+            r = -EINVAL;
+        }
+        return r < 0 ? r : conf_set_str(&rd->host, str);
+    }
+    if (strcmp(name, "port") == 0) {
+        r = conf_get_int(path, s, 1, 65535, &v, reterr);
+        if (r == 0)
+            rd->port = (unsigned)v;
+        return r;
+    }
+    if (strcmp(name, "unix_socket") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r == 0 && (str[0] != '/' ||
+                       strlen(str) >= sizeof(((struct sockaddr_un *)0)->sun_path))) {
+            diag_set(reterr, path, conf_line(s),
+                     "redis.unix_socket must be an absolute path shorter than 108 bytes");
+            r = -EINVAL;
+        }
+        return r < 0 ? r : conf_set_str(&rd->unix_socket, str);
+    }
+    if (strcmp(name, "username") == 0 || strcmp(name, "password") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r == 0 && (!str[0] || strlen(str) > 512)) {
+            diag_set(reterr, path, conf_line(s), "redis.%s must be 1 to 512 bytes", name);
+            r = -EINVAL;
+        }
+        if (r < 0)
+            return r;
+        return conf_set_str(name[0] == 'u' ? &rd->username : &rd->password, str);
+    }
+    if (strcmp(name, "db") == 0) {
+        r = conf_get_int(path, s, 0, INT32_MAX, &v, reterr);
+        if (r == 0)
+            rd->db = (unsigned)v;
+        return r;
+    }
+    if (strcmp(name, "timeout_ms") == 0) {
+        r = conf_get_int(path, s, 1, CONFIG_REDIS_TIMEOUT_MAX, &v, reterr);
+        if (r == 0)
+            rd->timeout_ms = (unsigned)v;
+        return r;
+    }
+    diag_set(reterr, path, conf_line(s), "unknown setting 'redis.%s'", name);
+    return -EINVAL;
+}
+
 /* Runs @fn on every member of group @g. */
 static int conf_each(struct config *cfg, const char *path, const config_setting_t *g,
                        int (*fn)(struct config *, const char *, const config_setting_t *,
@@ -690,7 +815,7 @@ static int conf_rules(struct config *cfg, const char *path, const config_setting
 static int conf_native(struct config *cfg, const char *path, const char *text,
                          struct diag *reterr)
 {
-    const config_setting_t *root, *rules = NULL;
+    const config_setting_t *root, *rules = NULL, *redis = NULL;
     config_t lc;
     int r;
 
@@ -717,12 +842,18 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
             q = conf_each(cfg, path, s, conf_server_setting, reterr);
         } else if (strcmp(name, "table") == 0) {
             q = conf_each(cfg, path, s, conf_table_setting, reterr);
+        } else if (strcmp(name, "store") == 0) {
+            q = conf_each(cfg, path, s, conf_store_setting, reterr);
+        } else if (strcmp(name, "redis") == 0) {
+            redis = s;
+            q = conf_each(cfg, path, s, conf_redis_setting, reterr);
         } else if (strcmp(name, "rules") == 0) {
             rules = s;
             q = conf_rules(cfg, path, s, reterr);
         } else {
             diag_set(reterr, path, conf_line(s),
-                     "unknown setting '%s' (expected server, table, rules)", name);
+                     "unknown setting '%s' (expected server, table, store, redis, rules)",
+                     name);
             q = -EINVAL;
         }
         if (q == -ENOMEM) {
@@ -734,6 +865,10 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
     }
     if (!rules) {
         diag_set(reterr, path, 0, "missing 'rules' list");
+        r = -EINVAL;
+    }
+    if (redis && cfg->redis.username && !cfg->redis.password) {
+        diag_set(reterr, path, conf_line(redis), "redis.username needs redis.password");
         r = -EINVAL;
     }
 out:
@@ -762,6 +897,14 @@ static int conf_defaults(struct config *cfg)
     cfg->table_slots = TABLE_SLOTS_DEFAULT;
     cfg->fast_table_slots = TABLE_SLOTS_DEFAULT;
     cfg->when_full = CONFIG_FULL_DENY;
+    cfg->on_redis_error = CONFIG_REDIS_ERROR_LOCAL;
+    cfg->store_prefix = strdup("");
+    cfg->lease_max = CONFIG_DEFAULT_LEASE_MAX;
+    cfg->redis.host = strdup(CONFIG_DEFAULT_REDIS_HOST);
+    cfg->redis.port = CONFIG_DEFAULT_REDIS_PORT;
+    cfg->redis.timeout_ms = CONFIG_DEFAULT_REDIS_TIMEOUT_MS;
+    if (!cfg->store_prefix || !cfg->redis.host)
+        return -ENOMEM;
     return 0;
 }
 
@@ -856,6 +999,13 @@ void config_free(struct config *cfg)
     free(cfg->listen);
     free(cfg->state_dir);
     free(cfg->admin_group);
+    free(cfg->store_prefix);
+    free(cfg->redis.host);
+    free(cfg->redis.unix_socket);
+    free(cfg->redis.username);
+    if (cfg->redis.password)
+        explicit_bzero(cfg->redis.password, strlen(cfg->redis.password));
+    free(cfg->redis.password);
     free(cfg->path);
     free(cfg);
 }
@@ -959,6 +1109,8 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         fprintf(f, "        source = \"%s\";\n", config_divvy_source_name(r->source));
     if (r->fast_path)
         fprintf(f, "        fast_path = true;\n");
+    if (r->store_set)
+        fprintf(f, "        store = \"%s\";\n", config_divvy_store_name(r->store));
     if (r->prefix4 >= 0)
         conf_put_int(f, "actor_prefix4", r->prefix4);
     if (r->prefix6 >= 0)
@@ -1021,6 +1173,60 @@ static void conf_write_server(const struct config *cfg, FILE *f)
     fprintf(f, "};\n\n");
 }
 
+static void conf_write_store(const struct config *cfg, FILE *f)
+{
+    static const char *const on_error[] = { "local", "open", "closed" };
+    const struct config_redis *rd = &cfg->redis;
+
+    if (cfg->rules.default_store != RULES_STORE_LOCAL ||
+        cfg->on_redis_error != CONFIG_REDIS_ERROR_LOCAL ||
+        (cfg->store_prefix && cfg->store_prefix[0]) || cfg->lease_max != CONFIG_DEFAULT_LEASE_MAX) {
+        fprintf(f, "store = {\n    mode = \"%s\";\n",
+                config_divvy_store_name(cfg->rules.default_store));
+        fprintf(f, "    on_redis_error = \"%s\";\n", on_error[cfg->on_redis_error]);
+        if (cfg->store_prefix && cfg->store_prefix[0]) {
+            fprintf(f, "    prefix = ");
+            conf_put_string(f, cfg->store_prefix);
+            fprintf(f, ";\n");
+        }
+        if (cfg->lease_max != CONFIG_DEFAULT_LEASE_MAX)
+            fprintf(f, "    lease_max = %" PRIu64 ";\n", cfg->lease_max);
+        fprintf(f, "};\n\n");
+    }
+    if ((rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) ||
+        rd->port != CONFIG_DEFAULT_REDIS_PORT || rd->unix_socket || rd->username ||
+        rd->password || rd->db || rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS) {
+        fprintf(f, "redis = {\n");
+        if (rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) {
+            fprintf(f, "    host = ");
+            conf_put_string(f, rd->host);
+            fprintf(f, ";\n");
+        }
+        if (rd->port != CONFIG_DEFAULT_REDIS_PORT)
+            fprintf(f, "    port = %u;\n", rd->port);
+        if (rd->unix_socket) {
+            fprintf(f, "    unix_socket = ");
+            conf_put_string(f, rd->unix_socket);
+            fprintf(f, ";\n");
+        }
+        if (rd->username) {
+            fprintf(f, "    username = ");
+            conf_put_string(f, rd->username);
+            fprintf(f, ";\n");
+        }
+        if (rd->password) {
+            fprintf(f, "    password = ");
+            conf_put_string(f, rd->password);
+            fprintf(f, ";\n");
+        }
+        if (rd->db)
+            fprintf(f, "    db = %u;\n", rd->db);
+        if (rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS)
+            fprintf(f, "    timeout_ms = %u;\n", rd->timeout_ms);
+        fprintf(f, "};\n\n");
+    }
+}
+
 int config_write_libconfig(const struct config *cfg, FILE *f)
 {
     int r;
@@ -1048,6 +1254,7 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
             fprintf(f, "    when_full = \"allow\";\n");
         fprintf(f, "};\n\n");
     }
+    conf_write_store(cfg, f);
     fprintf(f, "rules = (\n");
     for (size_t i = 0; i < cfg->rules.n; i++) {
         r = conf_write_rule(&cfg->rules.rules[i], i + 1 == cfg->rules.n, f);

@@ -29,6 +29,30 @@ enum config_full_policy {
 
 enum config_format { CONFIG_FORMAT_LIBCONFIG = 0, CONFIG_FORMAT_INI, CONFIG_FORMAT_JSON };
 
+/* store.on_redis_error (docs/redis.md "Failure"). */
+enum config_redis_error {
+    CONFIG_REDIS_ERROR_LOCAL = 0,   /* decide from the host table alone */
+    CONFIG_REDIS_ERROR_OPEN,        /* allow */
+    CONFIG_REDIS_ERROR_CLOSED,      /* deny */
+};
+
+#define CONFIG_DEFAULT_REDIS_HOST       "127.0.0.1"
+#define CONFIG_DEFAULT_REDIS_PORT       6379
+#define CONFIG_DEFAULT_REDIS_TIMEOUT_MS 100
+#define CONFIG_DEFAULT_LEASE_MAX        1000
+#define CONFIG_REDIS_TIMEOUT_MAX        60000
+#define CONFIG_PREFIX_MAX               256
+
+/* redis { } — where the shared counters live (docs/redis.md). */
+struct config_redis {
+    char *host;                 /* default CONFIG_DEFAULT_REDIS_HOST */
+    unsigned port;              /* default 6379 */
+    char *unix_socket;          /* NULL, or a path: used instead of host/port */
+    char *username;             /* NULL, or the ACL user (needs password) */
+    char *password;             /* NULL: no AUTH */
+    unsigned db;                /* SELECT; default 0 */
+    unsigned timeout_ms;        /* longest a hit waits for Redis; default 100 */
+};
 struct config {
     char *path;
     enum config_format format;
@@ -40,7 +64,7 @@ struct config {
     char *state_dir;            /* default CONFIG_DEFAULT_STATE_DIR */
     unsigned workers;           /* 0: one per CPU */
     unsigned max_connections;   /* default 4096 */
-    size_t max_output_bytes;    /* per-connection unsent replies before the client is dropped; 1 MiB */
+    size_t max_output_bytes;    /* unsent reply bytes before a client is dropped; 1 MiB */
     unsigned socket_mode;       /* Unix socket permissions, default 0660 */
     char *admin_group;          /* default "divvy-admin" */
 
@@ -48,6 +72,12 @@ struct config {
     uint32_t table_slots;       /* daemon-only table; default TABLE_SLOTS_DEFAULT */
     uint32_t fast_table_slots;  /* fast-path table; default TABLE_SLOTS_DEFAULT */
     enum config_full_policy when_full;  /* default deny */
+
+    /* store { }: the mode itself is rules.default_store (rules carry it). */
+    enum config_redis_error on_redis_error;     /* default local */
+    char *store_prefix;         /* prepended to every Redis key; default "" */
+    uint64_t lease_max;         /* most credit one host holds in one lease; default 1000 */
+    struct config_redis redis;
 };
 
 /*

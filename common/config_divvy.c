@@ -35,11 +35,13 @@ static const struct config_divvy_field config_divvy_fields[] = {
     { CONFIG_DIVVY_F_POLICY, CONFIG_DIVVY_STRING, "match_policy", "matchPolicy" },
     { CONFIG_DIVVY_F_ALGO, CONFIG_DIVVY_STRING, "algorithm", "algorithm" },
     { CONFIG_DIVVY_F_SOURCE, CONFIG_DIVVY_STRING, "source", "source" },
+    { CONFIG_DIVVY_F_STORE, CONFIG_DIVVY_STRING, "store", "store" },
 };
 
 static const char *const config_divvy_policies[] = { "stop", "canary", "continue" };
 static const char *const config_divvy_algos[] = { "window", "token_bucket", "sliding_window" };
 static const char *const config_divvy_sources[] = { "any", "privileged" };
+static const char *const config_divvy_stores[] = { "local", "lease", "strict" };
 
 #define CONFIG_DIVVY_N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -68,6 +70,20 @@ const char *config_divvy_algo_name(enum rules_algo a)
 const char *config_divvy_source_name(enum rules_source s)
 {
     return (size_t)s < CONFIG_DIVVY_N(config_divvy_sources) ? config_divvy_sources[s] : "?";
+}
+
+const char *config_divvy_store_name(enum rules_store s)
+{
+    return (size_t)s < CONFIG_DIVVY_N(config_divvy_stores) ? config_divvy_stores[s] : "?";
+}
+
+int config_divvy_store_parse(const char *v)
+{
+    for (size_t i = 0; i < CONFIG_DIVVY_N(config_divvy_stores); i++) {
+        if (strcmp(config_divvy_stores[i], v) == 0)
+            return (int)i;
+    }
+    return -EINVAL;
 }
 
 int config_divvy_set_int(struct rules_rule_spec *r, const struct config_divvy_field *f,
@@ -241,6 +257,14 @@ int config_divvy_set_string(struct rules_rule_spec *r, const struct config_divvy
                                  name, v, file, line, reterr);
         if (i >= 0)
             r->source = (enum rules_source)i;
+        return i < 0 ? i : 0;
+    case CONFIG_DIVVY_F_STORE:
+        i = config_divvy_keyword(config_divvy_stores, CONFIG_DIVVY_N(config_divvy_stores),
+                                 name, v, file, line, reterr);
+        if (i >= 0) {
+            r->store = (enum rules_store)i;
+            r->store_set = true;
+        }
         return i < 0 ? i : 0;
     default:
         return -EINVAL;

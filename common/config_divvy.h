@@ -43,6 +43,7 @@ enum config_divvy_id {
     CONFIG_DIVVY_F_POLICY,
     CONFIG_DIVVY_F_ALGO,
     CONFIG_DIVVY_F_SOURCE,
+    CONFIG_DIVVY_F_STORE,
 };
 
 struct config_divvy_field {
@@ -72,10 +73,13 @@ int config_divvy_set_string(struct rules_rule_spec *r, const struct config_divvy
                             const char *name, const char *v, bool split_commas,
                             const char *file, unsigned line, struct diag *reterr);
 
-/* Keywords of the enum settings ("stop", "token_bucket", "privileged"). */
+/* Keywords of the enum settings ("stop", "token_bucket", "privileged", "lease"). */
 const char *config_divvy_policy_name(enum rules_policy p);
 const char *config_divvy_algo_name(enum rules_algo a);
 const char *config_divvy_source_name(enum rules_source s);
+const char *config_divvy_store_name(enum rules_store s);
+/* The store keyword @v as an enum rules_store (>= 0), or -EINVAL. */
+int config_divvy_store_parse(const char *v);
 
 /*
  * Appends the rules of a divvy INI (config_divvy_load_ini) or JSON

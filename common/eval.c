@@ -14,7 +14,7 @@ uint64_t eval_ms_to_s(uint64_t ms)
     return ms / 1000 + (ms % 1000 >= 500);
 }
 
-static void limits_of(const struct rules_rule *r, struct table_limits *lim)
+void eval_limits(const struct rules_rule *r, struct table_limits *lim)
 {
     memset(lim, 0, sizeof(*lim));
     lim->algo = r->algo;
@@ -26,10 +26,29 @@ static void limits_of(const struct rules_rule *r, struct table_limits *lim)
     lim->max_actors = (uint64_t)(r->max_actors > 0 ? r->max_actors : 0);
 }
 
+bool eval_zero(const struct rules_rule *r, struct eval_outcome *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->rule = r->index;
+    if (r->credit_limit == 0)
+        return true;                            /* always deny: OK false 0 0 */
+    if (r->algo != RULES_ALGO_TOKEN_BUCKET && r->reset_seconds == 0) {
+        o->allowed = true;                      /* always allow */
+        o->credit = (uint64_t)r->credit_limit;
+        return true;
+    }
+    return false;
+}
+
+struct table *eval_table(const struct eval_env *env, const struct rules_rule *r)
+{
+    return r->fast_path ? env->fast : env->priv;
+}
+
 /* One rule's answer; the zero semantics never touch a counter (divvy). */
-static int apply_rule(const struct eval_env *env, const struct rules_rule *r,
-                      const struct rules_req *req, enum table_op op, uint64_t n,
-                      uint64_t now_ms, struct eval_outcome *o)
+int eval_rule(const struct eval_env *env, const struct rules_rule *r,
+              const struct rules_req *req, enum table_op op, uint64_t n, uint64_t now_ms,
+              struct eval_outcome *o)
 {
     char actor[RULES_ACTOR_MAX];
     struct table_limits lim;
@@ -37,15 +56,8 @@ static int apply_rule(const struct eval_env *env, const struct rules_rule *r,
     struct table_key key;
     int len, rc;
 
-    memset(o, 0, sizeof(*o));
-    o->rule = r->index;
-    if (r->credit_limit == 0)
-        return 0;                               /* always deny: OK false 0 0 */
-    if (r->algo != RULES_ALGO_TOKEN_BUCKET && r->reset_seconds == 0) {
-        o->allowed = true;                      /* always allow */
-        o->credit = (uint64_t)r->credit_limit;
+    if (eval_zero(r, o))
         return 0;
-    }
 
     len = rules_actor(env->rules, r->index, req, actor, sizeof(actor));
     if (len < 0)
@@ -53,8 +65,8 @@ static int apply_rule(const struct eval_env *env, const struct rules_rule *r,
     key.rule_id = r->id;
     key.actor = actor;
     key.actor_len = (size_t)len;
-    limits_of(r, &lim);
-    rc = table_hit(r->fast_path ? env->fast : env->priv, &key, &lim, op, n, now_ms, &res);
+    eval_limits(r, &lim);
+    rc = table_hit(eval_table(env, r), &key, &lim, op, n, now_ms, &res);
     if (rc == -ENOSPC || rc == -EDQUOT) {
         o->table_full = true;
         o->allowed = env->full_allow;
@@ -69,6 +81,23 @@ static int apply_rule(const struct eval_env *env, const struct rules_rule *r,
     return 0;
 }
 
+bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,
+                  struct eval_result *res)
+{
+    if (res->n < RULES_MATCH_MAX)
+        res->o[res->n++] = *o;
+    if (r->policy == RULES_POLICY_CANARY)
+        return false;
+    if (r->policy == RULES_POLICY_CONTINUE && (o->allowed || op == TABLE_RESET))
+        return false;
+    /* A stop rule, or a continue rule that denies, decides. */
+    res->allowed = o->allowed;
+    res->credit = o->credit;
+    res->reset_s = o->reset_s;
+    res->decider = o->rule;
+    return true;
+}
+
 int eval_request(const struct eval_env *env, const struct rules_req *req, enum table_op op,
                  uint64_t n, uint64_t now_ms, struct eval_result *ret)
 {
@@ -80,25 +109,16 @@ int eval_request(const struct eval_env *env, const struct rules_req *req, enum t
     memset(ret, 0, sizeof(*ret));
     n_match = rules_match(env->rules, req, idx);
     for (size_t i = 0; i < n_match; i++) {
-        struct eval_outcome *o = &ret->o[ret->n];
+        struct eval_outcome o;
 
         rc = rules_get(env->rules, idx[i], &r);
         if (rc < 0)
             return rc;
-        rc = apply_rule(env, &r, req, op, n, now_ms, o);
+        rc = eval_rule(env, &r, req, op, n, now_ms, &o);
         if (rc < 0)
             return rc;
-        ret->n++;
-        if (r.policy == RULES_POLICY_CANARY)
-            continue;
-        if (r.policy == RULES_POLICY_CONTINUE && (o->allowed || op == TABLE_RESET))
-            continue;
-        /* A stop rule, or a continue rule that denies, decides. */
-        ret->allowed = o->allowed;
-        ret->credit = o->credit;
-        ret->reset_s = o->reset_s;
-        ret->decider = o->rule;
-        return 0;
+        if (eval_decides(&r, op, &o, ret))
+            return 0;
     }
     /* rules_validate() guarantees a last default stop rule that always matches. */
     return -EINVAL;

@@ -55,4 +55,37 @@ int eval_request(const struct eval_env *env, const struct rules_req *req, enum t
 /* Remaining milliseconds as nextResetSeconds: (ms + 500) / 1000, like Redis TTL. */
 uint64_t eval_ms_to_s(uint64_t ms);
 
+/*
+ * The steps of eval_request(), for an evaluator that decides some rules
+ * elsewhere (divvyd's Redis store, docs/redis.md) and so must stop and
+ * resume between rules.  Walk rules_match()'s path in order; for each rule
+ * either get its outcome from eval_rule() (the host table) or from the other
+ * store, then call eval_decides(); the first rule for which it returns true
+ * decides the request.
+ */
+
+/* True when rule @r never touches a counter (credit_limit 0 always denies,
+ * reset_seconds 0 with a positive limit always allows, as divvy); then
+ * *ret is its outcome. */
+bool eval_zero(const struct rules_rule *r, struct eval_outcome *ret);
+
+/* Rule @r's limits in the table's units. */
+void eval_limits(const struct rules_rule *r, struct table_limits *ret);
+
+/* The table that holds rule @r's host counters (fast or private). */
+struct table *eval_table(const struct eval_env *env, const struct rules_rule *r);
+
+/* Rule @r's answer from the host table (or its zero semantics).  0,
+ * -ENOBUFS (actor too long) or -EINVAL; a full table is an outcome
+ * (table_full, answered by env->full_allow), not an error. */
+int eval_rule(const struct eval_env *env, const struct rules_rule *r,
+              const struct rules_req *req, enum table_op op, uint64_t n, uint64_t now_ms,
+              struct eval_outcome *ret);
+
+/* Appends @o (rule @r's outcome) to @res and returns true when it decides
+ * the request (a stop rule, or a continue rule that denies a TAKE/PEEK);
+ * then @res carries the answer. */
+bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,
+                  struct eval_result *res);
+
 #endif

@@ -64,7 +64,8 @@ struct blob_rule {
     uint32_t line;
     int16_t prefix4, prefix6;
     uint8_t policy, algo, source, flags;
-    uint32_t reserved;
+    uint8_t store;                      /* enum rules_store, effective (docs/rules.md) */
+    uint8_t reserved[3];
 };
 
 struct blob_match {
@@ -87,6 +88,7 @@ _Static_assert(sizeof(struct blob_rule) == 112, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");
+_Static_assert(offsetof(struct blob_rule, store) == 108, "blob_rule layout");
 _Static_assert(sizeof(struct blob_match) == 24, "blob_match layout");
 _Static_assert(sizeof(struct blob_bucket) == 32, "blob_bucket layout");
 
@@ -102,6 +104,7 @@ struct rules {
     const uint32_t *list;
     const uint32_t *scan;
     const char *pool;
+    bool uses_store;            /* some counting rule is lease or strict */
 };
 
 /* Rule ids and the index use SipHash with a fixed all-zero key: ids must be
@@ -231,6 +234,7 @@ struct pr {                     /* one rule, prepared */
     uint64_t id;
     char id_str[RULES_LABEL_MAX + 1];
     int64_t reset_seconds, refill_amount, refill_seconds;
+    enum rules_store store;     /* effective */
     size_t anchor;              /* index into m, or SIZE_MAX: scan list */
     uint32_t bucket;
 };
@@ -446,6 +450,36 @@ static void check_limit(struct pr *p, struct diag *d, const char *name, int64_t 
         RULE_ERR(p, 0, "%s %" PRId64 " is out of range 0..%" PRId64, name, v, max);
 }
 
+/* Store checks (docs/redis.md): the effective store must fit the algorithm. */
+static void prep_store(struct pr *p, struct diag *d)
+{
+    const struct rules_rule_spec *s = p->s;
+    const char *from = s->store_set ? "store" : "store.mode";
+
+    if ((unsigned)p->store > RULES_STORE_STRICT) {
+        RULE_ERR(p, 0, "unknown store");
+        return;
+    }
+    /* Rules that never touch a counter never reach Redis either. */
+    if (s->credit_limit <= 0 || (s->algo != RULES_ALGO_TOKEN_BUCKET && s->reset_seconds == 0))
+        return;
+    if (p->store == RULES_STORE_LEASE) {
+        if (s->algo != RULES_ALGO_WINDOW)
+            RULE_ERR(p, 0, "%s \"lease\" needs algorithm window (give this rule store = "
+                     "\"strict\" or \"local\")", from);
+        else if (s->credit_limit > RULES_LEASE_LIMIT_MAX)
+            RULE_ERR(p, 0, "credit_limit %" PRId64 " is too large for %s \"lease\" (at most "
+                     "%" PRId64 ")", s->credit_limit, from, RULES_LEASE_LIMIT_MAX);
+    }
+    /* Lua numbers are doubles: the sliding estimate must stay exact. */
+    if (p->store == RULES_STORE_STRICT && s->algo == RULES_ALGO_SLIDING_WINDOW &&
+        s->reset_seconds > 0 &&
+        (unsigned __int128)s->credit_limit * (uint64_t)s->reset_seconds * 1000 >
+            (unsigned __int128)RULES_STRICT_SLIDING_MAX)
+        RULE_ERR(p, 0, "credit_limit * reset_seconds is too large for a strict sliding_window "
+                 "(credit_limit * reset_seconds * 1000 must be at most 2^52)");
+}
+
 /* Per-rule checks of everything but the match set. */
 static void prep_settings(struct pr *p, struct diag *d)
 {
@@ -532,6 +566,7 @@ static void prep_settings(struct pr *p, struct diag *d)
      * a privileged (login) rule must never be kept there. */
     if (s->fast_path && s->source == RULES_SOURCE_PRIVILEGED)
         RULE_ERR(p, 0, "a source = privileged rule cannot be fast_path");
+    prep_store(p, d);
 }
 
 /* True when every request rule @b matches is also matched by rule @a. */
@@ -816,6 +851,7 @@ static int build_prepare(const struct rules_spec *spec, struct build *b, struct 
         struct pr *p = &b->r[i];
 
         p->s = &spec->rules[i];
+        p->store = p->s->store_set ? p->s->store : spec->default_store;
         r = prep_match(p, d);
         if (r < 0)
             return r;
@@ -946,6 +982,7 @@ static int emit(const struct build *b, uint64_t generation, struct rules **ret)
         o->source = (uint8_t)s->source;
         o->flags = (uint8_t)((s->strict ? FLAG_STRICT : 0) | (s->fast_path ? FLAG_FAST_PATH : 0) |
                              (s->is_default ? FLAG_DEFAULT : 0));
+        o->store = (uint8_t)p->store;
         r = pool_add(&pl, p->id_str, strlen(p->id_str), &o->id_str);
         if (r >= 0)
             r = pool_add(&pl, label, strlen(label), &o->label);
@@ -1133,7 +1170,7 @@ static bool blob_ok(const struct rules *rs)
             !str_ok(h, rs->pool, &r->comment) || !str_ok(h, rs->pool, &r->file))
             return false;
         if (r->policy > RULES_POLICY_CONTINUE || r->algo > RULES_ALGO_SLIDING_WINDOW ||
-            r->source > RULES_SOURCE_PRIVILEGED ||
+            r->source > RULES_SOURCE_PRIVILEGED || r->store > RULES_STORE_STRICT ||
             (r->flags & ~(FLAG_STRICT | FLAG_FAST_PATH | FLAG_DEFAULT)))
             return false;
         if (r->prefix4 < -1 || r->prefix4 > 32 || r->prefix6 < -1 || r->prefix6 > 128)
@@ -1228,6 +1265,13 @@ static int rules_attach(uint8_t *blob, size_t len, struct rules **ret)
         free(rs);
         return -EBADMSG;
     }
+    for (uint32_t i = 0; i < h->n_rule; i++) {
+        const struct blob_rule *r = &rs->rule[i];
+
+        if (r->store != RULES_STORE_LOCAL && r->credit_limit > 0 &&
+            (r->algo == RULES_ALGO_TOKEN_BUCKET || r->reset_seconds > 0))
+            rs->uses_store = true;
+    }
     *ret = rs;
     return 0;
 }
@@ -1268,6 +1312,11 @@ size_t rules_count(const struct rules *rules)
     return rules->hdr->n_rule;
 }
 
+bool rules_uses_store(const struct rules *rules)
+{
+    return rules->uses_store;
+}
+
 uint64_t rules_generation(const struct rules *rules)
 {
     return rules->hdr->generation;
@@ -1302,6 +1351,7 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
     ret->policy = (enum rules_policy)r->policy;
     ret->algo = (enum rules_algo)r->algo;
     ret->source = (enum rules_source)r->source;
+    ret->store = (enum rules_store)r->store;
     return 0;
 }
 

@@ -30,10 +30,17 @@
 #define RULES_SECONDS_MAX     315360000LL          /* 10 years */
 #define RULES_LABEL_MAX       64
 #define RULES_ACTOR_MAX       (PROTO_LINE_MAX * 3) /* longest actor string rules_actor() writes */
+/* credit_limit of a lease rule (docs/shm.md "Lease slots") */
+#define RULES_LEASE_LIMIT_MAX    (((int64_t)1 << 24) - 1)
+/* strict sliding_window: credit_limit * window ms, exact in Lua (docs/redis.md) */
+#define RULES_STRICT_SLIDING_MAX ((int64_t)1 << 52)
 
 enum rules_policy { RULES_POLICY_STOP = 0, RULES_POLICY_CANARY, RULES_POLICY_CONTINUE };
 enum rules_algo { RULES_ALGO_WINDOW = 0, RULES_ALGO_TOKEN_BUCKET, RULES_ALGO_SLIDING_WINDOW };
 enum rules_source { RULES_SOURCE_ANY = 0, RULES_SOURCE_PRIVILEGED };
+/* Where a rule's counters live (docs/redis.md): the host table alone, the
+ * host table spending credit leased from Redis, or Redis for every hit. */
+enum rules_store { RULES_STORE_LOCAL = 0, RULES_STORE_LEASE, RULES_STORE_STRICT };
 
 /* ---- spec: what loaders build ------------------------------------------ */
 
@@ -63,6 +70,8 @@ struct rules_rule_spec {
     enum rules_policy policy;
     enum rules_algo algo;
     enum rules_source source;
+    enum rules_store store; /* meaningful when store_set */
+    bool store_set;         /* false: the config's store.mode (rules_spec.default_store) */
     char *label;            /* NULL or [A-Za-z0-9_-]{1,64} */
     char *comment;
 };
@@ -71,6 +80,7 @@ struct rules_spec {
     struct rules_rule_spec *rules;
     size_t n;
     size_t cap;
+    enum rules_store default_store;     /* store.mode: for rules without their own store */
 };
 
 /*
@@ -117,6 +127,8 @@ void rules_blob(const struct rules *rules, const void **ret_data, size_t *ret_le
 int rules_from_blob(const void *data, size_t len, struct rules **ret);
 
 size_t rules_count(const struct rules *rules);
+/* true when some rule's store is lease or strict (the daemon needs Redis). */
+bool rules_uses_store(const struct rules *rules);
 uint64_t rules_generation(const struct rules *rules);
 
 /* A read-only view of compiled rule @idx; strings point into @rules. */
@@ -139,6 +151,7 @@ struct rules_rule {
     enum rules_policy policy;
     enum rules_algo algo;
     enum rules_source source;
+    enum rules_store store;     /* effective: the rule's own, else the config's store.mode */
 };
 int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
 

@@ -57,6 +57,7 @@
 
 #define KF_DIGEST       (1u << 0)
 #define KF_COUNTED      (1u << 1)
+#define KF_LEASE        (1u << 2)
 #define KF_ALGO_SHIFT   8
 
 #define ST_TAG_MASK     0xffffffull
@@ -64,6 +65,12 @@
 #define ST_IDENT_MASK   0x3ffffffffull  /* owner and phase: bits 0..33 */
 
 #define QUOTA_USED      1ull
+
+/* Lease slots (docs/shm.md "Lease slots"): data = left << 24 | remain. */
+#define LEASE_SHIFT     24
+#define LEASE_MASK      0xffffffull
+#define LF_FETCH        1u
+#define LF_HOLD         2u
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define LO 0
@@ -319,12 +326,12 @@ static void quota_release(struct table *t, uint64_t rule_id)
 
 /* ---- keys --------------------------------------------------------------- */
 
-static void key_prepare(const struct table *t, const struct table_key *key, enum rules_algo algo,
-                        struct table_kw *kw)
+static void key_prepare(const struct table *t, const struct table_key *key,
+                        const struct table_limits *lim, struct table_kw *kw)
 {
     uint8_t buf[8 + 32];
     size_t stored;
-    uint32_t kflags = (uint32_t)algo << KF_ALGO_SHIFT;
+    uint32_t kflags = (uint32_t)lim->algo << KF_ALGO_SHIFT | (lim->lease ? KF_LEASE : 0);
     uint64_t h;
 
     memset(buf, 0, sizeof(buf));
@@ -551,7 +558,8 @@ static void fresh_result(const struct table_limits *lim, enum table_op op, uint6
  * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT.
  */
 static int claim(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
-                 const struct table_scan *sc, const struct algo_state *first, uint64_t now)
+                 const struct table_scan *sc, const struct algo_state *first, unsigned flags,
+                 uint64_t now)
 {
     struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
     u128 old = sc->free_state, mine, got;
@@ -599,7 +607,7 @@ static int claim(struct table *t, const struct table_kw *kw, const struct table_
         __atomic_store_n(&s->key[i], w, __ATOMIC_RELAXED);
     }
     /* The CAS is a full barrier: the key words are visible before LIVE is. */
-    got = cas128(s->state, mine, st_make(st_owner(mine), PHASE_LIVE, 0, first->idle,
+    got = cas128(s->state, mine, st_make(st_owner(mine), PHASE_LIVE, flags, first->idle,
                                          first->data));
     if (got != mine) {
         /* Someone took our claim for stale; it did not touch the count. */
@@ -631,11 +639,14 @@ int table_hit(struct table *t, const struct table_key *key, const struct table_l
     r = algo_check(lim);
     if (r < 0)
         goto out;
+    r = -EINVAL;
+    if (lim->lease && op != TABLE_RESET)
+        goto out;
     if (now_ms > ALGO_IDLE_MAX)
         now_ms = ALGO_IDLE_MAX;
     if (op == TABLE_TAKE && n == 0)
         op = TABLE_PEEK;
-    key_prepare(t, key, lim->algo, &kw);
+    key_prepare(t, key, lim, &kw);
 
     r = -EAGAIN;
     for (int attempt = 0; attempt < TABLE_RETRY_MAX && r == -EAGAIN; attempt++) {
@@ -670,13 +681,293 @@ int table_hit(struct table *t, const struct table_key *key, const struct table_l
             r = -ENOSPC;
             continue;
         }
-        r = claim(t, &kw, lim, &sc, &first, now_ms);
+        r = claim(t, &kw, lim, &sc, &first, 0, now_ms);
     }
 out:
     /* Nothing half-computed leaks out: an error answers "denied, nothing left". */
     if (r < 0)
         memset(ret, 0, sizeof(*ret));
     return r;
+}
+
+/* ---- leases ------------------------------------------------------------- */
+
+/*
+ * A lease transition: from a slot's flags and state (@live false: the key
+ * has no slot, *cur is {0, 0}) to new ones; true when anything changes.
+ * Pure apart from writing its results into @arg: the CAS loops may call it
+ * again with a fresher snapshot.
+ */
+typedef bool (*lease_fn)(void *arg, uint64_t now, bool live, unsigned flags,
+                         const struct algo_state *cur, unsigned *ret_flags,
+                         struct algo_state *ret_state);
+
+static int lease_check(const struct table_limits *lim)
+{
+    if (!lim->lease || lim->algo != RULES_ALGO_WINDOW || lim->credit_limit > TABLE_LEASE_MAX ||
+        lim->lease_max < 1 || lim->lease_max > TABLE_LEASE_MAX)
+        return -EINVAL;
+    return algo_check(lim);
+}
+
+static int lease_update(struct table_slot *s, uint64_t lo, lease_fn fn, void *arg, uint64_t now)
+{
+    u128 v = load128(s->state), nv, got;
+
+    for (;;) {
+        struct algo_state cur, next;
+        unsigned flags;
+
+        if (!same_ident((uint64_t)v, lo))
+            return -EAGAIN;
+        cur.idle = st_idle(v);
+        cur.data = st_data(v);
+        if (fn(arg, now, true, st_flags(v), &cur, &flags, &next))
+            nv = st_make(st_owner(v), PHASE_LIVE, flags, next.idle, next.data);
+        else
+            nv = v;             /* still a CAS: the answer comes from a snapshot */
+        got = cas128(s->state, v, nv);
+        if (got == v)
+            return 0;
+        v = got;
+    }
+}
+
+/* table_hit()'s lookup, claim and retry loop around a lease transition. */
+static int lease_modify(struct table *t, const struct table_key *key,
+                        const struct table_limits *lim, lease_fn fn, void *arg, uint64_t now)
+{
+    struct algo_state none = { 0, 0 }, first;
+    struct table_kw kw;
+    struct table_scan sc;
+    uint64_t waited_lo = 0;
+    unsigned flags;
+    int r;
+
+    if (!t || !key || !lim || (key->actor_len && !key->actor))
+        return -EINVAL;
+    r = lease_check(lim);
+    if (r < 0)
+        return r;
+    if (now > ALGO_IDLE_MAX)
+        now = ALGO_IDLE_MAX;
+    key_prepare(t, key, lim, &kw);
+    r = -EAGAIN;
+    for (int attempt = 0; attempt < TABLE_RETRY_MAX && r == -EAGAIN; attempt++) {
+        scan(t, &kw, now, &sc);
+        if (sc.key_off >= 0) {
+            r = lease_update(slot_at(t, kw.bucket, (unsigned)sc.key_off), sc.key_lo, fn, arg,
+                             now);
+            continue;
+        }
+        if (sc.claim_off >= 0) {
+            struct table_slot *s = slot_at(t, kw.bucket, (unsigned)sc.claim_off);
+
+            if (!wait_change(s, sc.claim_lo) && sc.claim_lo == waited_lo)
+                kill_claim(s, sc.claim_lo);
+            waited_lo = sc.claim_lo;
+            continue;
+        }
+        if (!fn(arg, now, false, 0, &none, &flags, &first)) {
+            r = 0;
+            continue;
+        }
+        if (sc.free_off < 0) {
+            __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
+            r = -ENOSPC;
+            continue;
+        }
+        r = claim(t, &kw, lim, &sc, &first, flags, now);
+    }
+    return r;
+}
+
+static uint64_t lease_target(uint64_t remain, uint64_t lease_max)
+{
+    uint64_t k = remain / TABLE_LEASE_DIVISOR;
+
+    if (k < 1)
+        k = 1;
+    return k < lease_max ? k : lease_max;
+}
+
+struct lease_take {
+    uint64_t n;
+    uint64_t lease_max;
+    bool may_fetch;
+    struct table_lease_result res;
+};
+
+static bool lease_take_fn(void *arg, uint64_t now, bool live, unsigned flags,
+                          const struct algo_state *cur, unsigned *ret_flags,
+                          struct algo_state *next)
+{
+    struct lease_take *x = arg;
+    struct table_lease_result *res = &x->res;
+    bool running = live && cur->idle > now;
+    bool window = running && !(flags & LF_HOLD);
+    bool fetching = running && (flags & LF_FETCH);
+    uint64_t left = window ? cur->data >> LEASE_SHIFT & LEASE_MASK : 0;
+    uint64_t remain = window ? cur->data & LEASE_MASK : 0;
+
+    memset(res, 0, sizeof(*res));
+    *ret_flags = flags;
+    *next = *cur;
+    if (window && left >= x->n) {
+        left -= x->n;
+        res->verdict = TABLE_LEASE_ALLOWED;
+        res->credit = remain + left;
+        res->reset_ms = cur->idle - now;
+        next->data = left << LEASE_SHIFT | remain;
+        /* Low water: refill in the background before the lease runs dry. */
+        if (x->may_fetch && !fetching && remain > 0 &&
+            left * 2 < lease_target(remain, x->lease_max)) {
+            *ret_flags |= LF_FETCH;
+            res->refill = true;
+            res->want = x->lease_max - left;
+        }
+        return true;
+    }
+    /* The pool only shrinks within a window: what we saw bounds what is there. */
+    if (window && remain + left < x->n) {
+        res->verdict = TABLE_LEASE_DENIED;
+        res->credit = remain + left;
+        res->reset_ms = cur->idle - now;
+        return false;
+    }
+    if (x->may_fetch && !fetching && x->n <= x->lease_max) {
+        res->verdict = TABLE_LEASE_FETCH;
+        res->want = x->lease_max - left;
+        if (window) {
+            *ret_flags = flags | LF_FETCH;
+        } else {
+            *ret_flags = LF_FETCH | LF_HOLD;
+            next->idle = now + TABLE_LEASE_HOLD_MS;
+            next->data = 0;
+        }
+        return true;
+    }
+    res->verdict = TABLE_LEASE_ASK;
+    res->want = x->n;
+    return false;
+}
+
+int table_lease_take(struct table *t, const struct table_key *key, const struct table_limits *lim,
+                     uint64_t n, bool may_fetch, uint64_t now_ms, struct table_lease_result *ret)
+{
+    struct lease_take x = { .n = n, .lease_max = lim ? lim->lease_max : 0,
+                            .may_fetch = may_fetch };
+    int r;
+
+    if (!ret || n == 0)
+        return -EINVAL;
+    r = lease_modify(t, key, lim, lease_take_fn, &x, now_ms);
+    if (r < 0) {
+        memset(ret, 0, sizeof(*ret));
+        return r;
+    }
+    *ret = x.res;
+    return 0;
+}
+
+static bool lease_grant_fn(void *arg, uint64_t now, bool live, unsigned flags,
+                           const struct algo_state *cur, unsigned *ret_flags,
+                           struct algo_state *next)
+{
+    const struct table_lease_grant *g = arg;
+    bool running = live && cur->idle > now;
+    bool window = running && !(flags & LF_HOLD);
+    uint64_t left = window ? cur->data >> LEASE_SHIFT & LEASE_MASK : 0;
+    uint64_t remain = window ? cur->data & LEASE_MASK : 0;
+    uint64_t idle = cur->idle;
+    unsigned nflags = running ? flags : 0;
+
+    if (g->fetch)
+        nflags &= ~LF_FETCH;
+    *next = *cur;
+    *ret_flags = nflags;
+    /* A grant for a window that is over is worth nothing here. */
+    if (g->end_ms <= now)
+        return live && nflags != flags;
+    if (window && !g->created) {
+        left += g->granted;
+        if (g->remain < remain)
+            remain = g->remain;
+        if (g->end_ms < idle)
+            idle = g->end_ms;
+    } else {
+        /* A new window (or none here yet): the old lease belonged to an older one. */
+        left = g->granted;
+        remain = g->remain;
+        idle = g->end_ms;
+    }
+    if (left > LEASE_MASK)
+        left = LEASE_MASK;
+    if (remain > LEASE_MASK)
+        remain = LEASE_MASK;
+    *ret_flags = nflags & ~LF_HOLD;
+    next->idle = idle;
+    next->data = left << LEASE_SHIFT | remain;
+    return true;
+}
+
+int table_lease_grant(struct table *t, const struct table_key *key, const struct table_limits *lim,
+                      const struct table_lease_grant *g, uint64_t now_ms)
+{
+    struct table_lease_grant copy;
+
+    if (!g)
+        return -EINVAL;
+    copy = *g;
+    if (copy.end_ms > ALGO_IDLE_MAX)
+        copy.end_ms = ALGO_IDLE_MAX;
+    return lease_modify(t, key, lim, lease_grant_fn, &copy, now_ms);
+}
+
+static bool lease_abort_fn(void *arg, uint64_t now, bool live, unsigned flags,
+                           const struct algo_state *cur, unsigned *ret_flags,
+                           struct algo_state *next)
+{
+    (void)arg;
+    *next = *cur;
+    *ret_flags = flags & ~LF_FETCH;
+    if (!live || !(flags & LF_FETCH))
+        return false;
+    if ((flags & LF_HOLD) && cur->idle > now)
+        next->idle = now;       /* expired: the next hit fetches afresh */
+    return true;
+}
+
+int table_lease_abort(struct table *t, const struct table_key *key, const struct table_limits *lim,
+                      uint64_t now_ms)
+{
+    return lease_modify(t, key, lim, lease_abort_fn, NULL, now_ms);
+}
+
+size_t table_lease_clear_fetches(struct table *t, uint64_t now_ms)
+{
+    size_t changed = 0;
+
+    if (!t)
+        return 0;
+    for (uint32_t i = 0; i < t->n_slots; i++) {
+        struct table_slot *s = &t->slots[i];
+        u128 v = load128(s->state), got;
+
+        while (st_phase(v) == PHASE_LIVE && (st_flags(v) & LF_FETCH)) {
+            uint64_t idle = (st_flags(v) & LF_HOLD) && st_idle(v) > now_ms ? now_ms
+                                                                            : st_idle(v);
+
+            got = cas128(s->state, v, st_make(st_owner(v), PHASE_LIVE,
+                                              st_flags(v) & ~LF_FETCH, idle, st_data(v)));
+            if (got == v) {
+                changed++;
+                break;
+            }
+            v = got;
+        }
+    }
+    return changed;
 }
 
 /* ---- maintenance -------------------------------------------------------- */
@@ -785,7 +1076,7 @@ int table_foreach(struct table *t, uint64_t now_ms,
         if (st_phase(v) != PHASE_LIVE || st_idle(v) <= now_ms)
             continue;
         v = cas128(s->state, v, v);     /* an atomic snapshot */
-        if (st_phase(v) != PHASE_LIVE || st_idle(v) <= now_ms)
+        if (st_phase(v) != PHASE_LIVE || st_idle(v) <= now_ms || (st_flags(v) & LF_HOLD))
             continue;
         key_read(s, w);
         if (!same_ident(load_lo(s), (uint64_t)v))
@@ -803,6 +1094,12 @@ int table_foreach(struct table *t, uint64_t now_ms,
         e.used_or_tokens = st_data(v);
         if (e.algo == RULES_ALGO_SLIDING_WINDOW)
             e.used_or_tokens &= ALGO_SLIDING_MAX;
+        if (w[1] >> 32 & KF_LEASE) {
+            e.lease = true;
+            e.lease_left = st_data(v) >> LEASE_SHIFT & LEASE_MASK;
+            e.lease_remain = st_data(v) & LEASE_MASK;
+            e.used_or_tokens = 0;
+        }
         e.expires_ms = st_idle(v);
         r = fn(&e, userdata);
         if (r)

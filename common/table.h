@@ -77,6 +77,8 @@ struct table_limits {
     uint64_t refill_ms;         /* token_bucket */
     bool strict;                /* token_bucket: a denied attempt restarts the refill clock */
     uint64_t max_actors;        /* 0: no cap on live counters for this rule id */
+    bool lease;                 /* a lease slot (window only; table_lease_*): its own key */
+    uint64_t lease_max;         /* lease: most credit one host holds, 1..TABLE_LEASE_MAX */
 };
 
 enum table_op {
@@ -93,7 +95,9 @@ struct table_result {
 
 /*
  * Applies @op for @n credits to the counter @key under @lim at time @now_ms
- * and fills *ret.  A denied TAKE consumes nothing.  Returns 0, or:
+ * and fills *ret.  A denied TAKE consumes nothing.  For a lease key
+ * (lim->lease) only TABLE_RESET is valid: it forgets this host's lease.
+ * Returns 0, or:
  *   -ENOSPC   a new counter found no free or reclaimable slot in its probe
  *             window (the caller applies the configured full-table policy);
  *   -EDQUOT   the rule already holds lim->max_actors live counters;
@@ -104,6 +108,74 @@ struct table_result {
  */
 int table_hit(struct table *t, const struct table_key *key, const struct table_limits *lim,
               enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret);
+
+/* ---- leases (docs/shm.md "Lease slots", docs/redis.md "lease") ------------
+ *
+ * A lease slot holds credit this host leased from the shared pool in Redis
+ * for one window: `left` (still spendable here) and `remain` (what the pool
+ * had left after the last grant this host saw; it only shrinks within a
+ * window), the window's end (from the Redis TTL, never later than Redis's),
+ * and two flags: FETCH (one process is fetching more credit for it, so
+ * others do not) and HOLD (the slot exists only for that fetch: no window
+ * yet).  Hits spend `left` with one CAS; Redis is needed only to refill.
+ */
+
+#define TABLE_LEASE_MAX      ((((uint64_t)1) << 24) - 1)   /* left, remain, credit_limit */
+#define TABLE_LEASE_DIVISOR  16         /* a grant is at most 1/16 of the pool's remainder */
+#define TABLE_LEASE_HOLD_MS  2000       /* a HOLD slot expires: a dead fetcher blocks nobody */
+
+enum table_lease_verdict {
+    TABLE_LEASE_ALLOWED,        /* @n taken from this host's lease */
+    TABLE_LEASE_DENIED,         /* the window's pool is known exhausted: deny, ask nobody */
+    TABLE_LEASE_FETCH,          /* not enough lease: the caller now owns the slot's FETCH flag,
+                                 * asks Redis for @want, and calls table_lease_grant() (or
+                                 * table_lease_abort() when that fails), then tries again */
+    TABLE_LEASE_ASK,            /* not enough lease and a fetch is under way elsewhere (or @n
+                                 * is larger than a lease): take @n directly in Redis */
+};
+
+struct table_lease_result {
+    enum table_lease_verdict verdict;
+    bool refill;                /* ALLOWED, and the lease ran low: the caller owns FETCH and
+                                 * should fetch @want in the background */
+    uint64_t want;              /* FETCH/refill: credit to ask for */
+    uint64_t credit;            /* ALLOWED/DENIED: remain + left after the hit */
+    uint64_t reset_ms;          /* ALLOWED/DENIED: ms until the window ends */
+};
+
+/*
+ * Spends @n (>= 1) of the lease of @key (lim->lease set).  With @may_fetch
+ * false (a fast-path client, which cannot talk to Redis) the verdict is never
+ * FETCH and no refill is requested: such a client asks divvyd instead of
+ * ASK/FETCH.  Returns 0, -ENOSPC/-EDQUOT (no slot for the FETCH flag), or
+ * -EINVAL.
+ */
+int table_lease_take(struct table *t, const struct table_key *key, const struct table_limits *lim,
+                     uint64_t n, bool may_fetch, uint64_t now_ms, struct table_lease_result *ret);
+
+/* What Redis answered to a lease fetch or to a direct take. */
+struct table_lease_grant {
+    uint64_t granted;           /* credit leased to this host (0 for a direct take) */
+    uint64_t remain;            /* the pool's remainder after this request */
+    uint64_t end_ms;            /* when the window ends on our clock: the time the request
+                                 * was sent + the key's PTTL (so never after Redis's end) */
+    bool created;               /* the request started a new window in Redis */
+    bool fetch;                 /* this was our FETCH: clear the flag */
+};
+
+/* Adds a grant to @key's lease (a new window replaces the old lease; a grant
+ * for a window that already ended is dropped).  0, -ENOSPC/-EDQUOT (the
+ * grant is lost: stranded, docs/redis.md), -EINVAL. */
+int table_lease_grant(struct table *t, const struct table_key *key, const struct table_limits *lim,
+                      const struct table_lease_grant *g, uint64_t now_ms);
+
+/* Our fetch failed: clears FETCH (a HOLD slot expires at once).  0 or -EINVAL. */
+int table_lease_abort(struct table *t, const struct table_key *key, const struct table_limits *lim,
+                      uint64_t now_ms);
+
+/* Clears every FETCH flag (and drops HOLD slots): at daemon start, when no
+ * fetch can be under way.  Returns how many slots changed. */
+size_t table_lease_clear_fetches(struct table *t, uint64_t now_ms);
 
 /*
  * Maintenance, called by the daemon from time to time: turns expired slots
@@ -133,8 +205,12 @@ struct table_entry {
     size_t actor_len;
     bool actor_is_digest;
     enum rules_algo algo;
-    uint64_t used_or_tokens;    /* window: used; token bucket: tokens; sliding: current */
+    uint64_t used_or_tokens;    /* window: used; token bucket: tokens; sliding: current;
+                                 * lease: 0 (see lease_left, lease_remain) */
     uint64_t expires_ms;        /* when the counter is back to a full quota */
+    bool lease;                 /* a lease slot (HOLD slots are not reported) */
+    uint64_t lease_left;        /* lease: credit this host may still spend */
+    uint64_t lease_remain;      /* lease: the pool's remainder as last seen */
 };
 
 /* Calls @fn for every live, unexpired counter; stops early when @fn returns

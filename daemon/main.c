@@ -18,10 +18,12 @@
 
 #include <urcu/urcu-memb.h>
 
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "reload.h"
 #include "srv.h"
+#include "store.h"
 #include "table.h"
 
 #define DEFAULT_CONFIG "/etc/divvy/divvy.conf"
@@ -159,6 +161,12 @@ static void print_diag(const struct diag *d, const char *path, int r)
         fprintf(stderr, "divvyd: ... and %zu more problems\n", d->dropped);
 }
 
+static const char *on_error_name(enum config_redis_error e)
+{
+    return e == CONFIG_REDIS_ERROR_OPEN ? "open" : e == CONFIG_REDIS_ERROR_CLOSED ? "closed"
+                                                                                   : "local";
+}
+
 static int open_table(const char *dir, const char *name, uint32_t slots, unsigned mode,
                       struct table **ret)
 {
@@ -183,6 +191,44 @@ static int open_table(const char *dir, const char *name, uint32_t slots, unsigne
     return 0;
 }
 
+/*
+ * The Redis store (docs/redis.md), always made from the redis { } settings
+ * (or their defaults); it connects only once some rule needs it.  The
+ * redis and store settings other than store.mode are read here, at start.
+ */
+static int make_store(const struct config *cfg, struct reload *rl, struct store **ret)
+{
+    struct store_opts o = {
+        .host = cfg->redis.host, .port = cfg->redis.port, .unix_socket = cfg->redis.unix_socket,
+        .username = cfg->redis.username, .password = cfg->redis.password, .db = cfg->redis.db,
+        .timeout_ms = cfg->redis.timeout_ms, .prefix = cfg->store_prefix,
+    };
+    bool wanted;
+    int r;
+
+    r = store_new(&o, ret);
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "cannot set up the Redis store: %m");
+        return r;
+    }
+    urcu_memb_read_lock();
+    wanted = rules_uses_store(reload_current(rl)->rules);
+    urcu_memb_read_unlock();
+    if (wanted) {
+        store_want(*ret);
+        if (cfg->redis.unix_socket)
+            log_msg(LOG_NOTICE, "redis: unix:%s, timeout %u ms, on_redis_error %s",
+                    cfg->redis.unix_socket, cfg->redis.timeout_ms,
+                    on_error_name(cfg->on_redis_error));
+        else
+            log_msg(LOG_NOTICE, "redis: %s:%u, timeout %u ms, on_redis_error %s",
+                    cfg->redis.host, cfg->redis.port, cfg->redis.timeout_ms,
+                    on_error_name(cfg->on_redis_error));
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct args a = { 0 };
@@ -193,6 +239,7 @@ int main(int argc, char **argv)
     struct table *fast = NULL, *priv = NULL;
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
+    struct store *store = NULL;
     const char *state_dir;
     struct group *gr;
     long ncpu;
@@ -264,6 +311,15 @@ int main(int argc, char **argv)
     so.fast = fast;
     so.priv = priv;
     so.reload = rl;
+    r = make_store(cfg, rl, &store);
+    if (r < 0)
+        goto out_rcu;
+    /* No fetch can be under way before we start: flags left by a crash go. */
+    table_lease_clear_fetches(fast, clock_now_ms());
+    table_lease_clear_fetches(priv, clock_now_ms());
+    so.store = store;
+    so.on_redis_error = cfg->on_redis_error;
+    so.lease_max = cfg->lease_max;
     r = srv_new(&so, &srv);
     if (r < 0)
         goto out_rcu;
@@ -276,6 +332,7 @@ int main(int argc, char **argv)
     log_msg(LOG_NOTICE, "stopped");
 out_rcu:
     srv_free(srv);
+    store_free(store);
     reload_free(rl);
     urcu_memb_unregister_thread();
 out:

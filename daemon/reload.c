@@ -50,6 +50,17 @@ static void settings_text(const struct config *cfg, char *buf, size_t size)
     if (n < 0 || (size_t)n >= size)
         return;
     pos = (size_t)n;
+    /* Redis and store settings (store.mode excepted: rules carry it). */
+    n = snprintf(buf + pos, size - pos, "%s|%u|%s|%s|%s|%u|%u|%s|%d|%llu|",
+                 cfg->redis.host ? cfg->redis.host : "", cfg->redis.port,
+                 cfg->redis.unix_socket ? cfg->redis.unix_socket : "",
+                 cfg->redis.username ? cfg->redis.username : "",
+                 cfg->redis.password ? "password" : "", cfg->redis.db, cfg->redis.timeout_ms,
+                 cfg->store_prefix ? cfg->store_prefix : "", (int)cfg->on_redis_error,
+                 (unsigned long long)cfg->lease_max);
+    if (n < 0 || (size_t)n >= size - pos)
+        return;
+    pos += (size_t)n;
     for (size_t i = 0; i < cfg->n_listen && pos < size; i++) {
         n = snprintf(buf + pos, size - pos, "%s,", cfg->listen[i]);
         if (n < 0)
@@ -260,8 +271,9 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
 
         settings_text(cfg, now, sizeof(now));
         if (strcmp(now, rl->settings) != 0)
-            log_msg(LOG_WARNING, "reload: server/table settings in %s changed; they take "
-                    "effect only after a restart (rules are reloaded now)", rl->config_path);
+            log_msg(LOG_WARNING, "reload: server/table/redis/store settings in %s changed; "
+                    "they take effect only after a restart (rules, store.mode and per-rule "
+                    "store are reloaded now)", rl->config_path);
     }
     p->st.rules = rules;
     p->st.generation = gen;

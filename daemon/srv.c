@@ -6,7 +6,16 @@
  * worker owns an event_base, its connections and its statistics.  A worker
  * touches another thread's data only through event_active() (stop) and
  * relaxed atomic counter reads (STATS).  Connections are freed at the end of
- * the callback that decided to close them, after their last use.
+ * the callback that decided to close them, after their last use; one whose
+ * hits still wait for Redis is closed but kept until their callbacks have run
+ * (freed by the worker's flush event, never inside a store callback).
+ *
+ * Replies stay in request order while some hits wait for Redis: a waiting
+ * hit is a slot (struct hit) in its connection's FIFO; a reply produced
+ * while a slot is pending goes into the last slot's trailer instead of the
+ * output buffer; a store callback fills its slot and moves the ready prefix
+ * of the FIFO to the output buffer.  Nothing of this runs, and nothing is
+ * allocated, while no rule uses Redis.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +42,7 @@
 #include "log.h"
 #include "proto.h"
 #include "srv.h"
+#include "store.h"
 
 #define IN_CAP            (2 * PROTO_LINE_MAX)
 #define OUT_INITIAL       4096
@@ -41,6 +51,8 @@
 #define ACCEPT_PAUSE_MS   100
 #define SWEEP_EVERY_S     10
 #define MAX_GROUPS        256
+#define CONN_PEND_MAX     1024      /* waiting hits per connection before reading pauses */
+#define HIT_FREE_MAX      256       /* recycled hit slots per worker */
 
 struct listener {
     int fd;
@@ -58,6 +70,8 @@ struct wstats {
     uint64_t canary_rejected;
     uint64_t errors;
     uint64_t table_full;
+    uint64_t redis_fallbacks;   /* rule answers given by on_redis_error */
+    uint64_t lease_fetches;     /* lease requests sent (on demand and refills) */
 };
 
 struct worker;
@@ -72,7 +86,15 @@ struct conn {
     bool closing;               /* close once the output is flushed */
     bool discarding;            /* skipping the rest of an over-long line */
     bool dead;                  /* close now, drop pending output */
+    bool eof;                   /* the peer half-closed: close once all is answered */
+    bool paused;                /* CONN_PEND_MAX hits wait: input is left unparsed */
+    bool dirty;                 /* on the worker's flush list */
     uid_t uid;
+    struct conn *dirty_next;
+    struct hit *pend_head, *pend_tail;  /* waiting hits, in request order */
+    size_t pend_bytes;          /* reply bytes queued in their trailers */
+    unsigned n_pend;            /* hits in the FIFO */
+    unsigned n_waiting;         /* ... whose store callback has not run yet */
     size_t in_len;
     char *out;
     size_t out_len, out_off, out_cap;
@@ -92,7 +114,67 @@ struct worker {
     struct event *grace_ev;     /* forces the stop after STOP_GRACE_MS */
     struct conn *conns;
     struct wstats st;
+    struct store_conn *sc;      /* this worker's Redis connection; NULL without a store */
+    struct event *flush_ev;     /* settles connections touched by store callbacks */
+    bool flush_active;
+    struct conn *dirty;         /* connections for flush_ev */
+    struct hit *hit_free;       /* recycled hit slots */
+    unsigned n_hit_free;
+    char *actor_buf;            /* RULES_ACTOR_MAX */
+    char *key_buf;              /* a Redis key */
+    size_t key_cap;
     struct proto_req req;       /* parse scratch: one per worker, not on the stack */
+};
+
+/* The step a waiting hit waits for. */
+enum hit_step {
+    STEP_STRICT = 1,            /* a strict script (or a lease PEEK) */
+    STEP_DEL,                   /* RESET: DEL in Redis after this host's counters */
+    STEP_FETCH,                 /* lease: more credit for this host (we own FETCH) */
+    STEP_ASK,                   /* lease: n taken directly in Redis */
+};
+
+/*
+ * A request on the Redis path (docs/redis.md "Mixed paths"): evaluated rule
+ * by rule in order; a rule kept in Redis suspends it until the store calls
+ * back.  While it waits it is a slot in its connection's reply FIFO.
+ */
+struct hit {
+    struct hit *next;           /* connection FIFO, or the worker's free list */
+    struct worker *w;
+    struct conn *c;
+    bool done;                  /* answered: reply[] holds the line */
+    char reply[PROTO_REPLY_MAX];
+    size_t reply_len;
+    char *trailer;              /* replies of later requests answered meanwhile */
+    size_t trailer_len, trailer_cap;
+
+    enum proto_verb verb;
+    enum table_op op;
+    uint64_t n;
+    bool privileged;
+    bool rematched;             /* a reload came in between: rules by id */
+    uid_t uid;
+    uint64_t deadline;          /* no hit waits past this (redis.timeout_ms) */
+    uint64_t generation;        /* of the rules path[] indexes */
+    uint32_t path[RULES_MATCH_MAX];
+    size_t n_path, pos;
+    uint64_t done_ids[RULES_MATCH_MAX];         /* rules already applied */
+    unsigned n_done;
+    struct eval_result res;
+    char rule[RULES_LABEL_MAX + 1];             /* the decider's id_str */
+
+    enum hit_step step;
+    struct rules_rule step_rule;                /* numbers only after a reload */
+    char step_id[RULES_LABEL_MAX + 1];
+    struct eval_outcome step_o;                 /* STEP_DEL: this host's reset */
+    uint64_t sent_ms;
+    unsigned lease_tries;
+    char *actor;                /* lease steps: the counter's actor */
+    size_t actor_len, actor_cap;
+
+    const struct proto_req *req;                /* the worker's scratch until it waits */
+    struct proto_req own;
 };
 
 struct srv {
@@ -264,6 +346,25 @@ static int listener_open(struct srv *s, const char *addr, struct listener *l)
 
 /* ---- connections --------------------------------------------------------- */
 
+static void hit_put(struct worker *w, struct hit *h);
+static void hits_free(struct worker *w);
+
+static void conn_undirty(struct conn *c)
+{
+    struct conn **pp;
+
+    if (!c->dirty)
+        return;
+    for (pp = &c->w->dirty; *pp; pp = &(*pp)->dirty_next) {
+        if (*pp == c) {
+            *pp = c->dirty_next;
+            break;
+        }
+    }
+    c->dirty = false;
+}
+
+/* Only once no store callback can reach @c any more (n_waiting == 0). */
 static void conn_free(struct conn *c)
 {
     struct worker *w;
@@ -271,6 +372,13 @@ static void conn_free(struct conn *c)
     if (!c)
         return;
     w = c->w;
+    conn_undirty(c);
+    while (c->pend_head) {
+        struct hit *h = c->pend_head;
+
+        c->pend_head = h->next;
+        hit_put(w, h);
+    }
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -311,7 +419,7 @@ static int out_reserve(struct conn *c, size_t more)
     return 0;
 }
 
-static void out_append(struct conn *c, const char *s, size_t len)
+static void out_append_direct(struct conn *c, const char *s, size_t len)
 {
     if (out_reserve(c, len) < 0) {
         c->dead = true;
@@ -321,31 +429,24 @@ static void out_append(struct conn *c, const char *s, size_t len)
     c->out_len += len;
 }
 
+static void hit_trail(struct conn *c, const char *s, size_t len);
+
+/* Every reply goes through here: behind a waiting hit it queues in order. */
+static void out_append(struct conn *c, const char *s, size_t len)
+{
+    if (c->pend_tail) {
+        hit_trail(c, s, len);
+        return;
+    }
+    out_append_direct(c, s, len);
+}
+
 static void reply_err(struct conn *c, enum proto_err err, const char *reason)
 {
     char line[PROTO_REPLY_MAX];
     int n = proto_fmt_err(line, sizeof(line), err, reason);
 
     stat_inc(&c->w->st.errors);
-    if (n > 0)
-        out_append(c, line, (size_t)n);
-}
-
-static void reply_ok(struct conn *c, bool allowed, uint64_t credit, uint64_t reset_s)
-{
-    char line[PROTO_REPLY_MAX];
-    int n = proto_fmt_ok(line, sizeof(line), allowed, credit, reset_s);
-
-    if (n > 0)
-        out_append(c, line, (size_t)n);
-}
-
-static void reply_ok_rule(struct conn *c, bool allowed, uint64_t credit, uint64_t reset_s,
-                          const char *rule)
-{
-    char line[PROTO_REPLY_MAX];
-    int n = proto_fmt_ok_rule(line, sizeof(line), allowed, credit, reset_s, rule);
-
     if (n > 0)
         out_append(c, line, (size_t)n);
 }
@@ -388,6 +489,11 @@ static const char *policy_name(enum rules_policy p)
     return p == RULES_POLICY_CANARY ? "canary" : p == RULES_POLICY_CONTINUE ? "continue" : "stop";
 }
 
+static const char *store_name(enum rules_store s)
+{
+    return s == RULES_STORE_STRICT ? "strict" : s == RULES_STORE_LEASE ? "lease" : "local";
+}
+
 static const char *algo_name(enum rules_algo a)
 {
     return a == RULES_ALGO_TOKEN_BUCKET     ? "token_bucket"
@@ -415,18 +521,47 @@ static void count_outcomes(struct worker *w, const struct rules *rules,
     }
 }
 
+/* Counts a decided request and writes its reply line; returns the length. */
+static size_t hit_format(struct worker *w, uid_t uid, enum proto_verb verb, enum table_op op,
+                         const struct eval_result *res, const char *rule, char *line,
+                         size_t size)
+{
+    int n;
+
+    if (op == TABLE_TAKE) {
+        stat_inc(&w->st.hits);
+        stat_inc(res->allowed ? &w->st.accepted : &w->st.rejected);
+    } else if (op == TABLE_RESET) {
+        log_msg(LOG_NOTICE, "RESET by uid %u: %u counter(s) on the path of rule %u reset",
+                (unsigned)uid, res->n, res->decider);
+    }
+    /* HIT's reply is divvy's, byte for byte; the extension verbs name the rule. */
+    if (verb == PROTO_HIT)
+        n = proto_fmt_ok(line, size, res->allowed, res->credit, res->reset_s);
+    else
+        n = proto_fmt_ok_rule(line, size, res->allowed, res->credit, res->reset_s, rule);
+    return n > 0 ? (size_t)n : 0;
+}
+
+static enum table_op op_of(enum proto_verb verb)
+{
+    return verb == PROTO_PEEK ? TABLE_PEEK : verb == PROTO_RESET ? TABLE_RESET : TABLE_TAKE;
+}
+
+static void hit_start(struct conn *c, const struct proto_req *req,
+                      const struct reload_state *st);
+
 static void do_hit(struct conn *c, const struct proto_req *req)
 {
     struct worker *w = c->w;
     struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = c->privileged };
-    enum table_op op = req->verb == PROTO_PEEK ? TABLE_PEEK
-                       : req->verb == PROTO_RESET ? TABLE_RESET
-                                                  : TABLE_TAKE;
+    enum table_op op = op_of(req->verb);
     const struct reload_state *st;
     struct eval_env env;
     struct eval_result res;
     struct rules_rule decider;
-    char rule[RULES_LABEL_MAX + 1] = "";
+    char rule[RULES_LABEL_MAX + 1] = "", line[PROTO_REPLY_MAX];
+    size_t n;
     int r;
 
     if (req->verb == PROTO_RESET && !c->privileged) {
@@ -435,6 +570,12 @@ static void do_hit(struct conn *c, const struct proto_req *req)
     }
     urcu_memb_read_lock();
     st = reload_current(w->s->o.reload);
+    /* Some rule lives in Redis: the path that can wait (below). */
+    if (w->sc && rules_uses_store(st->rules)) {
+        hit_start(c, req, st);
+        urcu_memb_read_unlock();
+        return;
+    }
     env.rules = st->rules;
     env.fast = w->s->o.fast;
     env.priv = w->s->o.priv;
@@ -453,18 +594,686 @@ static void do_hit(struct conn *c, const struct proto_req *req)
         reply_err(c, PROTO_E_UNKNOWN, "internal error");
         return;
     }
-    if (op == TABLE_TAKE) {
-        stat_inc(&w->st.hits);
-        stat_inc(res.allowed ? &w->st.accepted : &w->st.rejected);
-    } else if (op == TABLE_RESET) {
-        log_msg(LOG_NOTICE, "RESET by uid %u: %u counter(s) on the path of rule %u reset",
-                (unsigned)c->uid, res.n, res.decider);
+    n = hit_format(w, c->uid, req->verb, op, &res, rule, line, sizeof(line));
+    out_append(c, line, n);
+}
+
+/* ---- hits on the Redis path (docs/redis.md, docs/daemon.md) ------------------------- */
+
+static struct log_ratelimit rl_store;
+
+static struct hit *hit_get(struct worker *w)
+{
+    struct hit *h = w->hit_free;
+
+    if (h) {
+        w->hit_free = h->next;
+        w->n_hit_free--;
+    } else {
+        h = calloc(1, sizeof(*h));
+        if (!h)
+            return NULL;
     }
-    /* HIT's reply is divvy's, byte for byte; the extension verbs name the rule. */
-    if (req->verb == PROTO_HIT)
-        reply_ok(c, res.allowed, res.credit, res.reset_s);
-    else
-        reply_ok_rule(c, res.allowed, res.credit, res.reset_s, rule);
+    h->next = NULL;
+    h->w = w;
+    h->c = NULL;
+    h->done = false;
+    h->reply_len = 0;
+    h->trailer_len = 0;
+    h->rematched = false;
+    h->n_done = 0;
+    h->step = 0;
+    h->lease_tries = 0;
+    h->actor_len = 0;
+    h->rule[0] = '\0';
+    /* Only the count: eval_decides() appends outcomes and sets the answer. */
+    h->res.n = 0;
+    return h;
+}
+
+static void hit_put(struct worker *w, struct hit *h)
+{
+    if (w->n_hit_free < HIT_FREE_MAX) {
+        h->next = w->hit_free;
+        w->hit_free = h;
+        w->n_hit_free++;
+        return;
+    }
+    free(h->trailer);
+    free(h->actor);
+    free(h);
+}
+
+static void hits_free(struct worker *w)
+{
+    struct hit *h;
+
+    while ((h = w->hit_free) != NULL) {
+        w->hit_free = h->next;
+        free(h->trailer);
+        free(h->actor);
+        free(h);
+    }
+    w->n_hit_free = 0;
+}
+
+/* A reply produced while hits wait: after the last of them. */
+static void hit_trail(struct conn *c, const char *s, size_t len)
+{
+    struct hit *h = c->pend_tail;
+
+    if (h->trailer_len + len > h->trailer_cap) {
+        size_t cap = h->trailer_cap ? h->trailer_cap : 512;
+        char *grown;
+
+        while (cap < h->trailer_len + len)
+            cap *= 2;
+        grown = realloc(h->trailer, cap);
+        if (!grown) {
+            c->dead = true;
+            return;
+        }
+        h->trailer = grown;
+        h->trailer_cap = cap;
+    }
+    memcpy(h->trailer + h->trailer_len, s, len);
+    h->trailer_len += len;
+    c->pend_bytes += len;
+}
+
+/* Moves the answered prefix of the FIFO to the output buffer. */
+static void conn_pend_flush(struct conn *c)
+{
+    struct hit *h;
+
+    while ((h = c->pend_head) != NULL && h->done) {
+        c->pend_head = h->next;
+        if (!c->pend_head)
+            c->pend_tail = NULL;
+        c->n_pend--;
+        c->pend_bytes -= h->trailer_len;
+        if (!c->dead) {
+            out_append_direct(c, h->reply, h->reply_len);
+            if (h->trailer_len)
+                out_append_direct(c, h->trailer, h->trailer_len);
+        }
+        hit_put(c->w, h);
+    }
+}
+
+static void conn_mark_dirty(struct conn *c)
+{
+    struct worker *w = c->w;
+
+    if (!c->dirty) {
+        c->dirty = true;
+        c->dirty_next = w->dirty;
+        w->dirty = c;
+    }
+    if (!w->flush_active) {
+        w->flush_active = true;
+        event_active(w->flush_ev, 0, 0);
+    }
+}
+
+static bool hit_id_done(const struct hit *h, uint64_t id)
+{
+    for (unsigned i = 0; i < h->n_done; i++) {
+        if (h->done_ids[i] == id)
+            return true;
+    }
+    return false;
+}
+
+static void hit_mark_done(struct hit *h, uint64_t id)
+{
+    if (h->n_done < RULES_MATCH_MAX)
+        h->done_ids[h->n_done++] = id;
+}
+
+static void hit_env(struct worker *w, const struct rules *rs, struct eval_env *env)
+{
+    env->rules = rs;
+    env->fast = w->s->o.fast;
+    env->priv = w->s->o.priv;
+    env->full_allow = w->s->o.full_allow;
+}
+
+static struct rules_req hit_rq(const struct hit *h)
+{
+    struct rules_req rq = { .kv = h->req->kv, .n_kv = h->req->n_kv,
+                            .privileged = h->privileged };
+
+    return rq;
+}
+
+/* What rule @r answers when Redis cannot (store.on_redis_error). */
+static int hit_fallback(struct worker *w, struct hit *h, const struct rules *rs,
+                        const struct rules_rule *r, struct eval_outcome *o)
+{
+    struct rules_req rq = hit_rq(h);
+    struct eval_env env;
+
+    stat_inc(&w->st.redis_fallbacks);
+    if (h->op == TABLE_RESET || w->s->o.on_redis_error == CONFIG_REDIS_ERROR_LOCAL) {
+        hit_env(w, rs, &env);
+        return eval_rule(&env, r, &rq, h->op, h->n, clock_now_ms(), o);
+    }
+    memset(o, 0, sizeof(*o));
+    o->rule = r->index;
+    if (w->s->o.on_redis_error == CONFIG_REDIS_ERROR_OPEN) {
+        o->allowed = h->n <= (uint64_t)r->credit_limit;
+        o->credit = (uint64_t)r->credit_limit;
+    }
+    return 0;
+}
+
+static void lease_limits(const struct worker *w, const struct rules_rule *r,
+                         struct table_limits *lim)
+{
+    eval_limits(r, lim);
+    lim->lease = true;
+    lim->lease_max = w->s->o.lease_max;
+    if (lim->lease_max > TABLE_LEASE_MAX)
+        lim->lease_max = TABLE_LEASE_MAX;
+}
+
+/* A background lease refill: not tied to any request. */
+struct refill {
+    struct table *t;
+    struct table_limits lim;
+    uint64_t rule_id;
+    uint64_t sent_ms;
+    size_t actor_len;
+    char actor[];
+};
+
+static void refill_done(void *arg, const struct store_reply *rep)
+{
+    struct refill *f = arg;
+    struct table_key key = { .rule_id = f->rule_id, .actor = f->actor,
+                             .actor_len = f->actor_len };
+    uint64_t now = clock_now_ms();
+    int r;
+
+    if (rep && rep->n >= 4 && rep->v[0] >= 0 && rep->v[1] >= 0 && rep->v[2] >= 0) {
+        struct table_lease_grant g = {
+            .granted = (uint64_t)rep->v[0], .remain = (uint64_t)rep->v[1],
+            .end_ms = f->sent_ms + (uint64_t)rep->v[2], .created = rep->v[3] != 0,
+            .fetch = true,
+        };
+
+        r = table_lease_grant(f->t, &key, &f->lim, &g, now);
+        if (r < 0) {
+            errno = -r;
+            log_ratelimited(&rl_store, LOG_WARNING, "lease of %llu credits lost: %m",
+                            (unsigned long long)g.granted);
+        }
+    } else {
+        table_lease_abort(f->t, &key, &f->lim, now);
+    }
+    free(f);
+}
+
+static void lease_refill(struct worker *w, struct table *t, const struct table_limits *lim,
+                         const struct rules_rule *r, const char *actor, size_t actor_len,
+                         const char *key, size_t key_len, uint64_t want)
+{
+    struct table_key tk = { .rule_id = r->id, .actor = actor, .actor_len = actor_len };
+    int64_t args[4] = { (int64_t)want, r->credit_limit, (int64_t)lim->reset_ms,
+                        TABLE_LEASE_DIVISOR };
+    uint64_t now = clock_now_ms();
+    struct refill *f;
+
+    f = malloc(sizeof(*f) + actor_len);
+    if (!f) {
+        table_lease_abort(t, &tk, lim, now);
+        return;
+    }
+    f->t = t;
+    f->lim = *lim;
+    f->rule_id = r->id;
+    f->sent_ms = now;
+    f->actor_len = actor_len;
+    memcpy(f->actor, actor, actor_len);
+    if (store_eval(w->sc, STORE_SCRIPT_LEASE, key, key_len, NULL, args, 4,
+                   store_deadline(w->s->o.store, now), refill_done, f) < 0) {
+        table_lease_abort(t, &tk, lim, now);
+        free(f);
+        return;
+    }
+    stat_inc(&w->st.lease_fetches);
+}
+
+static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
+{
+    if (len > h->actor_cap) {
+        char *grown = realloc(h->actor, len);
+
+        if (!grown)
+            return -ENOMEM;
+        h->actor = grown;
+        h->actor_cap = len;
+    }
+    if (len)
+        memcpy(h->actor, actor, len);
+    h->actor_len = len;
+    return 0;
+}
+
+static void hit_on_store(void *arg, const struct store_reply *rep);
+
+/* Before a step goes to Redis: the key (into w->key_buf, *ret_klen) and
+ * what the reply will need of rule @r (its strings die with a reload). */
+static int hit_prepare(struct store *st, struct hit *h, const struct rules_rule *r,
+                       struct worker *w, size_t alen, int *ret_klen)
+{
+    size_t n = strlen(r->id_str);
+    int klen;
+
+    klen = store_key(st, r->id_str, w->actor_buf, alen, w->key_buf, w->key_cap);
+    if (klen < 0)
+        return klen;
+    h->step_rule = *r;
+    if (n >= sizeof(h->step_id))
+        n = sizeof(h->step_id) - 1;
+    memcpy(h->step_id, r->id_str, n);
+    h->step_id[n] = '\0';
+    *ret_klen = klen;
+    return 0;
+}
+
+/*
+ * Rule @r (lease or strict) for hit @h: 0 with *o filled (decided here: a
+ * lease hit, or on_redis_error), 1 when a store request was sent (the hit
+ * waits for hit_on_store()), or -errno.
+ */
+static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
+                      const struct rules_rule *r, struct eval_outcome *o)
+{
+    struct store *st = w->s->o.store;
+    struct rules_req rq = hit_rq(h);
+    struct table *t = r->fast_path ? w->s->o.fast : w->s->o.priv;
+    struct table_limits lim;
+    struct table_lease_result lr;
+    struct table_key tk;
+    struct eval_env env;
+    enum table_op op = h->op;
+    enum store_script script;
+    uint64_t now = clock_now_ms();
+    int64_t args[STORE_ARGS_MAX];
+    unsigned n_args = 0;
+    int alen, klen = -1, rc;
+
+    if (op == TABLE_TAKE && h->n == 0)
+        op = TABLE_PEEK;
+    alen = rules_actor(rs, r->index, &rq, w->actor_buf, RULES_ACTOR_MAX);
+    if (alen < 0)
+        return alen;
+    /* The Redis key and the step's rule only when Redis is asked (below):
+     * a lease hit decided here needs neither. */
+    if (r->store != RULES_STORE_LEASE || op != TABLE_TAKE) {
+        rc = hit_prepare(st, h, r, w, (size_t)alen, &klen);
+        if (rc < 0)
+            return rc;
+    }
+    eval_limits(r, &lim);
+    tk.rule_id = r->id;
+    tk.actor = w->actor_buf;
+    tk.actor_len = (size_t)alen;
+
+    if (op == TABLE_RESET) {
+        /* This host's counters now (the local one and the lease), then Redis. */
+        hit_env(w, rs, &env);
+        rc = eval_rule(&env, r, &rq, TABLE_RESET, h->n, now, o);
+        if (rc < 0)
+            return rc;
+        if (r->store == RULES_STORE_LEASE) {
+            struct table_result tr;
+
+            lease_limits(w, r, &lim);
+            table_hit(t, &tk, &lim, TABLE_RESET, 0, now, &tr);
+        }
+        h->step_o = *o;
+        rc = store_del(w->sc, w->key_buf, (size_t)klen, h->deadline, hit_on_store, h);
+        if (rc < 0) {
+            log_ratelimited(&rl_store, LOG_WARNING, "RESET of rule %s: Redis unreachable, "
+                            "only this host's counters were reset", r->id_str);
+            stat_inc(&w->st.redis_fallbacks);
+            return 0;
+        }
+        h->step = STEP_DEL;
+        return 1;
+    }
+
+    if (r->store == RULES_STORE_LEASE && op == TABLE_TAKE) {
+        lease_limits(w, r, &lim);
+        /* After two fetches that others drained first, take it directly. */
+        rc = table_lease_take(t, &tk, &lim, h->n, h->lease_tries < 2, now, &lr);
+        if (rc == -ENOSPC || rc == -EDQUOT) {
+            memset(o, 0, sizeof(*o));
+            o->rule = r->index;
+            o->table_full = true;
+            o->allowed = w->s->o.full_allow;
+            return 0;
+        }
+        if (rc < 0)
+            return rc;
+        switch (lr.verdict) {
+        case TABLE_LEASE_ALLOWED:
+        case TABLE_LEASE_DENIED:
+            memset(o, 0, sizeof(*o));
+            o->rule = r->index;
+            o->counted = true;
+            o->allowed = lr.verdict == TABLE_LEASE_ALLOWED;
+            o->credit = lr.credit;
+            o->reset_s = eval_ms_to_s(lr.reset_ms);
+            if (lr.refill) {
+                rc = store_key(st, r->id_str, w->actor_buf, (size_t)alen, w->key_buf,
+                               w->key_cap);
+                if (rc > 0)
+                    lease_refill(w, t, &lim, r, w->actor_buf, (size_t)alen, w->key_buf,
+                                 (size_t)rc, lr.want);
+                else
+                    table_lease_abort(t, &tk, &lim, now);
+            }
+            return 0;
+        case TABLE_LEASE_FETCH:
+            rc = hit_prepare(st, h, r, w, (size_t)alen, &klen);
+            if (rc >= 0)
+                rc = hit_keep_actor(h, w->actor_buf, (size_t)alen);
+            args[0] = (int64_t)lr.want;
+            args[1] = r->credit_limit;
+            args[2] = (int64_t)lim.reset_ms;
+            args[3] = TABLE_LEASE_DIVISOR;
+            if (rc >= 0)
+                rc = store_eval(w->sc, STORE_SCRIPT_LEASE, w->key_buf, (size_t)klen, NULL, args,
+                                4, h->deadline, hit_on_store, h);
+            if (rc < 0) {
+                table_lease_abort(t, &tk, &lim, now);
+                return hit_fallback(w, h, rs, r, o);
+            }
+            stat_inc(&w->st.lease_fetches);
+            h->step = STEP_FETCH;
+            h->sent_ms = now;
+            return 1;
+        case TABLE_LEASE_ASK:
+            rc = hit_prepare(st, h, r, w, (size_t)alen, &klen);
+            if (rc >= 0)
+                rc = hit_keep_actor(h, w->actor_buf, (size_t)alen);
+            if (rc < 0)
+                return rc;
+            h->step = STEP_ASK;
+            break;
+        }
+    } else {
+        h->step = STEP_STRICT;
+    }
+
+    /* Strict (and lease PEEK and ASK): one script decides in Redis. */
+    switch (r->algo) {
+    case RULES_ALGO_TOKEN_BUCKET:
+        script = STORE_SCRIPT_BUCKET;
+        args[n_args++] = (int64_t)h->n;
+        args[n_args++] = r->credit_limit;
+        args[n_args++] = (int64_t)lim.refill_amount;
+        args[n_args++] = (int64_t)lim.refill_ms;
+        args[n_args++] = r->strict;
+        break;
+    case RULES_ALGO_SLIDING_WINDOW:
+        script = STORE_SCRIPT_SLIDING;
+        args[n_args++] = (int64_t)h->n;
+        args[n_args++] = r->credit_limit;
+        args[n_args++] = (int64_t)lim.reset_ms;
+        break;
+    case RULES_ALGO_WINDOW:
+    default:
+        script = STORE_SCRIPT_WINDOW;
+        args[n_args++] = (int64_t)h->n;
+        args[n_args++] = r->credit_limit;
+        args[n_args++] = (int64_t)lim.reset_ms;
+        break;
+    }
+    rc = store_eval(w->sc, script, w->key_buf, (size_t)klen, op == TABLE_TAKE ? "take" : "peek",
+                    args, n_args, h->deadline, hit_on_store, h);
+    if (rc < 0)
+        return hit_fallback(w, h, rs, r, o);
+    h->sent_ms = now;
+    return 1;
+}
+
+/*
+ * Runs @h's path from h->pos: 1 when a rule decided (h->res, h->rule), 0
+ * when it waits for the store, -errno.  Inside the RCU read-side section
+ * that yielded @rs.
+ */
+static int hit_run(struct worker *w, struct hit *h, const struct rules *rs)
+{
+    struct rules_req rq = hit_rq(h);
+    struct eval_outcome o;
+    struct eval_env env;
+    struct rules_rule r;
+    int rc;
+
+    hit_env(w, rs, &env);
+    for (; h->pos < h->n_path; h->pos++) {
+        rc = rules_get(rs, h->path[h->pos], &r);
+        if (rc < 0)
+            return rc;
+        if (h->rematched && hit_id_done(h, r.id))
+            continue;
+        if (r.store == RULES_STORE_LOCAL || eval_zero(&r, &o)) {
+            rc = eval_rule(&env, &r, &rq, h->op, h->n, clock_now_ms(), &o);
+        } else {
+            rc = hit_remote(w, h, rs, &r, &o);
+            if (rc == 1)
+                return 0;
+        }
+        if (rc < 0)
+            return rc;
+        hit_mark_done(h, r.id);
+        if (eval_decides(&r, h->op, &o, &h->res)) {
+            /* HIT's reply does not name the rule. */
+            if (h->verb != PROTO_HIT)
+                snprintf(h->rule, sizeof(h->rule), "%s", r.id_str);
+            return 1;
+        }
+    }
+    /* rules_validate() guarantees a last default stop rule that always matches. */
+    return -EINVAL;
+}
+
+/* The store answered (@rep, or NULL: failed) the step @h waited for. */
+static int hit_resume(struct worker *w, struct hit *h, const struct reload_state *st,
+                      const struct store_reply *rep)
+{
+    const struct rules *rs = st->rules;
+    bool same = st->generation == h->generation;
+    struct table *t = h->step_rule.fast_path ? w->s->o.fast : w->s->o.priv;
+    struct table_key tk = { .rule_id = h->step_rule.id, .actor = h->actor,
+                            .actor_len = h->actor_len };
+    struct table_limits lim;
+    struct eval_outcome o;
+    struct rules_rule r;
+    bool have = false;
+    uint64_t now = clock_now_ms();
+    int rc;
+
+    memset(&o, 0, sizeof(o));
+    o.rule = h->step_rule.index;
+    switch (h->step) {
+    case STEP_STRICT:
+    case STEP_ASK:
+        if (rep && rep->n >= 3) {
+            o.counted = true;
+            o.allowed = rep->v[0] != 0;
+            o.credit = rep->v[1] > 0 ? (uint64_t)rep->v[1] : 0;
+            o.reset_s = eval_ms_to_s(rep->v[2] > 0 ? (uint64_t)rep->v[2] : 0);
+            have = true;
+        }
+        if (have && h->step == STEP_ASK) {
+            /* What Redis said about the pool bounds this host's next hits. */
+            struct table_lease_grant g = {
+                .remain = o.credit, .end_ms = h->sent_ms + (uint64_t)(rep->v[2] > 0 ? rep->v[2]
+                                                                                    : 0),
+            };
+
+            lease_limits(w, &h->step_rule, &lim);
+            table_lease_grant(t, &tk, &lim, &g, now);
+        }
+        break;
+    case STEP_DEL:
+        o = h->step_o;
+        have = true;
+        if (!rep)
+            log_ratelimited(&rl_store, LOG_WARNING, "RESET of rule %s: Redis failed, only this "
+                            "host's counters were reset", h->step_id);
+        break;
+    case STEP_FETCH:
+        lease_limits(w, &h->step_rule, &lim);
+        if (rep && rep->n >= 4 && rep->v[0] >= 0 && rep->v[1] >= 0 && rep->v[2] >= 0) {
+            struct table_lease_grant g = {
+                .granted = (uint64_t)rep->v[0], .remain = (uint64_t)rep->v[1],
+                .end_ms = h->sent_ms + (uint64_t)rep->v[2], .created = rep->v[3] != 0,
+                .fetch = true,
+            };
+
+            rc = table_lease_grant(t, &tk, &lim, &g, now);
+            if (rc < 0) {
+                errno = -rc;
+                log_ratelimited(&rl_store, LOG_WARNING, "lease of %llu credits lost: %m",
+                                (unsigned long long)g.granted);
+            }
+            /* Try the same rule again: now from the lease (or directly). */
+            h->lease_tries++;
+            if (same)
+                return hit_run(w, h, rs);
+        } else {
+            table_lease_abort(t, &tk, &lim, now);
+        }
+        break;
+    }
+    if (have) {
+        hit_mark_done(h, h->step_rule.id);
+        if (eval_decides(&h->step_rule, h->op, &o, &h->res)) {
+            snprintf(h->rule, sizeof(h->rule), "%s", h->step_id);
+            return 1;
+        }
+        if (same)
+            h->pos++;
+    } else if (same) {
+        /* Redis failed: this rule by on_redis_error, then go on. */
+        rc = rules_get(rs, h->path[h->pos], &r);
+        if (rc >= 0)
+            rc = hit_fallback(w, h, rs, &r, &o);
+        if (rc < 0)
+            return rc;
+        hit_mark_done(h, r.id);
+        if (eval_decides(&r, h->op, &o, &h->res)) {
+            snprintf(h->rule, sizeof(h->rule), "%s", r.id_str);
+            return 1;
+        }
+        h->pos++;
+    }
+    if (!same) {
+        /* A reload came in between: the rest of the path under the new rules. */
+        struct rules_req rq = hit_rq(h);
+
+        h->n_path = rules_match(rs, &rq, h->path);
+        h->pos = 0;
+        h->generation = st->generation;
+        h->rematched = true;
+    }
+    return hit_run(w, h, rs);
+}
+
+static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, int r)
+{
+    int n;
+
+    if (r < 0) {
+        errno = -r;
+        log_ratelimited(&rl_internal, LOG_ERR, "evaluating a request failed: %m");
+        stat_inc(&w->st.errors);
+        n = proto_fmt_err(h->reply, sizeof(h->reply), PROTO_E_UNKNOWN, "internal error");
+        h->reply_len = n > 0 ? (size_t)n : 0;
+    } else {
+        if (!h->rematched)
+            count_outcomes(w, rs, &h->res);
+        h->reply_len = hit_format(w, h->uid, h->verb, h->op, &h->res, h->rule, h->reply,
+                                  sizeof(h->reply));
+    }
+    h->done = true;
+}
+
+static void hit_on_store(void *arg, const struct store_reply *rep)
+{
+    struct hit *h = arg;
+    struct worker *w = h->w;
+    struct conn *c = h->c;
+    const struct reload_state *st;
+    int r;
+
+    urcu_memb_read_lock();
+    st = reload_current(w->s->o.reload);
+    r = hit_resume(w, h, st, rep);
+    if (r != 0)
+        hit_finish(w, h, st->rules, r);
+    urcu_memb_read_unlock();
+    if (r == 0)
+        return;                 /* waits for the next rule */
+    c->n_waiting--;
+    conn_pend_flush(c);
+    /* Written (and a dead connection freed) by the flush event, not here. */
+    conn_mark_dirty(c);
+}
+
+/* A request on a config that uses Redis; inside the RCU section of @st. */
+static void hit_start(struct conn *c, const struct proto_req *req, const struct reload_state *st)
+{
+    struct worker *w = c->w;
+    struct rules_req rq;
+    struct hit *h;
+    int r;
+
+    h = hit_get(w);
+    if (!h) {
+        reply_err(c, PROTO_E_UNKNOWN, "out of memory");
+        return;
+    }
+    h->c = c;
+    h->verb = req->verb;
+    h->op = op_of(req->verb);
+    h->n = req->amount;
+    h->privileged = c->privileged;
+    h->uid = c->uid;
+    h->deadline = store_deadline(w->s->o.store, clock_now_ms());
+    h->generation = st->generation;
+    h->req = req;
+    rq = hit_rq(h);
+    h->n_path = rules_match(st->rules, &rq, h->path);
+    h->pos = 0;
+    r = hit_run(w, h, st->rules);
+    if (r == 0) {
+        /* It waits: keep the request (the scratch is reused) and take a slot. */
+        memcpy(&h->own, req, sizeof(*req));
+        for (unsigned i = 0; i < req->n_kv; i++) {
+            h->own.kv[i].key = h->own.buf + (req->kv[i].key - req->buf);
+            h->own.kv[i].value = h->own.buf + (req->kv[i].value - req->buf);
+        }
+        h->req = &h->own;
+        if (c->pend_tail)
+            c->pend_tail->next = h;
+        else
+            c->pend_head = h;
+        c->pend_tail = h;
+        c->n_pend++;
+        c->n_waiting++;
+        return;
+    }
+    hit_finish(w, h, st->rules, r);
+    out_append(c, h->reply, h->reply_len);
+    hit_put(w, h);
 }
 
 static void do_explain(struct conn *c, const struct proto_req *req)
@@ -541,10 +1350,11 @@ static void do_rules(struct conn *c)
         append_quoted(line, sizeof(line), &pos, desc);
         append_fmt(line, sizeof(line), &pos,
                    " credit_limit=%lld reset_seconds=%lld algorithm=%s policy=%s source=%s"
-                   " fast_path=%s actor=",
+                   " fast_path=%s store=%s actor=",
                    (long long)r.credit_limit, (long long)r.reset_seconds, algo_name(r.algo),
-                   policy_name(r.policy), r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
-                   r.fast_path ? "true" : "false");
+                   policy_name(r.policy),
+                   r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
+                   r.fast_path ? "true" : "false", store_name(r.store));
         append_quoted(line, sizeof(line), &pos, actor);
         append_fmt(line, sizeof(line), &pos, "\n");
         reply_text(c, line);
@@ -557,6 +1367,7 @@ static void do_stats(struct conn *c)
     struct srv *s = c->w->s;
     struct wstats sum = { 0 };
     struct table_stats fast, priv;
+    struct store_stats rs = { 0 };
     uint64_t gen, n_rules, ok, rejected, now = clock_now_ms();
     const struct reload_state *st;
     char buf[2048];
@@ -572,6 +1383,8 @@ static void do_stats(struct conn *c)
         sum.canary_rejected += stat_get(&ws->canary_rejected);
         sum.errors += stat_get(&ws->errors);
         sum.table_full += stat_get(&ws->table_full);
+        sum.redis_fallbacks += stat_get(&ws->redis_fallbacks);
+        sum.lease_fetches += stat_get(&ws->lease_fetches);
     }
     urcu_memb_read_lock();
     st = reload_current(s->o.reload);
@@ -581,8 +1394,10 @@ static void do_stats(struct conn *c)
     reload_counts(s->o.reload, &ok, &rejected);
     table_stats(s->o.fast, now, &fast);
     table_stats(s->o.priv, now, &priv);
+    if (s->o.store)
+        store_stats(s->o.store, &rs);
     append_fmt(buf, sizeof(buf), &pos,
-               "OK 17\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
+               "OK 26\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
                "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
                "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
                "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
@@ -598,6 +1413,16 @@ static void do_stats(struct conn *c)
                (unsigned long long)priv.slots, (unsigned long long)priv.live,
                (unsigned long long)fast.slots, (unsigned long long)fast.live,
                (unsigned long long)(sum.table_full));
+    /* docs/redis.md "Monitoring": state unused (no rule needs Redis), up, down. */
+    append_fmt(buf, sizeof(buf), &pos,
+               "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\nredis_errors=%llu\n"
+               "redis_timeouts=%llu\nredis_breaker_trips=%llu\nredis_fallbacks=%llu\n"
+               "redis_lease_fetches=%llu\nredis_noscript=%llu\n",
+               !rs.wanted ? "unused" : rs.breaker_open ? "down" : "up", rs.conns_up,
+               (unsigned long long)rs.requests, (unsigned long long)rs.errors,
+               (unsigned long long)rs.timeouts, (unsigned long long)rs.trips,
+               (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
+               (unsigned long long)rs.noscript);
     reply_text(c, buf);
 }
 
@@ -680,6 +1505,10 @@ static int collect_counter(const struct table_entry *e, void *userdata)
     used = e->algo == RULES_ALGO_TOKEN_BUCKET ? limit - (e->used_or_tokens < limit ?
                                                          e->used_or_tokens : limit)
                                               : e->used_or_tokens;
+    /* A lease: what the pool lacks, as this host last saw it. */
+    if (e->lease)
+        used = e->lease_left + e->lease_remain < limit ? limit - e->lease_left - e->lease_remain
+                                                       : 0;
     if (used > limit)
         used = limit;
     if (cs->exhausted && used < limit)
@@ -752,7 +1581,8 @@ static void do_counters(struct conn *c, const struct proto_req *req)
     size_t n_rules, pos;
 
     if (!c->privileged) {
-        reply_err(c, PROTO_E_FORBIDDEN, "COUNTERS needs root or the admin group on the Unix socket");
+        reply_err(c, PROTO_E_FORBIDDEN,
+                  "COUNTERS needs root or the admin group on the Unix socket");
         return;
     }
     for (unsigned i = 0; i < req->n_kv; i++) {
@@ -882,6 +1712,14 @@ static void process_input(struct conn *c, bool eof)
     ssize_t r;
 
     while (off < c->in_len && !c->closing && !c->dead) {
+        /* Enough hits wait for Redis: leave the rest until they are answered. */
+        if (c->n_pend >= CONN_PEND_MAX) {
+            if (!c->paused) {
+                c->paused = true;
+                event_del(c->rev);
+            }
+            break;
+        }
         if (c->discarding) {
             char *nl = memchr(c->in + off, '\n', c->in_len - off);
 
@@ -894,10 +1732,10 @@ static void process_input(struct conn *c, bool eof)
             continue;
         }
         /* A client that does not read its replies is dropped, not buffered forever. */
-        if (c->out_len - c->out_off > w->s->o.max_output_bytes) {
+        if (c->out_len - c->out_off + c->pend_bytes > w->s->o.max_output_bytes) {
             log_ratelimited(&rl_accept, LOG_WARNING,
                             "dropping a client with %zu unread reply bytes (limit %zu)",
-                            c->out_len - c->out_off, w->s->o.max_output_bytes);
+                            c->out_len - c->out_off + c->pend_bytes, w->s->o.max_output_bytes);
             c->dead = true;
             return;
         }
@@ -956,20 +1794,42 @@ static int conn_flush(struct conn *c)
     return 1;
 }
 
+/* Dead, but store callbacks still point at it: close the socket now, free
+ * the connection once the last one has run (on_flush). */
+static void conn_zombie(struct conn *c)
+{
+    if (c->rev) {
+        event_free(c->rev);
+        c->rev = NULL;
+    }
+    if (c->wev) {
+        event_free(c->wev);
+        c->wev = NULL;
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+}
+
 /* End of every callback: the only place a connection is freed. */
 static void conn_settle(struct conn *c)
 {
     int r;
 
-    if (c->closing)
+    if (c->closing && c->rev)
         event_del(c->rev);      /* after QUIT or EOF nothing more is read */
-    if (!c->dead) {
+    if (!c->dead && c->fd >= 0) {
         r = conn_flush(c);
-        if (r < 0 || (r > 0 && c->closing))
+        if (r < 0 || (r > 0 && c->closing && !c->pend_head))
             c->dead = true;
     }
-    if (c->dead)
-        conn_free(c);
+    if (c->dead) {
+        if (c->n_waiting > 0)
+            conn_zombie(c);
+        else
+            conn_free(c);
+    }
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
@@ -984,9 +1844,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         process_input(c, false);
     } else if (n == 0) {
         /* Half-close: answer everything already sent, then close. */
-        process_input(c, true);
-        c->closing = true;
+        c->eof = true;
         event_del(c->rev);
+        process_input(c, true);
+        if (!c->paused)
+            c->closing = true;
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         c->dead = true;
     }
@@ -1129,6 +1991,32 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     }
 }
 
+/* After store callbacks: resume paused input, write, free dead connections. */
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct conn *c;
+
+    (void)fd;
+    (void)what;
+    w->flush_active = false;
+    while ((c = w->dirty) != NULL) {
+        w->dirty = c->dirty_next;
+        c->dirty = false;
+        if (c->paused && !c->dead && c->n_pend < CONN_PEND_MAX / 2) {
+            c->paused = false;
+            process_input(c, c->eof);
+            if (!c->paused) {
+                if (c->eof)
+                    c->closing = true;
+                else if (!c->closing && c->rev)
+                    event_add(c->rev, NULL);
+            }
+        }
+        conn_settle(c);
+    }
+}
+
 /* ---- workers --------------------------------------------------------------- */
 
 static void on_grace(evutil_socket_t fd, short what, void *arg)
@@ -1155,7 +2043,8 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     /* Requests already read were answered when they arrived; flush, then close. */
     for (c = w->conns; c; c = next) {
         next = c->next;
-        event_del(c->rev);
+        if (c->rev)
+            event_del(c->rev);
         c->closing = true;
         conn_settle(c);
     }
@@ -1172,14 +2061,25 @@ static void *worker_main(void *arg)
 
     urcu_memb_register_thread();
     event_base_dispatch(w->base);
+    /* Hits still waiting are answered by on_redis_error before anything is
+     * freed, and their replies get one last chance to be written. */
+    store_conn_free(w->sc);
+    w->sc = NULL;
+    for (struct conn *c = w->conns; c; c = c->next) {
+        if (!c->dead && c->fd >= 0)
+            conn_flush(c);
+    }
     while (w->conns)
         conn_free(w->conns);
+    hits_free(w);
     urcu_memb_unregister_thread();
     return NULL;
 }
 
 static int worker_init(struct srv *s, struct worker *w, unsigned id)
 {
+    int r;
+
     w->s = s;
     w->id = id;
     w->base = event_base_new();
@@ -1196,8 +2096,19 @@ static int worker_init(struct srv *s, struct worker *w, unsigned id)
     w->stop_ev = event_new(w->base, -1, 0, on_stop, w);
     w->resume_ev = evtimer_new(w->base, on_resume, w);
     w->grace_ev = evtimer_new(w->base, on_grace, w);
-    if (!w->stop_ev || !w->resume_ev || !w->grace_ev)
+    w->flush_ev = event_new(w->base, -1, 0, on_flush, w);
+    if (!w->stop_ev || !w->resume_ev || !w->grace_ev || !w->flush_ev)
         return -ENOMEM;
+    if (s->o.store) {
+        w->key_cap = store_key_max(s->o.store, RULES_ACTOR_MAX);
+        w->actor_buf = malloc(RULES_ACTOR_MAX);
+        w->key_buf = malloc(w->key_cap);
+        if (!w->actor_buf || !w->key_buf)
+            return -ENOMEM;
+        r = store_conn_new(s->o.store, w->base, &w->sc);
+        if (r < 0)
+            return r;
+    }
     return 0;
 }
 
@@ -1215,6 +2126,12 @@ static void worker_fini(struct worker *w)
         event_free(w->resume_ev);
     if (w->grace_ev)
         event_free(w->grace_ev);
+    store_conn_free(w->sc);     /* NULL after a run; set when srv_run never ran */
+    w->sc = NULL;
+    if (w->flush_ev)
+        event_free(w->flush_ev);
+    free(w->actor_buf);
+    free(w->key_buf);
     if (w->base)
         event_base_free(w->base);
 }

@@ -7,6 +7,11 @@
  * common/eval.c; the hit path allocates nothing and takes no lock: one read
  * of whatever arrived, every complete line answered into the connection's
  * output buffer, one write.
+ *
+ * Rules kept in Redis (store.h, docs/redis.md) make a hit wait: such a hit
+ * takes a slot in its connection's FIFO of pending replies, and replies of
+ * later requests queue behind it until it is answered, so every connection
+ * still gets its replies in request order (docs/daemon.md).
  */
 #ifndef DIVVY_SRV_H
 #define DIVVY_SRV_H
@@ -15,7 +20,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "config.h"
 #include "reload.h"
+#include "store.h"
 #include "table.h"
 
 struct srv_opts {
@@ -30,6 +37,9 @@ struct srv_opts {
     struct table *fast;
     struct table *priv;
     struct reload *reload;
+    struct store *store;        /* Redis (docs/redis.md); NULL: every rule is local */
+    enum config_redis_error on_redis_error;
+    uint64_t lease_max;         /* store.lease_max */
 };
 
 struct srv;

@@ -135,7 +135,7 @@ static void check_request(const struct proto_req *req, const uint8_t *line, size
         CHECK(req->n_kv == 0);
         return;
     }
-    CHECK(req->verb > PROTO_NONE && req->verb <= PROTO_QUIT);
+    CHECK(req->verb > PROTO_NONE && req->verb <= PROTO_COUNTERS);
     CHECK(req->n_kv <= PROTO_KV_MAX);
     CHECK(req->amount >= 1 && req->amount <= PROTO_TAKE_MAX);
     if (req->verb != PROTO_TAKE)

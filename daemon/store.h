@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store: divvyd's Redis store (docs/redis.md).  One struct store per daemon
+ * holds the settings, the circuit breaker and the counters; each worker
+ * owns one struct store_conn: a hiredis async connection attached to the
+ * worker's own libevent loop, over which its requests are pipelined.
+ *
+ * Requests are Lua scripts run with EVALSHA (the scripts are embedded here,
+ * loaded with SCRIPT LOAD at every connect and again after NOSCRIPT) and
+ * DEL.  Every request carries a deadline: hiredis 0.14 has no async timeouts,
+ * so one libevent timer per connection watches the oldest deadline, and a
+ * request past it drops the connection (Redis answers in order, so nothing
+ * behind it can be answered first).  The first failure of any kind trips a
+ * breaker shared by all workers: from then on store_eval() refuses at once
+ * (the caller applies on_redis_error) while each worker's connection is
+ * re-established in the background with backoff; the first connection to
+ * come back closes the breaker.  Each transition is logged once.
+ *
+ * Threads: store_new()/store_free() in the main thread; a store_conn and
+ * its callbacks belong to the thread running its event_base.  The breaker
+ * and the counters are atomics any thread may read.
+ */
+#ifndef DIVVY_STORE_H
+#define DIVVY_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+/* The scripts (docs/redis.md "Scripts"); every one sets the key's TTL. */
+enum store_script {
+    STORE_SCRIPT_WINDOW = 0,    /* KEYS[1]; op, n, limit, reset_ms -> allowed, credit, ttl_ms */
+    STORE_SCRIPT_BUCKET,        /* op, n, limit, refill_amount, refill_ms, strict -> same */
+    STORE_SCRIPT_SLIDING,       /* op, n, limit, window_ms -> same */
+    STORE_SCRIPT_LEASE,         /* want, limit, reset_ms, divisor
+                                 * -> granted, remain, ttl, created */
+    STORE_N_SCRIPTS
+};
+
+#define STORE_ARGS_MAX      6
+#define STORE_REPLY_MAX     4
+
+struct store_opts {
+    const char *host;           /* TCP, unless unix_socket is set */
+    unsigned port;
+    const char *unix_socket;    /* NULL: TCP */
+    const char *username;       /* NULL: AUTH password (or no AUTH without password) */
+    const char *password;       /* NULL: no AUTH */
+    unsigned db;                /* SELECT when not 0 */
+    unsigned timeout_ms;        /* >= 1: deadline of a request that does not give its own */
+    const char *prefix;         /* key prefix, "" for none */
+    /* Called on each breaker transition (open = true: tripped), from the
+     * thread that caused it; may be NULL.  For the metrics. */
+    void (*on_breaker)(void *arg, bool open);
+    void *arg;
+};
+
+/* A script's answer: its array of integers. */
+struct store_reply {
+    int64_t v[STORE_REPLY_MAX];
+    unsigned n;
+};
+
+/*
+ * Called exactly once for every request store_eval()/store_del() accepted,
+ * in the owning worker's thread, never from inside store_eval()/store_del()
+ * themselves.  @reply is NULL when the request failed: timeout, connection
+ * lost, an error reply, or the connection being closed at shutdown; the
+ * breaker is open by then (except at shutdown).
+ */
+typedef void store_cb(void *arg, const struct store_reply *reply);
+
+struct store;
+struct store_conn;
+
+/* Copies @o (strings included).  -EINVAL, -ENOMEM. */
+int store_new(const struct store_opts *o, struct store **ret);
+/* NULL-safe; every store_conn must be freed first. */
+void store_free(struct store *st);
+
+/* From now on the workers connect (and keep connecting): called at start
+ * when some rule needs Redis, else by the first hit that does.  Any thread. */
+void store_want(struct store *st);
+bool store_wanted(const struct store *st);
+
+/* True while the breaker is open: store_eval() would refuse.  Any thread. */
+bool store_breaker_open(const struct store *st);
+
+/* A worker's connection on @base; connects when the store is wanted.  Call
+ * in the thread that will run @base (or before it runs).  -ENOMEM. */
+int store_conn_new(struct store *st, struct event_base *base, struct store_conn **ret);
+
+/* Fails every request still in flight (their callbacks run with NULL,
+ * before this returns), closes and frees.  NULL-safe. */
+void store_conn_free(struct store_conn *sc);
+
+/*
+ * Sends EVALSHA of @script on key @key (@key_len bytes) with @op ("take",
+ * "peek"; NULL for scripts without one) and @n_args integers.  @deadline_ms
+ * (CLOCK_MONOTONIC, clock_now_ms()) bounds the wait; @cb(@arg, reply) runs
+ * once later.  Returns 0 when sent, or without calling @cb:
+ *   -ENOTCONN   the breaker is open (or the connection is closing);
+ *   -ETIMEDOUT  @deadline_ms has passed already;
+ *   -EINVAL, -ENOMEM.
+ */
+int store_eval(struct store_conn *sc, enum store_script script, const char *key, size_t key_len,
+               const char *op, const int64_t *args, unsigned n_args, uint64_t deadline_ms,
+               store_cb *cb, void *arg);
+
+/* DEL @key; the reply's v[0] is the number of keys removed.  As store_eval(). */
+int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
+              store_cb *cb, void *arg);
+
+/* The store's default deadline from now. */
+uint64_t store_deadline(const struct store *st, uint64_t now_ms);
+unsigned store_timeout_ms(const struct store *st);
+
+/*
+ * Writes the Redis key of counter (@rule_id, @actor) into @buf:
+ * <prefix>divvy:{<rule_id>:<actor with ':', '{', '}', '%' as %3A %7B %7D %25>}
+ * (docs/redis.md "Keys").  Returns its length (no NUL is written), or
+ * -ENOBUFS.  Thread-safe.
+ */
+int store_key(const struct store *st, const char *rule_id, const char *actor, size_t actor_len,
+              char *buf, size_t size);
+/* Longest key store_key() writes for an actor of @actor_len bytes. */
+size_t store_key_max(const struct store *st, size_t actor_len);
+
+struct store_stats {
+    bool wanted;
+    bool breaker_open;
+    unsigned conns_up;          /* worker connections ready now */
+    uint64_t requests;          /* commands sent */
+    uint64_t errors;            /* failed requests: timeouts, lost connections, error replies */
+    uint64_t timeouts;          /* deadlines missed (each drops one connection) */
+    uint64_t trips;             /* breaker: closed -> open */
+    uint64_t noscript;          /* NOSCRIPT answers (script reloaded, request retried) */
+};
+void store_stats(const struct store *st, struct store_stats *ret);
+
+/* The Lua source of @script, and its SHA-1 in hex as EVALSHA names it. */
+const char *store_script_source(enum store_script script);
+const char *store_script_sha(enum store_script script);
+/* "window", "token_bucket", "sliding_window", "lease". */
+const char *store_script_name(enum store_script script);
+
+/* SHA-1 of @len bytes at @data as 40 hex digits plus NUL. */
+void store_sha1_hex(const void *data, size_t len, char ret[41]);
+
+#endif

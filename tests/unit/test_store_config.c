@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for the Redis store's settings in common/config.c,
+ * common/config_divvy.c and common/rules.c (docs/config.md "store",
+ * "redis"; docs/redis.md): defaults, every setting and its errors, the
+ * per-rule `store` in all three formats, validation of the effective store
+ * against the algorithm, the compiled rule's store, and convert's round trip.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+#include "rules.h"
+
+static char tmpdir[64];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/divvy-storecfg-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    char path[128];
+
+    (void)state;
+    for (const char *const *e = (const char *const[]){ "conf", "ini", "json", "out", NULL };
+         *e; e++) {
+        snprintf(path, sizeof(path), "%s/c.%s", tmpdir, *e);
+        unlink(path);
+    }
+    rmdir(tmpdir);
+    return 0;
+}
+
+/* Loads @text as c.@ext; returns the config or NULL with the problems in @d. */
+static struct config *load(const char *ext, const char *text, struct diag *d)
+{
+    struct config *cfg = NULL;
+    char path[128];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/c.%s", tmpdir, ext);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    diag_init(d);
+    if (config_load(path, &cfg, d) < 0)
+        return NULL;
+    return cfg;
+}
+
+static struct config *load_ok(const char *ext, const char *text)
+{
+    struct diag d;
+    struct config *cfg = load(ext, text, &d);
+    char msg[1024];
+
+    for (size_t i = 0; i < d.n; i++) {
+        diag_format(&d, i, msg, sizeof(msg));
+        print_error("%s\n", msg);
+    }
+    assert_non_null(cfg);
+    return cfg;
+}
+
+/* Fails unless loading @text is refused with a message containing @want. */
+static void expect_error(const char *ext, const char *text, const char *want)
+{
+    struct diag d;
+    struct config *cfg = load(ext, text, &d);
+    char msg[1024];
+
+    assert_null(cfg);
+    for (size_t i = 0; i < d.n; i++) {
+        diag_format(&d, i, msg, sizeof(msg));
+        if (strstr(msg, want))
+            return;
+    }
+    diag_format(&d, 0, msg, sizeof(msg));
+    fail_msg("want an error with \"%s\"; first is \"%s\"", want, d.n ? msg : "(none)");
+}
+
+#define DEFAULT_RULE "{ default = true; credit_limit = 0; reset_seconds = 0; }"
+
+static void test_store_config_defaults(void **state)
+{
+    struct config *cfg = load_ok("conf", "rules = ( " DEFAULT_RULE " );");
+
+    (void)state;
+    assert_int_equal(cfg->rules.default_store, RULES_STORE_LOCAL);
+    assert_int_equal(cfg->on_redis_error, CONFIG_REDIS_ERROR_LOCAL);
+    assert_string_equal(cfg->store_prefix, "");
+    assert_int_equal(cfg->lease_max, CONFIG_DEFAULT_LEASE_MAX);
+    assert_string_equal(cfg->redis.host, "127.0.0.1");
+    assert_int_equal(cfg->redis.port, 6379);
+    assert_null(cfg->redis.unix_socket);
+    assert_null(cfg->redis.password);
+    assert_int_equal(cfg->redis.db, 0);
+    assert_int_equal(cfg->redis.timeout_ms, 100);
+    config_free(cfg);
+}
+
+static void test_store_config_every_setting(void **state)
+{
+    struct config *cfg = load_ok("conf",
+        "store = { mode = \"strict\"; on_redis_error = \"closed\"; prefix = \"prod:\";\n"
+        "          lease_max = 77; };\n"
+        "redis = { host = \"10.0.0.5\"; port = 6380; unix_socket = \"/run/redis/r.sock\";\n"
+        "          username = \"divvy\"; password = \"s3cret\"; db = 3; timeout_ms = 250; };\n"
+        "rules = (\n"
+        "  { match = { a = \"1\"; }; credit_limit = 5; reset_seconds = 60; store = \"lease\"; },\n"
+        "  { match = { b = \"1\"; }; credit_limit = 5; reset_seconds = 60; store = \"local\"; },\n"
+        "  { match = { c = \"1\"; }; credit_limit = 5; reset_seconds = 60; },\n"
+        "  " DEFAULT_RULE " );");
+    struct rules *rs = NULL;
+    struct rules_rule r;
+    struct diag d;
+
+    (void)state;
+    assert_int_equal(cfg->rules.default_store, RULES_STORE_STRICT);
+    assert_int_equal(cfg->on_redis_error, CONFIG_REDIS_ERROR_CLOSED);
+    assert_string_equal(cfg->store_prefix, "prod:");
+    assert_int_equal(cfg->lease_max, 77);
+    assert_string_equal(cfg->redis.host, "10.0.0.5");
+    assert_int_equal(cfg->redis.port, 6380);
+    assert_string_equal(cfg->redis.unix_socket, "/run/redis/r.sock");
+    assert_string_equal(cfg->redis.username, "divvy");
+    assert_string_equal(cfg->redis.password, "s3cret");
+    assert_int_equal(cfg->redis.db, 3);
+    assert_int_equal(cfg->redis.timeout_ms, 250);
+    assert_true(cfg->rules.rules[0].store_set);
+    assert_false(cfg->rules.rules[2].store_set);
+    /* Compiled: the effective store of each rule. */
+    diag_init(&d);
+    assert_int_equal(rules_compile(&cfg->rules, 1, &rs, &d), 0);
+    assert_true(rules_uses_store(rs));
+    assert_int_equal(rules_get(rs, 0, &r), 0);
+    assert_int_equal(r.store, RULES_STORE_LEASE);
+    assert_int_equal(rules_get(rs, 1, &r), 0);
+    assert_int_equal(r.store, RULES_STORE_LOCAL);
+    assert_int_equal(rules_get(rs, 2, &r), 0);
+    assert_int_equal(r.store, RULES_STORE_STRICT);
+    /* ... also when a client maps the published blob. */
+    {
+        const void *blob;
+        size_t len;
+        struct rules *copy = NULL;
+
+        rules_blob(rs, &blob, &len);
+        assert_int_equal(rules_from_blob(blob, len, &copy), 0);
+        assert_int_equal(rules_get(copy, 2, &r), 0);
+        assert_int_equal(r.store, RULES_STORE_STRICT);
+        rules_free(copy);
+    }
+    rules_free(rs);
+    config_free(cfg);
+}
+
+static void test_store_config_errors(void **state)
+{
+    (void)state;
+    expect_error("conf", "store = { mode = \"redis\"; }; rules = ( " DEFAULT_RULE " );",
+                 "store.mode must be");
+    expect_error("conf", "store = { on_redis_error = \"retry\"; }; rules = ( " DEFAULT_RULE
+                 " );", "on_redis_error must be");
+    expect_error("conf", "store = { mdoe = \"strict\"; }; rules = ( " DEFAULT_RULE " );",
+                 "unknown setting 'store.mdoe'");
+    expect_error("conf", "store = { prefix = \"a b\"; }; rules = ( " DEFAULT_RULE " );",
+                 "store.prefix");
+    expect_error("conf", "store = { lease_max = 0; }; rules = ( " DEFAULT_RULE " );",
+                 "lease_max must be between");
+    expect_error("conf", "redis = { port = 70000; }; rules = ( " DEFAULT_RULE " );",
+                 "port must be between");
+    expect_error("conf", "redis = { timeout_ms = 0; }; rules = ( " DEFAULT_RULE " );",
+                 "timeout_ms must be between");
+    expect_error("conf", "redis = { unix_socket = \"relative.sock\"; }; rules = ( "
+                 DEFAULT_RULE " );", "redis.unix_socket must be an absolute path");
+    expect_error("conf", "redis = { username = \"u\"; }; rules = ( " DEFAULT_RULE " );",
+                 "redis.username needs redis.password");
+    expect_error("conf", "redis = { sentinel = \"x\"; }; rules = ( " DEFAULT_RULE " );",
+                 "unknown setting 'redis.sentinel'");
+    expect_error("conf", "rules = ( { match = { a = \"1\"; }; credit_limit = 1;\n"
+                 "reset_seconds = 1; store = \"remote\"; }, " DEFAULT_RULE " );",
+                 "store must be \"local\", \"lease\" or \"strict\"");
+}
+
+/* Leases are for windows; the store's limits are checked with file:line. */
+static void test_store_config_validation(void **state)
+{
+    struct config *cfg;
+
+    (void)state;
+    expect_error("conf", "rules = (\n"
+                 "{ match = { a = \"1\"; }; algorithm = \"token_bucket\"; credit_limit = 5;\n"
+                 "  refill_seconds = 1; store = \"lease\"; },\n" DEFAULT_RULE " );",
+                 "c.conf:2: store \"lease\" needs algorithm window");
+    expect_error("conf", "store = { mode = \"lease\"; };\nrules = (\n"
+                 "{ match = { a = \"1\"; }; algorithm = \"sliding_window\"; credit_limit = 5;\n"
+                 "  reset_seconds = 1; },\n" DEFAULT_RULE " );",
+                 "store.mode \"lease\" needs algorithm window");
+    expect_error("conf", "rules = (\n{ match = { a = \"1\"; }; credit_limit = 20000000;\n"
+                 "  reset_seconds = 1; store = \"lease\"; },\n" DEFAULT_RULE " );",
+                 "too large for store \"lease\"");
+    expect_error("conf", "rules = (\n{ match = { a = \"1\"; }; algorithm = \"sliding_window\";\n"
+                 "  credit_limit = 8000000; reset_seconds = 315360000; store = \"strict\"; },\n"
+                 DEFAULT_RULE " );", "too large for a strict sliding_window");
+    /* Rules that never count never need Redis: a lease default rule is fine. */
+    cfg = load_ok("conf", "store = { mode = \"lease\"; }; rules = (\n"
+                  "{ match = { a = \"1\"; }; algorithm = \"token_bucket\"; credit_limit = 5;\n"
+                  "  refill_seconds = 1; store = \"strict\"; },\n" DEFAULT_RULE " );");
+    config_free(cfg);
+}
+
+/* divvy's INI and JSON take a per-rule `store` too (they have no store
+ * section: their default mode is local). */
+static void test_store_config_ini_json(void **state)
+{
+    struct config *cfg;
+
+    (void)state;
+    cfg = load_ok("ini", "[path=/login]\ncreditLimit = 3\nresetSeconds = 60\nstore = strict\n\n"
+                  "[default]\ncreditLimit = 0\nresetSeconds = 0\n");
+    assert_int_equal(cfg->format, CONFIG_FORMAT_INI);
+    assert_true(cfg->rules.rules[0].store_set);
+    assert_int_equal(cfg->rules.rules[0].store, RULES_STORE_STRICT);
+    assert_int_equal(cfg->rules.default_store, RULES_STORE_LOCAL);
+    config_free(cfg);
+    cfg = load_ok("json", "{ \"overrides\": [ { \"operation\": { \"path\": \"/api\" },\n"
+                  "\"creditLimit\": 100, \"resetSeconds\": 60, \"store\": \"lease\" } ],\n"
+                  "\"default\": { \"creditLimit\": 0, \"resetSeconds\": 0 } }");
+    assert_int_equal(cfg->rules.rules[0].store, RULES_STORE_LEASE);
+    config_free(cfg);
+    expect_error("ini", "[path=/x]\ncreditLimit = 3\nresetSeconds = 60\nstore = nowhere\n\n"
+                 "[default]\ncreditLimit = 0\nresetSeconds = 0\n", "store must be");
+}
+
+/* divvyctl convert writes the store and redis settings and reads them back. */
+static void test_store_config_round_trip(void **state)
+{
+    struct config *cfg = load_ok("conf",
+        "store = { mode = \"lease\"; on_redis_error = \"open\"; prefix = \"x\\\"y\"; "
+        "lease_max = 9; };\n"
+        "redis = { unix_socket = \"/tmp/r.sock\"; password = \"p\"; db = 2; timeout_ms = 50; };\n"
+        "rules = ( { match = { a = \"1\"; }; credit_limit = 5; reset_seconds = 60;\n"
+        "            store = \"strict\"; }, " DEFAULT_RULE " );");
+    struct config *back;
+    char path[128], *text;
+    size_t len;
+    FILE *f;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/c.out", tmpdir);
+    f = fopen(path, "w+");
+    assert_non_null(f);
+    assert_int_equal(config_write_libconfig(cfg, f), 0);
+    len = (size_t)ftell(f);
+    rewind(f);
+    text = calloc(1, len + 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, len, f), len);
+    fclose(f);
+    back = load_ok("conf", text);
+    free(text);
+    assert_int_equal(back->rules.default_store, RULES_STORE_LEASE);
+    assert_int_equal(back->on_redis_error, CONFIG_REDIS_ERROR_OPEN);
+    assert_string_equal(back->store_prefix, "x\"y");
+    assert_int_equal(back->lease_max, 9);
+    assert_string_equal(back->redis.unix_socket, "/tmp/r.sock");
+    assert_string_equal(back->redis.password, "p");
+    assert_int_equal(back->redis.db, 2);
+    assert_int_equal(back->redis.timeout_ms, 50);
+    assert_true(back->rules.rules[0].store_set);
+    assert_int_equal(back->rules.rules[0].store, RULES_STORE_STRICT);
+    config_free(back);
+    config_free(cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_config_defaults),
+        cmocka_unit_test(test_store_config_every_setting),
+        cmocka_unit_test(test_store_config_errors),
+        cmocka_unit_test(test_store_config_validation),
+        cmocka_unit_test(test_store_config_ini_json),
+        cmocka_unit_test(test_store_config_round_trip),
+    };
+
+    return cmocka_run_group_tests_name("store_config", tests, group_setup, group_teardown);
+}
