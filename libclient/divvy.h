@@ -19,11 +19,15 @@
  *   -E2BIG, -EMSGSIZE       too many keys / request line too long
  *   -EPERM                  ERR forbidden (admin verb from a non-admin peer)
  *   -EBUSY                  ERR busy (daemon at its connection limit)
+ *   -ENOSYS                 ERR unknown-command (a daemon without the verb)
+ *   -EIO                    ERR unknown (daemon-internal error), or an ERR code
+ *                           this library does not know
  *   -ENOTSUP                DIVVY_FAST_ONLY and the request needs the socket
  *
  * Thread-safety: a handle is used by one thread at a time (no internal
  * lock, so the fast path stays lock-free); give each thread its own handle.
- * Different handles are independent and may be used concurrently.
+ * Different handles are independent and may be used concurrently.  Do not
+ * use a handle on both sides of fork(): the child opens its own.
  *
  * Keys and values: any bytes except NUL, '"', '\n' and '\r'; keys non-empty.
  * At most 32 distinct keys per request (DIVVY_MAX_KEYS).
@@ -52,7 +56,8 @@ extern "C" {
 /* divvy_open() flags: which path decides hits. */
 #define DIVVY_AUTO        0u   /* fast path when permitted and the rule allows, else socket */
 #define DIVVY_SOCKET_ONLY 1u   /* always ask the daemon */
-#define DIVVY_FAST_ONLY   2u   /* only the fast path; -ENOTSUP for anything else */
+#define DIVVY_FAST_ONLY   2u   /* hits only on the fast path; -ENOTSUP for anything else
+                                  (divvy_reset and divvy_command still use the socket) */
 
 #define DIVVY_MAX_KEYS    32
 #define DIVVY_RULE_MAX    72   /* bytes of divvy_result.rule, NUL included */
@@ -126,6 +131,7 @@ DIVVY_EXPORT int divvy_reset(struct divvy *h, const struct divvy_kv *kv, size_t 
 /*
  * Convenience form of divvy_hit(): key, value, key, value, ..., NULL.
  * Example: divvy_hitv(h, &res, "method", "GET", "path", "/status", NULL);
+ * At most DIVVY_MAX_KEYS pairs (-E2BIG); a key without a value is -EINVAL.
  */
 DIVVY_EXPORT int divvy_hitv(struct divvy *h, struct divvy_result *res, ...) DIVVY_SENTINEL;
 

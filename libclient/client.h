@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client: libdivvy's internals (never installed).  The handle, the address
+ * and request/reply codec (client_wire.c), the socket connection with its
+ * deadlines and transparent reconnect (client_conn.c) and the shared-memory
+ * fast path (client_fast.c).  divvy.c implements the public API of divvy.h on
+ * top of them.  Everything here is for one handle used by one thread at a
+ * time (divvy.h); nothing keeps global state and nothing logs.
+ */
+#ifndef DIVVY_CLIENT_H
+#define DIVVY_CLIENT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "divvy.h"
+#include "proto.h"
+#include "rules.h"
+#include "table.h"
+
+#define CLIENT_ERRMSG_MAX       512
+#define CLIENT_TIMEOUT_DEFAULT  1000            /* ms, connect and request */
+#define CLIENT_STALE_MS         3000            /* heartbeat older than this: daemon gone */
+#define CLIENT_REATTACH_MS      1000            /* retry mapping the table at most this often */
+#define CLIENT_REMAP_RETRY_MS   100             /* back-off after a rules file failed to load */
+#define CLIENT_REMAP_TRIES      4               /* ENOENT: the generation moved on meanwhile */
+#define CLIENT_RULES_FILE_MAX   (256u << 20)    /* refuse larger rules.<generation> files */
+#define CLIENT_REPLY_MAX        (64u << 20)     /* bytes of replies one call may buffer */
+#define CLIENT_COMMAND_LINES    1000000         /* body lines of one OK <n> reply */
+#define CLIENT_UNIX_PATH_MAX    108             /* sizeof(sun_path) */
+
+/* v1 of struct divvy_result: the smallest @size the library accepts. */
+#define CLIENT_RESULT_MIN_SIZE  sizeof(struct divvy_result)
+
+/* ---- addresses --------------------------------------------------------- */
+
+enum client_addr_kind { CLIENT_ADDR_UNIX = 1, CLIENT_ADDR_TCP };
+
+struct client_addr {
+    enum client_addr_kind kind;
+    char path[CLIENT_UNIX_PATH_MAX];    /* unix: NUL-terminated, < 108 bytes */
+    char host[256];                     /* tcp: without the brackets of [v6] */
+    char port[8];                       /* tcp: decimal 1..65535 */
+};
+
+/* Parses "unix:PATH", "tcp:HOST:PORT" or "tcp:[V6]:PORT".  -EINVAL, -ENAMETOOLONG. */
+int client_addr_parse(const char *s, struct client_addr *ret);
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* A request normalised as the daemon's parser would leave it: keys sorted
+ * bytewise, unique (the last value of a repeated key wins); strings borrowed
+ * from the caller's divvy_kv array. */
+struct client_req {
+    unsigned n_kv;
+    struct proto_kv kv[PROTO_KV_MAX];
+    size_t pairs_len;           /* bytes of the " k=v" pairs as sent, quoting included */
+};
+
+/*
+ * Checks and normalises @kv[0..@n_kv).  -EINVAL: NULL array, key or value, an
+ * empty key, a '"', '\n' or '\r' in a key or value; -E2BIG: more than
+ * PROTO_KV_MAX distinct keys; -EMSGSIZE: a string longer than a request line.
+ * No allocation.
+ */
+int client_req_prepare(const struct divvy_kv *kv, size_t n_kv, struct client_req *ret);
+
+/* Length of "@verb[ @amount] pairs\n" (@amount 0: none). */
+size_t client_req_line_len(const struct client_req *req, const char *verb, uint64_t amount);
+
+/*
+ * Writes "@verb[ @amount] k=v ...\n" into @buf (NUL-terminated), quoting with
+ * proto_fmt_string().  Returns the length without the NUL; -EMSGSIZE when the
+ * line would exceed PROTO_LINE_MAX; -ENOBUFS when @size is too small.
+ */
+int client_req_format(const struct client_req *req, const char *verb, uint64_t amount,
+                      char *buf, size_t size);
+
+/* ---- replies ----------------------------------------------------------- */
+
+/*
+ * Parses one reply line (@line[0..@len), no newline) to HIT/TAKE/PEEK/RESET:
+ * "OK <true|false> <credit> <secs>" with an optional fifth field naming the
+ * rule.  Fills @res (allowed, credit, reset_seconds, rule; fast_path = 0).
+ * An "ERR <code> "<reason>"" reply returns the errno of its code
+ * (client_err_errno) and writes "divvyd: <code>: <reason>" to @errbuf;
+ * anything else is -EPROTO (with the line quoted in @errbuf).
+ */
+int client_reply_parse(const char *line, size_t len, struct divvy_result *res, char *errbuf,
+                       size_t errsize);
+
+/* 1 and *ret_n when @line is exactly "OK <n>" (a multi-line reply head), else 0. */
+int client_reply_multi(const char *line, size_t len, unsigned long *ret_n);
+
+/* errno for an ERR code: bad-request -EINVAL, too-many-keys -E2BIG,
+ * line-too-long -EMSGSIZE, forbidden -EPERM, busy -EBUSY, reload-failed
+ * -EINVAL, unknown-command -ENOSYS, unknown and any other code -EIO. */
+int client_err_errno(const char *code, size_t len);
+
+/* ---- the handle -------------------------------------------------------- */
+
+/* One compiled rule as the fast path needs it, filled at each remap. */
+struct client_rule {
+    const char *id_str;         /* label or hex id, points into the rules */
+    size_t id_len;              /* strlen(id_str), at most DIVVY_RULE_MAX - 1 */
+    bool eligible;              /* fast_path, or zero semantics: decidable in-process */
+};
+
+struct client_fast {
+    char dir[PATH_MAX];         /* the state directory; "" when unknown */
+    struct table *table;        /* mapped fast.table, or NULL */
+    struct rules *rules;        /* rules of generation gen, or NULL */
+    struct client_rule *rule;   /* per compiled rule, rules_count() entries */
+    uint64_t gen;               /* generation of @rules (0: none loaded) */
+    bool privileged;            /* euid 0 on a Unix socket address, sampled at open */
+    uint64_t attach_at_ms;      /* earliest next table_attach() attempt */
+    uint64_t remap_at_ms;       /* earliest next rules load after a failure */
+    uint64_t remap_failed_gen;  /* the generation that failed to load */
+};
+
+struct divvy {
+    unsigned mode;              /* DIVVY_AUTO, DIVVY_SOCKET_ONLY or DIVVY_FAST_ONLY */
+    struct client_addr addr;
+    int connect_ms, request_ms;
+
+    int fd;                     /* -1: not connected */
+    bool fd_used;               /* a reply was read on fd: it may have gone stale since */
+    char *rbuf;                 /* replies of the current call */
+    size_t rlen, rcap;
+    char *wbuf;                 /* requests of the current call */
+    size_t wlen, wcap;
+    uint8_t *batch_sock;        /* divvy_hit_many: which requests went to the socket */
+    size_t batch_cap;
+
+    struct client_fast fast;
+    char errmsg[CLIENT_ERRMSG_MAX];
+};
+
+/* Formats the handle's error message; returns @r for "return client_err(...)". */
+int client_err(struct divvy *h, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- socket (client_conn.c) -------------------------------------------- */
+
+enum client_expect {
+    CLIENT_EXPECT_LINES,        /* one reply line per request */
+    CLIENT_EXPECT_COMMAND,      /* one request; "OK <n>" brings n more lines */
+};
+
+/*
+ * Sends h->wbuf[0..h->wlen) holding @n_req requests and reads their replies
+ * into h->rbuf[0..h->rlen) (whole lines, newlines included), connecting first
+ * if needed.  Reading and writing overlap, so a long pipeline cannot
+ * deadlock.  One request deadline (h->request_ms) covers the exchange.  If a
+ * connection reused from an earlier call fails at send time or reaches EOF
+ * before any reply byte, the daemon probably restarted: reconnect and resend
+ * once.  On any failure the connection is closed (its state is unknown).
+ * -ETIMEDOUT, -ECONNRESET, -EPIPE, -ENOENT, -ECONNREFUSED, -EPROTO, ...
+ */
+int client_conn_exchange(struct divvy *h, size_t n_req, enum client_expect expect);
+void client_conn_close(struct divvy *h);
+/* Makes room for @extra more bytes in h->wbuf.  -ENOMEM. */
+int client_wbuf_reserve(struct divvy *h, size_t extra);
+
+/* ---- fast path (client_fast.c) ----------------------------------------- */
+
+/* Maps <dir>/fast.table and the current rules file.  -ENOENT, -EACCES,
+ * -EBADMSG, ... (the fast path stays off; AUTO retries later). */
+int client_fast_open(struct divvy *h);
+void client_fast_close(struct client_fast *f);
+
+/*
+ * Decides @req in-process when the fast path may: returns 1 with @res filled
+ * (fast_path = 1), or 0 when the request must go to the socket, with a static
+ * reason in *@ret_why (h->errmsg may say more).  No system call and no
+ * allocation unless the rules generation changed or the table must be
+ * re-attached.
+ */
+int client_fast_decide(struct divvy *h, const struct client_req *req, enum table_op op,
+                       uint64_t amount, struct divvy_result *res, const char **ret_why);
+
+#endif

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client_fast: libdivvy's shared-memory fast path (DESIGN section 5,
+ * docs/shm.md, docs/client.md).  Maps the daemon's fast.table read-write and
+ * loads the immutable rules.<generation> file it names, then decides a hit
+ * in the caller's process with the daemon's own code (eval_rule() and
+ * eval_decides(), the steps of eval_request()) when every rule on the
+ * request's path is fast_path or touches no counter.
+ *
+ * The steady state makes no system call and no allocation: one acquire load
+ * of the generation, one of the heartbeat, clock_coarse_ms() (vDSO), the
+ * match and the table's compare-and-swap.  A new generation is loaded with
+ * open/read/close and checked by rules_from_blob() before use; a stale
+ * heartbeat (the daemon is gone, or replaced the table file) sends hits to the
+ * socket and re-attaches the table at most once a second.  Owns h->fast.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "clock.h"
+#include "eval.h"
+
+void client_fast_close(struct client_fast *f)
+{
+    table_close(f->table);
+    f->table = NULL;
+    rules_free(f->rules);
+    f->rules = NULL;
+    free(f->rule);
+    f->rule = NULL;
+    f->gen = 0;
+}
+
+static int fast_path_of(const struct client_fast *f, const char *name, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "%s/%s", f->dir, name);
+
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/* Reads a whole rules file; its size must not change while we read it. */
+static int read_rules_file(const char *path, void **ret, size_t *ret_len)
+{
+    struct stat st;
+    size_t off = 0, len;
+    char *buf = NULL;
+    int fd, r = 0;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0) {
+        r = -errno;
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (unsigned long long)st.st_size > CLIENT_RULES_FILE_MAX) {
+        r = -EBADMSG;
+        goto out;
+    }
+    len = (size_t)st.st_size;
+    buf = malloc(len);
+    if (!buf) {
+        r = -ENOMEM;
+        goto out;
+    }
+    while (off < len) {
+        ssize_t n = read(fd, buf + off, len - off);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            r = n < 0 ? -errno : -EBADMSG;
+            goto out;
+        }
+        off += (size_t)n;
+    }
+    *ret = buf;
+    *ret_len = len;
+    buf = NULL;
+out:
+    free(buf);
+    close(fd);
+    return r;
+}
+
+/*
+ * Loads rules.<@gen> (or a later generation, if the daemon published one and
+ * removed @gen's file meanwhile) and swaps it in with its per-rule table.
+ * On failure the old rules stay loaded but f->gen no longer matches the
+ * header, so they are never used.
+ */
+static int remap(struct divvy *h, uint64_t gen)
+{
+    struct client_fast *f = &h->fast;
+    struct client_rule *rule = NULL;
+    struct rules *rules = NULL;
+    char path[PATH_MAX];
+    void *data = NULL;
+    size_t len = 0, n;
+    int r = -ENOENT;
+
+    for (int tries = 0; tries < CLIENT_REMAP_TRIES; tries++) {
+        uint64_t now_gen;
+
+        if (gen == 0)
+            return client_err(h, -ENOENT, "divvyd has not published rules in %s", f->dir);
+        if (snprintf(path, sizeof(path), "%s/rules.%llu", f->dir, (unsigned long long)gen) >=
+            (int)sizeof(path))
+            return client_err(h, -ENAMETOOLONG, "%s: path too long", f->dir);
+        r = read_rules_file(path, &data, &len);
+        if (r != -ENOENT)
+            break;
+        /* Replaced between our load of the generation and the open. */
+        now_gen = table_generation(f->table);
+        if (now_gen == gen)
+            break;
+        gen = now_gen;
+    }
+    if (r < 0) {
+        client_err(h, r, "%s: %s", path, strerror(-r));
+        goto out;
+    }
+    r = rules_from_blob(data, len, &rules);
+    if (r < 0) {
+        client_err(h, r, "%s: %s", path,
+                   r == -EBADMSG ? "not a valid compiled rule table" : strerror(-r));
+        goto out;
+    }
+    if (rules_generation(rules) != gen) {
+        r = client_err(h, -EBADMSG, "%s holds generation %llu", path,
+                       (unsigned long long)rules_generation(rules));
+        goto out;
+    }
+    n = rules_count(rules);
+    rule = calloc(n ? n : 1, sizeof(*rule));
+    if (!rule) {
+        r = client_err(h, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct rules_rule rr;
+
+        if (rules_get(rules, (uint32_t)i, &rr) < 0) {
+            r = client_err(h, -EBADMSG, "%s: rule %zu unreadable", path, i);
+            goto out;
+        }
+        rule[i].id_str = rr.id_str;
+        rule[i].id_len = strnlen(rr.id_str, DIVVY_RULE_MAX - 1);
+        /* Decidable here: a fast_path counter in the host table, or divvy's
+         * zero semantics, which touch no counter.  Never a privileged rule,
+         * never one whose counters live in Redis (docs/client.md). */
+        rule[i].eligible = rr.source != RULES_SOURCE_PRIVILEGED &&
+                           rr.store == RULES_STORE_LOCAL &&
+                           (rr.fast_path || rr.credit_limit == 0 ||
+                            (rr.algo != RULES_ALGO_TOKEN_BUCKET && rr.reset_seconds == 0));
+    }
+    rules_free(f->rules);
+    free(f->rule);
+    f->rules = rules;
+    f->rule = rule;
+    f->gen = gen;
+    rules = NULL;                       /* the handle owns them now */
+    rule = NULL;
+    r = 0;
+out:
+    free(data);
+    free(rule);
+    rules_free(rules);
+    return r;
+}
+
+int client_fast_open(struct divvy *h)
+{
+    struct client_fast *f = &h->fast;
+    char path[PATH_MAX];
+    struct table *t = NULL;
+    int r;
+
+    if (!f->dir[0])
+        return client_err(h, -ENOENT,
+                          "no fast-path directory (a tcp: address needs DIVVY_STATE_DIR)");
+    if (!f->table) {
+        r = fast_path_of(f, "fast.table", path, sizeof(path));
+        if (r < 0)
+            return client_err(h, r, "%s: path too long", f->dir);
+        r = table_attach(path, &t);
+        if (r < 0)
+            return client_err(h, r, "cannot map %s: %s", path,
+                              r == -EBADMSG ? "not a valid table of this boot" : strerror(-r));
+        f->table = t;
+        f->gen = 0;
+    }
+    return remap(h, table_generation(f->table));
+}
+
+/*
+ * The heartbeat went stale: the daemon stopped, or a restarted daemon
+ * replaced the table file.  Map the file anew (at most once a second); use
+ * it only when its heartbeat is fresh.
+ */
+static bool reattach(struct divvy *h, uint64_t now)
+{
+    struct client_fast *f = &h->fast;
+    struct table *t = NULL;
+    char path[PATH_MAX];
+    uint64_t hb;
+
+    if (now < f->attach_at_ms)
+        return false;
+    f->attach_at_ms = now + CLIENT_REATTACH_MS;
+    if (fast_path_of(f, "fast.table", path, sizeof(path)) < 0 || table_attach(path, &t) < 0)
+        return false;
+    hb = table_last_heartbeat(t);
+    if (hb + CLIENT_STALE_MS < now) {
+        table_close(t);
+        return false;
+    }
+    table_close(f->table);
+    f->table = t;
+    /* Another file counts generations afresh: load its rules whatever the number. */
+    f->gen = 0;
+    return true;
+}
+
+int client_fast_decide(struct divvy *h, const struct client_req *req, enum table_op op,
+                       uint64_t amount, struct divvy_result *res, const char **ret_why)
+{
+    struct client_fast *f = &h->fast;
+    struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = f->privileged };
+    uint32_t idx[RULES_MATCH_MAX];
+    struct eval_result er;
+    struct eval_env env;
+    uint64_t now, gen;
+    size_t n_rules, n_path;
+    bool decided = false;
+    int r;
+
+    now = clock_coarse_ms();
+    if (!f->table) {
+        if (h->mode != DIVVY_AUTO || now < f->attach_at_ms) {
+            *ret_why = "the fast-path table is not mapped";
+            return 0;
+        }
+        /* The daemon may have started since: try again, once a second. */
+        f->attach_at_ms = now + CLIENT_REATTACH_MS;
+        if (client_fast_open(h) < 0 || !f->table) {
+            *ret_why = "the fast-path table is not mapped";
+            return 0;
+        }
+    }
+    /* The daemon's clock is CLOCK_MONOTONIC, ours the coarse one (a tick behind). */
+    if (table_last_heartbeat(f->table) + CLIENT_STALE_MS < now && !reattach(h, now)) {
+        *ret_why = "divvyd's heartbeat in the fast-path table is stale";
+        return 0;
+    }
+    gen = table_generation(f->table);
+    if (gen != f->gen) {
+        if (gen == f->remap_failed_gen && now < f->remap_at_ms) {
+            *ret_why = "the current rules file could not be loaded";
+            return 0;
+        }
+        r = remap(h, gen);
+        if (r < 0) {
+            f->remap_failed_gen = gen;
+            f->remap_at_ms = now + CLIENT_REMAP_RETRY_MS;
+            *ret_why = "the current rules file could not be loaded";
+            return 0;
+        }
+    }
+    /*
+     * eval_request()'s own steps, so that one match serves both the
+     * eligibility check and the decision: every rule on the path must be
+     * decidable here before any counter is touched.
+     */
+    n_rules = rules_count(f->rules);
+    n_path = rules_match(f->rules, &rq, idx);
+    for (size_t i = 0; i < n_path; i++) {
+        if (idx[i] >= n_rules || !f->rule[idx[i]].eligible) {
+            *ret_why = "a rule on the request's path is not fast_path";
+            return 0;
+        }
+    }
+    env = (struct eval_env){ .rules = f->rules, .fast = f->table, .priv = NULL };
+    er.n = 0;
+    for (size_t i = 0; i < n_path && !decided; i++) {
+        struct eval_outcome o;
+        struct rules_rule rr;
+
+        if (rules_get(f->rules, idx[i], &rr) < 0 ||
+            eval_rule(&env, &rr, &rq, op, amount, now, &o) < 0) {
+            *ret_why = "the fast-path table could not decide";
+            return 0;
+        }
+        /* The daemon's when_full policy is not visible here: let it answer. */
+        if (o.table_full) {
+            *ret_why = "the fast-path table is full";
+            return 0;
+        }
+        decided = eval_decides(&rr, op, &o, &er);
+    }
+    /* rules_match() ends at a stop rule (the default at the latest). */
+    if (!decided || er.decider >= n_rules) {
+        *ret_why = "the fast-path table could not decide";
+        return 0;
+    }
+    res->allowed = er.allowed;
+    res->credit = er.credit;
+    res->reset_seconds = er.reset_s;
+    memcpy(res->rule, f->rule[er.decider].id_str, f->rule[er.decider].id_len);
+    res->rule[f->rule[er.decider].id_len] = '\0';
+    res->fast_path = 1;
+    return 1;
+}

@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * divvy: the public API of libdivvy (divvy.h, docs/client.md).  Checks the
+ * arguments, normalises each request once, lets the fast path decide it when
+ * it may (client_fast.c) and sends it over the socket otherwise
+ * (client_conn.c), so both paths see exactly the same request.  Owns the
+ * handle: its connection, buffers, mapped table and rules, and the error
+ * message of the last call.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "clock.h"
+
+int client_err(struct divvy *h, int r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(h->errmsg, sizeof(h->errmsg), fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* Environment overrides are ignored in set-user-ID programs (secure_getenv):
+ * a user must not point su's PAM module at a daemon of their own. */
+static const char *env(const char *name)
+{
+    const char *v = secure_getenv(name);
+
+    return v && *v ? v : NULL;
+}
+
+static int state_dir_of(const struct client_addr *a, char *buf, size_t size)
+{
+    const char *dir = env("DIVVY_STATE_DIR"), *slash;
+    int n;
+
+    if (dir)
+        n = snprintf(buf, size, "%s", dir);
+    else if (a->kind != CLIENT_ADDR_UNIX)
+        n = snprintf(buf, size, "%s", "");     /* no fast path without a directory */
+    else if (!(slash = strrchr(a->path, '/')))
+        n = snprintf(buf, size, ".");
+    else if (slash == a->path)
+        n = snprintf(buf, size, "/");
+    else
+        n = snprintf(buf, size, "%.*s", (int)(slash - a->path), a->path);
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int divvy_open(const char *address, unsigned flags, struct divvy **ret)
+{
+    struct divvy *h = NULL;
+    const char *path;
+    int r;
+
+    if (!ret || flags > DIVVY_FAST_ONLY)
+        return -EINVAL;
+    if (!address)
+        address = env("DIVVY_ADDRESS");
+    if (!address)
+        address = DIVVY_DEFAULT_ADDRESS;
+    h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->fd = -1;
+    h->connect_ms = CLIENT_TIMEOUT_DEFAULT;
+    h->request_ms = CLIENT_TIMEOUT_DEFAULT;
+    h->mode = flags;
+    r = client_addr_parse(address, &h->addr);
+    if (r < 0)
+        goto out;
+    path = env("DIVVY_PATH");
+    if (path) {
+        if (strcmp(path, "socket") == 0)
+            h->mode = DIVVY_SOCKET_ONLY;
+        else if (strcmp(path, "fast") == 0)
+            h->mode = DIVVY_FAST_ONLY;
+        else if (strcmp(path, "auto") == 0)
+            h->mode = DIVVY_AUTO;
+        else {
+            r = -EINVAL;
+            goto out;
+        }
+    }
+    r = state_dir_of(&h->addr, h->fast.dir, sizeof(h->fast.dir));
+    if (r < 0)
+        goto out;
+    /* Sampled once: the hit path makes no system call (docs/client.md). */
+    h->fast.privileged = h->addr.kind == CLIENT_ADDR_UNIX && geteuid() == 0;
+    if (h->mode != DIVVY_SOCKET_ONLY) {
+        r = client_fast_open(h);
+        if (r < 0 && h->mode == DIVVY_FAST_ONLY)
+            goto out;
+        /* AUTO: the socket answers meanwhile; retry the table later. */
+        h->fast.attach_at_ms = clock_coarse_ms() + CLIENT_REATTACH_MS;
+        h->errmsg[0] = '\0';
+        r = 0;
+    }
+    *ret = h;
+    h = NULL;
+out:
+    divvy_close(h);
+    return r;
+}
+
+void divvy_close(struct divvy *h)
+{
+    if (!h)
+        return;
+    client_conn_close(h);
+    client_fast_close(&h->fast);
+    free(h->rbuf);
+    free(h->wbuf);
+    free(h->batch_sock);
+    free(h);
+}
+
+int divvy_set_timeouts(struct divvy *h, int connect_ms, int request_ms)
+{
+    if (!h)
+        return -EINVAL;
+    h->errmsg[0] = '\0';
+    if (connect_ms > 0)
+        h->connect_ms = connect_ms;
+    if (request_ms > 0)
+        h->request_ms = request_ms;
+    return 0;
+}
+
+const char *divvy_errmsg(const struct divvy *h)
+{
+    return h ? h->errmsg : "no handle (NULL)";
+}
+
+/* ---- one request ----------------------------------------------------------- */
+
+static int prepare_err(struct divvy *h, int r, size_t index, bool batch)
+{
+    const char *what = r == -E2BIG    ? "more than 32 distinct keys"
+                       : r == -EMSGSIZE ? "request longer than a protocol line (4096 bytes)"
+                                        : "invalid key/value: keys must be non-empty; no '\"', "
+                                          "'\\n' or '\\r' in keys or values; no NULL pointers";
+
+    if (batch)
+        return client_err(h, r, "request %zu: %s", index, what);
+    return client_err(h, r, "%s", what);
+}
+
+/*
+ * Validates one request as sent on the wire (@verb, @amount: 0 when the verb
+ * takes no count) and normalises it into @req.
+ */
+static int prepare(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
+                   uint64_t amount, struct divvy_result *res, struct client_req *req,
+                   size_t index, bool batch)
+{
+    int r;
+
+    if (!res || res->size < CLIENT_RESULT_MIN_SIZE)
+        return batch ? client_err(h, -EINVAL, "results[%zu].size is not set", index)
+                     : client_err(h, -EINVAL, "res->size must be sizeof(struct divvy_result)");
+    if (amount > PROTO_TAKE_MAX)
+        return client_err(h, -EINVAL, "amount %llu is out of range 1..%llu",
+                          (unsigned long long)amount, PROTO_TAKE_MAX);
+    r = client_req_prepare(kv, n_kv, req);
+    if (r < 0)
+        return prepare_err(h, r, index, batch);
+    if (client_req_line_len(req, verb, amount) > PROTO_LINE_MAX)
+        return prepare_err(h, -EMSGSIZE, index, batch);
+    return 0;
+}
+
+/* Appends one request line to h->wbuf. */
+static int append_line(struct divvy *h, const struct client_req *req, const char *verb,
+                       uint64_t amount)
+{
+    size_t len = client_req_line_len(req, verb, amount);
+    int n, r;
+
+    r = client_wbuf_reserve(h, len + 1);
+    if (r < 0)
+        return client_err(h, r, "out of memory");
+    n = client_req_format(req, verb, amount, h->wbuf + h->wlen, h->wcap - h->wlen);
+    if (n < 0)
+        return client_err(h, n, "cannot format the request");
+    h->wlen += (size_t)n;
+    return 0;
+}
+
+/* Parses the reply line at rbuf[*off..] into @res and moves *off past it. */
+static int next_reply(struct divvy *h, size_t *off, struct divvy_result *res, char *errbuf,
+                      size_t errsize)
+{
+    char *line = h->rbuf + *off, *nl = memchr(line, '\n', h->rlen - *off);
+    int r;
+
+    if (!nl) {
+        snprintf(errbuf, errsize, "divvyd's reply is incomplete");
+        return -EPROTO;
+    }
+    *off = (size_t)(nl - h->rbuf) + 1;
+    r = client_reply_parse(line, (size_t)(nl - line), res, errbuf, errsize);
+    if (r == -EBUSY || r == -EPROTO)
+        client_conn_close(h);           /* busy: divvyd closes; garbage: state unknown */
+    return r;
+}
+
+static int request(struct divvy *h, const char *verb, enum table_op op, uint64_t amount,
+                   const struct divvy_kv *kv, size_t n_kv, struct divvy_result *res)
+{
+    /* On the wire: HIT is sent as "TAKE 1" so the reply names the rule. */
+    uint64_t wire_amount = op == TABLE_TAKE ? amount : 0;
+    struct client_req req;
+    const char *why = NULL;
+    size_t off = 0;
+    int r;
+
+    if (!h)
+        return -EINVAL;
+    h->errmsg[0] = '\0';
+    if (op == TABLE_TAKE && amount == 0)
+        return client_err(h, -EINVAL, "amount 0 is out of range 1..%llu", PROTO_TAKE_MAX);
+    r = prepare(h, kv, n_kv, verb, wire_amount, res, &req, 0, false);
+    if (r < 0)
+        return r;
+    if (h->mode != DIVVY_SOCKET_ONLY && op != TABLE_RESET) {
+        r = client_fast_decide(h, &req, op, amount, res, &why);
+        if (r != 0)
+            return r > 0 ? 0 : r;
+        if (h->mode == DIVVY_FAST_ONLY)
+            return client_err(h, -ENOTSUP, "DIVVY_FAST_ONLY: %s", why);
+        h->errmsg[0] = '\0';
+    }
+    h->wlen = 0;
+    r = append_line(h, &req, verb, wire_amount);
+    if (r < 0)
+        return r;
+    r = client_conn_exchange(h, 1, CLIENT_EXPECT_LINES);
+    if (r < 0)
+        return r;
+    return next_reply(h, &off, res, h->errmsg, sizeof(h->errmsg));
+}
+
+int divvy_hit(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, struct divvy_result *res)
+{
+    return request(h, "TAKE", TABLE_TAKE, 1, kv, n_kv, res);
+}
+
+int divvy_take(struct divvy *h, uint64_t amount, const struct divvy_kv *kv, size_t n_kv,
+               struct divvy_result *res)
+{
+    return request(h, "TAKE", TABLE_TAKE, amount, kv, n_kv, res);
+}
+
+int divvy_peek(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, struct divvy_result *res)
+{
+    return request(h, "PEEK", TABLE_PEEK, 1, kv, n_kv, res);
+}
+
+int divvy_reset(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, struct divvy_result *res)
+{
+    return request(h, "RESET", TABLE_RESET, 1, kv, n_kv, res);
+}
+
+int divvy_hitv(struct divvy *h, struct divvy_result *res, ...)
+{
+    struct divvy_kv kv[PROTO_KV_MAX];
+    size_t n = 0;
+    const char *key;
+    va_list ap;
+    int r = 0;
+
+    if (!h)
+        return -EINVAL;
+    va_start(ap, res);
+    while ((key = va_arg(ap, const char *)) != NULL) {
+        const char *value = va_arg(ap, const char *);
+
+        if (!value) {
+            r = client_err(h, -EINVAL, "key '%s' has no value (NULL)", key);
+            break;
+        }
+        if (n == PROTO_KV_MAX) {
+            r = client_err(h, -E2BIG, "more than %d key/value pairs", PROTO_KV_MAX);
+            break;
+        }
+        kv[n++] = (struct divvy_kv){ .key = key, .value = value };
+    }
+    va_end(ap);
+    if (r < 0)
+        return r;
+    return divvy_hit(h, kv, n, res);
+}
+
+/* ---- batches ----------------------------------------------------------------- */
+
+int divvy_hit_many(struct divvy *h, const struct divvy_request *reqs, size_t n,
+                   struct divvy_result *results)
+{
+    struct client_req req;
+    size_t n_sock = 0, off = 0;
+    char errbuf[CLIENT_ERRMSG_MAX];
+    int r, first = 0;
+
+    if (!h)
+        return -EINVAL;
+    h->errmsg[0] = '\0';
+    if (n == 0)
+        return 0;
+    if (!reqs || !results || n > INT32_MAX)
+        return client_err(h, -EINVAL, "reqs and results must hold n requests");
+    /* Every request is checked before any is decided: all or nothing. */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t amount = reqs[i].amount ? reqs[i].amount : 1;
+
+        r = prepare(h, reqs[i].kv, reqs[i].n_kv, "TAKE", amount, &results[i], &req, i, true);
+        if (r < 0)
+            return r;
+    }
+    if (h->batch_cap < n) {
+        uint8_t *b = realloc(h->batch_sock, n);
+
+        if (!b)
+            return client_err(h, -ENOMEM, "out of memory");
+        h->batch_sock = b;
+        h->batch_cap = n;
+    }
+    h->wlen = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t amount = reqs[i].amount ? reqs[i].amount : 1;
+        const char *why = NULL;
+
+        client_req_prepare(reqs[i].kv, reqs[i].n_kv, &req);
+        h->batch_sock[i] = 0;
+        if (h->mode != DIVVY_SOCKET_ONLY) {
+            r = client_fast_decide(h, &req, TABLE_TAKE, amount, &results[i], &why);
+            if (r < 0)
+                return r;
+            if (r > 0)
+                continue;
+            if (h->mode == DIVVY_FAST_ONLY) {
+                if (!first)
+                    first = client_err(h, -ENOTSUP, "request %zu: DIVVY_FAST_ONLY: %s", i, why);
+                results[i].allowed = 0;
+                results[i].credit = results[i].reset_seconds = 0;
+                results[i].rule[0] = '\0';
+                results[i].fast_path = 0;
+                continue;
+            }
+        }
+        r = append_line(h, &req, "TAKE", amount);
+        if (r < 0)
+            return r;
+        h->batch_sock[i] = 1;
+        n_sock++;
+    }
+    if (!first)
+        h->errmsg[0] = '\0';
+    if (n_sock == 0)
+        return first ? first : (int)n;
+    r = client_conn_exchange(h, n_sock, CLIENT_EXPECT_LINES);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < n; i++) {
+        if (!h->batch_sock[i])
+            continue;
+        r = next_reply(h, &off, &results[i], errbuf, sizeof(errbuf));
+        if (r < 0) {
+            results[i].allowed = 0;
+            results[i].credit = results[i].reset_seconds = 0;
+            results[i].rule[0] = '\0';
+            results[i].fast_path = 0;
+            if (!first)
+                first = client_err(h, r, "request %zu: %s", i, errbuf);
+            if (r == -EPROTO || h->fd < 0)
+                break;                  /* the rest of the stream cannot be trusted */
+        }
+    }
+    return first ? first : (int)n;
+}
+
+/* ---- raw commands ------------------------------------------------------------ */
+
+void divvy_lines_free(char **lines, size_t n)
+{
+    if (!lines)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+int divvy_command(struct divvy *h, const char *line, char ***ret_lines, size_t *ret_n)
+{
+    char **lines = NULL;
+    size_t len, n = 0, off = 0;
+    int r;
+
+    if (!h)
+        return -EINVAL;
+    h->errmsg[0] = '\0';
+    if (!line || !ret_lines || !ret_n)
+        return client_err(h, -EINVAL, "line, ret_lines and ret_n must not be NULL");
+    len = strlen(line);
+    if (strchr(line, '\n') || len == 0 || strcmp(line, "\r") == 0)
+        return client_err(h, -EINVAL, "a command is one non-empty line without '\\n'");
+    if (len + 1 > PROTO_LINE_MAX)
+        return client_err(h, -EMSGSIZE, "command longer than a protocol line (4096 bytes)");
+    h->wlen = 0;
+    r = client_wbuf_reserve(h, len + 1);
+    if (r < 0)
+        return client_err(h, r, "out of memory");
+    memcpy(h->wbuf, line, len);
+    h->wbuf[len] = '\n';
+    h->wlen = len + 1;
+    r = client_conn_exchange(h, 1, CLIENT_EXPECT_COMMAND);
+    if (r < 0)
+        return r;
+    if (!((h->rlen >= 3 && memcmp(h->rbuf, "OK\n", 3) == 0) ||
+          (h->rlen >= 3 && memcmp(h->rbuf, "OK ", 3) == 0) ||
+          (h->rlen >= 4 && memcmp(h->rbuf, "ERR ", 4) == 0))) {
+        client_conn_close(h);
+        return client_err(h, -EPROTO, "divvyd sent an unexpected reply");
+    }
+    for (size_t i = 0; i < h->rlen; i++)
+        n += h->rbuf[i] == '\n';
+    lines = calloc(n, sizeof(*lines));
+    if (!lines)
+        return client_err(h, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char *nl = memchr(h->rbuf + off, '\n', h->rlen - off);
+
+        lines[i] = strndup(h->rbuf + off, (size_t)(nl - (h->rbuf + off)));
+        if (!lines[i]) {
+            divvy_lines_free(lines, i);
+            return client_err(h, -ENOMEM, "out of memory");
+        }
+        off = (size_t)(nl - h->rbuf) + 1;
+    }
+    /* divvyd closes after these; so do we, instead of finding out next call. */
+    if (strncasecmp(line, "QUIT", 4) == 0 && (line[4] == '\0' || strchr(" \t\r", line[4])))
+        client_conn_close(h);
+    if (strncmp(lines[0], "ERR busy", 8) == 0)
+        client_conn_close(h);
+    *ret_lines = lines;
+    *ret_n = n;
+    return 0;
+}

@@ -1,0 +1,807 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: libdivvy's shared-memory fast path against the real divvyd.
+ * A hit on a fast_path rule makes no system call (the syscall count of a
+ * run under strace does not grow with the number of hits); 100 reloads
+ * between two differently-labelled rule sets while two processes hammer the
+ * fast path give zero errors and only decisions of the old or the new rules;
+ * corrupted copies of the table and the rules file never crash a client (it
+ * falls back to the socket or fails cleanly); clients SIGKILLed mid-hammer
+ * leave the key working with exact counts; and fast-path processes plus
+ * socket clients on one key get exactly credit_limit allowed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "divvy.h"
+#include "harness.h"
+
+#define HAMMER_ARG "--fastpath-hammer"
+
+static const char fast_conf[] =
+    "table = { fast_slots = 65536; };\n"
+    "rules = (\n"
+    "    { match = { path = \"/fast\"; }; label = \"fast\"; credit_limit = 1000000000L;\n"
+    "      reset_seconds = 3600; actor = \"user\"; fast_path = true; },\n"
+    "    { match = { path = \"/kill\"; }; label = \"kill\"; credit_limit = 1000000;\n"
+    "      reset_seconds = 3600; fast_path = true; },\n"
+    "    { match = { path = \"/claims\"; }; label = \"claims\"; credit_limit = 5;\n"
+    "      reset_seconds = 1; actor = \"user\"; fast_path = true; },\n"
+    "    { match = { path = \"/exact\"; }; label = \"exact\"; credit_limit = 5000;\n"
+    "      reset_seconds = 86400; fast_path = true; },\n"
+    "    { match = { path = \"/slow\"; }; label = \"slow\"; credit_limit = 5;\n"
+    "      reset_seconds = 60; },\n"
+    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+    ");\n";
+
+static struct harness_daemon *start_fast(const char *conf)
+{
+    struct harness_opts o = { .config_name = "fast.conf", .config_text = conf, .workers = 2 };
+    struct harness_daemon *d = NULL;
+    char addr[HARNESS_PATH + 8];
+
+    CHECK(harness_start(&o, &d));
+    /* Every handle of this file, and of the processes it forks, opens NULL. */
+    snprintf(addr, sizeof(addr), "unix:%s", d->sock);
+    assert_int_equal(setenv("DIVVY_ADDRESS", addr, 1), 0);
+    assert_int_equal(setenv("DIVVY_STATE_DIR", d->state, 1), 0);
+    unsetenv("DIVVY_PATH");
+    return d;
+}
+
+/* Waits until a handle's hits on @path are decided in-process (the daemon
+ * writes its first heartbeat within a second of starting). */
+static void wait_fast(struct divvy *h, const char *path)
+{
+    struct divvy_result res = { .size = sizeof(res) };
+    uint64_t deadline = harness_now_ms() + 5000;
+
+    do {
+        CHECK(divvy_peek(h, (struct divvy_kv[]){ { "path", path } }, 1, &res));
+        if (res.fast_path)
+            return;
+        harness_pause_ms(20);
+    } while (harness_now_ms() < deadline);
+    fail_msg("the fast path never answered: %s", divvy_errmsg(h));
+}
+
+static struct divvy *open_env(unsigned flags)
+{
+    struct divvy *h = NULL;
+    int r = divvy_open(NULL, flags, &h);
+
+    if (r < 0)
+        fail_msg("divvy_open: %s", strerror(-r));
+    return h;
+}
+
+static void *shared_new(size_t size)
+{
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    assert_true(m != MAP_FAILED);
+    return m;
+}
+
+/* ---- no system call on the hit path --------------------------------------------- */
+
+/*
+ * The hammer: the test binary re-executed under strace.  Opens a handle
+ * (DIVVY_ADDRESS / DIVVY_STATE_DIR from the environment), makes N fast-path
+ * hits and exits 0 only if every one was decided in-process.
+ */
+static int hammer_main(long n)
+{
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy_kv kv[2] = { { "path", "/fast" }, { "user", "strace" } };
+    struct divvy *h = NULL;
+
+    if (divvy_open(NULL, DIVVY_FAST_ONLY, &h) < 0)
+        return 3;
+    for (long i = 0; i < n; i++) {
+        if (divvy_hit(h, kv, 2, &res) < 0 || !res.fast_path || !res.allowed) {
+            fprintf(stderr, "hammer: hit %ld: %s\n", i, divvy_errmsg(h));
+            return 4;
+        }
+    }
+    divvy_close(h);
+    return 0;
+}
+
+static bool have_strace(char *path, size_t size)
+{
+    const char *env = getenv("PATH");
+    char dirs[4096], *save = NULL;
+
+    snprintf(dirs, sizeof(dirs), "%s", env ? env : "/usr/bin:/bin");
+    for (char *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        snprintf(path, size, "%s/strace", dir);
+        if (access(path, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Runs the hammer for @n hits under `strace -f -c`; returns the total syscall count. */
+static long strace_count(const char *strace, const char *dir, long n)
+{
+    char self[HARNESS_PATH], out[HARNESS_PATH + 32], count[32], line[512];
+    const char *argv[] = { strace, "-f", "-c", "-o", out, self, HAMMER_ARG, count, NULL };
+    long total = -1;
+    pid_t pid;
+    FILE *f;
+    int st;
+    ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    assert_true(l > 0);
+    self[l] = '\0';
+    snprintf(out, sizeof(out), "%s/strace.%ld", dir, n);
+    snprintf(count, sizeof(count), "%ld", n);
+    fflush(NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* LeakSanitizer's exit-time ptrace cannot run under strace. */
+        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+        execv(strace, (char *const *)argv);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("strace of %ld fast-path hits: exit status 0x%x", n, st);
+    f = fopen(out, "r");
+    assert_non_null(f);
+    /* "100.00    0.000123     1     123     4 total": calls is the 4th field. */
+    while (fgets(line, sizeof(line), f)) {
+        char last[32];
+        double pct, secs;
+        long usecs, calls;
+
+        if (sscanf(line, "%lf %lf %ld %ld", &pct, &secs, &usecs, &calls) == 4 &&
+            sscanf(line + strlen(line) - 7, "%31s", last) == 1 && strcmp(last, "total") == 0)
+            total = calls;
+    }
+    fclose(f);
+    if (total < 0)
+        fail_msg("no total in %s", out);
+    return total;
+}
+
+static void test_fastpath_no_syscall(void **state)
+{
+    struct harness_daemon *d;
+    struct divvy *h;
+    char strace[HARNESS_PATH];
+    long small, big;
+
+    (void)state;
+    if (!have_strace(strace, sizeof(strace))) {
+        fprintf(stderr, "  SKIP: strace is not installed (apt-get install strace): the "
+                        "no-syscall property of the fast path is not checked\n");
+        skip();
+    }
+    d = start_fast(fast_conf);
+    h = open_env(DIVVY_AUTO);
+    wait_fast(h, "/fast");
+    divvy_close(h);
+    small = strace_count(strace, d->dir, 1000);
+    big = strace_count(strace, d->dir, 100000);
+    fprintf(stderr, "  syscalls: %ld for 1,000 fast-path hits, %ld for 100,000\n", small, big);
+    if (big - small >= 20 || small - big >= 20)
+        fail_msg("the syscall count grows with the number of hits: %ld vs %ld", small, big);
+}
+
+/* ---- 100 reloads under load -------------------------------------------------------- */
+
+#define ALPHA_LIMIT 100000000000LL
+#define BETA_LIMIT  200000000000LL
+
+static char *reload_conf(bool beta)
+{
+    char *t = harness_scratch(1024);
+
+    assert_non_null(t);
+    snprintf(t, 1024,
+             "rules = (\n"
+             "    { match = { path = \"/r\"; }; label = \"%s\"; credit_limit = %lldL;\n"
+             "      reset_seconds = 3600; actor = \"user\"; fast_path = true; },\n"
+             "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+             ");\n",
+             beta ? "beta" : "alpha", beta ? BETA_LIMIT : ALPHA_LIMIT);
+    return t;
+}
+
+struct reload_shared {
+    volatile int stop;
+    struct {
+        long hits, fast, errors, bad, alpha, beta;
+        char first[256];
+    } child[2];
+};
+
+struct reload_arg {
+    struct reload_shared *sh;
+    int id;
+};
+
+static int reload_child(void *arg)
+{
+    struct reload_arg *a = arg;
+    struct reload_shared *sh = a->sh;
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy_kv kv[2] = { { "path", "/r" }, { "user", a->id ? "u1" : "u0" } };
+    struct divvy *h = NULL;
+    long long used = 0;
+
+    if (divvy_open(NULL, DIVVY_AUTO, &h) < 0)
+        return 1;
+    while (!sh->stop) {
+        int r = divvy_hit(h, kv, 2, &res);
+        long long credit = (long long)res.credit;
+
+        sh->child[a->id].hits++;
+        if (r < 0) {
+            if (!sh->child[a->id].errors++)
+                snprintf(sh->child[a->id].first, sizeof(sh->child[0].first), "%s",
+                         divvy_errmsg(h));
+            continue;
+        }
+        used++;
+        sh->child[a->id].fast += res.fast_path;
+        /* Old rules or new ones: the label and the credit must agree. */
+        if (strcmp(res.rule, "alpha") == 0 && res.allowed && credit < ALPHA_LIMIT &&
+            credit >= ALPHA_LIMIT - used)
+            sh->child[a->id].alpha++;
+        else if (strcmp(res.rule, "beta") == 0 && res.allowed && credit < BETA_LIMIT &&
+                 credit >= BETA_LIMIT - used)
+            sh->child[a->id].beta++;
+        else if (!sh->child[a->id].bad++)
+            snprintf(sh->child[a->id].first, sizeof(sh->child[0].first),
+                     "decision %d %lld %s", res.allowed, credit, res.rule);
+    }
+    divvy_close(h);
+    return 0;
+}
+
+static void test_fastpath_reload_hammer(void **state)
+{
+    struct harness_daemon *d = start_fast(reload_conf(false));
+    struct reload_shared *sh = shared_new(sizeof(*sh));
+    struct reload_arg args[2] = { { sh, 0 }, { sh, 1 } };
+    struct harness_conn *c;
+    struct divvy *h = open_env(DIVVY_AUTO);
+    char reply[HARNESS_LINE];
+    pid_t pids[2];
+    int status;
+
+    (void)state;
+    wait_fast(h, "/r");
+    divvy_close(h);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    for (int i = 0; i < 2; i++)
+        CHECK(harness_spawn(reload_child, &args[i], &pids[i]));
+    harness_pause_ms(50);
+    for (int i = 1; i <= 100; i++) {
+        CHECK(harness_write_config(d, reload_conf(i % 2 == 1)));
+        CHECK(harness_cmd(c, "RELOAD", reply, sizeof(reply)));
+        EXPECT_PREFIX(reply, "OK reloaded");
+        harness_pause_ms(2);
+    }
+    harness_pause_ms(50);
+    sh->stop = 1;
+    for (int i = 0; i < 2; i++) {
+        CHECK(harness_reap(pids[i], 20000, &status));
+        assert_int_equal(status, 0);
+    }
+    harness_close(c);
+    for (int i = 0; i < 2; i++) {
+        fprintf(stderr, "  child %d: %ld hits (%ld fast), %ld by alpha, %ld by beta\n", i,
+                sh->child[i].hits, sh->child[i].fast, sh->child[i].alpha, sh->child[i].beta);
+        if (sh->child[i].errors || sh->child[i].bad)
+            fail_msg("child %d: %ld errors, %ld bad decisions; first: %s", i,
+                     sh->child[i].errors, sh->child[i].bad, sh->child[i].first);
+        /* Both generations were seen, and most hits stayed in-process. */
+        assert_true(sh->child[i].alpha > 0);
+        assert_true(sh->child[i].beta > 0);
+        assert_true(sh->child[i].fast > sh->child[i].hits / 2);
+    }
+}
+
+/* ---- corrupted copies ------------------------------------------------------------------ */
+
+struct corrupt_arg {
+    struct harness_daemon *d;
+    char dir[HARNESS_PATH + 8];
+    uint64_t gen;
+};
+
+static int copy_file(const char *from, const char *to)
+{
+    char buf[65536];
+    int in = open(from, O_RDONLY | O_CLOEXEC), out, r = 0;
+    ssize_t n;
+
+    if (in < 0)
+        return -errno;
+    out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0) {
+        close(in);
+        return -errno;
+    }
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n) {
+            r = -EIO;
+            break;
+        }
+    close(in);
+    close(out);
+    return r;
+}
+
+static int pwrite_u64(const char *path, off_t off, uint64_t v)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC), r = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (pwrite(fd, &v, sizeof(v), off) != sizeof(v))
+        r = -EIO;
+    close(fd);
+    return r;
+}
+
+/* A fresh copy of the daemon's table whose header names @gen and whose
+ * heartbeat is fresh, so a client really uses it. */
+static int fresh_table_copy(struct corrupt_arg *a, uint64_t gen)
+{
+    char from[HARNESS_PATH + 32], to[HARNESS_PATH + 32];
+    int r;
+
+    snprintf(from, sizeof(from), "%s/fast.table", a->d->state);
+    snprintf(to, sizeof(to), "%s/fast.table", a->dir);
+    r = copy_file(from, to);
+    if (r == 0)
+        r = pwrite_u64(to, 128, gen);
+    if (r == 0)
+        r = pwrite_u64(to, 192, clock_now_ms());
+    return r;
+}
+
+static int write_bytes(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), r = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (write(fd, data, len) != (ssize_t)len)
+        r = -EIO;
+    close(fd);
+    return r;
+}
+
+/* AUTO hits through the copy must answer (fast on the copy, or the
+ * socket); a FAST_ONLY handle must open and hit, or fail cleanly. */
+static int probe_mode(const char *what, int i, bool expect_fast)
+{
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy_kv kv[2] = { { "path", "/fast" }, { "user", "corrupt" } };
+    struct divvy *h = NULL;
+    int r;
+
+    r = divvy_open(NULL, DIVVY_AUTO, &h);
+    if (r < 0) {
+        fprintf(stderr, "corrupt %s #%d: open: %s\n", what, i, strerror(-r));
+        return -1;
+    }
+    for (int k = 0; k < 3; k++) {
+        r = divvy_hit(h, kv, 2, &res);
+        if (r < 0) {
+            fprintf(stderr, "corrupt %s #%d: hit: %s\n", what, i, divvy_errmsg(h));
+            divvy_close(h);
+            return -1;
+        }
+    }
+    divvy_close(h);
+    if (divvy_open(NULL, DIVVY_FAST_ONLY, &h) == 0) {
+        r = divvy_hit(h, kv, 2, &res);
+        if ((r < 0 && r != -ENOTSUP) || (expect_fast && (r < 0 || !res.fast_path))) {
+            fprintf(stderr, "corrupt %s #%d: fast-only hit: %s\n", what, i, strerror(-r));
+            divvy_close(h);
+            return -1;
+        }
+        divvy_close(h);
+    } else if (expect_fast) {
+        fprintf(stderr, "corrupt %s #%d: the intact copy cannot be mapped\n", what, i);
+        return -1;
+    }
+    return 0;
+}
+
+static int probe(const char *what, int i)
+{
+    return probe_mode(what, i, false);
+}
+
+static int corrupt_child(void *arg)
+{
+    struct corrupt_arg *a = arg;
+    char rules_from[HARNESS_PATH + 32], rules_to[HARNESS_PATH + 32];
+    char table_to[HARNESS_PATH + 32];
+    unsigned char *blob = NULL, *mut = NULL;
+    unsigned seed = 4242;
+    size_t len;
+    struct stat st;
+    int fd;
+
+    setenv("DIVVY_STATE_DIR", a->dir, 1);
+    snprintf(rules_from, sizeof(rules_from), "%s/rules.%llu", a->d->state,
+             (unsigned long long)a->gen);
+    snprintf(rules_to, sizeof(rules_to), "%s/rules.%llu", a->dir, (unsigned long long)a->gen);
+    snprintf(table_to, sizeof(table_to), "%s/fast.table", a->dir);
+    fd = open(rules_from, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return 10;
+    len = (size_t)st.st_size;
+    blob = malloc(len);
+    mut = malloc(len + 64);
+    if (!blob || !mut || read(fd, blob, len) != (ssize_t)len)
+        return 11;
+    close(fd);
+
+    /* The intact copy works on the fast path: the cases below really reach it. */
+    if (fresh_table_copy(a, a->gen) < 0 || write_bytes(rules_to, blob, len) < 0)
+        return 12;
+    if (probe_mode("none", 0, true) < 0)
+        return 13;
+
+    /* Table header: bad magic, bad version, wrong size, truncated file. */
+    for (int i = 0; i < 4; i++) {
+        if (fresh_table_copy(a, a->gen) < 0)
+            return 14;
+        if (i == 0 && pwrite_u64(table_to, 0, 0x4242424242424242ull) < 0)
+            return 15;
+        if (i == 1 && pwrite_u64(table_to, 8, 0xffffffff00000099ull) < 0)
+            return 15;
+        if (i == 2 && pwrite_u64(table_to, 24, 1ull << 40) < 0)
+            return 15;
+        if (i == 3 && truncate(table_to, 4096) < 0)
+            return 15;
+        if (probe("table header", i) < 0)
+            return 16;
+    }
+
+    /* The header names a generation whose file is missing, or holds another. */
+    if (fresh_table_copy(a, a->gen + 7) < 0 || probe("missing rules file", 0) < 0)
+        return 17;
+    {
+        char other[HARNESS_PATH + 32];
+
+        snprintf(other, sizeof(other), "%s/rules.%llu", a->dir,
+                 (unsigned long long)a->gen + 7);
+        if (write_bytes(other, blob, len) < 0 || probe("generation mismatch", 0) < 0)
+            return 18;
+        unlink(other);
+    }
+
+    /* Slot area full of garbage under valid headers and rules. */
+    if (fresh_table_copy(a, a->gen) < 0 || write_bytes(rules_to, blob, len) < 0)
+        return 19;
+    fd = open(table_to, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 20;
+    for (off_t off = 20480; off < 20480 + 64 * 65536; off += 4096) {
+        unsigned char junk[4096];
+
+        for (size_t k = 0; k < sizeof(junk); k++)
+            junk[k] = (unsigned char)rand_r(&seed);
+        if (pwrite(fd, junk, sizeof(junk), off) != (ssize_t)sizeof(junk))
+            return 21;
+    }
+    close(fd);
+    if (probe("slots", 0) < 0)
+        return 22;
+
+    /* Rules file: every header word set to garbage, truncations, random flips. */
+    if (fresh_table_copy(a, a->gen) < 0)
+        return 23;
+    for (size_t w = 0; w < 16; w++) {
+        memcpy(mut, blob, len);
+        memset(mut + w * 8, 0xff, 8);
+        if (write_bytes(rules_to, mut, len) < 0 || probe("rules header word", (int)w) < 0)
+            return 24;
+    }
+    for (int i = 0; i < 150; i++) {
+        size_t n = len;
+
+        memcpy(mut, blob, len);
+        if (i % 3 == 0) {
+            n = (size_t)rand_r(&seed) % len;
+        } else {
+            int flips = 1 + rand_r(&seed) % 8;
+
+            for (int k = 0; k < flips; k++)
+                mut[(size_t)rand_r(&seed) % len] ^= (unsigned char)(1u << (rand_r(&seed) % 8));
+        }
+        if (write_bytes(rules_to, mut, n) < 0 || probe("rules file", i) < 0)
+            return 25;
+    }
+    free(blob);
+    free(mut);
+    return 0;
+}
+
+static void test_fastpath_corrupt_copies(void **state)
+{
+    struct harness_daemon *d = start_fast(fast_conf);
+    struct corrupt_arg *a = harness_scratch(sizeof(*a));
+    struct harness_conn *c;
+    struct divvy *h = open_env(DIVVY_AUTO);
+    char stats[HARNESS_LINE];
+    long long gen;
+    pid_t pid;
+    int status;
+
+    (void)state;
+    assert_non_null(a);
+    wait_fast(h, "/fast");
+    divvy_close(h);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_multi(c, "STATS", stats, sizeof(stats)));
+    CHECK(harness_stat(stats, "config_generation", &gen));
+    harness_close(c);
+    a->d = d;
+    a->gen = (uint64_t)gen;
+    snprintf(a->dir, sizeof(a->dir), "%s/copy", d->dir);
+    assert_int_equal(mkdir(a->dir, 0700), 0);
+    CHECK(harness_spawn(corrupt_child, a, &pid));
+    CHECK(harness_reap(pid, 60000, &status));
+    if (status != 0)
+        fail_msg("the corrupt-copy client %s %d",
+                 status > 128 ? "died of signal" : "failed at step",
+                 status > 128 ? status - 128 : status);
+}
+
+/* ---- SIGKILL mid-hammer ------------------------------------------------------------------ */
+
+#define KILL_LIMIT 1000000
+#define KILL_ROUNDS 20
+
+struct kill_shared {
+    volatile int started;
+    long errors;
+    char first[256];
+    unsigned char seen[KILL_LIMIT];
+};
+
+static int kill_child(void *arg)
+{
+    struct kill_shared *sh = arg;
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy_kv kv[1] = { { "path", "/kill" } };
+    struct divvy_kv ckv[2] = { { "path", "/claims" }, { "user", NULL } };
+    char user[32];
+    struct divvy *h = NULL;
+
+    if (divvy_open(NULL, DIVVY_AUTO, &h) < 0)
+        return 1;
+    for (unsigned long i = 0;; i++) {
+        int r;
+
+        if (i % 256 == 255) {
+            /* New keys: kills also land inside slot claims. */
+            snprintf(user, sizeof(user), "%d-%lu", (int)getpid(), i);
+            ckv[1].value = user;
+            r = divvy_hit(h, ckv, 2, &res);
+        } else {
+            r = divvy_hit(h, kv, 1, &res);
+            if (r == 0 && res.allowed && res.credit < KILL_LIMIT)
+                __atomic_fetch_add(&sh->seen[res.credit], 1, __ATOMIC_RELAXED);
+        }
+        if (r < 0 && !__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED))
+            snprintf(sh->first, sizeof(sh->first), "%s", divvy_errmsg(h));
+        if (i == 1000)
+            sh->started = 1;
+    }
+    return 0;
+}
+
+static void test_fastpath_sigkill(void **state)
+{
+    struct kill_shared *sh = shared_new(sizeof(*sh));
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy *h;
+    long missing = 0, dup = 0;
+    uint64_t t0;
+    long long credit, left;
+    unsigned seed = 7;
+
+    (void)state;
+    start_fast(fast_conf);
+    h = open_env(DIVVY_AUTO);
+    wait_fast(h, "/kill");
+    for (int round = 0; round < KILL_ROUNDS; round++) {
+        uint64_t deadline = harness_now_ms() + 10000;
+        pid_t pid;
+        int status;
+
+        sh->started = 0;
+        CHECK(harness_spawn(kill_child, sh, &pid));
+        while (!sh->started && harness_now_ms() < deadline)
+            harness_pause_ms(1);
+        assert_true(sh->started);
+        harness_pause_ms(1 + (unsigned)(rand_r(&seed) % 10));
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        CHECK(harness_reap(pid, 10000, &status));
+        assert_int_equal(status, 128 + SIGKILL);
+    }
+    if (sh->errors)
+        fail_msg("%ld client errors, first: %s", sh->errors, sh->first);
+    /* The key still answers at once, and takes what is left, exactly: a
+     * TAKE of n that leaves c consumed the credit values c .. c + n - 1. */
+    t0 = harness_now_ms();
+    CHECK(divvy_peek(h, (struct divvy_kv[]){ { "path", "/kill" } }, 1, &res));
+    assert_int_equal(res.fast_path, 1);
+    credit = (long long)res.credit;
+    left = credit;
+    while (credit > 0) {
+        uint64_t n = credit > 1000 ? 1000 : (uint64_t)credit;
+
+        CHECK(divvy_take(h, n, (struct divvy_kv[]){ { "path", "/kill" } }, 1, &res));
+        assert_int_equal(res.allowed, 1);
+        assert_int_equal((long long)res.credit, credit - (long long)n);
+        credit = (long long)res.credit;
+        for (uint64_t v = res.credit; v < res.credit + n; v++)
+            sh->seen[v]++;
+    }
+    CHECK(divvy_hit(h, (struct divvy_kv[]){ { "path", "/kill" } }, 1, &res));
+    assert_int_equal(res.allowed, 0);
+    assert_true(harness_now_ms() - t0 < 5000);
+    /* No credit value was reported twice (no double counting), and those
+     * never reported are at most one per kill: a hit whose process died
+     * between its compare-and-swap and its report. */
+    for (long c = 0; c < KILL_LIMIT; c++) {
+        if (sh->seen[c] > 1)
+            dup++;
+        else if (sh->seen[c] == 0)
+            missing++;
+    }
+    fprintf(stderr, "  %d kills; %lld credits were left afterwards; %ld never reported\n",
+            KILL_ROUNDS, left, missing);
+    assert_int_equal(dup, 0);
+    assert_true(missing <= KILL_ROUNDS);
+    /* Claims killed half-way never wedge a key: new and old keys still work. */
+    for (int i = 0; i < 100; i++) {
+        char user[16];
+
+        snprintf(user, sizeof(user), "after-%d", i);
+        CHECK(divvy_hit(h, (struct divvy_kv[]){ { "path", "/claims" }, { "user", user } }, 2,
+                        &res));
+        assert_int_equal(res.allowed, 1);
+    }
+    divvy_close(h);
+}
+
+/* ---- exactness across paths --------------------------------------------------------------- */
+
+#define EXACT_LIMIT 5000
+#define EXACT_FAST_HITS 40000
+#define EXACT_SOCK_HITS 10000
+#define EXACT_BATCH 100
+
+struct exact_shared {
+    volatile int go;
+    long allowed, fast, errors;
+    char first[256];
+    int seen[EXACT_LIMIT];
+};
+
+struct exact_arg {
+    struct exact_shared *sh;
+    bool socket;
+};
+
+static void exact_note(struct exact_shared *sh, const struct divvy_result *res)
+{
+    if (res->fast_path)
+        __atomic_fetch_add(&sh->fast, 1, __ATOMIC_RELAXED);
+    if (!res->allowed)
+        return;
+    __atomic_fetch_add(&sh->allowed, 1, __ATOMIC_RELAXED);
+    if (res->credit < EXACT_LIMIT)
+        __atomic_fetch_add(&sh->seen[res->credit], 1, __ATOMIC_RELAXED);
+}
+
+static int exact_child(void *arg)
+{
+    struct exact_arg *a = arg;
+    struct exact_shared *sh = a->sh;
+    struct divvy_kv kv[1] = { { "path", "/exact" } };
+    struct divvy_request rq[EXACT_BATCH];
+    struct divvy_result res[EXACT_BATCH];
+    struct divvy *h = NULL;
+    int r = 0;
+
+    if (divvy_open(NULL, a->socket ? DIVVY_SOCKET_ONLY : DIVVY_AUTO, &h) < 0)
+        return 1;
+    for (int i = 0; i < EXACT_BATCH; i++) {
+        rq[i] = (struct divvy_request){ .amount = 1, .kv = kv, .n_kv = 1 };
+        res[i].size = sizeof(res[i]);
+    }
+    while (!sh->go)
+        ;
+    if (a->socket) {
+        for (int done = 0; done < EXACT_SOCK_HITS && r >= 0; done += EXACT_BATCH) {
+            r = divvy_hit_many(h, rq, EXACT_BATCH, res);
+            for (int i = 0; r >= 0 && i < EXACT_BATCH; i++)
+                exact_note(sh, &res[i]);
+        }
+    } else {
+        for (int i = 0; i < EXACT_FAST_HITS && r >= 0; i++) {
+            r = divvy_hit(h, kv, 1, &res[0]);
+            if (r >= 0)
+                exact_note(sh, &res[0]);
+        }
+    }
+    if (r < 0 && !__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED))
+        snprintf(sh->first, sizeof(sh->first), "%s", divvy_errmsg(h));
+    divvy_close(h);
+    return 0;
+}
+
+static void test_fastpath_exact_across_paths(void **state)
+{
+    struct harness_daemon *d = start_fast(fast_conf);
+    struct exact_shared *sh = shared_new(sizeof(*sh));
+    struct exact_arg args[4] = { { sh, false }, { sh, false }, { sh, true }, { sh, true } };
+    struct divvy *h = open_env(DIVVY_AUTO);
+    pid_t pids[4];
+    int status;
+
+    (void)state;
+    (void)d;
+    wait_fast(h, "/exact");
+    divvy_close(h);
+    for (int i = 0; i < 4; i++)
+        CHECK(harness_spawn(exact_child, &args[i], &pids[i]));
+    sh->go = 1;
+    for (int i = 0; i < 4; i++) {
+        CHECK(harness_reap(pids[i], 60000, &status));
+        assert_int_equal(status, 0);
+    }
+    if (sh->errors)
+        fail_msg("%ld client errors, first: %s", sh->errors, sh->first);
+    fprintf(stderr, "  %d attempts, %ld allowed, %ld decided in-process\n",
+            2 * EXACT_FAST_HITS + 2 * EXACT_SOCK_HITS, sh->allowed, sh->fast);
+    assert_int_equal(sh->allowed, EXACT_LIMIT);
+    assert_true(sh->fast > 0);
+    for (int c = 0; c < EXACT_LIMIT; c++)
+        if (sh->seen[c] != 1)
+            fail_msg("credit %d reported by %d allowed hits (want 1)", c, sh->seen[c]);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fastpath_no_syscall, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fastpath_reload_hammer, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fastpath_corrupt_copies, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fastpath_sigkill, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fastpath_exact_across_paths, harness_setup,
+                                        harness_teardown),
+    };
+
+    if (argc == 3 && strcmp(argv[1], HAMMER_ARG) == 0)
+        return hammer_main(atol(argv[2]));
+    return cmocka_run_group_tests_name("fastpath", tests, NULL, NULL);
+}
