@@ -1,0 +1,840 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: divvyctl ($DIVVYCTL) against a real divvyd.  Every subcommand
+ * is run as a process; its exit code is checked against the documented table
+ * (0 ok/allowed, 1 no, 2 usage, 3 unreachable, 4 permission, 5 other), its
+ * --json output is parsed with jansson, and its text output is checked for
+ * what a human needs (file:line for check, the refusal message for admin
+ * verbs from a non-admin, run as nobody when the test is root).  top runs
+ * once, in a pseudo-terminal (q and Ctrl-C end it and give the terminal
+ * back) and batched until SIGINT.  convert is round-trip tested on divvy's
+ * example configs: the converted file passes check, and a daemon loaded with
+ * it reports the same RULES as one loaded with the original.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/ioctl.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "harness.h"
+
+#define NOBODY   65534
+#define OUT_MAX  (256 * 1024)
+
+static const char ctl_conf[] =
+    "server = { socket_mode = \"0666\"; };\n"
+    "rules = (\n"
+    "    { match = { path = \"/take\"; }; credit_limit = 10; reset_seconds = 600;\n"
+    "      label = \"take\"; },\n"
+    "    { match = { path = \"/peek\"; ip = \"*\"; }; actor = \"ip\"; credit_limit = 3;\n"
+    "      reset_seconds = 600; label = \"peek\"; },\n"
+    "    { match = { event = \"authfail\"; user = \"*\"; rhost = \"*\"; };\n"
+    "      actor = [ \"user\", \"rhost\" ]; credit_limit = 2; reset_seconds = 600;\n"
+    "      label = \"login\"; source = \"privileged\"; },\n"
+    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+    ");\n";
+
+#define CTL_RULES 4
+
+/* ---- running divvyctl ------------------------------------------------------------- */
+
+struct run {
+    const char *args[32];
+    bool as_nobody;
+    char out_path[HARNESS_PATH], err_path[HARNESS_PATH];
+    int status;
+    char *out, *err;            /* NUL-terminated, harness_scratch() */
+};
+
+static const char *divvyctl_path(void)
+{
+    const char *p = getenv("DIVVYCTL");
+
+    return p && p[0] ? p : "build/divvyctl";
+}
+
+static int run_child(void *arg)
+{
+    struct run *r = arg;
+    const char *argv[34];
+    int n = 0, fo, fe, devnull;
+
+    if (r->as_nobody &&
+        (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0))
+        return 120;
+    fo = open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    fe = open(r->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    devnull = open("/dev/null", O_RDONLY);
+    if (fo < 0 || fe < 0 || devnull < 0)
+        return 121;
+    dup2(devnull, 0);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    argv[n++] = divvyctl_path();
+    for (size_t i = 0; r->args[i] && n < 33; i++)
+        argv[n++] = r->args[i];
+    argv[n] = NULL;
+    unsetenv("DIVVY_ADDRESS");
+    execv(argv[0], (char *const *)argv);
+    return 122;
+}
+
+static char *slurp(const char *path)
+{
+    char *buf = harness_scratch(OUT_MAX);
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+
+    assert_non_null(buf);
+    if (f) {
+        n = fread(buf, 1, OUT_MAX - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    unlink(path);
+    return buf;
+}
+
+/* Runs divvyctl with @args (NULL-terminated) and checks its exit status. */
+static struct run *ctl_run(bool as_nobody, int want, const char *const *args)
+{
+    static unsigned seq;
+    struct run *r = harness_scratch(sizeof(*r));
+    const char *dir = getenv("TMPDIR");
+    pid_t pid;
+
+    assert_non_null(r);
+    for (size_t i = 0; args[i] && i < 31; i++)
+        r->args[i] = args[i];
+    r->as_nobody = as_nobody;
+    snprintf(r->out_path, sizeof(r->out_path), "%s/divvyctl-test.%d.%u.out",
+             dir && dir[0] ? dir : "/tmp", (int)getpid(), seq);
+    snprintf(r->err_path, sizeof(r->err_path), "%s/divvyctl-test.%d.%u.err",
+             dir && dir[0] ? dir : "/tmp", (int)getpid(), seq++);
+    CHECK(harness_spawn(run_child, r, &pid));
+    CHECK(harness_reap(pid, 30000, &r->status));
+    r->out = slurp(r->out_path);
+    r->err = slurp(r->err_path);
+    if (want >= 0 && r->status != want) {
+        char cmd[1024] = "";
+
+        for (size_t i = 0; args[i]; i++)
+            snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", args[i]);
+        fail_msg("divvyctl%s: exit %d, want %d\nstdout: %s\nstderr: %s", cmd, r->status, want,
+                 r->out, r->err);
+    }
+    return r;
+}
+
+#define CTL(want, ...) ctl_run(false, (want), (const char *const[]){ __VA_ARGS__, NULL })
+#define CTL_NOBODY(want, ...) ctl_run(true, (want), (const char *const[]){ __VA_ARGS__, NULL })
+
+static json_t *parse_json(const struct run *r)
+{
+    json_error_t e;
+    json_t *doc = json_loads(r->out, 0, &e);
+
+    if (!doc)
+        fail_msg("not one JSON document (line %d: %s):\n%s", e.line, e.text, r->out);
+    return doc;
+}
+
+static void expect_in(const char *text, const char *needle)
+{
+    if (!strstr(text, needle))
+        fail_msg("\"%s\" not found in:\n%s", needle, text);
+}
+
+static struct harness_daemon *start_ctl(void)
+{
+    struct harness_opts o = { .config_name = "divvy.conf", .config_text = ctl_conf };
+    struct harness_daemon *d = NULL;
+
+    CHECK(harness_start(&o, &d));
+    return d;
+}
+
+static const char *sock_of(struct harness_daemon *d)
+{
+    char *s = harness_scratch(HARNESS_PATH + 8);
+
+    assert_non_null(s);
+    snprintf(s, HARNESS_PATH + 8, "unix:%s", d->sock);
+    return s;
+}
+
+/* ---- help and usage ------------------------------------------------------------------ */
+
+static void test_divvyctl_help_and_usage(void **state)
+{
+    static const char *const cmds[] = { "status", "hit", "take", "peek", "reset", "rules",
+                                        "explain", "check", "convert", "reload", "stats",
+                                        "top", "locked" };
+    struct run *r;
+
+    (void)state;
+    r = CTL(0, "--help");
+    expect_in(r->out, "Exit status");
+    expect_in(r->out, "4  permission denied");
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        char want[64];
+
+        snprintf(want, sizeof(want), "Usage: divvyctl %s", cmds[i]);
+        r = CTL(0, cmds[i], "--help");
+        expect_in(r->out, want);
+        expect_in(r->out, "Exit status");
+        r = CTL(0, "help", cmds[i]);
+        expect_in(r->out, want);
+    }
+    CTL(0, "--version");
+    ctl_run(false, 2, (const char *const[]){ NULL });
+    r = CTL(2, "frobnicate");
+    expect_in(r->err, "unknown command");
+    r = CTL(2, "rules", "--bogus");
+    expect_in(r->err, "unknown option");
+    CTL(2, "--timeout", "soon", "status");
+    CTL(2, "hit", "novalue");
+    CTL(2, "take", "0", "a=b");
+    CTL(2, "take", "many", "a=b");
+    CTL(2, "rules", "extra");
+    CTL(2, "check");
+    CTL(2, "convert");
+    CTL(2, "convert", "--json", "etc/divvy.ini");
+    CTL(2, "top", "--interval", "0");
+    CTL(2, "locked", "--rule", "bad id!");
+}
+
+/* ---- the request verbs ------------------------------------------------------------------ */
+
+static void test_divvyctl_status(void **state)
+{
+    struct harness_daemon *d;
+    struct run *r;
+    json_t *doc;
+
+    (void)state;
+    d = start_ctl();
+    r = CTL(0, "--socket", sock_of(d), "status");
+    expect_in(r->out, "running");
+    expect_in(r->out, "4 rules");
+    /* A bare path works as an address too; options may follow the command. */
+    r = CTL(0, "status", "--json", "-s", d->sock);
+    doc = parse_json(r);
+    assert_true(json_is_true(json_object_get(doc, "running")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "stats"), "rules")),
+                     CTL_RULES);
+    json_decref(doc);
+
+    r = CTL(3, "-s", "unix:/nonexistent/divvy.sock", "status");
+    expect_in(r->err, "cannot reach divvyd");
+    r = CTL(3, "-s", "unix:/nonexistent/divvy.sock", "status", "--json");
+    doc = parse_json(r);
+    assert_true(json_is_false(json_object_get(doc, "running")));
+    assert_true(json_is_string(json_object_get(doc, "error")));
+    json_decref(doc);
+}
+
+static void test_divvyctl_hit_take_peek_reset(void **state)
+{
+    struct harness_daemon *d;
+    const char *s;
+    struct run *r;
+    json_t *doc;
+
+    (void)state;
+    d = start_ctl();
+    s = sock_of(d);
+    r = CTL(0, "-s", s, "hit", "path=/take");
+    assert_string_equal(r->out, "allowed credit=9 reset_seconds=600 rule=take\n");
+    r = CTL(0, "-s", s, "take", "5", "path=/take");
+    expect_in(r->out, "allowed credit=4 ");
+    /* All or nothing: 5 more are not there, and nothing is taken. */
+    r = CTL(1, "-s", s, "take", "5", "path=/take");
+    expect_in(r->out, "denied credit=4 ");
+    r = CTL(0, "-s", s, "peek", "path=/take", "--json");
+    doc = parse_json(r);
+    assert_true(json_is_true(json_object_get(doc, "allowed")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "credit")), 4);
+    assert_in_range(json_integer_value(json_object_get(doc, "reset_seconds")), 590, 600);
+    assert_string_equal(json_string_value(json_object_get(doc, "rule")), "take");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "request"),
+                                                          "path")), "/take");
+    json_decref(doc);
+    r = CTL(0, "-s", s, "reset", "path=/take");
+    assert_string_equal(r->out, "reset credit=10 reset_seconds=0 rule=take\n");
+    r = CTL(0, "-s", s, "hit", "path=/take", "--json");
+    doc = parse_json(r);
+    assert_int_equal(json_integer_value(json_object_get(doc, "credit")), 9);
+    json_decref(doc);
+
+    /* Actors; values with spaces are quoted for the protocol. */
+    for (int i = 0; i < 3; i++)
+        CTL(0, "-s", s, "hit", "path=/peek", "ip=10.0.0.1 x");
+    r = CTL(1, "-s", s, "hit", "path=/peek", "ip=10.0.0.1 x");
+    expect_in(r->out, "denied credit=0 ");
+    CTL(0, "-s", s, "peek", "path=/peek", "ip=10.0.0.2");
+    r = CTL(1, "-s", s, "peek", "path=/peek", "ip=10.0.0.1 x", "--json");
+    doc = parse_json(r);
+    assert_true(json_is_false(json_object_get(doc, "allowed")));
+    json_decref(doc);
+    /* The default rule denies. */
+    CTL(1, "-s", s, "hit", "path=/elsewhere");
+    /* Bad requests. */
+    CTL(2, "-s", s, "hit", "path=a\"b");
+    CTL(2, "-s", s, "hit", "=novalue");
+    /* Unreachable. */
+    r = CTL(3, "-s", "unix:/nonexistent/divvy.sock", "hit", "path=/take");
+    expect_in(r->err, "/nonexistent/divvy.sock");
+}
+
+static void test_divvyctl_rules_explain_stats(void **state)
+{
+    struct harness_daemon *d;
+    const char *s;
+    struct run *r;
+    json_t *doc, *arr, *first;
+
+    (void)state;
+    d = start_ctl();
+    s = sock_of(d);
+    r = CTL(0, "-s", s, "rules");
+    expect_in(r->out, "LIMIT");
+    expect_in(r->out, "take");
+    expect_in(r->out, "privileged");
+    r = CTL(0, "-s", s, "rules", "--json");
+    doc = parse_json(r);
+    arr = json_object_get(doc, "rules");
+    assert_int_equal(json_array_size(arr), CTL_RULES);
+    first = json_array_get(arr, 0);
+    assert_string_equal(json_string_value(json_object_get(first, "id")), "take");
+    assert_int_equal(json_integer_value(json_object_get(first, "credit_limit")), 10);
+    assert_true(json_is_false(json_object_get(first, "fast_path")));
+    arr = json_object_get(json_array_get(arr, 2), "actor");
+    assert_int_equal(json_array_size(arr), 2);
+    assert_string_equal(json_string_value(json_array_get(arr, 1)), "rhost");
+    json_decref(doc);
+
+    r = CTL(0, "-s", s, "explain", "path=/peek", "ip=1.2.3.4");
+    expect_in(r->out, "rule 0 (take): no match");
+    expect_in(r->out, "rule 1 (peek): decides");
+    expect_in(r->out, "now: allowed credit=3");
+    r = CTL(0, "-s", s, "explain", "--json", "path=/nothing");
+    doc = parse_json(r);
+    assert_int_equal(json_array_size(json_object_get(doc, "rules")), CTL_RULES);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "decided_by"),
+                                                        "rule")), CTL_RULES - 1);
+    assert_true(json_is_false(json_object_get(json_object_get(doc, "now"), "allowed")));
+    json_decref(doc);
+
+    CTL(0, "-s", s, "hit", "path=/take");
+    r = CTL(0, "-s", s, "stats");
+    expect_in(r->out, "hits_total");
+    r = CTL(0, "-s", s, "stats", "--json");
+    doc = parse_json(r);
+    assert_true(json_integer_value(json_object_get(doc, "hits_total")) >= 1);
+    assert_int_equal(json_integer_value(json_object_get(doc, "rules")), CTL_RULES);
+    json_decref(doc);
+}
+
+static void test_divvyctl_locked_and_top(void **state)
+{
+    struct harness_daemon *d;
+    const char *s;
+    struct run *r;
+    json_t *doc, *row;
+
+    (void)state;
+    d = start_ctl();
+    s = sock_of(d);
+    r = CTL(0, "-s", s, "locked");
+    assert_string_equal(r->out, "");
+    expect_in(r->err, "nothing is locked");
+    /* As root on the Unix socket the privileged login rule applies. */
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(1, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", s, "hit", "event=authfail", "user=a,b%c", "rhost=192.0.2.2");
+    CTL(0, "-s", s, "hit", "path=/take");
+    r = CTL(0, "-s", s, "locked");
+    expect_in(r->out, "UNLOCKS IN");
+    expect_in(r->out, "login");
+    expect_in(r->out, "user=alice rhost=192.0.2.1");
+    expect_in(r->out, "2/2");
+    assert_null(strstr(r->out, "192.0.2.2"));
+    r = CTL(0, "-s", s, "locked", "--rule", "login", "--json");
+    doc = parse_json(r);
+    assert_int_equal(json_array_size(json_object_get(doc, "locked")), 1);
+    row = json_array_get(json_object_get(doc, "locked"), 0);
+    assert_string_equal(json_string_value(json_object_get(row, "rule")), "login");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(row, "fields"),
+                                                          "user")), "alice");
+    assert_int_equal(json_integer_value(json_object_get(row, "credit")), 0);
+    assert_true(json_integer_value(json_object_get(row, "reset_seconds")) > 500);
+    json_decref(doc);
+    r = CTL(0, "-s", s, "locked", "--rule", "take");
+    assert_string_equal(r->out, "");
+    r = CTL(2, "-s", s, "locked", "--rule", "nosuchrule");
+    expect_in(r->err, "no rule");
+
+    r = CTL(0, "-s", s, "top", "--once");
+    expect_in(r->out, "CREDIT");
+    expect_in(r->out, "user=alice rhost=192.0.2.1");
+    /* Several actor keys are split and unescaped again. */
+    expect_in(r->out, "user=a,b%c rhost=192.0.2.2");
+    expect_in(r->out, "take");
+    r = CTL(0, "-s", s, "top", "--once", "--json", "--max", "2");
+    doc = parse_json(r);
+    assert_int_equal(json_array_size(json_object_get(doc, "counters")), 2);
+    row = json_array_get(json_object_get(doc, "counters"), 0);
+    assert_int_equal(json_integer_value(json_object_get(row, "credit")), 0);
+    json_decref(doc);
+    r = CTL(0, "-s", s, "top", "--once", "--sort", "used", "--rule", "take");
+    expect_in(r->out, "take");
+    assert_null(strstr(r->out, "alice"));
+    /* Unlock alice, as docs/pam.md tells an admin to. */
+    CTL(0, "-s", s, "reset", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    r = CTL(0, "-s", s, "locked");
+    assert_string_equal(r->out, "");
+}
+
+static void test_divvyctl_reload(void **state)
+{
+    struct harness_daemon *d;
+    const char *s;
+    struct run *r;
+    json_t *doc;
+    char *bad, *changed;
+
+    (void)state;
+    d = start_ctl();
+    s = sock_of(d);
+    r = CTL(0, "-s", s, "reload");
+    expect_in(r->out, "reloaded: generation 2, 4 rules");
+    /* A bad config is rejected with its file:line; the old rules stay. */
+    bad = harness_scratch(sizeof(ctl_conf) + 64);
+    snprintf(bad, sizeof(ctl_conf) + 64, "%s", ctl_conf);
+    memcpy(strstr(bad, "credit_limit = 10"), "credit_limt  = 10", 17);
+    CHECK(harness_write_config(d, bad));
+    r = CTL(1, "-s", s, "reload");
+    expect_in(r->err, "reload rejected");
+    expect_in(r->err, "divvy.conf:3:");
+    r = CTL(1, "-s", s, "reload", "--json");
+    doc = parse_json(r);
+    assert_true(json_is_false(json_object_get(doc, "reloaded")));
+    assert_non_null(strstr(json_string_value(json_object_get(doc, "error")), "credit_limt"));
+    json_decref(doc);
+    r = CTL(0, "-s", s, "hit", "path=/take");
+    expect_in(r->out, "credit=9 ");
+    /* A good one takes effect; counts of unchanged ids are kept. */
+    changed = harness_scratch(sizeof(ctl_conf) + 64);
+    snprintf(changed, sizeof(ctl_conf) + 64, "%s", ctl_conf);
+    memcpy(strstr(changed, "credit_limit = 10"), "credit_limit = 20", 17);
+    CHECK(harness_write_config(d, changed));
+    r = CTL(0, "-s", s, "reload", "--json");
+    doc = parse_json(r);
+    assert_true(json_is_true(json_object_get(doc, "reloaded")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "rules")), CTL_RULES);
+    json_decref(doc);
+    r = CTL(0, "-s", s, "hit", "path=/take");
+    expect_in(r->out, "credit=18 ");
+}
+
+/* Admin verbs from a user who is neither root nor in divvy-admin. */
+static void test_divvyctl_non_admin(void **state)
+{
+    struct harness_daemon *d;
+    const char *s;
+    struct run *r;
+    char tcp[64];
+
+    (void)state;
+    d = start_ctl();
+    s = sock_of(d);
+    snprintf(tcp, sizeof(tcp), "tcp:127.0.0.1:%d", d->tcp_port);
+    /* Over TCP even root is refused. */
+    r = CTL(4, "-s", tcp, "reset", "path=/take");
+    expect_in(r->err, "permission denied");
+    expect_in(r->err, "TCP");
+    CTL(4, "-s", tcp, "reload");
+    CTL(4, "-s", tcp, "locked");
+    CTL(0, "-s", tcp, "hit", "path=/take");
+    if (geteuid() != 0) {
+        fprintf(stderr, "  (not root: skipping the unprivileged-user checks)\n");
+        return;
+    }
+    assert_int_equal(chmod(d->dir, 0755), 0);
+    r = CTL_NOBODY(4, "-s", s, "reset", "path=/take");
+    expect_in(r->err, "permission denied: RESET needs root or membership in divvy-admin");
+    r = CTL_NOBODY(4, "-s", s, "reload");
+    expect_in(r->err, "permission denied: RELOAD needs root or membership in divvy-admin");
+    r = CTL_NOBODY(4, "-s", s, "locked");
+    expect_in(r->err, "permission denied");
+    CTL_NOBODY(4, "-s", s, "top", "--once");
+    CTL_NOBODY(4, "-s", s, "top", "--once", "--json");
+    /* The rest works for anyone who may use the socket. */
+    CTL_NOBODY(0, "-s", s, "status");
+    CTL_NOBODY(0, "-s", s, "rules");
+    CTL_NOBODY(0, "-s", s, "hit", "path=/take");
+    /* Privileged rules do not apply to them: the default rule denies. */
+    CTL_NOBODY(1, "-s", s, "hit", "event=authfail", "user=root", "rhost=192.0.2.1");
+    /* No access to the socket at all. */
+    assert_int_equal(chmod(d->sock, 0600), 0);
+    r = CTL_NOBODY(4, "-s", s, "status");
+    expect_in(r->err, "permission denied");
+}
+
+/* A daemon that accepts but never answers: cut at --timeout. */
+static void test_divvyctl_timeout(void **state)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char addr[HARNESS_PATH + 8];
+    uint64_t t0;
+    struct run *r;
+    int fd;
+
+    (void)state;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/divvyctl-hung.%d.sock", (int)getpid());
+    unlink(sa.sun_path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    snprintf(addr, sizeof(addr), "unix:%s", sa.sun_path);
+    t0 = harness_now_ms();
+    r = CTL(3, "-s", addr, "--timeout", "300", "stats");
+    expect_in(r->err, "did not answer within 300 ms");
+    assert_true(harness_now_ms() - t0 < 5000);
+    close(fd);
+    unlink(sa.sun_path);
+}
+
+/* ---- top in a terminal ------------------------------------------------------------------ */
+
+struct pty_run {
+    const char *sock;
+    int slave_fd;
+};
+
+static int top_in_pty(void *arg)
+{
+    struct pty_run *p = arg;
+    const char *argv[] = { divvyctl_path(), "-s", p->sock, "top", "--interval", "0.2", NULL };
+
+    if (setsid() < 0 || ioctl(p->slave_fd, TIOCSCTTY, 0) < 0)
+        return 120;
+    dup2(p->slave_fd, 0);
+    dup2(p->slave_fd, 1);
+    dup2(p->slave_fd, 2);
+    execv(argv[0], (char *const *)argv);
+    return 122;
+}
+
+/* Reads the pty until @needle has appeared (or the deadline); appends to @buf. */
+static bool pty_wait_for(int fd, const char *needle, char *buf, size_t size, int timeout_ms)
+{
+    uint64_t deadline = harness_now_ms() + (uint64_t)timeout_ms;
+    size_t used = strlen(buf);
+
+    while (!strstr(buf, needle)) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        uint64_t now = harness_now_ms();
+        ssize_t n;
+
+        if (now >= deadline || used + 1 >= size)
+            return false;
+        if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
+            continue;
+        n = read(fd, buf + used, size - 1 - used);
+        if (n <= 0)
+            return false;
+        used += (size_t)n;
+        buf[used] = '\0';
+    }
+    return true;
+}
+
+/* Interactive top: alternate screen while it runs, q and Ctrl-C end it (exit
+ * 0) and the terminal is given back. */
+static void test_divvyctl_top_terminal(void **state)
+{
+    static const char keys[] = { 'q', 3 };
+    struct harness_daemon *d;
+    struct pty_run p;
+
+    (void)state;
+    d = start_ctl();
+    CTL(0, "-s", sock_of(d), "hit", "path=/take");
+    p.sock = sock_of(d);
+    for (size_t k = 0; k < sizeof(keys); k++) {
+        char *buf = harness_scratch(OUT_MAX), key = keys[k];
+        struct termios before, after;
+        int master, status;
+        pid_t pid;
+
+        assert_non_null(buf);
+        master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        assert_true(master >= 0);
+        assert_int_equal(grantpt(master), 0);
+        assert_int_equal(unlockpt(master), 0);
+        p.slave_fd = open(ptsname(master), O_RDWR | O_NOCTTY);
+        assert_true(p.slave_fd >= 0);
+        assert_int_equal(tcgetattr(p.slave_fd, &before), 0);
+        CHECK(harness_spawn(top_in_pty, &p, &pid));
+        if (!pty_wait_for(master, "take", buf, OUT_MAX, 10000))
+            fail_msg("top showed no counter of rule take:\n%s", buf);
+        assert_non_null(strstr(buf, "\033[?1049h"));
+        assert_int_equal(write(master, &key, 1), 1);
+        CHECK(harness_reap(pid, 10000, &status));
+        assert_int_equal(status, 0);
+        pty_wait_for(master, "\033[?1049l", buf, OUT_MAX, 2000);
+        assert_non_null(strstr(buf, "\033[?1049l"));
+        assert_int_equal(tcgetattr(p.slave_fd, &after), 0);
+        assert_int_equal(after.c_lflag & (ICANON | ECHO | ISIG),
+                         before.c_lflag & (ICANON | ECHO | ISIG));
+        close(p.slave_fd);
+        close(master);
+    }
+}
+
+struct batch_run {
+    const char *sock;
+    char out[HARNESS_PATH];
+};
+
+static int top_batch(void *arg)
+{
+    struct batch_run *b = arg;
+    const char *argv[] = { divvyctl_path(), "-s", b->sock, "top", "-i", "0.1", NULL };
+    int fd = open(b->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+    if (fd < 0)
+        return 121;
+    dup2(fd, 1);
+    execv(argv[0], (char *const *)argv);
+    return 122;
+}
+
+/* Without a terminal and without --once: a snapshot per interval until a
+ * signal, then exit 0. */
+static void test_divvyctl_top_batch(void **state)
+{
+    struct harness_daemon *d;
+    struct batch_run b;
+    uint64_t deadline;
+    int status, shots = 0;
+    pid_t pid;
+
+    (void)state;
+    d = start_ctl();
+    b.sock = sock_of(d);
+    assert_true(snprintf(b.out, sizeof(b.out), "%s/top.out", d->dir) < (int)sizeof(b.out));
+    CHECK(harness_spawn(top_batch, &b, &pid));
+    deadline = harness_now_ms() + 10000;
+    while (shots < 3 && harness_now_ms() < deadline) {
+        FILE *f = fopen(b.out, "r");
+        char line[512];
+
+        shots = 0;
+        while (f && fgets(line, sizeof(line), f))
+            shots += strncmp(line, "  CREDIT", 8) == 0;
+        if (f)
+            fclose(f);
+        if (shots < 3)
+            harness_pause_ms(20);
+    }
+    assert_true(shots >= 3);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    CHECK(harness_reap(pid, 10000, &status));
+    assert_int_equal(status, 0);
+}
+
+/* ---- check and convert ----------------------------------------------------------------- */
+
+/* Lines of @rel that carry the marker "ERROR", as "path:N:" strings. */
+static size_t error_lines(const char *path, char out[][HARNESS_PATH + 16], size_t max)
+{
+    char line[1024];
+    unsigned n = 0;
+    size_t k = 0;
+    FILE *f = fopen(path, "r");
+
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f)) {
+        n++;
+        if (strstr(line, "ERROR") && k < max)
+            snprintf(out[k++], HARNESS_PATH + 16, "%s:%u:", path, n);
+    }
+    fclose(f);
+    return k;
+}
+
+static void test_divvyctl_check(void **state)
+{
+    static const char *const good[] = { "etc/divvy.ini", "etc/divvy.json", "etc/divvy.conf" };
+    /* Fixtures mark their bad lines with ERROR; JSON cannot, so its line is here. */
+    static const struct { const char *file; unsigned line; } bad[] = {
+        { "tests/fixtures/bad-several.conf", 0 },
+        { "tests/fixtures/bad-unreachable.conf", 0 },
+        { "tests/fixtures/bad-typo.ini", 0 },
+        { "tests/fixtures/bad-typo.json", 7 },
+    };
+    char path[HARNESS_PATH], marks[8][HARNESS_PATH + 16];
+    struct run *r;
+    json_t *doc, *problems;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        CHECK(harness_src_path(good[i], path, sizeof(path)));
+        r = CTL(0, "check", path);
+        expect_in(r->out, ": OK, ");
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t n;
+
+        CHECK(harness_src_path(bad[i].file, path, sizeof(path)));
+        n = error_lines(path, marks, 8);
+        if (bad[i].line) {
+            snprintf(marks[0], sizeof(marks[0]), "%s:%u:", path, bad[i].line);
+            n = 1;
+        }
+        assert_true(n > 0);
+        /* Every problem, each as file:line: reason. */
+        r = CTL(1, "check", path);
+        for (size_t k = 0; k < n; k++)
+            expect_in(r->out, marks[k]);
+        r = CTL(1, "check", "--json", path);
+        doc = parse_json(r);
+        problems = json_object_get(json_array_get(json_object_get(doc, "files"), 0),
+                                   "problems");
+        assert_int_equal(json_array_size(problems), n);
+        assert_true(json_integer_value(json_object_get(json_array_get(problems, 0), "line"))
+                    > 0);
+        json_decref(doc);
+    }
+    /* Several files: one bad one makes the status 1, the good ones still say OK. */
+    {
+        char p1[HARNESS_PATH], p2[HARNESS_PATH];
+
+        CHECK(harness_src_path("etc/divvy.ini", p1, sizeof(p1)));
+        CHECK(harness_src_path("tests/fixtures/bad-typo.ini", p2, sizeof(p2)));
+        r = CTL(1, "check", p1, p2);
+        expect_in(r->out, ": OK, 6 rules");
+        expect_in(r->out, "bad-typo.ini:3:");
+    }
+    r = CTL(1, "check", "/nonexistent/divvy.conf");
+    expect_in(r->out, "/nonexistent/divvy.conf");
+}
+
+/* RULES of a daemon started on @config_src (a file), as JSON. */
+static json_t *rules_of(const char *config_name, const char *config_src)
+{
+    struct harness_opts o = { .config_name = config_name, .config_src = config_src };
+    struct harness_daemon *d = NULL;
+    struct run *r;
+    json_t *doc;
+
+    json_t *rules;
+
+    CHECK(harness_start(&o, &d));
+    r = CTL(0, "-s", sock_of(d), "rules", "--json");
+    doc = parse_json(r);
+    harness_free(d);
+    rules = json_incref(json_object_get(doc, "rules"));
+    json_decref(doc);
+    assert_non_null(rules);
+    return rules;
+}
+
+static void test_divvyctl_convert_round_trip(void **state)
+{
+    static const char *const files[] = { "etc/divvy.ini", "etc/divvy.json",
+                                         "tests/fixtures/quirks.ini",
+                                         "tests/fixtures/extensions.json" };
+    char src[HARNESS_PATH], out[HARNESS_PATH];
+    const char *dir = getenv("TMPDIR");
+    struct run *r;
+
+    (void)state;
+    snprintf(out, sizeof(out), "%s/divvyctl-convert.%d.conf", dir && dir[0] ? dir : "/tmp",
+             (int)getpid());
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        const char *ext = strrchr(files[i], '.');
+        json_t *a, *b;
+        FILE *f;
+        char *text;
+        size_t len;
+
+        CHECK(harness_src_path(files[i], src, sizeof(src)));
+        r = CTL(0, "convert", src, "-o", out);
+        expect_in(r->err, "rules written to");
+        r = CTL(0, "check", out);
+        /* Standard output gets the same text. */
+        r = CTL(0, "convert", src);
+        f = fopen(out, "r");
+        assert_non_null(f);
+        text = harness_scratch(OUT_MAX);
+        len = fread(text, 1, OUT_MAX - 1, f);
+        fclose(f);
+        text[len] = '\0';
+        assert_string_equal(r->out, text);
+        expect_in(text, "rules = (");
+        /* The same rules, ids included (so counters carry over). */
+        a = rules_of(ext && strcmp(ext, ".json") == 0 ? "divvy.json" : "divvy.ini", src);
+        b = rules_of("divvy.conf", out);
+        if (!json_equal(a, b)) {
+            char *ja = json_dumps(a, JSON_INDENT(1)), *jb = json_dumps(b, JSON_INDENT(1));
+
+            fail_msg("%s: RULES differ after convert:\n%s\n---\n%s", files[i], ja, jb);
+        }
+        json_decref(a);
+        json_decref(b);
+        unlink(out);
+    }
+    /* Invalid input: problems printed, nothing written. */
+    CHECK(harness_src_path("tests/fixtures/bad-typo.ini", src, sizeof(src)));
+    r = CTL(1, "convert", src, "-o", out);
+    expect_in(r->err, "bad-typo.ini:3:");
+    assert_int_equal(access(out, F_OK), -1);
+    CHECK(harness_src_path("etc/divvy.ini", src, sizeof(src)));
+    r = CTL(5, "convert", src, "-o", "/nonexistent/dir/divvy.conf");
+    expect_in(r->err, "/nonexistent/dir/divvy.conf");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_divvyctl_help_and_usage, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_status, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_hit_take_peek_reset, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_rules_explain_stats, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_locked_and_top, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_reload, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_non_admin, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_timeout, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_top_terminal, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_top_batch, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_check, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_convert_round_trip, harness_setup,
+                                        harness_teardown),
+    };
+
+    return cmocka_run_group_tests_name("divvyctl", tests, NULL, NULL);
+}
