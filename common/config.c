@@ -495,6 +495,60 @@ static int conf_table_setting(struct config *cfg, const char *path,
     return -EINVAL;
 }
 
+static int conf_metrics_setting(struct config *cfg, const char *path,
+                                const config_setting_t *s, struct diag *reterr)
+{
+    const char *name = conf_name(s), *str;
+    int r;
+
+    if (strcmp(name, "listen") == 0 || strcmp(name, "path") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        if (name[0] == 'l' && strncmp(str, "tcp:", 4) != 0) {
+            diag_set(reterr, path, conf_line(s),
+                     "metrics.listen must be \"tcp:HOST:PORT\", not \"%s\"", str);
+            return -EINVAL;
+        }
+        if (name[0] == 'p' && str[0] != '/') {
+            diag_set(reterr, path, conf_line(s), "metrics.path must start with '/'");
+            return -EINVAL;
+        }
+        return conf_set_str(name[0] == 'l' ? &cfg->metrics_listen : &cfg->metrics_path, str);
+    }
+    diag_set(reterr, path, conf_line(s), "unknown setting 'metrics.%s'", name);
+    return -EINVAL;
+}
+
+static int conf_statsd_setting(struct config *cfg, const char *path,
+                               const config_setting_t *s, struct diag *reterr)
+{
+    const char *name = conf_name(s), *str;
+    int64_t v;
+    int r;
+
+    if (strcmp(name, "host") == 0 || strcmp(name, "prefix") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        return conf_set_str(name[0] == 'h' ? &cfg->statsd_host : &cfg->statsd_prefix, str);
+    }
+    if (strcmp(name, "port") == 0) {
+        r = conf_get_int(path, s, 1, 65535, &v, reterr);
+        if (r == 0)
+            cfg->statsd_port = (unsigned)v;
+        return r;
+    }
+    if (strcmp(name, "interval_ms") == 0) {
+        r = conf_get_int(path, s, 100, 60000, &v, reterr);
+        if (r == 0)
+            cfg->statsd_interval_ms = (unsigned)v;
+        return r;
+    }
+    diag_set(reterr, path, conf_line(s), "unknown setting 'statsd.%s'", name);
+    return -EINVAL;
+}
+
 static int conf_store_setting(struct config *cfg, const char *path,
                               const config_setting_t *s, struct diag *reterr)
 {
@@ -844,6 +898,10 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
             q = conf_each(cfg, path, s, conf_table_setting, reterr);
         } else if (strcmp(name, "store") == 0) {
             q = conf_each(cfg, path, s, conf_store_setting, reterr);
+        } else if (strcmp(name, "metrics") == 0) {
+            q = conf_each(cfg, path, s, conf_metrics_setting, reterr);
+        } else if (strcmp(name, "statsd") == 0) {
+            q = conf_each(cfg, path, s, conf_statsd_setting, reterr);
         } else if (strcmp(name, "redis") == 0) {
             redis = s;
             q = conf_each(cfg, path, s, conf_redis_setting, reterr);
@@ -852,7 +910,8 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
             q = conf_rules(cfg, path, s, reterr);
         } else {
             diag_set(reterr, path, conf_line(s),
-                     "unknown setting '%s' (expected server, table, store, redis, rules)",
+                     "unknown setting '%s' (expected server, table, store, redis, metrics, "
+                     "statsd, rules)",
                      name);
             q = -EINVAL;
         }
@@ -865,6 +924,10 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
     }
     if (!rules) {
         diag_set(reterr, path, 0, "missing 'rules' list");
+        r = -EINVAL;
+    }
+    if (cfg->statsd_host && !cfg->statsd_port) {
+        diag_set(reterr, path, 0, "statsd.host needs statsd.port");
         r = -EINVAL;
     }
     if (redis && cfg->redis.username && !cfg->redis.password) {
@@ -1000,6 +1063,10 @@ void config_free(struct config *cfg)
     free(cfg->state_dir);
     free(cfg->admin_group);
     free(cfg->store_prefix);
+    free(cfg->metrics_listen);
+    free(cfg->metrics_path);
+    free(cfg->statsd_host);
+    free(cfg->statsd_prefix);
     free(cfg->redis.host);
     free(cfg->redis.unix_socket);
     free(cfg->redis.username);

@@ -75,6 +75,14 @@ struct config {
 
     /* store { }: the mode itself is rules.default_store (rules carry it). */
     enum config_redis_error on_redis_error;     /* default local */
+    /* metrics { } and statsd { } (docs/operations.md): read at start only. */
+    char *metrics_listen;       /* Prometheus endpoint "tcp:HOST:PORT"; NULL: off */
+    char *metrics_path;         /* NULL: "/metrics" */
+    char *statsd_host;          /* NULL: no statsd */
+    unsigned statsd_port;
+    char *statsd_prefix;
+    unsigned statsd_interval_ms;    /* 0: the default */
+
     char *store_prefix;         /* prepended to every Redis key; default "" */
     uint64_t lease_max;         /* most credit one host holds in one lease; default 1000 */
     struct config_redis redis;

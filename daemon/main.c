@@ -21,6 +21,8 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
 #include "reload.h"
 #include "srv.h"
 #include "store.h"
@@ -240,6 +242,10 @@ int main(int argc, char **argv)
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
     struct store *store = NULL;
+    struct metrics_opts mo = { 0 };
+    struct metrics *metrics = NULL;
+    struct notify_listener *inherited = NULL;
+    size_t n_inherited = 0;
     const char *state_dir;
     struct group *gr;
     long ncpu;
@@ -320,9 +326,34 @@ int main(int argc, char **argv)
     so.store = store;
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
+    /* Sockets systemd passed (divvyd.socket); before any thread starts. */
+    r = notify_listen_fds(&inherited, &n_inherited);
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "socket activation: %m");
+        goto out_rcu;
+    }
+    mo.workers = so.workers;
+    mo.listen = cfg->metrics_listen;
+    mo.path = cfg->metrics_path;
+    mo.statsd_host = cfg->statsd_host;
+    mo.statsd_port = cfg->statsd_port;
+    mo.statsd_prefix = cfg->statsd_prefix;
+    mo.statsd_interval_ms = cfg->statsd_interval_ms;
+    r = metrics_new(&mo, &metrics);
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "cannot start metrics: %m");
+        goto out_rcu;
+    }
+    so.metrics = metrics;
+    so.inherited = inherited;
+    so.n_inherited = n_inherited;
     r = srv_new(&so, &srv);
     if (r < 0)
         goto out_rcu;
+    /* Fast-path clients see a live daemon from the first moment, not after a tick. */
+    table_heartbeat(fast, clock_now_ms());
     urcu_memb_read_lock();
     log_msg(LOG_NOTICE, "divvyd %s: %zu rules from %s, state in %s", DIVVY_VERSION,
             rules_count(reload_current(rl)->rules), a.config, state_dir);
@@ -332,6 +363,8 @@ int main(int argc, char **argv)
     log_msg(LOG_NOTICE, "stopped");
 out_rcu:
     srv_free(srv);
+    metrics_free(metrics);
+    notify_listeners_free(inherited, n_inherited);
     store_free(store);
     reload_free(rl);
     urcu_memb_unregister_thread();

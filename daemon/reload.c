@@ -61,6 +61,14 @@ static void settings_text(const struct config *cfg, char *buf, size_t size)
     if (n < 0 || (size_t)n >= size - pos)
         return;
     pos += (size_t)n;
+    n = snprintf(buf + pos, size - pos, "%s|%s|%s|%u|%s|%u|",
+                 cfg->metrics_listen ? cfg->metrics_listen : "",
+                 cfg->metrics_path ? cfg->metrics_path : "",
+                 cfg->statsd_host ? cfg->statsd_host : "", cfg->statsd_port,
+                 cfg->statsd_prefix ? cfg->statsd_prefix : "", cfg->statsd_interval_ms);
+    if (n < 0 || (size_t)n >= size - pos)
+        return;
+    pos += (size_t)n;
     for (size_t i = 0; i < cfg->n_listen && pos < size; i++) {
         n = snprintf(buf + pos, size - pos, "%s,", cfg->listen[i]);
         if (n < 0)

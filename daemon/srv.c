@@ -104,6 +104,9 @@ struct conn {
 struct worker {
     struct srv *s;
     unsigned id;
+    struct metrics_worker *mw;  /* this worker's counter block (metrics.h) */
+    struct event *ping_ev;      /* the watchdog's liveness probe */
+    uint64_t pong;              /* last probe answered (atomic) */
     pthread_t thread;
     bool started;
     bool stopping;
@@ -169,6 +172,7 @@ struct hit {
     char step_id[RULES_LABEL_MAX + 1];
     struct eval_outcome step_o;                 /* STEP_DEL: this host's reset */
     uint64_t sent_ms;
+    uint64_t start_ns;          /* for the hit-duration histogram */
     unsigned lease_tries;
     char *actor;                /* lease steps: the counter's actor */
     size_t actor_len, actor_cap;
@@ -185,6 +189,8 @@ struct srv {
     struct event_base *main_base;
     uint64_t started_ms;
     uint64_t n_conns;           /* atomic */
+    uint64_t ping;              /* watchdog probes sent to the workers (main thread) */
+    char status[256];           /* last STATUS= sent (main thread) */
 };
 
 static struct log_ratelimit rl_accept, rl_internal, rl_full;
@@ -447,6 +453,7 @@ static void reply_err(struct conn *c, enum proto_err err, const char *reason)
     int n = proto_fmt_err(line, sizeof(line), err, reason);
 
     stat_inc(&c->w->st.errors);
+    metrics_error(c->w->mw, err);
     if (n > 0)
         out_append(c, line, (size_t)n);
 }
@@ -503,8 +510,8 @@ static const char *algo_name(enum rules_algo a)
 
 /* ---- requests ------------------------------------------------------------ */
 
-static void count_outcomes(struct worker *w, const struct rules *rules,
-                           const struct eval_result *res)
+static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t generation,
+                           enum table_op op, const struct eval_result *res)
 {
     struct rules_rule r;
 
@@ -518,7 +525,13 @@ static void count_outcomes(struct worker *w, const struct rules *rules,
         if (rules_get(rules, res->o[i].rule, &r) < 0 || r.policy != RULES_POLICY_CANARY)
             continue;
         stat_inc(res->o[i].allowed ? &w->st.canary_accepted : &w->st.canary_rejected);
+        if (op == TABLE_TAKE)
+            metrics_hit(w->mw, rules, generation, res->o[i].rule,
+                        res->o[i].allowed ? METRICS_CANARY_ACCEPTED : METRICS_CANARY_REJECTED);
     }
+    if (op == TABLE_TAKE)
+        metrics_hit(w->mw, rules, generation, res->decider,
+                    res->allowed ? METRICS_ACCEPTED : METRICS_REJECTED);
 }
 
 /* Counts a decided request and writes its reply line; returns the length. */
@@ -561,6 +574,7 @@ static void do_hit(struct conn *c, const struct proto_req *req)
     struct eval_result res;
     struct rules_rule decider;
     char rule[RULES_LABEL_MAX + 1] = "", line[PROTO_REPLY_MAX];
+    uint64_t start_ns = metrics_clock_ns();
     size_t n;
     int r;
 
@@ -582,7 +596,7 @@ static void do_hit(struct conn *c, const struct proto_req *req)
     env.full_allow = w->s->o.full_allow;
     r = eval_request(&env, &rq, op, req->amount, clock_now_ms(), &res);
     if (r >= 0) {
-        count_outcomes(w, st->rules, &res);
+        count_outcomes(w, st->rules, st->generation, op, &res);
         /* The rule's strings live in the rules: copy before leaving the section. */
         if (req->verb != PROTO_HIT && rules_get(st->rules, res.decider, &decider) >= 0)
             snprintf(rule, sizeof(rule), "%s", decider.id_str);
@@ -596,6 +610,8 @@ static void do_hit(struct conn *c, const struct proto_req *req)
     }
     n = hit_format(w, c->uid, req->verb, op, &res, rule, line, sizeof(line));
     out_append(c, line, n);
+    if (op == TABLE_TAKE)
+        metrics_hit_done(w->mw, start_ns);
 }
 
 /* ---- hits on the Redis path (docs/redis.md, docs/daemon.md) ------------------------- */
@@ -1199,7 +1215,9 @@ static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, 
         h->reply_len = n > 0 ? (size_t)n : 0;
     } else {
         if (!h->rematched)
-            count_outcomes(w, rs, &h->res);
+            count_outcomes(w, rs, h->generation, h->op, &h->res);
+        if (h->op == TABLE_TAKE)
+            metrics_hit_done(w->mw, h->start_ns);
         h->reply_len = hit_format(w, h->uid, h->verb, h->op, &h->res, h->rule, h->reply,
                                   sizeof(h->reply));
     }
@@ -1244,6 +1262,7 @@ static void hit_start(struct conn *c, const struct proto_req *req, const struct 
     h->c = c;
     h->verb = req->verb;
     h->op = op_of(req->verb);
+    h->start_ns = metrics_clock_ns();
     h->n = req->amount;
     h->privileged = c->privileged;
     h->uid = c->uid;
@@ -1983,6 +2002,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             }
             close(fd);
             __atomic_fetch_sub(&s->n_conns, 1, __ATOMIC_RELAXED);
+            metrics_error(w->mw, PROTO_E_BUSY);
             log_ratelimited(&rl_accept, LOG_WARNING, "connection refused: %u connections open",
                             s->o.max_connections);
             continue;
@@ -2055,6 +2075,16 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     event_add(w->grace_ev, &tv);
 }
 
+/* The watchdog's probe, run by the worker's own loop: proof that it turns. */
+static void on_ping(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+
+    (void)fd;
+    (void)what;
+    __atomic_store_n(&w->pong, __atomic_load_n(&w->s->ping, __ATOMIC_RELAXED), __ATOMIC_RELEASE);
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -2082,6 +2112,7 @@ static int worker_init(struct srv *s, struct worker *w, unsigned id)
 
     w->s = s;
     w->id = id;
+    w->mw = metrics_worker(s->o.metrics, id);
     w->base = event_base_new();
     if (!w->base)
         return -ENOMEM;
@@ -2097,7 +2128,8 @@ static int worker_init(struct srv *s, struct worker *w, unsigned id)
     w->resume_ev = evtimer_new(w->base, on_resume, w);
     w->grace_ev = evtimer_new(w->base, on_grace, w);
     w->flush_ev = event_new(w->base, -1, 0, on_flush, w);
-    if (!w->stop_ev || !w->resume_ev || !w->grace_ev || !w->flush_ev)
+    w->ping_ev = event_new(w->base, -1, 0, on_ping, w);
+    if (!w->stop_ev || !w->resume_ev || !w->grace_ev || !w->flush_ev || !w->ping_ev)
         return -ENOMEM;
     if (s->o.store) {
         w->key_cap = store_key_max(s->o.store, RULES_ACTOR_MAX);
@@ -2126,6 +2158,8 @@ static void worker_fini(struct worker *w)
         event_free(w->resume_ev);
     if (w->grace_ev)
         event_free(w->grace_ev);
+    if (w->ping_ev)
+        event_free(w->ping_ev);
     store_conn_free(w->sc);     /* NULL after a run; set when srv_run never ran */
     w->sc = NULL;
     if (w->flush_ev)
@@ -2143,7 +2177,7 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
     struct srv *s;
     int r;
 
-    if (opts->workers == 0 || opts->n_listen == 0)
+    if (opts->workers == 0 || opts->n_listen + opts->n_inherited == 0)
         return -EINVAL;
     if (evthread_use_pthreads() < 0)
         return -ENOMEM;
@@ -2151,21 +2185,40 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
     if (!s)
         return -ENOMEM;
     s->o = *opts;
-    s->lis = calloc(opts->n_listen, sizeof(*s->lis));
+    s->lis = calloc(opts->n_listen + opts->n_inherited, sizeof(*s->lis));
     s->workers = calloc(opts->workers, sizeof(*s->workers));
     if (!s->lis || !s->workers) {
         r = -ENOMEM;
         goto fail;
     }
     for (size_t i = 0; i < opts->n_listen; i++) {
-        r = listener_open(s, opts->listen[i], &s->lis[i]);
+        /* systemd already holds it: adopted below. */
+        if (notify_listeners_find(opts->inherited, opts->n_inherited, opts->listen[i]) >= 0)
+            continue;
+        r = listener_open(s, opts->listen[i], &s->lis[s->n_lis]);
         s->n_lis++;
         if (r < 0) {
             errno = -r;
             log_msg(LOG_ERR, "cannot listen on %s: %m", opts->listen[i]);
             goto fail;
         }
-        log_msg(LOG_NOTICE, "listening on %s", s->lis[i].name);
+        log_msg(LOG_NOTICE, "listening on %s", s->lis[s->n_lis - 1].name);
+    }
+    for (size_t i = 0; i < opts->n_inherited; i++) {
+        struct listener *l = &s->lis[s->n_lis++];
+        struct notify_listener *nl = &opts->inherited[i];
+
+        /* No path: a socket systemd created is never unlinked by us. */
+        l->fd = nl->fd;
+        nl->fd = -1;
+        l->is_unix = nl->is_unix;
+        l->name = strdup(nl->address);
+        if (!l->name) {
+            r = -ENOMEM;
+            goto fail;
+        }
+        log_msg(LOG_NOTICE, "listening on %s (socket activation%s%s)", l->name,
+                nl->name[0] ? ", " : "", nl->name);
     }
     for (unsigned i = 0; i < opts->workers; i++) {
         r = worker_init(s, &s->workers[i], i);
@@ -2193,7 +2246,57 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     }
     log_msg(LOG_NOTICE, "%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    notify_stopping();
     event_base_loopbreak(s->main_base);
+}
+
+/* What metrics cannot count itself: read in the main thread (an RCU reader). */
+static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
+{
+    const struct reload_state *st;
+
+    memset(g, 0, sizeof(*g));
+    g->connections = __atomic_load_n(&s->n_conns, __ATOMIC_RELAXED);
+    urcu_memb_read_lock();
+    st = reload_current(s->o.reload);
+    g->config_generation = st->generation;
+    g->rules = rules_count(st->rules);
+    urcu_memb_read_unlock();
+    reload_counts(s->o.reload, &g->reloads_ok, &g->reloads_rejected);
+    table_stats(s->o.fast, now, &g->fast);
+    table_stats(s->o.priv, now, &g->priv);
+}
+
+/* Metrics' gauges and statsd, and systemd's STATUS= when it changed. */
+static void publish(struct srv *s, uint64_t now)
+{
+    struct metrics_gauges g;
+    char status[sizeof(s->status)];
+
+    srv_gauges(s, now, &g);
+    metrics_tick(s->o.metrics, &g, now);
+    metrics_status_line(s->o.metrics, status, sizeof(status));
+    if (strcmp(status, s->status) != 0) {
+        notify_status("%s", status);
+        memcpy(s->status, status, sizeof(status));
+    }
+}
+
+/* The watchdog pings only while every worker answered the previous probe. */
+static bool workers_alive(void *userdata)
+{
+    struct srv *s = userdata;
+    bool alive = true;
+
+    for (unsigned i = 0; i < s->o.workers; i++)
+        if (__atomic_load_n(&s->workers[i].pong, __ATOMIC_ACQUIRE) != s->ping)
+            alive = false;
+    if (!alive)
+        return false;
+    __atomic_store_n(&s->ping, s->ping + 1, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < s->o.workers; i++)
+        event_active(s->workers[i].ping_ev, EV_READ, 0);
+    return true;
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -2206,6 +2309,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     table_heartbeat(s->o.fast, now);
+    publish(s, now);
     if (secs % every == 0) {
         table_sweep(s->o.fast, now);
         table_sweep(s->o.priv, now);
@@ -2215,6 +2319,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 int srv_run(struct srv *s)
 {
     struct event *sig_hup = NULL, *sig_term = NULL, *sig_int = NULL, *tick = NULL;
+    struct notify_watchdog *wd = NULL;
     struct timeval one_s = { 1, 0 };
     sigset_t block, old;
     int r = 0;
@@ -2250,6 +2355,10 @@ int srv_run(struct srv *s)
         log_msg(LOG_ERR, "cannot start worker threads: %m");
     } else {
         log_msg(LOG_NOTICE, "ready: %u workers", s->o.workers);
+        publish(s, clock_now_ms());
+        notify_ready("%s", s->status);
+        if (notify_watchdog_new(s->main_base, workers_alive, s, &wd) < 0)
+            log_msg(LOG_ERR, "cannot start the watchdog timer: out of memory");
         event_base_dispatch(s->main_base);
     }
     for (unsigned i = 0; i < s->o.workers; i++)
@@ -2259,6 +2368,7 @@ int srv_run(struct srv *s)
         if (s->workers[i].started)
             pthread_join(s->workers[i].thread, NULL);
 out:
+    notify_watchdog_free(wd);
     if (sig_hup)
         event_free(sig_hup);
     if (sig_term)

@@ -21,6 +21,8 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "metrics.h"
+#include "notify.h"
 #include "reload.h"
 #include "store.h"
 #include "table.h"
@@ -40,6 +42,11 @@ struct srv_opts {
     struct store *store;        /* Redis (docs/redis.md); NULL: every rule is local */
     enum config_redis_error on_redis_error;
     uint64_t lease_max;         /* store.lease_max */
+    struct metrics *metrics;    /* counters (metrics.h); NULL: none */
+    /* Sockets systemd passed (notify_listen_fds()): srv_new() adopts them all,
+     * setting each fd to -1, and binds only the listen addresses not among them. */
+    struct notify_listener *inherited;
+    size_t n_inherited;
 };
 
 struct srv;
