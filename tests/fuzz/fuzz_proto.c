@@ -31,7 +31,7 @@ static const char *const verb_names[] = {
     [PROTO_HIT] = "HIT", [PROTO_TAKE] = "TAKE", [PROTO_PEEK] = "PEEK",
     [PROTO_RESET] = "RESET", [PROTO_EXPLAIN] = "EXPLAIN", [PROTO_RULES] = "RULES",
     [PROTO_STATS] = "STATS", [PROTO_RELOAD] = "RELOAD", [PROTO_PING] = "PING",
-    [PROTO_QUIT] = "QUIT",
+    [PROTO_QUIT] = "QUIT", [PROTO_COUNTERS] = "COUNTERS",
 };
 
 static bool in_buf(const struct proto_req *req, const char *s, size_t len)
