@@ -10,14 +10,21 @@
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
-static uint64_t load64_le(const uint8_t *p)
+/* The hit path hashes every request: the helpers must not stay calls. */
+#if defined(__GNUC__)
+#define HASH_INLINE static inline __attribute__((always_inline))
+#else
+#define HASH_INLINE static inline
+#endif
+
+HASH_INLINE uint64_t load64_le(const uint8_t *p)
 {
     return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
            (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
            (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
 }
 
-static void store64_le(uint8_t *p, uint64_t v)
+HASH_INLINE void store64_le(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
@@ -27,7 +34,7 @@ struct sip {
     uint64_t v0, v1, v2, v3;
 };
 
-static void sip_round(struct sip *s)
+HASH_INLINE void sip_round(struct sip *s)
 {
     s->v0 += s->v1; s->v1 = ROTL(s->v1, 13); s->v1 ^= s->v0; s->v0 = ROTL(s->v0, 32);
     s->v2 += s->v3; s->v3 = ROTL(s->v3, 16); s->v3 ^= s->v2;
@@ -36,7 +43,7 @@ static void sip_round(struct sip *s)
 }
 
 /* Absorbs the whole message; the caller finalises. */
-static void sip_absorb(struct sip *s, const uint8_t key[HASH_KEY_LEN], const void *data,
+HASH_INLINE void sip_absorb(struct sip *s, const uint8_t key[HASH_KEY_LEN], const void *data,
                        size_t len, int out128)
 {
     const uint8_t *in = data;
@@ -91,4 +98,28 @@ void hash_siphash128(const uint8_t key[HASH_KEY_LEN], const void *data, size_t l
     for (int i = 0; i < 4; i++)
         sip_round(&s);
     store64_le(out + 8, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
+}
+
+/* 64-bit multiply-mix over 8-byte words, finished with MurmurHash3's fmix64. */
+uint64_t hash_fast(uint64_t seed, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    uint64_t h = seed ^ (len * 0x9e3779b97f4a7c15ULL);
+    uint8_t tail[8] = { 0 };
+
+    for (; len >= 8; p += 8, len -= 8) {
+        h ^= load64_le(p) * 0xbf58476d1ce4e5b9ULL;
+        h = ROTL(h, 27) * 0x94d049bb133111ebULL;
+    }
+    if (len) {
+        memcpy(tail, p, len);
+        h ^= load64_le(tail) * 0xbf58476d1ce4e5b9ULL;
+        h = ROTL(h, 27) * 0x94d049bb133111ebULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
 }

@@ -17,4 +17,11 @@ uint64_t hash_siphash(const uint8_t key[HASH_KEY_LEN], const void *data, size_t 
 void hash_siphash128(const uint8_t key[HASH_KEY_LEN], const void *data, size_t len,
                      uint8_t out[16]);
 
+/*
+ * A fast, unkeyed 64-bit hash for tables whose contents are not chosen by
+ * remote peers (the compiled rules' index: rules are the operator's, and
+ * requests only look up).  Never for the counter table.  @seed chains calls.
+ */
+uint64_t hash_fast(uint64_t seed, const void *data, size_t len);
+
 #endif

@@ -25,7 +25,7 @@
 /* ---- blob layout (docs/rules.md "Compiled form") ------------------------ */
 
 #define BLOB_MAGIC      "DIVVYRL1"
-#define BLOB_LAYOUT     1
+#define BLOB_LAYOUT     2
 #define BLOB_ALIGN      8
 /* Longest "key\0value" the index files; longer pairs cannot arrive in one
  * request line anyway, so their rules go on the scan list. */
@@ -127,15 +127,12 @@ static bool bytes_eq(const char *a, size_t alen, const char *b, size_t blen)
     return alen == blen && memcmp(a, b, alen) == 0;
 }
 
-/* Hash of "key\0value"; the caller guarantees klen + 1 + vlen <= PAIR_MAX. */
+/* Hash of a (key, value) pair: the key's hash seeds the value's, and the
+ * lengths are mixed in, so ("a", "bc") and ("ab", "c") differ.  Unkeyed
+ * (hash_fast): the index is built from the operator's rules only. */
 static uint64_t pair_hash(const char *k, size_t klen, const char *v, size_t vlen)
 {
-    char buf[PAIR_MAX];
-
-    memcpy(buf, k, klen);
-    buf[klen] = '\0';
-    memcpy(buf + klen + 1, v, vlen);
-    return hash_siphash(zero_key, buf, klen + 1 + vlen);
+    return hash_fast(hash_fast(0, k, klen), v, vlen);
 }
 
 static bool pair_indexable(size_t klen, size_t vlen)
