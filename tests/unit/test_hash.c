@@ -63,6 +63,25 @@ static void test_hash_key_changes_output(void **state)
     assert_true(hash_siphash(key, "abc", 3) != hash_siphash(key2, "abc", 3));
 }
 
+/* hash_fast: deterministic, length-sensitive, every tail length handled. */
+static void test_hash_fast_distinguishes_inputs(void **state)
+{
+    const char text[] = "abcdefghijklmnopqrstuvwxyz";
+    uint64_t seen[sizeof(text)];
+
+    (void)state;
+    for (size_t len = 0; len < sizeof(text); len++) {
+        seen[len] = hash_fast(0, text, len);
+        assert_true(seen[len] == hash_fast(0, text, len));
+        for (size_t j = 0; j < len; j++)
+            assert_true(seen[j] != seen[len]);
+    }
+    /* The seed chains: ("a", "bc") and ("ab", "c") differ. */
+    assert_true(hash_fast(hash_fast(0, "a", 1), "bc", 2) !=
+                hash_fast(hash_fast(0, "ab", 2), "c", 1));
+    assert_true(hash_fast(1, "x", 1) != hash_fast(2, "x", 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -70,6 +89,7 @@ int main(void)
         cmocka_unit_test(test_hash_siphash64_reference_lengths),
         cmocka_unit_test(test_hash_siphash128_reference),
         cmocka_unit_test(test_hash_key_changes_output),
+        cmocka_unit_test(test_hash_fast_distinguishes_inputs),
     };
 
     return cmocka_run_group_tests_name("hash", tests, NULL, NULL);
