@@ -29,7 +29,7 @@
 #include "table.h"
 
 #define DEFAULT_CONFIG "/etc/divvy/divvy.conf"
-#define MAX_LISTEN     32
+#define MAX_LISTEN     65          /* the config allows 64, plus $PORT */
 
 static const char usage_text[] =
     "Usage: divvyd [OPTION]...\n"
@@ -147,6 +147,69 @@ static int parse_args(int argc, char **argv, struct args *a)
     return 0;
 }
 
+/*
+ * Button divvy's environment (docs/operations.md): PORT replaces the TCP
+ * listeners with tcp:0.0.0.0:$PORT, as divvy listens on every interface
+ * (a --listen tcp: address wins over it; --listen unix: addresses are kept);
+ * REDIS_HOST and REDIS_PORT replace redis.host and redis.port.  @listen gets
+ * the addresses to use (from --listen, else the config).  Returns 0, or
+ * -EINVAL after saying which variable is bad.
+ */
+static int apply_divvy_env(struct config *cfg, const struct args *a, char *port_listen,
+                           size_t size, const char **listen, size_t *n_listen)
+{
+    const char *const *base = a->n_listen ? a->listen : (const char *const *)cfg->listen;
+    size_t n_base = a->n_listen ? a->n_listen : cfg->n_listen;
+    bool cli_tcp = false;
+    const char *v;
+    char *end;
+    long port;
+
+    *n_listen = 0;
+    for (size_t i = 0; i < a->n_listen; i++)
+        cli_tcp |= strncmp(a->listen[i], "tcp:", 4) == 0;
+    v = getenv("PORT");
+    if (v && *v) {
+        port = strtol(v, &end, 10);
+        if (*end || port < 1 || port > 65535) {
+            fprintf(stderr, "divvyd: PORT=%s: expected a port 1..65535\n", v);
+            return -EINVAL;
+        }
+        snprintf(port_listen, size, "tcp:0.0.0.0:%ld", port);
+        if (cli_tcp)
+            log_msg(LOG_INFO, "PORT=%s ignored: --listen names a TCP address", v);
+        else
+            log_msg(LOG_INFO, "PORT=%s from the environment: listening on %s", v, port_listen);
+    }
+    for (size_t i = 0; i < n_base && *n_listen < MAX_LISTEN - 1; i++)
+        if (!v || !*v || cli_tcp || strncmp(base[i], "tcp:", 4) != 0)
+            listen[(*n_listen)++] = base[i];
+    if (v && *v && !cli_tcp)
+        listen[(*n_listen)++] = port_listen;
+
+    v = getenv("REDIS_HOST");
+    if (v && *v) {
+        char *host = strdup(v);
+
+        if (!host)
+            return -ENOMEM;
+        free(cfg->redis.host);
+        cfg->redis.host = host;
+        log_msg(LOG_INFO, "REDIS_HOST=%s from the environment", v);
+    }
+    v = getenv("REDIS_PORT");
+    if (v && *v) {
+        port = strtol(v, &end, 10);
+        if (*end || port < 1 || port > 65535) {
+            fprintf(stderr, "divvyd: REDIS_PORT=%s: expected a port 1..65535\n", v);
+            return -EINVAL;
+        }
+        cfg->redis.port = (unsigned)port;
+        log_msg(LOG_INFO, "REDIS_PORT=%s from the environment", v);
+    }
+    return 0;
+}
+
 static void print_diag(const struct diag *d, const char *path, int r)
 {
     char line[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
@@ -246,6 +309,9 @@ int main(int argc, char **argv)
     struct metrics *metrics = NULL;
     struct notify_listener *inherited = NULL;
     size_t n_inherited = 0;
+    const char *env_listen[MAX_LISTEN];
+    size_t n_env_listen = 0;
+    char port_listen[32];
     const char *state_dir;
     struct group *gr;
     long ncpu;
@@ -294,13 +360,11 @@ int main(int argc, char **argv)
         goto out_rcu;
     }
 
-    if (a.n_listen > 0) {
-        so.listen = (char **)a.listen;
-        so.n_listen = a.n_listen;
-    } else {
-        so.listen = cfg->listen;
-        so.n_listen = cfg->n_listen;
-    }
+    if (apply_divvy_env(cfg, &a, port_listen, sizeof(port_listen), env_listen,
+                        &n_env_listen) < 0)
+        goto out_rcu;
+    so.listen = (char **)env_listen;
+    so.n_listen = n_env_listen;
     ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     so.workers = a.workers ? a.workers : cfg->workers ? cfg->workers
                                                       : (unsigned)(ncpu > 0 ? ncpu : 1);
