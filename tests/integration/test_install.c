@@ -173,9 +173,10 @@ static void test_install_tree(void **state)
     expect_file("/usr/lib/tmpfiles.d/divvy.conf", S_IFREG, 0644);
     expect_grep("/usr/lib/tmpfiles.d/divvy.conf", "d /run/divvy 2755 divvy divvy-fast -");
     expect_file("/usr/share/man/man8/divvyd.8", S_IFREG, 0644);
-    expect_file("/usr/share/man/man1/divvyctl.1", S_IFREG, 0644);
+    expect_file("/usr/share/man/man8/divvyctl.8", S_IFREG, 0644);
     expect_file("/usr/share/man/man5/divvy.conf.5", S_IFREG, 0644);
     expect_file("/usr/share/man/man8/pam_divvy.8", S_IFREG, 0644);
+    expect_file("/usr/share/man/man3/libdivvy.3", S_IFREG, 0644);
     expect_file("/usr/share/doc/divvy/examples/divvy.ini", S_IFREG, 0644);
 
     if (built("divvyctl"))

@@ -103,8 +103,8 @@ static void test_systemd_units_verify_clean(void **state)
         ctl = "/bin/true";
     CHECK(harness_src_path("", src, sizeof(src)));
     snprintf(cmd, sizeof(cmd),
-             "set -e; cd '%s'; mkdir -p man/man1 man/man5 man/man8;"
-             "cp '%s'/docs/man/*.1 man/man1/; cp '%s'/docs/man/*.5 man/man5/;"
+             "set -e; cd '%s'; mkdir -p man/man3 man/man5 man/man8;"
+             "cp '%s'/docs/man/*.3 man/man3/; cp '%s'/docs/man/*.5 man/man5/;"
              "cp '%s'/docs/man/*.8 man/man8/;"
              "sed -e 's|/usr/sbin/divvyd|%s|' -e 's|/usr/bin/divvyctl|%s|'"
              " '%s'/systemd/divvyd.service > divvyd.service;"
