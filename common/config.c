@@ -1176,6 +1176,8 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         fprintf(f, "        source = \"%s\";\n", config_divvy_source_name(r->source));
     if (r->fast_path)
         fprintf(f, "        fast_path = true;\n");
+    if (r->no_reset)
+        fprintf(f, "        resettable = false;\n");
     if (r->store_set)
         fprintf(f, "        store = \"%s\";\n", config_divvy_store_name(r->store));
     if (r->prefix4 >= 0)

@@ -30,6 +30,7 @@ static const struct config_divvy_field config_divvy_fields[] = {
     { CONFIG_DIVVY_F_MAX_ACTORS, CONFIG_DIVVY_INT, "max_actors", "maxActors" },
     { CONFIG_DIVVY_F_STRICT, CONFIG_DIVVY_BOOL, "strict", "strict" },
     { CONFIG_DIVVY_F_FAST_PATH, CONFIG_DIVVY_BOOL, "fast_path", "fastPath" },
+    { CONFIG_DIVVY_F_RESETTABLE, CONFIG_DIVVY_BOOL, "resettable", "resettable" },
     { CONFIG_DIVVY_F_LABEL, CONFIG_DIVVY_STRING, "label", "label" },
     { CONFIG_DIVVY_F_COMMENT, CONFIG_DIVVY_STRING, "comment", "comment" },
     { CONFIG_DIVVY_F_POLICY, CONFIG_DIVVY_STRING, "match_policy", "matchPolicy" },
@@ -151,6 +152,9 @@ int config_divvy_set_bool(struct rules_rule_spec *r, const struct config_divvy_f
         return 0;
     case CONFIG_DIVVY_F_FAST_PATH:
         r->fast_path = v;
+        return 0;
+    case CONFIG_DIVVY_F_RESETTABLE:
+        r->no_reset = !v;
         return 0;
     case CONFIG_DIVVY_F_DEFAULT:
         r->is_default = v;

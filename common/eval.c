@@ -58,6 +58,9 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
 
     if (eval_zero(r, o))
         return 0;
+    /* resettable = false: RESET reports the counter and leaves it alone. */
+    if (op == TABLE_RESET && !r->resettable)
+        op = TABLE_PEEK;
 
     len = rules_actor(env->rules, r->index, req, actor, sizeof(actor));
     if (len < 0)

@@ -32,7 +32,7 @@
 #define PAIR_MAX        PROTO_LINE_MAX
 
 enum { KIND_PRESENT = 0, KIND_EXACT = 1, KIND_GLOB = 2 };
-enum { FLAG_STRICT = 1, FLAG_FAST_PATH = 2, FLAG_DEFAULT = 4 };
+enum { FLAG_STRICT = 1, FLAG_FAST_PATH = 2, FLAG_DEFAULT = 4, FLAG_NO_RESET = 8 };
 
 struct blob_str {
     uint32_t off;               /* into the pool; pool[off + len] is NUL */
@@ -978,7 +978,8 @@ static int emit(const struct build *b, uint64_t generation, struct rules **ret)
         o->algo = (uint8_t)s->algo;
         o->source = (uint8_t)s->source;
         o->flags = (uint8_t)((s->strict ? FLAG_STRICT : 0) | (s->fast_path ? FLAG_FAST_PATH : 0) |
-                             (s->is_default ? FLAG_DEFAULT : 0));
+                             (s->is_default ? FLAG_DEFAULT : 0) |
+                             (s->no_reset ? FLAG_NO_RESET : 0));
         o->store = (uint8_t)p->store;
         r = pool_add(&pl, p->id_str, strlen(p->id_str), &o->id_str);
         if (r >= 0)
@@ -1168,7 +1169,7 @@ static bool blob_ok(const struct rules *rs)
             return false;
         if (r->policy > RULES_POLICY_CONTINUE || r->algo > RULES_ALGO_SLIDING_WINDOW ||
             r->source > RULES_SOURCE_PRIVILEGED || r->store > RULES_STORE_STRICT ||
-            (r->flags & ~(FLAG_STRICT | FLAG_FAST_PATH | FLAG_DEFAULT)))
+            (r->flags & ~(FLAG_STRICT | FLAG_FAST_PATH | FLAG_DEFAULT | FLAG_NO_RESET)))
             return false;
         if (r->prefix4 < -1 || r->prefix4 > 32 || r->prefix6 < -1 || r->prefix6 > 128)
             return false;
@@ -1344,6 +1345,7 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
     ret->n_actor = r->n_actor;
     ret->strict = r->flags & FLAG_STRICT;
     ret->fast_path = r->flags & FLAG_FAST_PATH;
+    ret->resettable = !(r->flags & FLAG_NO_RESET);
     ret->is_default = r->flags & FLAG_DEFAULT;
     ret->policy = (enum rules_policy)r->policy;
     ret->algo = (enum rules_algo)r->algo;

@@ -65,6 +65,7 @@ struct rules_rule_spec {
     int prefix6;            /* actor_prefix6: 0..128, -1 none */
     int64_t max_actors;     /* 0: no cap */
     bool strict;            /* token_bucket: denied attempts push the refill clock back */
+    bool no_reset;          /* resettable = false: RESET leaves this rule's counters alone */
     bool fast_path;
     bool is_default;
     enum rules_policy policy;
@@ -148,6 +149,7 @@ struct rules_rule {
     int prefix4, prefix6;
     unsigned n_actor;
     bool strict, fast_path, is_default;
+    bool resettable;            /* false: RESET does not touch its counters */
     enum rules_policy policy;
     enum rules_algo algo;
     enum rules_source source;

@@ -923,6 +923,9 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
 
     if (op == TABLE_TAKE && h->n == 0)
         op = TABLE_PEEK;
+    /* resettable = false: RESET reports the counter and leaves it alone. */
+    if (op == TABLE_RESET && !r->resettable)
+        op = TABLE_PEEK;
     alen = rules_actor(rs, r->index, &rq, w->actor_buf, RULES_ACTOR_MAX);
     if (alen < 0)
         return alen;

@@ -342,11 +342,13 @@ static void test_config_full_native(void **state)
     assert_int_equal(r->policy, RULES_POLICY_CONTINUE);
     assert_int_equal(r->source, RULES_SOURCE_PRIVILEGED);
     assert_false(r->fast_path);
+    assert_true(r->no_reset);
     assert_string_equal(r->comment, "quote \" backslash \\ tab \t end");
     r = rule(cfg, 1);
     assert_int_equal(r->algo, RULES_ALGO_SLIDING_WINDOW);
     assert_int_equal(r->credit_limit, 32);
     assert_true(r->fast_path);
+    assert_false(r->no_reset);
     r = rule(cfg, 2);
     assert_string_equal(match_of(r, "port"), "8080");
     assert_string_equal(match_of(r, "big"), "5000000000");
@@ -480,6 +482,7 @@ static void test_config_extensions_json(void **state)
     assert_string_equal(r->actor[1], "rhost");
     assert_int_equal(r->algo, RULES_ALGO_TOKEN_BUCKET);
     assert_true(r->strict);
+    assert_true(r->no_reset);
     assert_int_equal(r->policy, RULES_POLICY_CONTINUE);
     assert_int_equal(r->source, RULES_SOURCE_PRIVILEGED);
     assert_int_equal(r->prefix4, 32);
@@ -488,7 +491,7 @@ static void test_config_extensions_json(void **state)
     assert_null(r->comment);
     /* "operation" may be left out of the default rule. */
     assert_true(rule(cfg, 1)->is_default);
-    assert_int_equal(rule(cfg, 1)->line, 22);
+    assert_int_equal(rule(cfg, 1)->line, 23);
     config_free(cfg);
 }
 

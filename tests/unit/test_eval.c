@@ -210,6 +210,35 @@ static void test_eval_reset_restores_quota(void **state)
     assert_true(hit(f, "HIT src=r\n", TABLE_TAKE, T0).allowed);
 }
 
+/* resettable = false: RESET reports the counter and leaves it alone. */
+static void test_eval_reset_skips_unresettable_rules(void **state)
+{
+    struct fixture *f = *state;
+    struct rules_spec spec = { 0 };
+    struct rules *rules;
+    struct diag diag;
+    struct eval_result res;
+
+    add_rule(&spec, 1, "user", "*", "src", "*", 5, 60, RULES_POLICY_CONTINUE, "user");
+    add_rule(&spec, 2, "src", "*", NULL, NULL, 5, 60, RULES_POLICY_STOP, "src");
+    spec.rules[1].no_reset = true;
+    add_rule(&spec, 3, NULL, NULL, NULL, NULL, 0, 0, RULES_POLICY_STOP, NULL);
+    diag_init(&diag);
+    assert_int_equal(rules_compile(&spec, 2, &rules, &diag), 0);
+    rules_spec_free(&spec);
+    f->env.rules = rules;
+
+    for (int i = 0; i < 3; i++)
+        assert_true(hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0).allowed);
+    res = hit(f, "RESET user=u src=s\n", TABLE_RESET, T0);
+    assert_int_equal(res.decider, 1);
+    assert_int_equal(res.credit, 2);            /* the per-source count stays */
+    assert_int_equal(res.o[0].credit, 5);       /* the user x source count is gone */
+    assert_int_equal(hit(f, "PEEK src=s\n", TABLE_PEEK, T0).credit, 2);
+    f->env.rules = f->rules;
+    rules_free(rules);
+}
+
 static void test_eval_full_table_applies_policy(void **state)
 {
     struct fixture *f = *state;
@@ -256,6 +285,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eval_window_resets_after_reset_seconds, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_eval_reset_restores_quota, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_reset_skips_unresettable_rules, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_eval_full_table_applies_policy, setup, teardown),
         cmocka_unit_test(test_eval_ms_to_s_rounds_like_redis_ttl),
     };
