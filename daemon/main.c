@@ -232,8 +232,9 @@ static const char *on_error_name(enum config_redis_error e)
                                                                                    : "local";
 }
 
+/* *ret_new: the file did not exist before (a failed start removes it again). */
 static int open_table(const char *dir, const char *name, uint32_t slots, unsigned mode,
-                      struct table **ret)
+                      struct table **ret, bool *ret_new)
 {
     struct table_open_info info = { 0 };
     char path[PATH_MAX];
@@ -247,6 +248,7 @@ static int open_table(const char *dir, const char *name, uint32_t slots, unsigne
         log_msg(LOG_ERR, "cannot open counter table %s: %m", path);
         return r;
     }
+    *ret_new = info.created && !info.rebuilt;
     if (info.rebuilt)
         log_msg(LOG_WARNING, "counter table %s rebuilt, counts start afresh: %s", path,
                 info.reason);
@@ -312,10 +314,12 @@ int main(int argc, char **argv)
     const char *env_listen[MAX_LISTEN];
     size_t n_env_listen = 0;
     char port_listen[32];
-    const char *state_dir;
+    const char *state_dir = NULL;
     struct group *gr;
     long ncpu;
     int r, status = 1;
+    /* What this start created; removed again if it fails before serving. */
+    bool made_dir = false, fast_new = false, priv_new = false, serving = false;
 
     if (parse_args(argc, argv, &a) < 0)
         return 2;
@@ -345,18 +349,26 @@ int main(int argc, char **argv)
 
     state_dir = a.state_dir ? a.state_dir : cfg->state_dir ? cfg->state_dir
                                                            : CONFIG_DEFAULT_STATE_DIR;
-    if (mkdir(state_dir, 0755) < 0 && errno != EEXIST) {
+    if (mkdir(state_dir, 0755) == 0) {
+        made_dir = true;
+    } else if (errno != EEXIST) {
         log_msg(LOG_ERR, "cannot create state directory %s: %m", state_dir);
         goto out;
     }
-    if (open_table(state_dir, "fast.table", cfg->fast_table_slots, 0660, &fast) < 0 ||
-        open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv) < 0)
+    if (open_table(state_dir, "fast.table", cfg->fast_table_slots, 0660, &fast, &fast_new) < 0 ||
+        open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv, &priv_new) < 0)
         goto out;
 
     urcu_memb_register_thread();
     r = reload_new(a.config, cfg, state_dir, fast, &rl, diag);
     if (r < 0) {
-        print_diag(diag, a.config, r);
+        /* Without a diagnostic the config was fine: the cause is logged. */
+        if (diag->n > 0) {
+            print_diag(diag, a.config, r);
+        } else {
+            errno = -r;
+            log_msg(LOG_ERR, "not starting: %m");
+        }
         goto out_rcu;
     }
 
@@ -422,6 +434,7 @@ int main(int argc, char **argv)
     log_msg(LOG_NOTICE, "divvyd %s: %zu rules from %s, state in %s", DIVVY_VERSION,
             rules_count(reload_current(rl)->rules), a.config, state_dir);
     urcu_memb_read_unlock();
+    serving = true;
     if (srv_run(srv) >= 0)
         status = 0;
     log_msg(LOG_NOTICE, "stopped");
@@ -433,6 +446,24 @@ out_rcu:
     reload_free(rl);
     urcu_memb_unregister_thread();
 out:
+    /* A failed start leaves nothing half-created: no table, rules file or
+     * state dir that was not there before (existing tables keep their counts). */
+    if (status != 0 && !serving && state_dir) {
+        char path[PATH_MAX];
+
+        if (fast_new && fast && (size_t)snprintf(path, sizeof(path), "%s/rules.%llu", state_dir,
+                                                 (unsigned long long)table_generation(fast)) <
+                                    sizeof(path))
+            unlink(path);
+        if (fast_new && (size_t)snprintf(path, sizeof(path), "%s/fast.table", state_dir) <
+                            sizeof(path))
+            unlink(path);
+        if (priv_new && (size_t)snprintf(path, sizeof(path), "%s/private.table", state_dir) <
+                            sizeof(path))
+            unlink(path);
+        if (made_dir)
+            rmdir(state_dir);
+    }
     table_close(fast);
     table_close(priv);
     rules_free(rules);
