@@ -104,7 +104,8 @@ struct table_hdr {
     _Alignas(64) uint64_t heartbeat_ms;
     _Alignas(64) uint64_t full_events;
     _Alignas(64) uint64_t quota_events;
-    _Alignas(64) uint8_t reserved1[3712];
+    _Alignas(64) uint64_t fast_hits;    /* hits decided by fast-path clients (batched adds) */
+    _Alignas(64) uint8_t reserved1[3648];
     struct table_qent quota[TABLE_QUOTA_ENTRIES];
 };
 
@@ -125,6 +126,7 @@ _Static_assert(offsetof(struct table_hdr, generation) == 128, "docs/shm.md heade
 _Static_assert(offsetof(struct table_hdr, heartbeat_ms) == 192, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, full_events) == 256, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota_events) == 320, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, fast_hits) == 384, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota) == TABLE_QUOTA_OFFSET, "docs/shm.md header");
 _Static_assert(sizeof(struct table_hdr) == TABLE_HDR_SIZE, "docs/shm.md header");
 _Static_assert(TABLE_HDR_SIZE % 4096 == 0, "slots start on a page");
@@ -1131,6 +1133,16 @@ void table_heartbeat(struct table *t, uint64_t now_ms)
 uint64_t table_last_heartbeat(const struct table *t)
 {
     return __atomic_load_n(&t->hdr->heartbeat_ms, __ATOMIC_ACQUIRE);
+}
+
+void table_add_fast_hits(struct table *t, uint64_t n)
+{
+    __atomic_fetch_add(&t->hdr->fast_hits, n, __ATOMIC_RELAXED);
+}
+
+uint64_t table_fast_hits(const struct table *t)
+{
+    return __atomic_load_n(&t->hdr->fast_hits, __ATOMIC_RELAXED);
 }
 
 /* ---- the file ----------------------------------------------------------- */

@@ -198,6 +198,12 @@ uint64_t table_generation(const struct table *t);
 void table_heartbeat(struct table *t, uint64_t now_ms);
 uint64_t table_last_heartbeat(const struct table *t);
 
+/* Hits fast-path clients decided in-process (for metrics).  Clients add in
+ * batches (one atomic add per many hits) so the counter's cache line is not
+ * a point of contention; the total lags by what clients have not flushed. */
+void table_add_fast_hits(struct table *t, uint64_t n);
+uint64_t table_fast_hits(const struct table *t);
+
 /* One live counter as table_foreach() reports it. */
 struct table_entry {
     uint64_t rule_id;

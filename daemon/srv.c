@@ -1419,12 +1419,12 @@ static void do_stats(struct conn *c)
     if (s->o.store)
         store_stats(s->o.store, &rs);
     append_fmt(buf, sizeof(buf), &pos,
-               "OK 26\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
+               "OK 27\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
                "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
                "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
                "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
                "table_slots=%llu\ntable_live=%llu\nfast_table_slots=%llu\n"
-               "fast_table_live=%llu\ntable_full_events=%llu\n",
+               "fast_table_live=%llu\ntable_full_events=%llu\nfast_path_hits=%llu\n",
                (unsigned long long)((now - s->started_ms) / 1000),
                (unsigned long long)__atomic_load_n(&s->n_conns, __ATOMIC_RELAXED),
                (unsigned long long)sum.hits, (unsigned long long)sum.accepted,
@@ -1434,7 +1434,8 @@ static void do_stats(struct conn *c)
                (unsigned long long)gen, (unsigned long long)n_rules,
                (unsigned long long)priv.slots, (unsigned long long)priv.live,
                (unsigned long long)fast.slots, (unsigned long long)fast.live,
-               (unsigned long long)(sum.table_full));
+               (unsigned long long)(sum.table_full),
+               (unsigned long long)table_fast_hits(s->o.fast));
     /* docs/redis.md "Monitoring": state unused (no rule needs Redis), up, down. */
     append_fmt(buf, sizeof(buf), &pos,
                "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\nredis_errors=%llu\n"
@@ -2268,6 +2269,8 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     reload_counts(s->o.reload, &g->reloads_ok, &g->reloads_rejected);
     table_stats(s->o.fast, now, &g->fast);
     table_stats(s->o.priv, now, &g->priv);
+    g->have_fast_path_hits = true;
+    g->fast_path_hits = table_fast_hits(s->o.fast);
 }
 
 /* Metrics' gauges and statsd, and systemd's STATUS= when it changed. */

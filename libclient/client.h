@@ -118,6 +118,7 @@ struct client_fast {
     uint64_t attach_at_ms;      /* earliest next table_attach() attempt */
     uint64_t remap_at_ms;       /* earliest next rules load after a failure */
     uint64_t remap_failed_gen;  /* the generation that failed to load */
+    uint64_t unflushed_hits;    /* decided here, not yet added to the table's fast_hits */
 };
 
 struct divvy {

@@ -26,8 +26,21 @@
 #include "clock.h"
 #include "eval.h"
 
+/* Hits are counted in the table in batches: one shared atomic add per
+ * CLIENT_HITS_BATCH hits, not one per hit. */
+#define CLIENT_HITS_BATCH 1024
+
+static void flush_hits(struct client_fast *f)
+{
+    if (f->table && f->unflushed_hits) {
+        table_add_fast_hits(f->table, f->unflushed_hits);
+        f->unflushed_hits = 0;
+    }
+}
+
 void client_fast_close(struct client_fast *f)
 {
+    flush_hits(f);
     table_close(f->table);
     f->table = NULL;
     rules_free(f->rules);
@@ -222,6 +235,7 @@ static bool reattach(struct divvy *h, uint64_t now)
         table_close(t);
         return false;
     }
+    flush_hits(f);
     table_close(f->table);
     f->table = t;
     /* Another file counts generations afresh: load its rules whatever the number. */
@@ -316,5 +330,7 @@ int client_fast_decide(struct divvy *h, const struct client_req *req, enum table
     memcpy(res->rule, f->rule[er.decider].id_str, f->rule[er.decider].id_len);
     res->rule[f->rule[er.decider].id_len] = '\0';
     res->fast_path = 1;
+    if (op == TABLE_TAKE && ++f->unflushed_hits >= CLIENT_HITS_BATCH)
+        flush_hits(f);
     return 1;
 }

@@ -569,6 +569,34 @@ static void test_fastpath_corrupt_copies(void **state)
                  status > 128 ? status - 128 : status);
 }
 
+/* ---- fast-path hits reach STATS and the metrics --------------------------------------------- */
+
+/* Hits decided in-process are counted in the table (in batches, flushed at
+ * close) and reported by the daemon's STATS fast_path_hits. */
+static void test_fastpath_hits_counted(void **state)
+{
+    struct harness_daemon *d = start_fast(fast_conf);
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy_kv kv[2] = { { "path", "/fast" }, { "user", "counted" } };
+    struct harness_conn *c;
+    char stats[HARNESS_LINE];
+    struct divvy *h = open_env(DIVVY_FAST_ONLY);
+    long long hits;
+
+    (void)state;
+    wait_fast(h, "/fast");
+    for (int i = 0; i < 3000; i++) {
+        CHECK(divvy_hit(h, kv, 2, &res));
+        assert_int_equal(res.fast_path, 1);
+    }
+    divvy_close(h);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_multi(c, "STATS", stats, sizeof(stats)));
+    CHECK(harness_stat(stats, "fast_path_hits", &hits));
+    assert_int_equal(hits, 3000);
+    harness_close(c);
+}
+
 /* ---- SIGKILL mid-hammer ------------------------------------------------------------------ */
 
 #define KILL_LIMIT 1000000
@@ -797,6 +825,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_fastpath_corrupt_copies, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_fastpath_sigkill, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fastpath_hits_counted, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_fastpath_exact_across_paths, harness_setup,
                                         harness_teardown),
     };
