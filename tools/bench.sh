@@ -6,7 +6,9 @@
 # (most hits are allowed, and 10000 actors exercise the counter table), on a
 # temp Unix socket and a free loopback TCP port; runs BUILDDIR/divvy-bench
 # for unix 1x1, unix 8x32, tcp 1x1 and tcp 8x32 (connections x pipeline
-# depth), BENCH_DURATION seconds each (default 5); prints a table; stops the
+# depth), then through libdivvy: its socket path 8x32 and its shared-memory
+# fast path with 1 and 2 threads (the rule is fast_path), BENCH_DURATION
+# seconds each (default 5); prints a table; stops the
 # daemon by PID and removes the temp dir on any exit.  Numbers are reported,
 # never judged: the exit status is 0 unless the benchmark could not run.
 set -eu
@@ -53,6 +55,7 @@ cat >"$T/bench.ini" <<'EOF'
 creditLimit = 1000000000
 resetSeconds = 3600
 actorField = actor
+fastPath = true
 comment = 'divvy-bench: generous, per actor'
 
 [default]
@@ -106,10 +109,15 @@ echo "${ver:-divvyd ?} on $(nproc) CPUs; ${DUR} s per run, $KEYS actors," \
      "batch latency in microseconds"
 printf '%-9s %5s %5s %12s %10s %10s %10s %7s\n' \
     transport conns depth hits/s p50 p99 p99.9 errors
-for run in "unix 1 1" "unix 8 32" "tcp 1 1" "tcp 8 32"; do
+for run in "unix 1 1" "unix 8 32" "tcp 1 1" "tcp 8 32" "lib-unix 8 32" "shm 1 1" "shm 2 1"; do
     # shellcheck disable=SC2086 # split "unix 1 1" into its fields
     set -- $run
-    if [ "$1" = unix ]; then target="--unix $sock"; else target="--tcp 127.0.0.1:$port"; fi
+    case $1 in
+    unix) target="--unix $sock" ;;
+    tcp) target="--tcp 127.0.0.1:$port" ;;
+    lib-unix) target="--unix $sock --lib socket" ;;
+    shm) target="--unix $sock --lib fast" ;;
+    esac
     # shellcheck disable=SC2086
     if out=$("$BENCH" $target -c "$2" -d "$3" -t "$DUR" -k "$KEYS" -q); then
         set -- "$1" "$2" "$3" $out

@@ -5,8 +5,10 @@
  * key space), reads the replies, and records each batch's round-trip time;
  * at the end it prints hits/s, latency percentiles and error counts.  It
  * measures, it never judges: the exit status says only whether it could run.
- * Uses libc, pthreads and common/clock.h only (no client library), so it
- * measures the server and the socket, nothing else.
+ * By default it speaks the protocol itself (libc, pthreads, common/clock.h),
+ * so it measures the server and the socket, nothing else; with --lib it goes
+ * through libdivvy instead, and --lib fast measures the shared-memory fast
+ * path (one handle per thread, hits decided in the benchmark's process).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "divvy.h"
 
 #define BENCH_MAX_CONNS   4096
 #define BENCH_MAX_DEPTH   100000
@@ -42,6 +45,7 @@ struct bench_opts {
     unsigned long keys;
     const char *pairs;          /* fixed pairs before the actor */
     const char *actor_key;
+    int lib;                    /* -1: raw protocol; else DIVVY_AUTO/SOCKET_ONLY/FAST_ONLY */
     bool quiet;
 };
 
@@ -63,7 +67,8 @@ static const char bench_usage[] =
 "\n"
 "SYNOPSIS\n"
 "    divvy-bench (--unix PATH | --tcp HOST:PORT) [-c N] [-d D] [-t SECONDS]\n"
-"                [-k K] [--pairs \"k=v ...\"] [--actor-key KEY] [-q]\n"
+"                [-k K] [--pairs \"k=v ...\"] [--actor-key KEY]\n"
+"                [--lib socket|fast|auto] [-q]\n"
 "\n"
 "DESCRIPTION\n"
 "    Opens N connections to divvyd, one thread each.  Every thread repeatedly\n"
@@ -87,6 +92,14 @@ static const char bench_usage[] =
 "    -k, --keys K        actor key space (default 10000)\n"
 "        --pairs TEXT    the fixed pairs of each HIT (default \"path=/bench\")\n"
 "        --actor-key KEY the varying key (default \"actor\")\n"
+"        --lib PATH      go through libdivvy instead of speaking the protocol:\n"
+"                        one handle per thread (-c), batches of D requests with\n"
+"                        divvy_hit_many (divvy_hit when D is 1).  PATH is socket\n"
+"                        (DIVVY_SOCKET_ONLY), fast (DIVVY_FAST_ONLY: every hit\n"
+"                        decided in this process from the shared-memory table;\n"
+"                        needs fast_path rules and access to the state\n"
+"                        directory, which is the socket's directory or\n"
+"                        $DIVVY_STATE_DIR) or auto (DIVVY_AUTO)\n"
 "    -q, --quiet         print one line: hits/s p50 p99 p999 errors\n"
 "    -h, --help          show this text\n"
 "\n"
@@ -102,7 +115,8 @@ static const char bench_usage[] =
 "\n"
 "EXAMPLES\n"
 "    divvy-bench --unix /run/divvy/divvy.sock -c 8 -d 32 -t 5\n"
-"    divvy-bench --tcp 127.0.0.1:8321 -c 1 -d 1 -k 1 --pairs \"method=GET path=/status\"\n";
+"    divvy-bench --tcp 127.0.0.1:8321 -c 1 -d 1 -k 1 --pairs \"method=GET path=/status\"\n"
+"    divvy-bench --unix /run/divvy/divvy.sock --lib fast -c 1 -d 1 -k 500000\n";
 
 static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *ret)
 {
@@ -301,6 +315,111 @@ out:
     return NULL;
 }
 
+#define BENCH_LIB_PAIRS 31
+
+/*
+ * --lib: the same load through libdivvy.  Each thread has its own handle
+ * (divvy.h: one handle per thread); a batch of D requests is one
+ * divvy_hit_many() call (divvy_hit() when D is 1) and one latency sample.
+ */
+static void *bench_thread_lib(void *arg)
+{
+    struct bench_thread *t = arg;
+    const struct bench_opts *o = t->o;
+    struct divvy_kv *kv = NULL;
+    struct divvy_request *reqs = NULL;
+    struct divvy_result *res = NULL;
+    char *pairs = NULL, *actors = NULL, addr[PATH_MAX + 8];
+    struct divvy_kv fixed[BENCH_LIB_PAIRS];
+    size_t n_fixed = 0, per = 0;
+    uint64_t x = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)t->id * 0xbf58476d1ce4e5b9ULL);
+    struct divvy *h = NULL;
+    char *save = NULL, *tok;
+    int r;
+
+    /* "k=v k=v" -> fixed pairs; each request adds <actor-key>=<n>. */
+    pairs = strdup(o->pairs);
+    if (!pairs) {
+        t->setup_error = -ENOMEM;
+        goto out;
+    }
+    for (tok = strtok_r(pairs, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(tok, '=');
+
+        if (!eq || n_fixed == BENCH_LIB_PAIRS) {
+            t->setup_error = -EINVAL;
+            goto out;
+        }
+        *eq = '\0';
+        fixed[n_fixed].key = tok;
+        fixed[n_fixed++].value = eq + 1;
+    }
+    per = n_fixed + 1;
+    kv = calloc((size_t)o->depth * per, sizeof(*kv));
+    reqs = calloc(o->depth, sizeof(*reqs));
+    res = calloc(o->depth, sizeof(*res));
+    actors = malloc((size_t)o->depth * 24);
+    if (!kv || !reqs || !res || !actors) {
+        t->setup_error = -ENOMEM;
+        goto out;
+    }
+    for (unsigned i = 0; i < o->depth; i++) {
+        memcpy(&kv[i * per], fixed, n_fixed * sizeof(*kv));
+        kv[i * per + n_fixed].key = o->actor_key;
+        kv[i * per + n_fixed].value = actors + (size_t)i * 24;
+        reqs[i].amount = 1;
+        reqs[i].kv = &kv[i * per];
+        reqs[i].n_kv = per;
+        res[i].size = sizeof(res[i]);
+    }
+    snprintf(addr, sizeof(addr), "%s%s", o->unix_path ? "unix:" : "tcp:",
+             o->unix_path ? o->unix_path : o->tcp_addr);
+    r = divvy_open(addr, (unsigned)o->lib, &h);
+    if (r < 0) {
+        t->setup_error = r;
+        goto out;
+    }
+    while (clock_now_ns() < t->deadline_ns) {
+        uint64_t t0;
+
+        for (unsigned i = 0; i < o->depth; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            snprintf(actors + (size_t)i * 24, 24, "%lu", (unsigned long)(x % o->keys));
+        }
+        t0 = clock_now_ns();
+        r = o->depth == 1 ? divvy_hit(h, reqs[0].kv, per, &res[0])
+                          : divvy_hit_many(h, reqs, o->depth, res);
+        if (r < 0) {
+            /* Counted, not fatal: a benchmark reports what happened. */
+            t->err_replies++;
+            if (t->err_replies == 1 && !o->quiet)
+                fprintf(stderr, "divvy-bench: %s\n", divvy_errmsg(h));
+            continue;
+        }
+        for (unsigned i = 0; i < o->depth; i++) {
+            t->hits++;
+            if (res[i].allowed)
+                t->allowed++;
+            else
+                t->denied++;
+        }
+        if (record_latency(t, clock_now_ns() - t0) < 0) {
+            t->setup_error = -ENOMEM;
+            goto out;
+        }
+    }
+out:
+    divvy_close(h);
+    free(pairs);
+    free(kv);
+    free(reqs);
+    free(res);
+    free(actors);
+    return NULL;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -347,7 +466,8 @@ static int bench_run(const struct bench_opts *o)
         th[i].ai = ai;
         th[i].id = i;
         th[i].deadline_ns = start + (uint64_t)(o->duration * 1e9);
-        if (pthread_create(&th[i].tid, NULL, bench_thread_main, &th[i]) != 0) {
+        if (pthread_create(&th[i].tid, NULL, o->lib >= 0 ? bench_thread_lib : bench_thread_main,
+                           &th[i]) != 0) {
             r = -EAGAIN;
             break;
         }
@@ -399,8 +519,11 @@ static int bench_run(const struct bench_opts *o)
                (unsigned long long)(errs + conn_errs + other + failed));
         goto out;
     }
-    printf("target           %s%s\n", o->unix_path ? "unix:" : "tcp:",
-           o->unix_path ? o->unix_path : o->tcp_addr);
+    printf("target           %s%s%s\n", o->unix_path ? "unix:" : "tcp:",
+           o->unix_path ? o->unix_path : o->tcp_addr,
+           o->lib < 0 ? "" : o->lib == (int)DIVVY_FAST_ONLY ? " (libdivvy, fast path)"
+                           : o->lib == (int)DIVVY_SOCKET_ONLY ? " (libdivvy, socket)"
+                                                               : " (libdivvy, auto)");
     printf("connections      %u (depth %u, keys %lu, %.1f s)\n", o->conns, o->depth, o->keys,
            secs);
     printf("hits             %llu (allowed %llu, denied %llu)\n", (unsigned long long)hits,
@@ -435,13 +558,14 @@ int main(int argc, char **argv)
         { "keys", required_argument, NULL, 'k' },
         { "pairs", required_argument, NULL, 'P' },
         { "actor-key", required_argument, NULL, 'A' },
+        { "lib", required_argument, NULL, 'L' },
         { "quiet", no_argument, NULL, 'q' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     struct bench_opts o = {
         .conns = 1, .depth = 1, .duration = 5.0, .keys = 10000,
-        .pairs = "path=/bench", .actor_key = "actor",
+        .pairs = "path=/bench", .actor_key = "actor", .lib = -1,
     };
     unsigned long v;
     char *end;
@@ -482,6 +606,16 @@ int main(int argc, char **argv)
         case 'A':
             o.actor_key = optarg;
             break;
+        case 'L':
+            if (strcmp(optarg, "socket") == 0)
+                o.lib = (int)DIVVY_SOCKET_ONLY;
+            else if (strcmp(optarg, "fast") == 0)
+                o.lib = (int)DIVVY_FAST_ONLY;
+            else if (strcmp(optarg, "auto") == 0)
+                o.lib = (int)DIVVY_AUTO;
+            else
+                goto usage;
+            break;
         case 'q':
             o.quiet = true;
             break;
@@ -499,6 +633,7 @@ int main(int argc, char **argv)
     return r < 0 ? 1 : 0;
 usage:
     fprintf(stderr, "usage: divvy-bench (--unix PATH | --tcp HOST:PORT) [-c N] [-d D] "
-                    "[-t SECONDS] [-k K] [-q]\n       (divvy-bench --help for details)\n");
+                    "[-t SECONDS] [-k K] [--lib socket|fast|auto] [-q]\n"
+                    "       (divvy-bench --help for details)\n");
     return 2;
 }
