@@ -1104,9 +1104,12 @@ static void conf_put_int(FILE *f, const char *name, int64_t v)
         fprintf(f, "        %s = %" PRId64 ";\n", name, v);
 }
 
-/* A key libconfig accepts as a setting name (kept narrower than its own). */
+/* A key libconfig accepts as a setting name (kept narrower than its own);
+ * "true" and "false", in any case, are its boolean literals, never names. */
 static bool conf_is_plain_name(const char *s)
 {
+    if (strcasecmp(s, "true") == 0 || strcasecmp(s, "false") == 0)
+        return false;
     if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
         return false;
     for (s++; *s; s++) {

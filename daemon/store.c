@@ -625,8 +625,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 /* Queues the command of @q on the connection; -ENOTCONN when hiredis refuses. */
 static int req_send(struct store_conn *sc, struct sreq *q)
 {
-    const char *argv[4 + STORE_ARGS_MAX];
-    size_t lens[4 + STORE_ARGS_MAX];
+    /* EVALSHA sha 1 key op, then up to STORE_ARGS_MAX numbers. */
+    const char *argv[5 + STORE_ARGS_MAX];
+    size_t lens[5 + STORE_ARGS_MAX];
     int argc = 0;
 
     if (!sc->ac)

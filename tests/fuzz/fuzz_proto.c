@@ -140,7 +140,7 @@ static void check_request(const struct proto_req *req, const uint8_t *line, size
     CHECK(req->amount >= 1 && req->amount <= PROTO_TAKE_MAX);
     if (req->verb != PROTO_TAKE)
         CHECK(req->amount == 1);
-    if (req->verb >= PROTO_RULES)
+    if (req->verb >= PROTO_RULES && req->verb != PROTO_COUNTERS)     /* COUNTERS takes pairs */
         CHECK(req->n_kv == 0);
     for (unsigned i = 0; i < req->n_kv; i++) {
         const struct proto_kv *kv = &req->kv[i];
