@@ -73,7 +73,7 @@ PC_FILE     := $(B)/divvy.pc
 LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
-        install cas-check fuzz
+        install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak
 .DEFAULT_GOAL := all
 
 CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY_A) $(PC_FILE),) \
@@ -84,8 +84,15 @@ all: deps-check $(DIVVYD) $(BENCH) $(CLIENT_TARGETS) cas-check
 help:
 	@echo "make            build divvyd and divvy-bench into $(B)/"
 	@echo "make run        install missing deps (root), build, run divvyd with etc/divvy.conf"
-	@echo "make check      install missing deps (root), build, run every test (incl. ASan+UBSan)"
+	@echo "make check      install missing deps (root), build, run every test: gcc, valgrind,"
+	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/testing.md)"
 	@echo "make asan       build into build-asan/ with ASan+UBSan and run the tests there"
+	@echo "make clang      build into build-clang/ with clang and run the tests there"
+	@echo "make tsan       unit tests under ThreadSanitizer (clang) in build-tsan/"
+	@echo "make valgrind   the PAM module's 10,000-login loop under valgrind memcheck"
+	@echo "make fuzz       each libFuzzer harness for FUZZ_SECONDS (60)"
+	@echo "make coverage   gcc --coverage build in build-cov/, tests, gcovr per directory"
+	@echo "make soak DURATION=10m   mixed load with reloads and Redis restarts (tools/soak.sh)"
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
 	@echo "make install    install into \$$DESTDIR\$$PREFIX"
 	@echo "make clean      remove build outputs"
@@ -109,7 +116,7 @@ $(LIBCOMMON): $(COMMON_OBJS)
 $(DIVVYD): $(DAEMON_OBJS) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIBCOMMON) $(LIBS)
 
-$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO))
+$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
@@ -167,31 +174,116 @@ $(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBCOMMON) $(DIVVY
 	    -o $@ $< $(ITEST_OBJS) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
-# Every test binary runs even when an earlier one fails; the failures are listed at the end.
+# Every test binary runs even when an earlier one fails, and says how long it
+# took; the failures are listed at the end.  $(call run_tests,BINS,ENV).
+run_tests = failed=""; for t in $(1); do echo "== $$t"; s=$$(date +%s); \
+    $(2) $$t || failed="$$failed $$t"; echo "== $$t: $$(( $$(date +%s) - s )) s"; done; \
+    if [ -n "$$failed" ]; then echo "FAILED:$$failed" >&2; exit 1; fi
+ITEST_ENV = DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
+            PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B))
+
 check-unit: $(UNIT_BINS)
-	@failed=""; for t in $(UNIT_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
-	    if [ -n "$$failed" ]; then echo "FAILED:$$failed" >&2; exit 1; fi
+	@$(call run_tests,$(UNIT_BINS),)
 
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS)
-	@failed=""; for t in $(ITEST_BINS); do echo "== $$t"; \
-	    DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
-	    PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B)) $$t || failed="$$failed $$t"; \
-	    done; if [ -n "$$failed" ]; then echo "FAILED:$$failed" >&2; exit 1; fi
+	@$(call run_tests,$(ITEST_BINS),$(ITEST_ENV))
 
-# `make check`: deps, the normal build, its tests, then the same tests under ASan+UBSan.
+# ---- test matrix (docs/testing.md) ----------------------------------------------
+# Each configuration builds in its own directory with every CPU (unless the
+# caller gave -j), then runs its tests one binary at a time.
+CLANG   ?= clang
+NPROC   := $(shell nproc 2>/dev/null || echo 2)
+SUBMAKE  = $(MAKE) --no-print-directory
+BUILD_J  = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+# $(call suite,VARS): build and run the unit and integration suites with VARS.
+suite    = $(SUBMAKE) $(BUILD_J) $(1) build-tests && $(SUBMAKE) $(1) check-unit && \
+           $(SUBMAKE) $(1) check-integration
+# $(call step,NAME,COMMAND): runs COMMAND, then says how long it took; stops on failure.
+step     = t0=$$(date +%s); $(2) || { echo "make check: $(1) FAILED" >&2; exit 1; }; \
+           echo "make check: $(1) passed in $$(( $$(date +%s) - t0 )) s"
+
+build-tests: all $(UNIT_BINS) $(ITEST_BINS)
+
+# `make check`: deps; gcc build and tests; the PAM module under valgrind; clang
+# build and tests; ASan+UBSan; TSan; a short run of each fuzzer.
 check: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory check-unit check-integration
-	@$(MAKE) --no-print-directory asan
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
+	@$(call step,gcc,$(call suite,))
+	@$(call step,valgrind,$(SUBMAKE) valgrind)
+	@$(call step,clang,$(SUBMAKE) clang)
+	@$(call step,asan,$(SUBMAKE) asan)
+	@$(call step,tsan,$(SUBMAKE) tsan)
+	@$(call step,fuzz,$(SUBMAKE) fuzz FUZZ_SECONDS=10)
 	@git status --porcelain 2>/dev/null | grep -v '^??' >/dev/null && \
 	    { echo "check: tests modified tracked files" >&2; git status --short >&2; exit 1; } || true
 	@echo "make check: all tests passed"
 
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:
-	@$(MAKE) --no-print-directory B=build-asan \
-	    SAN_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	    check-unit check-integration
+	@$(call suite,B=build-asan SAN_FLAGS="$(ASAN_FLAGS)")
+
+clang:
+	@$(call suite,CC=$(CLANG) B=build-clang)
+
+# ThreadSanitizer (clang) over every unit test: none of them uses liburcu, whose
+# barriers TSan cannot see (daemon/main.c, reload.c and srv.c are the RCU code;
+# the integration suites run that daemon and are left out).  test_table skips
+# its cross-process cases itself: TSan emulates 16-byte atomics with a lock
+# private to each process.  TSAN_EXCLUDE names unit tests to leave out.
+TSAN_FLAGS   := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_EXCLUDE ?=
+TSAN_BINS     = $(filter-out $(TSAN_EXCLUDE:%=$(B)/tests/%),$(UNIT_BINS))
+tsan:
+	@$(SUBMAKE) $(BUILD_J) CC=$(CLANG) B=build-tsan SAN_FLAGS="$(TSAN_FLAGS)" check-tsan
+check-tsan: $(TSAN_BINS)
+	@$(call run_tests,$(TSAN_BINS),TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $${TSAN_OPTIONS:-}")
+
+# valgrind memcheck over test_pam's 10,000 logins in one process (the PAM
+# module, libdivvy inside it, libpam); divvyd itself runs outside valgrind.
+VALGRIND_FLAGS := -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible \
+                  --show-leak-kinds=definite,possible --num-callers=30
+valgrind:
+	@command -v valgrind >/dev/null || { echo "valgrind: missing; apt-get install valgrind" >&2; exit 1; }
+	@$(SUBMAKE) $(BUILD_J) all $(B)/tests/test_pam
+	@echo "== valgrind $(B)/tests/test_pam (test_pam_many_calls_no_leak)"
+	@$(ITEST_ENV) DIVVY_TEST_FILTER='test_pam_many_calls_no_leak' \
+	    valgrind $(VALGRIND_FLAGS) $(B)/tests/test_pam
+	@echo "valgrind: no errors, no leaks"
+
+# Coverage: gcc --coverage -O0 in build-cov/ (atomic counters: the table and
+# the daemon are multi-threaded), the unit and integration suites, then line
+# and branch coverage per directory (gcovr); per file in build-cov/coverage.txt,
+# everything in build-cov/coverage.json.  A failed test fails the target, after
+# the numbers are printed.
+COV_DIRS  := common daemon libclient pam tools
+COV_VARS  := B=build-cov SAN_FLAGS="--coverage -O0 -fprofile-update=atomic"
+coverage:
+	@command -v gcovr >/dev/null || { echo "coverage: gcovr missing; apt-get install gcovr" >&2; exit 1; }
+	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
+	@$(SUBMAKE) $(BUILD_J) $(COV_VARS) build-tests
+	@rc=0; $(SUBMAKE) $(COV_VARS) check-unit || rc=1; \
+	    $(SUBMAKE) $(COV_VARS) check-integration || rc=1; \
+	    gcovr -r . --object-directory build-cov --exclude-unreachable-branches -j $(NPROC) \
+	        $(foreach d,$(COV_DIRS),-f '$(d)/') --json build-cov/coverage.json || exit 1; \
+	    gcovr -a build-cov/coverage.json -b -o build-cov/coverage-branches.txt || exit 1; \
+	    gcovr -a build-cov/coverage.json -o build-cov/coverage.txt || exit 1; \
+	    printf '%-11s %7s %13s %9s %13s\n' directory lines "" branches ""; \
+	    for d in $(COV_DIRS) ''; do \
+	        gcovr -a build-cov/coverage.json $${d:+-f "$$d/"} --print-summary -o /dev/null | \
+	        awk -v d="$${d:-all}" '/^lines:/ { l = $$2; ln = $$3 "/" $$6 } \
+	            /^branches:/ { b = $$2; bn = $$3 "/" $$6 } \
+	            END { gsub(/[()]/, "", ln); gsub(/[()]/, "", bn); \
+	                  printf "%-11s %7s %13s %9s %13s\n", d "/", l, ln, b, bn }' || exit 1; \
+	    done; \
+	    echo "per file: build-cov/coverage.txt (lines), build-cov/coverage-branches.txt"; exit $$rc
+
+# Soak (not part of check): tools/soak.sh DURATION (e.g. 10m, 90s) of mixed
+# load against divvyd with reloads and Redis restarts; one line per minute.
+DURATION ?= 10m
+$(B)/divvy-soak: tools/soak.c $(LIBDIVVY_SO) $(B)/libdivvy.so
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B)) -lpthread
+soak: deps
+	@$(SUBMAKE) $(BUILD_J) all $(B)/divvy-soak
+	tools/soak.sh $(B) $(DURATION)
 
 # Fuzzing: libFuzzer harnesses (clang), each run FUZZ_SECONDS on a temporary
 # copy of its committed seed corpus (tests/fuzz/corpus/<name>/).
@@ -204,6 +296,15 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 $(ARCH_FLAGS) -D_GNU_SOURCE -I. -Icommon \
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(LIBS)
+
+# fuzz_segment also drives libdivvy's fast path (libclient/) over the files it fuzzes.
+build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
+	    $(CLIENT_SRCS) $(LIBS)
+# Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c and log.c.
+$(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
+build-fuzz/fuzz_redis_reply: daemon/store.c daemon/store.h daemon/log.c daemon/log.h
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
@@ -314,6 +415,6 @@ uninstall:
 	@echo "uninstall: kept $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf"
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-clang build-tsan build-cov build-fuzz
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
