@@ -28,6 +28,7 @@
 
 #include <microhttpd.h>
 
+#include "addr.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -510,33 +511,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_ratelimited(&rl_http, LOG_WARNING, "metrics endpoint: %s", msg);
 }
 
-/* "HOST:PORT" or "[V6]:PORT" -> host and port in @buf. */
-static int split_host_port(const char *hp, char *buf, size_t size, const char **ret_host,
-                           const char **ret_port)
-{
-    char *sep;
-
-    if (strlen(hp) >= size)
-        return -ENAMETOOLONG;
-    strcpy(buf, hp);
-    if (buf[0] == '[') {
-        sep = strchr(buf, ']');
-        if (!sep || sep[1] != ':')
-            return -EINVAL;
-        *sep = '\0';
-        *ret_host = buf + 1;
-        *ret_port = sep + 2;
-    } else {
-        sep = strrchr(buf, ':');
-        if (!sep)
-            return -EINVAL;
-        *sep = '\0';
-        *ret_host = buf;
-        *ret_port = sep + 1;
-    }
-    return **ret_port ? 0 : -EINVAL;
-}
-
 /* Binds and listens on "tcp:HOST:PORT"; *ret_port is the port bound. */
 static int listen_tcp(const char *address, int *ret_fd, int *ret_port)
 {
@@ -551,7 +525,7 @@ static int listen_tcp(const char *address, int *ret_fd, int *ret_port)
 
     if (strncmp(address, "tcp:", 4) != 0)
         return -EINVAL;
-    r = split_host_port(address + 4, buf, sizeof(buf), &host, &port);
+    r = addr_split_host_port(address + 4, buf, sizeof(buf), &host, &port);
     if (r < 0)
         return r;
     r = getaddrinfo(*host ? host : NULL, port, &hints, &ai);

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
+#include "addr.h"
 #include "log.h"
 #include "notify.h"
 
@@ -254,33 +255,6 @@ void notify_listeners_free(struct notify_listener *l, size_t n)
     free(l);
 }
 
-/* "HOST:PORT" or "[V6]:PORT" -> host and port in @buf. */
-static int split_host_port(const char *hp, char *buf, size_t size, const char **ret_host,
-                           const char **ret_port)
-{
-    char *sep;
-
-    if (strlen(hp) >= size)
-        return -ENAMETOOLONG;
-    strcpy(buf, hp);
-    if (buf[0] == '[') {
-        sep = strchr(buf, ']');
-        if (!sep || sep[1] != ':')
-            return -EINVAL;
-        *sep = '\0';
-        *ret_host = buf + 1;
-        *ret_port = sep + 2;
-    } else {
-        sep = strrchr(buf, ':');
-        if (!sep)
-            return -EINVAL;
-        *sep = '\0';
-        *ret_host = buf;
-        *ret_port = sep + 1;
-    }
-    return **ret_port ? 0 : -EINVAL;
-}
-
 static bool same_inet(const struct sockaddr *a, const struct sockaddr_storage *b)
 {
     if (a->sa_family != b->ss_family)
@@ -317,7 +291,7 @@ ssize_t notify_listeners_find(const struct notify_listener *l, size_t n, const c
         return -1;
     }
     if (strncmp(address, "tcp:", 4) != 0 ||
-        split_host_port(address + 4, buf, sizeof(buf), &host, &port) < 0 ||
+        addr_split_host_port(address + 4, buf, sizeof(buf), &host, &port) < 0 ||
         getaddrinfo(*host ? host : NULL, port, &hints, &ai) != 0)
         return -1;
     for (size_t i = 0; i < n && found < 0; i++) {

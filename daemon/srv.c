@@ -37,6 +37,7 @@
 #include <event2/thread.h>
 #include <urcu/urcu-memb.h>
 
+#include "addr.h"
 #include "clock.h"
 #include "eval.h"
 #include "log.h"
@@ -252,34 +253,6 @@ fail:
     return r;
 }
 
-/* "HOST:PORT" or "[V6]:PORT" -> host and port strings in @buf. */
-static int split_host_port(const char *hp, char *buf, size_t size, const char **ret_host,
-                           const char **ret_port)
-{
-    char *colon;
-
-    if (strlen(hp) >= size)
-        return -ENAMETOOLONG;
-    strcpy(buf, hp);
-    if (buf[0] == '[') {
-        char *end = strchr(buf, ']');
-
-        if (!end || end[1] != ':')
-            return -EINVAL;
-        *end = '\0';
-        *ret_host = buf + 1;
-        *ret_port = end + 2;
-    } else {
-        colon = strrchr(buf, ':');
-        if (!colon)
-            return -EINVAL;
-        *colon = '\0';
-        *ret_host = buf;
-        *ret_port = colon + 1;
-    }
-    return **ret_port ? 0 : -EINVAL;
-}
-
 static int listen_tcp(const char *hostport, int *ret_fd, char *name, size_t name_size)
 {
     struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
@@ -290,7 +263,7 @@ static int listen_tcp(const char *hostport, int *ret_fd, char *name, size_t name
     const char *host, *port;
     int fd = -1, one = 1, r;
 
-    r = split_host_port(hostport, buf, sizeof(buf), &host, &port);
+    r = addr_split_host_port(hostport, buf, sizeof(buf), &host, &port);
     if (r < 0)
         return r;
     r = getaddrinfo(*host ? host : NULL, port, &hints, &ai);

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "../../daemon/log.c"
+#include "../../daemon/addr.c"
 #include "../../daemon/metrics.c"
 
 #define BIG 65536
