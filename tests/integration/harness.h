@@ -159,6 +159,9 @@ const char *harness_field(const struct proto_req *req, const char *key);
 
 /* Value of "name=value" among STATS lines in @stats; -ENOENT. */
 int harness_stat(const char *stats, const char *name, long long *ret);
+/* True when the replies @a and @b are equal, or are OK lines that differ only
+ * in the seconds field (the 4th) by one: a second may tick between two daemons. */
+bool harness_same_reply(const char *a, const char *b);
 /* STATS over @c into *ret for @name. */
 int harness_get_stat(struct harness_conn *c, const char *name, long long *ret);
 
