@@ -87,8 +87,10 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
 bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,
                   struct eval_result *res)
 {
-    if (res->n < RULES_MATCH_MAX)
-        res->o[res->n++] = *o;
+    if (res->n < RULES_MATCH_MAX) {
+        res->o[res->n] = *o;
+        res->o[res->n++].canary = r->policy == RULES_POLICY_CANARY;
+    }
     if (r->policy == RULES_POLICY_CANARY)
         return false;
     if (r->policy == RULES_POLICY_CONTINUE && (o->allowed || op == TABLE_RESET))

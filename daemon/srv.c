@@ -486,8 +486,6 @@ static const char *algo_name(enum rules_algo a)
 static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t generation,
                            enum table_op op, const struct eval_result *res)
 {
-    struct rules_rule r;
-
     for (unsigned i = 0; i < res->n; i++) {
         if (res->o[i].table_full) {
             stat_inc(&w->st.table_full);
@@ -495,7 +493,7 @@ static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t
                             "counter table full or max_actors reached (rule %u): %s",
                             res->o[i].rule, w->s->o.full_allow ? "allowed" : "denied");
         }
-        if (rules_get(rules, res->o[i].rule, &r) < 0 || r.policy != RULES_POLICY_CANARY)
+        if (!res->o[i].canary)
             continue;
         stat_inc(res->o[i].allowed ? &w->st.canary_accepted : &w->st.canary_rejected);
         if (op == TABLE_TAKE)

@@ -171,6 +171,8 @@ static void test_eval_canary_answer_is_ignored(void **state)
     res = hit(f, "HIT k=a src=z\n", TABLE_TAKE, T0);
     assert_true(res.allowed);
     assert_int_equal(res.n, 2);
+    assert_true(res.o[0].canary);               /* counted as canary-accepted/rejected */
+    assert_false(res.o[1].canary);
     assert_true(res.o[0].allowed);
     res = hit(f, "HIT k=a src=z\n", TABLE_TAKE, T0 + 1);
     assert_false(res.o[0].allowed);              /* canary out of credit ... */
