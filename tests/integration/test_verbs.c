@@ -442,6 +442,56 @@ static void test_verbs_admin_unix_root(void **state)
     harness_close(c);
 }
 
+/* COUNTERS (divvyctl top/locked): admin only, least credit first, filters. */
+static void test_verbs_counters(void **state)
+{
+    struct harness_daemon *d;
+    struct harness_conn *c;
+    char r[HARNESS_LINE], body[HARNESS_LINE], line[512];
+
+    (void)state;
+    if (geteuid() != 0) {
+        fprintf(stderr, "  (not root: skipping COUNTERS over the Unix socket)\n");
+        skip();
+    }
+    d = start_verbs();
+    CHECK(harness_connect(d, HARNESS_TCP, &c));
+    CHECK(harness_cmd(c, "COUNTERS", r, sizeof(r)));
+    EXPECT_PREFIX(r, "ERR forbidden");
+    harness_close(c);
+
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    for (int i = 0; i < 3; i++)
+        EXPECT_OK(c, "HIT path=/peek ip=1.1.1.1", true, 2 - i, 600, 600);
+    EXPECT_REPLY(c, "HIT path=/peek ip=2.2.2.2", "OK true 2 600");
+    EXPECT_REPLY(c, "TAKE 4 path=/take", "OK true 6 600 take");
+
+    /* Least credit first: the exhausted actor, then 2.2.2.2, then take (6 left). */
+    assert_int_equal(harness_multi(c, "COUNTERS", body, sizeof(body)), 3);
+    EXPECT_PREFIX(nth_line(body, 0, line, sizeof(line)), "rule=");
+    assert_non_null(strstr(line, "actor=\"1.1.1.1\" credit=0 used=3 limit=3"));
+    assert_non_null(strstr(nth_line(body, 1, line, sizeof(line)),
+                           "actor=\"2.2.2.2\" credit=2 used=1 limit=3"));
+    EXPECT_PREFIX(nth_line(body, 2, line, sizeof(line)), "rule=take actor=\"\" credit=6 used=4");
+
+    assert_int_equal(harness_multi(c, "COUNTERS exhausted=true", body, sizeof(body)), 1);
+    assert_non_null(strstr(body, "actor=\"1.1.1.1\" credit=0"));
+    assert_int_equal(harness_multi(c, "COUNTERS rule=take", body, sizeof(body)), 1);
+    EXPECT_PREFIX(body, "rule=take ");
+    assert_int_equal(harness_multi(c, "COUNTERS max=2", body, sizeof(body)), 2);
+
+    CHECK(harness_cmd(c, "COUNTERS rule=nope", r, sizeof(r)));
+    EXPECT_PREFIX(r, "ERR bad-request");
+    CHECK(harness_cmd(c, "COUNTERS max=0", r, sizeof(r)));
+    EXPECT_PREFIX(r, "ERR bad-request");
+    CHECK(harness_cmd(c, "COUNTERS max=10001", r, sizeof(r)));
+    EXPECT_PREFIX(r, "ERR bad-request");
+    CHECK(harness_cmd(c, "COUNTERS colour=red", r, sizeof(r)));
+    EXPECT_PREFIX(r, "ERR bad-request");
+    EXPECT_REPLY(c, "PING", "OK pong");
+    harness_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -453,6 +503,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verbs_ping_quit, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_verbs_admin_forbidden_on_tcp, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_verbs_counters, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_verbs_admin_unix_root, harness_setup,
                                         harness_teardown),
     };
