@@ -51,25 +51,38 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
               struct eval_outcome *o)
 {
     char actor[RULES_ACTOR_MAX];
+    int len;
+
+    if (eval_zero(r, o))
+        return 0;
+    len = rules_actor(env->rules, r->index, req, actor, sizeof(actor));
+    if (len < 0)
+        return len;
+    return eval_rule_actor(env, r, NULL, actor, (size_t)len, op, n, now_ms, o);
+}
+
+int eval_rule_actor(const struct eval_env *env, const struct rules_rule *r,
+                    const struct table_limits *limits, const char *actor, size_t actor_len,
+                    enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
+{
     struct table_limits lim;
     struct table_result res;
     struct table_key key;
-    int len, rc;
+    int rc;
 
     if (eval_zero(r, o))
         return 0;
     /* resettable = false: RESET reports the counter and leaves it alone. */
     if (op == TABLE_RESET && !r->resettable)
         op = TABLE_PEEK;
-
-    len = rules_actor(env->rules, r->index, req, actor, sizeof(actor));
-    if (len < 0)
-        return len;
     key.rule_id = r->id;
     key.actor = actor;
-    key.actor_len = (size_t)len;
-    eval_limits(r, &lim);
-    rc = table_hit(eval_table(env, r), &key, &lim, op, n, now_ms, &res);
+    key.actor_len = actor_len;
+    if (!limits) {
+        eval_limits(r, &lim);
+        limits = &lim;
+    }
+    rc = table_hit(eval_table(env, r), &key, limits, op, n, now_ms, &res);
     if (rc == -ENOSPC || rc == -EDQUOT) {
         o->table_full = true;
         o->allowed = env->full_allow;

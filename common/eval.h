@@ -83,6 +83,12 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
               const struct rules_req *req, enum table_op op, uint64_t n, uint64_t now_ms,
               struct eval_outcome *ret);
 
+/* eval_rule() with the actor string already written (rules_actor()) and,
+ * unless @limits is NULL, the rule's eval_limits() already computed. */
+int eval_rule_actor(const struct eval_env *env, const struct rules_rule *r,
+                    const struct table_limits *limits, const char *actor, size_t actor_len,
+                    enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *ret);
+
 /* Appends @o (rule @r's outcome) to @res and returns true when it decides
  * the request (a stop rule, or a continue rule that denies a TAKE/PEEK);
  * then @res carries the answer. */

@@ -1605,8 +1605,8 @@ static size_t mask_ip(const char *v, size_t len, int af, int prefix, char *dst)
     return n > 0 && n < 64 ? (size_t)n : 0;
 }
 
-int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
-                char *buf, size_t size)
+int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
+                     char *buf, size_t size)
 {
     struct out o = { buf, size, 0, false };
     const struct blob_rule *r;
@@ -1615,8 +1615,7 @@ int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req 
         return -ENOENT;
     r = &rules->rule[idx];
     for (uint32_t i = 0; i < r->n_actor; i++) {
-        const struct blob_str *k = &rules->actor[r->actor_first + i];
-        const struct proto_kv *kv = req_find(req, rules->pool + k->off, k->len);
+        const struct proto_kv *kv = vals[i];
         const char *v = kv ? kv->value : "";
         size_t len = kv ? kv->value_len : 0;
         char masked[64];
@@ -1645,6 +1644,51 @@ int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req 
         }
     }
     return out_end(&o);
+}
+
+int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
+                char *buf, size_t size)
+{
+    const struct proto_kv *vals[RULES_ACTOR_KEYS_MAX];
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    if (r->n_actor > RULES_ACTOR_KEYS_MAX)
+        return -EINVAL;
+    for (uint32_t i = 0; i < r->n_actor; i++) {
+        const struct blob_str *k = &rules->actor[r->actor_first + i];
+
+        vals[i] = req_find(req, rules->pool + k->off, k->len);
+    }
+    return rules_actor_from(rules, idx, vals, buf, size);
+}
+
+int rules_actor_key(const struct rules *rules, uint32_t idx, unsigned i, const char **ret_key,
+                    size_t *ret_len)
+{
+    const struct blob_rule *r;
+    const struct blob_str *k;
+
+    if (idx >= rules->hdr->n_rule || i >= rules->rule[idx].n_actor)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    k = &rules->actor[r->actor_first + i];
+    *ret_key = rules->pool + k->off;
+    *ret_len = k->len;
+    return 0;
+}
+
+bool rules_value_matters(const struct rules *rules, const char *key, size_t len)
+{
+    for (uint32_t i = 0; i < rules->hdr->n_match; i++) {
+        const struct blob_match *m = &rules->match[i];
+
+        if (m->kind != KIND_PRESENT && bytes_eq(rules->pool + m->key.off, m->key.len, key, len))
+            return true;
+    }
+    return false;
 }
 
 int rules_actor_keys(const struct rules *rules, uint32_t idx, char *buf, size_t size)

@@ -185,6 +185,22 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
 int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
                 char *buf, size_t size);
 
+/* rules_actor() with the request's values already found: @vals[i] is the
+ * pair of rule @idx's i-th actor key (rules_actor_key()), NULL when the
+ * request lacks it. */
+int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
+                     char *buf, size_t size);
+
+/* Rule @idx's @i-th actor key (not NUL-terminated: *@ret_len bytes); 0 or
+ * -ENOENT. */
+int rules_actor_key(const struct rules *rules, uint32_t idx, unsigned i, const char **ret_key,
+                    size_t *ret_len);
+
+/* Whether some rule matches key @key by its value (exact or glob), not
+ * merely by its presence: then a request's value of @key can change which
+ * rules match it.  A scan of every match entry: for caches, not per hit. */
+bool rules_value_matters(const struct rules *rules, const char *key, size_t len);
+
 /* Writes rule @idx's actor keys joined by ',' ("" without actor); returns the
  * length, -ENOBUFS or -ENOENT. */
 int rules_actor_keys(const struct rules *rules, uint32_t idx, char *buf, size_t size);

@@ -3,7 +3,8 @@
  * client: libdivvy's internals (never installed).  The handle, the address
  * and request/reply codec (client_wire.c), the socket connection with its
  * deadlines and transparent reconnect (client_conn.c) and the shared-memory
- * fast path (client_fast.c).  divvy.c implements the public API of divvy.h on
+ * fast path (client_fast.c) with its memo of request shapes (client_memo.c).
+ * divvy.c implements the public API of divvy.h on
  * top of them.  Everything here is for one handle used by one thread at a
  * time (divvy.h); nothing keeps global state and nothing logs.
  */
@@ -70,6 +71,17 @@ int client_req_prepare(const struct divvy_kv *kv, size_t n_kv, struct client_req
 /* Length of "@verb[ @amount] pairs\n" (@amount 0: none). */
 size_t client_req_line_len(const struct client_req *req, const char *verb, uint64_t amount);
 
+/* The same from the pairs' wire length (client_req.pairs_len). */
+size_t client_line_len(const char *verb, uint64_t amount, size_t pairs_len);
+
+/* Wire bytes of string @s[0..@len) (quoted when empty or holding whitespace
+ * or '='), or 0 when the protocol cannot carry it ('"', '\n', '\r'). */
+size_t client_wire_len(const char *s, size_t len);
+
+/* The same for NUL-terminated @s, whose length goes to *@ret_len; 0 also
+ * when @s is not shorter than a request line. */
+size_t client_wire_scan(const char *s, size_t *ret_len);
+
 /*
  * Writes "@verb[ @amount] k=v ...\n" into @buf (NUL-terminated), quoting with
  * proto_fmt_string().  Returns the length without the NUL; -EMSGSIZE when the
@@ -103,10 +115,14 @@ int client_err_errno(const char *code, size_t len);
 
 /* One compiled rule as the fast path needs it, filled at each remap. */
 struct client_rule {
+    struct rules_rule rr;       /* rules_get(), kept so a hit need not decode it */
+    struct table_limits lim;    /* eval_limits() of rr */
     const char *id_str;         /* label or hex id, points into the rules */
     size_t id_len;              /* strlen(id_str), at most DIVVY_RULE_MAX - 1 */
     bool eligible;              /* fast_path, or zero semantics: decidable in-process */
 };
+
+struct client_memo;
 
 struct client_fast {
     char dir[PATH_MAX];         /* the state directory; "" when unknown */
@@ -114,11 +130,14 @@ struct client_fast {
     struct rules *rules;        /* rules of generation gen, or NULL */
     struct client_rule *rule;   /* per compiled rule, rules_count() entries */
     uint64_t gen;               /* generation of @rules (0: none loaded) */
+    uint64_t loads;             /* rules loaded so far: a new number for each remap, even
+                                 * when a restarted daemon reuses a generation number */
     bool privileged;            /* euid 0 on a Unix socket address, sampled at open */
     uint64_t attach_at_ms;      /* earliest next table_attach() attempt */
     uint64_t remap_at_ms;       /* earliest next rules load after a failure */
     uint64_t remap_failed_gen;  /* the generation that failed to load */
     uint64_t unflushed_hits;    /* decided here, not yet added to the table's fast_hits */
+    struct client_memo *memo;   /* request shapes seen, or NULL (client_memo.c) */
 };
 
 struct divvy {
@@ -175,11 +194,61 @@ void client_fast_close(struct client_fast *f);
 /*
  * Decides @req in-process when the fast path may: returns 1 with @res filled
  * (fast_path = 1), or 0 when the request must go to the socket, with a static
- * reason in *@ret_why (h->errmsg may say more).  No system call and no
- * allocation unless the rules generation changed or the table must be
- * re-attached.
+ * reason in *@ret_why (h->errmsg may say more).  @kv[0..@n_kv) are the
+ * caller's pairs @req was made from: a decided request's shape is
+ * remembered for client_memo_decide().  No system call and no allocation
+ * unless the rules generation changed, the table must be re-attached or the
+ * memo is created.
  */
-int client_fast_decide(struct divvy *h, const struct client_req *req, enum table_op op,
-                       uint64_t amount, struct divvy_result *res, const char **ret_why);
+int client_fast_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
+                       const struct client_req *req, enum table_op op, uint64_t amount,
+                       struct divvy_result *res, const char **ret_why);
+
+/*
+ * Whether the fast path can decide now with rules of generation h->fast.gen
+ * (mapping the table or loading new rules first if needed): 1 yes, 0 no
+ * (*@ret_why says why).  @now: clock_coarse_ms().
+ */
+int client_fast_ready(struct divvy *h, uint64_t now, const char **ret_why);
+
+/*
+ * Decides along @path (rules_match()'s indexes, every one eligible) and
+ * fills @res: 1 decided, 0 not (*@ret_why).  Each rule's actor comes from
+ * @rq (the sorted request) when it is not NULL, else from @actor_kv: for the
+ * path's i-th rule, @actor_kv[i * RULES_ACTOR_KEYS_MAX + j] is the pair of
+ * its j-th actor key, NULL when absent.
+ */
+int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
+                    const struct rules_req *rq, const struct proto_kv *const *actor_kv,
+                    enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
+                    const char **ret_why);
+
+/* ---- the memo of request shapes (client_memo.c) -------------------------
+ *
+ * Which rules a request matches depends only on its keys (in order, with
+ * any repeats), the values of keys some rule matches by value (exact or
+ * glob), and the caller's privilege.  The memo maps that shape to the
+ * rules_match() path and to where each rule's actor values sit among the
+ * caller's pairs, so a repeated shape skips validation-by-sorting and the
+ * matcher: its keys and matched values are compared byte for byte with the
+ * remembered ones (which were checked when learned), and the other values are
+ * checked for bytes the protocol cannot carry.  Forgotten when the rules
+ * generation changes.  Requests with repeated keys are never remembered.
+ */
+
+/* 1: decided from the memo (@res filled), 0: not remembered or not
+ * decidable here; the caller goes the long way, which sets any error. */
+int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
+                       uint64_t wire_amount, enum table_op op, uint64_t amount,
+                       struct divvy_result *res);
+
+/* Remembers the shape of @kv[0..@n_kv) whose fast-path rule path is
+ * @path[0..@n_path) (every rule eligible).  Best effort: a shape that does
+ * not fit is simply not remembered. */
+void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
+                       const uint32_t *path, size_t n_path);
+
+/* Frees the memo (NULL-safe). */
+void client_memo_free(struct client_memo *m);
 
 #endif

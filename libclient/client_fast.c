@@ -48,6 +48,8 @@ void client_fast_close(struct client_fast *f)
     free(f->rule);
     f->rule = NULL;
     f->gen = 0;
+    client_memo_free(f->memo);
+    f->memo = NULL;
 }
 
 static int fast_path_of(const struct client_fast *f, const char *name, char *buf, size_t size)
@@ -164,6 +166,8 @@ static int remap(struct divvy *h, uint64_t gen)
             r = client_err(h, -EBADMSG, "%s: rule %zu unreadable", path, i);
             goto out;
         }
+        rule[i].rr = rr;
+        eval_limits(&rr, &rule[i].lim);
         rule[i].id_str = rr.id_str;
         rule[i].id_len = strnlen(rr.id_str, DIVVY_RULE_MAX - 1);
         /* Decidable here: a fast_path counter in the host table, or divvy's
@@ -179,6 +183,7 @@ static int remap(struct divvy *h, uint64_t gen)
     f->rules = rules;
     f->rule = rule;
     f->gen = gen;
+    f->loads++;
     rules = NULL;                       /* the handle owns them now */
     rule = NULL;
     r = 0;
@@ -243,20 +248,12 @@ static bool reattach(struct divvy *h, uint64_t now)
     return true;
 }
 
-int client_fast_decide(struct divvy *h, const struct client_req *req, enum table_op op,
-                       uint64_t amount, struct divvy_result *res, const char **ret_why)
+int client_fast_ready(struct divvy *h, uint64_t now, const char **ret_why)
 {
     struct client_fast *f = &h->fast;
-    struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = f->privileged };
-    uint32_t idx[RULES_MATCH_MAX];
-    struct eval_result er;
-    struct eval_env env;
-    uint64_t now, gen;
-    size_t n_rules, n_path;
-    bool decided = false;
+    uint64_t gen;
     int r;
 
-    now = clock_coarse_ms();
     if (!f->table) {
         if (h->mode != DIVVY_AUTO || now < f->attach_at_ms) {
             *ret_why = "the fast-path table is not mapped";
@@ -288,10 +285,93 @@ int client_fast_decide(struct divvy *h, const struct client_req *req, enum table
             return 0;
         }
     }
+    return 1;
+}
+
+int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
+                    const struct rules_req *rq, const struct proto_kv *const *actor_kv,
+                    enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
+                    const char **ret_why)
+{
+    struct client_fast *f = &h->fast;
+    struct eval_env env = { .rules = f->rules, .fast = f->table, .priv = NULL };
+    size_t n_rules = rules_count(f->rules);
+    const struct client_rule *cr;
+    struct eval_result er;
+    bool decided = false;
+
+    er.n = 0;
+    for (size_t i = 0; i < n_path && !decided; i++) {
+        const struct rules_rule *rr;
+        struct eval_outcome o;
+        int r;
+
+        if (path[i] >= n_rules) {
+            *ret_why = "the fast-path table could not decide";
+            return 0;
+        }
+        rr = &f->rule[path[i]].rr;
+        if (rq) {
+            r = eval_rule(&env, rr, rq, op, amount, now, &o);
+        } else if (rr->n_actor <= 1 && rr->prefix4 < 0 && rr->prefix6 < 0) {
+            /* rules_actor_from()'s answer, without the copy: the value itself. */
+            const struct proto_kv *v = rr->n_actor ? actor_kv[i * RULES_ACTOR_KEYS_MAX] : NULL;
+
+            r = eval_rule_actor(&env, rr, &f->rule[path[i]].lim, v ? v->value : "",
+                                v ? v->value_len : 0, op, amount, now, &o);
+        } else {
+            char actor[RULES_ACTOR_MAX];
+            int len = rules_actor_from(f->rules, path[i], actor_kv + i * RULES_ACTOR_KEYS_MAX,
+                                       actor, sizeof(actor));
+
+            r = len < 0 ? len
+                        : eval_rule_actor(&env, rr, &f->rule[path[i]].lim, actor, (size_t)len,
+                                          op, amount, now, &o);
+        }
+        if (r < 0) {
+            *ret_why = "the fast-path table could not decide";
+            return 0;
+        }
+        /* The daemon's when_full policy is not visible here: let it answer. */
+        if (o.table_full) {
+            *ret_why = "the fast-path table is full";
+            return 0;
+        }
+        decided = eval_decides(rr, op, &o, &er);
+    }
+    /* rules_match() ends at a stop rule (the default at the latest). */
+    if (!decided || er.decider >= n_rules) {
+        *ret_why = "the fast-path table could not decide";
+        return 0;
+    }
+    cr = &f->rule[er.decider];
+    res->allowed = er.allowed;
+    res->credit = er.credit;
+    res->reset_seconds = er.reset_s;
+    memcpy(res->rule, cr->id_str, cr->id_len);
+    res->rule[cr->id_len] = '\0';
+    res->fast_path = 1;
+    if (op == TABLE_TAKE && ++f->unflushed_hits >= CLIENT_HITS_BATCH)
+        flush_hits(f);
+    return 1;
+}
+
+int client_fast_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
+                       const struct client_req *req, enum table_op op, uint64_t amount,
+                       struct divvy_result *res, const char **ret_why)
+{
+    struct client_fast *f = &h->fast;
+    struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = f->privileged };
+    uint32_t idx[RULES_MATCH_MAX];
+    uint64_t now = clock_coarse_ms();
+    size_t n_rules, n_path;
+    int r;
+
+    if (!client_fast_ready(h, now, ret_why))
+        return 0;
     /*
-     * eval_request()'s own steps, so that one match serves both the
-     * eligibility check and the decision: every rule on the path must be
-     * decidable here before any counter is touched.
+     * Every rule on the path must be decidable here before any counter is
+     * touched.
      */
     n_rules = rules_count(f->rules);
     n_path = rules_match(f->rules, &rq, idx);
@@ -301,36 +381,8 @@ int client_fast_decide(struct divvy *h, const struct client_req *req, enum table
             return 0;
         }
     }
-    env = (struct eval_env){ .rules = f->rules, .fast = f->table, .priv = NULL };
-    er.n = 0;
-    for (size_t i = 0; i < n_path && !decided; i++) {
-        struct eval_outcome o;
-        struct rules_rule rr;
-
-        if (rules_get(f->rules, idx[i], &rr) < 0 ||
-            eval_rule(&env, &rr, &rq, op, amount, now, &o) < 0) {
-            *ret_why = "the fast-path table could not decide";
-            return 0;
-        }
-        /* The daemon's when_full policy is not visible here: let it answer. */
-        if (o.table_full) {
-            *ret_why = "the fast-path table is full";
-            return 0;
-        }
-        decided = eval_decides(&rr, op, &o, &er);
-    }
-    /* rules_match() ends at a stop rule (the default at the latest). */
-    if (!decided || er.decider >= n_rules) {
-        *ret_why = "the fast-path table could not decide";
-        return 0;
-    }
-    res->allowed = er.allowed;
-    res->credit = er.credit;
-    res->reset_seconds = er.reset_s;
-    memcpy(res->rule, f->rule[er.decider].id_str, f->rule[er.decider].id_len);
-    res->rule[f->rule[er.decider].id_len] = '\0';
-    res->fast_path = 1;
-    if (op == TABLE_TAKE && ++f->unflushed_hits >= CLIENT_HITS_BATCH)
-        flush_hits(f);
-    return 1;
+    r = client_fast_run(h, idx, n_path, &rq, NULL, op, amount, now, res, ret_why);
+    if (r > 0)
+        client_memo_learn(h, kv, n_kv, idx, n_path);
+    return r;
 }

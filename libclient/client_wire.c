@@ -209,9 +209,38 @@ static size_t digits(uint64_t v)
     return n;
 }
 
+size_t client_line_len(const char *verb, uint64_t amount, size_t pairs_len)
+{
+    return strlen(verb) + (amount ? 1 + digits(amount) : 0) + pairs_len + 1;
+}
+
 size_t client_req_line_len(const struct client_req *req, const char *verb, uint64_t amount)
 {
-    return strlen(verb) + (amount ? 1 + digits(amount) : 0) + req->pairs_len + 1;
+    return client_line_len(verb, amount, req->pairs_len);
+}
+
+size_t client_wire_scan(const char *s, size_t *ret_len)
+{
+    unsigned cls = 0;
+    size_t len = 0;
+
+    for (; s[len] && len < PROTO_LINE_MAX; len++)
+        cls |= byte_class[(unsigned char)s[len]];
+    *ret_len = len;
+    if ((cls & BAD) || s[len])
+        return 0;
+    return len + (len == 0 || (cls & QUOTE) ? 2 : 0);
+}
+
+size_t client_wire_len(const char *s, size_t len)
+{
+    unsigned cls = 0;
+
+    for (size_t i = 0; i < len; i++)
+        cls |= byte_class[(unsigned char)s[i]];
+    if (cls & BAD)
+        return 0;
+    return len + (len == 0 || (cls & QUOTE) ? 2 : 0);
 }
 
 int client_req_format(const struct client_req *req, const char *verb, uint64_t amount,

@@ -228,11 +228,16 @@ static int request(struct divvy *h, const char *verb, enum table_op op, uint64_t
     h->errmsg[0] = '\0';
     if (op == TABLE_TAKE && amount == 0)
         return client_err(h, -EINVAL, "amount 0 is out of range 1..%llu", PROTO_TAKE_MAX);
+    /* A shape seen before skips normalising and matching (client_memo.c). */
+    if (h->mode != DIVVY_SOCKET_ONLY && op != TABLE_RESET && res &&
+        res->size >= CLIENT_RESULT_MIN_SIZE && amount <= PROTO_TAKE_MAX &&
+        client_memo_decide(h, kv, n_kv, verb, wire_amount, op, amount, res) > 0)
+        return 0;
     r = prepare(h, kv, n_kv, verb, wire_amount, res, &req, 0, false);
     if (r < 0)
         return r;
     if (h->mode != DIVVY_SOCKET_ONLY && op != TABLE_RESET) {
-        r = client_fast_decide(h, &req, op, amount, res, &why);
+        r = client_fast_decide(h, kv, n_kv, &req, op, amount, res, &why);
         if (r != 0)
             return r > 0 ? 0 : r;
         if (h->mode == DIVVY_FAST_ONLY)
@@ -341,7 +346,8 @@ int divvy_hit_many(struct divvy *h, const struct divvy_request *reqs, size_t n,
         client_req_prepare(reqs[i].kv, reqs[i].n_kv, &req);
         h->batch_sock[i] = 0;
         if (h->mode != DIVVY_SOCKET_ONLY) {
-            r = client_fast_decide(h, &req, TABLE_TAKE, amount, &results[i], &why);
+            r = client_fast_decide(h, reqs[i].kv, reqs[i].n_kv, &req, TABLE_TAKE, amount,
+                                   &results[i], &why);
             if (r < 0)
                 return r;
             if (r > 0)

@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client_memo: the fast path's memo of request shapes (client.h, docs/client.md
+ * "Fast path").  A request's rule path depends only on its shape: its keys in
+ * order, the values of the keys some rule matches by value, and the caller's
+ * privilege (fixed per handle).  The first time a shape is decided in-process
+ * (client_fast_decide(): normalise, sort, match) its path is remembered here
+ * together with where each rule's actor values sit among the caller's pairs.
+ * The next request of that shape is decided from the caller's pairs as given:
+ * each key and matched value is compared byte for byte with the remembered
+ * one (which passed validation when it was learned), every other value is
+ * checked for bytes the protocol cannot carry and the line length is summed,
+ * so the memo accepts exactly what the long way accepts.  Anything unusual
+ * (a key never seen, a repeated key, more than MEMO_PAIRS pairs, a value the
+ * protocol cannot carry) simply misses, and the long way decides and reports.
+ *
+ * Two tables, both forgotten when the rules generation changes: key names
+ * (open addressing, never deleted, so their indexes are stable shape
+ * letters) and shapes (direct-mapped: a collision replaces the older shape).
+ * No allocation after the first learn, no system call, no locking (one handle
+ * per thread, divvy.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "clock.h"
+#include "hash.h"
+
+#define MEMO_KEYS       64      /* key names per handle (a power of 2) */
+#define MEMO_KEYS_USED  48      /* at most this many in use: probes stay short */
+#define MEMO_KEY_LEN    64      /* longer key names are not remembered */
+#define MEMO_SHAPES     512     /* shapes per handle (a power of 2), direct-mapped */
+#define MEMO_PAIRS      8       /* pairs of a remembered request */
+#define MEMO_PATH       8       /* rules on a remembered path */
+#define MEMO_VALS       128     /* bytes of matched values of one shape */
+#define MEMO_SEED       0x646976767921ULL
+
+struct memo_key {
+    uint64_t hash;              /* hash_fast(MEMO_SEED, name) */
+    uint16_t len;               /* 0: an empty entry */
+    uint16_t wire;              /* bytes on the wire (client_wire_len()) */
+    bool by_value;              /* rules_value_matters(): the value is part of the shape */
+    char name[MEMO_KEY_LEN];
+};
+
+struct memo_shape {
+    uint64_t hash;
+    uint8_t n_kv;               /* 0: an empty entry */
+    uint8_t n_path;
+    uint8_t kid[MEMO_PAIRS];    /* key of each pair: an index into memo.key */
+    uint16_t vlen[MEMO_PAIRS];  /* length of each by_value pair's value */
+    uint16_t fixed_wire;        /* wire bytes of the by_value pairs, ' ' and '=' included */
+    uint32_t path[MEMO_PATH];   /* rules_match()'s answer */
+    uint8_t n_actor[MEMO_PATH];
+    int8_t actor[MEMO_PATH][RULES_ACTOR_KEYS_MAX]; /* pair holding each actor key, or -1 */
+    char vals[MEMO_VALS];       /* the by_value values, in pair order, back to back */
+};
+
+struct client_memo {
+    uint64_t loads;             /* client_fast.loads of the rules the tables describe */
+    unsigned n_keys;
+    uint8_t guess[MEMO_PAIRS];  /* 1 + the key last seen at each position, 0: none */
+    struct memo_key key[MEMO_KEYS];
+    struct memo_shape shape[MEMO_SHAPES];
+};
+
+_Static_assert(MEMO_KEYS <= 256, "key indexes are uint8_t");
+_Static_assert(MEMO_PAIRS <= 127 && MEMO_PATH <= 255, "pair and path counts fit their fields");
+_Static_assert(MEMO_VALS + MEMO_PAIRS * (2 + MEMO_KEY_LEN + 2 + 2) < UINT16_MAX,
+               "fixed_wire cannot overflow");
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+    h ^= x;
+    h *= 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 32);
+}
+
+/* A cheap hash of matched values: the shape's hash is checked against the
+ * remembered values byte for byte anyway. */
+static inline uint64_t memo_hash(uint64_t h, const char *s, size_t len)
+{
+    uint64_t w;
+
+    for (; len >= 8; s += 8, len -= 8) {
+        memcpy(&w, s, 8);
+        h = mix(h, w);
+    }
+    w = (uint64_t)len << 56;
+    memcpy(&w, s, len);
+    return mix(h, w);
+}
+
+/* Whether NUL-terminated @k is exactly @e's name.  Reads @k only up to its
+ * first byte that differs (names hold no NUL), so never past its end. */
+static inline bool name_is(const char *k, const struct memo_key *e)
+{
+    for (size_t j = 0; j < e->len; j++) {
+        if (k[j] != e->name[j])
+            return false;
+    }
+    return k[e->len] == '\0';
+}
+
+static int key_find(const struct client_memo *m, const char *k, size_t len, uint64_t hk,
+                    unsigned *ret_empty)
+{
+    for (unsigned i = 0, j = (unsigned)hk & (MEMO_KEYS - 1); i < MEMO_KEYS;
+         i++, j = (j + 1) & (MEMO_KEYS - 1)) {
+        const struct memo_key *e = &m->key[j];
+
+        if (!e->len) {
+            if (ret_empty)
+                *ret_empty = j;
+            return -1;
+        }
+        if (e->hash == hk && e->len == len && memcmp(e->name, k, len) == 0)
+            return (int)j;
+    }
+    return -1;
+}
+
+/* The index of key @k, remembered now if new; -1 when it cannot be. */
+static int key_add(struct client_memo *m, const struct rules *rules, const char *k, size_t len)
+{
+    uint64_t hk = hash_fast(MEMO_SEED, k, len);
+    unsigned empty = MEMO_KEYS;
+    struct memo_key *e;
+    size_t wire;
+    int j = key_find(m, k, len, hk, &empty);
+
+    if (j >= 0)
+        return j;
+    wire = client_wire_len(k, len);
+    if (empty == MEMO_KEYS || m->n_keys >= MEMO_KEYS_USED || !wire)
+        return -1;
+    e = &m->key[empty];
+    e->hash = hk;
+    e->len = (uint16_t)len;
+    e->wire = (uint16_t)wire;
+    e->by_value = rules_value_matters(rules, k, len);
+    memcpy(e->name, k, len);
+    m->n_keys++;
+    return (int)empty;
+}
+
+int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
+                       uint64_t wire_amount, enum table_op op, uint64_t amount,
+                       struct divvy_result *res)
+{
+    const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
+    struct client_fast *f = &h->fast;
+    struct client_memo *m = f->memo;
+    struct proto_kv pk[MEMO_PAIRS];
+    uint8_t kid[MEMO_PAIRS];
+    const struct memo_shape *e;
+    size_t pairs_len = 0, voff = 0;
+    uint64_t sh = n_kv, now;
+    const char *why;
+
+    if (!m || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
+        return 0;
+    now = clock_coarse_ms();
+    if (!client_fast_ready(h, now, &why) || m->loads != f->loads)
+        return 0;
+    for (size_t i = 0; i < n_kv; i++) {
+        const char *k = kv[i].key, *v = kv[i].value;
+        const struct memo_key *mk;
+        unsigned g = m->guess[i];
+        size_t kl, vl;
+        int j;
+
+        if (!k || !v)
+            return 0;
+        if (g && name_is(k, &m->key[g - 1])) {
+            j = (int)g - 1;
+        } else {
+            kl = strnlen(k, MEMO_KEY_LEN + 1);
+            if (kl == 0 || kl > MEMO_KEY_LEN)
+                return 0;
+            j = key_find(m, k, kl, hash_fast(MEMO_SEED, k, kl), NULL);
+            if (j < 0)
+                return 0;
+            m->guess[i] = (uint8_t)(j + 1);
+        }
+        mk = &m->key[j];
+        kl = mk->len;
+        kid[i] = (uint8_t)j;
+        sh = mix(sh, (uint64_t)j + 1);
+        if (mk->by_value) {
+            vl = strnlen(v, PROTO_LINE_MAX);
+            if (vl >= PROTO_LINE_MAX)
+                return 0;
+            sh = memo_hash(sh, v, vl);
+        } else {
+            size_t w = client_wire_scan(v, &vl);
+
+            if (!w)
+                return 0;
+            pairs_len += 2 + mk->wire + w;
+        }
+        pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = (uint16_t)kl,
+                                   .value_len = (uint16_t)vl };
+    }
+    /* Two ways: the shape's own entry and its neighbour. */
+    e = &m->shape[sh & (MEMO_SHAPES - 1)];
+    if (e->hash != sh)
+        e = &m->shape[(sh & (MEMO_SHAPES - 1)) ^ 1];
+    if (e->hash != sh || e->n_kv != n_kv || memcmp(e->kid, kid, n_kv) != 0)
+        return 0;
+    for (size_t i = 0; i < n_kv; i++) {
+        if (!m->key[kid[i]].by_value)
+            continue;
+        if (e->vlen[i] != pk[i].value_len ||
+            memcmp(e->vals + voff, pk[i].value, pk[i].value_len) != 0)
+            return 0;
+        voff += pk[i].value_len;
+    }
+    pairs_len += e->fixed_wire;
+    /* "TAKE 1000000000" and the newline are far less than 64 bytes. */
+    if (pairs_len > PROTO_LINE_MAX - 64 &&
+        client_line_len(verb, wire_amount, pairs_len) > PROTO_LINE_MAX)
+        return 0;
+    for (size_t i = 0; i < e->n_path; i++) {
+        for (unsigned j = 0; j < e->n_actor[i]; j++) {
+            int p = e->actor[i][j];
+
+            actor_kv[i * RULES_ACTOR_KEYS_MAX + j] = p < 0 ? NULL : &pk[p];
+        }
+    }
+    return client_fast_run(h, e->path, e->n_path, NULL, actor_kv, op, amount, now, res, &why);
+}
+
+void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
+                       const uint32_t *path, size_t n_path)
+{
+    struct client_fast *f = &h->fast;
+    struct client_memo *m = f->memo;
+    size_t klen[MEMO_PAIRS], voff = 0, fixed = 0, n_rules;
+    uint64_t sh = n_kv;
+    struct memo_shape e, *way;
+
+    if (!f->rules || !kv || n_kv == 0 || n_kv > MEMO_PAIRS || n_path == 0 ||
+        n_path > MEMO_PATH)
+        return;
+    if (!m) {
+        m = calloc(1, sizeof(*m));
+        if (!m)
+            return;
+        f->memo = m;
+        m->loads = f->loads;
+    }
+    if (m->loads != f->loads) {
+        memset(m, 0, sizeof(*m));
+        m->loads = f->loads;
+    }
+    memset(&e, 0, sizeof(e));
+    for (size_t i = 0; i < n_kv; i++) {
+        const char *k = kv[i].key, *v = kv[i].value;
+        size_t vl, w;
+        int j;
+
+        if (!k || !v)
+            return;
+        klen[i] = strnlen(k, MEMO_KEY_LEN + 1);
+        if (klen[i] == 0 || klen[i] > MEMO_KEY_LEN)
+            return;
+        j = key_add(m, f->rules, k, klen[i]);
+        if (j < 0)
+            return;
+        for (size_t p = 0; p < i; p++) {
+            if (e.kid[p] == j)
+                return;                 /* a repeated key: the last one wins; not here */
+        }
+        e.kid[i] = (uint8_t)j;
+        sh = mix(sh, (uint64_t)j + 1);
+        if (!m->key[j].by_value)
+            continue;
+        vl = strnlen(v, PROTO_LINE_MAX);
+        w = client_wire_len(v, vl);
+        if (vl >= PROTO_LINE_MAX || voff + vl > MEMO_VALS || !w)
+            return;
+        memcpy(e.vals + voff, v, vl);
+        voff += vl;
+        e.vlen[i] = (uint16_t)vl;
+        fixed += 2 + m->key[j].wire + w;
+        sh = memo_hash(sh, v, vl);
+    }
+    n_rules = rules_count(f->rules);
+    for (size_t i = 0; i < n_path; i++) {
+        unsigned n_actor;
+
+        if (path[i] >= n_rules)
+            return;
+        n_actor = f->rule[path[i]].rr.n_actor;
+        if (n_actor > RULES_ACTOR_KEYS_MAX)
+            return;
+        e.path[i] = path[i];
+        e.n_actor[i] = (uint8_t)n_actor;
+        for (unsigned a = 0; a < n_actor; a++) {
+            const char *ak;
+            size_t al;
+
+            if (rules_actor_key(f->rules, path[i], a, &ak, &al) < 0)
+                return;
+            e.actor[i][a] = -1;
+            for (size_t p = 0; p < n_kv; p++) {
+                if (klen[p] == al && memcmp(kv[p].key, ak, al) == 0)
+                    e.actor[i][a] = (int8_t)p;
+            }
+        }
+    }
+    e.hash = sh;
+    e.n_kv = (uint8_t)n_kv;
+    e.n_path = (uint8_t)n_path;
+    e.fixed_wire = (uint16_t)fixed;
+    /* Into an empty way, else the older shape of the pair moves out of the
+     * first way into the second. */
+    way = &m->shape[sh & (MEMO_SHAPES - 1)];
+    if (way->n_kv && way->hash != sh) {
+        struct memo_shape *other = &m->shape[(sh & (MEMO_SHAPES - 1)) ^ 1];
+
+        if (other->n_kv && other->hash != sh)
+            *other = *way;
+        else
+            way = other;
+    }
+    *way = e;
+}
+
+void client_memo_free(struct client_memo *m)
+{
+    free(m);
+}
