@@ -105,7 +105,8 @@ struct table_hdr {
     _Alignas(64) uint64_t full_events;
     _Alignas(64) uint64_t quota_events;
     _Alignas(64) uint64_t fast_hits;    /* hits decided by fast-path clients (batched adds) */
-    _Alignas(64) uint8_t reserved1[3648];
+    _Alignas(64) uint64_t lease_max;    /* the daemon's store.lease_max; 0: not announced */
+    _Alignas(64) uint8_t reserved1[3584];
     struct table_qent quota[TABLE_QUOTA_ENTRIES];
 };
 
@@ -127,6 +128,7 @@ _Static_assert(offsetof(struct table_hdr, heartbeat_ms) == 192, "docs/shm.md hea
 _Static_assert(offsetof(struct table_hdr, full_events) == 256, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota_events) == 320, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, fast_hits) == 384, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, lease_max) == 448, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota) == TABLE_QUOTA_OFFSET, "docs/shm.md header");
 _Static_assert(sizeof(struct table_hdr) == TABLE_HDR_SIZE, "docs/shm.md header");
 _Static_assert(TABLE_HDR_SIZE % 4096 == 0, "slots start on a page");
@@ -816,14 +818,23 @@ static bool lease_take_fn(void *arg, uint64_t now, bool live, unsigned flags,
     *ret_flags = flags;
     *next = *cur;
     if (window && left >= x->n) {
+        /* Low water: refill in the background before the lease runs dry. */
+        bool low = !fetching && remain > 0 &&
+                   (left - x->n) * 2 < lease_target(remain, x->lease_max);
+
+        if (low && !x->may_fetch) {
+            /* A fast-path client: this hit goes to divvyd, which spends it
+             * and starts the refill; hits after it find FETCH set. */
+            res->verdict = TABLE_LEASE_ASK;
+            res->want = x->n;
+            return false;
+        }
         left -= x->n;
         res->verdict = TABLE_LEASE_ALLOWED;
         res->credit = remain + left;
         res->reset_ms = cur->idle - now;
         next->data = left << LEASE_SHIFT | remain;
-        /* Low water: refill in the background before the lease runs dry. */
-        if (x->may_fetch && !fetching && remain > 0 &&
-            left * 2 < lease_target(remain, x->lease_max)) {
+        if (low) {
             *ret_flags |= LF_FETCH;
             res->refill = true;
             res->want = x->lease_max - left;
@@ -1138,6 +1149,16 @@ uint64_t table_last_heartbeat(const struct table *t)
 void table_add_fast_hits(struct table *t, uint64_t n)
 {
     __atomic_fetch_add(&t->hdr->fast_hits, n, __ATOMIC_RELAXED);
+}
+
+void table_set_lease_max(struct table *t, uint64_t lease_max)
+{
+    __atomic_store_n(&t->hdr->lease_max, lease_max, __ATOMIC_RELEASE);
+}
+
+uint64_t table_lease_max(const struct table *t)
+{
+    return __atomic_load_n(&t->hdr->lease_max, __ATOMIC_ACQUIRE);
 }
 
 uint64_t table_fast_hits(const struct table *t)

@@ -147,7 +147,9 @@ struct table_lease_result {
  * Spends @n (>= 1) of the lease of @key (lim->lease set).  With @may_fetch
  * false (a fast-path client, which cannot talk to Redis) the verdict is never
  * FETCH and no refill is requested: such a client asks divvyd instead of
- * ASK/FETCH.  Returns 0, -ENOSPC/-EDQUOT (no slot for the FETCH flag), or
+ * ASK/FETCH, and also gets ASK (nothing spent) for the hit that would take
+ * the lease below its low-water mark while nobody is fetching, so that divvyd
+ * spends that one and starts the background refill.  Returns 0, -ENOSPC/-EDQUOT (no slot for the FETCH flag), or
  * -EINVAL.
  */
 int table_lease_take(struct table *t, const struct table_key *key, const struct table_limits *lim,
@@ -203,6 +205,12 @@ uint64_t table_last_heartbeat(const struct table *t);
  * a point of contention; the total lags by what clients have not flushed. */
 void table_add_fast_hits(struct table *t, uint64_t n);
 uint64_t table_fast_hits(const struct table *t);
+
+/* The daemon's store.lease_max, announced to fast-path clients so they spend
+ * leases with the daemon's low-water mark; 0 (a table of an older daemon):
+ * not announced, clients leave lease rules to the daemon. */
+void table_set_lease_max(struct table *t, uint64_t lease_max);
+uint64_t table_lease_max(const struct table *t);
 
 /* One live counter as table_foreach() reports it. */
 struct table_entry {

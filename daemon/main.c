@@ -359,6 +359,8 @@ int main(int argc, char **argv)
         open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv, &priv_new) < 0)
         goto out;
 
+    /* Before any rules are published: fast-path clients read it at each remap. */
+    table_set_lease_max(fast, cfg->lease_max < TABLE_LEASE_MAX ? cfg->lease_max : TABLE_LEASE_MAX);
     urcu_memb_register_thread();
     r = reload_new(a.config, cfg, state_dir, fast, &rl, diag);
     if (r < 0) {

@@ -120,6 +120,8 @@ struct client_rule {
     const char *id_str;         /* label or hex id, points into the rules */
     size_t id_len;              /* strlen(id_str), at most DIVVY_RULE_MAX - 1 */
     bool eligible;              /* fast_path, or zero semantics: decidable in-process */
+    bool lease;                 /* a lease rule spent in-process (lim.lease set): TAKE only,
+                                 * and only before any other counter on the path */
 };
 
 struct client_memo;
@@ -203,6 +205,15 @@ void client_fast_close(struct client_fast *f);
 int client_fast_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
                        const struct client_req *req, enum table_op op, uint64_t amount,
                        struct divvy_result *res, const char **ret_why);
+
+/*
+ * Whether every rule of @path (rules_match()'s indexes) can be decided
+ * in-process for @op: each is eligible, and a lease rule is met only by a
+ * TAKE and before any rule that touches a counter (a lease may send the hit
+ * to divvyd, which must not find a counter already charged here).
+ */
+bool client_fast_path_ok(const struct client_fast *f, const uint32_t *path, size_t n_path,
+                         enum table_op op);
 
 /*
  * Whether the fast path can decide now with rules of generation h->fast.gen

@@ -119,6 +119,7 @@ static int remap(struct divvy *h, uint64_t gen)
     char path[PATH_MAX];
     void *data = NULL;
     size_t len = 0, n;
+    uint64_t lease_max;
     int r = -ENOENT;
 
     for (int tries = 0; tries < CLIENT_REMAP_TRIES; tries++) {
@@ -154,6 +155,9 @@ static int remap(struct divvy *h, uint64_t gen)
         goto out;
     }
     n = rules_count(rules);
+    lease_max = table_lease_max(f->table);
+    if (lease_max > TABLE_LEASE_MAX)
+        lease_max = TABLE_LEASE_MAX;
     rule = calloc(n ? n : 1, sizeof(*rule));
     if (!rule) {
         r = client_err(h, -ENOMEM, "out of memory");
@@ -170,12 +174,22 @@ static int remap(struct divvy *h, uint64_t gen)
         eval_limits(&rr, &rule[i].lim);
         rule[i].id_str = rr.id_str;
         rule[i].id_len = strnlen(rr.id_str, DIVVY_RULE_MAX - 1);
-        /* Decidable here: a fast_path counter in the host table, or divvy's
-         * zero semantics, which touch no counter.  Never a privileged rule,
-         * never one whose counters live in Redis (docs/client.md). */
+        /* Decidable here: a fast_path counter in the host table (local, or a
+         * lease spent here), or divvy's zero semantics, which touch no
+         * counter.  Never a privileged rule, never a strict one (docs/client.md). */
+        /* A lease rule is spent here with divvyd's own lease_max (announced
+         * in the table header; 0 from an older daemon: not here). */
+        rule[i].lease = rr.store == RULES_STORE_LEASE && rr.fast_path && lease_max > 0 &&
+                        rr.algo == RULES_ALGO_WINDOW && rr.credit_limit > 0 &&
+                        (uint64_t)rr.credit_limit <= TABLE_LEASE_MAX;
+        if (rule[i].lease) {
+            rule[i].lim.lease = true;
+            rule[i].lim.lease_max = lease_max;
+        }
+        /* divvy's zero semantics touch no counter, in any store (as in divvyd). */
         rule[i].eligible = rr.source != RULES_SOURCE_PRIVILEGED &&
-                           rr.store == RULES_STORE_LOCAL &&
-                           (rr.fast_path || rr.credit_limit == 0 ||
+                           ((rr.fast_path && (rr.store == RULES_STORE_LOCAL || rule[i].lease)) ||
+                            rr.credit_limit == 0 ||
                             (rr.algo != RULES_ALGO_TOKEN_BUCKET && rr.reset_seconds == 0));
     }
     rules_free(f->rules);
@@ -288,6 +302,59 @@ int client_fast_ready(struct divvy *h, uint64_t now, const char **ret_why)
     return 1;
 }
 
+bool client_fast_path_ok(const struct client_fast *f, const uint32_t *path, size_t n_path,
+                         enum table_op op)
+{
+    size_t n_rules = rules_count(f->rules);
+    bool counted = false;
+
+    for (size_t i = 0; i < n_path; i++) {
+        const struct client_rule *cr;
+
+        if (path[i] >= n_rules)
+            return false;
+        cr = &f->rule[path[i]];
+        if (!cr->eligible || (cr->lease && (op != TABLE_TAKE || counted)))
+            return false;
+        if (!eval_zero(&cr->rr, &(struct eval_outcome){ 0 }))
+            counted = true;
+    }
+    return true;
+}
+
+/*
+ * Spends @amount of the lease of rule @rr's counter @actor: 0 with *@o
+ * filled, 1 when divvyd must decide (*@ret_why), or -errno.  A fast-path
+ * client never talks to Redis: when the lease is short, or crosses its
+ * low-water mark while nobody refills it, divvyd gets the hit and refills.
+ */
+static int lease_take(struct client_fast *f, const struct rules_rule *rr,
+                      const struct table_limits *lim, const char *actor, size_t len,
+                      uint64_t amount, uint64_t now, struct eval_outcome *o, const char **ret_why)
+{
+    struct table_key key = { .rule_id = rr->id, .actor = actor, .actor_len = len };
+    struct table_lease_result lr;
+    int r = table_lease_take(f->table, &key, lim, amount, false, now, &lr);
+
+    if (r == -ENOSPC || r == -EDQUOT) {
+        *ret_why = "the fast-path table is full";
+        return 1;
+    }
+    if (r < 0)
+        return r;
+    if (lr.verdict != TABLE_LEASE_ALLOWED && lr.verdict != TABLE_LEASE_DENIED) {
+        *ret_why = "the lease needs divvyd";
+        return 1;
+    }
+    memset(o, 0, sizeof(*o));
+    o->rule = rr->index;
+    o->counted = true;
+    o->allowed = lr.verdict == TABLE_LEASE_ALLOWED;
+    o->credit = lr.credit;
+    o->reset_s = eval_ms_to_s(lr.reset_ms);
+    return 0;
+}
+
 int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
                     const struct rules_req *rq, const struct proto_kv *const *actor_kv,
                     enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
@@ -298,6 +365,7 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
     size_t n_rules = rules_count(f->rules);
     const struct client_rule *cr;
     struct eval_result er;
+
     bool decided = false;
 
     er.n = 0;
@@ -306,27 +374,40 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
         struct eval_outcome o;
         int r;
 
-        if (path[i] >= n_rules) {
+        if (path[i] >= n_rules || (f->rule[path[i]].lease && op != TABLE_TAKE)) {
             *ret_why = "the fast-path table could not decide";
             return 0;
         }
-        rr = &f->rule[path[i]].rr;
-        if (rq) {
-            r = eval_rule(&env, rr, rq, op, amount, now, &o);
-        } else if (rr->n_actor <= 1 && rr->prefix4 < 0 && rr->prefix6 < 0) {
-            /* rules_actor_from()'s answer, without the copy: the value itself. */
-            const struct proto_kv *v = rr->n_actor ? actor_kv[i * RULES_ACTOR_KEYS_MAX] : NULL;
-
-            r = eval_rule_actor(&env, rr, &f->rule[path[i]].lim, v ? v->value : "",
-                                v ? v->value_len : 0, op, amount, now, &o);
+        cr = &f->rule[path[i]];
+        rr = &cr->rr;
+        if (eval_zero(rr, &o)) {
+            r = 0;
         } else {
-            char actor[RULES_ACTOR_MAX];
-            int len = rules_actor_from(f->rules, path[i], actor_kv + i * RULES_ACTOR_KEYS_MAX,
-                                       actor, sizeof(actor));
+            char buf[RULES_ACTOR_MAX];
+            const char *actor = buf;
+            int len;
 
-            r = len < 0 ? len
-                        : eval_rule_actor(&env, rr, &f->rule[path[i]].lim, actor, (size_t)len,
-                                          op, amount, now, &o);
+            if (rq) {
+                len = rules_actor(f->rules, path[i], rq, buf, sizeof(buf));
+            } else if (rr->n_actor <= 1 && rr->prefix4 < 0 && rr->prefix6 < 0) {
+                /* rules_actor_from()'s answer, without the copy: the value itself. */
+                const struct proto_kv *v =
+                    rr->n_actor ? actor_kv[i * RULES_ACTOR_KEYS_MAX] : NULL;
+
+                actor = v ? v->value : "";
+                len = v ? v->value_len : 0;
+            } else {
+                len = rules_actor_from(f->rules, path[i], actor_kv + i * RULES_ACTOR_KEYS_MAX,
+                                       buf, sizeof(buf));
+            }
+            if (len < 0)
+                r = len;
+            else if (cr->lease)
+                r = lease_take(f, rr, &cr->lim, actor, (size_t)len, amount, now, &o, ret_why);
+            else
+                r = eval_rule_actor(&env, rr, &cr->lim, actor, (size_t)len, op, amount, now, &o);
+            if (r > 0)
+                return 0;               /* the lease sends this hit to divvyd */
         }
         if (r < 0) {
             *ret_why = "the fast-path table could not decide";
@@ -364,7 +445,7 @@ int client_fast_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
     struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = f->privileged };
     uint32_t idx[RULES_MATCH_MAX];
     uint64_t now = clock_coarse_ms();
-    size_t n_rules, n_path;
+    size_t n_path;
     int r;
 
     if (!client_fast_ready(h, now, ret_why))
@@ -373,13 +454,10 @@ int client_fast_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
      * Every rule on the path must be decidable here before any counter is
      * touched.
      */
-    n_rules = rules_count(f->rules);
     n_path = rules_match(f->rules, &rq, idx);
-    for (size_t i = 0; i < n_path; i++) {
-        if (idx[i] >= n_rules || !f->rule[idx[i]].eligible) {
-            *ret_why = "a rule on the request's path is not fast_path";
-            return 0;
-        }
+    if (!client_fast_path_ok(f, idx, n_path, op)) {
+        *ret_why = "a rule on the request's path is not fast_path";
+        return 0;
     }
     r = client_fast_run(h, idx, n_path, &rq, NULL, op, amount, now, res, ret_why);
     if (r > 0)

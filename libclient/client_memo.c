@@ -48,6 +48,7 @@ struct memo_shape {
     uint64_t hash;
     uint8_t n_kv;               /* 0: an empty entry */
     uint8_t n_path;
+    bool has_lease;             /* a lease rule on the path: client_fast_path_ok() per op */
     uint8_t kid[MEMO_PAIRS];    /* key of each pair: an index into memo.key */
     uint16_t vlen[MEMO_PAIRS];  /* length of each by_value pair's value */
     uint16_t fixed_wire;        /* wire bytes of the by_value pairs, ' ' and '=' included */
@@ -229,6 +230,8 @@ int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, 
             actor_kv[i * RULES_ACTOR_KEYS_MAX + j] = p < 0 ? NULL : &pk[p];
         }
     }
+    if (e->has_lease && !client_fast_path_ok(f, e->path, e->n_path, op))
+        return 0;
     return client_fast_run(h, e->path, e->n_path, NULL, actor_kv, op, amount, now, res, &why);
 }
 
@@ -297,6 +300,7 @@ void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
         if (n_actor > RULES_ACTOR_KEYS_MAX)
             return;
         e.path[i] = path[i];
+        e.has_lease |= f->rule[path[i]].lease;
         e.n_actor[i] = (uint8_t)n_actor;
         for (unsigned a = 0; a < n_actor; a++) {
             const char *ak;

@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration (real redis-server, real divvyd, real libdivvy): lease rules
+ * spent on the shared-memory fast path.  Two divvyd "hosts" share one Redis
+ * in lease mode; on each, two processes hit one fast_path lease rule through
+ * libdivvy (DIVVY_AUTO), asking for more than the limit in total.  Hits are
+ * decided in-process from the host's lease, the hit that crosses the
+ * low-water mark goes to divvyd (which refills in the background), and an
+ * empty lease sends the hit to divvyd: across both hosts never more than the
+ * limit is allowed, at least the limit minus hosts * lease_max, and most
+ * hits never leave the caller's process.  A PEEK of a lease rule still goes
+ * to divvyd (Redis answers it).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "divvy.h"
+#include "test_redis.h"
+
+#define LIMIT       3000
+#define LEASE_MAX   40
+#define HOSTS       2
+#define PROCS       2           /* per host */
+#define PER_PROC    1000
+
+static const char rules_text[] =
+    "{ match = { path = \"/api\"; }; label = \"api\"; actor = \"user\";\n"
+    "  credit_limit = 3000; reset_seconds = 3600; fast_path = true; },\n"
+    "{ default = true; credit_limit = 0; reset_seconds = 0; }";
+
+struct proc_result {
+    long allowed, denied, fast, errors;
+    char first[256];
+};
+
+struct proc_arg {
+    const struct harness_daemon *d;
+    struct proc_result *out;    /* shared memory */
+};
+
+static int set_env(const struct harness_daemon *d)
+{
+    char addr[HARNESS_PATH + 8];
+
+    snprintf(addr, sizeof(addr), "unix:%s", d->sock);
+    if (setenv("DIVVY_ADDRESS", addr, 1) < 0 || setenv("DIVVY_STATE_DIR", d->state, 1) < 0)
+        return -1;
+    unsetenv("DIVVY_PATH");
+    return 0;
+}
+
+static int proc_main(void *arg)
+{
+    struct proc_arg *a = arg;
+    struct divvy_kv kv[2] = { { "path", "/api" }, { "user", "alice" } };
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy *h = NULL;
+
+    if (set_env(a->d) < 0 || divvy_open(NULL, DIVVY_AUTO, &h) < 0)
+        return 1;
+    for (int i = 0; i < PER_PROC; i++) {
+        int r = divvy_hit(h, kv, 2, &res);
+
+        if (r < 0) {
+            if (!a->out->errors++)
+                snprintf(a->out->first, sizeof(a->out->first), "%s", divvy_errmsg(h));
+            continue;
+        }
+        if (res.allowed)
+            a->out->allowed++;
+        else
+            a->out->denied++;
+        a->out->fast += res.fast_path;
+    }
+    divvy_close(h);
+    return 0;
+}
+
+/* Waits until the host's fast path decides hits at all (first heartbeat). */
+static void wait_fast(const struct harness_daemon *d)
+{
+    struct divvy_result res = { .size = sizeof(res) };
+    uint64_t deadline = harness_now_ms() + 5000;
+    struct divvy *h = NULL;
+
+    assert_int_equal(set_env(d), 0);
+    CHECK(divvy_open(NULL, DIVVY_AUTO, &h));
+    do {
+        CHECK(divvy_peek(h, (struct divvy_kv[]){ { "path", "/elsewhere" } }, 1, &res));
+        if (res.fast_path)
+            break;
+        harness_pause_ms(20);
+    } while (harness_now_ms() < deadline);
+    assert_true(res.fast_path);
+    divvy_close(h);
+}
+
+static void test_lease_fast_two_hosts(void **state)
+{
+    struct harness_daemon *d[HOSTS];
+    struct proc_result *out;
+    struct proc_arg args[HOSTS * PROCS];
+    pid_t pids[HOSTS * PROCS];
+    struct redis_srv *rs;
+    long allowed = 0, fast = 0, hits = 0;
+    long long used, fast_hits;
+    char *conf;
+
+    (void)state;
+    out = mmap(NULL, sizeof(*out) * HOSTS * PROCS, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(out != MAP_FAILED);
+    memset(out, 0, sizeof(*out) * HOSTS * PROCS);
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "lease", "closed", 1000, "lease_max = 40;", rules_text);
+    assert_non_null(conf);
+    for (int i = 0; i < HOSTS; i++)
+        d[i] = redis_divvyd(conf, 2);
+    free(conf);
+    for (int i = 0; i < HOSTS; i++)
+        wait_fast(d[i]);
+    for (int i = 0; i < HOSTS * PROCS; i++) {
+        args[i] = (struct proc_arg){ .d = d[i / PROCS], .out = &out[i] };
+        CHECK(harness_spawn(proc_main, &args[i], &pids[i]));
+    }
+    for (int i = 0; i < HOSTS * PROCS; i++) {
+        int status;
+
+        CHECK(harness_reap(pids[i], 60000, &status));
+        assert_int_equal(status, 0);
+    }
+    for (int i = 0; i < HOSTS * PROCS; i++) {
+        if (out[i].errors)
+            fail_msg("process %d: %ld errors, first: %s", i, out[i].errors, out[i].first);
+        allowed += out[i].allowed;
+        fast += out[i].fast;
+        hits += out[i].allowed + out[i].denied;
+    }
+    used = redis_int(rs, "GET %s", "divvy:{api:alice}");
+    print_message("lease on the fast path, %d hosts x %d processes: %ld of %ld hits allowed "
+                  "(limit %d, bound %d stranded), %ld decided in-process; Redis used %lld\n",
+                  HOSTS, PROCS, allowed, hits, LIMIT, HOSTS * LEASE_MAX, fast, used);
+    assert_int_equal(hits, HOSTS * PROCS * PER_PROC);
+    if (allowed > LIMIT)
+        fail_msg("%ld allowed, more than the limit %d", allowed, LIMIT);
+    if (allowed + HOSTS * LEASE_MAX < LIMIT)
+        fail_msg("%ld allowed, below limit - hosts * lease_max = %d", allowed,
+                 LIMIT - HOSTS * LEASE_MAX);
+    assert_true(used <= LIMIT);
+    /* Most allowed hits were spent from the lease in-process. */
+    if (fast * 2 < allowed)
+        fail_msg("only %ld of %ld allowed hits were decided in-process", fast, allowed);
+    for (int i = 0; i < HOSTS; i++) {
+        struct harness_conn *c;
+
+        CHECK(harness_connect(d[i], HARNESS_UNIX, &c));
+        CHECK(harness_get_stat(c, "fast_path_hits", &fast_hits));
+        harness_close(c);
+        assert_true(fast_hits > 0);
+        harness_free(d[i]);
+    }
+    redis_stop(rs);
+    munmap(out, sizeof(*out) * HOSTS * PROCS);
+}
+
+/* Only TAKE spends a lease in-process: PEEK asks Redis through divvyd. */
+static void test_lease_fast_peek_goes_to_divvyd(void **state)
+{
+    struct divvy_kv kv[2] = { { "path", "/api" }, { "user", "bob" } };
+    struct divvy_result res = { .size = sizeof(res) };
+    struct harness_daemon *d;
+    struct redis_srv *rs;
+    struct divvy *h = NULL;
+    bool any_fast = false;
+    char *conf;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "lease", "closed", 1000, "lease_max = 40;", rules_text);
+    assert_non_null(conf);
+    d = redis_divvyd(conf, 2);
+    free(conf);
+    wait_fast(d);
+    CHECK(divvy_open(NULL, DIVVY_AUTO, &h));
+    for (int i = 0; i < 100; i++) {
+        CHECK(divvy_hit(h, kv, 2, &res));
+        assert_true(res.allowed);
+        /* A lease reports what this host last saw of the pool (docs/redis.md):
+         * never more than is left, and never far below it. */
+        assert_in_range(res.credit, LIMIT - 1 - i - 2 * LEASE_MAX, LIMIT - 1 - i);
+        any_fast |= res.fast_path;
+    }
+    assert_true(any_fast);
+    CHECK(divvy_peek(h, kv, 2, &res));
+    assert_false(res.fast_path);
+    /* Redis's view: what was leased to this host counts as used there. */
+    assert_true(res.credit <= LIMIT - 100);
+    divvy_close(h);
+    harness_free(d);
+    redis_stop(rs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_lease_fast_two_hosts, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_fast_peek_goes_to_divvyd, harness_setup,
+                                        redis_teardown),
+    };
+
+    return cmocka_run_group_tests_name("redis_lease_fast", tests, NULL, NULL);
+}
