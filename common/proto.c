@@ -60,6 +60,7 @@ static const struct verb_name verbs[] = {
     { "PING", PROTO_PING, false },
     { "QUIT", PROTO_QUIT, false },
     { "COUNTERS", PROTO_COUNTERS, true },
+    { "REFILL", PROTO_REFILL, true },
 };
 
 #define VERB_NAME_MAX 8     /* strlen("COUNTERS") */

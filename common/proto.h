@@ -31,6 +31,7 @@ enum proto_verb {
     PROTO_PING,
     PROTO_QUIT,
     PROTO_COUNTERS,     /* admin: list live counters (divvyctl top/locked) */
+    PROTO_REFILL,       /* libdivvy's lease refill hint: never answered, not even ERR */
 };
 
 enum proto_err {

@@ -822,20 +822,16 @@ static bool lease_take_fn(void *arg, uint64_t now, bool live, unsigned flags,
         bool low = !fetching && remain > 0 &&
                    (left - x->n) * 2 < lease_target(remain, x->lease_max);
 
-        if (low && !x->may_fetch) {
-            /* A fast-path client: this hit goes to divvyd, which spends it
-             * and starts the refill; hits after it find FETCH set. */
-            res->verdict = TABLE_LEASE_ASK;
-            res->want = x->n;
-            return false;
-        }
         left -= x->n;
         res->verdict = TABLE_LEASE_ALLOWED;
         res->credit = remain + left;
         res->reset_ms = cur->idle - now;
         next->data = left << LEASE_SHIFT | remain;
         if (low) {
-            *ret_flags |= LF_FETCH;
+            /* divvyd fetches (FETCH now); a fast-path client asks divvyd
+             * to (table_lease_refill_claim()) and sets nothing. */
+            if (x->may_fetch)
+                *ret_flags |= LF_FETCH;
             res->refill = true;
             res->want = x->lease_max - left;
         }
@@ -881,6 +877,47 @@ int table_lease_take(struct table *t, const struct table_key *key, const struct 
     }
     *ret = x.res;
     return 0;
+}
+
+struct lease_claim {
+    uint64_t lease_max;
+    uint64_t want;              /* out: 0 when nothing was claimed */
+};
+
+static bool lease_claim_fn(void *arg, uint64_t now, bool live, unsigned flags,
+                           const struct algo_state *cur, unsigned *ret_flags,
+                           struct algo_state *next)
+{
+    struct lease_claim *x = arg;
+    bool window = live && cur->idle > now && !(flags & LF_HOLD);
+    uint64_t left = window ? cur->data >> LEASE_SHIFT & LEASE_MASK : 0;
+    uint64_t remain = window ? cur->data & LEASE_MASK : 0;
+
+    x->want = 0;
+    *ret_flags = flags;
+    *next = *cur;
+    if (!window || (flags & LF_FETCH) || remain == 0 ||
+        left * 2 >= lease_target(remain, x->lease_max))
+        return false;
+    *ret_flags = flags | LF_FETCH;
+    x->want = x->lease_max - left;
+    return true;
+}
+
+int table_lease_refill_claim(struct table *t, const struct table_key *key,
+                             const struct table_limits *lim, uint64_t now_ms, uint64_t *ret_want)
+{
+    struct lease_claim x = { .lease_max = lim ? lim->lease_max : 0 };
+    int r;
+
+    if (!ret_want)
+        return -EINVAL;
+    *ret_want = 0;
+    r = lease_modify(t, key, lim, lease_claim_fn, &x, now_ms);
+    if (r < 0)
+        return r;
+    *ret_want = x.want;
+    return x.want > 0;
 }
 
 static bool lease_grant_fn(void *arg, uint64_t now, bool live, unsigned flags,

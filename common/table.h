@@ -147,13 +147,23 @@ struct table_lease_result {
  * Spends @n (>= 1) of the lease of @key (lim->lease set).  With @may_fetch
  * false (a fast-path client, which cannot talk to Redis) the verdict is never
  * FETCH and no refill is requested: such a client asks divvyd instead of
- * ASK/FETCH, and also gets ASK (nothing spent) for the hit that would take
- * the lease below its low-water mark while nobody is fetching, so that divvyd
- * spends that one and starts the background refill.  Returns 0, -ENOSPC/-EDQUOT (no slot for the FETCH flag), or
+ * ASK/FETCH; its refill = true (FETCH not set) says the lease is below its
+ * low-water mark and nobody is fetching: it asks divvyd to refill
+ * (table_lease_refill_claim(), protocol verb REFILL).  Returns 0, -ENOSPC/-EDQUOT (no slot for the FETCH flag), or
  * -EINVAL.
  */
 int table_lease_take(struct table *t, const struct table_key *key, const struct table_limits *lim,
                      uint64_t n, bool may_fetch, uint64_t now_ms, struct table_lease_result *ret);
+
+/*
+ * divvyd, asked by a fast-path client to refill @key's lease: when the lease
+ * is below its low-water mark and nobody is fetching, sets FETCH and returns
+ * 1 with *@ret_want (the caller fetches it in the background, then
+ * table_lease_grant() or table_lease_abort()); else 0 (no lease slot, a
+ * lease above low water, or a fetch under way).  -EINVAL.
+ */
+int table_lease_refill_claim(struct table *t, const struct table_key *key,
+                             const struct table_limits *lim, uint64_t now_ms, uint64_t *ret_want);
 
 /* What Redis answered to a lease fetch or to a direct take. */
 struct table_lease_grant {

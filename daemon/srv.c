@@ -73,6 +73,8 @@ struct wstats {
     uint64_t table_full;
     uint64_t redis_fallbacks;   /* rule answers given by on_redis_error */
     uint64_t lease_fetches;     /* lease requests sent (on demand and refills) */
+    uint64_t refill_hints;      /* REFILL lines received from fast-path clients */
+    uint64_t refill_dropped;    /* ... that started no refill */
 };
 
 struct worker;
@@ -1378,6 +1380,8 @@ static void do_stats(struct conn *c)
         sum.table_full += stat_get(&ws->table_full);
         sum.redis_fallbacks += stat_get(&ws->redis_fallbacks);
         sum.lease_fetches += stat_get(&ws->lease_fetches);
+        sum.refill_hints += stat_get(&ws->refill_hints);
+        sum.refill_dropped += stat_get(&ws->refill_dropped);
     }
     urcu_memb_read_lock();
     st = reload_current(s->o.reload);
@@ -1390,7 +1394,7 @@ static void do_stats(struct conn *c)
     if (s->o.store)
         store_stats(s->o.store, &rs);
     append_fmt(buf, sizeof(buf), &pos,
-               "OK 27\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
+               "OK 29\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
                "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
                "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
                "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
@@ -1411,12 +1415,14 @@ static void do_stats(struct conn *c)
     append_fmt(buf, sizeof(buf), &pos,
                "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\nredis_errors=%llu\n"
                "redis_timeouts=%llu\nredis_breaker_trips=%llu\nredis_fallbacks=%llu\n"
-               "redis_lease_fetches=%llu\nredis_noscript=%llu\n",
+               "redis_lease_fetches=%llu\nredis_noscript=%llu\nredis_refill_hints=%llu\n"
+               "redis_refill_hints_dropped=%llu\n",
                !rs.wanted ? "unused" : rs.breaker_open ? "down" : "up", rs.conns_up,
                (unsigned long long)rs.requests, (unsigned long long)rs.errors,
                (unsigned long long)rs.timeouts, (unsigned long long)rs.trips,
                (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
-               (unsigned long long)rs.noscript);
+               (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
+               (unsigned long long)sum.refill_dropped);
     reply_text(c, buf);
 }
 
@@ -1658,8 +1664,71 @@ out:
     free(idx);
 }
 
+/*
+ * REFILL rule=<id> index=<n> actor=<actor> (docs/protocol.md): libdivvy's
+ * fast path saw the lease of that fast_path lease counter fall below its
+ * low-water mark with nobody fetching.  Claims the refill (FETCH) and
+ * fetches in the background, as for a hit of our own.  Never answered, not
+ * even with ERR, so the client need not wait; a hint that names no such
+ * rule (a reload in between), or a lease that needs nothing, is dropped
+ * and counted.
+ */
+static void do_refill(struct conn *c, const struct proto_req *req)
+{
+    struct worker *w = c->w;
+    const struct proto_kv *rk = proto_find(req, "rule", 4), *ik = proto_find(req, "index", 5),
+                          *ak = proto_find(req, "actor", 5);
+    const struct reload_state *st;
+    struct table_limits lim;
+    struct rules_rule r;
+    struct table_key tk;
+    uint64_t want = 0, now = clock_now_ms();
+    unsigned long idx;
+    char *end;
+    int rc, klen;
+
+    stat_inc(&w->st.refill_hints);
+    if (req->err != PROTO_E_NONE || !rk || !ik || !ak || !w->sc)
+        goto dropped;
+    errno = 0;
+    idx = strtoul(ik->value, &end, 10);
+    if (errno || *end || ik->value_len == 0 || idx > UINT32_MAX)
+        goto dropped;
+    urcu_memb_read_lock();
+    st = reload_current(w->s->o.reload);
+    if (rules_get(st->rules, (uint32_t)idx, &r) < 0 || strcmp(r.id_str, rk->value) != 0 ||
+        r.store != RULES_STORE_LEASE || !r.fast_path || eval_zero(&r, &(struct eval_outcome){ 0 })) {
+        urcu_memb_read_unlock();
+        goto dropped;
+    }
+    lease_limits(w, &r, &lim);
+    tk.rule_id = r.id;
+    tk.actor = ak->value;
+    tk.actor_len = ak->value_len;
+    rc = table_lease_refill_claim(w->s->o.fast, &tk, &lim, now, &want);
+    if (rc > 0) {
+        klen = store_key(w->s->o.store, r.id_str, ak->value, ak->value_len, w->key_buf,
+                         w->key_cap);
+        if (klen > 0)
+            lease_refill(w, w->s->o.fast, &lim, &r, ak->value, ak->value_len, w->key_buf,
+                         (size_t)klen, want);
+        else
+            table_lease_abort(w->s->o.fast, &tk, &lim, now);
+    }
+    urcu_memb_read_unlock();
+    if (rc > 0)
+        return;
+dropped:
+    stat_inc(&w->st.refill_dropped);
+}
+
 static void handle_request(struct conn *c, const struct proto_req *req)
 {
+    /* Before the error check: a REFILL is never answered, not even with ERR. */
+    if (req->verb == PROTO_REFILL) {
+        do_refill(c, req);
+        return;
+    }
     if (req->err != PROTO_E_NONE) {
         reply_err(c, req->err, req->reason);
         return;
@@ -1695,6 +1764,8 @@ static void handle_request(struct conn *c, const struct proto_req *req)
     case PROTO_COUNTERS:
         do_counters(c, req);
         break;
+    case PROTO_REFILL:
+        break;                          /* handled above */
     }
 }
 

@@ -26,6 +26,8 @@
 #define CLIENT_STALE_MS         3000            /* heartbeat older than this: daemon gone */
 #define CLIENT_REATTACH_MS      1000            /* retry mapping the table at most this often */
 #define CLIENT_REMAP_RETRY_MS   100             /* back-off after a rules file failed to load */
+#define CLIENT_HINT_SLOTS       64              /* REFILL hints remembered per handle */
+#define CLIENT_HINT_MS          10              /* one REFILL per counter per this long */
 #define CLIENT_REMAP_TRIES      4               /* ENOENT: the generation moved on meanwhile */
 #define CLIENT_RULES_FILE_MAX   (256u << 20)    /* refuse larger rules.<generation> files */
 #define CLIENT_REPLY_MAX        (64u << 20)     /* bytes of replies one call may buffer */
@@ -140,6 +142,10 @@ struct client_fast {
     uint64_t remap_failed_gen;  /* the generation that failed to load */
     uint64_t unflushed_hits;    /* decided here, not yet added to the table's fast_hits */
     struct client_memo *memo;   /* request shapes seen, or NULL (client_memo.c) */
+    /* REFILL hints sent lately: a hash of (rule, actor) and until when no
+     * other is sent for it (client_fast.c). */
+    uint64_t hint_key[CLIENT_HINT_SLOTS];
+    uint64_t hint_until[CLIENT_HINT_SLOTS];
 };
 
 struct divvy {
@@ -183,6 +189,14 @@ enum client_expect {
  */
 int client_conn_exchange(struct divvy *h, size_t n_req, enum client_expect expect);
 void client_conn_close(struct divvy *h);
+
+/*
+ * Sends @line (a REFILL hint, newline included; divvyd never answers it)
+ * without waiting, connecting first if needed.  Best effort: a hint that
+ * cannot be sent is dropped (the lease then runs dry and the hit that finds
+ * it empty goes to divvyd, which refills).  Leaves h->errmsg empty.
+ */
+void client_conn_hint(struct divvy *h, const char *line, size_t len);
 /* Makes room for @extra more bytes in h->wbuf.  -ENOMEM. */
 int client_wbuf_reserve(struct divvy *h, size_t extra);
 

@@ -147,6 +147,24 @@ static int conn_open(struct divvy *h)
     return h->addr.kind == CLIENT_ADDR_UNIX ? connect_unix(h) : connect_tcp(h);
 }
 
+void client_conn_hint(struct divvy *h, const char *line, size_t len)
+{
+    ssize_t n;
+
+    if (h->fd < 0 && conn_open(h) < 0) {
+        h->errmsg[0] = '\0';           /* the hit itself succeeded */
+        return;
+    }
+    do {
+        n = send(h->fd, line, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    /* Nothing sent into a full buffer: the stream is still whole.  A short
+     * write would leave half a line in it: start afresh. */
+    if (n == (ssize_t)len || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+        return;
+    client_conn_close(h);
+}
+
 int client_wbuf_reserve(struct divvy *h, size_t extra)
 {
     size_t cap = h->wcap ? h->wcap : 4096;

@@ -25,6 +25,7 @@
 #include "client.h"
 #include "clock.h"
 #include "eval.h"
+#include "hash.h"
 
 /* Hits are counted in the table in batches: one shared atomic add per
  * CLIENT_HITS_BATCH hits, not one per hit. */
@@ -323,18 +324,51 @@ bool client_fast_path_ok(const struct client_fast *f, const uint32_t *path, size
 }
 
 /*
- * Spends @amount of the lease of rule @rr's counter @actor: 0 with *@o
+ * Spends @amount of the lease of rule @cr's counter @actor: 0 with *@o
  * filled, 1 when divvyd must decide (*@ret_why), or -errno.  A fast-path
- * client never talks to Redis: when the lease is short, or crosses its
- * low-water mark while nobody refills it, divvyd gets the hit and refills.
+ * client never talks to Redis: below the low-water mark it sends divvyd a
+ * REFILL hint and goes on spending; a lease too short for the hit sends the
+ * hit itself to divvyd.
  */
-static int lease_take(struct client_fast *f, const struct rules_rule *rr,
-                      const struct table_limits *lim, const char *actor, size_t len,
-                      uint64_t amount, uint64_t now, struct eval_outcome *o, const char **ret_why)
+/*
+ * Asks divvyd to refill the lease of rule @idx's counter @actor (REFILL,
+ * docs/protocol.md), at most once per CLIENT_HINT_MS per counter.  One
+ * send(), no reply: the only system call a fast-path hit may make, once per
+ * lease.
+ */
+static void refill_hint(struct divvy *h, const struct client_rule *cr, uint32_t idx,
+                        const char *actor, size_t len, uint64_t now)
 {
+    struct client_fast *f = &h->fast;
+    uint64_t k = hash_fast(cr->rr.id, actor, len) | 1;
+    unsigned slot = (unsigned)(k % CLIENT_HINT_SLOTS);
+    char line[PROTO_LINE_MAX + 1];
+    int n, m;
+
+    if (f->hint_key[slot] == k && now < f->hint_until[slot])
+        return;
+    f->hint_key[slot] = k;
+    f->hint_until[slot] = now + CLIENT_HINT_MS;
+    n = snprintf(line, sizeof(line), "REFILL rule=%s index=%u actor=", cr->id_str, idx);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return;
+    m = proto_fmt_string(line + n, sizeof(line) - (size_t)n, actor, len);
+    if (m < 0 || (size_t)(n + m) >= PROTO_LINE_MAX)
+        return;
+    n += m;
+    line[n++] = '\n';
+    client_conn_hint(h, line, (size_t)n);
+}
+
+static int lease_take(struct divvy *h, const struct client_rule *cr, uint32_t idx,
+                      const char *actor, size_t len, uint64_t amount, uint64_t now,
+                      struct eval_outcome *o, const char **ret_why)
+{
+    struct client_fast *f = &h->fast;
+    const struct rules_rule *rr = &cr->rr;
     struct table_key key = { .rule_id = rr->id, .actor = actor, .actor_len = len };
     struct table_lease_result lr;
-    int r = table_lease_take(f->table, &key, lim, amount, false, now, &lr);
+    int r = table_lease_take(f->table, &key, &cr->lim, amount, false, now, &lr);
 
     if (r == -ENOSPC || r == -EDQUOT) {
         *ret_why = "the fast-path table is full";
@@ -346,6 +380,8 @@ static int lease_take(struct client_fast *f, const struct rules_rule *rr,
         *ret_why = "the lease needs divvyd";
         return 1;
     }
+    if (lr.refill)
+        refill_hint(h, cr, idx, actor, len, now);
     memset(o, 0, sizeof(*o));
     o->rule = rr->index;
     o->counted = true;
@@ -403,7 +439,7 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
             if (len < 0)
                 r = len;
             else if (cr->lease)
-                r = lease_take(f, rr, &cr->lim, actor, (size_t)len, amount, now, &o, ret_why);
+                r = lease_take(h, cr, path[i], actor, (size_t)len, amount, now, &o, ret_why);
             else
                 r = eval_rule_actor(&env, rr, &cr->lim, actor, (size_t)len, op, amount, now, &o);
             if (r > 0)

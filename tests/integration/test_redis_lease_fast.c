@@ -201,12 +201,67 @@ static void test_lease_fast_peek_goes_to_divvyd(void **state)
     redis_stop(rs);
 }
 
+/* REFILL is never answered, not even a malformed or stale one; a good one
+ * on a low lease starts a refill. */
+static void test_lease_fast_refill_verb(void **state)
+{
+    struct divvy_kv kv[2] = { { "path", "/api" }, { "user", "carol" } };
+    struct divvy_result res = { .size = sizeof(res) };
+    struct harness_daemon *d;
+    struct harness_conn *c;
+    struct redis_srv *rs;
+    struct divvy *h = NULL;
+    char reply[HARNESS_LINE];
+    long long hints, dropped, fetches_before, fetches;
+    char *conf;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "lease", "closed", 1000, "lease_max = 40;", rules_text);
+    assert_non_null(conf);
+    d = redis_divvyd(conf, 1);
+    free(conf);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_sendf(c, "REFILL\nREFILL rule=nosuch index=0 actor=x\n"
+                          "REFILL rule=api index=7 actor=x\nREFILL rule=api index=zz actor=x\n"
+                          "REFILL \"broken\nREFILL rule=api index=0 actor=nobody\nPING\n"));
+    /* Six hints, no reply to any: the first line back answers PING. */
+    assert_true(harness_recv_line(c, reply, sizeof(reply), 5000) > 0);
+    assert_string_equal(reply, "OK pong");
+    /* A lease taken below its low-water mark by hand: divvyd takes 1 per hit
+     * and refills itself, so spend it down in-process first. */
+    wait_fast(d);
+    CHECK(divvy_open(NULL, DIVVY_AUTO, &h));
+    for (int i = 0; i < 200; i++)
+        CHECK(divvy_hit(h, kv, 2, &res));
+    divvy_close(h);
+    CHECK(harness_get_stat(c, "redis_refill_hints", &hints));
+    CHECK(harness_get_stat(c, "redis_refill_hints_dropped", &dropped));
+    CHECK(harness_get_stat(c, "redis_lease_fetches", &fetches_before));
+    print_message("REFILL: %lld hints, %lld dropped, %lld lease fetches\n", hints, dropped,
+                  fetches_before);
+    /* The six above were all dropped; the client's own hints started refills. */
+    assert_true(dropped >= 6);
+    assert_true(hints > dropped);
+    /* A hint for a lease that is not low is dropped and fetches nothing. */
+    CHECK(harness_sendf(c, "REFILL rule=api index=0 actor=nobody\nPING\n"));
+    assert_true(harness_recv_line(c, reply, sizeof(reply), 5000) > 0);
+    assert_string_equal(reply, "OK pong");
+    CHECK(harness_get_stat(c, "redis_lease_fetches", &fetches));
+    assert_int_equal(fetches, fetches_before);
+    harness_close(c);
+    harness_free(d);
+    redis_stop(rs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lease_fast_two_hosts, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_lease_fast_peek_goes_to_divvyd, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_fast_refill_verb, harness_setup,
                                         redis_teardown),
     };
 
