@@ -61,6 +61,24 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
     return eval_rule_actor(env, r, NULL, actor, (size_t)len, op, n, now_ms, o);
 }
 
+/* Rule @r's outcome from table_hit()'s answer @rc / @res. */
+static int table_outcome(const struct eval_env *env, int rc, const struct table_result *res,
+                         struct eval_outcome *o)
+{
+    if (rc == -ENOSPC || rc == -EDQUOT) {
+        o->table_full = true;
+        o->allowed = env->full_allow;
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    o->counted = true;
+    o->allowed = res->allowed;
+    o->credit = res->credit;
+    o->reset_s = eval_ms_to_s(res->reset_ms);
+    return 0;
+}
+
 int eval_rule_actor(const struct eval_env *env, const struct rules_rule *r,
                     const struct table_limits *limits, const char *actor, size_t actor_len,
                     enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
@@ -68,7 +86,6 @@ int eval_rule_actor(const struct eval_env *env, const struct rules_rule *r,
     struct table_limits lim;
     struct table_result res;
     struct table_key key;
-    int rc;
 
     if (eval_zero(r, o))
         return 0;
@@ -82,19 +99,23 @@ int eval_rule_actor(const struct eval_env *env, const struct rules_rule *r,
         eval_limits(r, &lim);
         limits = &lim;
     }
-    rc = table_hit(eval_table(env, r), &key, limits, op, n, now_ms, &res);
-    if (rc == -ENOSPC || rc == -EDQUOT) {
-        o->table_full = true;
-        o->allowed = env->full_allow;
+    return table_outcome(env, table_hit(eval_table(env, r), &key, limits, op, n, now_ms, &res),
+                         &res, o);
+}
+
+int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
+                       const struct table_limits *limits, const struct table_kw *kw,
+                       enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
+{
+    struct table_result res;
+
+    if (eval_zero(r, o))
         return 0;
-    }
-    if (rc < 0)
-        return rc;
-    o->counted = true;
-    o->allowed = res.allowed;
-    o->credit = res.credit;
-    o->reset_s = eval_ms_to_s(res.reset_ms);
-    return 0;
+    if (op == TABLE_RESET && !r->resettable)
+        op = TABLE_PEEK;
+    return table_outcome(env,
+                         table_hit_prepared(eval_table(env, r), kw, limits, op, n, now_ms, &res),
+                         &res, o);
 }
 
 bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,

@@ -89,6 +89,12 @@ int eval_rule_actor(const struct eval_env *env, const struct rules_rule *r,
                     const struct table_limits *limits, const char *actor, size_t actor_len,
                     enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *ret);
 
+/* eval_rule_actor() with the counter's key already prepared for the table
+ * of rule @r (eval_table(), table_key_prepare()) under @limits. */
+int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
+                       const struct table_limits *limits, const struct table_kw *kw,
+                       enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *ret);
+
 /* Appends @o (rule @r's outcome) to @res and returns true when it decides
  * the request (a stop rule, or a continue rule that denies a TAKE/PEEK);
  * then @res carries the answer. */

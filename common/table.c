@@ -146,12 +146,6 @@ struct table {
 };
 
 /* A key as it is stored and compared: the six key words and its hash. */
-struct table_kw {
-    uint64_t w[6];
-    uint32_t tag;
-    uint32_t bucket;
-};
-
 /* ---- atomics ------------------------------------------------------------ */
 
 static u128 cas128(uint64_t *word, u128 expect, u128 desired)
@@ -626,8 +620,25 @@ out:
     return r;
 }
 
+void table_key_prepare(const struct table *t, const struct table_key *key,
+                       const struct table_limits *lim, struct table_kw *ret)
+{
+    key_prepare(t, key, lim, ret);
+}
+
 int table_hit(struct table *t, const struct table_key *key, const struct table_limits *lim,
               enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret)
+{
+    struct table_kw kw;
+
+    if (!t || !key || !lim || !ret || (key->actor_len && !key->actor))
+        return -EINVAL;
+    key_prepare(t, key, lim, &kw);
+    return table_hit_prepared(t, &kw, lim, op, n, now_ms, ret);
+}
+
+int table_hit_prepared(struct table *t, const struct table_kw *key, const struct table_limits *lim,
+                       enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret)
 {
     struct table_kw kw;
     struct table_scan sc;
@@ -635,7 +646,7 @@ int table_hit(struct table *t, const struct table_key *key, const struct table_l
     uint64_t waited_lo = 0;
     int r;
 
-    if (!t || !key || !lim || !ret || (key->actor_len && !key->actor))
+    if (!t || !key || !lim || !ret)
         return -EINVAL;
     r = -EINVAL;
     if (op != TABLE_TAKE && op != TABLE_PEEK && op != TABLE_RESET)
@@ -650,7 +661,7 @@ int table_hit(struct table *t, const struct table_key *key, const struct table_l
         now_ms = ALGO_IDLE_MAX;
     if (op == TABLE_TAKE && n == 0)
         op = TABLE_PEEK;
-    key_prepare(t, key, lim, &kw);
+    kw = *key;
 
     r = -EAGAIN;
     for (int attempt = 0; attempt < TABLE_RETRY_MAX && r == -EAGAIN; attempt++) {

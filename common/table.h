@@ -109,6 +109,24 @@ struct table_result {
 int table_hit(struct table *t, const struct table_key *key, const struct table_limits *lim,
               enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret);
 
+/* A key as the table stores and finds it: its keyed hash (bucket, tag) and
+ * stored words.  Depends on the table's secret and size and on the rule's
+ * algorithm: valid for this mapping of this table only. */
+struct table_kw {
+    uint64_t w[6];
+    uint32_t tag;
+    uint32_t bucket;
+};
+
+/* Prepares @key under @lim once (SipHash of the rule id and actor) ... */
+void table_key_prepare(const struct table *t, const struct table_key *key,
+                       const struct table_limits *lim, struct table_kw *ret);
+
+/* ... for table_hit() calls that skip that step: the same as table_hit()
+ * with the key @key was prepared from. */
+int table_hit_prepared(struct table *t, const struct table_kw *key, const struct table_limits *lim,
+                       enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret);
+
 /* ---- leases (docs/shm.md "Lease slots", docs/redis.md "lease") ------------
  *
  * A lease slot holds credit this host leased from the shared pool in Redis

@@ -26,6 +26,7 @@
 #define CLIENT_STALE_MS         3000            /* heartbeat older than this: daemon gone */
 #define CLIENT_REATTACH_MS      1000            /* retry mapping the table at most this often */
 #define CLIENT_REMAP_RETRY_MS   100             /* back-off after a rules file failed to load */
+#define CLIENT_HOT_ACTOR_MAX    32              /* actors a client_rule remembers prepared */
 #define CLIENT_HINT_SLOTS       64              /* REFILL hints remembered per handle */
 #define CLIENT_HINT_MS          10              /* one REFILL per counter per this long */
 #define CLIENT_REMAP_TRIES      4               /* ENOENT: the generation moved on meanwhile */
@@ -124,6 +125,12 @@ struct client_rule {
     bool eligible;              /* fast_path, or zero semantics: decidable in-process */
     bool lease;                 /* a lease rule spent in-process (lim.lease set): TAKE only,
                                  * and only before any other counter on the path */
+    /* The last counter this handle hit for the rule, prepared for the
+     * mapped fast table (table_key_prepare()): a hot key skips SipHash. */
+    bool hot_valid;
+    uint8_t hot_len;
+    char hot_actor[CLIENT_HOT_ACTOR_MAX];
+    struct table_kw hot_kw;
 };
 
 struct client_memo;

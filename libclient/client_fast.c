@@ -391,6 +391,29 @@ static int lease_take(struct divvy *h, const struct client_rule *cr, uint32_t id
     return 0;
 }
 
+/*
+ * A local rule's counter: eval_rule_actor(), but the rule's last actor keeps
+ * its prepared key, so a hot counter skips the keyed hash.
+ */
+static int local_rule(struct client_fast *f, const struct eval_env *env, uint32_t idx,
+                      const char *actor, size_t len, enum table_op op, uint64_t amount,
+                      uint64_t now, struct eval_outcome *o)
+{
+    struct client_rule *cr = &f->rule[idx];
+
+    if (len > CLIENT_HOT_ACTOR_MAX)
+        return eval_rule_actor(env, &cr->rr, &cr->lim, actor, len, op, amount, now, o);
+    if (!cr->hot_valid || cr->hot_len != len || memcmp(cr->hot_actor, actor, len) != 0) {
+        struct table_key key = { .rule_id = cr->rr.id, .actor = actor, .actor_len = len };
+
+        table_key_prepare(eval_table(env, &cr->rr), &key, &cr->lim, &cr->hot_kw);
+        memcpy(cr->hot_actor, actor, len);
+        cr->hot_len = (uint8_t)len;
+        cr->hot_valid = true;
+    }
+    return eval_rule_prepared(env, &cr->rr, &cr->lim, &cr->hot_kw, op, amount, now, o);
+}
+
 int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
                     const struct rules_req *rq, const struct proto_kv *const *actor_kv,
                     enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
@@ -441,7 +464,7 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
             else if (cr->lease)
                 r = lease_take(h, cr, path[i], actor, (size_t)len, amount, now, &o, ret_why);
             else
-                r = eval_rule_actor(&env, rr, &cr->lim, actor, (size_t)len, op, amount, now, &o);
+                r = local_rule(f, &env, path[i], actor, (size_t)len, op, amount, now, &o);
             if (r > 0)
                 return 0;               /* the lease sends this hit to divvyd */
         }

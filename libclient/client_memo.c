@@ -16,7 +16,8 @@
  *
  * Two tables, both forgotten when the rules generation changes: key names
  * (open addressing, never deleted, so their indexes are stable shape
- * letters) and shapes (direct-mapped: a collision replaces the older shape).
+ * letters) and shapes (two possible entries each: a third shape competing
+ * for both forgets one).
  * No allocation after the first learn, no system call, no locking (one handle
  * per thread, divvy.h).
  */
@@ -30,7 +31,7 @@
 #define MEMO_KEYS       64      /* key names per handle (a power of 2) */
 #define MEMO_KEYS_USED  48      /* at most this many in use: probes stay short */
 #define MEMO_KEY_LEN    64      /* longer key names are not remembered */
-#define MEMO_SHAPES     512     /* shapes per handle (a power of 2), direct-mapped */
+#define MEMO_SHAPES     512     /* shapes per handle (a power of 2), two entries to choose from */
 #define MEMO_PAIRS      8       /* pairs of a remembered request */
 #define MEMO_PATH       8       /* rules on a remembered path */
 #define MEMO_VALS       128     /* bytes of matched values of one shape */
@@ -76,6 +77,17 @@ static uint64_t mix(uint64_t h, uint64_t x)
     h ^= x;
     h *= 0x9e3779b97f4a7c15ULL;
     return h ^ (h >> 32);
+}
+
+/* A shape's two possible entries: independent bits of its hash, so that
+ * three shapes rarely compete for the same two entries. */
+static unsigned way_of(uint64_t sh, int second)
+{
+    unsigned a = (unsigned)sh & (MEMO_SHAPES - 1), b = (unsigned)(sh >> 40) & (MEMO_SHAPES - 1);
+
+    if (!second)
+        return a;
+    return b != a ? b : a ^ 1;
 }
 
 /* A cheap hash of matched values: the shape's hash is checked against the
@@ -204,10 +216,10 @@ int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, 
         pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = (uint16_t)kl,
                                    .value_len = (uint16_t)vl };
     }
-    /* Two ways: the shape's own entry and its neighbour. */
-    e = &m->shape[sh & (MEMO_SHAPES - 1)];
+    /* Two choices of entry per shape (way_of()). */
+    e = &m->shape[way_of(sh, 0)];
     if (e->hash != sh)
-        e = &m->shape[(sh & (MEMO_SHAPES - 1)) ^ 1];
+        e = &m->shape[way_of(sh, 1)];
     if (e->hash != sh || e->n_kv != n_kv || memcmp(e->kid, kid, n_kv) != 0)
         return 0;
     for (size_t i = 0; i < n_kv; i++) {
@@ -319,16 +331,24 @@ void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
     e.n_kv = (uint8_t)n_kv;
     e.n_path = (uint8_t)n_path;
     e.fixed_wire = (uint16_t)fixed;
-    /* Into an empty way, else the older shape of the pair moves out of the
-     * first way into the second. */
-    way = &m->shape[sh & (MEMO_SHAPES - 1)];
+    /* Into the first of its two entries that is free (or holds it already);
+     * else the first one's shape moves to its own other entry if that is
+     * free, and otherwise the second entry's shape is forgotten. */
+    way = &m->shape[way_of(sh, 0)];
     if (way->n_kv && way->hash != sh) {
-        struct memo_shape *other = &m->shape[(sh & (MEMO_SHAPES - 1)) ^ 1];
+        struct memo_shape *second = &m->shape[way_of(sh, 1)];
 
-        if (other->n_kv && other->hash != sh)
-            *other = *way;
-        else
-            way = other;
+        if (!second->n_kv || second->hash == sh) {
+            way = second;
+        } else {
+            unsigned alt = way_of(way->hash, 0) == way_of(sh, 0) ? way_of(way->hash, 1)
+                                                                  : way_of(way->hash, 0);
+
+            if (!m->shape[alt].n_kv)
+                m->shape[alt] = *way;
+            else
+                way = second;
+        }
     }
     *way = e;
 }
