@@ -379,6 +379,19 @@ static void *bench_thread_lib(void *arg)
         t->setup_error = r;
         goto out;
     }
+    /* divvy_open() connects lazily: a daemon that is not there must fail
+     * the run (exit 1), not count one error per batch. */
+    if ((unsigned)o->lib != DIVVY_FAST_ONLY) {
+        char **lines = NULL;
+        size_t n_lines = 0;
+
+        r = divvy_command(h, "PING", &lines, &n_lines);
+        divvy_lines_free(lines, n_lines);
+        if (r < 0) {
+            t->setup_error = r;
+            goto out;
+        }
+    }
     while (clock_now_ns() < t->deadline_ns) {
         uint64_t t0;
 
