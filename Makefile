@@ -185,7 +185,7 @@ ITEST_ENV = DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
 check-unit: $(UNIT_BINS)
 	@$(call run_tests,$(UNIT_BINS),)
 
-check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS)
+check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS) $(BENCH)
 	@$(call run_tests,$(ITEST_BINS),$(ITEST_ENV))
 
 # ---- test matrix (docs/testing.md) ----------------------------------------------
@@ -302,9 +302,11 @@ build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c and log.c.
+# Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c, the
+# sentinel.c and addr.c it calls, and log.c.
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
-build-fuzz/fuzz_redis_reply: daemon/store.c daemon/store.h daemon/log.c daemon/log.h
+build-fuzz/fuzz_redis_reply: daemon/store.c daemon/store.h daemon/log.c daemon/log.h \
+                             daemon/sentinel.c daemon/sentinel.h daemon/addr.c daemon/addr.h
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \

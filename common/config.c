@@ -615,6 +615,116 @@ static int conf_store_setting(struct config *cfg, const char *path,
     return -EINVAL;
 }
 
+/* A byte that cannot be part of a host, a name or a path in a setting. */
+static bool conf_is_blank(char c)
+{
+    return (unsigned char)c <= 0x20 || c == 0x7f;
+}
+
+/* A sentinel: "HOST:PORT", "[V6]:PORT" or "unix:/PATH" (as the daemon's
+ * daemon/addr.c splits them); NULL when fine, else why not. */
+static const char *conf_sentinel_problem(const char *a)
+{
+    const char *colon;
+    unsigned long port;
+    char *end;
+
+    if (strlen(a) > 255)
+        return "is longer than 255 bytes";
+    if (strncmp(a, "unix:", 5) == 0) {
+        if (a[5] != '/')
+            return "needs an absolute path after unix:";
+        if (strlen(a + 5) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+            return "has a path too long for a Unix socket";
+        return NULL;
+    }
+    if (a[0] == '[') {
+        const char *close = strchr(a, ']');
+
+        if (!close || close[1] != ':')
+            return "needs [ADDRESS]:PORT around an IPv6 address";
+        if (close == a + 1)
+            return "has an empty host";
+        colon = close + 1;
+    } else {
+        colon = strrchr(a, ':');
+        if (!colon)
+            return "needs HOST:PORT (or unix:PATH)";
+        if (colon == a)
+            return "has an empty host";
+        if (memchr(a, ':', (size_t)(colon - a)))
+            return "needs brackets around an IPv6 address, as in [::1]:26379";
+    }
+    for (const char *p = a; p < colon; p++) {
+        if (conf_is_blank(*p) || *p == '/')
+            return "has a space, a control character or '/' in its host";
+    }
+    errno = 0;
+    port = strtoul(colon + 1, &end, 10);
+    if (!conf_is_digit(colon[1]) || *end || errno || port == 0 || port > 65535)
+        return "needs a port between 1 and 65535";
+    return NULL;
+}
+
+static int conf_redis_sentinels(struct config *cfg, const char *path, const config_setting_t *s,
+                                struct diag *reterr)
+{
+    struct config_redis *rd = &cfg->redis;
+    int n = config_setting_length(s);
+    char **list = NULL;
+    int r = 0;
+
+    if (!config_setting_is_array(s) && !config_setting_is_list(s)) {
+        diag_set(reterr, path, conf_line(s),
+                 "redis.sentinels must be a list of addresses [ \"HOST:PORT\", ... ]");
+        return -EINVAL;
+    }
+    if (n == 0 || n > CONFIG_SENTINELS_MAX) {
+        diag_set(reterr, path, conf_line(s), "redis.sentinels must name 1 to %d addresses",
+                 CONFIG_SENTINELS_MAX);
+        return -EINVAL;
+    }
+    list = calloc((size_t)n, sizeof(*list));
+    if (!list)
+        return -ENOMEM;
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        unsigned line = conf_line(e) ? conf_line(e) : conf_line(s);
+        const char *a, *why;
+
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            diag_set(reterr, path, line, "redis.sentinels entries must be strings");
+            r = -EINVAL;
+            continue;
+        }
+        a = config_setting_get_string(e);
+        why = conf_sentinel_problem(a);
+        if (why) {
+            diag_set(reterr, path, line, "redis.sentinels address \"%s\" %s", a, why);
+            r = -EINVAL;
+            continue;
+        }
+        list[i] = strdup(a);
+        if (!list[i]) {
+            r = -ENOMEM;
+            goto out;
+        }
+    }
+    if (r < 0)
+        goto out;
+    for (size_t i = 0; i < rd->n_sentinels; i++)
+        free(rd->sentinels[i]);
+    free(rd->sentinels);
+    rd->sentinels = list;
+    rd->n_sentinels = (size_t)n;
+    list = NULL;
+out:
+    for (int i = 0; list && i < n; i++)
+        free(list[i]);
+    free(list);
+    return r;
+}
+
 static int conf_redis_setting(struct config *cfg, const char *path,
                               const config_setting_t *s, struct diag *reterr)
 {
@@ -669,6 +779,29 @@ static int conf_redis_setting(struct config *cfg, const char *path,
         if (r == 0)
             rd->timeout_ms = (unsigned)v;
         return r;
+    }
+    if (strcmp(name, "sentinels") == 0)
+        return conf_redis_sentinels(cfg, path, s, reterr);
+    if (strcmp(name, "master_name") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        for (const char *p = str; *p && r == 0; p++)
+            r = conf_is_blank(*p) ? -EINVAL : 0;
+        if (r < 0 || !str[0] || strlen(str) > CONFIG_MASTER_NAME_MAX) {
+            diag_set(reterr, path, conf_line(s), "redis.master_name must be 1 to %d bytes "
+                     "without spaces or control characters", CONFIG_MASTER_NAME_MAX);
+            return -EINVAL;
+        }
+        return conf_set_str(&rd->master_name, str);
+    }
+    if (strcmp(name, "sentinel_password") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r == 0 && (!str[0] || strlen(str) > 512)) {
+            diag_set(reterr, path, conf_line(s), "redis.%s must be 1 to 512 bytes", name);
+            r = -EINVAL;
+        }
+        return r < 0 ? r : conf_set_str(&rd->sentinel_password, str);
     }
     diag_set(reterr, path, conf_line(s), "unknown setting 'redis.%s'", name);
     return -EINVAL;
@@ -866,6 +999,47 @@ static int conf_rules(struct config *cfg, const char *path, const config_setting
     return ret;
 }
 
+/*
+ * Settings that go together in redis { }, judged by which ones the file
+ * names (not by their values, so a bad value is not reported twice):
+ * sentinels and master_name need each other, sentinel_password needs
+ * sentinels, and with sentinels the master's address is theirs to give, so
+ * host, port and unix_socket are refused rather than silently ignored.
+ */
+static int conf_redis_sentinel_pairs(const char *path, const config_setting_t *redis,
+                                     struct diag *reterr)
+{
+    static const char *const direct[] = { "host", "port", "unix_socket" };
+    const config_setting_t *sentinels = config_setting_get_member(redis, "sentinels");
+    const config_setting_t *name = config_setting_get_member(redis, "master_name");
+    const config_setting_t *pass = config_setting_get_member(redis, "sentinel_password");
+    int r = 0;
+
+    if (sentinels && !name) {
+        diag_set(reterr, path, conf_line(sentinels),
+                 "redis.sentinels needs redis.master_name (the name the sentinels monitor)");
+        r = -EINVAL;
+    }
+    if (name && !sentinels) {
+        diag_set(reterr, path, conf_line(name), "redis.master_name needs redis.sentinels");
+        r = -EINVAL;
+    }
+    if (pass && !sentinels) {
+        diag_set(reterr, path, conf_line(pass), "redis.sentinel_password needs redis.sentinels");
+        r = -EINVAL;
+    }
+    for (size_t i = 0; sentinels && i < sizeof(direct) / sizeof(direct[0]); i++) {
+        const config_setting_t *d = config_setting_get_member(redis, direct[i]);
+
+        if (d) {
+            diag_set(reterr, path, conf_line(d), "redis.%s cannot be used with redis.sentinels: "
+                     "the sentinels say where the master is", direct[i]);
+            r = -EINVAL;
+        }
+    }
+    return r;
+}
+
 static int conf_native(struct config *cfg, const char *path, const char *text,
                          struct diag *reterr)
 {
@@ -934,6 +1108,9 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
         diag_set(reterr, path, conf_line(redis), "redis.username needs redis.password");
         r = -EINVAL;
     }
+    if (redis && config_setting_is_group(redis) &&
+        conf_redis_sentinel_pairs(path, redis, reterr) < 0)
+        r = -EINVAL;
 out:
     config_destroy(&lc);
     return r;
@@ -1073,6 +1250,13 @@ void config_free(struct config *cfg)
     if (cfg->redis.password)
         explicit_bzero(cfg->redis.password, strlen(cfg->redis.password));
     free(cfg->redis.password);
+    for (size_t i = 0; i < cfg->redis.n_sentinels; i++)
+        free(cfg->redis.sentinels[i]);
+    free(cfg->redis.sentinels);
+    free(cfg->redis.master_name);
+    if (cfg->redis.sentinel_password)
+        explicit_bzero(cfg->redis.sentinel_password, strlen(cfg->redis.sentinel_password));
+    free(cfg->redis.sentinel_password);
     free(cfg->path);
     free(cfg);
 }
@@ -1267,7 +1451,8 @@ static void conf_write_store(const struct config *cfg, FILE *f)
     }
     if ((rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) ||
         rd->port != CONFIG_DEFAULT_REDIS_PORT || rd->unix_socket || rd->username ||
-        rd->password || rd->db || rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS) {
+        rd->password || rd->db || rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS ||
+        rd->n_sentinels || rd->master_name || rd->sentinel_password) {
         fprintf(f, "redis = {\n");
         if (rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) {
             fprintf(f, "    host = ");
@@ -1295,6 +1480,24 @@ static void conf_write_store(const struct config *cfg, FILE *f)
             fprintf(f, "    db = %u;\n", rd->db);
         if (rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS)
             fprintf(f, "    timeout_ms = %u;\n", rd->timeout_ms);
+        if (rd->n_sentinels) {
+            fprintf(f, "    sentinels = [ ");
+            for (size_t i = 0; i < rd->n_sentinels; i++) {
+                conf_put_string(f, rd->sentinels[i]);
+                fprintf(f, i + 1 < rd->n_sentinels ? ", " : " ");
+            }
+            fprintf(f, "];\n");
+        }
+        if (rd->master_name) {
+            fprintf(f, "    master_name = ");
+            conf_put_string(f, rd->master_name);
+            fprintf(f, ";\n");
+        }
+        if (rd->sentinel_password) {
+            fprintf(f, "    sentinel_password = ");
+            conf_put_string(f, rd->sentinel_password);
+            fprintf(f, ";\n");
+        }
         fprintf(f, "};\n\n");
     }
 }

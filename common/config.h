@@ -42,6 +42,8 @@ enum config_redis_error {
 #define CONFIG_DEFAULT_LEASE_MAX        1000
 #define CONFIG_REDIS_TIMEOUT_MAX        60000
 #define CONFIG_PREFIX_MAX               256
+#define CONFIG_SENTINELS_MAX            16
+#define CONFIG_MASTER_NAME_MAX          128
 
 /* redis { } — where the shared counters live (docs/redis.md). */
 struct config_redis {
@@ -52,6 +54,12 @@ struct config_redis {
     char *password;             /* NULL: no AUTH */
     unsigned db;                /* SELECT; default 0 */
     unsigned timeout_ms;        /* longest a hit waits for Redis; default 100 */
+    /* Sentinel (docs/redis.md "Sentinel"): the master is found by asking
+     * these, in order; host, port and unix_socket are then not allowed. */
+    char **sentinels;           /* "HOST:PORT", "[V6]:PORT" or "unix:PATH"; NULL: none */
+    size_t n_sentinels;
+    char *master_name;          /* required with sentinels, refused without */
+    char *sentinel_password;    /* NULL: no AUTH to the sentinels */
 };
 struct config {
     char *path;

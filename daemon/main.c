@@ -187,6 +187,17 @@ static int apply_divvy_env(struct config *cfg, const struct args *a, char *port_
     if (v && *v && !cli_tcp)
         listen[(*n_listen)++] = port_listen;
 
+    /* With Sentinel the master's address is the sentinels' to give: an
+     * address from the environment would be ignored, so it is refused. */
+    for (const char *const *e = (const char *const[]){ "REDIS_HOST", "REDIS_PORT", NULL }; *e;
+         e++) {
+        v = getenv(*e);
+        if (v && *v && cfg->redis.n_sentinels) {
+            fprintf(stderr, "divvyd: %s=%s cannot be used with redis.sentinels in %s: the "
+                            "sentinels say where the master is; unset it\n", *e, v, cfg->path);
+            return -EINVAL;
+        }
+    }
     v = getenv("REDIS_HOST");
     if (v && *v) {
         char *host = strdup(v);
@@ -269,6 +280,9 @@ static int make_store(const struct config *cfg, struct reload *rl, struct store 
         .host = cfg->redis.host, .port = cfg->redis.port, .unix_socket = cfg->redis.unix_socket,
         .username = cfg->redis.username, .password = cfg->redis.password, .db = cfg->redis.db,
         .timeout_ms = cfg->redis.timeout_ms, .prefix = cfg->store_prefix,
+        .sentinels = (const char *const *)cfg->redis.sentinels,
+        .n_sentinels = (unsigned)cfg->redis.n_sentinels, .master_name = cfg->redis.master_name,
+        .sentinel_password = cfg->redis.sentinel_password,
     };
     bool wanted;
     int r;
@@ -284,7 +298,12 @@ static int make_store(const struct config *cfg, struct reload *rl, struct store 
     urcu_memb_read_unlock();
     if (wanted) {
         store_want(*ret);
-        if (cfg->redis.unix_socket)
+        if (cfg->redis.n_sentinels)
+            log_msg(LOG_NOTICE, "redis: master %s from %zu sentinel%s (first %s), timeout %u ms, "
+                    "on_redis_error %s", cfg->redis.master_name, cfg->redis.n_sentinels,
+                    cfg->redis.n_sentinels == 1 ? "" : "s", cfg->redis.sentinels[0],
+                    cfg->redis.timeout_ms, on_error_name(cfg->on_redis_error));
+        else if (cfg->redis.unix_socket)
             log_msg(LOG_NOTICE, "redis: unix:%s, timeout %u ms, on_redis_error %s",
                     cfg->redis.unix_socket, cfg->redis.timeout_ms,
                     on_error_name(cfg->on_redis_error));

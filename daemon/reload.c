@@ -37,6 +37,27 @@ struct reload {
     uint64_t n_rejected;
 };
 
+/* FNV-1a over the Sentinel settings: up to 16 addresses do not fit the
+ * text below, and only a change matters. */
+static unsigned long long sentinels_digest(const struct config_redis *rd)
+{
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    const char *parts[CONFIG_SENTINELS_MAX + 1];
+    size_t n = 0;
+
+    for (size_t i = 0; i < rd->n_sentinels && n < CONFIG_SENTINELS_MAX; i++)
+        parts[n++] = rd->sentinels[i];
+    parts[n++] = rd->master_name ? rd->master_name : "";
+    for (size_t i = 0; i < n; i++) {
+        for (const char *p = parts[i];; p++) {
+            h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+            if (!*p)
+                break;
+        }
+    }
+    return h;
+}
+
 /* The settings a reload cannot change, as comparable text. */
 static void settings_text(const struct config *cfg, char *buf, size_t size)
 {
@@ -51,13 +72,15 @@ static void settings_text(const struct config *cfg, char *buf, size_t size)
         return;
     pos = (size_t)n;
     /* Redis and store settings (store.mode excepted: rules carry it). */
-    n = snprintf(buf + pos, size - pos, "%s|%u|%s|%s|%s|%u|%u|%s|%d|%llu|",
+    n = snprintf(buf + pos, size - pos, "%s|%u|%s|%s|%s|%u|%u|%s|%d|%llu|%zu:%llx|%s|",
                  cfg->redis.host ? cfg->redis.host : "", cfg->redis.port,
                  cfg->redis.unix_socket ? cfg->redis.unix_socket : "",
                  cfg->redis.username ? cfg->redis.username : "",
                  cfg->redis.password ? "password" : "", cfg->redis.db, cfg->redis.timeout_ms,
                  cfg->store_prefix ? cfg->store_prefix : "", (int)cfg->on_redis_error,
-                 (unsigned long long)cfg->lease_max);
+                 (unsigned long long)cfg->lease_max, cfg->redis.n_sentinels,
+                 sentinels_digest(&cfg->redis),
+                 cfg->redis.sentinel_password ? "sentinel_password" : "");
     if (n < 0 || (size_t)n >= size - pos)
         return;
     pos += (size_t)n;

@@ -14,6 +14,13 @@
  * redisConnectWithOptions, no async timeouts (hence the deadline timer),
  * no RESP3; the same code builds against hiredis 1.x, so nothing needs a
  * HIREDIS_MAJOR guard.
+ *
+ * With Sentinel (daemon/sentinel.c) each connect starts by asking the
+ * sentinels where the master is; requests accepted meanwhile wait in a
+ * second FIFO (sc->wait_head), with the same deadline timer, and are sent
+ * once the master's context exists.  The handshake then also asks ROLE: a
+ * server that is not a master (a failover under way) fails the connect
+ * like any other error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +37,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "sentinel.h"
 #include "store.h"
 
 #define BACKOFF_MIN_MS      50
@@ -293,7 +301,8 @@ const char *store_script_sha(enum store_script script)
 /* ---- the store ----------------------------------------------------------------- */
 
 struct store {
-    struct store_opts o;        /* strings owned */
+    struct store_opts o;        /* strings owned; the sentinel settings live in sentinel */
+    struct sentinel *sentinel;  /* NULL without Sentinel */
     uint64_t wanted;            /* atomic bool */
     uint64_t open;              /* atomic bool: breaker */
     uint64_t opened_ms;         /* when it last opened */
@@ -303,7 +312,7 @@ struct store {
 
 enum conn_state { CONN_DOWN = 0, CONN_CONNECTING, CONN_READY };
 
-enum req_kind { REQ_USER = 0, REQ_HANDSHAKE, REQ_HANDSHAKE_LAST, REQ_IGNORE };
+enum req_kind { REQ_USER = 0, REQ_HANDSHAKE, REQ_HANDSHAKE_LAST, REQ_IGNORE, REQ_ROLE };
 
 /* One command in flight, in send order (Redis answers in that order). */
 struct sreq {
@@ -337,6 +346,8 @@ struct store_conn {
     uint64_t deadline_at;
     struct event *retry_ev;
     unsigned backoff_ms;
+    struct sentinel_query *sq;  /* NULL without Sentinel */
+    struct sreq *wait_head, *wait_tail;     /* accepted while asking the sentinels */
 };
 
 static struct log_ratelimit rl_error;
@@ -353,7 +364,9 @@ static void inc(uint64_t *p)
 
 static const char *where(const struct store *st, char *buf, size_t size)
 {
-    if (st->o.unix_socket)
+    if (st->sentinel)
+        sentinel_describe(st->sentinel, buf, size);
+    else if (st->o.unix_socket)
         snprintf(buf, size, "unix:%s", st->o.unix_socket);
     else
         snprintf(buf, size, "%s:%u", st->o.host, st->o.port);
@@ -364,7 +377,7 @@ static const char *where(const struct store *st, char *buf, size_t size)
 static void trip(struct store *st, const char *why)
 {
     uint64_t closed = 0;
-    char w[300];
+    char w[512];
 
     if (!__atomic_compare_exchange_n(&st->open, &closed, 1, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
@@ -380,7 +393,7 @@ static void trip(struct store *st, const char *why)
 static void untrip(struct store *st)
 {
     uint64_t open = 1;
-    char w[300];
+    char w[512];
 
     if (!__atomic_compare_exchange_n(&st->open, &open, 0, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
@@ -418,6 +431,7 @@ void store_free(struct store *st)
         explicit_bzero((char *)st->o.password, strlen(st->o.password));
     free((char *)st->o.password);
     free((char *)st->o.prefix);
+    sentinel_free(st->sentinel);
     free(st);
 }
 
@@ -426,7 +440,8 @@ int store_new(const struct store_opts *o, struct store **ret)
     struct store *st;
     int r;
 
-    if (!o || o->timeout_ms == 0 || (!o->unix_socket && (!o->host || !o->port)))
+    if (!o || o->timeout_ms == 0 ||
+        (!o->n_sentinels && !o->unix_socket && (!o->host || !o->port)))
         return -EINVAL;
     pthread_once(&sha_once, sha_init);
     st = calloc(1, sizeof(*st));
@@ -434,6 +449,8 @@ int store_new(const struct store_opts *o, struct store **ret)
         return -ENOMEM;
     st->o = *o;
     st->o.host = st->o.unix_socket = st->o.username = st->o.password = st->o.prefix = NULL;
+    st->o.sentinels = NULL;
+    st->o.master_name = st->o.sentinel_password = NULL;
     r = dup_opt(o->host, &st->o.host);
     if (r >= 0)
         r = dup_opt(o->unix_socket, &st->o.unix_socket);
@@ -443,6 +460,14 @@ int store_new(const struct store_opts *o, struct store **ret)
         r = dup_opt(o->password, &st->o.password);
     if (r >= 0)
         r = dup_opt(o->prefix ? o->prefix : "", &st->o.prefix);
+    if (r >= 0 && o->n_sentinels) {
+        struct sentinel_opts so = {
+            .addrs = o->sentinels, .n_addrs = o->n_sentinels, .master_name = o->master_name,
+            .password = o->sentinel_password, .timeout_ms = o->timeout_ms,
+        };
+
+        r = sentinel_new(&so, &st->sentinel);
+    }
     if (r < 0) {
         store_free(st);
         return r;
@@ -620,6 +645,74 @@ static void fifo_remove(struct store_conn *sc, struct sreq *q)
     q->next = NULL;
 }
 
+/* True while this connection asks the sentinels where the master is. */
+static bool discovering(const struct store_conn *sc)
+{
+    return sc->sq && sentinel_query_busy(sc->sq);
+}
+
+/* A request accepted while discovering waits, in order, for the master. */
+static void wait_push(struct store_conn *sc, struct sreq *q)
+{
+    q->next = NULL;
+    if (sc->wait_tail)
+        sc->wait_tail->next = q;
+    else
+        sc->wait_head = q;
+    sc->wait_tail = q;
+    deadline_arm(sc, q->deadline);
+}
+
+static void finish(struct store_conn *sc, struct sreq *q, const struct store_reply *rep);
+
+/* Fails the waiting requests whose deadline is @due or earlier (UINT64_MAX:
+ * all); returns how many.  Unlinked first: a callback may queue again. */
+static unsigned wait_fail(struct store_conn *sc, uint64_t due)
+{
+    struct sreq **pp = &sc->wait_head, *failed = NULL, **fail_tail = &failed, *q;
+    unsigned n = 0;
+
+    sc->wait_tail = NULL;
+    while ((q = *pp) != NULL) {
+        if (q->deadline > due) {
+            sc->wait_tail = q;
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        q->next = NULL;
+        *fail_tail = q;
+        fail_tail = &q->next;
+    }
+    while ((q = failed) != NULL) {
+        failed = q->next;
+        inc(&sc->st->errors);
+        finish(sc, q, NULL);
+        n++;
+    }
+    return n;
+}
+
+static int req_send(struct store_conn *sc, struct sreq *q);
+static void conn_fail(struct store_conn *sc, const char *why, bool ac_alive);
+
+/* The master's context exists (or could not be made): the waiting go. */
+static void wait_send(struct store_conn *sc)
+{
+    struct sreq *q;
+
+    while ((q = sc->wait_head) != NULL) {
+        sc->wait_head = q->next;
+        if (!sc->wait_head)
+            sc->wait_tail = NULL;
+        if (req_send(sc, q) < 0) {
+            conn_fail(sc, "cannot queue a command", true);
+            inc(&sc->st->errors);
+            finish(sc, q, NULL);
+        }
+    }
+}
+
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 /* Queues the command of @q on the connection; -ENOTCONN when hiredis refuses. */
@@ -630,8 +723,12 @@ static int req_send(struct store_conn *sc, struct sreq *q)
     size_t lens[5 + STORE_ARGS_MAX];
     int argc = 0;
 
-    if (!sc->ac)
-        return -ENOTCONN;
+    if (!sc->ac) {
+        if (!discovering(sc))
+            return -ENOTCONN;
+        wait_push(sc, q);
+        return 0;
+    }
     if (q->script >= 0) {
         argv[argc++] = "EVALSHA";
         argv[argc++] = store_script_sha((enum store_script)q->script);
@@ -753,7 +850,9 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     conn_fail(sc, why, false);
 }
 
-static void conn_start(struct store_conn *sc)
+/* Connects to @path (a Unix socket) or @host:@port and queues the handshake. */
+static void conn_connect(struct store_conn *sc, const char *host, unsigned port,
+                         const char *path)
 {
     struct store *st = sc->st;
     redisAsyncContext *ac;
@@ -763,8 +862,7 @@ static void conn_start(struct store_conn *sc)
     if (sc->ac || sc->closing)
         return;
     evtimer_del(sc->retry_ev);
-    ac = st->o.unix_socket ? redisAsyncConnectUnix(st->o.unix_socket)
-                           : redisAsyncConnect(st->o.host, (int)st->o.port);
+    ac = path ? redisAsyncConnectUnix(path) : redisAsyncConnect(host, (int)port);
     if (!ac) {
         trip(st, "cannot connect: out of memory");
         schedule_retry(sc);
@@ -807,11 +905,48 @@ static void conn_start(struct store_conn *sc)
         lens[1] = strlen(db);
         r = send_internal(sc, REQ_HANDSHAKE, 2, argv, lens);
     }
+    /* Where a sentinel sent us, it may be a replica by now (a failover). */
+    if (r >= 0 && st->sentinel) {
+        const char *argv[1] = { "ROLE" };
+        size_t lens[1] = { 4 };
+
+        r = send_internal(sc, REQ_ROLE, 1, argv, lens);
+    }
     for (int i = 0; r >= 0 && i < STORE_N_SCRIPTS; i++)
         r = send_script_load(sc, (enum store_script)i,
                              i == STORE_N_SCRIPTS - 1 ? REQ_HANDSHAKE_LAST : REQ_HANDSHAKE);
     if (r < 0)
         conn_fail(sc, "cannot queue the handshake", true);
+}
+
+/* The sentinels' answer (sentinel.h): connect there, or fail and retry. */
+static void on_master(void *arg, const char *host, unsigned port, const char *why)
+{
+    struct store_conn *sc = arg;
+    char msg[640];
+
+    if (!host) {
+        snprintf(msg, sizeof(msg), "no sentinel gave the master: %s", why);
+        trip(sc->st, msg);
+        wait_fail(sc, UINT64_MAX);
+        schedule_retry(sc);
+        return;
+    }
+    conn_connect(sc, host, port, NULL);
+    wait_send(sc);
+}
+
+static void conn_start(struct store_conn *sc)
+{
+    if (sc->ac || sc->closing)
+        return;
+    if (sc->sq) {
+        /* on_master() goes on once the sentinels have answered. */
+        evtimer_del(sc->retry_ev);
+        sentinel_query_start(sc->sq);
+        return;
+    }
+    conn_connect(sc, sc->st->o.host, sc->st->o.port, sc->st->o.unix_socket);
 }
 
 static void on_retry(evutil_socket_t fd, short what, void *arg)
@@ -834,6 +969,21 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     sc->deadline_armed = false;
+    for (struct sreq *q = sc->wait_head; q; q = q->next)
+        late |= q->deadline <= now;
+    if (late) {
+        /* The sentinels are slow: fail what waits for them, keep asking. */
+        inc(&sc->st->timeouts);
+        snprintf(why, sizeof(why), "no master from the sentinels within %u ms",
+                 sc->st->o.timeout_ms);
+        trip(sc->st, why);
+        wait_fail(sc, now);
+        late = false;
+    }
+    for (struct sreq *q = sc->wait_head; q; q = q->next) {
+        if (q->deadline < next)
+            next = q->deadline;
+    }
     for (struct sreq *q = sc->head; q; q = q->next) {
         if (q->deadline <= now)
             late = true;
@@ -882,6 +1032,15 @@ static void finish(struct store_conn *sc, struct sreq *q, const struct store_rep
         cb(arg, rep);
 }
 
+/* ROLE's answer: "master" first, then the replication offset and replicas. */
+static bool role_is_master(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+           (r->element[0]->type == REDIS_REPLY_STRING ||
+            r->element[0]->type == REDIS_REPLY_STATUS) &&
+           strcmp(r->element[0]->str, "master") == 0;
+}
+
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
     struct sreq *q = privdata;
@@ -920,6 +1079,14 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         finish(sc, q, NULL);
         return;
     }
+    if (q->kind == REQ_ROLE && sc->ac == ac && !role_is_master(r)) {
+        snprintf(why, sizeof(why), "not a master: ROLE says %.40s",
+                 r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->str ?
+                 r->element[0]->str : "something else");
+        conn_fail(sc, why, true);
+        finish(sc, q, NULL);
+        return;
+    }
     if (q->kind == REQ_HANDSHAKE_LAST && sc->ac == ac) {
         sc->state = CONN_READY;
         sc->backoff_ms = 0;
@@ -955,7 +1122,8 @@ int store_conn_new(struct store *st, struct event_base *base, struct store_conn 
     sc->base = base;
     sc->deadline_ev = evtimer_new(base, on_deadline, sc);
     sc->retry_ev = evtimer_new(base, on_retry, sc);
-    if (!sc->deadline_ev || !sc->retry_ev) {
+    if (!sc->deadline_ev || !sc->retry_ev ||
+        (st->sentinel && sentinel_query_new(st->sentinel, base, on_master, sc, &sc->sq) < 0)) {
         store_conn_free(sc);
         return -ENOMEM;
     }
@@ -972,6 +1140,9 @@ void store_conn_free(struct store_conn *sc)
     if (!sc)
         return;
     sc->closing = true;
+    sentinel_query_free(sc->sq);    /* no callback from it any more */
+    sc->sq = NULL;
+    wait_fail(sc, UINT64_MAX);
     if (sc->ac) {
         redisAsyncContext *ac = sc->ac;
 
@@ -1005,9 +1176,9 @@ static int conn_usable(struct store_conn *sc)
         store_want(sc->st);
     if (store_breaker_open(sc->st))
         return -ENOTCONN;
-    if (!sc->ac)
+    if (!sc->ac && !discovering(sc))
         conn_start(sc);
-    return sc->ac ? 0 : -ENOTCONN;
+    return sc->ac || discovering(sc) ? 0 : -ENOTCONN;
 }
 
 int store_eval(struct store_conn *sc, enum store_script script, const char *key, size_t key_len,

@@ -14,7 +14,9 @@
  * breaker shared by all workers: from then on store_eval() refuses at once
  * (the caller applies on_redis_error) while each worker's connection is
  * re-established in the background with backoff; the first connection to
- * come back closes the breaker.  Each transition is logged once.
+ * come back closes the breaker.  Each transition is logged once.  With
+ * Sentinel (daemon/sentinel.h) every connect first asks the sentinels
+ * where the master is, and a server that is not a master is a failure.
  *
  * Threads: store_new()/store_free() in the main thread; a store_conn and
  * its callbacks belong to the thread running its event_base.  The breaker
@@ -51,6 +53,14 @@ struct store_opts {
     unsigned db;                /* SELECT when not 0 */
     unsigned timeout_ms;        /* >= 1: deadline of a request that does not give its own */
     const char *prefix;         /* key prefix, "" for none */
+    /* Sentinel (docs/redis.md "Sentinel"): with n_sentinels > 0 every
+     * connect first asks them, in order, where master_name is (host, port
+     * and unix_socket are unused), and checks with ROLE that the server it
+     * reached is a master. */
+    const char *const *sentinels;   /* "HOST:PORT", "[V6]:PORT", "unix:PATH" */
+    unsigned n_sentinels;           /* 0: no Sentinel; at most SENTINEL_MAX */
+    const char *master_name;        /* needed with sentinels */
+    const char *sentinel_password;  /* NULL: no AUTH to the sentinels */
     /* Called on each breaker transition (open = true: tripped), from the
      * thread that caused it; may be NULL.  For the metrics. */
     void (*on_breaker)(void *arg, bool open);
@@ -75,7 +85,8 @@ typedef void store_cb(void *arg, const struct store_reply *reply);
 struct store;
 struct store_conn;
 
-/* Copies @o (strings included).  -EINVAL, -ENOMEM. */
+/* Copies @o (strings included).  -EINVAL (a bad sentinel address among
+ * them), -ENOMEM. */
 int store_new(const struct store_opts *o, struct store **ret);
 /* NULL-safe; every store_conn must be freed first. */
 void store_free(struct store *st);
@@ -100,7 +111,9 @@ void store_conn_free(struct store_conn *sc);
  * Sends EVALSHA of @script on key @key (@key_len bytes) with @op ("take",
  * "peek"; NULL for scripts without one) and @n_args integers.  @deadline_ms
  * (CLOCK_MONOTONIC, clock_now_ms()) bounds the wait; @cb(@arg, reply) runs
- * once later.  Returns 0 when sent, or without calling @cb:
+ * once later.  While the sentinels are being asked where the master is,
+ * the request waits (within its deadline) and is sent once connected.
+ * Returns 0 when sent (or waiting), or without calling @cb:
  *   -ENOTCONN   the breaker is open (or the connection is closing);
  *   -ETIMEDOUT  @deadline_ms has passed already;
  *   -EINVAL, -ENOMEM.

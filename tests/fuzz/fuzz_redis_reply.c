@@ -2,7 +2,8 @@
 /*
  * libFuzzer harness for divvyd's handling of Redis replies (daemon/store.c,
  * docs/redis.md).  store.c is daemon code, so, like tests/unit/test_store.c,
- * this file includes its source (and log.c's) and needs nothing but
+ * this file includes its source (and log.c's, sentinel.c's and addr.c's) and
+ * needs nothing but
  * common/ and the usual libraries to link.
  *
  * Odd first byte: the rest of the input is RESP bytes; every reply tree
@@ -51,6 +52,8 @@ static FILE *log_sink;
 #include "../../daemon/log.c"
 #undef stderr
 #define stderr stderr
+#include "../../daemon/addr.c"
+#include "../../daemon/sentinel.c"
 #include "../../daemon/store.c"
 
 #define MAX_USER      4             /* requests per input */

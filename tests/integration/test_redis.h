@@ -5,7 +5,12 @@
  * (`--port 0 --unixsocket DIR/redis.sock --save '' --appendonly no`),
  * refused unless its database is empty, stopped (or killed, paused,
  * restarted) by PID; a synchronous hiredis connection for checks; and
- * divvyd configs pointing at it.  Every server is kept in a registry so
+ * divvyd configs pointing at it.  For Sentinel (test_redis_sentinel.c) a
+ * server may also listen on a free 127.0.0.1 port (Sentinel watches
+ * servers over TCP only), be a replica of another, or be a sentinel
+ * (`redis-server DIR/sentinel.conf --sentinel`, its config written here);
+ * a port somebody took meanwhile is retried with another.  Every server is
+ * kept in a registry so
  * redis_teardown() (a cmocka teardown, which also runs harness_teardown())
  * and an atexit() handler stop it even when an assertion failed, and
  * PR_SET_PDEATHSIG kills it if the test binary dies outright.
@@ -16,15 +21,18 @@
 #ifndef DIVVY_TEST_REDIS_H
 #define DIVVY_TEST_REDIS_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,12 +44,27 @@
 #define REDIS_START_MS  10000
 #define REDIS_MAX       4
 
+/* How a server is started (redis_start_ex()); zero: Unix socket only. */
+struct redis_start_opts {
+    bool tcp;                   /* also on a free 127.0.0.1 port */
+    int replicaof;              /* a replica of 127.0.0.1:replicaof (implies tcp) */
+    /* A sentinel (implies tcp): these lines end its config file, e.g.
+     * "sentinel monitor mymaster 127.0.0.1 6379 1\n". */
+    const char *sentinel_conf;
+    const char *password;       /* requirepass, and AUTH in redis_cli() */
+};
+
 struct redis_srv {
     pid_t pid;                  /* 0 when not running */
     bool stopped;               /* SIGSTOPped */
+    int port;                   /* 127.0.0.1 TCP port, 0: none */
+    struct redis_start_opts o;  /* strings copied below */
+    char sentinel_conf[1024];
+    char password[64];
     char dir[HARNESS_PATH];
     char sock[HARNESS_PATH + 16];
     char log[HARNESS_PATH + 16];
+    char conf[HARNESS_PATH + 16];   /* a sentinel's config file */
 };
 
 /* Servers live here, not on a test's stack: a failed assertion longjmps out
@@ -90,17 +113,25 @@ static inline void redis_pause(struct redis_srv *r, bool pause)
     r->stopped = pause;
 }
 
+/* Everything in the server's own mkdtemp() directory goes: its socket,
+ * log, a sentinel's rewritten config, a replica's dump.rdb and temp files. */
 static inline void redis_rm_dir(struct redis_srv *r)
 {
-    char path[HARNESS_PATH + 32];
-    const char *files[] = { "redis.sock", "redis.log", "dump.rdb" };
+    char path[HARNESS_PATH + 300];
+    struct dirent *e;
+    DIR *dir;
 
     if (!r->dir[0])
         return;
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", r->dir, files[i]);
+    dir = opendir(r->dir);
+    while (dir && (e = readdir(dir)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", r->dir, e->d_name);
         unlink(path);
     }
+    if (dir)
+        closedir(dir);
     rmdir(r->dir);
     r->dir[0] = '\0';
 }
@@ -143,6 +174,17 @@ static inline redisContext *redis_cli(const struct redis_srv *r)
         return NULL;
     }
     redisSetTimeout(c, tv);
+    if (r->password[0]) {
+        redisReply *rep = redisCommand(c, "AUTH %s", r->password);
+        bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+
+        if (rep)
+            freeReplyObject(rep);
+        if (!ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
     return c;
 }
 
@@ -169,11 +211,88 @@ static inline long long redis_int(const struct redis_srv *r, const char *fmt, ..
     return v;
 }
 
+/* A loopback port nobody listens on right now (it may be taken before
+ * the server binds it: redis_start_ex() retries). */
+static inline int redis_free_port(void)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t sl = sizeof(sa);
+    int fd, port = -EADDRNOTAVAIL;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* A sentinel's config file: sentinels rewrite it, so it is a file of its own. */
+static inline int redis_write_sentinel_conf(struct redis_srv *r)
+{
+    FILE *f = fopen(r->conf, "we");
+
+    if (!f)
+        return -errno;
+    fprintf(f, "port %d\nbind 127.0.0.1\nunixsocket %s\nunixsocketperm 700\ndir %s\n",
+            r->port, r->sock, r->dir);
+    if (r->password[0])
+        fprintf(f, "requirepass %s\n", r->password);
+    fputs(r->sentinel_conf, f);
+    return fclose(f) == 0 ? 0 : -EIO;
+}
+
 static inline int redis_spawn(struct redis_srv *r)
 {
+    const char *argv[32];
+    char port[16], master[16];
+    int n = 0, fd;
     pid_t pid;
-    int fd;
 
+    snprintf(port, sizeof(port), "%d", r->port);
+    snprintf(master, sizeof(master), "%d", r->o.replicaof);
+    if (r->o.sentinel_conf) {
+        fd = redis_write_sentinel_conf(r);
+        if (fd < 0)
+            return fd;
+        argv[n++] = "redis-server";
+        argv[n++] = r->conf;
+        argv[n++] = "--sentinel";
+    } else {
+        argv[n++] = "redis-server";
+        argv[n++] = "--port";
+        argv[n++] = port;
+        if (r->port) {
+            argv[n++] = "--bind";
+            argv[n++] = "127.0.0.1";
+            /* A replica syncs at once, not after the default 5 s wait for others. */
+            argv[n++] = "--repl-diskless-sync-delay";
+            argv[n++] = "0";
+        }
+        argv[n++] = "--unixsocket";
+        argv[n++] = r->sock;
+        argv[n++] = "--unixsocketperm";
+        argv[n++] = "700";
+        argv[n++] = "--save";
+        argv[n++] = "";
+        argv[n++] = "--appendonly";
+        argv[n++] = "no";
+        argv[n++] = "--dir";
+        argv[n++] = r->dir;
+        if (r->o.replicaof) {
+            argv[n++] = "--replicaof";
+            argv[n++] = "127.0.0.1";
+            argv[n++] = master;
+        }
+        if (r->password[0]) {
+            argv[n++] = "--requirepass";
+            argv[n++] = r->password;
+        }
+    }
+    argv[n] = NULL;
     pid = fork();
     if (pid < 0)
         return -errno;
@@ -184,9 +303,9 @@ static inline int redis_spawn(struct redis_srv *r)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", r->sock,
-               "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", r->dir,
-               (char *)NULL);
+        execvp("redis-server", (char *const *)argv);
+        dprintf(2, "cannot run redis-server: %s (tools/deps.sh installs it)\n",
+                strerror(errno));
         _exit(127);
     }
     r->pid = pid;
@@ -222,9 +341,37 @@ static inline int redis_wait_ready(struct redis_srv *r)
     return -ETIMEDOUT;
 }
 
-/* Starts a fresh server (*ret, owned by the registry until redis_stop());
- * refuses (-ENOTEMPTY) a database that holds keys. */
-static inline int redis_start(struct redis_srv **ret)
+/* 1 when the server's log contains @needle, 0 when not. */
+static inline int redis_log_contains(const struct redis_srv *r, const char *needle)
+{
+    char buf[8192];
+    FILE *f = fopen(r->log, "re");
+    size_t n;
+
+    if (!f)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* Copies the server's log to stderr (after a failed start). */
+static inline void redis_dump_log(const struct redis_srv *r)
+{
+    char line[512];
+    FILE *f = fopen(r->log, "re");
+
+    while (f && fgets(line, sizeof(line), f))
+        fprintf(stderr, "redis-server: %s", line);
+    if (f)
+        fclose(f);
+}
+
+/* Starts a fresh server as @o says (*ret, owned by the registry until
+ * redis_stop()); refuses (-ENOTEMPTY) a database that holds keys.  A
+ * server that fails to start has its log copied to stderr. */
+static inline int redis_start_ex(const struct redis_start_opts *o, struct redis_srv **ret)
 {
     struct redis_srv *r = NULL;
     char dir[HARNESS_PATH];
@@ -250,18 +397,50 @@ static inline int redis_start(struct redis_srv **ret)
     memcpy(r->dir, dir, sizeof(dir));
     snprintf(r->sock, sizeof(r->sock), "%s/redis.sock", dir);
     snprintf(r->log, sizeof(r->log), "%s/redis.log", dir);
+    snprintf(r->conf, sizeof(r->conf), "%s/sentinel.conf", dir);
     redis_used[slot] = true;
-    rc = redis_spawn(r);
-    if (rc >= 0)
-        rc = redis_wait_ready(r);
-    if (rc >= 0 && redis_int(r, "DBSIZE") != 0)
+    if (o)
+        r->o = *o;
+    if (r->o.sentinel_conf) {
+        snprintf(r->sentinel_conf, sizeof(r->sentinel_conf), "%s", r->o.sentinel_conf);
+        r->o.sentinel_conf = r->sentinel_conf;
+    }
+    if (r->o.password)
+        snprintf(r->password, sizeof(r->password), "%s", r->o.password);
+    r->o.password = NULL;
+    /* A free port may be taken before the server binds it: try another. */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf) {
+            r->port = redis_free_port();
+            if (r->port < 0) {
+                rc = r->port;
+                break;
+            }
+        }
+        rc = redis_spawn(r);
+        if (rc >= 0)
+            rc = redis_wait_ready(r);
+        if (rc != -ECHILD || !r->port || !redis_log_contains(r, "in use"))
+            break;
+        unlink(r->log);
+    }
+    /* A sentinel holds no data (and has no DBSIZE). */
+    if (rc >= 0 && !r->o.sentinel_conf && redis_int(r, "DBSIZE") != 0)
         rc = -ENOTEMPTY;
     if (rc < 0) {
+        fprintf(stderr, "redis-server%s did not start: %s\n",
+                r->o.sentinel_conf ? " --sentinel" : "", strerror(-rc));
+        redis_dump_log(r);
         redis_stop(r);
         return rc;
     }
     *ret = r;
     return 0;
+}
+
+static inline int redis_start(struct redis_srv **ret)
+{
+    return redis_start_ex(NULL, ret);
 }
 
 /* Starts the server again (after redis_kill()) on the same socket. */

@@ -7,11 +7,14 @@
  * semantics, recover a key of the wrong type or without expiry, and their
  * SHA-1s are the names Redis gives them.
  *
- * The scripts are the daemon's own: this file includes daemon/store.c.
+ * The scripts are the daemon's own: this file includes daemon/store.c (and
+ * the sentinel.c and addr.c it calls).
  */
 #include "test_redis.h"
 
 #include "../../daemon/log.c"
+#include "../../daemon/addr.c"
+#include "../../daemon/sentinel.c"
 #include "../../daemon/store.c"
 
 struct ev {

@@ -7,7 +7,8 @@
  * "EVALSHA sha 1 key op" + STORE_ARGS_MAX, so the last number was written
  * past both arrays.  Here a fake Redis on a Unix socket reads the command
  * and checks every argument arrived; ASan (make asan) sees the overflow.
- * The module is daemon code, so this binary includes its source.
+ * The module is daemon code, so this binary includes its source (and that
+ * of sentinel.c and addr.c, which it calls).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -23,6 +24,8 @@
 #include <cmocka.h>
 
 #include "../../daemon/log.c"
+#include "../../daemon/addr.c"
+#include "../../daemon/sentinel.c"
 #include "../../daemon/store.c"
 
 static void cb_count(void *arg, const struct store_reply *rep)

@@ -3,8 +3,11 @@
  * Unit tests for daemon/store.c without a Redis (those are in
  * tests/integration/test_redis_*.c): the SHA-1 that names scripts for
  * EVALSHA, the key format and its escaping (docs/redis.md "Keys"), option
- * checks, and a store_conn that refuses at once while the breaker is open.
- * The module is daemon code, so this binary includes its source.
+ * checks, a store_conn that refuses at once while the breaker is open, and
+ * Sentinel discovery when no sentinel answers (refused, or silent past the
+ * timeout): requests wait for the master within their deadline, then fail.
+ * The module is daemon code, so this binary includes its source (and that
+ * of sentinel.c and addr.c, which it calls).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -13,9 +16,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "../../daemon/log.c"
+#include "../../daemon/addr.c"
+#include "../../daemon/sentinel.c"
 #include "../../daemon/store.c"
 
 static void test_store_sha1_vectors(void **state)
@@ -153,6 +161,165 @@ static void test_store_refuses_while_open(void **state)
     event_base_free(base);
 }
 
+static void test_store_sentinel_options(void **state)
+{
+    const char *good[] = { "127.0.0.1:26379", "[::1]:26379", "unix:/run/s.sock", "h.example:1" };
+    const char *bad[] = { "127.0.0.1", "::1:26379", "127.0.0.1:0", "127.0.0.1:99999",
+                          "unix:rel.sock", ":26379", "[::1]26379", "1.2.3.4:x" };
+    const char *many[SENTINEL_MAX + 1];
+    struct store_opts o = { .timeout_ms = 100, .sentinels = good, .n_sentinels = 4,
+                            .master_name = "mymaster" };
+    struct store *st = NULL;
+    char buf[128];
+
+    (void)state;
+    /* No host, port or socket needed: the sentinels give the master. */
+    assert_int_equal(store_new(&o, &st), 0);
+    assert_string_equal(where(st, buf, sizeof(buf)), "master mymaster");
+    store_free(st);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        o.sentinels = &bad[i];
+        o.n_sentinels = 1;
+        st = NULL;
+        if (store_new(&o, &st) != -EINVAL)
+            fail_msg("sentinel \"%s\" accepted", bad[i]);
+    }
+    o.sentinels = good;
+    o.master_name = NULL;
+    assert_int_equal(store_new(&o, &st), -EINVAL);
+    for (int i = 0; i <= SENTINEL_MAX; i++)
+        many[i] = "127.0.0.1:26379";
+    o.master_name = "m";
+    o.sentinels = many;
+    o.n_sentinels = SENTINEL_MAX + 1;
+    assert_int_equal(store_new(&o, &st), -EINVAL);
+}
+
+/* A loopback TCP socket: bound only (connects are refused) or listening
+ * (connects succeed, nothing is ever answered).  Its port in *ret_port. */
+static int loopback_socket(bool listening, unsigned *ret_port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    if (listening)
+        assert_int_equal(listen(fd, 8), 0);
+    *ret_port = ntohs(sa.sin_port);
+    return fd;
+}
+
+struct got {
+    int calls;
+    bool null_reply;
+};
+
+static void cb_got(void *arg, const struct store_reply *rep)
+{
+    struct got *g = arg;
+
+    g->calls++;
+    g->null_reply = rep == NULL;
+}
+
+/* Runs @base until @g has its callback or 5 s pass; returns the ms taken. */
+static uint64_t run_until(struct event_base *base, struct got *g)
+{
+    uint64_t t0 = clock_now_ms();
+
+    while (g->calls == 0 && clock_now_ms() - t0 < 5000)
+        event_base_loop(base, EVLOOP_ONCE);
+    return clock_now_ms() - t0;
+}
+
+/*
+ * No sentinel answers: one path is missing, one port refuses.  The request
+ * waits (store_eval() accepts it, discovery is under way), then fails with
+ * the breaker open; the next one is refused at once.
+ */
+static void test_store_sentinel_none_answers(void **state)
+{
+    unsigned port;
+    int fd = loopback_socket(false, &port);
+    char refused[32];
+    const char *sentinels[2] = { "unix:/nonexistent/sentinel.sock", refused };
+    struct store_opts o = { .timeout_ms = 1000, .sentinels = sentinels, .n_sentinels = 2,
+                            .master_name = "mymaster" };
+    struct event_base *base = event_base_new();
+    struct store_conn *sc = NULL;
+    struct store *st = NULL;
+    struct store_stats s;
+    struct got g = { 0 };
+    int64_t args[3] = { 1, 10, 1000 };
+
+    (void)state;
+    snprintf(refused, sizeof(refused), "127.0.0.1:%u", port);
+    assert_non_null(base);
+    assert_int_equal(store_new(&o, &st), 0);
+    store_want(st);
+    assert_int_equal(store_conn_new(st, base, &sc), 0);
+    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3,
+                                clock_now_ms() + 1000, cb_got, &g), 0);
+    assert_int_equal(g.calls, 0);       /* never from inside store_eval() */
+    run_until(base, &g);
+    assert_int_equal(g.calls, 1);
+    assert_true(g.null_reply);
+    assert_true(store_breaker_open(st));
+    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3,
+                                clock_now_ms() + 1000, cb_never, NULL), -ENOTCONN);
+    store_stats(st, &s);
+    assert_int_equal(s.trips, 1);
+    assert_int_equal(s.errors, 1);
+    assert_int_equal(s.conns_up, 0);
+    store_conn_free(sc);
+    store_free(st);
+    event_base_free(base);
+    close(fd);
+}
+
+/* A sentinel that accepts and never answers: the waiting request fails at
+ * its deadline (timeout_ms), not later. */
+static void test_store_sentinel_silent(void **state)
+{
+    unsigned port;
+    int fd = loopback_socket(true, &port);
+    char silent[32];
+    const char *sentinels[1] = { silent };
+    struct store_opts o = { .timeout_ms = 150, .sentinels = sentinels, .n_sentinels = 1,
+                            .master_name = "mymaster", .sentinel_password = "pw" };
+    struct event_base *base = event_base_new();
+    struct store_conn *sc = NULL;
+    struct store *st = NULL;
+    struct store_stats s;
+    struct got g = { 0 };
+    int64_t args[3] = { 1, 10, 1000 };
+    uint64_t dt;
+
+    (void)state;
+    snprintf(silent, sizeof(silent), "127.0.0.1:%u", port);
+    assert_non_null(base);
+    assert_int_equal(store_new(&o, &st), 0);
+    assert_int_equal(store_conn_new(st, base, &sc), 0);
+    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3,
+                                store_deadline(st, clock_now_ms()), cb_got, &g), 0);
+    dt = run_until(base, &g);
+    assert_int_equal(g.calls, 1);
+    assert_true(g.null_reply);
+    assert_true(dt >= 100 && dt < 1000);
+    assert_true(store_breaker_open(st));
+    store_stats(st, &s);
+    assert_int_equal(s.timeouts, 1);
+    /* Freed while the sentinel is still being asked: nothing leaks or calls back. */
+    store_conn_free(sc);
+    store_free(st);
+    event_base_free(base);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +328,9 @@ int main(void)
         cmocka_unit_test(test_store_key_format),
         cmocka_unit_test(test_store_options),
         cmocka_unit_test(test_store_refuses_while_open),
+        cmocka_unit_test(test_store_sentinel_options),
+        cmocka_unit_test(test_store_sentinel_none_answers),
+        cmocka_unit_test(test_store_sentinel_silent),
     };
 
     log_init(LOG_TARGET_STDERR, false);

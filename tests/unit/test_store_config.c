@@ -4,7 +4,8 @@
  * common/config_divvy.c and common/rules.c (docs/config.md "store",
  * "redis"; docs/redis.md): defaults, every setting and its errors, the
  * per-rule `store` in all three formats, validation of the effective store
- * against the algorithm, the compiled rule's store, and convert's round trip.
+ * against the algorithm, the compiled rule's store, and convert's round trip;
+ * the Sentinel settings (docs/redis.md "Sentinel") and their errors.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -246,6 +247,151 @@ static void test_store_config_ini_json(void **state)
                  "[default]\ncreditLimit = 0\nresetSeconds = 0\n", "store must be");
 }
 
+/* Loads @text, writes it with config_write_libconfig() and loads that. */
+static struct config *round_trip(const char *text)
+{
+    struct config *cfg = load_ok("conf", text), *back;
+    char path[128], *out;
+    size_t len;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/c.out", tmpdir);
+    f = fopen(path, "w+");
+    assert_non_null(f);
+    assert_int_equal(config_write_libconfig(cfg, f), 0);
+    len = (size_t)ftell(f);
+    rewind(f);
+    out = calloc(1, len + 1);
+    assert_non_null(out);
+    assert_int_equal(fread(out, 1, len, f), len);
+    fclose(f);
+    back = load_ok("conf", out);
+    free(out);
+    config_free(cfg);
+    return back;
+}
+
+static void test_store_config_sentinel(void **state)
+{
+    struct config *cfg;
+
+    (void)state;
+    cfg = load_ok("conf",
+        "redis = { sentinels = [ \"127.0.0.1:26379\", \"[::1]:26380\",\n"
+        "                        \"unix:/run/redis/sentinel.sock\",\n"
+        "                        \"sentinel-a.example:5000\" ];\n"
+        "          master_name = \"mymaster\"; sentinel_password = \"sp\";\n"
+        "          password = \"p\"; db = 1; timeout_ms = 200; };\n"
+        "rules = ( " DEFAULT_RULE " );");
+    assert_int_equal(cfg->redis.n_sentinels, 4);
+    assert_string_equal(cfg->redis.sentinels[0], "127.0.0.1:26379");
+    assert_string_equal(cfg->redis.sentinels[1], "[::1]:26380");
+    assert_string_equal(cfg->redis.sentinels[2], "unix:/run/redis/sentinel.sock");
+    assert_string_equal(cfg->redis.sentinels[3], "sentinel-a.example:5000");
+    assert_string_equal(cfg->redis.master_name, "mymaster");
+    assert_string_equal(cfg->redis.sentinel_password, "sp");
+    assert_string_equal(cfg->redis.password, "p");
+    config_free(cfg);
+    /* A list ( ... ) is as good as an array [ ... ]; no sentinel password. */
+    cfg = load_ok("conf", "redis = { sentinels = ( \"10.0.0.1:26379\" ); master_name = \"m\"; };\n"
+                  "rules = ( " DEFAULT_RULE " );");
+    assert_int_equal(cfg->redis.n_sentinels, 1);
+    assert_null(cfg->redis.sentinel_password);
+    config_free(cfg);
+    /* Without Sentinel none of it is set. */
+    cfg = load_ok("conf", "rules = ( " DEFAULT_RULE " );");
+    assert_int_equal(cfg->redis.n_sentinels, 0);
+    assert_null(cfg->redis.sentinels);
+    assert_null(cfg->redis.master_name);
+    config_free(cfg);
+}
+
+/* Each problem with its file:line. */
+static void test_store_config_sentinel_errors(void **state)
+{
+    static const struct {
+        const char *redis;          /* inside redis = { }, from line 2 on */
+        const char *want;
+    } cases[] = {
+        { "\nmaster_name = \"m\";", "c.conf:3: redis.master_name needs redis.sentinels" },
+        { "\nsentinels = [ \"127.0.0.1:26379\" ];",
+          "c.conf:3: redis.sentinels needs redis.master_name" },
+        { "\nsentinel_password = \"x\";",
+          "c.conf:3: redis.sentinel_password needs redis.sentinels" },
+        { "sentinels = [ \"127.0.0.1:26379\" ]; master_name = \"m\";\nhost = \"10.0.0.1\";",
+          "c.conf:3: redis.host cannot be used with redis.sentinels" },
+        { "sentinels = [ \"127.0.0.1:26379\" ]; master_name = \"m\";\nport = 6380;",
+          "c.conf:3: redis.port cannot be used with redis.sentinels" },
+        { "sentinels = [ \"127.0.0.1:26379\" ]; master_name = \"m\";\n"
+          "unix_socket = \"/run/r.sock\";",
+          "c.conf:3: redis.unix_socket cannot be used with redis.sentinels" },
+        { "master_name = \"m\";\nsentinels = [ \"127.0.0.1\" ];",
+          "c.conf:3: redis.sentinels address \"127.0.0.1\" needs HOST:PORT" },
+        { "master_name = \"m\";\nsentinels = [ \"127.0.0.1:0\" ];",
+          "c.conf:3: redis.sentinels address \"127.0.0.1:0\" needs a port between 1 and 65535" },
+        { "master_name = \"m\";\nsentinels = [ \"127.0.0.1:70000\" ];", "needs a port between" },
+        { "master_name = \"m\";\nsentinels = [ \"127.0.0.1:26379x\" ];", "needs a port between" },
+        { "master_name = \"m\";\nsentinels = [ \"::1:26379\" ];",
+          "c.conf:3: redis.sentinels address \"::1:26379\" needs brackets around an IPv6" },
+        { "master_name = \"m\";\nsentinels = [ \"[::1:26379\" ];", "needs [ADDRESS]:PORT" },
+        { "master_name = \"m\";\nsentinels = [ \"[]:26379\" ];", "has an empty host" },
+        { "master_name = \"m\";\nsentinels = [ \":26379\" ];", "has an empty host" },
+        { "master_name = \"m\";\nsentinels = [ \"a b:26379\" ];", "has a space" },
+        { "master_name = \"m\";\nsentinels = [ \"unix:relative.sock\" ];",
+          "needs an absolute path after unix:" },
+        { "master_name = \"m\";\nsentinels = [ ];", "c.conf:3: redis.sentinels must name 1 to 16" },
+        { "master_name = \"m\";\nsentinels = \"127.0.0.1:26379\";",
+          "c.conf:3: redis.sentinels must be a list" },
+        { "master_name = \"m\";\nsentinels = [ 26379 ];", "entries must be strings" },
+        { "sentinels = [ \"127.0.0.1:26379\" ];\nmaster_name = \"my master\";",
+          "c.conf:3: redis.master_name must be 1 to 128 bytes" },
+        { "sentinels = [ \"127.0.0.1:26379\" ];\nmaster_name = \"\";",
+          "redis.master_name must be" },
+        { "sentinels = [ \"127.0.0.1:26379\" ]; master_name = \"m\";\nsentinel_password = \"\";",
+          "c.conf:3: redis.sentinel_password must be 1 to 512 bytes" },
+    };
+    char text[1536], many[1024];
+    size_t pos = 0;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(text, sizeof(text), "rules = ( " DEFAULT_RULE " );\nredis = { %s };\n",
+                 cases[i].redis);
+        expect_error("conf", text, cases[i].want);
+    }
+    /* At most 16 sentinels. */
+    for (int i = 0; i < 17; i++)
+        pos += (size_t)snprintf(many + pos, sizeof(many) - pos, "%s\"127.0.0.1:%d\"",
+                                i ? ", " : "", 26379 + i);
+    snprintf(text, sizeof(text), "redis = { master_name = \"m\"; sentinels = [ %s ]; };\n"
+             "rules = ( " DEFAULT_RULE " );", many);
+    expect_error("conf", text, "redis.sentinels must name 1 to 16 addresses");
+}
+
+/* divvyctl convert keeps the Sentinel settings. */
+static void test_store_config_sentinel_round_trip(void **state)
+{
+    struct config *back = round_trip(
+        "redis = { sentinels = [ \"127.0.0.1:26379\", \"[::1]:26380\", \"unix:/tmp/s.sock\" ];\n"
+        "          master_name = \"my-master\"; sentinel_password = \"s\\\"p\";\n"
+        "          timeout_ms = 300; };\n"
+        "rules = ( " DEFAULT_RULE " );");
+
+    (void)state;
+    assert_int_equal(back->redis.n_sentinels, 3);
+    assert_string_equal(back->redis.sentinels[0], "127.0.0.1:26379");
+    assert_string_equal(back->redis.sentinels[1], "[::1]:26380");
+    assert_string_equal(back->redis.sentinels[2], "unix:/tmp/s.sock");
+    assert_string_equal(back->redis.master_name, "my-master");
+    assert_string_equal(back->redis.sentinel_password, "s\"p");
+    assert_int_equal(back->redis.timeout_ms, 300);
+    /* Written without host or port, which would be refused next to sentinels. */
+    assert_null(back->redis.unix_socket);
+    assert_string_equal(back->redis.host, CONFIG_DEFAULT_REDIS_HOST);
+    assert_int_equal(back->redis.port, CONFIG_DEFAULT_REDIS_PORT);
+    config_free(back);
+}
+
 /* divvyctl convert writes the store and redis settings and reads them back. */
 static void test_store_config_round_trip(void **state)
 {
@@ -296,6 +442,9 @@ int main(void)
         cmocka_unit_test(test_store_config_validation),
         cmocka_unit_test(test_store_config_ini_json),
         cmocka_unit_test(test_store_config_round_trip),
+        cmocka_unit_test(test_store_config_sentinel),
+        cmocka_unit_test(test_store_config_sentinel_errors),
+        cmocka_unit_test(test_store_config_sentinel_round_trip),
     };
 
     return cmocka_run_group_tests_name("store_config", tests, group_setup, group_teardown);
