@@ -31,7 +31,7 @@ static const char *const verb_names[] = {
     [PROTO_HIT] = "HIT", [PROTO_TAKE] = "TAKE", [PROTO_PEEK] = "PEEK",
     [PROTO_RESET] = "RESET", [PROTO_EXPLAIN] = "EXPLAIN", [PROTO_RULES] = "RULES",
     [PROTO_STATS] = "STATS", [PROTO_RELOAD] = "RELOAD", [PROTO_PING] = "PING",
-    [PROTO_QUIT] = "QUIT", [PROTO_COUNTERS] = "COUNTERS",
+    [PROTO_QUIT] = "QUIT", [PROTO_COUNTERS] = "COUNTERS", [PROTO_REFILL] = "REFILL",
 };
 
 static bool in_buf(const struct proto_req *req, const char *s, size_t len)
@@ -135,12 +135,13 @@ static void check_request(const struct proto_req *req, const uint8_t *line, size
         CHECK(req->n_kv == 0);
         return;
     }
-    CHECK(req->verb > PROTO_NONE && req->verb <= PROTO_COUNTERS);
+    CHECK(req->verb > PROTO_NONE && req->verb <= PROTO_REFILL);
     CHECK(req->n_kv <= PROTO_KV_MAX);
     CHECK(req->amount >= 1 && req->amount <= PROTO_TAKE_MAX);
     if (req->verb != PROTO_TAKE)
         CHECK(req->amount == 1);
-    if (req->verb >= PROTO_RULES && req->verb != PROTO_COUNTERS)     /* COUNTERS takes pairs */
+    /* COUNTERS and REFILL take pairs */
+    if (req->verb >= PROTO_RULES && req->verb != PROTO_COUNTERS && req->verb != PROTO_REFILL)
         CHECK(req->n_kv == 0);
     for (unsigned i = 0; i < req->n_kv; i++) {
         const struct proto_kv *kv = &req->kv[i];

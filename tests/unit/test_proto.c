@@ -103,6 +103,7 @@ static void test_proto_every_verb(void **state)
         { "PING\n", PROTO_PING },
         { "QUIT\n", PROTO_QUIT },
         { "COUNTERS exhausted=true max=10\n", PROTO_COUNTERS },
+        { "refill rule=api index=0 actor=a\n", PROTO_REFILL },
     };
     struct proto_req req;
 
@@ -111,6 +112,9 @@ static void test_proto_every_verb(void **state)
         assert_ok(cases[i].line, cases[i].verb, &req);
         if (cases[i].verb == PROTO_COUNTERS) {
             assert_int_equal(req.n_kv, 2);
+        } else if (cases[i].verb == PROTO_REFILL) {
+            assert_int_equal(req.n_kv, 3);
+            assert_kv(&req, 0, "actor", "a");
         } else if (cases[i].verb >= PROTO_RULES) {
             assert_int_equal(req.n_kv, 0);
         } else {
