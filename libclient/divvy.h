@@ -57,7 +57,8 @@ extern "C" {
 #define DIVVY_AUTO        0u   /* fast path when permitted and the rule allows, else socket */
 #define DIVVY_SOCKET_ONLY 1u   /* always ask the daemon */
 #define DIVVY_FAST_ONLY   2u   /* hits only on the fast path; -ENOTSUP for anything else
-                                  (divvy_reset and divvy_command still use the socket) */
+                                  (divvy_reset and divvy_command still use the socket,
+                                  and so do the unanswered REFILL hints of lease rules) */
 
 #define DIVVY_MAX_KEYS    32
 #define DIVVY_RULE_MAX    72   /* bytes of divvy_result.rule, NUL included */
