@@ -343,8 +343,13 @@ int divvy_hit_many(struct divvy *h, const struct divvy_request *reqs, size_t n,
         uint64_t amount = reqs[i].amount ? reqs[i].amount : 1;
         const char *why = NULL;
 
-        client_req_prepare(reqs[i].kv, reqs[i].n_kv, &req);
         h->batch_sock[i] = 0;
+        /* Checked above: a shape seen before is decided without normalising. */
+        if (h->mode != DIVVY_SOCKET_ONLY &&
+            client_memo_decide(h, reqs[i].kv, reqs[i].n_kv, "TAKE", amount, TABLE_TAKE, amount,
+                               &results[i]) > 0)
+            continue;
+        client_req_prepare(reqs[i].kv, reqs[i].n_kv, &req);
         if (h->mode != DIVVY_SOCKET_ONLY) {
             r = client_fast_decide(h, reqs[i].kv, reqs[i].n_kv, &req, TABLE_TAKE, amount,
                                    &results[i], &why);

@@ -209,6 +209,50 @@ static void test_memo_agrees_with_socket(void **state)
     divvy_close(sock);
 }
 
+/* divvy_hit_many decides through the memo too: each result is what the
+ * socket then reports for that counter. */
+static void test_memo_hit_many(void **state)
+{
+    enum { N = 32 };
+    struct harness_daemon *d = start_memo(memo_conf);
+    struct divvy *fast = open_env(DIVVY_AUTO), *sock = open_env(DIVVY_SOCKET_ONLY);
+    struct divvy_request rq[N];
+    struct divvy_result res[N], rs = { .size = sizeof(rs) };
+    struct divvy_kv kv[N][3];
+    char ip[N][16];
+    long in_process = 0;
+
+    (void)state;
+    (void)d;
+    wait_fast(fast, "/api/v1");
+    for (int i = 0; i < N; i++) {
+        snprintf(ip[i], sizeof(ip[i]), "10.9.%d.%d", i / 4, i);
+        kv[i][0] = (struct divvy_kv){ "user", i % 2 ? "alice" : "bob" };
+        kv[i][1] = (struct divvy_kv){ "path", "/api/v1" };
+        kv[i][2] = (struct divvy_kv){ "ip", ip[i] };
+        rq[i] = (struct divvy_request){ .amount = 1 + (uint64_t)(i % 3), .kv = kv[i], .n_kv = 3 };
+    }
+    /* The first batch learns the shape; the next ones use the memo. */
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++)
+            res[i] = (struct divvy_result){ .size = sizeof(res[i]) };
+        assert_int_equal(divvy_hit_many(fast, rq, N, res), N);
+        for (int i = 0; i < N; i++) {
+            CHECK(divvy_peek(sock, kv[i], 3, &rs));
+            assert_string_equal(res[i].rule, "v1-user");
+            assert_string_equal(rs.rule, "v1-user");
+            assert_true(res[i].allowed);
+            assert_int_equal(res[i].credit, rs.credit);
+            assert_int_equal(res[i].credit,
+                             1000000 - (uint64_t)(round + 1) * (1 + (uint64_t)(i % 3)));
+            in_process += res[i].fast_path;
+        }
+    }
+    assert_int_equal(in_process, 3 * N);
+    divvy_close(fast);
+    divvy_close(sock);
+}
+
 static void test_memo_bad_input(void **state)
 {
     struct harness_daemon *d = start_memo(memo_conf);
@@ -298,6 +342,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_memo_agrees_with_socket, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_memo_hit_many, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_memo_bad_input, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_memo_follows_reload, harness_setup,
                                         harness_teardown),
