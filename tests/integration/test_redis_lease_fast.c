@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Integration (real redis-server, real divvyd, real libdivvy): lease rules
- * spent on the shared-memory fast path.  Two divvyd "hosts" share one Redis
- * in lease mode; on each, two processes hit one fast_path lease rule through
- * libdivvy (DIVVY_AUTO), asking for more than the limit in total.  Hits are
+ * spent on the shared-memory fast path.  Two and three divvyd "hosts" share
+ * one Redis in lease mode; on each, two processes hit one fast_path lease
+ * rule through libdivvy (DIVVY_AUTO), asking for more than the limit in
+ * total.  The same three hosts in strict mode, through libdivvy: exactly the
+ * limit.  Hits are
  * decided in-process from the host's lease, the hit that crosses the
  * low-water mark goes to divvyd (which refills in the background), and an
  * empty lease sends the hit to divvyd: across both hosts never more than the
@@ -20,7 +22,7 @@
 
 #define LIMIT       3000
 #define LEASE_MAX   40
-#define HOSTS       2
+#define MAX_HOSTS   3
 #define PROCS       2           /* per host */
 #define PER_PROC    1000
 
@@ -96,41 +98,46 @@ static void wait_fast(const struct harness_daemon *d)
     divvy_close(h);
 }
 
-static void test_lease_fast_two_hosts(void **state)
+/*
+ * @hosts divvyd sharing one Redis in @mode ("lease" or "strict"), PROCS
+ * libdivvy processes on each, PER_PROC hits each on one counter.
+ */
+static void run_hosts(const char *mode, int hosts)
 {
-    struct harness_daemon *d[HOSTS];
+    bool lease = strcmp(mode, "lease") == 0;
+    struct harness_daemon *d[MAX_HOSTS];
     struct proc_result *out;
-    struct proc_arg args[HOSTS * PROCS];
-    pid_t pids[HOSTS * PROCS];
+    struct proc_arg args[MAX_HOSTS * PROCS];
+    pid_t pids[MAX_HOSTS * PROCS];
+    size_t out_size = sizeof(*out) * (size_t)hosts * PROCS;
     struct redis_srv *rs;
-    long allowed = 0, fast = 0, hits = 0;
-    long long used, fast_hits;
+    long allowed = 0, fast = 0, hits = 0, bound = lease ? (long)hosts * LEASE_MAX : 0;
+    long long used, fast_hits, fallbacks;
     char *conf;
 
-    (void)state;
-    out = mmap(NULL, sizeof(*out) * HOSTS * PROCS, PROT_READ | PROT_WRITE,
-               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(hosts <= MAX_HOSTS);
+    out = mmap(NULL, out_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(out != MAP_FAILED);
-    memset(out, 0, sizeof(*out) * HOSTS * PROCS);
+    memset(out, 0, out_size);
     CHECK(redis_start(&rs));
-    conf = redis_config(rs, "lease", "closed", 1000, "lease_max = 40;", rules_text);
+    conf = redis_config(rs, mode, "closed", 1000, "lease_max = 40;", rules_text);
     assert_non_null(conf);
-    for (int i = 0; i < HOSTS; i++)
+    for (int i = 0; i < hosts; i++)
         d[i] = redis_divvyd(conf, 2);
     free(conf);
-    for (int i = 0; i < HOSTS; i++)
+    for (int i = 0; i < hosts; i++)
         wait_fast(d[i]);
-    for (int i = 0; i < HOSTS * PROCS; i++) {
+    for (int i = 0; i < hosts * PROCS; i++) {
         args[i] = (struct proc_arg){ .d = d[i / PROCS], .out = &out[i] };
         CHECK(harness_spawn(proc_main, &args[i], &pids[i]));
     }
-    for (int i = 0; i < HOSTS * PROCS; i++) {
+    for (int i = 0; i < hosts * PROCS; i++) {
         int status;
 
         CHECK(harness_reap(pids[i], 60000, &status));
         assert_int_equal(status, 0);
     }
-    for (int i = 0; i < HOSTS * PROCS; i++) {
+    for (int i = 0; i < hosts * PROCS; i++) {
         if (out[i].errors)
             fail_msg("process %d: %ld errors, first: %s", i, out[i].errors, out[i].first);
         allowed += out[i].allowed;
@@ -138,30 +145,56 @@ static void test_lease_fast_two_hosts(void **state)
         hits += out[i].allowed + out[i].denied;
     }
     used = redis_int(rs, "GET %s", "divvy:{api:alice}");
-    print_message("lease on the fast path, %d hosts x %d processes: %ld of %ld hits allowed "
-                  "(limit %d, bound %d stranded), %ld decided in-process; Redis used %lld\n",
-                  HOSTS, PROCS, allowed, hits, LIMIT, HOSTS * LEASE_MAX, fast, used);
-    assert_int_equal(hits, HOSTS * PROCS * PER_PROC);
+    print_message("%s through libdivvy, %d hosts x %d processes: %ld of %ld hits allowed "
+                  "(limit %d, stranded bound %ld), %ld decided in-process; Redis used %lld\n",
+                  mode, hosts, PROCS, allowed, hits, LIMIT, bound, fast, used);
+    assert_int_equal(hits, (long)hosts * PROCS * PER_PROC);
     if (allowed > LIMIT)
         fail_msg("%ld allowed, more than the limit %d", allowed, LIMIT);
-    if (allowed + HOSTS * LEASE_MAX < LIMIT)
-        fail_msg("%ld allowed, below limit - hosts * lease_max = %d", allowed,
-                 LIMIT - HOSTS * LEASE_MAX);
+    if (allowed + bound < LIMIT)
+        fail_msg("%ld allowed, below limit - hosts * lease_max = %ld", allowed, LIMIT - bound);
     assert_true(used <= LIMIT);
-    /* Most allowed hits were spent from the lease in-process. */
-    if (fast * 2 < allowed)
-        fail_msg("only %ld of %ld allowed hits were decided in-process", fast, allowed);
-    for (int i = 0; i < HOSTS; i++) {
+    if (lease) {
+        /* Most allowed hits were spent from the lease in-process. */
+        if (fast * 2 < allowed)
+            fail_msg("only %ld of %ld allowed hits were decided in-process", fast, allowed);
+    } else {
+        /* Strict: every hit was decided in Redis, none in-process. */
+        assert_int_equal(fast, 0);
+        assert_int_equal(used, LIMIT);
+    }
+    for (int i = 0; i < hosts; i++) {
         struct harness_conn *c;
 
         CHECK(harness_connect(d[i], HARNESS_UNIX, &c));
         CHECK(harness_get_stat(c, "fast_path_hits", &fast_hits));
+        CHECK(harness_get_stat(c, "redis_fallbacks", &fallbacks));
         harness_close(c);
-        assert_true(fast_hits > 0);
+        assert_int_equal(fallbacks, 0);
+        if (lease)
+            assert_true(fast_hits > 0);
         harness_free(d[i]);
     }
     redis_stop(rs);
-    munmap(out, sizeof(*out) * HOSTS * PROCS);
+    munmap(out, out_size);
+}
+
+static void test_lease_fast_two_hosts(void **state)
+{
+    (void)state;
+    run_hosts("lease", 2);
+}
+
+static void test_lease_fast_three_hosts(void **state)
+{
+    (void)state;
+    run_hosts("lease", 3);
+}
+
+static void test_strict_lib_three_hosts(void **state)
+{
+    (void)state;
+    run_hosts("strict", 3);
 }
 
 /* Only TAKE spends a lease in-process: PEEK asks Redis through divvyd. */
@@ -258,6 +291,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lease_fast_two_hosts, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_fast_three_hosts, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_strict_lib_three_hosts, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_lease_fast_peek_goes_to_divvyd, harness_setup,
                                         redis_teardown),
