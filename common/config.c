@@ -334,20 +334,25 @@ static const char *conf_listen_problem(const char *a)
     return "must start with tcp: or unix:";
 }
 
-static int conf_server_listen(struct config *cfg, const char *path, const config_setting_t *s,
-                              struct diag *reterr)
+/*
+ * A list of 1..@max address strings, each checked by @problem (NULL: fine,
+ * else why not), named @what in messages; replaces *@list / *@n_list only
+ * when every entry is good.
+ */
+static int conf_address_list(const char *path, const config_setting_t *s, const char *what,
+                             int max, const char *(*problem)(const char *), char ***list_p,
+                             size_t *n_p, struct diag *reterr)
 {
     int n = config_setting_length(s);
     char **list = NULL;
     int r = 0;
 
     if (!config_setting_is_array(s) && !config_setting_is_list(s)) {
-        diag_set(reterr, path, conf_line(s), "listen must be a list of addresses");
+        diag_set(reterr, path, conf_line(s), "%s must be a list of addresses", what);
         return -EINVAL;
     }
-    if (n == 0 || n > CONFIG_LISTEN_MAX) {
-        diag_set(reterr, path, conf_line(s), "listen must name 1 to %d addresses",
-                 CONFIG_LISTEN_MAX);
+    if (n == 0 || n > max) {
+        diag_set(reterr, path, conf_line(s), "%s must name 1 to %d addresses", what, max);
         return -EINVAL;
     }
     list = calloc((size_t)n, sizeof(*list));
@@ -359,14 +364,14 @@ static int conf_server_listen(struct config *cfg, const char *path, const config
         const char *a, *why;
 
         if (config_setting_type(e) != CONFIG_TYPE_STRING) {
-            diag_set(reterr, path, line, "listen entries must be strings");
+            diag_set(reterr, path, line, "%s entries must be strings", what);
             r = -EINVAL;
             continue;
         }
         a = config_setting_get_string(e);
-        why = conf_listen_problem(a);
+        why = problem(a);
         if (why) {
-            diag_set(reterr, path, line, "listen address \"%s\" %s", a, why);
+            diag_set(reterr, path, line, "%s address \"%s\" %s", what, a, why);
             r = -EINVAL;
             continue;
         }
@@ -378,18 +383,24 @@ static int conf_server_listen(struct config *cfg, const char *path, const config
     }
     if (r < 0)
         goto out;
-
-    for (size_t i = 0; i < cfg->n_listen; i++)
-        free(cfg->listen[i]);
-    free(cfg->listen);
-    cfg->listen = list;
-    cfg->n_listen = (size_t)n;
+    for (size_t i = 0; i < *n_p; i++)
+        free((*list_p)[i]);
+    free(*list_p);
+    *list_p = list;
+    *n_p = (size_t)n;
     list = NULL;
 out:
     for (int i = 0; list && i < n; i++)
         free(list[i]);
     free(list);
     return r;
+}
+
+static int conf_server_listen(struct config *cfg, const char *path, const config_setting_t *s,
+                              struct diag *reterr)
+{
+    return conf_address_list(path, s, "listen", CONFIG_LISTEN_MAX, conf_listen_problem,
+                             &cfg->listen, &cfg->n_listen, reterr);
 }
 
 static int conf_server_setting(struct config *cfg, const char *path,
@@ -669,60 +680,9 @@ static const char *conf_sentinel_problem(const char *a)
 static int conf_redis_sentinels(struct config *cfg, const char *path, const config_setting_t *s,
                                 struct diag *reterr)
 {
-    struct config_redis *rd = &cfg->redis;
-    int n = config_setting_length(s);
-    char **list = NULL;
-    int r = 0;
-
-    if (!config_setting_is_array(s) && !config_setting_is_list(s)) {
-        diag_set(reterr, path, conf_line(s),
-                 "redis.sentinels must be a list of addresses [ \"HOST:PORT\", ... ]");
-        return -EINVAL;
-    }
-    if (n == 0 || n > CONFIG_SENTINELS_MAX) {
-        diag_set(reterr, path, conf_line(s), "redis.sentinels must name 1 to %d addresses",
-                 CONFIG_SENTINELS_MAX);
-        return -EINVAL;
-    }
-    list = calloc((size_t)n, sizeof(*list));
-    if (!list)
-        return -ENOMEM;
-    for (int i = 0; i < n; i++) {
-        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-        unsigned line = conf_line(e) ? conf_line(e) : conf_line(s);
-        const char *a, *why;
-
-        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
-            diag_set(reterr, path, line, "redis.sentinels entries must be strings");
-            r = -EINVAL;
-            continue;
-        }
-        a = config_setting_get_string(e);
-        why = conf_sentinel_problem(a);
-        if (why) {
-            diag_set(reterr, path, line, "redis.sentinels address \"%s\" %s", a, why);
-            r = -EINVAL;
-            continue;
-        }
-        list[i] = strdup(a);
-        if (!list[i]) {
-            r = -ENOMEM;
-            goto out;
-        }
-    }
-    if (r < 0)
-        goto out;
-    for (size_t i = 0; i < rd->n_sentinels; i++)
-        free(rd->sentinels[i]);
-    free(rd->sentinels);
-    rd->sentinels = list;
-    rd->n_sentinels = (size_t)n;
-    list = NULL;
-out:
-    for (int i = 0; list && i < n; i++)
-        free(list[i]);
-    free(list);
-    return r;
+    return conf_address_list(path, s, "redis.sentinels", CONFIG_SENTINELS_MAX,
+                             conf_sentinel_problem, &cfg->redis.sentinels,
+                             &cfg->redis.n_sentinels, reterr);
 }
 
 static int conf_redis_setting(struct config *cfg, const char *path,
