@@ -50,21 +50,39 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
               const struct rules_req *req, enum table_op op, uint64_t n, uint64_t now_ms,
               struct eval_outcome *o)
 {
+    struct table *t = eval_table(env, r);
     char actor[RULES_ACTOR_MAX];
+    struct table_limits lim;
+    struct table_key key;
+    struct table_kw kw;
     int len;
 
     if (eval_zero(r, o))
         return 0;
+    if (!t)
+        return -EINVAL;
     len = rules_actor(env->rules, r->index, req, actor, sizeof(actor));
     if (len < 0)
         return len;
-    return eval_rule_actor(env, r, NULL, actor, (size_t)len, op, n, now_ms, o);
+    key.rule_id = r->id;
+    key.actor = actor;
+    key.actor_len = (size_t)len;
+    eval_limits(r, &lim);
+    table_key_prepare(t, &key, &lim, &kw);
+    return eval_rule_prepared(env, r, &lim, &kw, op, n, now_ms, o);
 }
 
-/* Rule @r's outcome from table_hit()'s answer @rc / @res. */
-static int table_outcome(const struct eval_env *env, int rc, const struct table_result *res,
-                         struct eval_outcome *o)
+int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
+                       const struct table_limits *limits, const struct table_kw *kw,
+                       enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
 {
+    struct table_result res;
+    int rc;
+
+    /* resettable = false: RESET reports the counter and leaves it alone. */
+    if (op == TABLE_RESET && !r->resettable)
+        op = TABLE_PEEK;
+    rc = table_hit_prepared(eval_table(env, r), kw, limits, op, n, now_ms, &res);
     if (rc == -ENOSPC || rc == -EDQUOT) {
         o->table_full = true;
         o->allowed = env->full_allow;
@@ -73,49 +91,10 @@ static int table_outcome(const struct eval_env *env, int rc, const struct table_
     if (rc < 0)
         return rc;
     o->counted = true;
-    o->allowed = res->allowed;
-    o->credit = res->credit;
-    o->reset_s = eval_ms_to_s(res->reset_ms);
+    o->allowed = res.allowed;
+    o->credit = res.credit;
+    o->reset_s = eval_ms_to_s(res.reset_ms);
     return 0;
-}
-
-int eval_rule_actor(const struct eval_env *env, const struct rules_rule *r,
-                    const struct table_limits *limits, const char *actor, size_t actor_len,
-                    enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
-{
-    struct table_limits lim;
-    struct table_result res;
-    struct table_key key;
-
-    if (eval_zero(r, o))
-        return 0;
-    /* resettable = false: RESET reports the counter and leaves it alone. */
-    if (op == TABLE_RESET && !r->resettable)
-        op = TABLE_PEEK;
-    key.rule_id = r->id;
-    key.actor = actor;
-    key.actor_len = actor_len;
-    if (!limits) {
-        eval_limits(r, &lim);
-        limits = &lim;
-    }
-    return table_outcome(env, table_hit(eval_table(env, r), &key, limits, op, n, now_ms, &res),
-                         &res, o);
-}
-
-int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
-                       const struct table_limits *limits, const struct table_kw *kw,
-                       enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
-{
-    struct table_result res;
-
-    if (eval_zero(r, o))
-        return 0;
-    if (op == TABLE_RESET && !r->resettable)
-        op = TABLE_PEEK;
-    return table_outcome(env,
-                         table_hit_prepared(eval_table(env, r), kw, limits, op, n, now_ms, &res),
-                         &res, o);
 }
 
 bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,

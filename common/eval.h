@@ -83,14 +83,12 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
               const struct rules_req *req, enum table_op op, uint64_t n, uint64_t now_ms,
               struct eval_outcome *ret);
 
-/* eval_rule() with the actor string already written (rules_actor()) and,
- * unless @limits is NULL, the rule's eval_limits() already computed. */
-int eval_rule_actor(const struct eval_env *env, const struct rules_rule *r,
-                    const struct table_limits *limits, const char *actor, size_t actor_len,
-                    enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *ret);
-
-/* eval_rule_actor() with the counter's key already prepared for the table
- * of rule @r (eval_table(), table_key_prepare()) under @limits. */
+/*
+ * The counter part of eval_rule(), for a rule that touches a counter
+ * (eval_zero() returned false and left *@ret as it starts here), whose key
+ * is already prepared for eval_table() under @limits (table_key_prepare()):
+ * callers that keep prepared keys skip the keyed hash.
+ */
 int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
                        const struct table_limits *limits, const struct table_kw *kw,
                        enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *ret);

@@ -1646,6 +1646,27 @@ int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto
     return out_end(&o);
 }
 
+int rules_actor_ref(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
+                    char *buf, size_t size, const char **ret_actor)
+{
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    /* One key, no prefix: the actor is the value as it is. */
+    if (r->n_actor <= 1 && r->prefix4 < 0 && r->prefix6 < 0) {
+        const struct proto_kv *kv = r->n_actor ? vals[0] : NULL;
+
+        if (kv && (size_t)kv->value_len >= size)
+            return -ENOBUFS;
+        *ret_actor = kv ? kv->value : "";
+        return kv ? kv->value_len : 0;
+    }
+    *ret_actor = buf;
+    return rules_actor_from(rules, idx, vals, buf, size);
+}
+
 int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
                 char *buf, size_t size)
 {

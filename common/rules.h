@@ -191,6 +191,14 @@ int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req 
 int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
                      char *buf, size_t size);
 
+/* rules_actor_from() without the copy where none is needed: when the actor
+ * is one value taken as it is (one actor key, no IP prefix; or no actor),
+ * *@ret_actor points at that value (or "") and @buf is not written; else
+ * *@ret_actor is @buf, filled by rules_actor_from().  The same length or
+ * error as rules_actor_from(). */
+int rules_actor_ref(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
+                    char *buf, size_t size, const char **ret_actor);
+
 /* Rule @idx's @i-th actor key (not NUL-terminated: *@ret_len bytes); 0 or
  * -ENOENT. */
 int rules_actor_key(const struct rules *rules, uint32_t idx, unsigned i, const char **ret_key,

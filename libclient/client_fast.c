@@ -392,21 +392,24 @@ static int lease_take(struct divvy *h, const struct client_rule *cr, uint32_t id
 }
 
 /*
- * A local rule's counter: eval_rule_actor(), but the rule's last actor keeps
- * its prepared key, so a hot counter skips the keyed hash.
+ * A local rule's counter with the daemon's code (eval_rule_prepared()); the
+ * rule keeps the prepared key of its last actor, so a hot counter skips the
+ * keyed hash.
  */
 static int local_rule(struct client_fast *f, const struct eval_env *env, uint32_t idx,
                       const char *actor, size_t len, enum table_op op, uint64_t amount,
                       uint64_t now, struct eval_outcome *o)
 {
     struct client_rule *cr = &f->rule[idx];
+    struct table_key key = { .rule_id = cr->rr.id, .actor = actor, .actor_len = len };
+    struct table_kw kw;
 
-    if (len > CLIENT_HOT_ACTOR_MAX)
-        return eval_rule_actor(env, &cr->rr, &cr->lim, actor, len, op, amount, now, o);
+    if (len > CLIENT_HOT_ACTOR_MAX) {
+        table_key_prepare(f->table, &key, &cr->lim, &kw);
+        return eval_rule_prepared(env, &cr->rr, &cr->lim, &kw, op, amount, now, o);
+    }
     if (!cr->hot_valid || cr->hot_len != len || memcmp(cr->hot_actor, actor, len) != 0) {
-        struct table_key key = { .rule_id = cr->rr.id, .actor = actor, .actor_len = len };
-
-        table_key_prepare(eval_table(env, &cr->rr), &key, &cr->lim, &cr->hot_kw);
+        table_key_prepare(f->table, &key, &cr->lim, &cr->hot_kw);
         memcpy(cr->hot_actor, actor, len);
         cr->hot_len = (uint8_t)len;
         cr->hot_valid = true;
@@ -414,6 +417,10 @@ static int local_rule(struct client_fast *f, const struct eval_env *env, uint32_
     return eval_rule_prepared(env, &cr->rr, &cr->lim, &cr->hot_kw, op, amount, now, o);
 }
 
+/*
+ * Decides along @path with the daemon's own steps (eval_zero(), the counter,
+ * eval_decides()); the callers checked the path with client_fast_path_ok().
+ */
 int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
                     const struct rules_req *rq, const struct proto_kv *const *actor_kv,
                     enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
@@ -424,41 +431,24 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
     size_t n_rules = rules_count(f->rules);
     const struct client_rule *cr;
     struct eval_result er;
-
     bool decided = false;
 
     er.n = 0;
     for (size_t i = 0; i < n_path && !decided; i++) {
-        const struct rules_rule *rr;
+        char buf[RULES_ACTOR_MAX];
+        const char *actor = buf;
         struct eval_outcome o;
-        int r;
+        int len, r = 0;
 
-        if (path[i] >= n_rules || (f->rule[path[i]].lease && op != TABLE_TAKE)) {
+        if (path[i] >= n_rules) {
             *ret_why = "the fast-path table could not decide";
             return 0;
         }
         cr = &f->rule[path[i]];
-        rr = &cr->rr;
-        if (eval_zero(rr, &o)) {
-            r = 0;
-        } else {
-            char buf[RULES_ACTOR_MAX];
-            const char *actor = buf;
-            int len;
-
-            if (rq) {
-                len = rules_actor(f->rules, path[i], rq, buf, sizeof(buf));
-            } else if (rr->n_actor <= 1 && rr->prefix4 < 0 && rr->prefix6 < 0) {
-                /* rules_actor_from()'s answer, without the copy: the value itself. */
-                const struct proto_kv *v =
-                    rr->n_actor ? actor_kv[i * RULES_ACTOR_KEYS_MAX] : NULL;
-
-                actor = v ? v->value : "";
-                len = v ? v->value_len : 0;
-            } else {
-                len = rules_actor_from(f->rules, path[i], actor_kv + i * RULES_ACTOR_KEYS_MAX,
-                                       buf, sizeof(buf));
-            }
+        if (!eval_zero(&cr->rr, &o)) {
+            len = rq ? rules_actor(f->rules, path[i], rq, buf, sizeof(buf))
+                     : rules_actor_ref(f->rules, path[i], actor_kv + i * RULES_ACTOR_KEYS_MAX,
+                                       buf, sizeof(buf), &actor);
             if (len < 0)
                 r = len;
             else if (cr->lease)
@@ -477,7 +467,7 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
             *ret_why = "the fast-path table is full";
             return 0;
         }
-        decided = eval_decides(rr, op, &o, &er);
+        decided = eval_decides(&cr->rr, op, &o, &er);
     }
     /* rules_match() ends at a stop rule (the default at the latest). */
     if (!decided || er.decider >= n_rules) {
