@@ -806,6 +806,13 @@ static uint64_t lease_target(uint64_t remain, uint64_t lease_max)
     return k < lease_max ? k : lease_max;
 }
 
+/* Below the low-water mark: @left is under half the grant a fetch would
+ * now bring (while the pool has anything left to grant). */
+static bool lease_low(uint64_t left, uint64_t remain, uint64_t lease_max)
+{
+    return remain > 0 && left * 2 < lease_target(remain, lease_max);
+}
+
 struct lease_take {
     uint64_t n;
     uint64_t lease_max;
@@ -830,8 +837,7 @@ static bool lease_take_fn(void *arg, uint64_t now, bool live, unsigned flags,
     *next = *cur;
     if (window && left >= x->n) {
         /* Low water: refill in the background before the lease runs dry. */
-        bool low = !fetching && remain > 0 &&
-                   (left - x->n) * 2 < lease_target(remain, x->lease_max);
+        bool low = !fetching && lease_low(left - x->n, remain, x->lease_max);
 
         left -= x->n;
         res->verdict = TABLE_LEASE_ALLOWED;
@@ -907,8 +913,7 @@ static bool lease_claim_fn(void *arg, uint64_t now, bool live, unsigned flags,
     x->want = 0;
     *ret_flags = flags;
     *next = *cur;
-    if (!window || (flags & LF_FETCH) || remain == 0 ||
-        left * 2 >= lease_target(remain, x->lease_max))
+    if (!window || (flags & LF_FETCH) || !lease_low(left, remain, x->lease_max))
         return false;
     *ret_flags = flags | LF_FETCH;
     x->want = x->lease_max - left;

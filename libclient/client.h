@@ -77,13 +77,13 @@ size_t client_req_line_len(const struct client_req *req, const char *verb, uint6
 /* The same from the pairs' wire length (client_req.pairs_len). */
 size_t client_line_len(const char *verb, uint64_t amount, size_t pairs_len);
 
-/* Wire bytes of string @s[0..@len) (quoted when empty or holding whitespace
- * or '='), or 0 when the protocol cannot carry it ('"', '\n', '\r'). */
-size_t client_wire_len(const char *s, size_t len);
-
-/* The same for NUL-terminated @s, whose length goes to *@ret_len; 0 also
- * when @s is not shorter than a request line. */
-size_t client_wire_scan(const char *s, size_t *ret_len);
+/*
+ * Measures NUL-terminated @s: its length in *@ret_len and the bytes it takes
+ * on the wire (quoted when empty or holding whitespace or '=', as
+ * proto_fmt_string() decides; always > 0).  -EINVAL for bytes the protocol
+ * cannot carry ('"', '\n', '\r'), -EMSGSIZE when not shorter than a line.
+ */
+int client_wire_scan(const char *s, size_t *ret_len);
 
 /*
  * Writes "@verb[ @amount] k=v ...\n" into @buf (NUL-terminated), quoting with

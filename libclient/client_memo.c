@@ -40,7 +40,7 @@
 struct memo_key {
     uint64_t hash;              /* hash_fast(MEMO_SEED, name) */
     uint16_t len;               /* 0: an empty entry */
-    uint16_t wire;              /* bytes on the wire (client_wire_len()) */
+    uint16_t wire;              /* bytes on the wire (client_wire_scan()) */
     bool by_value;              /* rules_value_matters(): the value is part of the shape */
     char name[MEMO_KEY_LEN];
 };
@@ -105,6 +105,15 @@ static inline uint64_t memo_hash(uint64_t h, const char *s, size_t len)
     return mix(h, w);
 }
 
+/* One pair's part of a shape's hash: its key, and its value when some rule
+ * matches that key by value.  The one definition client_memo_decide() and
+ * client_memo_learn() both use. */
+static uint64_t shape_step(uint64_t sh, int key, bool by_value, const char *v, size_t vl)
+{
+    sh = mix(sh, (uint64_t)key + 1);
+    return by_value ? memo_hash(sh, v, vl) : sh;
+}
+
 /* Whether NUL-terminated @k is exactly @e's name.  Reads @k only up to its
  * first byte that differs (names hold no NUL), so never past its end. */
 static inline bool name_is(const char *k, const struct memo_key *e)
@@ -140,13 +149,13 @@ static int key_add(struct client_memo *m, const struct rules *rules, const char 
     uint64_t hk = hash_fast(MEMO_SEED, k, len);
     unsigned empty = MEMO_KEYS;
     struct memo_key *e;
-    size_t wire;
-    int j = key_find(m, k, len, hk, &empty);
+    size_t scanned;
+    int wire, j = key_find(m, k, len, hk, &empty);
 
     if (j >= 0)
         return j;
-    wire = client_wire_len(k, len);
-    if (empty == MEMO_KEYS || m->n_keys >= MEMO_KEYS_USED || !wire)
+    wire = client_wire_scan(k, &scanned);
+    if (empty == MEMO_KEYS || m->n_keys >= MEMO_KEYS_USED || wire < 0)
         return -1;
     e = &m->key[empty];
     e->hash = hk;
@@ -200,19 +209,19 @@ int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, 
         mk = &m->key[j];
         kl = mk->len;
         kid[i] = (uint8_t)j;
-        sh = mix(sh, (uint64_t)j + 1);
         if (mk->by_value) {
+            /* Checked below against the remembered (validated) value. */
             vl = strnlen(v, PROTO_LINE_MAX);
             if (vl >= PROTO_LINE_MAX)
                 return 0;
-            sh = memo_hash(sh, v, vl);
         } else {
-            size_t w = client_wire_scan(v, &vl);
+            int w = client_wire_scan(v, &vl);
 
-            if (!w)
+            if (w < 0)
                 return 0;
-            pairs_len += 2 + mk->wire + w;
+            pairs_len += 2 + mk->wire + (size_t)w;
         }
+        sh = shape_step(sh, j, mk->by_value, v, vl);
         pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = (uint16_t)kl,
                                    .value_len = (uint16_t)vl };
     }
@@ -273,7 +282,8 @@ void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
     memset(&e, 0, sizeof(e));
     for (size_t i = 0; i < n_kv; i++) {
         const char *k = kv[i].key, *v = kv[i].value;
-        size_t vl, w;
+        size_t vl;
+        int w;
         int j;
 
         if (!k || !v)
@@ -289,18 +299,18 @@ void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
                 return;                 /* a repeated key: the last one wins; not here */
         }
         e.kid[i] = (uint8_t)j;
-        sh = mix(sh, (uint64_t)j + 1);
+        w = client_wire_scan(v, &vl);
+        if (w < 0)
+            return;
+        sh = shape_step(sh, j, m->key[j].by_value, v, vl);
         if (!m->key[j].by_value)
             continue;
-        vl = strnlen(v, PROTO_LINE_MAX);
-        w = client_wire_len(v, vl);
-        if (vl >= PROTO_LINE_MAX || voff + vl > MEMO_VALS || !w)
+        if (voff + vl > MEMO_VALS)
             return;
         memcpy(e.vals + voff, v, vl);
         voff += vl;
         e.vlen[i] = (uint16_t)vl;
-        fixed += 2 + m->key[j].wire + w;
-        sh = memo_hash(sh, v, vl);
+        fixed += 2 + m->key[j].wire + (size_t)w;
     }
     n_rules = rules_count(f->rules);
     for (size_t i = 0; i < n_path; i++) {

@@ -110,12 +110,7 @@ static const unsigned char byte_class[256] = {
     ['='] = QUOTE, [' '] = QUOTE, ['\t'] = QUOTE, ['\v'] = QUOTE, ['\f'] = QUOTE,
 };
 
-/*
- * Measures @s: its length, and how many bytes it takes on the wire
- * (quoted when empty or holding whitespace or '=', as proto_fmt_string()
- * decides).  -EINVAL for bytes the protocol cannot carry.
- */
-static int scan_string(const char *s, size_t *ret_len, size_t *ret_wire)
+int client_wire_scan(const char *s, size_t *ret_len)
 {
     unsigned cls = 0;
     size_t len = 0;
@@ -127,8 +122,7 @@ static int scan_string(const char *s, size_t *ret_len, size_t *ret_wire)
     if (s[len])
         return -EMSGSIZE;
     *ret_len = len;
-    *ret_wire = len + (len == 0 || (cls & QUOTE) ? 2 : 0);
-    return 0;
+    return (int)(len + (len == 0 || (cls & QUOTE) ? 2 : 0));
 }
 
 int client_req_prepare(const struct divvy_kv *kv, size_t n_kv, struct client_req *ret)
@@ -148,14 +142,16 @@ int client_req_prepare(const struct divvy_kv *kv, size_t n_kv, struct client_req
 
         if (!kv[i].key || !kv[i].value)
             return -EINVAL;
-        r = scan_string(kv[i].key, &klen, &kwire);
+        r = client_wire_scan(kv[i].key, &klen);
         if (r < 0)
             return r;
+        kwire = (size_t)r;
         if (klen == 0)
             return -EINVAL;
-        r = scan_string(kv[i].value, &vlen, &vwire);
+        r = client_wire_scan(kv[i].value, &vlen);
         if (r < 0)
             return r;
+        vwire = (size_t)r;
         /* Binary search (callers often pass sorted keys: try the end first);
          * the kept keys stay sorted and unique. */
         if (n > 0 && (c = cmp_bytes(ret->kv[n - 1].key, ret->kv[n - 1].key_len, kv[i].key,
@@ -217,30 +213,6 @@ size_t client_line_len(const char *verb, uint64_t amount, size_t pairs_len)
 size_t client_req_line_len(const struct client_req *req, const char *verb, uint64_t amount)
 {
     return client_line_len(verb, amount, req->pairs_len);
-}
-
-size_t client_wire_scan(const char *s, size_t *ret_len)
-{
-    unsigned cls = 0;
-    size_t len = 0;
-
-    for (; s[len] && len < PROTO_LINE_MAX; len++)
-        cls |= byte_class[(unsigned char)s[len]];
-    *ret_len = len;
-    if ((cls & BAD) || s[len])
-        return 0;
-    return len + (len == 0 || (cls & QUOTE) ? 2 : 0);
-}
-
-size_t client_wire_len(const char *s, size_t len)
-{
-    unsigned cls = 0;
-
-    for (size_t i = 0; i < len; i++)
-        cls |= byte_class[(unsigned char)s[i]];
-    if (cls & BAD)
-        return 0;
-    return len + (len == 0 || (cls & QUOTE) ? 2 : 0);
 }
 
 int client_req_format(const struct client_req *req, const char *verb, uint64_t amount,
