@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "divvy.h"
 #include "harness.h"
 
 #define REG_MAX      64
@@ -1379,4 +1380,31 @@ bool harness_same_reply(const char *a, const char *b)
             return false;
     }
     return !fa && !fb;
+}
+
+/* ---- libdivvy ---------------------------------------------------------------- */
+
+int harness_divvy_env(const struct harness_daemon *d)
+{
+    char addr[HARNESS_PATH + 8];
+
+    snprintf(addr, sizeof(addr), "unix:%s", d->sock);
+    if (setenv("DIVVY_ADDRESS", addr, 1) < 0 || setenv("DIVVY_STATE_DIR", d->state, 1) < 0)
+        return -errno;
+    unsetenv("DIVVY_PATH");
+    return 0;
+}
+
+void harness_wait_fast(struct divvy *h, const struct divvy_kv *kv, size_t n_kv)
+{
+    struct divvy_result res = { .size = sizeof(res) };
+    uint64_t deadline = harness_now_ms() + 5000;
+
+    do {
+        CHECK(divvy_peek(h, kv, n_kv, &res));
+        if (res.fast_path)
+            return;
+        harness_pause_ms(20);
+    } while (harness_now_ms() < deadline);
+    fail_msg("the fast path never answered: %s", divvy_errmsg(h));
 }

@@ -115,6 +115,20 @@ void harness_dump_log(struct harness_daemon *d);
 
 /* ---- connections ---------------------------------------------------------- */
 
+/* ---- libdivvy ---------------------------------------------------------------- */
+
+struct divvy;
+struct divvy_kv;
+
+/* Points libdivvy's defaults at @d: DIVVY_ADDRESS=unix:<its socket>,
+ * DIVVY_STATE_DIR=<its state dir>, DIVVY_PATH unset (in this process and
+ * the children it forks afterwards).  0 or -errno. */
+int harness_divvy_env(const struct harness_daemon *d);
+
+/* Waits up to 5 s until @h decides PEEK @kv in-process (a fresh daemon
+ * writes its first heartbeat within a second); fails the test otherwise. */
+void harness_wait_fast(struct divvy *h, const struct divvy_kv *kv, size_t n_kv);
+
 int harness_connect(struct harness_daemon *d, enum harness_via via, struct harness_conn **ret);
 int harness_connect_unix(const char *path, struct harness_conn **ret);
 int harness_connect_tcp(int port, struct harness_conn **ret);

@@ -84,21 +84,6 @@ static struct divvy *open_handle(struct harness_daemon *d, unsigned flags)
     return h;
 }
 
-/* The fast path needs a heartbeat: a fresh daemon writes its first within 1 s. */
-static void wait_fast(struct divvy *h, const char *t)
-{
-    struct divvy_result res = { .size = sizeof(res) };
-    uint64_t deadline = harness_now_ms() + 5000;
-
-    do {
-        CHECK(divvy_peek(h, (struct divvy_kv[]){ { "t", t }, { "k", "warm-up" } }, 2, &res));
-        if (res.fast_path)
-            return;
-        harness_pause_ms(20);
-    } while (harness_now_ms() < deadline);
-    fail_msg("the fast path never answered (%s)", divvy_errmsg(h));
-}
-
 /* ---- the socket path speaks the protocol ------------------------------------- */
 
 static void expect_same(const struct divvy_result *res, const char *raw, const char *what)
@@ -267,7 +252,7 @@ static void test_client_fast_equals_socket(void **state)
     int n_fast = 0, n_steps = 0;
 
     (void)state;
-    wait_fast(fast, "win");
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "t", "win" }, { "k", "warm-up" } }, 2);
     for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
         bool is_slow = strcmp(ts[i], "slow") == 0 || strcmp(ts[i], "mixed") == 0;
         const char *ek = NULL, *ev = NULL;
@@ -334,7 +319,7 @@ static void test_client_batch_mixed(void **state)
     struct divvy_result rf[N], rs[N];
 
     (void)state;
-    wait_fast(fast, "win");
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "t", "win" }, { "k", "warm-up" } }, 2);
     for (int i = 0; i < N; i++) {
         kv_f[i][0] = (struct divvy_kv){ "t", ts[i] };
         kv_f[i][1] = (struct divvy_kv){ "k", "batch-A" };
@@ -421,7 +406,7 @@ static void test_client_threads(void **state)
 
     (void)state;
     assert_non_null(seen);
-    wait_fast(probe, "win");
+    harness_wait_fast(probe, (struct divvy_kv[]){ { "t", "win" }, { "k", "warm-up" } }, 2);
     divvy_close(probe);
     for (int i = 0; i < THREADS; i++) {
         t[i] = (struct thr){ .d = d, .flags = i % 2 ? DIVVY_SOCKET_ONLY : DIVVY_AUTO,
@@ -473,7 +458,7 @@ static void test_client_daemon_restart(void **state)
     int r;
 
     (void)state;
-    wait_fast(fast, "rs");
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "t", "rs" }, { "k", "warm-up" } }, 2);
     hit_rs(fast, --credit, 1, "before restart (fast)");
     hit_rs(sock, --credit, 0, "before restart (socket)");
 
@@ -483,7 +468,7 @@ static void test_client_daemon_restart(void **state)
     CHECK(harness_restart(d));
     hit_rs(sock, --credit, 0, "after restart (socket, reconnected)");
     hit_rs(fast, --credit, -1, "after restart (fast handle)");
-    wait_fast(fast, "rs");
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "t", "rs" }, { "k", "warm-up" } }, 2);
     hit_rs(fast, --credit, 1, "after restart (fast path)");
 
     /* Daemon gone: within the heartbeat's 3 s the handle falls back to the
@@ -573,7 +558,7 @@ static void test_client_no_permission(void **state)
     d = start_api(api_conf);
     h = open_handle(d, DIVVY_AUTO);
     assert_int_equal(chmod(d->dir, 0755), 0);
-    wait_fast(h, "perm");
+    harness_wait_fast(h, (struct divvy_kv[]){ { "t", "perm" }, { "k", "warm-up" } }, 2);
     CHECK(divvy_hit(h, (struct divvy_kv[]){ { "t", "perm" } }, 1, &res));
     CHECK(divvy_hit(h, (struct divvy_kv[]){ { "t", "perm" } }, 1, &res));
     assert_int_equal(res.credit, 8);

@@ -66,13 +66,9 @@ static struct harness_daemon *start_memo(const char *conf)
 {
     struct harness_opts o = { .config_name = "memo.conf", .config_text = conf, .workers = 2 };
     struct harness_daemon *d = NULL;
-    char addr[HARNESS_PATH + 8];
 
     CHECK(harness_start(&o, &d));
-    snprintf(addr, sizeof(addr), "unix:%s", d->sock);
-    assert_int_equal(setenv("DIVVY_ADDRESS", addr, 1), 0);
-    assert_int_equal(setenv("DIVVY_STATE_DIR", d->state, 1), 0);
-    unsetenv("DIVVY_PATH");
+    CHECK(harness_divvy_env(d));
     return d;
 }
 
@@ -84,21 +80,6 @@ static struct divvy *open_env(unsigned flags)
     if (r < 0)
         fail_msg("divvy_open: %s", strerror(-r));
     return h;
-}
-
-/* Waits until @h decides { path=@path } in-process. */
-static void wait_fast(struct divvy *h, const char *path)
-{
-    struct divvy_result res = { .size = sizeof(res) };
-    uint64_t deadline = harness_now_ms() + 5000;
-
-    do {
-        CHECK(divvy_peek(h, (struct divvy_kv[]){ { "path", path } }, 1, &res));
-        if (res.fast_path)
-            return;
-        harness_pause_ms(20);
-    } while (harness_now_ms() < deadline);
-    fail_msg("the fast path never answered: %s", divvy_errmsg(h));
 }
 
 static size_t n_vals(size_t k)
@@ -170,7 +151,7 @@ static void test_memo_agrees_with_socket(void **state)
 
     (void)state;
     (void)d;
-    wait_fast(fast, "/api/v1");
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "path", "/api/v1" } }, 1);
     for (int i = 0; i < 3000; i++) {
         struct divvy_result r1 = { .size = sizeof(r1) }, r2 = { .size = sizeof(r2) },
                             rs = { .size = sizeof(rs) };
@@ -224,7 +205,7 @@ static void test_memo_hit_many(void **state)
 
     (void)state;
     (void)d;
-    wait_fast(fast, "/api/v1");
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "path", "/api/v1" } }, 1);
     for (int i = 0; i < N; i++) {
         snprintf(ip[i], sizeof(ip[i]), "10.9.%d.%d", i / 4, i);
         kv[i][0] = (struct divvy_kv){ "user", i % 2 ? "alice" : "bob" };
@@ -264,7 +245,7 @@ static void test_memo_bad_input(void **state)
     (void)state;
     (void)d;
     assert_non_null(long_ip);
-    wait_fast(fast, "/api/v1");
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "path", "/api/v1" } }, 1);
     /* Learn the shape (method, path, ip) with good values... */
     for (int i = 0; i < 3; i++) {
         CHECK(divvy_hit(fast,
@@ -313,7 +294,7 @@ static void test_memo_follows_reload(void **state)
     uint64_t deadline;
 
     (void)state;
-    wait_fast(fast, "/api/v1");
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "path", "/api/v1" } }, 1);
     for (int i = 0; i < 3; i++) {
         CHECK(divvy_peek(fast, kv, 3, &res));
         assert_true(res.fast_path);

@@ -46,31 +46,11 @@ static struct harness_daemon *start_fast(const char *conf)
 {
     struct harness_opts o = { .config_name = "fast.conf", .config_text = conf, .workers = 2 };
     struct harness_daemon *d = NULL;
-    char addr[HARNESS_PATH + 8];
 
     CHECK(harness_start(&o, &d));
     /* Every handle of this file, and of the processes it forks, opens NULL. */
-    snprintf(addr, sizeof(addr), "unix:%s", d->sock);
-    assert_int_equal(setenv("DIVVY_ADDRESS", addr, 1), 0);
-    assert_int_equal(setenv("DIVVY_STATE_DIR", d->state, 1), 0);
-    unsetenv("DIVVY_PATH");
+    CHECK(harness_divvy_env(d));
     return d;
-}
-
-/* Waits until a handle's hits on @path are decided in-process (the daemon
- * writes its first heartbeat within a second of starting). */
-static void wait_fast(struct divvy *h, const char *path)
-{
-    struct divvy_result res = { .size = sizeof(res) };
-    uint64_t deadline = harness_now_ms() + 5000;
-
-    do {
-        CHECK(divvy_peek(h, (struct divvy_kv[]){ { "path", path } }, 1, &res));
-        if (res.fast_path)
-            return;
-        harness_pause_ms(20);
-    } while (harness_now_ms() < deadline);
-    fail_msg("the fast path never answered: %s", divvy_errmsg(h));
 }
 
 static struct divvy *open_env(unsigned flags)
@@ -190,7 +170,7 @@ static void test_fastpath_no_syscall(void **state)
     }
     d = start_fast(fast_conf);
     h = open_env(DIVVY_AUTO);
-    wait_fast(h, "/fast");
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/fast" } }, 1);
     divvy_close(h);
     small = strace_count(strace, d->dir, 1000);
     big = strace_count(strace, d->dir, 100000);
@@ -283,7 +263,7 @@ static void test_fastpath_reload_hammer(void **state)
     int status;
 
     (void)state;
-    wait_fast(h, "/r");
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/r" } }, 1);
     divvy_close(h);
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     for (int i = 0; i < 2; i++)
@@ -551,7 +531,7 @@ static void test_fastpath_corrupt_copies(void **state)
 
     (void)state;
     assert_non_null(a);
-    wait_fast(h, "/fast");
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/fast" } }, 1);
     divvy_close(h);
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     CHECK(harness_multi(c, "STATS", stats, sizeof(stats)));
@@ -584,7 +564,7 @@ static void test_fastpath_hits_counted(void **state)
     long long hits;
 
     (void)state;
-    wait_fast(h, "/fast");
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/fast" } }, 1);
     for (int i = 0; i < 3000; i++) {
         CHECK(divvy_hit(h, kv, 2, &res));
         assert_int_equal(res.fast_path, 1);
@@ -654,7 +634,7 @@ static void test_fastpath_sigkill(void **state)
     (void)state;
     start_fast(fast_conf);
     h = open_env(DIVVY_AUTO);
-    wait_fast(h, "/kill");
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/kill" } }, 1);
     for (int round = 0; round < KILL_ROUNDS; round++) {
         uint64_t deadline = harness_now_ms() + 10000;
         pid_t pid;
@@ -795,7 +775,7 @@ static void test_fastpath_exact_across_paths(void **state)
 
     (void)state;
     (void)d;
-    wait_fast(h, "/exact");
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/exact" } }, 1);
     divvy_close(h);
     for (int i = 0; i < 4; i++)
         CHECK(harness_spawn(exact_child, &args[i], &pids[i]));

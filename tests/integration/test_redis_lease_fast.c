@@ -41,17 +41,6 @@ struct proc_arg {
     struct proc_result *out;    /* shared memory */
 };
 
-static int set_env(const struct harness_daemon *d)
-{
-    char addr[HARNESS_PATH + 8];
-
-    snprintf(addr, sizeof(addr), "unix:%s", d->sock);
-    if (setenv("DIVVY_ADDRESS", addr, 1) < 0 || setenv("DIVVY_STATE_DIR", d->state, 1) < 0)
-        return -1;
-    unsetenv("DIVVY_PATH");
-    return 0;
-}
-
 static int proc_main(void *arg)
 {
     struct proc_arg *a = arg;
@@ -59,7 +48,7 @@ static int proc_main(void *arg)
     struct divvy_result res = { .size = sizeof(res) };
     struct divvy *h = NULL;
 
-    if (set_env(a->d) < 0 || divvy_open(NULL, DIVVY_AUTO, &h) < 0)
+    if (harness_divvy_env(a->d) < 0 || divvy_open(NULL, DIVVY_AUTO, &h) < 0)
         return 1;
     for (int i = 0; i < PER_PROC; i++) {
         int r = divvy_hit(h, kv, 2, &res);
@@ -82,19 +71,11 @@ static int proc_main(void *arg)
 /* Waits until the host's fast path decides hits at all (first heartbeat). */
 static void wait_fast(const struct harness_daemon *d)
 {
-    struct divvy_result res = { .size = sizeof(res) };
-    uint64_t deadline = harness_now_ms() + 5000;
     struct divvy *h = NULL;
 
-    assert_int_equal(set_env(d), 0);
+    CHECK(harness_divvy_env(d));
     CHECK(divvy_open(NULL, DIVVY_AUTO, &h));
-    do {
-        CHECK(divvy_peek(h, (struct divvy_kv[]){ { "path", "/elsewhere" } }, 1, &res));
-        if (res.fast_path)
-            break;
-        harness_pause_ms(20);
-    } while (harness_now_ms() < deadline);
-    assert_true(res.fast_path);
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/elsewhere" } }, 1);
     divvy_close(h);
 }
 
