@@ -282,14 +282,17 @@ static void test_store_sentinel_none_answers(void **state)
 }
 
 /* A sentinel that accepts and never answers: the waiting request fails at
- * its deadline (timeout_ms), not later. */
+ * its own deadline, not later. The deadline (100 ms) is well before the
+ * sentinel's step timeout (timeout_ms, 300 ms) so that which of the two
+ * fires first is not a race: libevent runs expired timers earliest first
+ * even when the loop itself was late. */
 static void test_store_sentinel_silent(void **state)
 {
     unsigned port;
     int fd = loopback_socket(true, &port);
     char silent[32];
     const char *sentinels[1] = { silent };
-    struct store_opts o = { .timeout_ms = 150, .sentinels = sentinels, .n_sentinels = 1,
+    struct store_opts o = { .timeout_ms = 300, .sentinels = sentinels, .n_sentinels = 1,
                             .master_name = "mymaster", .sentinel_password = "pw" };
     struct event_base *base = event_base_new();
     struct store_conn *sc = NULL;
@@ -297,16 +300,18 @@ static void test_store_sentinel_silent(void **state)
     struct store_stats s;
     struct got g = { 0 };
     int64_t args[3] = { 1, 10, 1000 };
-    uint64_t dt;
+    uint64_t t0, dt;
 
     (void)state;
     snprintf(silent, sizeof(silent), "127.0.0.1:%u", port);
     assert_non_null(base);
     assert_int_equal(store_new(&o, &st), 0);
     assert_int_equal(store_conn_new(st, base, &sc), 0);
-    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3,
-                                store_deadline(st, clock_now_ms()), cb_got, &g), 0);
-    dt = run_until(base, &g);
+    t0 = clock_now_ms();
+    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3, t0 + 100,
+                                cb_got, &g), 0);
+    run_until(base, &g);
+    dt = clock_now_ms() - t0;
     assert_int_equal(g.calls, 1);
     assert_true(g.null_reply);
     assert_true(dt >= 100 && dt < 1000);
