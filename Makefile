@@ -391,6 +391,8 @@ endif
 	sed $(UNIT_SED) systemd/divvyd.service > $(DESTDIR)$(UNITDIR)/divvyd.service
 	sed $(UNIT_SED) systemd/divvyd.socket > $(DESTDIR)$(UNITDIR)/divvyd.socket
 	chmod 0644 $(DESTDIR)$(UNITDIR)/divvyd.service $(DESTDIR)$(UNITDIR)/divvyd.socket
+	@# Optional huge-page tmpfs for /run/divvy: installed, not enabled (docs/operations.md).
+	$(INSTALL) -m 0644 systemd/run-divvy.mount $(DESTDIR)$(UNITDIR)/run-divvy.mount
 	$(INSTALL) -m 0644 systemd/divvy.sysusers $(DESTDIR)$(SYSUSERSDIR)/divvy.conf
 	$(INSTALL) -m 0644 systemd/divvy.tmpfiles $(DESTDIR)$(TMPFILESDIR)/divvy.conf
 	@# An existing config is the admin's: never overwritten.
@@ -410,7 +412,8 @@ uninstall:
 	    $(DESTDIR)$(LIBDIR)/libdivvy.so $(DESTDIR)$(LIBDIR)/libdivvy.a \
 	    $(DESTDIR)$(INCLUDEDIR)/divvy.h $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc \
 	    $(DESTDIR)$(PAMDIR)/pam_divvy.so $(DESTDIR)$(UNITDIR)/divvyd.service \
-	    $(DESTDIR)$(UNITDIR)/divvyd.socket $(DESTDIR)$(SYSUSERSDIR)/divvy.conf \
+	    $(DESTDIR)$(UNITDIR)/divvyd.socket $(DESTDIR)$(UNITDIR)/run-divvy.mount \
+	    $(DESTDIR)$(SYSUSERSDIR)/divvy.conf \
 	    $(DESTDIR)$(TMPFILESDIR)/divvy.conf \
 	    $(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p)))
 	rm -rf $(DESTDIR)$(DOCDIR)

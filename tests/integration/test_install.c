@@ -3,7 +3,8 @@
  * Integration: `make install DESTDIR=$T PREFIX=/usr` from the build under
  * test.  Checks the tree (binaries, libdivvy.so.N and its links, libdivvy.a,
  * divvy.h, divvy.pc, pam_divvy.so in the multiarch security directory, the
- * units with the install's paths, sysusers.d and tmpfiles.d, the config,
+ * units with the install's paths (run-divvy.mount too, installed but not
+ * enabled), sysusers.d and tmpfiles.d, the config,
  * man pages), that an existing config is never overwritten, that installed
  * programs carry no rpath into the build tree, builds docs/examples/ programs
  * against the installed divvy.pc (PKG_CONFIG_PATH + PKG_CONFIG_SYSROOT_DIR)
@@ -169,6 +170,14 @@ static void test_install_tree(void **state)
     snprintf(rel, sizeof(rel), "%s/divvyd.socket", unitdir);
     expect_file(rel, S_IFREG, 0644);
     expect_grep(rel, "ListenStream=/run/divvy/divvy.sock");
+    /* Optional, so installed but not enabled: no wants/ link anywhere. */
+    snprintf(rel, sizeof(rel), "%s/run-divvy.mount", unitdir);
+    expect_file(rel, S_IFREG, 0644);
+    expect_grep(rel, "Where=/run/divvy");
+    snprintf(path, sizeof(path), "cd '%s' && find . -name '*.wants' -o -name '*.requires'", root);
+    assert_int_equal(run(path, out, OUT_MAX), 0);
+    if (out[0])
+        fail_msg("make install enabled units:\n%s", out);
     expect_file("/usr/lib/sysusers.d/divvy.conf", S_IFREG, 0644);
     expect_file("/usr/lib/tmpfiles.d/divvy.conf", S_IFREG, 0644);
     expect_grep("/usr/lib/tmpfiles.d/divvy.conf", "d /run/divvy 2755 divvy divvy-fast -");
@@ -308,10 +317,11 @@ static void test_install_units_verify(void **state)
     /* The installed units, their programs looked up inside DESTDIR (verify
      * --root wants a whole system there). */
     snprintf(cmd, sizeof(cmd), "set -e; mkdir -p '%s/verify'; cd '%s/verify';"
-             "for u in divvyd.service divvyd.socket; do"
+             "for u in divvyd.service divvyd.socket run-divvy.mount; do"
              "  sed -e 's|/usr/sbin/divvyd|%s/usr/sbin/divvyd|'"
              "      -e 's|/usr/bin/divvyctl|%s/usr/bin/divvyctl|' '%s%s/'$u > $u; done;"
-             "MANPATH='%s/usr/share/man' systemd-analyze verify ./divvyd.socket ./divvyd.service",
+             "MANPATH='%s/usr/share/man' systemd-analyze verify ./divvyd.socket ./divvyd.service"
+             " ./run-divvy.mount",
              root, root, root, root, root, unitdir, root);
     if (run(cmd, out, OUT_MAX) != 0 || out[0])
         fail_msg("systemd-analyze verify on the installed units:\n%s", out);

@@ -2,7 +2,8 @@
 /*
  * Integration: divvyd under systemd's contracts, without systemd as PID 1.
  *   - `systemd-analyze verify` on systemd/divvyd.{service,socket} (paths
- *     pointed at the build, man pages found through MANPATH) prints nothing;
+ *     pointed at the build, man pages found through MANPATH) and on the
+ *     optional systemd/run-divvy.mount prints nothing;
  *     sysusers.d and tmpfiles.d files applied to a scratch root give the
  *     users, groups and a setgid /run/divvy.
  *   - sd_notify: a datagram socket as $NOTIFY_SOCKET and $WATCHDOG_USEC set;
@@ -108,12 +109,13 @@ static void test_systemd_units_verify_clean(void **state)
              "cp '%s'/docs/man/*.8 man/man8/;"
              "sed -e 's|/usr/sbin/divvyd|%s|' -e 's|/usr/bin/divvyctl|%s|'"
              " '%s'/systemd/divvyd.service > divvyd.service;"
-             "cp '%s'/systemd/divvyd.socket divvyd.socket",
-             dir, src, src, src, harness_divvyd(), ctl, src, src);
+             "cp '%s'/systemd/divvyd.socket divvyd.socket;"
+             "cp '%s'/systemd/run-divvy.mount run-divvy.mount",
+             dir, src, src, src, harness_divvyd(), ctl, src, src, src);
     assert_int_equal(run(cmd, out, OUT_MAX), 0);
     /* Exit 0 is not enough: verify warns and still exits 0.  Nothing is clean. */
     snprintf(cmd, sizeof(cmd), "cd '%s' && MANPATH='%s/man' systemd-analyze verify "
-             "./divvyd.socket ./divvyd.service", dir, dir);
+             "./divvyd.socket ./divvyd.service ./run-divvy.mount", dir, dir);
     if (run(cmd, out, OUT_MAX) != 0 || out[0])
         fail_msg("systemd-analyze verify:\n%s", out);
     remove_dir(dir);
