@@ -626,6 +626,16 @@ void table_key_prepare(const struct table *t, const struct table_key *key,
     key_prepare(t, key, lim, ret);
 }
 
+void table_prefetch(const struct table *t, const struct table_kw *key)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(&t->slots[key->bucket & t->mask], 1, 3);
+#else
+    (void)t;
+    (void)key;
+#endif
+}
+
 int table_hit(struct table *t, const struct table_key *key, const struct table_limits *lim,
               enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret)
 {

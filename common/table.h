@@ -127,6 +127,12 @@ void table_key_prepare(const struct table *t, const struct table_key *key,
 int table_hit_prepared(struct table *t, const struct table_kw *key, const struct table_limits *lim,
                        enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret);
 
+/* Asks the CPU to start loading the first slot table_hit_prepared() will
+ * look at for @key, for writing, and returns at once: a caller with several
+ * counters to hit (a batch) overlaps their cache and TLB misses.  A hint
+ * only (a no-op where the compiler has no prefetch builtin); reads nothing. */
+void table_prefetch(const struct table *t, const struct table_kw *key);
+
 /* ---- leases (docs/shm.md "Lease slots", docs/redis.md "lease") ------------
  *
  * A lease slot holds credit this host leased from the shared pool in Redis

@@ -27,6 +27,8 @@
 #define CLIENT_REATTACH_MS      1000            /* retry mapping the table at most this often */
 #define CLIENT_REMAP_RETRY_MS   100             /* back-off after a rules file failed to load */
 #define CLIENT_HOT_ACTOR_MAX    32              /* actors a client_rule remembers prepared */
+#define CLIENT_PREFETCH_FIRST   64              /* divvy_hit_many(): counters loaded up front, */
+#define CLIENT_PREFETCH_AHEAD   16              /* then this many requests ahead */
 #define CLIENT_HINT_SLOTS       64              /* REFILL hints remembered per handle */
 #define CLIENT_HINT_MS          10              /* one REFILL per counter per this long */
 #define CLIENT_REMAP_TRIES      4               /* ENOENT: the generation moved on meanwhile */
@@ -255,6 +257,14 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
                     enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
                     const char **ret_why);
 
+/* Starts loading the fast-table slots of the counters on @path (actors as
+ * for client_fast_run() without @rq), preparing each rule's hot key on the
+ * way, and returns without waiting: divvy_hit_many() calls it a few requests
+ * ahead so that their cache and TLB misses overlap.  Decides and changes
+ * nothing that a hit would not; a no-op without a mapped table. */
+void client_fast_prefetch(struct divvy *h, const uint32_t *path, size_t n_path,
+                          const struct proto_kv *const *actor_kv);
+
 /* ---- the memo of request shapes (client_memo.c) -------------------------
  *
  * Which rules a request matches depends only on its keys (in order, with
@@ -273,6 +283,19 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
 int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
                        uint64_t wire_amount, enum table_op op, uint64_t amount,
                        struct divvy_result *res);
+
+/* Whether @kv's shape is remembered and the request is valid as a
+ * "@verb [@wire_amount] pairs" line: true means client_req_prepare() and the
+ * line length check would accept it (a cheaper check for divvy_hit_many()'s
+ * all-or-nothing pass); false means nothing (go the long way).  With
+ * @prefetch, a remembered request's counters are prefetched as well
+ * (client_fast_prefetch()). */
+bool client_memo_check(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
+                       uint64_t wire_amount, bool prefetch);
+
+/* Prefetches the counters of @kv when its shape is remembered
+ * (client_fast_prefetch()); validates nothing and decides nothing. */
+void client_memo_prefetch(struct divvy *h, const struct divvy_kv *kv, size_t n_kv);
 
 /* Remembers the shape of @kv[0..@n_kv) whose fast-path rule path is
  * @path[0..@n_path) (every rule eligible).  Best effort: a shape that does

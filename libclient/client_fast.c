@@ -392,21 +392,18 @@ static int lease_take(struct divvy *h, const struct client_rule *cr, uint32_t id
 }
 
 /*
- * A local rule's counter with the daemon's code (eval_rule_prepared()); the
- * rule keeps the prepared key of its last actor, so a hot counter skips the
- * keyed hash.
+ * The prepared key of rule @cr's counter for @actor: the rule keeps the key
+ * of its last actor (hot_kw), so a hot counter skips the keyed hash; an
+ * actor too long to remember is prepared into @tmp.
  */
-static int local_rule(struct client_fast *f, const struct eval_env *env, uint32_t idx,
-                      const char *actor, size_t len, enum table_op op, uint64_t amount,
-                      uint64_t now, struct eval_outcome *o)
+static const struct table_kw *rule_key(struct client_fast *f, struct client_rule *cr,
+                                       const char *actor, size_t len, struct table_kw *tmp)
 {
-    struct client_rule *cr = &f->rule[idx];
     struct table_key key = { .rule_id = cr->rr.id, .actor = actor, .actor_len = len };
-    struct table_kw kw;
 
     if (len > CLIENT_HOT_ACTOR_MAX) {
-        table_key_prepare(f->table, &key, &cr->lim, &kw);
-        return eval_rule_prepared(env, &cr->rr, &cr->lim, &kw, op, amount, now, o);
+        table_key_prepare(f->table, &key, &cr->lim, tmp);
+        return tmp;
     }
     if (!cr->hot_valid || cr->hot_len != len || memcmp(cr->hot_actor, actor, len) != 0) {
         table_key_prepare(f->table, &key, &cr->lim, &cr->hot_kw);
@@ -414,7 +411,49 @@ static int local_rule(struct client_fast *f, const struct eval_env *env, uint32_
         cr->hot_len = (uint8_t)len;
         cr->hot_valid = true;
     }
-    return eval_rule_prepared(env, &cr->rr, &cr->lim, &cr->hot_kw, op, amount, now, o);
+    return &cr->hot_kw;
+}
+
+/* A local rule's counter with the daemon's code (eval_rule_prepared()). */
+static int local_rule(struct client_fast *f, const struct eval_env *env, uint32_t idx,
+                      const char *actor, size_t len, enum table_op op, uint64_t amount,
+                      uint64_t now, struct eval_outcome *o)
+{
+    struct client_rule *cr = &f->rule[idx];
+    struct table_kw tmp;
+
+    return eval_rule_prepared(env, &cr->rr, &cr->lim, rule_key(f, cr, actor, len, &tmp), op,
+                              amount, now, o);
+}
+
+void client_fast_prefetch(struct divvy *h, const uint32_t *path, size_t n_path,
+                          const struct proto_kv *const *actor_kv)
+{
+    struct client_fast *f = &h->fast;
+    size_t n_rules;
+
+    if (!f->table || !f->rules)
+        return;
+    n_rules = rules_count(f->rules);
+    for (size_t i = 0; i < n_path; i++) {
+        char buf[RULES_ACTOR_MAX];
+        const char *actor = buf;
+        struct client_rule *cr;
+        struct eval_outcome o;
+        struct table_kw tmp;
+        int len;
+
+        if (path[i] >= n_rules)
+            return;
+        cr = &f->rule[path[i]];
+        /* Lease rules spend a lease slot, found by another key. */
+        if (cr->lease || eval_zero(&cr->rr, &o))
+            continue;
+        len = rules_actor_ref(f->rules, path[i], actor_kv + i * RULES_ACTOR_KEYS_MAX, buf,
+                              sizeof(buf), &actor);
+        if (len >= 0)
+            table_prefetch(f->table, rule_key(f, cr, actor, (size_t)len, &tmp));
+    }
 }
 
 /*

@@ -167,25 +167,20 @@ static int key_add(struct client_memo *m, const struct rules *rules, const char 
     return (int)empty;
 }
 
-int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
-                       uint64_t wire_amount, enum table_op op, uint64_t amount,
-                       struct divvy_result *res)
+/*
+ * The remembered shape of @kv, or NULL.  Fills @pk with the pairs as
+ * given.  With @pairs_len, every value a rule does not match by value is
+ * checked for bytes the protocol cannot carry (NULL when one is there) and
+ * its wire bytes are added to *@pairs_len; without, such values are only
+ * measured (client_memo_prefetch(), which decides nothing).
+ */
+static const struct memo_shape *shape_find(struct client_memo *m, const struct divvy_kv *kv,
+                                           size_t n_kv, struct proto_kv *pk, size_t *pairs_len)
 {
-    const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
-    struct client_fast *f = &h->fast;
-    struct client_memo *m = f->memo;
-    struct proto_kv pk[MEMO_PAIRS];
-    uint8_t kid[MEMO_PAIRS];
     const struct memo_shape *e;
-    size_t pairs_len = 0, voff = 0;
-    uint64_t sh = n_kv, now;
-    const char *why;
+    uint8_t kid[MEMO_PAIRS];
+    uint64_t sh = n_kv;
 
-    if (!m || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
-        return 0;
-    now = clock_coarse_ms();
-    if (!client_fast_ready(h, now, &why) || m->loads != f->loads)
-        return 0;
     for (size_t i = 0; i < n_kv; i++) {
         const char *k = kv[i].key, *v = kv[i].value;
         const struct memo_key *mk;
@@ -194,32 +189,32 @@ int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, 
         int j;
 
         if (!k || !v)
-            return 0;
+            return NULL;
         if (g && name_is(k, &m->key[g - 1])) {
             j = (int)g - 1;
         } else {
             kl = strnlen(k, MEMO_KEY_LEN + 1);
             if (kl == 0 || kl > MEMO_KEY_LEN)
-                return 0;
+                return NULL;
             j = key_find(m, k, kl, hash_fast(MEMO_SEED, k, kl), NULL);
             if (j < 0)
-                return 0;
+                return NULL;
             m->guess[i] = (uint8_t)(j + 1);
         }
         mk = &m->key[j];
         kl = mk->len;
         kid[i] = (uint8_t)j;
-        if (mk->by_value) {
-            /* Checked below against the remembered (validated) value. */
+        if (mk->by_value || !pairs_len) {
+            /* A matched value is checked against the remembered (validated) one. */
             vl = strnlen(v, PROTO_LINE_MAX);
             if (vl >= PROTO_LINE_MAX)
-                return 0;
+                return NULL;
         } else {
             int w = client_wire_scan(v, &vl);
 
             if (w < 0)
-                return 0;
-            pairs_len += 2 + mk->wire + (size_t)w;
+                return NULL;
+            *pairs_len += 2 + mk->wire + (size_t)w;
         }
         sh = shape_step(sh, j, mk->by_value, v, vl);
         pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = (uint16_t)kl,
@@ -230,20 +225,14 @@ int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, 
     if (e->hash != sh)
         e = &m->shape[way_of(sh, 1)];
     if (e->hash != sh || e->n_kv != n_kv || memcmp(e->kid, kid, n_kv) != 0)
-        return 0;
-    for (size_t i = 0; i < n_kv; i++) {
-        if (!m->key[kid[i]].by_value)
-            continue;
-        if (e->vlen[i] != pk[i].value_len ||
-            memcmp(e->vals + voff, pk[i].value, pk[i].value_len) != 0)
-            return 0;
-        voff += pk[i].value_len;
-    }
-    pairs_len += e->fixed_wire;
-    /* "TAKE 1000000000" and the newline are far less than 64 bytes. */
-    if (pairs_len > PROTO_LINE_MAX - 64 &&
-        client_line_len(verb, wire_amount, pairs_len) > PROTO_LINE_MAX)
-        return 0;
+        return NULL;
+    return e;
+}
+
+/* Where each rule on @e's path finds its actor values among @pk. */
+static void actor_pairs(const struct memo_shape *e, const struct proto_kv *pk,
+                        const struct proto_kv **actor_kv)
+{
     for (size_t i = 0; i < e->n_path; i++) {
         for (unsigned j = 0; j < e->n_actor[i]; j++) {
             int p = e->actor[i][j];
@@ -251,9 +240,99 @@ int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, 
             actor_kv[i * RULES_ACTOR_KEYS_MAX + j] = p < 0 ? NULL : &pk[p];
         }
     }
+}
+
+/*
+ * The remembered shape of @kv when the request is valid as the protocol
+ * line "@verb [@wire_amount] pairs" (exactly what client_req_prepare() and
+ * the line length check accept), else NULL; @pk as for shape_find().
+ */
+static const struct memo_shape *shape_check(struct client_memo *m, const struct divvy_kv *kv,
+                                            size_t n_kv, const char *verb, uint64_t wire_amount,
+                                            struct proto_kv *pk)
+{
+    size_t pairs_len = 0, voff = 0;
+    const struct memo_shape *e = shape_find(m, kv, n_kv, pk, &pairs_len);
+
+    if (!e)
+        return NULL;
+    for (size_t i = 0; i < n_kv; i++) {
+        if (!m->key[e->kid[i]].by_value)
+            continue;
+        if (e->vlen[i] != pk[i].value_len ||
+            memcmp(e->vals + voff, pk[i].value, pk[i].value_len) != 0)
+            return NULL;
+        voff += pk[i].value_len;
+    }
+    pairs_len += e->fixed_wire;
+    /* "TAKE 1000000000" and the newline are far less than 64 bytes. */
+    if (pairs_len > PROTO_LINE_MAX - 64 &&
+        client_line_len(verb, wire_amount, pairs_len) > PROTO_LINE_MAX)
+        return NULL;
+    return e;
+}
+
+int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
+                       uint64_t wire_amount, enum table_op op, uint64_t amount,
+                       struct divvy_result *res)
+{
+    const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
+    struct client_fast *f = &h->fast;
+    struct client_memo *m = f->memo;
+    struct proto_kv pk[MEMO_PAIRS];
+    const struct memo_shape *e;
+    uint64_t now;
+    const char *why;
+
+    if (!m || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
+        return 0;
+    now = clock_coarse_ms();
+    if (!client_fast_ready(h, now, &why) || m->loads != f->loads)
+        return 0;
+    e = shape_check(m, kv, n_kv, verb, wire_amount, pk);
+    if (!e)
+        return 0;
+    actor_pairs(e, pk, actor_kv);
     if (e->has_lease && !client_fast_path_ok(f, e->path, e->n_path, op))
         return 0;
     return client_fast_run(h, e->path, e->n_path, NULL, actor_kv, op, amount, now, res, &why);
+}
+
+bool client_memo_check(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
+                       uint64_t wire_amount, bool prefetch)
+{
+    const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
+    struct client_memo *m = h->fast.memo;
+    struct proto_kv pk[MEMO_PAIRS];
+    const struct memo_shape *e;
+
+    if (!m || m->loads != h->fast.loads || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
+        return false;
+    e = shape_check(m, kv, n_kv, verb, wire_amount, pk);
+    if (!e)
+        return false;
+    if (prefetch) {
+        actor_pairs(e, pk, actor_kv);
+        client_fast_prefetch(h, e->path, e->n_path, actor_kv);
+    }
+    return true;
+}
+
+void client_memo_prefetch(struct divvy *h, const struct divvy_kv *kv, size_t n_kv)
+{
+    const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
+    struct client_fast *f = &h->fast;
+    struct client_memo *m = f->memo;
+    struct proto_kv pk[MEMO_PAIRS];
+    const struct memo_shape *e;
+
+    if (!m || m->loads != f->loads || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
+        return;
+    e = shape_find(m, kv, n_kv, pk, NULL);
+    if (!e)
+        return;
+    actor_pairs(e, pk, actor_kv);
+    client_fast_prefetch(h, e->path, e->n_path, actor_kv);
 }
 
 void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,

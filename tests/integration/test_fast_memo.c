@@ -283,6 +283,61 @@ static void test_memo_bad_input(void **state)
     divvy_close(fast);
 }
 
+/* divvy_hit_many checks a remembered shape with the memo instead of
+ * normalising it (and starts loading its counters): a bad request anywhere in
+ * the batch must still fail the whole batch before any request is counted. */
+static void test_memo_hit_many_all_or_nothing(void **state)
+{
+    struct harness_daemon *d = start_memo(memo_conf);
+    struct divvy *fast = open_env(DIVVY_AUTO);
+    struct divvy_result res = { .size = sizeof(res) }, rs[4];
+    const struct divvy_kv good[3] = { { "method", "GET" }, { "path", "/api/v1" },
+                                      { "ip", "10.0.0.1" } };
+    char *long_ip = harness_scratch(5000);
+    const char *bad[] = { "1\n2", "1\"2", "1\r2", long_ip, NULL };
+    const int want[] = { -EINVAL, -EINVAL, -EINVAL, -EMSGSIZE, -EINVAL };
+    uint64_t credit;
+
+    (void)state;
+    (void)d;
+    assert_non_null(long_ip);
+    memset(long_ip, '7', 4080);
+    long_ip[4080] = '\0';
+    harness_wait_fast(fast, (struct divvy_kv[]){ { "path", "/api/v1" } }, 1);
+    /* Learned, so the batch's good requests are checked by the memo. */
+    CHECK(divvy_hit(fast, good, 3, &res));
+    assert_true(res.fast_path);
+    CHECK(divvy_peek(fast, good, 3, &res));
+    credit = res.credit;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const struct divvy_kv worse[3] = { { "method", "GET" }, { "path", "/api/v1" },
+                                           { "ip", bad[i] } };
+        struct divvy_request rq[4] = { { .kv = good, .n_kv = 3 }, { .kv = good, .n_kv = 3 },
+                                       { .kv = worse, .n_kv = 3 }, { .kv = good, .n_kv = 3 } };
+
+        for (int j = 0; j < 4; j++)
+            rs[j] = (struct divvy_result){ .size = sizeof(rs[j]) };
+        assert_int_equal(divvy_hit_many(fast, rq, 4, rs), want[i]);
+        assert_non_null(strstr(divvy_errmsg(fast), "request 2"));
+        CHECK(divvy_peek(fast, good, 3, &res));
+        assert_int_equal(res.credit, credit);
+    }
+    /* The same batch without the bad request counts all four, in-process. */
+    {
+        struct divvy_request rq[4] = { { .kv = good, .n_kv = 3 }, { .kv = good, .n_kv = 3 },
+                                       { .kv = good, .n_kv = 3 }, { .kv = good, .n_kv = 3 } };
+
+        for (int j = 0; j < 4; j++)
+            rs[j] = (struct divvy_result){ .size = sizeof(rs[j]) };
+        assert_int_equal(divvy_hit_many(fast, rq, 4, rs), 4);
+        for (int j = 0; j < 4; j++) {
+            assert_true(rs[j].fast_path);
+            assert_int_equal(rs[j].credit, credit - 1 - (uint64_t)j);
+        }
+    }
+    divvy_close(fast);
+}
+
 static void test_memo_follows_reload(void **state)
 {
     struct harness_daemon *d = start_memo(memo_conf);
@@ -325,6 +380,8 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_memo_hit_many, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_memo_bad_input, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_memo_hit_many_all_or_nothing, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_memo_follows_reload, harness_setup,
                                         harness_teardown),
     };
