@@ -14,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+
+#include <linux/magic.h>
 
 #include <urcu/urcu-memb.h>
 
@@ -244,6 +247,27 @@ static const char *on_error_name(enum config_redis_error e)
 }
 
 /* *ret_new: the file did not exist before (a failed start removes it again). */
+/*
+ * The tables are memory that is never meant to reach a disk.  On a disk
+ * filesystem the kernel writes them back every few seconds, and each page
+ * written back is write-protected again, so the next hit on it takes a page
+ * fault: say so once at start (docs/operations.md "State directory").
+ */
+static void check_state_fs(const char *dir)
+{
+    struct statfs sf;
+
+    if (statfs(dir, &sf) < 0) {
+        log_msg(LOG_WARNING, "cannot tell the filesystem of state directory %s: %m", dir);
+        return;
+    }
+    if (sf.f_type != TMPFS_MAGIC && sf.f_type != RAMFS_MAGIC)
+        log_msg(LOG_WARNING,
+                "state directory %s is not on a tmpfs: the kernel writes the counter tables "
+                "back to disk, and hits fault on pages written back; use a tmpfs such as /run",
+                dir);
+}
+
 static int open_table(const char *dir, const char *name, uint32_t slots, unsigned mode,
                       struct table **ret, bool *ret_new)
 {
@@ -377,6 +401,7 @@ int main(int argc, char **argv)
     if (open_table(state_dir, "fast.table", cfg->fast_table_slots, 0660, &fast, &fast_new) < 0 ||
         open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv, &priv_new) < 0)
         goto out;
+    check_state_fs(state_dir);
 
     /* Before any rules are published: fast-path clients read it at each remap. */
     table_set_lease_max(fast, cfg->lease_max < TABLE_LEASE_MAX ? cfg->lease_max : TABLE_LEASE_MAX);

@@ -11,7 +11,9 @@
  * confirmed over the socket), and /proc/self/smaps must then show the
  * client's fast.table mapping PMD-mapped (ShmemPmdMapped, or FilePmdMapped).
  * A control mounts the same options with huge=never and must show none, so
- * huge= is what makes the difference.
+ * huge= is what makes the difference.  On a tmpfs divvyd must not warn about
+ * its state directory; a third test (no root needed) checks it warns once
+ * exactly when the harness's own state directory is not on a tmpfs.
  *
  * Runs as root.  Skips, with one line on stderr, only when it cannot run:
  * not root, unshare(CLONE_NEWNS) refused (EPERM), no shmem THP
@@ -43,6 +45,7 @@
 #define N_ACTORS        2000
 #define HITS_PER_ACTOR  5
 #define LIMIT           3
+#define STATE_FS_WARNING "is not on a tmpfs"
 
 /* What the teardown undoes; reset by the setup. */
 static struct {
@@ -425,6 +428,7 @@ static long vmstat(const char *name)
 
 static void test_fast_hugepages_unit_options(void **state)
 {
+    struct harness_daemon *d;
     char opts[OPTS_MAX];
     long rss, pmd, fallback;
 
@@ -433,7 +437,9 @@ static void test_fast_hugepages_unit_options(void **state)
     enter_private_ns();
     fallback = vmstat("thp_file_fallback");
     mount_tmpfs(opts, NULL);
-    start_on_mount();
+    d = start_on_mount();
+    /* A tmpfs: nothing to warn about. */
+    assert_int_equal(harness_log_contains(d, STATE_FS_WARNING), 0);
     hit_actors();
     table_smaps(opts, &rss, &pmd);
     /* A kernel out of free 2 MiB blocks falls back to 4 KiB pages, and
@@ -474,6 +480,25 @@ static void test_fast_hugepages_control_never(void **state)
     assert_int_equal(pmd, 0);
 }
 
+/* divvyd warns, once, exactly when its state directory is not on a tmpfs
+ * (the harness's own state directory: whichever this machine has). */
+static void test_state_dir_fs_warning(void **state)
+{
+    struct harness_opts o = { .config_name = "fs.conf", .no_tcp = true,
+                              .config_text = "rules = ({ default = true; credit_limit = 1; "
+                                             "reset_seconds = 60; });\n" };
+    struct harness_daemon *d = NULL;
+    struct statfs sf;
+    bool tmpfs;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    assert_int_equal(statfs(d->state, &sf), 0);
+    tmpfs = sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC;
+    fprintf(stderr, "  state directory %s: %s\n", d->state, tmpfs ? "tmpfs" : "not tmpfs");
+    assert_int_equal(harness_log_contains(d, STATE_FS_WARNING), tmpfs ? 0 : 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -481,6 +506,8 @@ int main(void)
                                         hp_teardown),
         cmocka_unit_test_setup_teardown(test_fast_hugepages_control_never, hp_setup,
                                         hp_teardown),
+        cmocka_unit_test_setup_teardown(test_state_dir_fs_warning, harness_setup,
+                                        harness_teardown),
     };
 
     return cmocka_run_group_tests_name("fast_hugepages", tests, NULL, NULL);
