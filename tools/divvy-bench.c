@@ -68,7 +68,7 @@ static const char bench_usage[] =
 "SYNOPSIS\n"
 "    divvy-bench (--unix PATH | --tcp HOST:PORT) [-c N] [-d D] [-t SECONDS]\n"
 "                [-k K] [--pairs \"k=v ...\"] [--actor-key KEY]\n"
-"                [--lib socket|fast|auto] [-q]\n"
+"                [--lib socket|fast|auto | --shm] [-q]\n"
 "\n"
 "DESCRIPTION\n"
 "    Opens N connections to divvyd, one thread each.  Every thread repeatedly\n"
@@ -100,6 +100,7 @@ static const char bench_usage[] =
 "                        needs fast_path rules and access to the state\n"
 "                        directory, which is the socket's directory or\n"
 "                        $DIVVY_STATE_DIR) or auto (DIVVY_AUTO)\n"
+"        --shm           the same as --lib fast\n"
 "    -q, --quiet         print one line: hits/s p50 p99 p999 errors\n"
 "    -h, --help          show this text\n"
 "\n"
@@ -572,6 +573,7 @@ int main(int argc, char **argv)
         { "pairs", required_argument, NULL, 'P' },
         { "actor-key", required_argument, NULL, 'A' },
         { "lib", required_argument, NULL, 'L' },
+        { "shm", no_argument, NULL, 'S' },
         { "quiet", no_argument, NULL, 'q' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -628,6 +630,9 @@ int main(int argc, char **argv)
                 o.lib = (int)DIVVY_AUTO;
             else
                 goto usage;
+            break;
+        case 'S':
+            o.lib = (int)DIVVY_FAST_ONLY;
             break;
         case 'q':
             o.quiet = true;

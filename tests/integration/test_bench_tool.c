@@ -397,6 +397,15 @@ static void test_bench_tool_lib_fast(void **state)
     /* Every hit decided in the benchmark's process, none by the daemon. */
     expect_stat(d, "fast_path_hits", 8, (long long)1e15);
     assert_int_equal(stat_of(d, "hits_total"), 0);
+    /* --shm is the same: more hits in-process, still none by the daemon. */
+    {
+        long long before = stat_of(d, "fast_path_hits");
+
+        r = BENCH(d->state, 0, "--unix", d->sock, "--shm", "-t", DURATION, "-q");
+        expect_quiet_ok(r);
+        expect_stat(d, "fast_path_hits", before + 1, (long long)1e15);
+        assert_int_equal(stat_of(d, "hits_total"), 0);
+    }
 
     /* Without DIVVY_STATE_DIR the table is looked for next to the socket,
      * where the harness's divvyd does not keep it: the run cannot start. */
