@@ -16,7 +16,8 @@
  * exactly when the harness's own state directory is not on a tmpfs.
  *
  * Runs as root.  Skips, with one line on stderr, only when it cannot run:
- * not root, unshare(CLONE_NEWNS) refused (EPERM), no shmem THP
+ * not root, unshare(CLONE_NEWNS) or mount(2) refused (EPERM, EACCES: a
+ * container's policy), no shmem THP
  * (/sys/kernel/mm/transparent_hugepage/shmem_enabled missing or [deny], or
  * the kernel refusing huge= while taking the other options).  The teardown
  * stops divvyd, unmounts, removes the mount point and returns to the
@@ -229,8 +230,14 @@ static void enter_private_ns(void)
         }
         fail_msg("unshare(CLONE_NEWNS): %s", strerror(e));
     }
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+        /* A container whose security policy forbids mounts at all. */
+        if (errno == EPERM || errno == EACCES) {
+            fprintf(stderr, "  SKIP: mounting is not allowed here: %s\n", strerror(errno));
+            skip();
+        }
         fail_msg("making / private: %s", strerror(errno));
+    }
 }
 
 /* true when shmem_enabled forces huge pages on every tmpfs, huge=never or not. */
@@ -275,6 +282,10 @@ static void mount_tmpfs(const char *opts, const char *huge)
             mount("tmpfs", hp.dir, "tmpfs", flags, plain) == 0) {
             umount2(hp.dir, MNT_DETACH);
             fprintf(stderr, "  SKIP: the kernel refuses tmpfs option huge= (no shmem THP)\n");
+            skip();
+        }
+        if (e == EPERM || e == EACCES) {
+            fprintf(stderr, "  SKIP: mounting a tmpfs is not allowed here: %s\n", strerror(e));
             skip();
         }
         fail_msg("mount -t tmpfs -o %s (flags 0x%lx, data \"%s\") %s: %s", opts, flags, data,
