@@ -804,7 +804,7 @@ static void refill_done(void *arg, const struct store_reply *rep)
     free(f);
 }
 
-static void lease_refill(struct worker *w, struct table *t, const struct table_limits *lim,
+static bool lease_refill(struct worker *w, struct table *t, const struct table_limits *lim,
                          const struct rules_rule *r, const char *actor, size_t actor_len,
                          const char *key, size_t key_len, uint64_t want)
 {
@@ -817,7 +817,7 @@ static void lease_refill(struct worker *w, struct table *t, const struct table_l
     f = malloc(sizeof(*f) + actor_len);
     if (!f) {
         table_lease_abort(t, &tk, lim, now);
-        return;
+        return false;
     }
     f->t = t;
     f->lim = *lim;
@@ -829,9 +829,10 @@ static void lease_refill(struct worker *w, struct table *t, const struct table_l
                    store_deadline(w->s->o.store, now), refill_done, f) < 0) {
         table_lease_abort(t, &tk, lim, now);
         free(f);
-        return;
+        return false;
     }
     stat_inc(&w->st.lease_fetches);
+    return true;
 }
 
 static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
@@ -1686,6 +1687,7 @@ static void do_refill(struct conn *c, const struct proto_req *req)
     unsigned long idx;
     char *end;
     int rc, klen;
+    bool sent;
 
     stat_inc(&w->st.refill_hints);
     if (req->err != PROTO_E_NONE || !rk || !ik || !ak || !w->sc)
@@ -1706,17 +1708,19 @@ static void do_refill(struct conn *c, const struct proto_req *req)
     tk.actor = ak->value;
     tk.actor_len = ak->value_len;
     rc = table_lease_refill_claim(w->s->o.fast, &tk, &lim, now, &want);
+    sent = false;
     if (rc > 0) {
+        /* Claimed: released again when the fetch cannot be sent (breaker open). */
         klen = store_key(w->s->o.store, r.id_str, ak->value, ak->value_len, w->key_buf,
                          w->key_cap);
         if (klen > 0)
-            lease_refill(w, w->s->o.fast, &lim, &r, ak->value, ak->value_len, w->key_buf,
-                         (size_t)klen, want);
+            sent = lease_refill(w, w->s->o.fast, &lim, &r, ak->value, ak->value_len,
+                                w->key_buf, (size_t)klen, want);
         else
             table_lease_abort(w->s->o.fast, &tk, &lim, now);
     }
     urcu_memb_read_unlock();
-    if (rc > 0)
+    if (sent)
         return;
 dropped:
     stat_inc(&w->st.refill_dropped);

@@ -11,7 +11,9 @@
  * empty lease sends the hit to divvyd: across both hosts never more than the
  * limit is allowed, at least the limit minus hosts * lease_max, and most
  * hits never leave the caller's process.  A PEEK of a lease rule still goes
- * to divvyd (Redis answers it).
+ * to divvyd (Redis answers it).  REFILL hints are never answered, and one
+ * that divvyd claims while the Redis breaker is open releases its claim, so
+ * the lease refills once Redis is back.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +270,147 @@ static void test_lease_fast_refill_verb(void **state)
     redis_stop(rs);
 }
 
+/* Polls STATS on @c until redis_state is @want ("up" or "down"), 10 s. */
+static void wait_redis_state(struct harness_conn *c, const char *want)
+{
+    char buf[HARNESS_LINE], needle[64];
+    uint64_t end = harness_now_ms() + 10000;
+
+    snprintf(needle, sizeof(needle), "redis_state=%s\n", want);
+    for (;;) {
+        CHECK(harness_multi(c, "STATS", buf, sizeof(buf)));
+        if (strstr(buf, needle))
+            return;
+        if (harness_now_ms() > end)
+            fail_msg("redis_state never became %s:\n%s", want, buf);
+        harness_pause_ms(10);
+    }
+}
+
+static long long stat_of(struct harness_conn *c, const char *name)
+{
+    long long v;
+
+    CHECK(harness_get_stat(c, name, &v));
+    return v;
+}
+
+/*
+ * REFILL while Redis is down: divvyd claims the refill (the slot's FETCH
+ * flag, table_lease_refill_claim()), cannot send the fetch with the breaker
+ * open, and must release the claim (table_lease_abort()).  Still no reply.
+ * A claim left behind would block every refill of the counter until its
+ * window ends (an hour here): later hints dropped as "a fetch is under
+ * way", and every hit the lease cannot cover taken one by one in Redis.
+ * So: each hint during the outage starts no refill (counted as dropped,
+ * docs/protocol.md) and gets no reply, and once Redis is back a hint fetches
+ * a new lease at once (which a claim left behind would prevent) and hits are
+ * decided in-process again, never more than the limit of the new window.
+ */
+static void test_lease_fast_refill_breaker_open(void **state)
+{
+    static const char hint[] = "REFILL rule=api index=0 actor=dave\n";
+    struct divvy_kv kv[2] = { { "path", "/api" }, { "user", "dave" } };
+    struct divvy_result res = { .size = sizeof(res) };
+    struct harness_daemon *d;
+    struct harness_conn *c;
+    struct redis_srv *rs;
+    struct divvy *h = NULL, *hf = NULL;
+    long long hints, dropped, fetches, used;
+    long fast = 0, fast_down = 0, allowed = 0, i;
+    uint64_t end;
+    char *conf;
+    int r;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "lease", "closed", 200, "lease_max = 40;", rules_text);
+    assert_non_null(conf);
+    /* One worker: "up" then means the Redis connection a REFILL uses is ready. */
+    d = redis_divvyd(conf, 1);
+    free(conf);
+    wait_fast(d);
+    CHECK(divvy_open(NULL, DIVVY_AUTO, &h));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    for (i = 0; i < 100; i++) {
+        CHECK(divvy_hit(h, kv, 2, &res));
+        assert_true(res.allowed);
+        fast += res.fast_path;
+    }
+    assert_true(fast > 0);
+
+    redis_kill(rs);
+    wait_redis_state(c, "down");
+    /* What is leased is still spent in-process (the client's own hints at
+     * the low-water mark hit the open breaker); the first hit the lease
+     * cannot cover goes to divvyd, whose fetch fails too: on_redis_error. */
+    for (i = 0; i <= LEASE_MAX; i++) {
+        CHECK(divvy_hit(h, kv, 2, &res));
+        if (!res.fast_path)
+            break;
+        assert_true(res.allowed);
+        fast_down++;
+    }
+    assert_true(i <= LEASE_MAX);
+    assert_false(res.allowed);
+    /* The lease is empty now, so below its low-water mark: each hint is claimed. */
+    hints = stat_of(c, "redis_refill_hints");
+    dropped = stat_of(c, "redis_refill_hints_dropped");
+    fetches = stat_of(c, "redis_lease_fetches");
+    for (i = 0; i < 5; i++)
+        CHECK(harness_send(c, hint, sizeof(hint) - 1));
+    assert_int_equal(harness_readable(c, 300), 0);
+    EXPECT_REPLY(c, "PING", "OK pong");
+    assert_true(harness_alive(d));
+    assert_int_equal(stat_of(c, "redis_refill_hints"), hints + 5);
+    /* Claimed, not sendable, released: each started no refill. */
+    assert_int_equal(stat_of(c, "redis_refill_hints_dropped"), dropped + 5);
+    assert_int_equal(stat_of(c, "redis_lease_fetches"), fetches);
+    print_message("breaker open: %ld hits spent in-process, 5 REFILL unanswered\n", fast_down);
+
+    CHECK(redis_restart(rs));
+    wait_redis_state(c, "up");
+    dropped = stat_of(c, "redis_refill_hints_dropped");
+    fetches = stat_of(c, "redis_lease_fetches");
+    CHECK(harness_send(c, hint, sizeof(hint) - 1));
+    EXPECT_REPLY(c, "PING", "OK pong");
+    assert_int_equal(stat_of(c, "redis_lease_fetches"), fetches + 1);
+    assert_int_equal(stat_of(c, "redis_refill_hints_dropped"), dropped);
+    /* Redis came back empty: that fetch started a new window and leased
+     * lease_max of it; once the grant lands, a client that may only decide
+     * in-process (and asks divvyd nothing) is allowed again. */
+    CHECK(divvy_open(NULL, DIVVY_FAST_ONLY, &hf));
+    end = harness_now_ms() + 5000;
+    while ((r = divvy_hit(hf, kv, 2, &res)) == -ENOTSUP && harness_now_ms() < end)
+        harness_pause_ms(5);
+    if (r < 0)
+        fail_msg("no lease in-process after the REFILL: %s", divvy_errmsg(hf));
+    assert_true(res.allowed);
+    assert_int_equal(res.fast_path, 1);
+    assert_int_equal(redis_int(rs, "GET %s", "divvy:{api:dave}"), LEASE_MAX);
+    divvy_close(hf);
+    /* The new window spent to the end: in-process beyond any one lease, never
+     * over the limit, at most lease_max stranded. */
+    allowed = 1;
+    fast = 1;
+    for (i = 0; i < LIMIT + 100; i++) {
+        CHECK(divvy_hit(h, kv, 2, &res));
+        allowed += res.allowed;
+        fast += res.fast_path && res.allowed;
+    }
+    used = redis_int(rs, "GET %s", "divvy:{api:dave}");
+    print_message("Redis back: %ld of %d hits allowed, %ld in-process; Redis used %lld\n",
+                  allowed, LIMIT + 101, fast, used);
+    assert_true(used <= LIMIT);
+    assert_true(allowed <= used);
+    assert_true(allowed >= LIMIT - LEASE_MAX);
+    assert_true(fast > LEASE_MAX);
+    divvy_close(h);
+    harness_close(c);
+    harness_free(d);
+    redis_stop(rs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +423,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lease_fast_peek_goes_to_divvyd, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_lease_fast_refill_verb, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_fast_refill_breaker_open, harness_setup,
                                         redis_teardown),
     };
 
