@@ -106,6 +106,8 @@ struct table_hdr {
     _Alignas(64) uint64_t quota_events;
     _Alignas(64) uint64_t fast_hits;    /* hits decided by fast-path clients (batched adds) */
     _Alignas(64) uint64_t lease_max;    /* the daemon's store.lease_max; 0: not announced */
+    uint64_t when_full;                 /* TABLE_FULL_*: the daemon's table.when_full */
+    uint64_t fast_full;                 /* full answers fast-path clients gave (atomic add) */
     _Alignas(64) uint8_t reserved1[3584];
     struct table_qent quota[TABLE_QUOTA_ENTRIES];
 };
@@ -129,6 +131,8 @@ _Static_assert(offsetof(struct table_hdr, full_events) == 256, "docs/shm.md head
 _Static_assert(offsetof(struct table_hdr, quota_events) == 320, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, fast_hits) == 384, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, lease_max) == 448, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, when_full) == 456, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, fast_full) == 464, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota) == TABLE_QUOTA_OFFSET, "docs/shm.md header");
 _Static_assert(sizeof(struct table_hdr) == TABLE_HDR_SIZE, "docs/shm.md header");
 _Static_assert(TABLE_HDR_SIZE % 4096 == 0, "slots start on a page");
@@ -1222,6 +1226,29 @@ void table_set_lease_max(struct table *t, uint64_t lease_max)
 uint64_t table_lease_max(const struct table *t)
 {
     return __atomic_load_n(&t->hdr->lease_max, __ATOMIC_ACQUIRE);
+}
+
+void table_set_when_full(struct table *t, bool allow)
+{
+    __atomic_store_n(&t->hdr->when_full, allow ? TABLE_FULL_ALLOW : TABLE_FULL_DENY,
+                     __ATOMIC_RELEASE);
+}
+
+void table_add_fast_full(struct table *t)
+{
+    __atomic_fetch_add(&t->hdr->fast_full, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t table_fast_full(const struct table *t)
+{
+    return __atomic_load_n(&t->hdr->fast_full, __ATOMIC_RELAXED);
+}
+
+int table_when_full(const struct table *t)
+{
+    uint64_t v = __atomic_load_n(&t->hdr->when_full, __ATOMIC_ACQUIRE);
+
+    return v == TABLE_FULL_ALLOW ? 1 : v == TABLE_FULL_DENY ? 0 : -1;
 }
 
 uint64_t table_fast_hits(const struct table *t)

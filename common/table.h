@@ -246,6 +246,21 @@ uint64_t table_fast_hits(const struct table *t);
 void table_set_lease_max(struct table *t, uint64_t lease_max);
 uint64_t table_lease_max(const struct table *t);
 
+/* The daemon's table.when_full, announced to fast-path clients so they can
+ * answer a full table (or max_actors) as divvyd would; stored at start,
+ * before any rules are published.  table_when_full(): 1 allow, 0 deny, -1
+ * not announced (a table last run by an older daemon: clients send such a
+ * hit to divvyd). */
+#define TABLE_FULL_DENY     1u
+#define TABLE_FULL_ALLOW    2u
+void table_set_when_full(struct table *t, bool allow);
+int table_when_full(const struct table *t);
+
+/* Hits fast-path clients answered with when_full in-process (the daemon's
+ * table_full_events adds them to the ones it answered itself). */
+void table_add_fast_full(struct table *t);
+uint64_t table_fast_full(const struct table *t);
+
 /* One live counter as table_foreach() reports it. */
 struct table_entry {
     uint64_t rule_id;

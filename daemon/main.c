@@ -405,6 +405,7 @@ int main(int argc, char **argv)
 
     /* Before any rules are published: fast-path clients read it at each remap. */
     table_set_lease_max(fast, cfg->lease_max < TABLE_LEASE_MAX ? cfg->lease_max : TABLE_LEASE_MAX);
+    table_set_when_full(fast, cfg->when_full == CONFIG_FULL_ALLOW);
     urcu_memb_register_thread();
     r = reload_new(a.config, cfg, state_dir, fast, &rl, diag);
     if (r < 0) {

@@ -1410,7 +1410,7 @@ static void do_stats(struct conn *c)
                (unsigned long long)gen, (unsigned long long)n_rules,
                (unsigned long long)priv.slots, (unsigned long long)priv.live,
                (unsigned long long)fast.slots, (unsigned long long)fast.live,
-               (unsigned long long)(sum.table_full),
+               (unsigned long long)(sum.table_full + table_fast_full(s->o.fast)),
                (unsigned long long)table_fast_hits(s->o.fast));
     /* docs/redis.md "Monitoring": state unused (no rule needs Redis), up, down. */
     append_fmt(buf, sizeof(buf), &pos,

@@ -501,10 +501,17 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
             *ret_why = "the fast-path table could not decide";
             return 0;
         }
-        /* The daemon's when_full policy is not visible here: let it answer. */
+        /* Full (or max_actors): answered with the daemon's announced
+         * when_full, as divvyd would; an older divvyd announces none. */
         if (o.table_full) {
-            *ret_why = "the fast-path table is full";
-            return 0;
+            int allow = table_when_full(f->table);
+
+            if (allow < 0) {
+                *ret_why = "the fast-path table is full";
+                return 0;
+            }
+            o.allowed = allow == 1;
+            table_add_fast_full(f->table);
         }
         decided = eval_decides(&cr->rr, op, &o, &er);
     }

@@ -12,6 +12,7 @@
  * throughout.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,11 +348,92 @@ static void test_fault_full_allow(void **state)
     full_run(true);
 }
 
+/*
+ * A full fast table answered in-process: a continue rule's counter (one per
+ * host, already charged in-process) and then a per-user rule that finds no
+ * free slot.  The fast path answers with the when_full divvyd announced in
+ * the table header, so the continue rule is charged exactly once per hit
+ * (sending the hit on to divvyd would charge it again).  Against a table
+ * whose header announces nothing (an older divvyd) such a hit goes to divvyd.
+ */
+#define CONT_USERS   200
+
+static void test_fault_full_continue_charged_once(void **state)
+{
+    static const char conf[] =
+        "table = { slots = 64; fast_slots = 64; when_full = \"deny\"; };\n"
+        "rules = (\n"
+        "    { match = { path = \"/c\"; }; label = \"all\"; credit_limit = 1000000;\n"
+        "      reset_seconds = 3600; match_policy = \"continue\"; fast_path = true; },\n"
+        "    { match = { path = \"/c\"; }; label = \"per\"; actor = \"user\";\n"
+        "      credit_limit = 1000000; reset_seconds = 3600; fast_path = true; },\n"
+        "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+        ");\n";
+    struct harness_opts o = { .config_name = "cont.conf", .config_text = conf };
+    struct divvy_result res = { .size = sizeof(res) };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c;
+    struct divvy *h = NULL;
+    char user[32], path[HARNESS_PATH + 16], buf[HARNESS_LINE], want[64];
+    long full = 0, counted = 0, via_socket = 0;
+    long long events;
+    const uint64_t zero = 0;
+    int fd;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_divvy_env(d));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(divvy_open(NULL, DIVVY_AUTO, &h));
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/c" }, { "user", "u0" } }, 2);
+    CHECK(harness_get_stat(c, "table_full_events", &events));
+    assert_int_equal(events, 0);
+    for (int i = 0; i < CONT_USERS; i++) {
+        snprintf(user, sizeof(user), "u%d", i);
+        CHECK(divvy_hit(h, (struct divvy_kv[]){ { "path", "/c" }, { "user", user } }, 2, &res));
+        assert_int_equal(res.fast_path, 1);
+        assert_string_equal(res.rule, "per");
+        if (res.allowed)
+            counted++;
+        else
+            full++;
+    }
+    /* 64 slots: "all" holds one, so at most 63 users got a counter. */
+    assert_true(counted >= 1 && counted <= 63);
+    assert_int_equal(counted + full, CONT_USERS);
+    /* harness_wait_fast's PEEKs consume nothing: exactly one charge per hit. */
+    CHECK(harness_multi(c, "COUNTERS rule=all", buf, sizeof(buf)));
+    snprintf(want, sizeof(want), "used=%d ", CONT_USERS);
+    if (!strstr(buf, want))
+        fail_msg("the continue rule's counter after %d hits: want %s\n%s", CONT_USERS, want, buf);
+    CHECK(harness_get_stat(c, "table_full_events", &events));
+    assert_int_equal(events, full);
+
+    /* A header that announces no when_full: the full hit goes to divvyd,
+     * which denies it too (and charges "all" again: the old behaviour). */
+    snprintf(path, sizeof(path), "%s/fast.table", d->state);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, &zero, sizeof(zero), 456), (ssize_t)sizeof(zero));
+    close(fd);
+    for (int i = 0; i < 10; i++) {
+        snprintf(user, sizeof(user), "v%d", i);
+        CHECK(divvy_hit(h, (struct divvy_kv[]){ { "path", "/c" }, { "user", user } }, 2, &res));
+        assert_false(res.allowed);
+        via_socket += !res.fast_path;
+    }
+    assert_int_equal(via_socket, 10);
+    divvy_close(h);
+    harness_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fault_full_deny, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_fault_full_allow, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_full_continue_charged_once, harness_setup,
+                                        harness_teardown),
     };
 
     return cmocka_run_group_tests_name("fault_full", tests, NULL, NULL);
