@@ -69,4 +69,31 @@ void sentinel_query_start(struct sentinel_query *q);
 /* True from sentinel_query_start() until just before the callback runs. */
 bool sentinel_query_busy(const struct sentinel_query *q);
 
+/*
+ * A +switch-master announcement for this master: @host (as the sentinel
+ * gave it, no brackets) and @port of the new master.  Runs in the watch's
+ * thread from its event loop (a zero timer), never from inside a hiredis
+ * callback or a sentinel_watch_*() call; it may free the watch.
+ */
+typedef void sentinel_switch_cb(void *arg, const char *host, unsigned port);
+
+struct sentinel_watch;
+
+/* An idle watch on @base that reports to @cb(@arg).  -ENOMEM. */
+int sentinel_watch_new(struct sentinel *sn, struct event_base *base, sentinel_switch_cb *cb,
+                       void *arg, struct sentinel_watch **ret);
+/* Drops the subscription (no callback runs) and frees.  NULL-safe. */
+void sentinel_watch_free(struct sentinel_watch *w);
+
+/*
+ * Subscribes, from now on for good, to +switch-master on one sentinel: the
+ * one that answered the last query (else the first configured), after AUTH
+ * when a sentinel password is set; connect, AUTH and the subscription's
+ * confirmation are bounded by timeout_ms.  A failure, or the subscription
+ * lost later, moves on to the next sentinel in the configured order after
+ * a backoff (50 ms doubling to 1 s, back to 50 ms once subscribed).  Never
+ * blocks (beyond hiredis resolving a name).  A no-op once started.
+ */
+void sentinel_watch_start(struct sentinel_watch *w);
+
 #endif

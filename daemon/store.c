@@ -20,7 +20,12 @@
  * second FIFO (sc->wait_head), with the same deadline timer, and are sent
  * once the master's context exists.  The handshake then also asks ROLE: a
  * server that is not a master (a failover under way) fails the connect
- * like any other error.
+ * like any other error.  Each such connection also keeps a sentinel watch
+ * (sentinel.h), started once its first question is answered: when a
+ * sentinel announces +switch-master to an address other than the one this
+ * connection uses, the connection is dropped as if it were lost, without
+ * tripping the breaker, and a new connect asks the sentinels at once
+ * (docs/redis.md "Sentinel": a planned move, not a Redis failure).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -348,6 +353,12 @@ struct store_conn {
     unsigned backoff_ms;
     struct sentinel_query *sq;  /* NULL without Sentinel */
     struct sreq *wait_head, *wait_tail;     /* accepted while asking the sentinels */
+    struct sentinel_watch *sw;  /* +switch-master; NULL without Sentinel */
+    char master_host[SENTINEL_HOST_MAX];    /* where the sentinels sent sc->ac */
+    unsigned master_port;
+    bool reask;                 /* a switch was announced while asking: ask once more */
+    char announced_host[SENTINEL_HOST_MAX]; /* ... to this address */
+    unsigned announced_port;
 };
 
 static struct log_ratelimit rl_error;
@@ -805,24 +816,37 @@ static void mark_down(struct store_conn *sc)
     sc->ac = NULL;
 }
 
+static void conn_start(struct store_conn *sc);
+
 /*
- * The connection failed: trip the breaker, forget the context, retry later.
- * @ac_alive: we still own the context and free it here (which runs every
- * pending callback with NULL); otherwise hiredis is freeing it already.
+ * Forgets the context: every request in flight fails (NULL reply).  @failed:
+ * trip the breaker and retry after the backoff; else (a sentinel announced
+ * another master) connect again at once, asking the sentinels.  @ac_alive:
+ * we still own the context and free it here (which runs every pending
+ * callback with NULL); otherwise hiredis is freeing it already.
  */
-static void conn_fail(struct store_conn *sc, const char *why, bool ac_alive)
+static void conn_drop(struct store_conn *sc, const char *why, bool ac_alive, bool failed)
 {
     redisAsyncContext *ac = sc->ac;
 
     if (!ac)
         return;
-    if (!sc->closing)
+    if (failed && !sc->closing)
         trip(sc->st, why);
     mark_down(sc);
     ac->data = NULL;
     if (ac_alive)
         redisAsyncFree(ac);
-    schedule_retry(sc);
+    if (failed)
+        schedule_retry(sc);
+    else
+        conn_start(sc);
+}
+
+/* The connection failed: trip the breaker, forget the context, retry later. */
+static void conn_fail(struct store_conn *sc, const char *why, bool ac_alive)
+{
+    conn_drop(sc, why, ac_alive, true);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
@@ -925,15 +949,50 @@ static void on_master(void *arg, const char *host, unsigned port, const char *wh
     struct store_conn *sc = arg;
     char msg[640];
 
+    /* Once, after the first answer (so on the sentinel that gave it); then
+     * it lives on by itself. */
+    sentinel_watch_start(sc->sw);
     if (!host) {
+        sc->reask = false;
         snprintf(msg, sizeof(msg), "no sentinel gave the master: %s", why);
         trip(sc->st, msg);
         wait_fail(sc, UINT64_MAX);
         schedule_retry(sc);
         return;
     }
+    /* This answer may predate a switch announced while asking: once more
+     * (the waiting keep their deadlines). */
+    if (sc->reask) {
+        sc->reask = false;
+        if (strcmp(host, sc->announced_host) != 0 || port != sc->announced_port) {
+            sentinel_query_start(sc->sq);
+            return;
+        }
+    }
+    snprintf(sc->master_host, sizeof(sc->master_host), "%s", host);
+    sc->master_port = port;
     conn_connect(sc, host, port, NULL);
     wait_send(sc);
+}
+
+/* A sentinel announced +switch-master (sentinel.h): leave a master that is
+ * no longer the one, even while it still answers. */
+static void on_switch(void *arg, const char *host, unsigned port)
+{
+    struct store_conn *sc = arg;
+
+    if (sc->closing)
+        return;
+    if (discovering(sc)) {
+        sc->reask = true;
+        snprintf(sc->announced_host, sizeof(sc->announced_host), "%s", host);
+        sc->announced_port = port;
+        return;
+    }
+    /* Down: its next connect asks the sentinels anyway. */
+    if (!sc->ac || (strcmp(host, sc->master_host) == 0 && port == sc->master_port))
+        return;
+    conn_drop(sc, "the master moved", true, false);
 }
 
 static void conn_start(struct store_conn *sc)
@@ -1123,7 +1182,8 @@ int store_conn_new(struct store *st, struct event_base *base, struct store_conn 
     sc->deadline_ev = evtimer_new(base, on_deadline, sc);
     sc->retry_ev = evtimer_new(base, on_retry, sc);
     if (!sc->deadline_ev || !sc->retry_ev ||
-        (st->sentinel && sentinel_query_new(st->sentinel, base, on_master, sc, &sc->sq) < 0)) {
+        (st->sentinel && (sentinel_query_new(st->sentinel, base, on_master, sc, &sc->sq) < 0 ||
+                          sentinel_watch_new(st->sentinel, base, on_switch, sc, &sc->sw) < 0))) {
         store_conn_free(sc);
         return -ENOMEM;
     }
@@ -1142,6 +1202,8 @@ void store_conn_free(struct store_conn *sc)
     sc->closing = true;
     sentinel_query_free(sc->sq);    /* no callback from it any more */
     sc->sq = NULL;
+    sentinel_watch_free(sc->sw);    /* nor from this one */
+    sc->sw = NULL;
     wait_fail(sc, UINT64_MAX);
     if (sc->ac) {
         redisAsyncContext *ac = sc->ac;

@@ -14,6 +14,11 @@
  *     asks again, follows, and keeps counting from the replicated state;
  *   - a failover with the old master alive: once Sentinel demotes it, divvyd
  *     follows to the new master;
+ *   - the same with the old master never demoted (its ACL forbids REPLICAOF,
+ *     so it stays a writable master and keeps every client): divvyd moves
+ *     only because its +switch-master subscription says so, every worker
+ *     leaves the old master, the breaker stays closed, and a window begun
+ *     before the failover ends at exactly its limit on the new master;
  *   - a sentinel that names a replica: ROLE refuses it, the breaker opens,
  *     and divvyd recovers by itself once the sentinel names the master;
  *   - REDIS_HOST in the environment next to redis.sentinels stops divvyd.
@@ -169,6 +174,50 @@ static bool has_alice_at_2(const struct redis_srv *r, int unused)
     return used_in(r, "alice") == 2;
 }
 
+static bool has_erin_at_2(const struct redis_srv *r, int unused)
+{
+    (void)unused;
+    return used_in(r, "erin") == 2;
+}
+
+/* How many lines of CLIENT LIST on @r contain every one of @a and @b
+ * (and not this query's own connection); -1 when it cannot be asked. */
+static int clients_with(const struct redis_srv *r, const char *a, const char *b)
+{
+    redisReply *rep = cmd(r, "CLIENT LIST");
+    int n = -1;
+
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        char *save = NULL;
+
+        n = 0;
+        for (char *l = strtok_r(rep->str, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            n += strstr(l, a) && strstr(l, b) && !strstr(l, "cmd=client|list");
+    }
+    if (rep)
+        freeReplyObject(rep);
+    return n;
+}
+
+/* divvyd's connections on @r: unnamed ordinary clients (Sentinel names its
+ * own, a replica's link is flagged S). */
+static int divvyd_clients_on(const struct redis_srv *r)
+{
+    return clients_with(r, " name= ", " flags=N ");
+}
+
+/* At least @n clients of the sentinel @s are subscribed to a channel. */
+static bool subscribers_at_least(const struct redis_srv *s, int n)
+{
+    return clients_with(s, " sub=1 ", " name= ") >= n;
+}
+
+static bool no_divvyd_on(const struct redis_srv *r, int unused)
+{
+    (void)unused;
+    return divvyd_clients_on(r) == 0;
+}
+
 /*
  * A master, its replica in sync, and a sentinel watching the master as
  * "mymaster", with @sentinel_pass as its requirepass (NULL: none).  All
@@ -253,6 +302,20 @@ static void wait_stat(struct harness_daemon *d, const char *name, long long want
     }
 }
 
+/* Stops @d with SIGTERM and frees it; it must exit 0 (under ASan a leak or
+ * a use after free at shutdown is a non-zero exit, shown with its log). */
+static void stop_divvyd(struct harness_daemon *d)
+{
+    int st = 0;
+
+    CHECK(harness_stop(d, &st));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        harness_dump_log(d);
+        fail_msg("divvyd did not exit 0 on SIGTERM (status 0x%x)", st);
+    }
+    harness_free(d);
+}
+
 /* How many lines of divvyd's log contain @needle. */
 static int log_count(struct harness_daemon *d, const char *needle)
 {
@@ -265,6 +328,18 @@ static int log_count(struct harness_daemon *d, const char *needle)
         n += strstr(line, needle) != NULL;
     fclose(f);
     return n;
+}
+
+/* Polls divvyd's log until a line contains @needle, or fails after @ms. */
+static void wait_log(struct harness_daemon *d, const char *needle, int ms)
+{
+    uint64_t end = harness_now_ms() + (uint64_t)ms;
+
+    while (log_count(d, needle) == 0) {
+        if (harness_now_ms() > end)
+            fail_msg("divvyd never logged \"%s\"", needle);
+        harness_pause_ms(20);
+    }
 }
 
 /* HIT path=/api user=@user must be allowed with @credit left. */
@@ -372,7 +447,7 @@ static void test_redis_sentinel_strict(void **state)
     assert_int_equal(used_in(t.master, "carol"), 1);
     assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
     harness_close(c);
-    harness_free(d);
+    stop_divvyd(d);
     stop_trio(&t);
 }
 
@@ -431,7 +506,7 @@ static void test_redis_sentinel_master_killed(void **state)
     for (int i = 0; i < 4; i++)
         harness_close(cs[i]);
     harness_close(c);
-    harness_free(d);
+    stop_divvyd(d);
     stop_trio(&t);
 }
 
@@ -487,11 +562,99 @@ static void test_redis_sentinel_failover_live(void **state)
     for (int i = 0; i < 4; i++)
         harness_close(cs[i]);
     harness_close(c);
-    harness_free(d);
+    stop_divvyd(d);
     stop_trio(&t);
 }
 
-/* (2c) A sentinel that names a replica (here: one watching the replica's
+/* (2c) A failover whose old master stays a master for good: its ACL
+ * forbids REPLICAOF, so Sentinel can neither demote it nor (in the same
+ * MULTI) drop its clients.  Only the +switch-master subscription can move
+ * divvyd: the log says it heard it, every worker's connection leaves the
+ * old master while it still claims to be one, no breaker opens (a switch is
+ * not a failure), and erin's window, begun on the old master and copied
+ * before the failover, ends at exactly its limit on the new one. */
+static void test_redis_sentinel_switch_event(void **state)
+{
+    struct harness_daemon *d;
+    struct harness_conn *c;
+    struct trio t;
+    char list[64], heard[192], user[16], req[64], r[HARNESS_LINE], role[32];
+    long long cr, secs;
+    redisReply *rep;
+    uint64_t end;
+    bool a;
+
+    (void)state;
+    start_trio(&t, NULL);
+    if (!wait_for(sentinel_knows_replica, t.sentinel, t.replica->port, 20000))
+        fail_msg("the sentinel never listed the replica");
+    rep = cmd(t.master, "ACL SETUSER default -replicaof -slaveof");
+    if (!rep || rep->type != REDIS_REPLY_STATUS)
+        fail_msg("ACL SETUSER: %s", rep && rep->str ? rep->str : "no reply");
+    freeReplyObject(rep);
+    snprintf(list, sizeof(list), "\"127.0.0.1:%d\"", t.sentinel->port);
+    d = start_divvyd(list, NULL);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    expect_allowed(c, "erin", 4);
+    expect_allowed(c, "erin", 3);
+    assert_int_equal(used_in(t.master, "erin"), 2);
+    wait_stat(d, "redis_connections", 2, 10000);
+    /* Both workers are on the old master and subscribed to the sentinel. */
+    if (!wait_for(subscribers_at_least, t.sentinel, 2, 20000))
+        fail_msg("divvyd's workers never subscribed to the sentinel");
+    assert_int_equal(divvyd_clients_on(t.master), 2);
+    if (!wait_for(has_erin_at_2, t.replica, 0, 20000))
+        fail_msg("the replica never got erin's count");
+
+    rep = cmd(t.sentinel, "SENTINEL failover mymaster");
+    if (!rep || rep->type != REDIS_REPLY_STATUS)
+        fail_msg("SENTINEL failover: %s", rep && rep->str ? rep->str : "no reply");
+    freeReplyObject(rep);
+    /* Hits go on during the switch: each a fresh user, so each is either
+     * decided by a master (OK true 4) or failed in flight (the closed
+     * policy's denial); which master counted it does not matter here. */
+    snprintf(heard, sizeof(heard),
+             "announced +switch-master: master mymaster is 127.0.0.1:%d (was 127.0.0.1:%d)",
+             t.replica->port, t.master->port);
+    end = harness_now_ms() + FOLLOW_MS;
+    for (int k = 0; log_count(d, heard) == 0; k++) {
+        if (harness_now_ms() > end)
+            fail_msg("divvyd never logged \"%s\"", heard);
+        snprintf(user, sizeof(user), "q%d", k);
+        snprintf(req, sizeof(req), "HIT path=/api user=%s", user);
+        CHECK(harness_cmd(c, req, r, sizeof(r)));
+        if (harness_parse_ok(r, &a, &cr, &secs) < 0 || (a && cr != 4) || (!a && cr != 0))
+            fail_msg("%s -> \"%s\" during the switch", req, r);
+        harness_pause_ms(20);
+    }
+    wait_log(d, heard, FOLLOW_MS);
+    assert_int_equal(log_count(d, heard), 1);
+    /* Every worker left the old master, which still is one and kept its
+     * other clients: the event moved divvyd, nothing else did. */
+    if (!wait_for(no_divvyd_on, t.master, 0, 20000))
+        fail_msg("divvyd still has %d connection(s) on the old master",
+                 divvyd_clients_on(t.master));
+    assert_string_equal(role_of(t.master, role, sizeof(role)), "master");
+    wait_stat(d, "redis_connections", 2, 10000);
+    hit_until_allowed(c, "late", 4, FOLLOW_MS);
+    assert_int_equal(used_in(t.replica, "late"), 1);
+    assert_int_equal(used_in(t.master, "late"), LLONG_MIN);
+    /* erin: 2 before the failover (copied), 3 now, then no more. */
+    expect_allowed(c, "erin", 2);
+    expect_allowed(c, "erin", 1);
+    expect_allowed(c, "erin", 0);
+    EXPECT_OK(c, "HIT path=/api user=erin", false, 0, 0, 3600);
+    assert_int_equal(used_in(t.replica, "erin"), LIMIT);
+    assert_int_equal(used_in(t.master, "erin"), 2);
+    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
+    assert_int_equal(divvyd_clients_on(t.master), 0);
+    assert_string_equal(role_of(t.master, role, sizeof(role)), "master");
+    harness_close(c);
+    stop_divvyd(d);
+    stop_trio(&t);
+}
+
+/* (2d) A sentinel that names a replica (here: one watching the replica's
  * port): ROLE says "slave", so the connect fails, the breaker opens and no
  * hit is decided there; once the sentinel names the master, divvyd follows
  * by itself. */
@@ -537,7 +700,7 @@ static void test_redis_sentinel_replica_refused(void **state)
     assert_int_equal(used_in(t.master, "dave"), 1);
     assert_int_equal(harness_log_contains(d, "breaker closed"), 1);
     harness_close(c);
-    harness_free(d);
+    stop_divvyd(d);
     stop_trio(&t);
 }
 
@@ -577,6 +740,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_sentinel_master_killed, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_sentinel_failover_live, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_redis_sentinel_switch_event, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_sentinel_replica_refused, harness_setup,
                                         redis_teardown),
