@@ -5,6 +5,7 @@
  * over the Unix socket to root.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -333,7 +334,15 @@ static void test_verbs_stats(void **state)
     assert_true(v1[8] >= 1);                    /* config_generation */
     assert_true(v1[10] > 0);                    /* table_slots */
     assert_int_equal(v1[11] - v0[11], 2);       /* table_live: /status and /take */
-    assert_int_equal(v1[1], 1);                 /* connections: this one */
+    /* connections: this one.  The harness's own readiness connection may
+     * still be open in divvyd's eyes (it sees the close when its loop gets
+     * to it, later on a loaded machine): wait for it, within a bound. */
+    for (uint64_t end = harness_now_ms() + 5000; v1[1] != 1 && harness_now_ms() < end;) {
+        harness_pause_ms(20);
+        CHECK(harness_multi(c, "STATS", buf, sizeof(buf)));
+        CHECK(harness_stat(buf, names[1], &v1[1]));
+    }
+    assert_int_equal(v1[1], 1);
     assert_true(v1[0] >= 0);
     harness_close(c);
 }
