@@ -303,10 +303,11 @@ build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
 # Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c, the
-# sentinel.c and addr.c it calls, and log.c.
+# sentinel.c, addr.c and redis_async.c it calls, and log.c.
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
 build-fuzz/fuzz_redis_reply: daemon/store.c daemon/store.h daemon/log.c daemon/log.h \
-                             daemon/sentinel.c daemon/sentinel.h daemon/addr.c daemon/addr.h
+                             daemon/sentinel.c daemon/sentinel.h daemon/addr.c daemon/addr.h \
+                             daemon/redis_async.c daemon/redis_async.h
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \

@@ -37,17 +37,15 @@
 #include <string.h>
 
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "addr.h"
 #include "log.h"
+#include "redis_async.h"
 #include "sentinel.h"
 
 #define SENTINEL_WHY_MAX    512
-#define WATCH_BACKOFF_MIN_MS    50
-#define WATCH_BACKOFF_MAX_MS    1000
 #define SWITCH_CHANNEL      "+switch-master"
 
 struct sentinel_addr {
@@ -424,28 +422,16 @@ static void sn_ask(struct sentinel_query *q)
         const struct sentinel_addr *a = &sn->addrs[q->next];
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", sn->name };
         size_t lens[3] = { 8, 23, strlen(sn->name) };
-        struct timeval tv;
         redisAsyncContext *ac;
+        char why[256];
 
         q->cur = q->next++;
-        ac = a->path ? redisAsyncConnectUnix(a->path) : redisAsyncConnect(a->host, (int)a->port);
+        ac = redis_async_open(a->path, a->host, a->port, q->base, q, sn_on_connect,
+                              sn_on_disconnect, why, sizeof(why));
         if (!ac) {
-            sn_note(q, "out of memory");
+            sn_note(q, "%s", why);
             continue;
         }
-        if (ac->err) {
-            sn_note(q, "cannot connect: %s", ac->errstr);
-            redisAsyncFree(ac);
-            continue;
-        }
-        if (redisLibeventAttach(ac, q->base) != REDIS_OK) {
-            sn_note(q, "cannot attach to the event loop");
-            redisAsyncFree(ac);
-            continue;
-        }
-        ac->data = q;
-        redisAsyncSetConnectCallback(ac, sn_on_connect);
-        redisAsyncSetDisconnectCallback(ac, sn_on_disconnect);
         /* Pipelined: hiredis sends them once connected; the timer bounds it all. */
         if (sn->password) {
             const char *auth[2] = { "AUTH", sn->password };
@@ -464,9 +450,7 @@ static void sn_ask(struct sentinel_query *q)
             sn_drop(q, true);
             continue;
         }
-        tv.tv_sec = (time_t)(sn->timeout_ms / 1000);
-        tv.tv_usec = (suseconds_t)(sn->timeout_ms % 1000) * 1000;
-        evtimer_add(q->step_ev, &tv);
+        redis_timer_ms(q->step_ev, sn->timeout_ms);
         return;
     }
     sn_kick(q);
@@ -578,15 +562,7 @@ static void sw_on_retry(evutil_socket_t fd, short what, void *arg)
 
 static void sw_schedule_retry(struct sentinel_watch *w)
 {
-    struct timeval tv;
-
-    if (w->backoff_ms < WATCH_BACKOFF_MIN_MS)
-        w->backoff_ms = WATCH_BACKOFF_MIN_MS;
-    tv.tv_sec = (time_t)(w->backoff_ms / 1000);
-    tv.tv_usec = (suseconds_t)(w->backoff_ms % 1000) * 1000;
-    evtimer_add(w->retry_ev, &tv);
-    w->backoff_ms = w->backoff_ms * 2 > WATCH_BACKOFF_MAX_MS ? WATCH_BACKOFF_MAX_MS :
-                    w->backoff_ms * 2;
+    redis_backoff(w->retry_ev, &w->backoff_ms);
 }
 
 /* Forgets the subscription's context; frees it when @free_it (else hiredis
@@ -760,7 +736,7 @@ static void sw_connect(struct sentinel_watch *w)
     size_t lens[2] = { 9, sizeof(SWITCH_CHANNEL) - 1 };
     const struct sentinel_addr *a;
     redisAsyncContext *ac;
-    struct timeval tv;
+    char why[256];
     int idx = w->next;
 
     if (idx < 0) {
@@ -770,24 +746,12 @@ static void sw_connect(struct sentinel_watch *w)
     }
     w->cur = idx >= 0 && (unsigned)idx < sn->n_addrs ? (unsigned)idx : 0;
     a = &sn->addrs[w->cur];
-    ac = a->path ? redisAsyncConnectUnix(a->path) : redisAsyncConnect(a->host, (int)a->port);
+    ac = redis_async_open(a->path, a->host, a->port, w->base, w, sw_on_connect,
+                          sw_on_disconnect, why, sizeof(why));
     if (!ac) {
-        sw_failed(w, false, "out of memory");
+        sw_failed(w, false, "%s", why);
         return;
     }
-    if (ac->err) {
-        sw_failed(w, false, "cannot connect: %s", ac->errstr);
-        redisAsyncFree(ac);
-        return;
-    }
-    if (redisLibeventAttach(ac, w->base) != REDIS_OK) {
-        sw_failed(w, false, "cannot attach to the event loop");
-        redisAsyncFree(ac);
-        return;
-    }
-    ac->data = w;
-    redisAsyncSetConnectCallback(ac, sw_on_connect);
-    redisAsyncSetDisconnectCallback(ac, sw_on_disconnect);
     w->ac = ac;
     /* Pipelined: hiredis sends them once connected; the timer bounds it all.
      * AUTH's reply comes first, through the ordinary reply queue, even though
@@ -805,9 +769,7 @@ static void sw_connect(struct sentinel_watch *w)
         sw_failed(w, true, "cannot queue SUBSCRIBE");
         return;
     }
-    tv.tv_sec = (time_t)(sn->timeout_ms / 1000);
-    tv.tv_usec = (suseconds_t)(sn->timeout_ms % 1000) * 1000;
-    evtimer_add(w->step_ev, &tv);
+    redis_timer_ms(w->step_ev, sn->timeout_ms);
 }
 
 int sentinel_watch_new(struct sentinel *sn, struct event_base *base, sentinel_switch_cb *cb,

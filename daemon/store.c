@@ -36,17 +36,15 @@
 #include <string.h>
 
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "clock.h"
 #include "log.h"
+#include "redis_async.h"
 #include "sentinel.h"
 #include "store.h"
 
-#define BACKOFF_MIN_MS      50
-#define BACKOFF_MAX_MS      1000
 #define FREELIST_MAX        1024
 #define NOSCRIPT_RETRIES    1
 
@@ -616,14 +614,11 @@ static void req_free(struct store_conn *sc, struct sreq *q)
 static void deadline_arm(struct store_conn *sc, uint64_t at)
 {
     uint64_t now = clock_now_ms();
-    struct timeval tv;
 
     if (sc->deadline_armed && sc->deadline_at <= at)
         return;
     at = at > now ? at - now : 0;
-    tv.tv_sec = (time_t)(at / 1000);
-    tv.tv_usec = (suseconds_t)(at % 1000) * 1000;
-    evtimer_add(sc->deadline_ev, &tv);
+    redis_timer_ms(sc->deadline_ev, at);
     sc->deadline_armed = true;
     sc->deadline_at = now + at;
 }
@@ -796,16 +791,9 @@ static int send_script_load(struct store_conn *sc, enum store_script s, enum req
 
 static void schedule_retry(struct store_conn *sc)
 {
-    struct timeval tv;
-
     if (sc->closing || !store_wanted(sc->st))
         return;
-    if (sc->backoff_ms < BACKOFF_MIN_MS)
-        sc->backoff_ms = BACKOFF_MIN_MS;
-    tv.tv_sec = sc->backoff_ms / 1000;
-    tv.tv_usec = (suseconds_t)(sc->backoff_ms % 1000) * 1000;
-    evtimer_add(sc->retry_ev, &tv);
-    sc->backoff_ms = sc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : sc->backoff_ms * 2;
+    redis_backoff(sc->retry_ev, &sc->backoff_ms);
 }
 
 static void mark_down(struct store_conn *sc)
@@ -886,28 +874,13 @@ static void conn_connect(struct store_conn *sc, const char *host, unsigned port,
     if (sc->ac || sc->closing)
         return;
     evtimer_del(sc->retry_ev);
-    ac = path ? redisAsyncConnectUnix(path) : redisAsyncConnect(host, (int)port);
+    ac = redis_async_open(path, host, port, sc->base, sc, on_connect, on_disconnect, why,
+                          sizeof(why));
     if (!ac) {
-        trip(st, "cannot connect: out of memory");
-        schedule_retry(sc);
-        return;
-    }
-    if (ac->err) {
-        snprintf(why, sizeof(why), "cannot connect: %s", ac->errstr);
-        redisAsyncFree(ac);
         trip(st, why);
         schedule_retry(sc);
         return;
     }
-    if (redisLibeventAttach(ac, sc->base) != REDIS_OK) {
-        redisAsyncFree(ac);
-        trip(st, "cannot attach to the event loop");
-        schedule_retry(sc);
-        return;
-    }
-    ac->data = sc;
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
     sc->ac = ac;
     sc->state = CONN_CONNECTING;
     /* Pipelined right away: hiredis sends them once the connect completes,

@@ -53,6 +53,7 @@ static FILE *log_sink;
 #undef stderr
 #define stderr stderr
 #include "../../daemon/addr.c"
+#include "../../daemon/redis_async.c"
 #include "../../daemon/sentinel.c"
 #include "../../daemon/store.c"
 

@@ -25,6 +25,7 @@
 
 #include "../../daemon/log.c"
 #include "../../daemon/addr.c"
+#include "../../daemon/redis_async.c"
 #include "../../daemon/sentinel.c"
 #include "../../daemon/store.c"
 
