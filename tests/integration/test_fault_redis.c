@@ -122,22 +122,6 @@ static long long stat_of(struct harness_conn *c, const char *name)
     return v;
 }
 
-static void wait_state(struct harness_conn *c, const char *want)
-{
-    char buf[HARNESS_LINE], needle[64];
-    uint64_t end = harness_now_ms() + 10000;
-
-    snprintf(needle, sizeof(needle), "redis_state=%s\n", want);
-    for (;;) {
-        CHECK(harness_multi(c, "STATS", buf, sizeof(buf)));
-        if (strstr(buf, needle))
-            return;
-        if (harness_now_ms() > end)
-            fail_msg("redis_state never became %s:\n%s", want, buf);
-        harness_pause_ms(10);
-    }
-}
-
 /* What a counter with no lease (and, for local, no local count yet) answers
  * while the breaker is open: three hits on a limit of 3, and a fourth. */
 static void expect_policy(struct harness_conn *c, const char *policy, const char *user)
@@ -184,7 +168,7 @@ static void outage(const char *mode, const char *policy, enum fault fault)
     /* Redis decides: a fresh login counter, and a big lease on /api. */
     probe(c, "HIT path=/login user=before", true, 2, false);
     probe(c, "HIT path=/api user=holder", true, 999999, false);
-    wait_state(c, "up");
+    redis_wait_state(c, "up");
     for (int i = 0; i < LOAD_PROCS; i++) {
         args[i] = (struct load_arg){ .d = d, .sh = sh, .id = i };
         CHECK(harness_spawn(load_proc, &args[i], &pids[i]));
@@ -199,7 +183,7 @@ static void outage(const char *mode, const char *policy, enum fault fault)
      * timeout), opens the breaker and is answered by the policy. */
     first_ms = probe(c, "HIT path=/login user=first", !is_closed,
                      is_open ? 3 : is_local ? 2 : 0, !is_local);
-    wait_state(c, "down");
+    redis_wait_state(c, "down");
     /* The breaker is open: policy answers, none waits. */
     expect_policy(c, policy, "during");
     if (lease) {
@@ -218,7 +202,7 @@ static void outage(const char *mode, const char *policy, enum fault fault)
         CHECK(redis_restart(rs));
     else
         redis_pause(rs, false);
-    wait_state(c, "up");
+    redis_wait_state(c, "up");
     /* Redis decides again.  strict: after a restart Redis is empty (a fresh
      * window: credit 2), after a pause it still counts the hit made before
      * (credit 1).  lease: the host still holds the credit its background

@@ -438,6 +438,24 @@ static inline int redis_start_ex(const struct redis_start_opts *o, struct redis_
     return 0;
 }
 
+/* Polls divvyd's STATS on @c until redis_state is @want ("up", "down",
+ * "unused"); fails the test after 10 s. */
+static inline void redis_wait_state(struct harness_conn *c, const char *want)
+{
+    char buf[HARNESS_LINE], needle[64];
+    uint64_t end = harness_now_ms() + 10000;
+
+    snprintf(needle, sizeof(needle), "redis_state=%s\n", want);
+    for (;;) {
+        CHECK(harness_multi(c, "STATS", buf, sizeof(buf)));
+        if (strstr(buf, needle))
+            return;
+        if (harness_now_ms() > end)
+            fail_msg("redis_state never became %s:\n%s", want, buf);
+        harness_pause_ms(10);
+    }
+}
+
 static inline int redis_start(struct redis_srv **ret)
 {
     return redis_start_ex(NULL, ret);

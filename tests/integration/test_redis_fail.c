@@ -33,23 +33,13 @@ static struct harness_daemon *start(struct redis_srv *rs, const char *mode, cons
     return d;
 }
 
-/* "up" or "down", polled until @want or 10 s. */
+/* "up" or "down", polled on a connection of its own until @want or 10 s. */
 static void wait_state(struct harness_daemon *d, const char *want)
 {
     struct harness_conn *c;
-    char buf[HARNESS_LINE], needle[64];
-    uint64_t end = harness_now_ms() + 10000;
 
-    snprintf(needle, sizeof(needle), "redis_state=%s\n", want);
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    for (;;) {
-        CHECK(harness_multi(c, "STATS", buf, sizeof(buf)));
-        if (strstr(buf, needle))
-            break;
-        if (harness_now_ms() > end)
-            fail_msg("redis_state never became %s:\n%s", want, buf);
-        harness_pause_ms(20);
-    }
+    redis_wait_state(c, want);
     harness_close(c);
 }
 

@@ -270,23 +270,6 @@ static void test_lease_fast_refill_verb(void **state)
     redis_stop(rs);
 }
 
-/* Polls STATS on @c until redis_state is @want ("up" or "down"), 10 s. */
-static void wait_redis_state(struct harness_conn *c, const char *want)
-{
-    char buf[HARNESS_LINE], needle[64];
-    uint64_t end = harness_now_ms() + 10000;
-
-    snprintf(needle, sizeof(needle), "redis_state=%s\n", want);
-    for (;;) {
-        CHECK(harness_multi(c, "STATS", buf, sizeof(buf)));
-        if (strstr(buf, needle))
-            return;
-        if (harness_now_ms() > end)
-            fail_msg("redis_state never became %s:\n%s", want, buf);
-        harness_pause_ms(10);
-    }
-}
-
 static long long stat_of(struct harness_conn *c, const char *name)
 {
     long long v;
@@ -340,7 +323,7 @@ static void test_lease_fast_refill_breaker_open(void **state)
     assert_true(fast > 0);
 
     redis_kill(rs);
-    wait_redis_state(c, "down");
+    redis_wait_state(c, "down");
     /* What is leased is still spent in-process (the client's own hints at
      * the low-water mark hit the open breaker); the first hit the lease
      * cannot cover goes to divvyd, whose fetch fails too: on_redis_error. */
@@ -369,7 +352,7 @@ static void test_lease_fast_refill_breaker_open(void **state)
     print_message("breaker open: %ld hits spent in-process, 5 REFILL unanswered\n", fast_down);
 
     CHECK(redis_restart(rs));
-    wait_redis_state(c, "up");
+    redis_wait_state(c, "up");
     dropped = stat_of(c, "redis_refill_hints_dropped");
     fetches = stat_of(c, "redis_lease_fetches");
     CHECK(harness_send(c, hint, sizeof(hint) - 1));
