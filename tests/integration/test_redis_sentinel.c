@@ -683,7 +683,8 @@ static void test_redis_sentinel_replica_refused(void **state)
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     EXPECT_OK(c, "HIT path=/api user=dave", false, 0, 0, 0);
     wait_stat(d, "redis_breaker_trips", 1, 10000);
-    assert_int_equal(harness_log_contains(d, "not a master: ROLE says slave"), 1);
+    /* The first trip may be a deadline on a slow machine; ROLE's answer follows. */
+    wait_log(d, "not a master: ROLE says slave", 10000);
     assert_int_equal(stat_of(d, "redis_connections"), 0);
     EXPECT_OK(c, "HIT path=/api user=dave", false, 0, 0, 0);
     assert_int_equal(used_in(t.replica, "dave"), LLONG_MIN);
