@@ -23,6 +23,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "lock.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -360,6 +361,8 @@ int main(int argc, char **argv)
     size_t n_env_listen = 0;
     char port_listen[32];
     const char *state_dir = NULL;
+    struct lock lock = { .fd = -1 };
+    pid_t holder = 0;
     struct group *gr;
     long ncpu;
     int r, status = 1;
@@ -398,6 +401,21 @@ int main(int argc, char **argv)
         made_dir = true;
     } else if (errno != EEXIST) {
         log_msg(LOG_ERR, "cannot create state directory %s: %m", state_dir);
+        goto out;
+    }
+    /* One divvyd per state directory: before the tables are touched. */
+    r = lock_take(state_dir, &lock, &holder);
+    if (r == -EBUSY) {
+        if (holder > 0)
+            log_msg(LOG_ERR, "state directory %s is in use by divvyd (pid %ld)", state_dir,
+                    (long)holder);
+        else
+            log_msg(LOG_ERR, "state directory %s is in use by another divvyd", state_dir);
+        goto out;
+    }
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "cannot lock state directory: %s: %m", lock.path);
         goto out;
     }
     if (open_table(state_dir, "fast.table", cfg->fast_table_slots, 0660, &fast, &fast_new) < 0 ||
@@ -512,11 +530,13 @@ out:
         if (priv_new && (size_t)snprintf(path, sizeof(path), "%s/private.table", state_dir) <
                             sizeof(path))
             unlink(path);
+        lock_release(&lock, true);
         if (made_dir)
             rmdir(state_dir);
     }
     table_close(fast);
     table_close(priv);
+    lock_release(&lock, false);
     rules_free(rules);
     config_free(cfg);
     free(diag);
