@@ -29,6 +29,7 @@
 
 #include "config.h"
 #include "config_divvy.h"
+#include "secret.h"
 #include "table.h"
 
 #define CONFIG_FILE_MAX        (64u << 20)     /* bytes of one config file */
@@ -685,6 +686,39 @@ static int conf_redis_sentinels(struct config *cfg, const char *path, const conf
                              &cfg->redis.n_sentinels, reterr);
 }
 
+/*
+ * redis.password_file / redis.sentinel_password_file: the secret is read
+ * now (at start, at each reload, by --check), from the file or systemd
+ * credential named (common/secret.c); the name is kept for the writer.
+ */
+static int conf_redis_secret_file(struct config *cfg, const char *path,
+                                  const config_setting_t *s, struct diag *reterr)
+{
+    struct config_redis *rd = &cfg->redis;
+    const char *name = conf_name(s), *str;
+    bool sentinel = name[0] == 's';
+    char err[SECRET_ERR_MAX], *secret = NULL, **dst, **dst_file;
+    int r;
+
+    r = conf_get_string(path, s, &str, reterr);
+    if (r < 0)
+        return r;
+    r = secret_read(str, &secret, err, sizeof(err));
+    if (r < 0) {
+        if (r != -ENOMEM)
+            diag_set(reterr, path, conf_line(s), "redis.%s: %s", name, err);
+        return r == -ENOMEM ? r : -EINVAL;
+    }
+    dst = sentinel ? &rd->sentinel_password : &rd->password;
+    dst_file = sentinel ? &rd->sentinel_password_file : &rd->password_file;
+    if (*dst) {
+        explicit_bzero(*dst, strlen(*dst));
+        free(*dst);
+    }
+    *dst = secret;
+    return conf_set_str(dst_file, str);
+}
+
 static int conf_redis_setting(struct config *cfg, const char *path,
                               const config_setting_t *s, struct diag *reterr)
 {
@@ -728,6 +762,8 @@ static int conf_redis_setting(struct config *cfg, const char *path,
             return r;
         return conf_set_str(name[0] == 'u' ? &rd->username : &rd->password, str);
     }
+    if (strcmp(name, "password_file") == 0 || strcmp(name, "sentinel_password_file") == 0)
+        return conf_redis_secret_file(cfg, path, s, reterr);
     if (strcmp(name, "db") == 0) {
         r = conf_get_int(path, s, 0, INT32_MAX, &v, reterr);
         if (r == 0)
@@ -966,6 +1002,28 @@ static int conf_rules(struct config *cfg, const char *path, const config_setting
  * sentinels, and with sentinels the master's address is theirs to give, so
  * host, port and unix_socket are refused rather than silently ignored.
  */
+/* A secret is given inline or in a file, never both (which would win?). */
+static int conf_redis_secret_pairs(const char *path, const config_setting_t *redis,
+                                   struct diag *reterr)
+{
+    static const char *const names[] = { "password", "sentinel_password" };
+    int r = 0;
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char file[32];
+        const config_setting_t *inl = config_setting_get_member(redis, names[i]), *f;
+
+        snprintf(file, sizeof(file), "%s_file", names[i]);
+        f = config_setting_get_member(redis, file);
+        if (inl && f) {
+            diag_set(reterr, path, conf_line(f), "redis.%s and redis.%s cannot both be set",
+                     names[i], file);
+            r = -EINVAL;
+        }
+    }
+    return r;
+}
+
 static int conf_redis_sentinel_pairs(const char *path, const config_setting_t *redis,
                                      struct diag *reterr)
 {
@@ -973,6 +1031,8 @@ static int conf_redis_sentinel_pairs(const char *path, const config_setting_t *r
     const config_setting_t *sentinels = config_setting_get_member(redis, "sentinels");
     const config_setting_t *name = config_setting_get_member(redis, "master_name");
     const config_setting_t *pass = config_setting_get_member(redis, "sentinel_password");
+    const config_setting_t *pass_file = config_setting_get_member(redis,
+                                                                  "sentinel_password_file");
     int r = 0;
 
     if (sentinels && !name) {
@@ -986,6 +1046,11 @@ static int conf_redis_sentinel_pairs(const char *path, const config_setting_t *r
     }
     if (pass && !sentinels) {
         diag_set(reterr, path, conf_line(pass), "redis.sentinel_password needs redis.sentinels");
+        r = -EINVAL;
+    }
+    if (pass_file && !sentinels) {
+        diag_set(reterr, path, conf_line(pass_file),
+                 "redis.sentinel_password_file needs redis.sentinels");
         r = -EINVAL;
     }
     for (size_t i = 0; sentinels && i < sizeof(direct) / sizeof(direct[0]); i++) {
@@ -1070,6 +1135,9 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
     }
     if (redis && config_setting_is_group(redis) &&
         conf_redis_sentinel_pairs(path, redis, reterr) < 0)
+        r = -EINVAL;
+    if (redis && config_setting_is_group(redis) &&
+        conf_redis_secret_pairs(path, redis, reterr) < 0)
         r = -EINVAL;
 out:
     config_destroy(&lc);
@@ -1210,6 +1278,7 @@ void config_free(struct config *cfg)
     if (cfg->redis.password)
         explicit_bzero(cfg->redis.password, strlen(cfg->redis.password));
     free(cfg->redis.password);
+    free(cfg->redis.password_file);
     for (size_t i = 0; i < cfg->redis.n_sentinels; i++)
         free(cfg->redis.sentinels[i]);
     free(cfg->redis.sentinels);
@@ -1217,6 +1286,7 @@ void config_free(struct config *cfg)
     if (cfg->redis.sentinel_password)
         explicit_bzero(cfg->redis.sentinel_password, strlen(cfg->redis.sentinel_password));
     free(cfg->redis.sentinel_password);
+    free(cfg->redis.sentinel_password_file);
     free(cfg->path);
     free(cfg);
 }
@@ -1431,7 +1501,12 @@ static void conf_write_store(const struct config *cfg, FILE *f)
             conf_put_string(f, rd->username);
             fprintf(f, ";\n");
         }
-        if (rd->password) {
+        /* A secret read from a file stays there: its name is written, never it. */
+        if (rd->password_file) {
+            fprintf(f, "    password_file = ");
+            conf_put_string(f, rd->password_file);
+            fprintf(f, ";\n");
+        } else if (rd->password) {
             fprintf(f, "    password = ");
             conf_put_string(f, rd->password);
             fprintf(f, ";\n");
@@ -1453,7 +1528,11 @@ static void conf_write_store(const struct config *cfg, FILE *f)
             conf_put_string(f, rd->master_name);
             fprintf(f, ";\n");
         }
-        if (rd->sentinel_password) {
+        if (rd->sentinel_password_file) {
+            fprintf(f, "    sentinel_password_file = ");
+            conf_put_string(f, rd->sentinel_password_file);
+            fprintf(f, ";\n");
+        } else if (rd->sentinel_password) {
             fprintf(f, "    sentinel_password = ");
             conf_put_string(f, rd->sentinel_password);
             fprintf(f, ";\n");

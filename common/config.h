@@ -51,7 +51,8 @@ struct config_redis {
     unsigned port;              /* default 6379 */
     char *unix_socket;          /* NULL, or a path: used instead of host/port */
     char *username;             /* NULL, or the ACL user (needs password) */
-    char *password;             /* NULL: no AUTH */
+    char *password;             /* NULL: no AUTH; from password_file when that is set */
+    char *password_file;        /* NULL, or as written: a path or a credential name */
     unsigned db;                /* SELECT; default 0 */
     unsigned timeout_ms;        /* longest a hit waits for Redis; default 100 */
     /* Sentinel (docs/redis.md "Sentinel"): the master is found by asking
@@ -59,7 +60,8 @@ struct config_redis {
     char **sentinels;           /* "HOST:PORT", "[V6]:PORT" or "unix:PATH"; NULL: none */
     size_t n_sentinels;
     char *master_name;          /* required with sentinels, refused without */
-    char *sentinel_password;    /* NULL: no AUTH to the sentinels */
+    char *sentinel_password;    /* NULL: no AUTH to the sentinels; or from the file below */
+    char *sentinel_password_file;   /* NULL, or as written (like password_file) */
 };
 struct config {
     char *path;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -812,6 +813,36 @@ static void test_config_write_unrepresentable_key(void **state)
     config_free(cfg);
 }
 
+/* A password read from password_file is written back as the file's name, never itself. */
+static void test_config_password_file_written_by_name(void **state)
+{
+    char secret_path[1024], conf[2048];
+    struct config *cfg;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    (void)state;
+    tmp_write(secret_path, sizeof(secret_path), ".pw", "not-in-the-output\n", 18);
+    assert_int_equal(chmod(secret_path, 0600), 0);
+    snprintf(conf, sizeof(conf),
+             "redis = { password_file = \"%s\"; };\n"
+             "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n",
+             secret_path);
+    cfg = load_text(".conf", conf);
+    assert_string_equal(cfg->redis.password, "not-in-the-output");
+    assert_string_equal(cfg->redis.password_file, secret_path);
+    f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(config_write_libconfig(cfg, f), 0);
+    assert_int_equal(fclose(f), 0);
+    assert_null(strstr(text, "not-in-the-output"));
+    assert_non_null(strstr(text, "password_file = "));
+    free(text);
+    config_free(cfg);
+    unlink(secret_path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -844,6 +875,7 @@ int main(void)
         cmocka_unit_test(test_config_round_trip_everything),
         cmocka_unit_test(test_config_round_trip_odd_strings),
         cmocka_unit_test(test_config_write_unrepresentable_key),
+        cmocka_unit_test(test_config_password_file_written_by_name),
     };
 
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
