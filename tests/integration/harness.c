@@ -46,6 +46,7 @@ static void **reg_scratch;
 static size_t reg_n_scratch, reg_cap_scratch;
 static bool reg_atexit_done;
 static pid_t reg_owner;                 /* the test binary; children never clean up */
+static char reg_public_dir[HARNESS_PATH];   /* harness_public_copy()'s, or "" */
 
 /* ---- time ------------------------------------------------------------------ */
 
@@ -315,6 +316,8 @@ static void reg_atexit(void)
             reg_children[i] = 0;
         }
     }
+    rm_tree(reg_public_dir);
+    reg_public_dir[0] = '\0';
 }
 
 /* Removes the temp dirs of test binaries that were killed outright (no
@@ -1266,6 +1269,124 @@ void *harness_scratch(size_t size)
     if (p)
         reg_scratch[reg_n_scratch++] = p;
     return p;
+}
+
+/* ---- programs for unprivileged children ---------------------------------------------- */
+
+/* Copies @from to a new file @to with @mode (whatever the umask). */
+static int copy_file(const char *from, const char *to, mode_t mode)
+{
+    char buf[65536];
+    int in, out = -1, r = 0;
+
+    in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -errno;
+    out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    if (out < 0) {
+        r = -errno;
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof(buf));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            r = -errno;
+            goto out;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t done = 0, w; done < n; done += w) {
+            w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR) {
+                w = 0;
+                continue;
+            }
+            if (w <= 0) {
+                r = w < 0 ? -errno : -EIO;
+                goto out;
+            }
+        }
+    }
+    if (fchmod(out, mode) < 0)
+        r = -errno;
+out:
+    if (out >= 0 && close(out) < 0 && r == 0)
+        r = -errno;
+    close(in);
+    return r;
+}
+
+const char *harness_public_copy(const char *path)
+{
+    static struct {
+        char src[PATH_MAX];
+        char dst[HARNESS_PATH];
+    } copies[8];
+    static size_t n_copies;
+    char pid[32], lib[PATH_MAX], lib_dst[HARNESS_PATH], dst[HARNESS_PATH];
+    const char *base, *slash;
+    int r;
+
+    reg_init();
+    for (size_t i = 0; i < n_copies; i++)
+        if (strcmp(copies[i].src, path) == 0)
+            return copies[i].dst;
+    if (n_copies == sizeof(copies) / sizeof(copies[0]) || strlen(path) >= PATH_MAX) {
+        errno = ENOSPC;
+        return NULL;
+    }
+    if (!reg_public_dir[0]) {
+        char owner[HARNESS_PATH];
+
+        /* "divvy-it." with owner.pid: swept like a daemon's dir if we are killed. */
+        snprintf(reg_public_dir, sizeof(reg_public_dir), "/tmp/divvy-it.XXXXXX");
+        if (!mkdtemp(reg_public_dir)) {
+            reg_public_dir[0] = '\0';
+            return NULL;
+        }
+        snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+        if (chmod(reg_public_dir, 0755) < 0 || path_join(owner, reg_public_dir, "owner.pid") < 0 ||
+            write_file(owner, pid, strlen(pid)) < 0) {
+            r = errno;
+            rm_tree(reg_public_dir);
+            reg_public_dir[0] = '\0';
+            errno = r ? r : EIO;
+            return NULL;
+        }
+    }
+    slash = strrchr(path, '/');
+    base = slash ? slash + 1 : path;
+    /* Two programs of one name (build/ and build-asan/): the second gets a suffix. */
+    if (path_join(dst, reg_public_dir, base) < 0 ||
+        (access(dst, F_OK) == 0 &&
+         snprintf(dst, sizeof(dst), "%s/%s.%zu", reg_public_dir, base, n_copies) >=
+             (int)sizeof(dst))) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    r = copy_file(path, dst, 0755);
+    if (r < 0) {
+        errno = -r;
+        return NULL;
+    }
+    /* The shared library its $ORIGIN rpath names, once. */
+    if (snprintf(lib, sizeof(lib), "%.*slibdivvy.so.0", slash ? (int)(slash + 1 - path) : 0,
+                 path) < (int)sizeof(lib) &&
+        access(lib, R_OK) == 0 && path_join(lib_dst, reg_public_dir, "libdivvy.so.0") == 0 &&
+        access(lib_dst, F_OK) < 0) {
+        r = copy_file(lib, lib_dst, 0755);
+        if (r < 0) {
+            unlink(dst);
+            errno = -r;
+            return NULL;
+        }
+    }
+    snprintf(copies[n_copies].src, sizeof(copies[n_copies].src), "%s", path);
+    snprintf(copies[n_copies].dst, sizeof(copies[n_copies].dst), "%s", dst);
+    return copies[n_copies++].dst;
 }
 
 /* ---- one-shot runs ---------------------------------------------------------------- */

@@ -196,6 +196,20 @@ int harness_reap(pid_t pid, int timeout_ms, int *ret_status);
 int harness_run_divvyd(const char *const *args, int timeout_ms, int *ret_status,
                        char *out, size_t out_size, char *err, size_t err_size);
 
+/* ---- programs for unprivileged children ------------------------------------ */
+
+/*
+ * A copy of the program @path that any user may execute, for a child that
+ * drops privileges (setuid(nobody)) and then execs it: the build tree may
+ * sit in a mode-0700 directory (a clone in /root), which such a child
+ * cannot enter.  The copy (0755) lives in a 0755 temp dir made once per test
+ * binary and removed at exit; libdivvy.so.0, when it sits beside @path, is
+ * copied beside the copy too (divvyctl finds it through its $ORIGIN rpath).
+ * One copy per @path, reused.  Returns its path (valid until exit), or NULL
+ * with errno set.  Call from the main thread, before forking the child.
+ */
+const char *harness_public_copy(const char *path);
+
 /* ---- memory ---------------------------------------------------------------- */
 
 /* Zeroed memory that lives until harness_teardown(), so a failed assertion

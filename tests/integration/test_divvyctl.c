@@ -53,6 +53,7 @@ static const char ctl_conf[] =
 struct run {
     const char *args[32];
     bool as_nobody;
+    const char *prog;           /* divvyctl, or a copy nobody may run */
     char out_path[HARNESS_PATH], err_path[HARNESS_PATH];
     int status;
     char *out, *err;            /* NUL-terminated, harness_scratch() */
@@ -82,7 +83,7 @@ static int run_child(void *arg)
     dup2(devnull, 0);
     dup2(fo, 1);
     dup2(fe, 2);
-    argv[n++] = divvyctl_path();
+    argv[n++] = r->prog;
     for (size_t i = 0; r->args[i] && n < 33; i++)
         argv[n++] = r->args[i];
     argv[n] = NULL;
@@ -119,6 +120,10 @@ static struct run *ctl_run(bool as_nobody, int want, const char *const *args)
     for (size_t i = 0; args[i] && i < 31; i++)
         r->args[i] = args[i];
     r->as_nobody = as_nobody;
+    /* nobody cannot reach the build tree when it sits in a 0700 dir (/root/...). */
+    r->prog = as_nobody ? harness_public_copy(divvyctl_path()) : divvyctl_path();
+    if (!r->prog)
+        fail_msg("copying %s for nobody: %s", divvyctl_path(), strerror(errno));
     snprintf(r->out_path, sizeof(r->out_path), "%s/divvyctl-test.%d.%u.out",
              dir && dir[0] ? dir : "/tmp", (int)getpid(), seq);
     snprintf(r->err_path, sizeof(r->err_path), "%s/divvyctl-test.%d.%u.err",

@@ -138,6 +138,7 @@ struct run_plan {
     const char *listen;         /* -l */
     const char *list;           /* listed afterwards */
     bool as_nobody;
+    const char *divvyd;         /* with as_nobody: a copy of divvyd nobody may run */
     const char *tmpfs;          /* mount a tmpfs of this size ("48k") on @tmpfs_at */
     const char *tmpfs_at;
 };
@@ -169,6 +170,9 @@ static int run_child(void *arg)
             return run_fail(res, "mount tmpfs");
     }
     if (p->as_nobody) {
+        /* harness_run_divvyd() runs $DIVVYD: the copy outside the build tree. */
+        if (setenv("DIVVYD", p->divvyd, 1) < 0)
+            return run_fail(res, "setenv(DIVVYD)");
         if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
             return run_fail(res, "setuid(nobody)");
         /* A credential change clears the parent-death signal. */
@@ -192,6 +196,12 @@ static struct run_result *run_divvyd(struct run_plan *p)
     assert_true(res != MAP_FAILED);
     memset(res, 0, sizeof(*res));
     p->res = res;
+    /* nobody cannot reach the build tree when it sits in a 0700 dir (/root/...). */
+    if (p->as_nobody) {
+        p->divvyd = harness_public_copy(harness_divvyd());
+        if (!p->divvyd)
+            fail_msg("copying %s for nobody: %s", harness_divvyd(), strerror(errno));
+    }
     CHECK(harness_spawn(run_child, p, &pid));
     CHECK(harness_reap(pid, RUN_MS + 10000, &status));
     return res;
