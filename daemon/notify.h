@@ -112,10 +112,11 @@ struct notify_stored {
  * On success *ret_listeners is a malloc'd array of *ret_n_listeners
  * listeners and *ret_stored one of *ret_n_stored stored fds (each NULL and 0
  * when there are none; the store keeps every fd sent under a name, so
- * several share one only if something else than notify_fdstore() sent them).  The caller adopts an fd by copying
- * it and setting the entry's fd to -1, then frees each array with its free
- * function, which closes the fds nobody adopted.  Call once, from the main
- * thread, before any thread starts.  -ENOMEM, -EBADF, -EINVAL.
+ * several share one only if something else than notify_fdstore() sent
+ * them).  The caller adopts an fd by copying it and setting the entry's fd
+ * to -1, then frees each array with its free function, which closes the fds
+ * nobody adopted.  Call once, from the main thread, before any thread
+ * starts.  -ENOMEM, -EBADF, -EINVAL.
  */
 int notify_listen_fds(struct notify_listener **ret_listeners, size_t *ret_n_listeners,
                       struct notify_stored **ret_stored, size_t *ret_n_stored);
