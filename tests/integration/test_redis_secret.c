@@ -9,7 +9,9 @@
  * start: a missing file, a directory, a file readable by its group or by
  * others, an empty one, a relative path, a credential name without
  * $CREDENTIALS_DIRECTORY, password and password_file together,
- * sentinel_password_file without sentinels.  A reload reads the file again:
+ * sentinel_password_file without sentinels.  A wrong password in the file
+ * is refused by Redis (on_redis_error decides), and shown nowhere either.
+ * A reload reads the file again:
  * gone, the reload is refused with file:line and the old settings serve on.
  */
 #include <ftw.h>
@@ -190,6 +192,43 @@ static void test_redis_secret_credential(void **state)
     harness_close(c);
 }
 
+/* A wrong password in the file: Redis refuses, the hit is decided by
+ * on_redis_error (closed), and neither password shows anywhere. */
+static void test_redis_secret_wrong_password(void **state)
+{
+    struct redis_start_opts ro = { .password = password };
+    struct redis_srv *rs;
+    struct harness_daemon *d;
+    struct harness_conn *c;
+    char file[HARNESS_PATH], line[HARNESS_PATH + 64], wrong[80], *conf;
+    uint64_t end;
+
+    (void)state;
+    CHECK(redis_start_ex(&ro, &rs));
+    snprintf(wrong, sizeof(wrong), "wrong-%s", password);
+    write_file("redis-password", wrong, 0600, file, sizeof(file));
+    snprintf(line, sizeof(line), "password_file = \"%s\";", file);
+    conf = secret_config(rs, line);
+    assert_non_null(conf);
+    d = redis_divvyd(conf, 1);
+    free(conf);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    EXPECT_OK(c, "HIT path=/api user=a", false, 0, 0, 3600);
+    /* The refusal is logged (Redis's words, not ours), never the password. */
+    end = harness_now_ms() + 10000;
+    while (harness_log_contains(d, "WRONGPASS") != 1 && harness_log_contains(d, "NOAUTH") != 1 &&
+           harness_log_contains(d, "invalid password") != 1 && harness_now_ms() < end)
+        harness_pause_ms(10);
+    if (harness_now_ms() >= end) {
+        harness_dump_log(d);
+        fail_msg("divvyd never logged Redis's refusal of the password");
+    }
+    assert_int_equal(harness_log_contains(d, wrong), 0);
+    assert_password_nowhere(d, c);
+    assert_int_equal(redis_int(rs, "DBSIZE"), 0);
+    harness_close(c);
+}
+
 /* `divvyd --check` on a config whose line 3 is @secret_line: exit 1 and
  * "divvyd: CONF:3: @what" with @why in the same line, the only line. */
 static void expect_check_refused(const char *secret_line, const char *what, const char *why)
@@ -300,6 +339,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_secret_password_file, secret_setup,
                                         secret_teardown),
         cmocka_unit_test_setup_teardown(test_redis_secret_credential, secret_setup,
+                                        secret_teardown),
+        cmocka_unit_test_setup_teardown(test_redis_secret_wrong_password, secret_setup,
                                         secret_teardown),
         cmocka_unit_test_setup_teardown(test_redis_secret_refused, secret_setup,
                                         secret_teardown),
