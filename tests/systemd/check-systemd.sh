@@ -18,7 +18,8 @@
 # (SIGSEGV), a watchdog restart (a drop-in with WatchdogSec=2s, divvyd
 # SIGSTOPped) and stop + start; the fast table in the service's fd store;
 # what members of divvy-fast and non-admin users of the socket can do; a
-# clean stop.  One line per case ("ok   ..." or "FAIL ...: why"), then
+# clean stop; the example run-divvy.mount turned on as docs/operations.md
+# says; a divvy-fast member truncating the fast table (issue 11 item 1).  One line per case ("ok   ..." or "FAIL ...: why"), then
 # "N passed, N failed"; exit 1 when a case failed.
 #
 # Prints "SKIP: <reason>" and exits 0 only when systemd-nspawn cannot run
@@ -525,6 +526,25 @@ expect "clean stop: divvyd.socket and divvyd.service" "ActiveStates, Result, exi
     "$(prop ActiveState divvyd.socket)/$(prop ActiveState divvyd.service)/$(prop Result divvyd.service)/$(prop ExecMainStatus divvyd.service)" \
     "inactive/inactive/success/0"
 
+# ---- the example run-divvy.mount, turned on as docs/operations.md says ----------
+
+cp "$ROOT/usr/share/doc/divvy/examples/run-divvy.mount" "$ROOT/etc/systemd/system/" &&
+    ct systemctl daemon-reload && ct systemctl enable run-divvy.mount > "$WORK/mount.log" 2>&1 &&
+    ct systemctl start run-divvy.mount >> "$WORK/mount.log" 2>&1 &&
+    ct systemd-tmpfiles --create divvy.conf >> "$WORK/mount.log" 2>&1 &&
+    ct systemctl start divvyd.socket >> "$WORK/mount.log" 2>&1
+expect "huge pages: the example mount unit, enabled and started" "the exit status" "$?" 0
+opts=$(ct findmnt -n -o FSTYPE,OPTIONS /run/divvy 2>&1)
+if [[ "$opts" == tmpfs\ * && "$opts" == *huge=within_size* ]]; then
+    pass "huge pages: /run/divvy is a huge=within_size tmpfs"
+else
+    fail "huge pages: /run/divvy is a huge=within_size tmpfs" "findmnt says '$opts'"
+fi
+expect "huge pages: tmpfiles.d set the mount's owner" "owner, group, mode" \
+    "$(ct stat -c '%U:%G %a' /run/divvy)" "divvy:divvy-fast 2755"
+expect "huge pages: divvyd serves from the new /run/divvy (counts start afresh)" "credit left" \
+    "$(credit slow)" 100
+
 # ---- issue 11 item 1: a divvy-fast member resizes the fast table ----------------
 
 ct systemctl start divvyd.socket divvyd.service > /dev/null 2>&1
@@ -536,7 +556,7 @@ refused "divvy-fast member cannot truncate the fast table" \
     as 64010 "$G_FAST" truncate -s 0 /run/divvy/fast.table
 ct divvyctl take 2 t=fast > /dev/null 2>&1
 expect "divvyd survives the truncate attempt" "MainPID/NRestarts/credit left" \
-    "$(main_pid)/$(prop NRestarts divvyd.service)/$(credit fast)" "$pid/0/$((c0 - 2))"
+    "$(main_pid)/$(prop NRestarts divvyd.service)/$(credit fast)" "$pid/0/$((${c0:-0} - 2))"
 
 # ---- the end ---------------------------------------------------------------------
 
