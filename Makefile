@@ -224,8 +224,14 @@ check: deps
 # cached under /var/cache/divvy-check-systemd/), booted with systemd-nspawn;
 # the units driven with systemctl and divvyctl there (docs/testing.md).  Root.
 check-systemd: deps
-	@$(SUBMAKE) $(BUILD_J) all
+	@$(SUBMAKE) $(BUILD_J) all $(SYSD_ATTACK)
 	@tests/systemd/check-systemd.sh $(B)
+
+# Run inside the container against the installed libdivvy: no rpath into $(B).
+SYSD_ATTACK := $(B)/tests/systemd/fast_attack
+$(SYSD_ATTACK): tests/systemd/fast_attack.c $(B)/libdivvy.so
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:

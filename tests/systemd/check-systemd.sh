@@ -19,7 +19,9 @@
 # SIGSTOPped) and stop + start; the fast table in the service's fd store;
 # what members of divvy-fast and non-admin users of the socket can do; a
 # clean stop; the example run-divvy.mount turned on as docs/operations.md
-# says; a divvy-fast member truncating the fast table (issue 11 item 1).  One line per case ("ok   ..." or "FAIL ...: why"), then
+# says; a divvy-fast member resizing the fast table through the descriptor
+# libdivvy maps (tests/systemd/fast_attack.c) and by path (issue 11 items
+# 1 and 5).  One line per case ("ok   ..." or "FAIL ...: why"), then
 # "N passed, N failed"; exit 1 when a case failed.
 #
 # Prints "SKIP: <reason>" and exits 0 only when systemd-nspawn cannot run
@@ -43,6 +45,7 @@ npass=0
 nfail=0
 failed=""
 WORK=""
+ROOT_LOCK=""                    # systemd-nspawn's lock file for the root: DEV:INODE
 NSPAWN=""
 LEADER=""
 
@@ -123,6 +126,9 @@ cleanup() {
         }
         wait "$NSPAWN" 2>/dev/null
     fi
+    # What systemd-nspawn leaves on the host when it did not exit by itself.
+    rm -rf "/run/systemd/nspawn/propagate/divvy-check-$$"
+    [ -n "$ROOT_LOCK" ] && rm -f "/run/systemd/nspawn/locks/inode-$ROOT_LOCK"
     case "$WORK" in
     /var/tmp/divvy-check-systemd.*) rm -rf --one-file-system "$WORK" ;;
     esac
@@ -234,6 +240,7 @@ t=$SECONDS
 note "root filesystem $TARBALL ready in $((SECONDS - t)) s"
 
 mkdir "$ROOT" && tar -C "$ROOT" --numeric-owner -xpf "$TARBALL" || die "cannot unpack $TARBALL"
+ROOT_LOCK=$(stat -c '%d:%i' "$ROOT")
 
 # ---- boot -------------------------------------------------------------------------
 
@@ -545,18 +552,54 @@ expect "huge pages: tmpfiles.d set the mount's owner" "owner, group, mode" \
 expect "huge pages: divvyd serves from the new /run/divvy (counts start afresh)" "credit left" \
     "$(credit slow)" 100
 
-# ---- issue 11 item 1: a divvy-fast member resizes the fast table ----------------
+# ---- issue 11 items 1 and 5: a divvy-fast member resizes the fast table ---------
 
+# survived NAME PID CREDIT: divvyd is still PID, never restarted, and the
+# fast_path rule has CREDIT left.
+survived() {
+    expect "$1" "MainPID/NRestarts/credit left" \
+        "$(main_pid)/$(prop NRestarts divvyd.service)/$(credit fast)" "$2/0/$3"
+}
 ct systemctl start divvyd.socket divvyd.service > /dev/null 2>&1
+ct systemctl reset-failed divvyd.service
+
+# Through the descriptors libdivvy maps (tests/systemd/fast_attack.c).
+ATTACK=$B/tests/systemd/fast_attack
+ct divvyctl take 1 t=fast > /dev/null 2>&1
+pid=$(main_pid)
+c0=$(credit fast)
+if install -m 0755 "$ATTACK" "$ROOT/usr/local/bin/divvy-fast-attack" 2>/dev/null; then
+    # systemd-nspawn shows the container a boot_id of its own, over
+    # /proc/sys/kernel/random/boot_id; divvyd's ProtectProc=invisible gives
+    # it a fresh procfs with the kernel's.  libdivvy refuses a table of
+    # another boot, so the client runs with that overmount removed (in a
+    # mount namespace of its own), seeing what divvyd sees.
+    out=$(ct unshare --mount --propagation private sh -c \
+        'umount /proc/sys/kernel/random/boot_id 2>/dev/null
+         exec setpriv --reuid=64010 --regid=64010 --groups="$1" -- "$2" t=fast' \
+        sh "$G_FAST" /usr/local/bin/divvy-fast-attack 2>&1)
+    rc=$?
+    out=$(echo "$out" | tr '\n' ';')
+    case $rc in
+    0) pass "divvy-fast member cannot resize the table libdivvy maps ($out)" ;;
+    1) fail "divvy-fast member cannot resize the table libdivvy maps" "$out" ;;
+    *) fail "divvy-fast member cannot resize the table libdivvy maps" "no fast path: $out" ;;
+    esac
+else
+    fail "divvy-fast member cannot resize the table libdivvy maps" "$ATTACK not built"
+fi
+ct divvyctl take 2 t=fast > /dev/null 2>&1
+survived "divvyd survives the resize attempts on its mapped table" "$pid" "$((${c0:-0} - 3))"
+
+# By path.
 ct systemctl reset-failed divvyd.service
 ct divvyctl take 1 t=fast > /dev/null 2>&1
 pid=$(main_pid)
 c0=$(credit fast)
-refused "divvy-fast member cannot truncate the fast table" \
+refused "divvy-fast member cannot truncate /run/divvy/fast.table" \
     as 64010 "$G_FAST" truncate -s 0 /run/divvy/fast.table
 ct divvyctl take 2 t=fast > /dev/null 2>&1
-expect "divvyd survives the truncate attempt" "MainPID/NRestarts/credit left" \
-    "$(main_pid)/$(prop NRestarts divvyd.service)/$(credit fast)" "$pid/0/$((${c0:-0} - 2))"
+survived "divvyd survives the truncate attempt by path" "$pid" "$((${c0:-0} - 2))"
 
 # ---- the end ---------------------------------------------------------------------
 
