@@ -127,8 +127,10 @@ cleanup() {
         wait "$NSPAWN" 2>/dev/null
     fi
     # What systemd-nspawn leaves on the host when it did not exit by itself.
-    rm -rf "/run/systemd/nspawn/propagate/divvy-check-$$"
-    [ -n "$ROOT_LOCK" ] && rm -f "/run/systemd/nspawn/locks/inode-$ROOT_LOCK"
+    if [ -n "$ROOT_LOCK" ]; then
+        rm -rf "/run/systemd/nspawn/propagate/divvy-check-$$"
+        rm -f "/run/systemd/nspawn/locks/inode-$ROOT_LOCK"
+    fi
     case "$WORK" in
     /var/tmp/divvy-check-systemd.*) rm -rf --one-file-system "$WORK" ;;
     esac
@@ -612,10 +614,10 @@ kill -s RTMIN+4 "$LEADER"
 if wait_for 30 eval '! kill -0 "$NSPAWN" 2>/dev/null'; then
     wait "$NSPAWN"
     expect "poweroff: the container shuts down cleanly" "systemd-nspawn's exit status" "$?" 0
+    NSPAWN=""
 else
     fail "poweroff: the container shuts down cleanly" "still running after 30 s"
 fi
-NSPAWN=""
 echo "-- check-systemd: $((SECONDS - T0)) s"
 [ "$nfail" -gt 0 ] && echo "failed:$failed"
 echo "$npass passed, $nfail failed"
