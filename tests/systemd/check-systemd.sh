@@ -21,7 +21,7 @@
 # clean stop; the example run-divvy.mount turned on as docs/operations.md
 # says; a divvy-fast member resizing the fast table through the descriptor
 # libdivvy maps (tests/systemd/fast_attack.c) and by path (issue 11 items
-# 1 and 5).  One line per case ("ok   ..." or "FAIL ...: why"), then
+# 1 and 5); a reboot, after which the enabled units come up by themselves.  One line per case ("ok   ..." or "FAIL ...: why"), then
 # "N passed, N failed"; exit 1 when a case failed.
 #
 # Prints "SKIP: <reason>" and exits 0 only when systemd-nspawn cannot run
@@ -246,11 +246,6 @@ ROOT_LOCK=$(stat -c '%d:%i' "$ROOT")
 
 # ---- boot -------------------------------------------------------------------------
 
-t=$SECONDS
-systemd-nspawn --quiet -b --register=no --keep-unit --private-network \
-    --machine="divvy-check-$$" -D "$ROOT" < /dev/null > "$LOG" 2>&1 &
-NSPAWN=$!
-wait_for 30 find_leader || die "no container PID 1 within 30 s (systemd-nspawn's output below)" "$LOG"
 state=""
 booted() {
     state=$(ct timeout 5 systemctl is-system-running --wait 2>/dev/null)
@@ -258,13 +253,24 @@ booted() {
     kill -0 "$NSPAWN" 2>/dev/null || return 0
     return 1
 }
-wait_for 120 booted || die "container not booted in 120 s (state '$state')" "$LOG"
-kill -0 "$NSPAWN" 2>/dev/null || die "systemd-nspawn exited while booting" "$LOG"
-if [ "$state" = running ]; then
-    pass "boot: the container reaches 'running' ($((SECONDS - t)) s)"
-else
-    fail "boot" "is-system-running says '$state'; failed units: $(ct systemctl --failed --plain --no-legend | tr '\n' ' ')"
-fi
+# boot NAME: starts systemd-nspawn on $ROOT, finds the container's PID 1 and
+# waits (bounded) until systemd there has finished starting up.
+boot() {
+    local t=$SECONDS
+    LEADER=""
+    systemd-nspawn --quiet -b --register=no --keep-unit --private-network \
+        --machine="divvy-check-$$" -D "$ROOT" < /dev/null >> "$LOG" 2>&1 &
+    NSPAWN=$!
+    wait_for 30 find_leader || die "no container PID 1 within 30 s (systemd-nspawn's output below)" "$LOG"
+    wait_for 120 booted || die "container not booted in 120 s (state '$state')" "$LOG"
+    kill -0 "$NSPAWN" 2>/dev/null || die "systemd-nspawn exited while booting" "$LOG"
+    if [ "$state" = running ]; then
+        pass "$1: the container reaches 'running' ($((SECONDS - t)) s)"
+    else
+        fail "$1: the container reaches 'running'" "is-system-running says '$state'; failed units: $(ct systemctl --failed --plain --no-legend | tr '\n' ' ')"
+    fi
+}
+boot "boot"
 
 # ---- a fresh install on the running system (docs/operations.md) ----------------
 
@@ -602,6 +608,34 @@ refused "divvy-fast member cannot truncate /run/divvy/fast.table" \
     as 64010 "$G_FAST" truncate -s 0 /run/divvy/fast.table
 ct divvyctl take 2 t=fast > /dev/null 2>&1
 survived "divvyd survives the truncate attempt by path" "$pid" "$((${c0:-0} - 2))"
+
+# ---- reboot: what is enabled comes up by itself -------------------------------
+
+ct systemctl reboot > /dev/null 2>&1
+if wait_for 60 eval '! kill -0 "$NSPAWN" 2>/dev/null'; then
+    wait "$NSPAWN"
+    rc=$?
+    NSPAWN=""
+    expect "reboot: systemd-nspawn reports a reboot" "its exit status" "$rc" 133
+else
+    die "the container did not go down for reboot in 60 s" "$LOG"
+fi
+boot "reboot"
+expect "reboot: divvyd.socket listening at boot (enabled)" "its ActiveState/SubState" \
+    "$(prop ActiveState divvyd.socket)/$(prop SubState divvyd.socket)" "active/listening"
+opts=$(ct findmnt -n -o FSTYPE,OPTIONS /run/divvy 2>&1)
+if [[ "$opts" == tmpfs\ * && "$opts" == *huge=within_size* ]]; then
+    pass "reboot: run-divvy.mount (enabled) mounted at boot"
+else
+    fail "reboot: run-divvy.mount (enabled) mounted at boot" "findmnt says '$opts'"
+fi
+expect "reboot: tmpfiles.d set /run/divvy on the mount at boot" "owner, group, mode" \
+    "$(ct stat -c '%U:%G %a' /run/divvy)" "divvy:divvy-fast 2755"
+out=$(ct divvyctl peek t=slow 2>&1)
+case "$out" in
+allowed\ credit=*) pass "reboot: a first request starts divvyd and is answered ($out)" ;;
+*) fail "reboot: a first request starts divvyd and is answered" "divvyctl peek said '$out'" ;;
+esac
 
 # ---- the end ---------------------------------------------------------------------
 
