@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: MIT
 # check-systemd.sh BUILDDIR: divvy under a real systemd; `make check-systemd`.
 #
-# Builds (once; cached outside the repo, keyed by the package list and the apt
-# sources) a Debian bookworm root filesystem with mmdebstrap from this
-# machine's apt sources: systemd, dbus and every package whose libraries
-# divvyd, divvyctl, divvy-bench, libdivvy and pam_divvy load (from ldd on the
-# build).  Boots it with systemd-nspawn (-b --register=no --keep-unit
-# --private-network: PID 1 here need not be systemd), then does what
+# Builds (once; cached outside the repo, keyed by the package list, the host's
+# versions of those packages and the apt sources) a Debian bookworm root
+# filesystem with mmdebstrap from this machine's apt sources: systemd, dbus
+# and every package whose libraries divvyd, divvyctl, divvy-bench, libdivvy
+# and pam_divvy load (from ldd on the build).  Boots it with systemd-nspawn
+# (-b --register=no --keep-unit --private-network: PID 1 here need not be
+# systemd), then does what
 # docs/operations.md tells an admin to do on a running system:
 # `make install DESTDIR=<root> PREFIX=/usr`, systemd-sysusers,
 # systemd-tmpfiles, daemon-reload, `systemctl enable --now divvyd.socket`.
@@ -21,8 +22,9 @@
 # clean stop; the example run-divvy.mount turned on as docs/operations.md
 # says; a divvy-fast member resizing the fast table through the descriptor
 # libdivvy maps (tests/systemd/fast_attack.c) and by path (issue 11 items
-# 1 and 5); a reboot, after which the enabled units come up by themselves.  One line per case ("ok   ..." or "FAIL ...: why"), then
-# "N passed, N failed"; exit 1 when a case failed.
+# 1 and 5); a reboot, after which the enabled units come up by themselves.
+# One line per case ("ok   ..." or "FAIL ...: why"), then "N passed, N
+# failed"; exit 1 when a case failed.
 #
 # Prints "SKIP: <reason>" and exits 0 only when systemd-nspawn cannot run
 # here at all (not root, or namespaces refused).  Always powers the container
@@ -102,7 +104,11 @@ wait_for() {
 
 prop() { ct systemctl show -p "$1" --value "$2" 2>/dev/null; }
 is_active() { [ "$(prop ActiveState "$1")" = active ]; }
-main_pid() { prop MainPID divvyd.service; }
+svc() { prop "$1" divvyd.service; }
+main_pid() { svc MainPID; }
+unit_state() {
+    echo "ActiveState $(svc ActiveState), NRestarts $(svc NRestarts), MainPID $(main_pid)"
+}
 # Sends SIG to divvyd's main process, by the PID systemd reports; never to a
 # PID below 2 (kill -SIG 0 would signal our own process group, here too).
 signal_main() {
@@ -217,14 +223,19 @@ if [ -n "${DIVVY_SYSTEMD_SOURCES:-}" ]; then
 else
     debian_sources > "$WORK/sources"
 fi
-[ -s "$WORK/sources" ] || die "no Debian $SUITE entry in /etc/apt/sources.list* (set DIVVY_SYSTEMD_SOURCES)"
+[ -s "$WORK/sources" ] ||
+    die "no Debian $SUITE entry in /etc/apt/sources.list* (set DIVVY_SYSTEMD_SOURCES)"
 # deb822 when it has a Types: line, else one-line entries.
 if grep -qi '^types:' "$WORK/sources"; then
     mv "$WORK/sources" "$WORK/host.sources"
 else
     mv "$WORK/sources" "$WORK/host.list"
 fi
-key=$( (echo "$FORMAT $SUITE $pkgs"; cat "$WORK"/host.*) | sha256sum | cut -c1-16)
+# The key: the recipe, the packages with the versions this host has (a host
+# upgrade rebuilds the root too), the sources.
+# shellcheck disable=SC2086
+key=$( (echo "$FORMAT $SUITE $pkgs"; dpkg-query -W -f='${Package}=${Version}\n' $pkgs 2>/dev/null
+        cat "$WORK"/host.*) | sha256sum | cut -c1-16)
 TARBALL=$CACHE/$SUITE-$key.tar
 
 t=$SECONDS
@@ -234,7 +245,7 @@ t=$SECONDS
     note "building $TARBALL (mmdebstrap $SUITE, minbase + $pkgs)"
     # shellcheck disable=SC2086
     mmdebstrap --variant=minbase --format=tar --include="$(echo $pkgs | tr ' ' ,)" "$SUITE" \
-        "$TARBALL.tmp" "$WORK"/host.* > "$CACHE/build.log" 2>&1 || exit 1
+        "$TARBALL.tmp" "$WORK"/host.* > "$CACHE/build.log" 2>&1 || { rm -f "$TARBALL.tmp"; exit 1; }
     mv "$TARBALL.tmp" "$TARBALL" || exit 1
     # Older package lists: not needed any more.
     find "$CACHE" -maxdepth 1 -name "$SUITE-*.tar" ! -name "${TARBALL##*/}" -delete
@@ -256,18 +267,20 @@ booted() {
 # boot NAME: starts systemd-nspawn on $ROOT, finds the container's PID 1 and
 # waits (bounded) until systemd there has finished starting up.
 boot() {
-    local t=$SECONDS
+    local t=$SECONDS units
     LEADER=""
     systemd-nspawn --quiet -b --register=no --keep-unit --private-network \
         --machine="divvy-check-$$" -D "$ROOT" < /dev/null >> "$LOG" 2>&1 &
     NSPAWN=$!
-    wait_for 30 find_leader || die "no container PID 1 within 30 s (systemd-nspawn's output below)" "$LOG"
+    wait_for 30 find_leader ||
+        die "no container PID 1 within 30 s (systemd-nspawn's output below)" "$LOG"
     wait_for 120 booted || die "container not booted in 120 s (state '$state')" "$LOG"
     kill -0 "$NSPAWN" 2>/dev/null || die "systemd-nspawn exited while booting" "$LOG"
     if [ "$state" = running ]; then
         pass "$1: the container reaches 'running' ($((SECONDS - t)) s)"
     else
-        fail "$1: the container reaches 'running'" "is-system-running says '$state'; failed units: $(ct systemctl --failed --plain --no-legend | tr '\n' ' ')"
+        units=$(ct systemctl --failed --plain --no-legend | tr '\n' ' ')
+        fail "$1: the container reaches 'running'" "it is '$state'; failed units: $units"
     fi
 }
 boot "boot"
@@ -275,7 +288,8 @@ boot "boot"
 # ---- a fresh install on the running system (docs/operations.md) ----------------
 
 make -C "$SRC" --no-print-directory B="$B" install DESTDIR="$ROOT" PREFIX=/usr \
-    > "$WORK/install.log" 2>&1 || die "make install DESTDIR=<root> PREFIX=/usr failed" "$WORK/install.log"
+    > "$WORK/install.log" 2>&1 ||
+    die "make install DESTDIR=<root> PREFIX=/usr failed" "$WORK/install.log"
 ct systemd-sysusers divvy.conf > "$WORK/setup.log" 2>&1 &&
     ct systemd-tmpfiles --create divvy.conf >> "$WORK/setup.log" 2>&1 &&
     ct systemctl daemon-reload >> "$WORK/setup.log" 2>&1 ||
@@ -290,7 +304,8 @@ else
     pass "install: /run/divvy is not a mount of its own"
 fi
 if ct test -e /lib/systemd/system/run-divvy.mount; then
-    fail "install: no run-divvy.mount in the unit directory" "/lib/systemd/system/run-divvy.mount exists"
+    fail "install: no run-divvy.mount in the unit directory" \
+        "/lib/systemd/system/run-divvy.mount exists"
 else
     pass "install: no run-divvy.mount in the unit directory"
 fi
@@ -306,7 +321,11 @@ else
 fi
 for g in divvy divvy-fast divvy-admin; do
     gid=$(ct getent group "$g" | cut -d: -f3)
-    if [ -n "$gid" ]; then pass "sysusers: group $g ($gid)"; else fail "sysusers: group $g" "missing"; fi
+    if [ -n "$gid" ]; then
+        pass "sysusers: group $g ($gid)"
+    else
+        fail "sysusers: group $g" "missing"
+    fi
 done
 G_DIVVY=$(ct getent group divvy | cut -d: -f3)
 G_FAST=$(ct getent group divvy-fast | cut -d: -f3)
@@ -373,7 +392,8 @@ if [[ "$rules" == *slow* && "$rules" == *fast* ]]; then
 else
     fail "reload: the new rules are served" "divvyctl rules: $rules"
 fi
-expect "reload: same process" "ActiveState/MainPID" "$(prop ActiveState divvyd.service)/$(main_pid)" \
+expect "reload: same process" "ActiveState/MainPID" \
+    "$(prop ActiveState divvyd.service)/$(main_pid)" \
     "active/$pid"
 
 ct divvyctl take 10 t=slow > /dev/null 2>&1
@@ -417,7 +437,7 @@ expect "restart: systemctl restart" "its exit status" "$?" 0
 if is_active divvyd.service && [ "$(main_pid)" != "$pid" ]; then
     pass "restart: a new divvyd is running"
 else
-    fail "restart: a new divvyd is running" "ActiveState $(prop ActiveState divvyd.service), MainPID $(main_pid) (was $pid)"
+    fail "restart: a new divvyd is running" "$(unit_state) (was $pid)"
 fi
 counts_kept "restart" 83
 
@@ -429,7 +449,7 @@ n=$(prop NRestarts divvyd.service)
 if signal_main SEGV "$pid" && wait_for 20 restarted "$pid" "$n"; then
     pass "crash: divvyd killed by SIGSEGV is restarted by systemd"
 else
-    fail "crash: divvyd killed by SIGSEGV is restarted by systemd" "ActiveState $(prop ActiveState divvyd.service), NRestarts $(prop NRestarts divvyd.service), MainPID $(main_pid) (was $pid)"
+    fail "crash: divvyd killed by SIGSEGV is restarted by systemd" "$(unit_state) (was $pid)"
 fi
 counts_kept "crash" 76
 
@@ -449,7 +469,7 @@ n=$(prop NRestarts divvyd.service)
 if signal_main STOP "$pid" && wait_for 30 restarted "$pid" "$n"; then
     pass "watchdog: a stopped divvyd is killed and restarted"
 else
-    fail "watchdog: a stopped divvyd is killed and restarted" "ActiveState $(prop ActiveState divvyd.service), NRestarts $(prop NRestarts divvyd.service), MainPID $(main_pid) (was $pid)"
+    fail "watchdog: a stopped divvyd is killed and restarted" "$(unit_state) (was $pid)"
 fi
 if ct journalctl -u divvyd.service -o cat --no-pager 2>/dev/null | grep -q 'Watchdog timeout'; then
     pass "watchdog: the journal says 'Watchdog timeout'"
@@ -467,7 +487,7 @@ ct systemctl restart divvyd.service > "$WORK/restart.log" 2>&1
 take7
 ct systemctl stop divvyd.service > "$WORK/stop.log" 2>&1
 expect "stop: divvyd.service stops cleanly" "ActiveState/Result/exit status" \
-    "$(prop ActiveState divvyd.service)/$(prop Result divvyd.service)/$(prop ExecMainStatus divvyd.service)" \
+    "$(svc ActiveState)/$(svc Result)/$(svc ExecMainStatus)" \
     "inactive/success/0"
 ct systemctl start divvyd.service > "$WORK/start.log" 2>&1
 expect "stop + start: systemctl start" "ActiveState" "$(prop ActiveState divvyd.service)" active
@@ -485,7 +505,8 @@ nfd=$(prop NFileDescriptorStore divvyd.service)
 if [ "${max:-0}" -gt 0 ] && [ "${nfd:-0}" -ge 1 ]; then
     pass "fd store: divvyd keeps its fast table there (FileDescriptorStoreMax=$max, $nfd held)"
 else
-    fail "fd store: divvyd keeps its fast table there" "FileDescriptorStoreMax='$max', NFileDescriptorStore='$nfd'"
+    fail "fd store: divvyd keeps its fast table there" \
+        "FileDescriptorStoreMax='$max', NFileDescriptorStore='$nfd'"
 fi
 if ct test -e /run/divvy/fast.table; then
     fail "fd store: no fast.table file a client could resize" "/run/divvy/fast.table exists"
@@ -538,7 +559,7 @@ expect "RESET from a divvy-admin member is done" "exit status/credit" "$?/$(cred
 
 ct systemctl stop divvyd.socket divvyd.service > "$WORK/stop.log" 2>&1
 expect "clean stop: divvyd.socket and divvyd.service" "ActiveStates, Result, exit status" \
-    "$(prop ActiveState divvyd.socket)/$(prop ActiveState divvyd.service)/$(prop Result divvyd.service)/$(prop ExecMainStatus divvyd.service)" \
+    "$(prop ActiveState divvyd.socket)/$(svc ActiveState)/$(svc Result)/$(svc ExecMainStatus)" \
     "inactive/inactive/success/0"
 
 # ---- the example run-divvy.mount, turned on as docs/operations.md says ----------
