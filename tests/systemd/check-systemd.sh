@@ -602,11 +602,12 @@ if install -m 0755 "$ATTACK" "$ROOT/usr/local/bin/divvy-fast-attack" 2>/dev/null
     # /proc/sys/kernel/random/boot_id; divvyd's ProtectProc=invisible gives
     # it a fresh procfs with the kernel's.  libdivvy refuses a table of
     # another boot, so the client runs with that overmount removed (in a
-    # mount namespace of its own), seeing what divvyd sees.
+    # mount namespace of its own), seeing what divvyd sees.  The user is in
+    # divvy too: a table handed out over the socket needs access to it.
     out=$(ct unshare --mount --propagation private sh -c \
         'umount /proc/sys/kernel/random/boot_id 2>/dev/null
          exec setpriv --reuid=64010 --regid=64010 --groups="$1" -- "$2" t=fast' \
-        sh "$G_FAST" /usr/local/bin/divvy-fast-attack 2>&1)
+        sh "$G_FAST,$G_DIVVY" /usr/local/bin/divvy-fast-attack 2>&1)
     rc=$?
     out=$(echo "$out" | tr '\n' ';')
     case $rc in
