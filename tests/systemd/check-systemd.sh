@@ -386,11 +386,11 @@ cp "$CONF" "$WORK/good.conf"
 pid=$(main_pid)
 ct systemctl reload divvyd.service > "$WORK/reload.log" 2>&1
 expect "reload: systemctl reload with a new config" "its exit status" "$?" 0
-rules=$(ct divvyctl rules 2>&1)
-if [[ "$rules" == *slow* && "$rules" == *fast* ]]; then
+peeks=$(ct divvyctl peek t=slow 2>&1; ct divvyctl peek t=fast 2>&1)
+if [[ "$peeks" == *"credit=100 "*"rule=slow"*"credit=100 "*"rule=fast"* ]]; then
     pass "reload: the new rules are served"
 else
-    fail "reload: the new rules are served" "divvyctl rules: $rules"
+    fail "reload: the new rules are served" "divvyctl peek t=slow, t=fast: $peeks"
 fi
 expect "reload: same process" "ActiveState/MainPID" \
     "$(prop ActiveState divvyd.service)/$(main_pid)" \
@@ -415,7 +415,7 @@ cp "$WORK/good.conf" "$CONF"
 
 # ---- counts across restart, crash, watchdog restart, stop + start -------------
 
-# after_event NAME WANT: the counts of both rules are WANT now.
+# counts_kept NAME WANT: both rules have WANT credits left now.
 counts_kept() {
     expect "$1 keeps counts: plain rule (private table)" "credit left" "$(credit slow)" "$2"
     expect "$1 keeps counts: fast_path rule (fast table)" "credit left" "$(credit fast)" "$2"
@@ -496,6 +496,8 @@ counts_kept "stop + start" 62
 # stop, then a request on the socket starts divvyd again
 take7
 ct systemctl stop divvyd.service > /dev/null 2>&1
+expect "stop: divvyd.service stopped, the socket still listening" "their ActiveStates" \
+    "$(svc ActiveState)/$(prop ActiveState divvyd.socket)" "inactive/active"
 counts_kept "stop + socket-activated start" 55
 
 # ---- the fast table in the fd store (DESIGN §4; issue 11) ------------------------
