@@ -294,6 +294,10 @@ ct systemd-sysusers divvy.conf > "$WORK/setup.log" 2>&1 &&
     ct systemd-tmpfiles --create divvy.conf >> "$WORK/setup.log" 2>&1 &&
     ct systemctl daemon-reload >> "$WORK/setup.log" 2>&1 ||
     die "systemd-sysusers / systemd-tmpfiles / daemon-reload failed" "$WORK/setup.log"
+# Clients for the fast path (run by fast_client): docs/examples/hit and the
+# attack; they load the installed libdivvy.
+install -m 0755 "$B/examples/hit" "$ROOT/usr/local/bin/divvy-hit"
+install -m 0755 "$B/tests/systemd/fast_attack" "$ROOT/usr/local/bin/divvy-fast-attack"
 ct systemctl enable --now divvyd.socket > "$WORK/enable.log" 2>&1
 expect "install: systemctl enable --now divvyd.socket" "its exit status" "$?" 0
 
@@ -415,12 +419,46 @@ cp "$WORK/good.conf" "$CONF"
 
 # ---- counts across restart, crash, watchdog restart, stop + start -------------
 
+# fast_client UID CMD...: CMD as uid UID in groups divvy-fast and divvy (a
+# fast-path client also uses the socket; a table handed out over it needs
+# that).  systemd-nspawn shows the container a boot_id of its own, over
+# /proc/sys/kernel/random/boot_id, while divvyd's ProtectProc=invisible gives
+# it a fresh procfs with the kernel's; libdivvy refuses a table of another
+# boot, so the client runs in a mount namespace of its own without that
+# overmount, seeing what divvyd sees.
+fast_client() {
+    local u=$1
+    shift
+    ct unshare --mount --propagation private sh -c \
+        'umount /proc/sys/kernel/random/boot_id 2>/dev/null
+         u=$1 g=$2
+         shift 2
+         exec setpriv --reuid="$u" --regid="$u" --groups="$g" -- "$@"' \
+        sh "$u" "$G_FAST,$G_DIVVY" "$@"
+}
+# One credit of t=fast taken on the fast path, in a client process
+# (docs/examples/hit with DIVVY_PATH=fast); a failing case otherwise.
+fast_hit() {
+    local out
+    out=$(fast_client 64011 env DIVVY_PATH=fast /usr/local/bin/divvy-hit t=fast 2>&1)
+    case "$out" in
+    allowed\ *rule=fast\ path=fast) return 0 ;;
+    esac
+    fail "$1: a hit on the fast path in a client process" "divvy-hit said '$out'"
+    return 1
+}
+
 # counts_kept NAME WANT: both rules have WANT credits left now.
 counts_kept() {
     expect "$1 keeps counts: plain rule (private table)" "credit left" "$(credit slow)" "$2"
     expect "$1 keeps counts: fast_path rule (fast table)" "credit left" "$(credit fast)" "$2"
 }
-take7() { ct divvyctl take 7 t=slow > /dev/null 2>&1; ct divvyctl take 7 t=fast > /dev/null 2>&1; }
+# take7 NAME: 7 credits of each rule; one of the fast_path rule's in a client.
+take7() {
+    ct divvyctl take 7 t=slow > /dev/null 2>&1
+    ct divvyctl take 6 t=fast > /dev/null 2>&1
+    fast_hit "$1"
+}
 restarted() {
     local p
     p=$(main_pid)
@@ -428,9 +466,15 @@ restarted() {
         [ "$(prop NRestarts divvyd.service)" -gt "$2" ]
 }
 
+# The fast path works for a client of the installed layout.
+if fast_hit "fast path"; then
+    pass "fast path: a divvy-fast member's hit is decided in its own process"
+fi
+ct divvyctl take 1 t=slow > /dev/null 2>&1
+
 # systemctl restart
 ct systemctl reset-failed divvyd.service
-take7
+take7 "restart"
 pid=$(main_pid)
 ct systemctl restart divvyd.service > "$WORK/restart.log" 2>&1
 expect "restart: systemctl restart" "its exit status" "$?" 0
@@ -439,11 +483,11 @@ if is_active divvyd.service && [ "$(main_pid)" != "$pid" ]; then
 else
     fail "restart: a new divvyd is running" "$(unit_state) (was $pid)"
 fi
-counts_kept "restart" 83
+counts_kept "restart" 82
 
 # a crash: SIGSEGV to the main process; Restart=on-failure brings it back
 ct systemctl reset-failed divvyd.service
-take7
+take7 "crash"
 pid=$(main_pid)
 n=$(prop NRestarts divvyd.service)
 if signal_main SEGV "$pid" && wait_for 20 restarted "$pid" "$n"; then
@@ -451,7 +495,7 @@ if signal_main SEGV "$pid" && wait_for 20 restarted "$pid" "$n"; then
 else
     fail "crash: divvyd killed by SIGSEGV is restarted by systemd" "$(unit_state) (was $pid)"
 fi
-counts_kept "crash" 76
+counts_kept "crash" 75
 
 # the watchdog: WatchdogSec=2s, then divvyd SIGSTOPped
 DROPIN=$ROOT/etc/systemd/system/divvyd.service.d
@@ -463,7 +507,7 @@ ct systemctl restart divvyd.service > "$WORK/restart.log" 2>&1
 expect "watchdog: the drop-in applies" "WatchdogUSec" "$(prop WatchdogUSec divvyd.service)" 2s
 watchdog_pinged() { [ "$(prop WatchdogTimestampMonotonic divvyd.service)" != 0 ]; }
 wait_for 10 watchdog_pinged
-take7
+take7 "watchdog restart"
 pid=$(main_pid)
 n=$(prop NRestarts divvyd.service)
 if signal_main STOP "$pid" && wait_for 30 restarted "$pid" "$n"; then
@@ -476,7 +520,7 @@ if ct journalctl -u divvyd.service -o cat --no-pager 2>/dev/null | grep -q 'Watc
 else
     fail "watchdog: the journal says 'Watchdog timeout'" "no such line in journalctl -u divvyd"
 fi
-counts_kept "watchdog restart" 69
+counts_kept "watchdog restart" 68
 rm -f "$DROPIN/50-check-watchdog.conf"
 rmdir "$DROPIN"
 ct systemctl daemon-reload
@@ -484,21 +528,21 @@ ct systemctl reset-failed divvyd.service
 ct systemctl restart divvyd.service > "$WORK/restart.log" 2>&1
 
 # systemctl stop, then start (systemd 252 empties the fd store on stop)
-take7
+take7 "stop + start"
 ct systemctl stop divvyd.service > "$WORK/stop.log" 2>&1
 expect "stop: divvyd.service stops cleanly" "ActiveState/Result/exit status" \
     "$(svc ActiveState)/$(svc Result)/$(svc ExecMainStatus)" \
     "inactive/success/0"
 ct systemctl start divvyd.service > "$WORK/start.log" 2>&1
 expect "stop + start: systemctl start" "ActiveState" "$(prop ActiveState divvyd.service)" active
-counts_kept "stop + start" 62
+counts_kept "stop + start" 61
 
 # stop, then a request on the socket starts divvyd again
-take7
+take7 "stop + socket-activated start"
 ct systemctl stop divvyd.service > /dev/null 2>&1
 expect "stop: divvyd.service stopped, the socket still listening" "their ActiveStates" \
     "$(svc ActiveState)/$(prop ActiveState divvyd.socket)" "inactive/active"
-counts_kept "stop + socket-activated start" 55
+counts_kept "stop + socket-activated start" 54
 
 # ---- the fast table in the fd store (DESIGN §4; issue 11) ------------------------
 
@@ -595,21 +639,11 @@ ct systemctl start divvyd.socket divvyd.service > /dev/null 2>&1
 ct systemctl reset-failed divvyd.service
 
 # Through the descriptors libdivvy maps (tests/systemd/fast_attack.c).
-ATTACK=$B/tests/systemd/fast_attack
 ct divvyctl take 1 t=fast > /dev/null 2>&1
 pid=$(main_pid)
 c0=$(credit fast)
-if install -m 0755 "$ATTACK" "$ROOT/usr/local/bin/divvy-fast-attack" 2>/dev/null; then
-    # systemd-nspawn shows the container a boot_id of its own, over
-    # /proc/sys/kernel/random/boot_id; divvyd's ProtectProc=invisible gives
-    # it a fresh procfs with the kernel's.  libdivvy refuses a table of
-    # another boot, so the client runs with that overmount removed (in a
-    # mount namespace of its own), seeing what divvyd sees.  The user is in
-    # divvy too: a table handed out over the socket needs access to it.
-    out=$(ct unshare --mount --propagation private sh -c \
-        'umount /proc/sys/kernel/random/boot_id 2>/dev/null
-         exec setpriv --reuid=64010 --regid=64010 --groups="$1" -- "$2" t=fast' \
-        sh "$G_FAST,$G_DIVVY" /usr/local/bin/divvy-fast-attack 2>&1)
+if [ -x "$ROOT/usr/local/bin/divvy-fast-attack" ]; then
+    out=$(fast_client 64010 /usr/local/bin/divvy-fast-attack t=fast 2>&1)
     rc=$?
     out=$(echo "$out" | tr '\n' ';')
     case $rc in
@@ -618,7 +652,8 @@ if install -m 0755 "$ATTACK" "$ROOT/usr/local/bin/divvy-fast-attack" 2>/dev/null
     *) fail "divvy-fast member cannot resize the table libdivvy maps" "no fast path: $out" ;;
     esac
 else
-    fail "divvy-fast member cannot resize the table libdivvy maps" "$ATTACK not built"
+    fail "divvy-fast member cannot resize the table libdivvy maps" \
+        "$B/tests/systemd/fast_attack not built"
 fi
 ct divvyctl take 2 t=fast > /dev/null 2>&1
 survived "divvyd survives the resize attempts on its mapped table" "$pid" "$((${c0:-0} - 3))"
