@@ -73,7 +73,8 @@ PC_FILE     := $(B)/divvy.pc
 LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
-        install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak
+        install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
+        check-systemd
 .DEFAULT_GOAL := all
 
 CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY_A) $(PC_FILE),) \
@@ -86,6 +87,8 @@ help:
 	@echo "make run        install missing deps (root), build, run divvyd with etc/divvy.conf"
 	@echo "make check      install missing deps (root), build, run every test: gcc, valgrind,"
 	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/testing.md)"
+	@echo "make check-systemd  (root) install into a Debian bookworm container booted with"
+	@echo "                systemd-nspawn and drive the units there (tests/systemd/check-systemd.sh)"
 	@echo "make asan       build into build-asan/ with ASan+UBSan and run the tests there"
 	@echo "make clang      build into build-clang/ with clang and run the tests there"
 	@echo "make tsan       unit tests under ThreadSanitizer (clang) in build-tsan/"
@@ -216,6 +219,19 @@ check: deps
 	@git status --porcelain 2>/dev/null | grep -v '^??' >/dev/null && \
 	    { echo "check: tests modified tracked files" >&2; git status --short >&2; exit 1; } || true
 	@echo "make check: all tests passed"
+
+# `make check-systemd`: `make install` into a Debian bookworm root (mmdebstrap,
+# cached under /var/cache/divvy-check-systemd/), booted with systemd-nspawn;
+# the units driven with systemctl and divvyctl there (docs/testing.md).  Root.
+check-systemd: deps
+	@$(SUBMAKE) $(BUILD_J) all $(SYSD_ATTACK)
+	@tests/systemd/check-systemd.sh $(B)
+
+# Run inside the container against the installed libdivvy: no rpath into $(B).
+SYSD_ATTACK := $(B)/tests/systemd/fast_attack
+$(SYSD_ATTACK): tests/systemd/fast_attack.c $(B)/libdivvy.so
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:
@@ -357,7 +373,10 @@ TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 PAMDIR      ?= $(LIBDIR)/security
 endif
 MAN_PAGES   := $(wildcard docs/man/*.[1-8])
-EXAMPLE_FILES := $(wildcard etc/divvy.ini etc/divvy.json etc/pam.d/* docs/examples/*.c)
+# run-divvy.mount is an example, never in UNITDIR: there divvyd.socket's implicit
+# RequiresMountsFor=/run/divvy would pull it in (docs/operations.md "Huge pages").
+EXAMPLE_FILES := $(wildcard etc/divvy.ini etc/divvy.json etc/pam.d/* docs/examples/*.c \
+                 systemd/run-divvy.mount)
 # The units name /usr/sbin, /usr/bin and /etc; rewritten to this layout.
 UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
                -e 's|/usr/bin/divvyctl|$(BINDIR)/divvyctl|g' -e 's|/etc/divvy/|$(SYSCONFDIR)/divvy/|g'
@@ -392,8 +411,6 @@ endif
 	sed $(UNIT_SED) systemd/divvyd.service > $(DESTDIR)$(UNITDIR)/divvyd.service
 	sed $(UNIT_SED) systemd/divvyd.socket > $(DESTDIR)$(UNITDIR)/divvyd.socket
 	chmod 0644 $(DESTDIR)$(UNITDIR)/divvyd.service $(DESTDIR)$(UNITDIR)/divvyd.socket
-	@# Optional huge-page tmpfs for /run/divvy: installed, not enabled (docs/operations.md).
-	$(INSTALL) -m 0644 systemd/run-divvy.mount $(DESTDIR)$(UNITDIR)/run-divvy.mount
 	$(INSTALL) -m 0644 systemd/divvy.sysusers $(DESTDIR)$(SYSUSERSDIR)/divvy.conf
 	$(INSTALL) -m 0644 systemd/divvy.tmpfiles $(DESTDIR)$(TMPFILESDIR)/divvy.conf
 	@# An existing config is the admin's: never overwritten.
@@ -406,7 +423,8 @@ endif
 	$(if $(EXAMPLE_FILES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/examples)
 	$(if $(EXAMPLE_FILES),$(INSTALL) -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(DOCDIR)/examples/)
 
-# Removes what install put there, except the config (the admin's).
+# Removes what install put there, except the config (the admin's); also
+# UNITDIR/run-divvy.mount, which earlier versions installed there.
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/divvyd $(DESTDIR)$(BINDIR)/divvyctl $(DESTDIR)$(BINDIR)/divvy-bench \
 	    $(DESTDIR)$(LIBDIR)/libdivvy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdivvy.so.$(SOVERSION) \

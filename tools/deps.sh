@@ -20,7 +20,8 @@ build_cmds="pkg-config:pkg-config cc:gcc make:make"
 test_pkgs="cmocka:libcmocka-dev"
 test_cmds="clang:clang redis-server:redis-server promtool:prometheus
 systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pamtester
-strace:strace git:git valgrind:valgrind gcovr:gcovr"
+strace:strace git:git valgrind:valgrind gcovr:gcovr
+systemd-nspawn:systemd-container mmdebstrap:mmdebstrap"
 # files -> Debian package
 ma=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 test_files="/usr/lib/$ma/libpam_wrapper.so:libpam-wrapper"

@@ -3,8 +3,10 @@
  * Integration: `make install DESTDIR=$T PREFIX=/usr` from the build under
  * test.  Checks the tree (binaries, libdivvy.so.N and its links, libdivvy.a,
  * divvy.h, divvy.pc, pam_divvy.so in the multiarch security directory, the
- * units with the install's paths (run-divvy.mount too, installed but not
- * enabled), sysusers.d and tmpfiles.d, the config,
+ * units with the install's paths, none enabled, and run-divvy.mount only as
+ * an example (in the unit directory divvyd.socket's implicit
+ * RequiresMountsFor=/run/divvy would pull it in: issue 11 item 10),
+ * sysusers.d and tmpfiles.d, the config,
  * man pages), that an existing config is never overwritten, that installed
  * programs carry no rpath into the build tree, builds docs/examples/ programs
  * against the installed divvy.pc (PKG_CONFIG_PATH + PKG_CONFIG_SYSROOT_DIR)
@@ -142,6 +144,19 @@ static void expect_file(const char *rel, mode_t type, mode_t perm)
         fail_msg("%s: mode 0%o, want 0%o", rel, (unsigned)(st.st_mode & 07777), (unsigned)perm);
 }
 
+/* Asserts that $root@rel does not exist. */
+static void expect_absent(const char *rel)
+{
+    char path[512];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s%s", root, rel);
+    if (lstat(path, &st) == 0)
+        fail_msg("%s: installed, and must not be", rel);
+    if (errno != ENOENT)
+        fail_msg("%s: %s", rel, strerror(errno));
+}
+
 static void expect_grep(const char *rel, const char *fixed)
 {
     char cmd[1024], out[256];
@@ -170,10 +185,13 @@ static void test_install_tree(void **state)
     snprintf(rel, sizeof(rel), "%s/divvyd.socket", unitdir);
     expect_file(rel, S_IFREG, 0644);
     expect_grep(rel, "ListenStream=/run/divvy/divvy.sock");
-    /* Optional, so installed but not enabled: no wants/ link anywhere. */
+    /* An example only: a mount unit for /run/divvy in the unit directory is
+     * pulled in by divvyd.socket whether enabled or not. */
     snprintf(rel, sizeof(rel), "%s/run-divvy.mount", unitdir);
-    expect_file(rel, S_IFREG, 0644);
-    expect_grep(rel, "Where=/run/divvy");
+    expect_absent(rel);
+    expect_file("/usr/share/doc/divvy/examples/run-divvy.mount", S_IFREG, 0644);
+    expect_grep("/usr/share/doc/divvy/examples/run-divvy.mount", "Where=/run/divvy");
+    /* Nothing enabled: no wants/ link anywhere. */
     snprintf(path, sizeof(path), "cd '%s' && find . -name '*.wants' -o -name '*.requires'", root);
     assert_int_equal(run(path, out, OUT_MAX), 0);
     if (out[0])
@@ -317,12 +335,13 @@ static void test_install_units_verify(void **state)
     /* The installed units, their programs looked up inside DESTDIR (verify
      * --root wants a whole system there). */
     snprintf(cmd, sizeof(cmd), "set -e; mkdir -p '%s/verify'; cd '%s/verify';"
-             "for u in divvyd.service divvyd.socket run-divvy.mount; do"
+             "for u in divvyd.service divvyd.socket; do"
              "  sed -e 's|/usr/sbin/divvyd|%s/usr/sbin/divvyd|'"
              "      -e 's|/usr/bin/divvyctl|%s/usr/bin/divvyctl|' '%s%s/'$u > $u; done;"
+             "cp '%s/usr/share/doc/divvy/examples/run-divvy.mount' .;"
              "MANPATH='%s/usr/share/man' systemd-analyze verify ./divvyd.socket ./divvyd.service"
              " ./run-divvy.mount",
-             root, root, root, root, root, unitdir, root);
+             root, root, root, root, root, unitdir, root, root);
     if (run(cmd, out, OUT_MAX) != 0 || out[0])
         fail_msg("systemd-analyze verify on the installed units:\n%s", out);
 }

@@ -3,7 +3,7 @@
  * Integration: divvyd under systemd's contracts, without systemd as PID 1.
  *   - `systemd-analyze verify` on systemd/divvyd.{service,socket} (paths
  *     pointed at the build, man pages found through MANPATH) and on the
- *     optional systemd/run-divvy.mount prints nothing;
+ *     example systemd/run-divvy.mount (not installed as a unit) prints nothing;
  *     sysusers.d and tmpfiles.d files applied to a scratch root give the
  *     users, groups and a setgid /run/divvy.
  *   - sd_notify: a datagram socket as $NOTIFY_SOCKET and $WATCHDOG_USEC set;
