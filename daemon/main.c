@@ -354,6 +354,8 @@ int main(int argc, char **argv)
     struct metrics *metrics = NULL;
     struct notify_listener *inherited = NULL;
     size_t n_inherited = 0;
+    struct notify_stored *stored = NULL;
+    size_t n_stored = 0;
     const char *env_listen[MAX_LISTEN];
     size_t n_env_listen = 0;
     char port_listen[32];
@@ -449,8 +451,9 @@ int main(int argc, char **argv)
     so.store = store;
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
-    /* Sockets systemd passed (divvyd.socket); before any thread starts. */
-    r = notify_listen_fds(&inherited, &n_inherited);
+    /* Sockets systemd passed (divvyd.socket), and fds from its fd store;
+     * before any thread starts.  A stored fd nobody adopts is closed. */
+    r = notify_listen_fds(&inherited, &n_inherited, &stored, &n_stored);
     if (r < 0) {
         errno = -r;
         log_msg(LOG_ERR, "socket activation: %m");
@@ -489,6 +492,7 @@ out_rcu:
     srv_free(srv);
     metrics_free(metrics);
     notify_listeners_free(inherited, n_inherited);
+    notify_stored_free(stored, n_stored);
     store_free(store);
     reload_free(rl);
     urcu_memb_unregister_thread();

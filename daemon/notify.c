@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * notify: sd_notify, the watchdog timer and socket activation for divvyd
- * (see notify.h).  Everything goes through libsystemd (sd_notify(3),
- * sd_watchdog_enabled(3), sd_listen_fds_with_names(3)); libsystemd is a no-op
- * when the environment names no service manager.
+ * and the fd store (see notify.h).  Everything goes through libsystemd
+ * (sd_notify(3), sd_pid_notify_with_fds(3), sd_watchdog_enabled(3),
+ * sd_listen_fds_with_names(3)); libsystemd is a no-op when the environment
+ * names no service manager.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +76,38 @@ void notify_stopping(void)
 void notify_watchdog_ping(void)
 {
     sd_notify(0, "WATCHDOG=1");
+}
+
+/* An FDNAME= systemd accepts (fdname_is_valid()): 1..255 printable ASCII, no ':'. */
+static bool fdname_valid(const char *name)
+{
+    size_t len = name ? strnlen(name, NOTIFY_NAME_MAX) : 0;
+
+    if (len == 0 || len >= NOTIFY_NAME_MAX)
+        return false;
+    for (const char *p = name; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f || *p == ':')
+            return false;
+    return true;
+}
+
+int notify_fdstore(int fd, const char *name)
+{
+    char msg[sizeof("FDSTOREREMOVE=1\nFDNAME=") + NOTIFY_NAME_MAX];
+    int r;
+
+    if (fd < 0 || !fdname_valid(name))
+        return -EINVAL;
+    if (!getenv("NOTIFY_SOCKET"))
+        return 0;
+    /* The store keeps every fd sent under a name: drop the old one first. */
+    snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
+    r = sd_pid_notify(0, 0, msg);
+    if (r < 0)
+        return r;
+    snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s", name);
+    r = sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
+    return r < 0 ? r : 0;
 }
 
 uint64_t notify_watchdog_usec(void)
@@ -202,10 +235,38 @@ static int adopt_fd(int fd, struct notify_listener *l)
     return 0;
 }
 
-int notify_listen_fds(struct notify_listener **ret, size_t *ret_n)
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/*
+ * Whether fd @i (not a listening stream socket) came from the fd store: not
+ * a socket, and named as only notify_fdstore() names (see notify.h).
+ */
+static bool is_stored(int fd, const char *name, const struct notify_listener *l, size_t n)
+{
+    if (sd_is_socket(fd, AF_UNSPEC, 0, -1) != 0)
+        return false;               /* a socket (or an fd we cannot even fstat) */
+    if (!fdname_valid(name) || strcmp(name, "unknown") == 0 || strcmp(name, "stored") == 0 ||
+        ends_with(name, ".socket"))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (l[i].fd >= 0 && strcmp(l[i].name, name) == 0)
+            return false;
+    return true;
+}
+
+int notify_listen_fds(struct notify_listener **ret_listeners, size_t *ret_n_listeners,
+                      struct notify_stored **ret_stored, size_t *ret_n_stored)
 {
     struct notify_listener *l = NULL;
+    struct notify_stored *st = NULL;
+    size_t n_l = 0, n_st = 0;
     char **names = NULL;
+    bool *listening = NULL;
     int n, r = 0;
 
     n = sd_listen_fds_with_names(1, &names);
@@ -213,30 +274,65 @@ int notify_listen_fds(struct notify_listener **ret, size_t *ret_n)
         return n;
     if (n > 0) {
         l = calloc((size_t)n, sizeof(*l));
-        if (!l) {
+        st = calloc((size_t)n, sizeof(*st));
+        listening = calloc((size_t)n, sizeof(*listening));
+        if (!l || !st || !listening) {
             r = -ENOMEM;
             goto out;
         }
     }
+    /* Listening sockets first: a stored fd's name must not be one of theirs. */
     for (int i = 0; i < n; i++) {
-        l[i].fd = -1;
+        struct notify_listener *x = &l[n_l];
+
+        x->fd = -1;
+        if (adopt_fd(SD_LISTEN_FDS_START + i, x) < 0)
+            continue;
         if (names && names[i] && strcmp(names[i], "unknown") != 0)
-            snprintf(l[i].name, sizeof(l[i].name), "%s", names[i]);
+            snprintf(x->name, sizeof(x->name), "%s", names[i]);
+        listening[i] = true;
+        n_l++;
     }
     for (int i = 0; i < n; i++) {
-        r = adopt_fd(SD_LISTEN_FDS_START + i, &l[i]);
-        if (r < 0)
+        int fd = SD_LISTEN_FDS_START + i;
+        const char *name = names && names[i] ? names[i] : "";
+
+        if (listening[i])
+            continue;
+        if (!is_stored(fd, name, l, n_l)) {
+            r = -EINVAL;
             goto out;
+        }
+        if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+            r = -errno;
+            goto out;
+        }
+        st[n_st].fd = fd;
+        snprintf(st[n_st].name, sizeof(st[n_st].name), "%s", name);
+        n_st++;
     }
-    *ret = l;
-    *ret_n = (size_t)n;
-    l = NULL;                           /* the caller owns it now */
+    if (n_l == 0) {
+        free(l);
+        l = NULL;
+    }
+    if (n_st == 0) {
+        free(st);
+        st = NULL;
+    }
+    *ret_listeners = l;
+    *ret_n_listeners = n_l;
+    *ret_stored = st;
+    *ret_n_stored = n_st;
+    l = NULL;                           /* the caller owns them now */
+    st = NULL;
 out:
     if (r < 0)
-        /* A socket we cannot use must not linger half-open in the daemon. */
+        /* An fd we cannot use must not linger half-open in the daemon. */
         for (int i = 0; i < n; i++)
             close(SD_LISTEN_FDS_START + i);
     free(l);
+    free(st);
+    free(listening);
     if (names) {
         for (char **p = names; *p; p++)
             free(*p);
@@ -253,6 +349,26 @@ void notify_listeners_free(struct notify_listener *l, size_t n)
         if (l[i].fd >= 0)
             close(l[i].fd);
     free(l);
+}
+
+void notify_stored_free(struct notify_stored *s, size_t n)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].fd >= 0)
+            close(s[i].fd);
+    free(s);
+}
+
+ssize_t notify_stored_find(const struct notify_stored *s, size_t n, const char *name)
+{
+    if (!s || !name)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].fd >= 0 && strcmp(s[i].name, name) == 0)
+            return (ssize_t)i;
+    return -1;
 }
 
 static bool same_inet(const struct sockaddr *a, const struct sockaddr_storage *b)

@@ -5,7 +5,9 @@
  * `systemctl status`, WATCHDOG=1 pings from the main event loop while the
  * unit sets WatchdogSec=, and STOPPING=1 on the way out (sd_notify(3)).  It
  * also hands over the listening sockets systemd passed for socket activation
- * (sd_listen_fds(3)), so that srv adopts them instead of binding its own.
+ * (sd_listen_fds(3)), so that srv adopts them instead of binding its own,
+ * and keeps named fds in systemd's file descriptor store across restarts
+ * (FDSTORE=1: notify_fdstore() sends one, notify_listen_fds() gives them back).
  *
  * Without systemd ($NOTIFY_SOCKET, $WATCHDOG_USEC and $LISTEN_FDS unset)
  * every call is a cheap no-op, so divvyd behaves the same in a terminal.
@@ -35,6 +37,21 @@ void notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* STOPPING=1: call when a stop begins (SIGTERM/SIGINT).  Thread-safe. */
 void notify_stopping(void);
+
+/*
+ * Puts a copy of @fd in the service manager's file descriptor store under
+ * @name, replacing whatever the store held under that name: it sends
+ * "FDSTOREREMOVE=1\nFDNAME=<name>" then "FDSTORE=1\nFDNAME=<name>" with @fd
+ * (sd_pid_notify_with_fds(3)).  systemd passes the fd back to the next divvyd
+ * of the unit through $LISTEN_FDS/$LISTEN_FDNAMES (notify_listen_fds() puts
+ * it in the stored array), as long as the unit sets FileDescriptorStoreMax=
+ * (otherwise systemd drops it silently, as it does when it is not a service
+ * manager that supports the store).  @name: 1..255 bytes of printable ASCII
+ * without ':' (-EINVAL otherwise).  @fd stays ours (systemd keeps a dup).
+ * 0 and nothing sent without $NOTIFY_SOCKET; 0 once sent; -errno when the
+ * message cannot be sent.  Thread-safe.
+ */
+int notify_fdstore(int fd, const char *name);
 
 /* WATCHDOG=1 now.  Thread-safe; notify_watchdog_new() calls it for you. */
 void notify_watchdog_ping(void);
@@ -72,18 +89,42 @@ struct notify_listener {
     char address[NOTIFY_ADDRESS_MAX];   /* "unix:PATH", "tcp:HOST:PORT", "tcp:[V6]:PORT" */
 };
 
+/* One fd systemd gave back from the unit's file descriptor store (notify_fdstore()). */
+struct notify_stored {
+    int fd;                     /* FD_CLOEXEC set, flags otherwise as stored; -1 once adopted */
+    char name[NOTIFY_NAME_MAX];         /* its FDNAME=, never "" */
+};
+
 /*
- * Takes the sockets systemd passed ($LISTEN_FDS, $LISTEN_PID,
- * $LISTEN_FDNAMES), and unsets those variables so children do not inherit
- * them.  Every one must be a listening stream socket, Unix or TCP; anything
- * else is -EINVAL (a misconfigured socket unit), with every passed fd closed.
- * On success *ret is a malloc'd array of *ret_n listeners (NULL and 0 when
- * not socket-activated).  The caller adopts an fd by copying it and setting
- * the entry's fd to -1, then frees the array with notify_listeners_free(),
- * which closes the fds nobody adopted.  Call once, from the main thread,
- * before any thread starts.  -ENOMEM, -EBADF.
+ * Takes the fds systemd passed ($LISTEN_FDS, $LISTEN_PID, $LISTEN_FDNAMES),
+ * and unsets those variables so children do not inherit them.  Each is
+ * either
+ *   - a listening stream socket, Unix or TCP (socket activation): into
+ *     *ret_listeners, made O_NONBLOCK; or
+ *   - a stored fd: not a socket at all, with a name that no socket unit
+ *     gives, i.e. not "" or "unknown" ($LISTEN_FDNAMES unset), not "stored"
+ *     (FDSTORE=1 without FDNAME=: never ours), not ending in ".socket" (a
+ *     socket unit's default FileDescriptorName=) and not the name of a
+ *     listening socket passed with it (the socket unit's FileDescriptorName=,
+ *     e.g. a ListenFIFO= beside ListenStream=): into *ret_stored.
+ * Anything else is -EINVAL (a misconfigured socket unit: e.g. a datagram
+ * socket, or an unnamed FIFO), with every passed fd closed.
+ * On success *ret_listeners is a malloc'd array of *ret_n_listeners
+ * listeners and *ret_stored one of *ret_n_stored stored fds (each NULL and 0
+ * when there are none; the store keeps every fd sent under a name, so
+ * several share one only if something else than notify_fdstore() sent them).  The caller adopts an fd by copying
+ * it and setting the entry's fd to -1, then frees each array with its free
+ * function, which closes the fds nobody adopted.  Call once, from the main
+ * thread, before any thread starts.  -ENOMEM, -EBADF, -EINVAL.
  */
-int notify_listen_fds(struct notify_listener **ret, size_t *ret_n);
+int notify_listen_fds(struct notify_listener **ret_listeners, size_t *ret_n_listeners,
+                      struct notify_stored **ret_stored, size_t *ret_n_stored);
+
+/* Closes the stored fds still >= 0 and frees the array.  NULL-safe. */
+void notify_stored_free(struct notify_stored *s, size_t n);
+
+/* Index of the first stored fd in @s[0..n) named @name and not adopted yet, or -1. */
+ssize_t notify_stored_find(const struct notify_stored *s, size_t n, const char *name);
 
 /* Closes the fds still >= 0 and frees the array.  NULL-safe. */
 void notify_listeners_free(struct notify_listener *l, size_t n);
