@@ -509,7 +509,10 @@ int main(int argc, char **argv)
     serving = true;
     if (srv_run(srv) >= 0)
         status = 0;
-    /* Without the fd store (stop, no systemd) the next start restores this. */
+    /* Clients leave this control page at once (a heartbeat of 0 is stale)
+     * and ask the next divvyd; then the snapshot the next start restores
+     * without the fd store (stop, no systemd). */
+    table_heartbeat(fast, 0);
     fastfd_save(ff);
     log_msg(LOG_NOTICE, "stopped");
 out_rcu:

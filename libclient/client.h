@@ -217,7 +217,7 @@ int client_conn_remaining(uint64_t deadline);
  * on "OK fast <dir>" with exactly two descriptors, *@ret_table_fd is the
  * table's memfd, *@ret_ctl_fd the control page's, and @dir (@dir_size bytes)
  * the state directory holding the rules files.  Any other descriptors are
- * closed.  -EOPNOTSUPP (a tcp: address), -EPERM (ERR forbidden: not in the
+ * closed.  -EOPNOTSUPP (a tcp: address), -EACCES (ERR forbidden: not in the
  * fast group), -EPROTO (a malformed reply or not two descriptors),
  * -ETIMEDOUT, -errno; h->errmsg says more.
  */
@@ -237,7 +237,7 @@ int client_wbuf_reserve(struct divvy *h, size_t extra);
 /* ---- fast path (client_fast.c) ----------------------------------------- */
 
 /* Asks divvyd for the fast path's memfds (FAST), maps them and loads the
- * current rules file.  -EOPNOTSUPP (tcp:), -EPERM (not in the fast group),
+ * current rules file.  -EOPNOTSUPP (tcp:), -EACCES (not in the fast group),
  * -ENOENT, -EBADMSG, ... (the fast path stays off; AUTO retries later). */
 int client_fast_open(struct divvy *h);
 void client_fast_close(struct client_fast *f);

@@ -162,6 +162,9 @@ int client_handoff_fast(struct divvy *h, int *ret_table_fd, int *ret_ctl_fd, cha
         r = client_reply_parse(line, len, &res, h->errmsg, sizeof(h->errmsg));
         if (r >= 0)
             r = -EPROTO;
+        /* Not in the fast group: the fast path's "permission denied". */
+        if (r == -EPERM)
+            r = -EACCES;
         goto out;
     }
     r = parse_dir(line, len, dir, dir_size);
