@@ -262,7 +262,6 @@ static void full_run(bool allow)
     CHECK(harness_start(&o, &d));
     snprintf(addr, sizeof(addr), "unix:%s", d->sock);
     assert_int_equal(setenv("DIVVY_ADDRESS", addr, 1), 0);
-    assert_int_equal(setenv("DIVVY_STATE_DIR", d->state, 1), 0);
     unsetenv("DIVVY_PATH");
 
     /* The existing actors: keep-k has used k + 1 credits in each table. */
