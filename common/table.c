@@ -175,6 +175,7 @@ struct table {
     uint32_t n_slots;
     uint32_t mask;
     uint8_t secret[HASH_KEY_LEN];
+    uint8_t boot_id[16];                /* as validated or written at map time */
     int fd;                             /* the memfd, or -1 (a table opened by path) */
     int ctl_fd;                         /* the control page's memfd, or -1 */
     struct table_ctl *ctl;              /* mapped control page, or NULL */
@@ -1459,6 +1460,7 @@ static int map_file(int fd, uint32_t n_slots, struct table **ret)
     t->n_slots = n_slots;
     t->mask = n_slots - 1;
     memcpy(t->secret, t->hdr->secret, sizeof(t->secret));
+    memcpy(t->boot_id, t->hdr->boot_id, sizeof(t->boot_id));
     t->fd = -1;
     t->ctl_fd = -1;
     t->w_gen = &t->hdr->generation;
@@ -1497,6 +1499,7 @@ static void init_header(struct table *t, const uint8_t boot_id[16],
     t->hdr->quota_offset = TABLE_QUOTA_OFFSET;
     t->hdr->created_ms = clock_now_ms();
     memcpy(t->secret, secret, HASH_KEY_LEN);
+    memcpy(t->boot_id, boot_id, sizeof(t->boot_id));
 }
 
 /* Builds a complete table file beside @path and renames it over @path. */
@@ -1850,6 +1853,18 @@ int table_snapshot(struct table *t, void *buf, size_t len)
     if (!t || !buf || len != t->size)
         return -EINVAL;
     memcpy(h, t->hdr, offsetof(struct table_hdr, quota));
+    /* The identity words as this process knows them, not as the mapping
+     * says now: a fast-group member may have rewritten the header. */
+    memcpy(h->magic, TABLE_MAGIC, sizeof(h->magic));
+    h->version = TABLE_VERSION;
+    h->header_size = TABLE_HDR_SIZE;
+    h->slot_size = TABLE_SLOT_SIZE;
+    h->n_slots = t->n_slots;
+    h->file_size = t->size;
+    memcpy(h->boot_id, t->boot_id, sizeof(h->boot_id));
+    memcpy(h->secret, t->secret, sizeof(h->secret));
+    h->quota_entries = TABLE_QUOTA_ENTRIES;
+    h->quota_offset = TABLE_QUOTA_OFFSET;
     h->full_events = __atomic_load_n(&t->hdr->full_events, __ATOMIC_RELAXED);
     h->quota_events = __atomic_load_n(&t->hdr->quota_events, __ATOMIC_RELAXED);
     h->fast_hits = __atomic_load_n(&t->hdr->fast_hits, __ATOMIC_RELAXED);
@@ -1902,5 +1917,6 @@ int table_restore(struct table *t, const void *buf, size_t len, char *why, size_
     /* Nobody else maps @t yet: plain copies.  The size and magic are equal. */
     memcpy(t->base, buf, len);
     memcpy(t->secret, t->hdr->secret, sizeof(t->secret));
+    memcpy(t->boot_id, t->hdr->boot_id, sizeof(t->boot_id));
     return 0;
 }

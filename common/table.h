@@ -108,7 +108,9 @@ int table_ctl_fd(const struct table *t);
 
 /*
  * Copies the live table into @buf (@len == table_size()) for a snapshot on
- * disk: the header as is, and every slot's and quota entry's 16-byte state
+ * disk: the header with its identity words (magic, layout, size, boot id,
+ * secret) as this handle knows them, whatever the mapping holds now, and
+ * every slot's and quota entry's 16-byte state
  * word read atomically (a compare-and-swap snapshot, never a torn word),
  * each slot's key words validated against its state as a lookup does (a
  * slot whose key words keep changing is copied DEAD).  Safe while other
