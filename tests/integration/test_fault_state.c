@@ -331,7 +331,8 @@ static void test_fault_state_unwritable_tables(void **state)
     }
     list_dir(d->state, listing, sizeof(listing));
     /* The fast table lives in a memfd; a clean stop leaves its snapshot. */
-    if (strncmp(listing, "fast.snapshot private.table rules.", 34) != 0 || strchr(listing + 34, ' '))
+    if (strncmp(listing, "fast.snapshot private.table rules.", 34) != 0 ||
+        strchr(listing + 34, ' '))
         fail_msg("after a clean stop the state dir holds \"%s\"", listing);
     snprintf(sock, sizeof(sock), "unix:%s/divvy.sock", run);
     p = (struct run_plan){ .config = d->config, .state = d->state, .listen = sock,
