@@ -1741,6 +1741,7 @@ static void do_fast(struct conn *c)
     }
     if (c->pend_head || conn_flush(c) != 1) {
         reply_err(c, PROTO_E_BUSY, "FAST must not follow unanswered requests");
+        c->closing = true;              /* as every busy reply */
         return;
     }
     r = fastfd_send(c->w->s->o.fastfd, c->fd);
