@@ -20,8 +20,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -311,12 +314,96 @@ static void test_fast_trust_non_member(void **state)
     harness_close(c);
 }
 
+/* The descriptors ride on FAST's reply: behind replies the peer has not
+ * read yet (more than its socket holds) FAST is ERR busy, the connection
+ * closes after it, and no descriptor is sent. */
+static void test_fast_trust_fast_busy(void **state)
+{
+    struct harness_daemon *d = start_trust();
+    struct harness_conn *c;
+    char reply[HARNESS_LINE], *batch, *last = NULL, *buf;
+    size_t stats_len, n_req, len = 0, cap = 4 << 20, got = 0;
+    int fd, n_fds = 0;
+
+    (void)state;
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_multi(c, "STATS", reply, sizeof(reply)));
+    harness_close(c);
+    stats_len = strlen(reply) + 16;
+    /* About 600 kB of replies: more than a socket buffer, less than the
+     * 1 MiB a connection may leave unread before it is dropped. */
+    n_req = 600000 / stats_len;
+    batch = harness_scratch(n_req * 6 + 8);
+    buf = harness_scratch(cap);
+    assert_non_null(batch);
+    assert_non_null(buf);
+    for (size_t i = 0; i < n_req; i++)
+        len += (size_t)sprintf(batch + len, "STATS\n");
+    len += (size_t)sprintf(batch + len, "FAST\n");
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    fd = c->fd;
+    CHECK(harness_send(c, batch, len));
+    /* Nothing is read here until divvyd has read every request (our unread
+     * output, SIOCOUTQ, is 0): FAST then meets a full socket. */
+    for (uint64_t deadline = harness_now_ms() + HARNESS_TIMEOUT_MS;;) {
+        int outq = -1;
+
+        assert_int_equal(ioctl(fd, SIOCOUTQ, &outq), 0);
+        if (outq == 0)
+            break;
+        if (harness_now_ms() > deadline)
+            fail_msg("divvyd did not read %d bytes of requests", outq);
+        harness_pause_ms(2);
+    }
+    for (;;) {
+        union {
+            char b[CMSG_SPACE(8 * sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = { buf + got, cap - got - 1 };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+                              .msg_controllen = sizeof(u.b) };
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+
+        assert_int_equal(poll(&pfd, 1, HARNESS_TIMEOUT_MS), 1);
+        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+        assert_true(n >= 0);
+        if (n == 0)
+            break;                      /* closed after the busy reply */
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+                n_fds += (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        got += (size_t)n;
+        assert_true(got < cap - 1);
+    }
+    buf[got] = '\0';
+    assert_true(got > 0 && buf[got - 1] == '\n');
+    buf[got - 1] = '\0';
+    last = strrchr(buf, '\n');
+    last = last ? last + 1 : buf;
+    if (strncmp(last, "ERR busy", 8) != 0)
+        fail_msg("FAST behind %zu unread STATS replies: \"%s\"", n_req, last);
+    assert_int_equal(n_fds, 0);
+    harness_close(c);
+    /* divvyd is fine, and FAST alone on a connection works. */
+    {
+        int tfd = -1, cfd = -1;
+
+        CHECK(fast_fds_get(d->sock, &tfd, &cfd));
+        close(tfd);
+        close(cfd);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fast_trust_member_attacks, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_fast_trust_non_member, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fast_trust_fast_busy, harness_setup,
                                         harness_teardown),
     };
 
