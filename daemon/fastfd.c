@@ -36,8 +36,7 @@ struct fastfd {
     char reply[PROTO_LINE_MAX];
     size_t reply_len;
     unsigned snapshot_ms;
-    void *buf;                  /* snapshot copy, table_size() bytes */
-    pthread_mutex_t lock;       /* buf and the file */
+    pthread_mutex_t lock;       /* one save at a time */
     pthread_mutex_t stop_lock;
     pthread_cond_t stop_cond;
     bool stop;
@@ -90,6 +89,7 @@ static int take_stored(struct fastfd *ff, const struct fastfd_opts *o)
 static int create_table(struct fastfd *ff, const struct fastfd_opts *o)
 {
     char why[160] = "";
+    void *buf;
     int r;
 
     r = table_create_memfd(o->slots, &ff->t);
@@ -98,17 +98,21 @@ static int create_table(struct fastfd *ff, const struct fastfd_opts *o)
         log_msg(LOG_ERR, "cannot create the fast-path table: %m");
         return r;
     }
-    ff->buf = malloc(table_size(ff->t));
-    if (!ff->buf)
+    /* The snapshot is copied in through a buffer of its own (persist_load()
+     * checks its size first), never read straight into the shared table. */
+    buf = malloc(table_size(ff->t));
+    if (!buf) {
+        log_msg(LOG_ERR, "cannot restore the fast-path table: out of memory");
         return -ENOMEM;
-    r = persist_load(ff->snap_path, ff->buf, table_size(ff->t));
+    }
+    r = persist_load(ff->snap_path, buf, table_size(ff->t));
+    if (r == 0)
+        r = table_restore(ff->t, buf, table_size(ff->t), why, sizeof(why));
+    free(buf);
     if (r == 0) {
-        r = table_restore(ff->t, ff->buf, table_size(ff->t), why, sizeof(why));
-        if (r == 0) {
-            log_msg(LOG_INFO, "fast-path table restored from %s, counts as of its last save "
-                    "(%u slots)", ff->snap_path, table_slots(ff->t));
-            return 0;
-        }
+        log_msg(LOG_INFO, "fast-path table restored from %s, counts as of its last save "
+                "(%u slots)", ff->snap_path, table_slots(ff->t));
+        return 0;
     }
     if (r == -ENOENT) {
         log_msg(LOG_INFO, "fast-path table created, counts start afresh (%u slots; no %s)",
@@ -147,13 +151,6 @@ int fastfd_open(const struct fastfd_opts *o, struct fastfd **ret)
         r = create_table(ff, o);
         if (r < 0)
             goto fail;
-    }
-    /* The snapshot buffer is the table's size: made once, used by every save. */
-    if (!ff->buf)
-        ff->buf = malloc(table_size(ff->t));
-    if (!ff->buf) {
-        r = -ENOMEM;
-        goto fail;
     }
     r = table_ctl_create(ff->t);
     if (r < 0) {
@@ -255,14 +252,19 @@ int fastfd_send(struct fastfd *ff, int sock)
 
 int fastfd_save(struct fastfd *ff)
 {
+    void *buf;
     int r;
 
-    if (!ff || !ff->t || !ff->buf)
+    if (!ff || !ff->t)
         return -EINVAL;
+    /* A buffer per save, freed after: between saves divvyd does not hold a
+     * second copy of the table. */
     pthread_mutex_lock(&ff->lock);
-    r = table_snapshot(ff->t, ff->buf, table_size(ff->t));
+    buf = malloc(table_size(ff->t));
+    r = buf ? table_snapshot(ff->t, buf, table_size(ff->t)) : -ENOMEM;
     if (r == 0)
-        r = persist_save(ff->snap_path, ff->buf, table_size(ff->t));
+        r = persist_save(ff->snap_path, buf, table_size(ff->t));
+    free(buf);
     pthread_mutex_unlock(&ff->lock);
     if (r < 0) {
         errno = -r;
@@ -335,7 +337,6 @@ void fastfd_free(struct fastfd *ff)
     if (ff->ctl_ro >= 0)
         close(ff->ctl_ro);
     table_close(ff->t);
-    free(ff->buf);
     free(ff->snap_path);
     pthread_mutex_destroy(&ff->lock);
     pthread_mutex_destroy(&ff->stop_lock);
