@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * table: the host's counter table, a preallocated file mapped MAP_SHARED by
- * the daemon and by fast-path clients.  This module owns the file format
- * (docs/shm.md is the contract: header, 64-byte slots, the 128-bit state
- * word and the claim protocol), creation and validation of the file, and
- * every access to it.  Slots change state only through one 16-byte
+ * table: the host's counter tables, a preallocated file (the private table)
+ * or a sealed memfd with its control page (the fast-path table) mapped
+ * MAP_SHARED by the daemon and by fast-path clients.  This module owns the
+ * format (docs/shm.md is the contract: header, control page, seals, 64-byte
+ * slots, the 128-bit state word and the claim protocol), creation,
+ * validation and snapshots of the tables, and every access to them.  Slots change state only through one 16-byte
  * compare-and-swap, so no process ever holds a lock in the table and one
  * killed at any instruction leaves nothing that others wait for forever.
  * The algorithms themselves are in algo.c.

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * table: the host's counter table (docs/shm.md).  A fixed-size file in the
- * state directory, preallocated and mapped shared, holding cache-line slots
+ * table: the host's counter tables (docs/shm.md).  A fixed-size file in the
+ * state directory (the private table) or a sealed memfd with a read-only
+ * control page (the fast-path table), mapped shared, holding cache-line slots
  * in an open-addressing hash keyed with a per-table secret.  Every state
  * change of a slot is one 16-byte compare-and-swap of its state word, which
  * carries a tag of the slot's key, so any number of threads and processes
