@@ -43,6 +43,8 @@
 #define CONFIG_DEFAULT_OUTPUT_BYTES  (1u << 20)
 #define CONFIG_DEFAULT_SOCKET_MODE   0660
 #define CONFIG_DEFAULT_ADMIN_GROUP   "divvy-admin"
+#define CONFIG_DEFAULT_FAST_GROUP    "divvy-fast"
+#define CONFIG_SNAPSHOT_MS_MAX       86400000
 
 /* ---- reading ------------------------------------------------------------ */
 
@@ -459,15 +461,16 @@ static int conf_server_setting(struct config *cfg, const char *path,
         }
         return r < 0 ? r : conf_set_str(&cfg->state_dir, str);
     }
-    if (strcmp(name, "admin_group") == 0) {
+    if (strcmp(name, "admin_group") == 0 || strcmp(name, "fast_group") == 0) {
         r = conf_get_string(path, s, &str, reterr);
         if (r == 0 && (!str[0] || strlen(str) > CONFIG_GROUP_MAX ||
                        strpbrk(str, " \t\n:/,") != NULL)) {
-            diag_set(reterr, path, conf_line(s), "admin_group \"%s\" is not a group name",
-                     str);
+            diag_set(reterr, path, conf_line(s), "%s \"%s\" is not a group name", name, str);
             r = -EINVAL;
         }
-        return r < 0 ? r : conf_set_str(&cfg->admin_group, str);
+        if (r < 0)
+            return r;
+        return conf_set_str(name[0] == 'a' ? &cfg->admin_group : &cfg->fast_group, str);
     }
     diag_set(reterr, path, conf_line(s), "unknown setting 'server.%s'", name);
     return -EINVAL;
@@ -502,6 +505,12 @@ static int conf_table_setting(struct config *cfg, const char *path,
             return -EINVAL;
         }
         return 0;
+    }
+    if (strcmp(name, "snapshot_interval_ms") == 0) {
+        r = conf_get_int(path, s, 0, CONFIG_SNAPSHOT_MS_MAX, &v, reterr);
+        if (r == 0)
+            cfg->snapshot_interval_ms = (unsigned)v;
+        return r;
     }
     diag_set(reterr, path, conf_line(s), "unknown setting 'table.%s'", name);
     return -EINVAL;
@@ -1156,7 +1165,10 @@ static int conf_defaults(struct config *cfg)
     cfg->n_listen = 2;
     cfg->state_dir = strdup(CONFIG_DEFAULT_STATE_DIR);
     cfg->admin_group = strdup(CONFIG_DEFAULT_ADMIN_GROUP);
-    if (!cfg->listen[0] || !cfg->listen[1] || !cfg->state_dir || !cfg->admin_group)
+    cfg->fast_group = strdup(CONFIG_DEFAULT_FAST_GROUP);
+    cfg->snapshot_interval_ms = CONFIG_DEFAULT_SNAPSHOT_MS;
+    if (!cfg->listen[0] || !cfg->listen[1] || !cfg->state_dir || !cfg->admin_group ||
+        !cfg->fast_group)
         return -ENOMEM;
     cfg->workers = 0;
     cfg->max_connections = CONFIG_DEFAULT_CONNECTIONS;
@@ -1267,6 +1279,7 @@ void config_free(struct config *cfg)
     free(cfg->listen);
     free(cfg->state_dir);
     free(cfg->admin_group);
+    free(cfg->fast_group);
     free(cfg->store_prefix);
     free(cfg->metrics_listen);
     free(cfg->metrics_path);

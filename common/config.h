@@ -40,6 +40,7 @@ enum config_redis_error {
 #define CONFIG_DEFAULT_REDIS_PORT       6379
 #define CONFIG_DEFAULT_REDIS_TIMEOUT_MS 100
 #define CONFIG_DEFAULT_LEASE_MAX        1000
+#define CONFIG_DEFAULT_SNAPSHOT_MS      10000
 #define CONFIG_REDIS_TIMEOUT_MAX        60000
 #define CONFIG_PREFIX_MAX               256
 #define CONFIG_SENTINELS_MAX            16
@@ -77,11 +78,14 @@ struct config {
     size_t max_output_bytes;    /* unsent reply bytes before a client is dropped; 1 MiB */
     unsigned socket_mode;       /* Unix socket permissions, default 0660 */
     char *admin_group;          /* default "divvy-admin" */
+    char *fast_group;           /* may ask for the fast path (FAST); a name or a gid;
+                                 * default "divvy-fast" */
 
     /* table { } */
     uint32_t table_slots;       /* daemon-only table; default TABLE_SLOTS_DEFAULT */
     uint32_t fast_table_slots;  /* fast-path table; default TABLE_SLOTS_DEFAULT */
     enum config_full_policy when_full;  /* default deny */
+    unsigned snapshot_interval_ms;      /* fast table snapshot period; 0: at stop only */
 
     /* store { }: the mode itself is rules.default_store (rules carry it). */
     enum config_redis_error on_redis_error;     /* default local */

@@ -61,6 +61,7 @@ static const struct verb_name verbs[] = {
     { "QUIT", PROTO_QUIT, false },
     { "COUNTERS", PROTO_COUNTERS, true },
     { "REFILL", PROTO_REFILL, true },
+    { "FAST", PROTO_FAST, false },
 };
 
 #define VERB_NAME_MAX 8     /* strlen("COUNTERS") */

@@ -32,6 +32,7 @@ enum proto_verb {
     PROTO_QUIT,
     PROTO_COUNTERS,     /* admin: list live counters (divvyctl top/locked) */
     PROTO_REFILL,       /* libdivvy's lease refill hint: never answered, not even ERR */
+    PROTO_FAST,         /* libdivvy asks for the fast path's memfds (Unix socket, SCM_RIGHTS) */
 };
 
 enum proto_err {

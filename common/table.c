@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * table: the host's counter table, a preallocated file mapped MAP_SHARED by
- * the daemon and by fast-path clients.  This module owns the file format
- * (docs/shm.md is the contract: header, 64-byte slots, the 128-bit state
- * word and the claim protocol), creation and validation of the file, and
- * every access to it.  Slots change state only through one 16-byte
+ * table: the host's counter tables, a preallocated file (the private table)
+ * or a sealed memfd with its control page (the fast-path table) mapped
+ * MAP_SHARED by the daemon and by fast-path clients.  This module owns the
+ * format (docs/shm.md is the contract: header, control page, seals, 64-byte
+ * slots, the 128-bit state word and the claim protocol), creation,
+ * validation and snapshots of the tables, and every access to them.  Slots change state only through one 16-byte
  * compare-and-swap, so no process ever holds a lock in the table and one
  * killed at any instruction leaves nothing that others wait for forever.
  * The algorithms themselves are in algo.c.
@@ -139,6 +140,34 @@ _Static_assert(TABLE_HDR_SIZE % 4096 == 0, "slots start on a page");
 _Static_assert(TABLE_SLOTS_MIN >= TABLE_PROBE, "a probe window never wraps onto itself");
 _Static_assert(TABLE_SLOTS_MAX <= (1u << 26), "the tag (hash >> 40) must not overlap the bucket");
 
+/* The control page (docs/shm.md "Control page"): divvyd's words, sealed
+ * against every writer but divvyd's own mapping. */
+#define TABLE_CTL_MAGIC     "DIVVYCT1"
+#define TABLE_CTL_VERSION   1u
+#define TABLE_CTL_SIZE      4096u
+#define TABLE_SEALS         (F_SEAL_SHRINK | F_SEAL_GROW)
+#define TABLE_CTL_SEALS     (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE)
+
+struct table_ctl {
+    char magic[8];
+    uint32_t version;
+    uint32_t size;
+    uint8_t boot_id[16];
+    uint8_t reserved0[32];
+    _Alignas(64) uint64_t generation;
+    _Alignas(64) uint64_t heartbeat_ms;
+    _Alignas(64) uint64_t lease_max;
+    uint64_t when_full;
+    _Alignas(64) uint8_t reserved1[3840];
+};
+
+_Static_assert(offsetof(struct table_ctl, boot_id) == 16, "docs/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, generation) == 64, "docs/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, heartbeat_ms) == 128, "docs/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, lease_max) == 192, "docs/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, when_full) == 200, "docs/shm.md control page");
+_Static_assert(sizeof(struct table_ctl) == TABLE_CTL_SIZE, "docs/shm.md control page");
+
 struct table {
     uint8_t *base;
     size_t size;
@@ -147,6 +176,12 @@ struct table {
     uint32_t n_slots;
     uint32_t mask;
     uint8_t secret[HASH_KEY_LEN];
+    uint8_t boot_id[16];                /* as validated or written at map time */
+    int fd;                             /* the memfd, or -1 (a table opened by path) */
+    int ctl_fd;                         /* the control page's memfd, or -1 */
+    struct table_ctl *ctl;              /* mapped control page, or NULL */
+    /* divvyd's words: in the header, or in the control page once there is one */
+    uint64_t *w_gen, *w_hb, *w_lease_max, *w_when_full;
 };
 
 /* A key as it is stored and compared: the six key words and its hash. */
@@ -1195,22 +1230,22 @@ uint32_t table_slots(const struct table *t)
 
 void table_set_generation(struct table *t, uint64_t generation)
 {
-    __atomic_store_n(&t->hdr->generation, generation, __ATOMIC_RELEASE);
+    __atomic_store_n(t->w_gen, generation, __ATOMIC_RELEASE);
 }
 
 uint64_t table_generation(const struct table *t)
 {
-    return __atomic_load_n(&t->hdr->generation, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(t->w_gen, __ATOMIC_ACQUIRE);
 }
 
 void table_heartbeat(struct table *t, uint64_t now_ms)
 {
-    __atomic_store_n(&t->hdr->heartbeat_ms, now_ms, __ATOMIC_RELEASE);
+    __atomic_store_n(t->w_hb, now_ms, __ATOMIC_RELEASE);
 }
 
 uint64_t table_last_heartbeat(const struct table *t)
 {
-    return __atomic_load_n(&t->hdr->heartbeat_ms, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(t->w_hb, __ATOMIC_ACQUIRE);
 }
 
 void table_add_fast_hits(struct table *t, uint64_t n)
@@ -1220,17 +1255,17 @@ void table_add_fast_hits(struct table *t, uint64_t n)
 
 void table_set_lease_max(struct table *t, uint64_t lease_max)
 {
-    __atomic_store_n(&t->hdr->lease_max, lease_max, __ATOMIC_RELEASE);
+    __atomic_store_n(t->w_lease_max, lease_max, __ATOMIC_RELEASE);
 }
 
 uint64_t table_lease_max(const struct table *t)
 {
-    return __atomic_load_n(&t->hdr->lease_max, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(t->w_lease_max, __ATOMIC_ACQUIRE);
 }
 
 void table_set_when_full(struct table *t, bool allow)
 {
-    __atomic_store_n(&t->hdr->when_full, allow ? TABLE_FULL_ALLOW : TABLE_FULL_DENY,
+    __atomic_store_n(t->w_when_full, allow ? TABLE_FULL_ALLOW : TABLE_FULL_DENY,
                      __ATOMIC_RELEASE);
 }
 
@@ -1246,7 +1281,7 @@ uint64_t table_fast_full(const struct table *t)
 
 int table_when_full(const struct table *t)
 {
-    uint64_t v = __atomic_load_n(&t->hdr->when_full, __ATOMIC_ACQUIRE);
+    uint64_t v = __atomic_load_n(t->w_when_full, __ATOMIC_ACQUIRE);
 
     return v == TABLE_FULL_ALLOW ? 1 : v == TABLE_FULL_DENY ? 0 : -1;
 }
@@ -1319,6 +1354,44 @@ static uint64_t file_size_for(uint32_t n_slots)
 }
 
 /*
+ * Checks a table header @h of a file (or snapshot) of @size bytes.
+ * @want_slots 0 accepts any valid slot count.  0, or -EBADMSG with the
+ * reason in @why.
+ */
+static int check_header(const struct table_hdr *h, uint64_t size, const uint8_t boot_id[16],
+                        uint32_t want_slots, uint32_t *ret_slots, char *why, size_t why_len)
+{
+    if (memcmp(h->magic, TABLE_MAGIC, sizeof(h->magic)) != 0) {
+        snprintf(why, why_len, "bad magic");
+        return -EBADMSG;
+    }
+    if (h->version != TABLE_VERSION || h->header_size != TABLE_HDR_SIZE ||
+        h->slot_size != TABLE_SLOT_SIZE || h->quota_entries != TABLE_QUOTA_ENTRIES ||
+        h->quota_offset != TABLE_QUOTA_OFFSET) {
+        snprintf(why, why_len, "layout version %u (header %u, slot %u), want %u (%u, %u)",
+                 h->version, h->header_size, h->slot_size, TABLE_VERSION, TABLE_HDR_SIZE,
+                 TABLE_SLOT_SIZE);
+        return -EBADMSG;
+    }
+    if (h->n_slots < TABLE_SLOTS_MIN || h->n_slots > TABLE_SLOTS_MAX ||
+        (h->n_slots & (h->n_slots - 1)) != 0 || (want_slots && h->n_slots != want_slots)) {
+        snprintf(why, why_len, "%u slots, want %u", h->n_slots, want_slots);
+        return -EBADMSG;
+    }
+    if (h->file_size != file_size_for(h->n_slots) || size != h->file_size) {
+        snprintf(why, why_len, "file size %llu, header says %llu", (unsigned long long)size,
+                 (unsigned long long)h->file_size);
+        return -EBADMSG;
+    }
+    if (memcmp(h->boot_id, boot_id, sizeof(h->boot_id)) != 0) {
+        snprintf(why, why_len, "made during another boot");
+        return -EBADMSG;
+    }
+    *ret_slots = h->n_slots;
+    return 0;
+}
+
+/*
  * Checks the header of the open table file @fd.  @want_slots 0 accepts any
  * valid slot count.  0, -EBADMSG (with the reason in @why), or -errno.
  */
@@ -1358,34 +1431,7 @@ static int check_file(int fd, const uint8_t boot_id[16], uint32_t want_slots,
         snprintf(why, why_len, "short header read");
         goto out;
     }
-    if (memcmp(h->magic, TABLE_MAGIC, sizeof(h->magic)) != 0) {
-        snprintf(why, why_len, "bad magic");
-        goto out;
-    }
-    if (h->version != TABLE_VERSION || h->header_size != TABLE_HDR_SIZE ||
-        h->slot_size != TABLE_SLOT_SIZE || h->quota_entries != TABLE_QUOTA_ENTRIES ||
-        h->quota_offset != TABLE_QUOTA_OFFSET) {
-        snprintf(why, why_len, "layout version %u (header %u, slot %u), want %u (%u, %u)",
-                 h->version, h->header_size, h->slot_size, TABLE_VERSION, TABLE_HDR_SIZE,
-                 TABLE_SLOT_SIZE);
-        goto out;
-    }
-    if (h->n_slots < TABLE_SLOTS_MIN || h->n_slots > TABLE_SLOTS_MAX ||
-        (h->n_slots & (h->n_slots - 1)) != 0 || (want_slots && h->n_slots != want_slots)) {
-        snprintf(why, why_len, "%u slots, want %u", h->n_slots, want_slots);
-        goto out;
-    }
-    if (h->file_size != file_size_for(h->n_slots) || (uint64_t)st.st_size != h->file_size) {
-        snprintf(why, why_len, "file size %lld, header says %llu", (long long)st.st_size,
-                 (unsigned long long)h->file_size);
-        goto out;
-    }
-    if (memcmp(h->boot_id, boot_id, sizeof(h->boot_id)) != 0) {
-        snprintf(why, why_len, "made during another boot");
-        goto out;
-    }
-    *ret_slots = h->n_slots;
-    r = 0;
+    r = check_header(h, (uint64_t)st.st_size, boot_id, want_slots, ret_slots, why, why_len);
 out:
     free(h);
     return r;
@@ -1415,8 +1461,46 @@ static int map_file(int fd, uint32_t n_slots, struct table **ret)
     t->n_slots = n_slots;
     t->mask = n_slots - 1;
     memcpy(t->secret, t->hdr->secret, sizeof(t->secret));
+    memcpy(t->boot_id, t->hdr->boot_id, sizeof(t->boot_id));
+    t->fd = -1;
+    t->ctl_fd = -1;
+    t->w_gen = &t->hdr->generation;
+    t->w_hb = &t->hdr->heartbeat_ms;
+    t->w_lease_max = &t->hdr->lease_max;
+    t->w_when_full = &t->hdr->when_full;
     *ret = t;
     return 0;
+}
+
+static int new_secret(uint8_t secret[HASH_KEY_LEN])
+{
+    ssize_t got;
+
+    do
+        got = getrandom(secret, HASH_KEY_LEN, 0);
+    while (got < 0 && errno == EINTR);
+    if (got != (ssize_t)HASH_KEY_LEN)
+        return got < 0 ? -errno : -EIO;
+    return 0;
+}
+
+/* Writes a fresh header into @t's mapping (all zeroes before). */
+static void init_header(struct table *t, const uint8_t boot_id[16],
+                        const uint8_t secret[HASH_KEY_LEN])
+{
+    memcpy(t->hdr->magic, TABLE_MAGIC, sizeof(t->hdr->magic));
+    t->hdr->version = TABLE_VERSION;
+    t->hdr->header_size = TABLE_HDR_SIZE;
+    t->hdr->slot_size = TABLE_SLOT_SIZE;
+    t->hdr->n_slots = t->n_slots;
+    t->hdr->file_size = file_size_for(t->n_slots);
+    memcpy(t->hdr->boot_id, boot_id, sizeof(t->hdr->boot_id));
+    memcpy(t->hdr->secret, secret, HASH_KEY_LEN);
+    t->hdr->quota_entries = TABLE_QUOTA_ENTRIES;
+    t->hdr->quota_offset = TABLE_QUOTA_OFFSET;
+    t->hdr->created_ms = clock_now_ms();
+    memcpy(t->secret, secret, HASH_KEY_LEN);
+    memcpy(t->boot_id, boot_id, sizeof(t->boot_id));
 }
 
 /* Builds a complete table file beside @path and renames it over @path. */
@@ -1426,7 +1510,6 @@ static int create_file(const char *path, uint32_t n_slots, unsigned mode,
     struct table *t = NULL;
     char *tmp = NULL;
     uint8_t secret[HASH_KEY_LEN];
-    ssize_t got;
     int fd = -1, r;
 
     if (asprintf(&tmp, "%s.XXXXXX", path) < 0) {
@@ -1451,28 +1534,13 @@ static int create_file(const char *path, uint32_t n_slots, unsigned mode,
         r = -r;
         goto out;
     }
-    do
-        got = getrandom(secret, sizeof(secret), 0);
-    while (got < 0 && errno == EINTR);
-    if (got != (ssize_t)sizeof(secret)) {
-        r = got < 0 ? -errno : -EIO;
+    r = new_secret(secret);
+    if (r < 0)
         goto out;
-    }
     r = map_file(fd, n_slots, &t);
     if (r < 0)
         goto out;
-    memcpy(t->hdr->magic, TABLE_MAGIC, sizeof(t->hdr->magic));
-    t->hdr->version = TABLE_VERSION;
-    t->hdr->header_size = TABLE_HDR_SIZE;
-    t->hdr->slot_size = TABLE_SLOT_SIZE;
-    t->hdr->n_slots = n_slots;
-    t->hdr->file_size = file_size_for(n_slots);
-    memcpy(t->hdr->boot_id, boot_id, sizeof(t->hdr->boot_id));
-    memcpy(t->hdr->secret, secret, sizeof(secret));
-    t->hdr->quota_entries = TABLE_QUOTA_ENTRIES;
-    t->hdr->quota_offset = TABLE_QUOTA_OFFSET;
-    t->hdr->created_ms = clock_now_ms();
-    memcpy(t->secret, secret, sizeof(secret));
+    init_header(t, boot_id, secret);
     /* Only a fully written file ever appears under @path. */
     if (rename(tmp, path) < 0) {
         r = -errno;
@@ -1574,5 +1642,282 @@ void table_close(struct table *t)
         return;
     if (t->base)
         munmap(t->base, t->size);
+    if (t->ctl)
+        munmap(t->ctl, TABLE_CTL_SIZE);
+    if (t->fd >= 0)
+        close(t->fd);
+    if (t->ctl_fd >= 0)
+        close(t->ctl_fd);
     free(t);
+}
+
+/* ---- memfds (docs/shm.md "Memfds and seals") ------------------------------ */
+
+int table_fd(const struct table *t)
+{
+    return t ? t->fd : -1;
+}
+
+int table_ctl_fd(const struct table *t)
+{
+    return t ? t->ctl_fd : -1;
+}
+
+size_t table_size(const struct table *t)
+{
+    return t ? t->size : 0;
+}
+
+/* Huge pages where the kernel's shmem policy allows them (harmless where it
+ * does not), then every page allocated now rather than at the first hits. */
+static void populate(void *base, size_t size)
+{
+    (void)madvise(base, size, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(base, size, MADV_POPULATE_WRITE);
+#endif
+}
+
+int table_create_memfd(uint32_t n_slots, struct table **ret)
+{
+    struct table *t = NULL;
+    uint8_t boot_id[16], secret[HASH_KEY_LEN];
+    int fd = -1, r;
+
+    if (!ret)
+        return -EINVAL;
+    n_slots = round_slots(n_slots);
+    r = read_boot_id(boot_id);
+    if (r < 0)
+        goto out;
+    r = new_secret(secret);
+    if (r < 0)
+        goto out;
+    fd = memfd_create("divvy-fast-table", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, (off_t)file_size_for(n_slots)) < 0) {
+        r = -errno;
+        goto out;
+    }
+    r = map_file(fd, n_slots, &t);
+    if (r < 0)
+        goto out;
+    populate(t->base, t->size);
+    init_header(t, boot_id, secret);
+    /* Sealed before anyone else can have the fd: its size is final. */
+    if (fcntl(fd, F_ADD_SEALS, TABLE_SEALS | F_SEAL_SEAL) < 0) {
+        r = -errno;
+        goto out;
+    }
+    t->fd = fd;
+    fd = -1;
+    *ret = t;
+    t = NULL;
+    r = 0;
+out:
+    table_close(t);
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+int table_attach_fd(int fd, uint32_t n_slots, struct table **ret, char *why, size_t why_len)
+{
+    char scratch[160];
+    uint8_t boot_id[16];
+    uint32_t got_slots = 0;
+    int seals, r;
+
+    if (fd < 0 || !ret)
+        return -EINVAL;
+    if (!why) {
+        why = scratch;
+        why_len = sizeof(scratch);
+    }
+    r = read_boot_id(boot_id);
+    if (r < 0)
+        return r;
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & TABLE_SEALS) != TABLE_SEALS) {
+        snprintf(why, why_len, "not a memfd sealed against resizing");
+        return -EBADMSG;
+    }
+    r = check_file(fd, boot_id, n_slots, &got_slots, why, why_len);
+    if (r < 0)
+        return r;
+    r = map_file(fd, got_slots, ret);
+    if (r < 0)
+        return r;
+    (void)madvise((*ret)->base, (*ret)->size, MADV_HUGEPAGE);
+    (*ret)->fd = fd;
+    return 0;
+}
+
+static void ctl_use(struct table *t, struct table_ctl *c, int fd)
+{
+    t->ctl = c;
+    t->ctl_fd = fd;
+    t->w_gen = &c->generation;
+    t->w_hb = &c->heartbeat_ms;
+    t->w_lease_max = &c->lease_max;
+    t->w_when_full = &c->when_full;
+}
+
+int table_ctl_create(struct table *t)
+{
+    struct table_ctl *c = MAP_FAILED;
+    uint8_t boot_id[16];
+    int fd = -1, r;
+
+    if (!t || t->ctl)
+        return -EINVAL;
+    r = read_boot_id(boot_id);
+    if (r < 0)
+        goto out;
+    fd = memfd_create("divvy-control", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, TABLE_CTL_SIZE) < 0) {
+        r = -errno;
+        goto out;
+    }
+    c = mmap(NULL, TABLE_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (c == MAP_FAILED) {
+        r = -errno;
+        goto out;
+    }
+    memcpy(c->magic, TABLE_CTL_MAGIC, sizeof(c->magic));
+    c->version = TABLE_CTL_VERSION;
+    c->size = TABLE_CTL_SIZE;
+    memcpy(c->boot_id, boot_id, sizeof(c->boot_id));
+    /* Our mapping stays writable; no mapping or write() made after this can. */
+    if (fcntl(fd, F_ADD_SEALS, TABLE_CTL_SEALS | F_SEAL_SEAL) < 0) {
+        r = -errno;
+        goto out;
+    }
+    ctl_use(t, c, fd);
+    c = MAP_FAILED;
+    fd = -1;
+    r = 0;
+out:
+    if (c != MAP_FAILED)
+        munmap(c, TABLE_CTL_SIZE);
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+int table_ctl_attach(struct table *t, int fd)
+{
+    struct table_ctl *c;
+    uint8_t boot_id[16];
+    struct stat st;
+    int seals, r;
+
+    if (!t || fd < 0 || t->ctl)
+        return -EINVAL;
+    r = read_boot_id(boot_id);
+    if (r < 0)
+        return r;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    seals = fcntl(fd, F_GET_SEALS);
+    if (!S_ISREG(st.st_mode) || st.st_size != TABLE_CTL_SIZE || seals < 0 ||
+        (seals & TABLE_CTL_SEALS) != TABLE_CTL_SEALS)
+        return -EBADMSG;
+    c = mmap(NULL, TABLE_CTL_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    if (c == MAP_FAILED)
+        return -errno;
+    if (memcmp(c->magic, TABLE_CTL_MAGIC, sizeof(c->magic)) != 0 ||
+        c->version != TABLE_CTL_VERSION || c->size != TABLE_CTL_SIZE ||
+        memcmp(c->boot_id, boot_id, sizeof(boot_id)) != 0) {
+        munmap(c, TABLE_CTL_SIZE);
+        return -EBADMSG;
+    }
+    ctl_use(t, c, fd);
+    return 0;
+}
+
+/* ---- snapshots ------------------------------------------------------------ */
+
+#define SNAPSHOT_TRIES  8       /* re-reads of a slot whose key words keep changing */
+
+/* An atomic copy of a 16-byte word: a CAS that writes back what it finds
+ * (an all-zero word is "replaced" by zero). */
+static u128 snap128(uint64_t *word)
+{
+    return cas128(word, 0, 0);
+}
+
+int table_snapshot(struct table *t, void *buf, size_t len)
+{
+    struct table_hdr *h = buf;
+    struct table_slot *out;
+
+    if (!t || !buf || len != t->size)
+        return -EINVAL;
+    memcpy(h, t->hdr, offsetof(struct table_hdr, quota));
+    /* The identity words as this process knows them, not as the mapping
+     * says now: a fast-group member may have rewritten the header. */
+    memcpy(h->magic, TABLE_MAGIC, sizeof(h->magic));
+    h->version = TABLE_VERSION;
+    h->header_size = TABLE_HDR_SIZE;
+    h->slot_size = TABLE_SLOT_SIZE;
+    h->n_slots = t->n_slots;
+    h->file_size = t->size;
+    memcpy(h->boot_id, t->boot_id, sizeof(h->boot_id));
+    memcpy(h->secret, t->secret, sizeof(h->secret));
+    h->quota_entries = TABLE_QUOTA_ENTRIES;
+    h->quota_offset = TABLE_QUOTA_OFFSET;
+    h->full_events = __atomic_load_n(&t->hdr->full_events, __ATOMIC_RELAXED);
+    h->quota_events = __atomic_load_n(&t->hdr->quota_events, __ATOMIC_RELAXED);
+    h->fast_hits = __atomic_load_n(&t->hdr->fast_hits, __ATOMIC_RELAXED);
+    h->fast_full = __atomic_load_n(&t->hdr->fast_full, __ATOMIC_RELAXED);
+    for (uint32_t q = 0; q < TABLE_QUOTA_ENTRIES; q++) {
+        u128 v = snap128(qent(t, q));
+
+        memcpy(h->quota[q].w, &v, sizeof(v));
+    }
+    out = (struct table_slot *)(void *)((uint8_t *)buf + TABLE_HDR_SIZE);
+    for (uint32_t i = 0; i < t->n_slots; i++) {
+        struct table_slot *s = &t->slots[i];
+        uint64_t w[6] = { 0 };
+        u128 v = 0;
+
+        /* Slots never return to FREE: a FREE low half is a FREE slot. */
+        if (load_lo(s) != 0) {
+            int tries;
+
+            for (tries = 0; tries < SNAPSHOT_TRIES; tries++) {
+                v = snap128(s->state);
+                key_read(s, w);
+                if (same_ident(load_lo(s), (uint64_t)v))
+                    break;
+            }
+            if (tries == SNAPSHOT_TRIES)
+                v = st_dead(v);
+        }
+        memcpy(out[i].state, &v, sizeof(v));
+        memcpy(out[i].key, w, sizeof(w));
+    }
+    return 0;
+}
+
+int table_restore(struct table *t, const void *buf, size_t len, char *why, size_t why_len)
+{
+    const struct table_hdr *h = buf;
+    uint8_t boot_id[16];
+    uint32_t n_slots = 0;
+    int r;
+
+    if (!t || !buf || len < sizeof(*h))
+        return -EINVAL;
+    r = read_boot_id(boot_id);
+    if (r < 0)
+        return r;
+    r = check_header(h, len, boot_id, t->n_slots, &n_slots, why, why_len);
+    if (r < 0)
+        return r;
+    /* Nobody else maps @t yet: plain copies.  The size and magic are equal. */
+    memcpy(t->base, buf, len);
+    memcpy(t->secret, t->hdr->secret, sizeof(t->secret));
+    memcpy(t->boot_id, t->hdr->boot_id, sizeof(t->boot_id));
+    return 0;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * table: the host's counter table (docs/shm.md).  A fixed-size file in the
- * state directory, preallocated and mapped shared, holding cache-line slots
+ * table: the host's counter tables (docs/shm.md).  A fixed-size file in the
+ * state directory (the private table) or a sealed memfd with a read-only
+ * control page (the fast-path table), mapped shared, holding cache-line slots
  * in an open-addressing hash keyed with a per-table secret.  Every state
  * change of a slot is one 16-byte compare-and-swap of its state word, which
  * carries a tag of the slot's key, so any number of threads and processes
@@ -56,7 +57,77 @@ int table_open(const char *path, uint32_t n_slots, unsigned mode, struct table *
  */
 int table_attach(const char *path, struct table **ret);
 
-/* Unmaps and frees.  NULL-safe. */
+/*
+ * Daemon side, the fast-path table (DESIGN section 4): a new table in an
+ * anonymous memfd (MFD_CLOEXEC | MFD_ALLOW_SEALING) of exactly the table's
+ * size, header written, slots populated where the kernel can
+ * (MADV_POPULATE_WRITE; MADV_HUGEPAGE asked first), then sealed with
+ * F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL: whoever gets the fd can write
+ * the counters but can never resize the table (no SIGBUS) or fill a
+ * filesystem.  table_fd() is the memfd, owned by the handle.  -ENOMEM,
+ * -EMFILE, -ENOSYS, ...
+ */
+int table_create_memfd(uint32_t n_slots, struct table **ret);
+
+/*
+ * Maps the table memfd @fd (passed over SCM_RIGHTS, or back from systemd's
+ * fd store).  The fd must carry F_SEAL_SHRINK and F_SEAL_GROW (so the
+ * mapping can never lose pages under a client) and a header of this boot
+ * and layout; @n_slots 0 accepts any valid size (a client), else only that
+ * one (divvyd).  On success takes ownership of @fd (table_fd()); on failure
+ * @fd is untouched and @why (may be NULL) says what did not match.
+ * -EBADMSG (header, size or seals), -errno.
+ */
+int table_attach_fd(int fd, uint32_t n_slots, struct table **ret, char *why, size_t why_len);
+
+/* The table's memfd (table_create_memfd(), table_attach_fd()), or -1 for a
+ * table opened by path. */
+int table_fd(const struct table *t);
+
+/* Bytes of the mapping: TABLE_HDR_SIZE + 64 * slots (docs/shm.md). */
+size_t table_size(const struct table *t);
+
+/*
+ * The control page (docs/shm.md "Control page"): the words only divvyd
+ * writes (generation, heartbeat, lease_max, when_full), in a second memfd.
+ * table_ctl_create() (divvyd) makes it, maps it read-write and then seals it
+ * with F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL: from
+ * then on no process can map it writable or write() it, whatever fd it
+ * holds (a memfd is mode 0777: reopening /proc/self/fd/N O_RDWR succeeds,
+ * but the seal refuses every write through it).  table_ctl_attach() (a
+ * client) maps @fd read-only after checking size, seals, magic and boot id,
+ * and takes ownership of @fd.  Afterwards table_generation(),
+ * table_last_heartbeat(), table_lease_max() and table_when_full() (and the
+ * daemon's setters) use the control page instead of the table header.
+ * -EBADMSG, -errno.
+ */
+int table_ctl_create(struct table *t);
+int table_ctl_attach(struct table *t, int fd);
+
+/* The control page's memfd, or -1. */
+int table_ctl_fd(const struct table *t);
+
+/*
+ * Copies the live table into @buf (@len == table_size()) for a snapshot on
+ * disk: the header with its identity words (magic, layout, size, boot id,
+ * secret) as this handle knows them, whatever the mapping holds now, and
+ * every slot's and quota entry's 16-byte state
+ * word read atomically (a compare-and-swap snapshot, never a torn word),
+ * each slot's key words validated against its state as a lookup does (a
+ * slot whose key words keep changing is copied DEAD).  Safe while other
+ * processes hit the table.  -EINVAL.
+ */
+int table_snapshot(struct table *t, void *buf, size_t len);
+
+/*
+ * Copies a snapshot @buf (@len bytes) into @t, which nobody else uses yet
+ * (just created): only when its magic, layout, slot count, size and boot id
+ * match @t, else -EBADMSG with @why.  The snapshot's secret replaces @t's, so
+ * its counters are found again.
+ */
+int table_restore(struct table *t, const void *buf, size_t len, char *why, size_t why_len);
+
+/* Unmaps and frees (closing the memfds it owns).  NULL-safe. */
 void table_close(struct table *t);
 
 uint32_t table_slots(const struct table *t);
@@ -228,7 +299,9 @@ struct table_stats {
 };
 void table_stats(struct table *t, uint64_t now_ms, struct table_stats *ret);
 
-/* Header words for libdivvy's fast path (DESIGN §5); release/acquire. */
+/* Words for libdivvy's fast path (DESIGN §5), in the control page once
+ * table_ctl_create()/table_ctl_attach() ran, else in the table header;
+ * release/acquire.  Only divvyd calls the setters. */
 void table_set_generation(struct table *t, uint64_t generation);
 uint64_t table_generation(const struct table *t);
 void table_heartbeat(struct table *t, uint64_t now_ms);

@@ -23,6 +23,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "fastfd.h"
 #include "lock.h"
 #include "log.h"
 #include "metrics.h"
@@ -348,6 +349,9 @@ int main(int argc, char **argv)
     struct rules *rules = NULL;
     struct reload *rl = NULL;
     struct table *fast = NULL, *priv = NULL;
+    struct fastfd_opts fo = { 0 };
+    struct fastfd *ff = NULL;
+    ssize_t sidx;
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
     struct store *store = NULL;
@@ -367,7 +371,7 @@ int main(int argc, char **argv)
     long ncpu;
     int r, status = 1;
     /* What this start created; removed again if it fails before serving. */
-    bool made_dir = false, fast_new = false, priv_new = false, serving = false;
+    bool made_dir = false, priv_new = false, serving = false;
 
     if (parse_args(argc, argv, &a) < 0)
         return 2;
@@ -418,9 +422,34 @@ int main(int argc, char **argv)
         log_msg(LOG_ERR, "cannot lock state directory: %s: %m", lock.path);
         goto out;
     }
-    if (open_table(state_dir, "fast.table", cfg->fast_table_slots, 0660, &fast, &fast_new) < 0 ||
+    /* Sockets systemd passed (divvyd.socket), and fds from its fd store;
+     * before any thread starts.  A stored fd nobody adopts is closed. */
+    r = notify_listen_fds(&inherited, &n_inherited, &stored, &n_stored);
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "socket activation: %m");
+        goto out;
+    }
+    fo.state_dir = state_dir;
+    fo.slots = cfg->fast_table_slots;
+    fo.group = cfg->fast_group;
+    fo.snapshot_ms = cfg->snapshot_interval_ms;
+    fo.stored_fd = -1;
+    sidx = notify_stored_find(stored, n_stored, FASTFD_STORE_NAME);
+    if (sidx >= 0) {
+        fo.stored_fd = stored[sidx].fd;
+        stored[sidx].fd = -1;           /* fastfd_open() adopts or closes it */
+    }
+    if (fastfd_open(&fo, &ff) < 0 ||
         open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv, &priv_new) < 0)
         goto out;
+    fast = fastfd_table(ff);
+    /* The store keeps a copy across restarts and crashes (docs/operations.md). */
+    r = notify_fdstore(table_fd(fast), FASTFD_STORE_NAME);
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_WARNING, "cannot put the fast-path table in the fd store: %m");
+    }
     check_state_fs(state_dir);
 
     /* Before any rules are published: fast-path clients read it at each remap. */
@@ -459,6 +488,7 @@ int main(int argc, char **argv)
     so.full_allow = cfg->when_full == CONFIG_FULL_ALLOW;
     so.fast = fast;
     so.priv = priv;
+    so.fastfd = ff;
     so.reload = rl;
     r = make_store(cfg, rl, &store);
     if (r < 0)
@@ -469,14 +499,6 @@ int main(int argc, char **argv)
     so.store = store;
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
-    /* Sockets systemd passed (divvyd.socket), and fds from its fd store;
-     * before any thread starts.  A stored fd nobody adopts is closed. */
-    r = notify_listen_fds(&inherited, &n_inherited, &stored, &n_stored);
-    if (r < 0) {
-        errno = -r;
-        log_msg(LOG_ERR, "socket activation: %m");
-        goto out_rcu;
-    }
     mo.workers = so.workers;
     mo.listen = cfg->metrics_listen;
     mo.path = cfg->metrics_path;
@@ -494,7 +516,7 @@ int main(int argc, char **argv)
     so.inherited = inherited;
     so.n_inherited = n_inherited;
     r = srv_new(&so, &srv);
-    if (r < 0)
+    if (r < 0 || fastfd_start(ff) < 0)
         goto out_rcu;
     /* Fast-path clients see a live daemon from the first moment, not after a tick. */
     table_heartbeat(fast, clock_now_ms());
@@ -505,12 +527,15 @@ int main(int argc, char **argv)
     serving = true;
     if (srv_run(srv) >= 0)
         status = 0;
+    /* Clients leave this control page at once (a heartbeat of 0 is stale)
+     * and ask the next divvyd; then the snapshot the next start restores
+     * without the fd store (stop, no systemd). */
+    table_heartbeat(fast, 0);
+    fastfd_save(ff);
     log_msg(LOG_NOTICE, "stopped");
 out_rcu:
     srv_free(srv);
     metrics_free(metrics);
-    notify_listeners_free(inherited, n_inherited);
-    notify_stored_free(stored, n_stored);
     store_free(store);
     reload_free(rl);
     urcu_memb_unregister_thread();
@@ -520,12 +545,10 @@ out:
     if (status != 0 && !serving && state_dir) {
         char path[PATH_MAX];
 
-        if (fast_new && fast && (size_t)snprintf(path, sizeof(path), "%s/rules.%llu", state_dir,
-                                                 (unsigned long long)table_generation(fast)) <
-                                    sizeof(path))
-            unlink(path);
-        if (fast_new && (size_t)snprintf(path, sizeof(path), "%s/fast.table", state_dir) <
-                            sizeof(path))
+        /* Ours alone: generations are never reused (docs/shm.md). */
+        if (fast && table_generation(fast) &&
+            (size_t)snprintf(path, sizeof(path), "%s/rules.%llu", state_dir,
+                             (unsigned long long)table_generation(fast)) < sizeof(path))
             unlink(path);
         if (priv_new && (size_t)snprintf(path, sizeof(path), "%s/private.table", state_dir) <
                             sizeof(path))
@@ -534,7 +557,9 @@ out:
         if (made_dir)
             rmdir(state_dir);
     }
-    table_close(fast);
+    notify_listeners_free(inherited, n_inherited);
+    notify_stored_free(stored, n_stored);
+    fastfd_free(ff);
     table_close(priv);
     lock_release(&lock, false);
     rules_free(rules);

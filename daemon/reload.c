@@ -16,6 +16,7 @@
 
 #include <urcu/urcu-memb.h>
 
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "reload.h"
@@ -167,6 +168,19 @@ static void remove_old_rules_files(const struct reload *rl, uint64_t keep)
     closedir(d);
 }
 
+/*
+ * Generations only grow, across restarts too, although each divvyd starts
+ * with a new control page (docs/shm.md "Rule files"): the later of @min and
+ * CLOCK_MONOTONIC in microseconds, which no earlier divvyd of this boot can
+ * have reached (one publication takes far longer than a microsecond).
+ */
+static uint64_t generation_at_least(uint64_t min)
+{
+    uint64_t now = clock_now_ns() / 1000;
+
+    return now > min ? now : min;
+}
+
 static void published_free(struct published *p)
 {
     if (!p)
@@ -198,7 +212,7 @@ int reload_new(const char *config_path, const struct config *cfg, const char *st
     }
     rl->fast = fast;
     /* Generations only grow, across restarts too: clients compare them. */
-    gen = table_generation(fast) + 1;
+    gen = generation_at_least(table_generation(fast) + 1);
     r = rules_compile(&cfg->rules, gen, &rules, reterr);
     if (r < 0)
         goto fail;
@@ -268,7 +282,7 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
         return -ENOMEM;
     diag_init(diag);
     pthread_mutex_lock(&rl->lock);
-    gen = rl->next_generation;
+    gen = generation_at_least(rl->next_generation);
     r = config_load(rl->config_path, &cfg, diag);
     if (r >= 0)
         r = rules_compile(&cfg->rules, gen, &rules, diag);

@@ -40,6 +40,7 @@
 #include "addr.h"
 #include "clock.h"
 #include "eval.h"
+#include "fastfd.h"
 #include "log.h"
 #include "proto.h"
 #include "srv.h"
@@ -1726,6 +1727,30 @@ dropped:
     stat_inc(&w->st.refill_dropped);
 }
 
+static int conn_flush(struct conn *c);
+
+/* FAST (docs/protocol.md): the memfds ride on the reply's first byte, so
+ * every earlier reply must be on its way first. */
+static void do_fast(struct conn *c)
+{
+    int r;
+
+    if (!c->is_unix || !c->w->s->o.fastfd) {
+        reply_err(c, PROTO_E_FORBIDDEN, "the fast path is only for Unix-socket peers");
+        return;
+    }
+    if (c->pend_head || conn_flush(c) != 1) {
+        reply_err(c, PROTO_E_BUSY, "FAST must not follow unanswered requests");
+        c->closing = true;              /* as every busy reply */
+        return;
+    }
+    r = fastfd_send(c->w->s->o.fastfd, c->fd);
+    if (r == -EPERM)
+        reply_err(c, PROTO_E_FORBIDDEN, "not in the fast-path group");
+    else if (r < 0)
+        c->dead = true;
+}
+
 static void handle_request(struct conn *c, const struct proto_req *req)
 {
     /* Before the error check: a REFILL is never answered, not even with ERR. */
@@ -1770,6 +1795,9 @@ static void handle_request(struct conn *c, const struct proto_req *req)
         break;
     case PROTO_REFILL:
         break;                          /* handled above */
+    case PROTO_FAST:
+        do_fast(c);
+        break;
     }
 }
 

@@ -27,6 +27,8 @@
 #include "store.h"
 #include "table.h"
 
+struct fastfd;
+
 struct srv_opts {
     char **listen;              /* "tcp:HOST:PORT" / "unix:PATH" */
     size_t n_listen;
@@ -43,6 +45,7 @@ struct srv_opts {
     enum config_redis_error on_redis_error;
     uint64_t lease_max;         /* store.lease_max */
     struct metrics *metrics;    /* counters (metrics.h); NULL: none */
+    struct fastfd *fastfd;      /* answers FAST (fastfd.h); NULL: FAST is forbidden */
     /* Sockets systemd passed (notify_listen_fds()): srv_new() adopts them all,
      * setting each fd to -1, and binds only the listen addresses not among them. */
     struct notify_listener *inherited;

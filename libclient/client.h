@@ -24,7 +24,7 @@
 #define CLIENT_ERRMSG_MAX       512
 #define CLIENT_TIMEOUT_DEFAULT  1000            /* ms, connect and request */
 #define CLIENT_STALE_MS         3000            /* heartbeat older than this: daemon gone */
-#define CLIENT_REATTACH_MS      1000            /* retry mapping the table at most this often */
+#define CLIENT_REATTACH_MS      1000            /* ask divvyd for the memfds at most this often */
 #define CLIENT_REMAP_RETRY_MS   100             /* back-off after a rules file failed to load */
 #define CLIENT_HOT_ACTOR_MAX    32              /* actors a client_rule remembers prepared */
 #define CLIENT_PREFETCH_FIRST   64              /* divvy_hit_many(): counters loaded up front, */
@@ -138,11 +138,13 @@ struct client_rule {
 struct client_memo;
 
 struct client_fast {
-    char dir[PATH_MAX];         /* the state directory; "" when unknown */
-    struct table *table;        /* mapped fast.table, or NULL */
+    char dir[PATH_MAX];         /* the state directory (divvyd's FAST answer); "" unknown */
+    struct table *table;        /* the mapped table memfd with its control page, or NULL */
     struct rules *rules;        /* rules of generation gen, or NULL */
     struct client_rule *rule;   /* per compiled rule, rules_count() entries */
     uint64_t gen;               /* generation of @rules (0: none loaded) */
+    uint64_t max_gen;           /* the largest generation ever loaded: a smaller one is
+                                 * "no rules" (generations only grow, docs/shm.md) */
     uint64_t loads;             /* rules loaded so far: a new number for each remap, even
                                  * when a restarted daemon reuses a generation number */
     bool privileged;            /* euid 0 on a Unix socket address, sampled at open */
@@ -199,6 +201,29 @@ enum client_expect {
 int client_conn_exchange(struct divvy *h, size_t n_req, enum client_expect expect);
 void client_conn_close(struct divvy *h);
 
+/* A new blocking-connect Unix stream socket to h->addr (a unix: address),
+ * connected within h->connect_ms, in *@ret_fd (SOCK_CLOEXEC).  -errno with
+ * h->errmsg set. */
+int client_conn_unix(struct divvy *h, int *ret_fd);
+
+/* Milliseconds from now to @deadline (clock_now_ms()), 0 once past, for poll(). */
+int client_conn_remaining(uint64_t deadline);
+
+/* ---- the fast path's hand-over (client_handoff.c) ------------------------ */
+
+/*
+ * Asks divvyd for the fast path (FAST, docs/protocol.md) on a connection of
+ * its own to h->addr (unix: only), within h->connect_ms + h->request_ms:
+ * on "OK fast <dir>" with exactly two descriptors, *@ret_table_fd is the
+ * table's memfd, *@ret_ctl_fd the control page's, and @dir (@dir_size bytes)
+ * the state directory holding the rules files.  Any other descriptors are
+ * closed.  -EOPNOTSUPP (a tcp: address), -EACCES (ERR forbidden: not in the
+ * fast group), -EPROTO (a malformed reply or not two descriptors),
+ * -ETIMEDOUT, -errno; h->errmsg says more.
+ */
+int client_handoff_fast(struct divvy *h, int *ret_table_fd, int *ret_ctl_fd, char *dir,
+                        size_t dir_size);
+
 /*
  * Sends @line (a REFILL hint, newline included; divvyd never answers it)
  * without waiting, connecting first if needed.  Best effort: a hint that
@@ -211,8 +236,9 @@ int client_wbuf_reserve(struct divvy *h, size_t extra);
 
 /* ---- fast path (client_fast.c) ----------------------------------------- */
 
-/* Maps <dir>/fast.table and the current rules file.  -ENOENT, -EACCES,
- * -EBADMSG, ... (the fast path stays off; AUTO retries later). */
+/* Asks divvyd for the fast path's memfds (FAST), maps them and loads the
+ * current rules file.  -EOPNOTSUPP (tcp:), -EACCES (not in the fast group),
+ * -ENOENT, -EBADMSG, ... (the fast path stays off; AUTO retries later). */
 int client_fast_open(struct divvy *h);
 void client_fast_close(struct client_fast *f);
 

@@ -24,7 +24,7 @@
 #include "client.h"
 #include "clock.h"
 
-static int remaining(uint64_t deadline)
+int client_conn_remaining(uint64_t deadline)
 {
     uint64_t now = clock_now_ms();
 
@@ -41,7 +41,7 @@ void client_conn_close(struct divvy *h)
     h->fd_used = false;
 }
 
-static int connect_unix(struct divvy *h)
+int client_conn_unix(struct divvy *h, int *ret_fd)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct timeval tv = { .tv_sec = h->connect_ms / 1000,
@@ -73,7 +73,7 @@ out:
         close(fd);
         return client_err(h, r, "connect unix:%s: %s", h->addr.path, strerror(-r));
     }
-    h->fd = fd;
+    *ret_fd = fd;
     return 0;
 }
 
@@ -85,7 +85,7 @@ static int connect_wait(int fd, uint64_t deadline)
     int err = 0, n;
 
     for (;;) {
-        n = poll(&pfd, 1, remaining(deadline));
+        n = poll(&pfd, 1, client_conn_remaining(deadline));
         if (n > 0)
             break;
         if (n == 0)
@@ -144,7 +144,7 @@ static int connect_tcp(struct divvy *h)
 static int conn_open(struct divvy *h)
 {
     h->fd_used = false;
-    return h->addr.kind == CLIENT_ADDR_UNIX ? connect_unix(h) : connect_tcp(h);
+    return h->addr.kind == CLIENT_ADDR_UNIX ? client_conn_unix(h, &h->fd) : connect_tcp(h);
 }
 
 void client_conn_hint(struct divvy *h, const char *line, size_t len)
@@ -260,7 +260,7 @@ static enum attempt attempt(struct divvy *h, size_t n_req, enum client_expect ex
             }
             pfd.events |= POLLOUT;
         }
-        n = poll(&pfd, 1, remaining(deadline));
+        n = poll(&pfd, 1, client_conn_remaining(deadline));
         if (n < 0) {
             if (errno == EINTR)
                 continue;

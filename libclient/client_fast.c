@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * client_fast: libdivvy's shared-memory fast path (DESIGN section 5,
- * docs/shm.md, docs/client.md).  Maps the daemon's fast.table read-write and
- * loads the immutable rules.<generation> file it names, then decides a hit
+ * docs/shm.md, docs/client.md).  Maps the table memfd divvyd hands over
+ * (client_handoff.c) read-write and its control page read-only, loads the
+ * immutable rules.<generation> file the control page names, then decides a hit
  * in the caller's process with the daemon's own code (eval_rule() and
  * eval_decides(), the steps of eval_request()) when every rule on the
  * request's path is fast_path or touches no counter.
@@ -10,9 +11,11 @@
  * The steady state makes no system call and no allocation: one acquire load
  * of the generation, one of the heartbeat, clock_coarse_ms() (vDSO), the
  * match and the table's compare-and-swap.  A new generation is loaded with
- * open/read/close and checked by rules_from_blob() before use; a stale
- * heartbeat (the daemon is gone, or replaced the table file) sends hits to the
- * socket and re-attaches the table at most once a second.  Owns h->fast.
+ * open/read/close and checked by rules_from_blob() before use; generation 0
+ * or one smaller than the last loaded means "no rules" (the socket answers);
+ * a stale heartbeat (the daemon is gone, or restarted with a new control
+ * page) sends hits to the socket and asks divvyd for the memfds again at
+ * most once a second.  Owns h->fast.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,13 +54,6 @@ void client_fast_close(struct client_fast *f)
     f->gen = 0;
     client_memo_free(f->memo);
     f->memo = NULL;
-}
-
-static int fast_path_of(const struct client_fast *f, const char *name, char *buf, size_t size)
-{
-    int n = snprintf(buf, size, "%s/%s", f->dir, name);
-
-    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
 /* Reads a whole rules file; its size must not change while we read it. */
@@ -126,7 +122,7 @@ static int remap(struct divvy *h, uint64_t gen)
     for (int tries = 0; tries < CLIENT_REMAP_TRIES; tries++) {
         uint64_t now_gen;
 
-        if (gen == 0)
+        if (gen == 0 || gen < f->max_gen)
             return client_err(h, -ENOENT, "divvyd has not published rules in %s", f->dir);
         if (snprintf(path, sizeof(path), "%s/rules.%llu", f->dir, (unsigned long long)gen) >=
             (int)sizeof(path))
@@ -198,6 +194,8 @@ static int remap(struct divvy *h, uint64_t gen)
     f->rules = rules;
     f->rule = rule;
     f->gen = gen;
+    if (gen > f->max_gen)
+        f->max_gen = gen;
     f->loads++;
     rules = NULL;                       /* the handle owns them now */
     rule = NULL;
@@ -209,57 +207,90 @@ out:
     return r;
 }
 
+/*
+ * Asks divvyd for the memfds (client_handoff.c) and maps them: the table
+ * read-write, the control page read-only.  Every size, seal and header word
+ * is checked first (table_attach_fd(), table_ctl_attach()).
+ */
+static int attach(struct divvy *h, struct table **ret)
+{
+    struct client_fast *f = &h->fast;
+    struct table *t = NULL;
+    char dir[sizeof(f->dir)], why[160] = "";
+    int tfd = -1, cfd = -1, r;
+
+    r = client_handoff_fast(h, &tfd, &cfd, dir, sizeof(dir));
+    if (r < 0)
+        return r;
+    r = table_attach_fd(tfd, 0, &t, why, sizeof(why));
+    if (r < 0) {
+        close(tfd);
+        close(cfd);
+        return client_err(h, r, "cannot map the fast-path table: %s",
+                          r == -EBADMSG ? why : strerror(-r));
+    }
+    r = table_ctl_attach(t, cfd);
+    if (r < 0) {
+        close(cfd);
+        table_close(t);
+        return client_err(h, r, "cannot map the fast path's control page: %s",
+                          r == -EBADMSG ? "not a sealed control page of this boot"
+                                        : strerror(-r));
+    }
+    memcpy(f->dir, dir, sizeof(dir));
+    *ret = t;
+    return 0;
+}
+
+/* A new mapping replaces the old: keys prepared for the old one are void
+ * (they depend on its secret and size), so the rules are loaded afresh. */
+static void use_table(struct client_fast *f, struct table *t)
+{
+    flush_hits(f);
+    table_close(f->table);
+    f->table = t;
+    f->gen = 0;
+}
+
 int client_fast_open(struct divvy *h)
 {
     struct client_fast *f = &h->fast;
-    char path[PATH_MAX];
     struct table *t = NULL;
+    uint64_t gen;
     int r;
 
-    if (!f->dir[0])
-        return client_err(h, -ENOENT,
-                          "no fast-path directory (a tcp: address needs DIVVY_STATE_DIR)");
     if (!f->table) {
-        r = fast_path_of(f, "fast.table", path, sizeof(path));
+        r = attach(h, &t);
         if (r < 0)
-            return client_err(h, r, "%s: path too long", f->dir);
-        r = table_attach(path, &t);
-        if (r < 0)
-            return client_err(h, r, "cannot map %s: %s", path,
-                              r == -EBADMSG ? "not a valid table of this boot" : strerror(-r));
-        f->table = t;
-        f->gen = 0;
+            return r;
+        use_table(f, t);
     }
-    return remap(h, table_generation(f->table));
+    gen = table_generation(f->table);
+    if (gen == 0 || gen < f->max_gen)
+        return client_err(h, -ENOENT, "divvyd has published no rules for the fast path");
+    return remap(h, gen);
 }
 
 /*
- * The heartbeat went stale: the daemon stopped, or a restarted daemon
- * replaced the table file.  Map the file anew (at most once a second); use
- * it only when its heartbeat is fresh.
+ * The heartbeat went stale: the daemon stopped, or a restarted daemon made
+ * a new control page.  Ask for the memfds anew (at most once a second); use
+ * them only when their heartbeat is fresh.
  */
 static bool reattach(struct divvy *h, uint64_t now)
 {
     struct client_fast *f = &h->fast;
     struct table *t = NULL;
-    char path[PATH_MAX];
-    uint64_t hb;
 
     if (now < f->attach_at_ms)
         return false;
     f->attach_at_ms = now + CLIENT_REATTACH_MS;
-    if (fast_path_of(f, "fast.table", path, sizeof(path)) < 0 || table_attach(path, &t) < 0)
+    if (attach(h, &t) < 0)
         return false;
-    hb = table_last_heartbeat(t);
-    if (hb + CLIENT_STALE_MS < now) {
+    if (table_last_heartbeat(t) + CLIENT_STALE_MS < now) {
         table_close(t);
         return false;
     }
-    flush_hits(f);
-    table_close(f->table);
-    f->table = t;
-    /* Another file counts generations afresh: load its rules whatever the number. */
-    f->gen = 0;
+    use_table(f, t);
     return true;
 }
 
@@ -283,11 +314,17 @@ int client_fast_ready(struct divvy *h, uint64_t now, const char **ret_why)
     }
     /* The daemon's clock is CLOCK_MONOTONIC, ours the coarse one (a tick behind). */
     if (table_last_heartbeat(f->table) + CLIENT_STALE_MS < now && !reattach(h, now)) {
-        *ret_why = "divvyd's heartbeat in the fast-path table is stale";
+        *ret_why = "divvyd's heartbeat in the fast-path control page is stale";
         return 0;
     }
     gen = table_generation(f->table);
-    if (gen != f->gen) {
+    /* f->gen 0: no rules loaded (never a generation divvyd publishes). */
+    if (gen != f->gen || gen == 0) {
+        /* Generations only grow: 0 or a smaller one is no rules at all. */
+        if (gen == 0 || gen < f->max_gen) {
+            *ret_why = "divvyd announces no rules for the fast path";
+            return 0;
+        }
         if (gen == f->remap_failed_gen && now < f->remap_at_ms) {
             *ret_why = "the current rules file could not be loaded";
             return 0;

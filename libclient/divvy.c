@@ -37,24 +37,6 @@ static const char *env(const char *name)
     return v && *v ? v : NULL;
 }
 
-static int state_dir_of(const struct client_addr *a, char *buf, size_t size)
-{
-    const char *dir = env("DIVVY_STATE_DIR"), *slash;
-    int n;
-
-    if (dir)
-        n = snprintf(buf, size, "%s", dir);
-    else if (a->kind != CLIENT_ADDR_UNIX)
-        n = snprintf(buf, size, "%s", "");     /* no fast path without a directory */
-    else if (!(slash = strrchr(a->path, '/')))
-        n = snprintf(buf, size, ".");
-    else if (slash == a->path)
-        n = snprintf(buf, size, "/");
-    else
-        n = snprintf(buf, size, "%.*s", (int)(slash - a->path), a->path);
-    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
-}
-
 int divvy_open(const char *address, unsigned flags, struct divvy **ret)
 {
     struct divvy *h = NULL;
@@ -90,9 +72,9 @@ int divvy_open(const char *address, unsigned flags, struct divvy **ret)
             goto out;
         }
     }
-    r = state_dir_of(&h->addr, h->fast.dir, sizeof(h->fast.dir));
-    if (r < 0)
-        goto out;
+    /* The fast path's memfds come only over a Unix socket (FAST). */
+    if (h->addr.kind != CLIENT_ADDR_UNIX && h->mode == DIVVY_AUTO)
+        h->mode = DIVVY_SOCKET_ONLY;
     /* Sampled once: the hit path makes no system call (docs/client.md). */
     h->fast.privileged = h->addr.kind == CLIENT_ADDR_UNIX && geteuid() == 0;
     if (h->mode != DIVVY_SOCKET_ONLY) {

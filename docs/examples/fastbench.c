@@ -3,8 +3,8 @@
  * fastbench: how fast libdivvy's shared-memory fast path decides hits, in
  * one thread (a measurement, not a test).  Needs a divvyd running the rules
  * that `fastbench --config` prints (20 rules with globs and actors, a fast
- * table large enough for 500,000 actors) and DIVVY_STATE_DIR (or a
- * unix: address) leading to its state directory:
+ * table large enough for 500,000 actors), reached at a unix: address by a
+ * user divvyd hands the fast path to (root or its fast group):
  *
  *     fastbench --config > bench.conf
  *     divvyd -c bench.conf -s /tmp/st -l unix:/tmp/st/divvy.sock &

@@ -32,6 +32,7 @@ static const char *const verb_names[] = {
     [PROTO_RESET] = "RESET", [PROTO_EXPLAIN] = "EXPLAIN", [PROTO_RULES] = "RULES",
     [PROTO_STATS] = "STATS", [PROTO_RELOAD] = "RELOAD", [PROTO_PING] = "PING",
     [PROTO_QUIT] = "QUIT", [PROTO_COUNTERS] = "COUNTERS", [PROTO_REFILL] = "REFILL",
+    [PROTO_FAST] = "FAST",
 };
 
 static bool in_buf(const struct proto_req *req, const char *s, size_t len)
@@ -135,7 +136,7 @@ static void check_request(const struct proto_req *req, const uint8_t *line, size
         CHECK(req->n_kv == 0);
         return;
     }
-    CHECK(req->verb > PROTO_NONE && req->verb <= PROTO_REFILL);
+    CHECK(req->verb > PROTO_NONE && req->verb <= PROTO_FAST);
     CHECK(req->n_kv <= PROTO_KV_MAX);
     CHECK(req->amount >= 1 && req->amount <= PROTO_TAKE_MAX);
     if (req->verb != PROTO_TAKE)

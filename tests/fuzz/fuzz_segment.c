@@ -16,11 +16,14 @@
  *      front): table_attach(), then table operations from the input;
  *   3  the same on a template table (live, lease and capped counters made
  *      by eval_request() and the lease calls) with input-chosen patches;
- *   4  the real client: a state directory with a patched fast.table and a
- *      patched rules.<generation>, opened with divvy_open(DIVVY_FAST_ONLY)
- *      and driven through divvy_hit/take/peek/hit_many, while the input
- *      also writes into the mapped table, publishes new generations and
- *      stops the heartbeat between calls.
+ *   4  the real client: a fake divvyd (a thread on a Unix socket) answers
+ *      FAST with a patched table memfd (sealed, or not) and a control page
+ *      (generation, heartbeat, lease_max and when_full from the input) and
+ *      the state directory holding a patched rules.<generation>; the handle,
+ *      opened with divvy_open(DIVVY_FAST_ONLY), is driven through
+ *      divvy_hit/take/peek/hit_many while the input also writes into the
+ *      table, publishes new generations (or any 8 bytes as one) and stops
+ *      the heartbeat between calls.
  * Mode 4 needs libdivvy (the sources in libclient/) linked in besides
  * common/, which this harness's own Makefile rule does; without it (the
  * generic rule) mode 4 falls back to mode 3.
@@ -28,9 +31,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../../libclient/divvy.h"
@@ -45,8 +52,12 @@
 #define HDR_SIZE        20480u
 #define TABLE_SIZE      (HDR_SIZE + 64u * SLOTS)
 #define OFF_SECRET      48u
-#define OFF_GENERATION  128u
-#define OFF_HEARTBEAT   192u
+#define OFF_BOOT_ID     32u
+#define CTL_SIZE        4096u           /* docs/shm.md "Control page" */
+#define CTL_GEN         64u
+#define CTL_HB          128u
+#define CTL_LEASE_MAX   192u
+#define CTL_WHEN_FULL   200u
 #define MAX_REQS        6
 #define MAX_OPS         24
 #define MAX_KEYS        32
@@ -71,6 +82,11 @@ static uint8_t *tpl_table;              /* TABLE_SIZE bytes */
 static uint8_t *tpl_blob;
 static size_t tpl_blob_len;
 static uint64_t tpl_now;                /* CLOCK_MONOTONIC ms when the template was made */
+
+/* What the fake divvyd hands out for the current input (mode 4). */
+static int cur_table = -1, cur_ctl = -1;
+static uint8_t *cur_ctl_map;            /* our writable mapping, as divvyd keeps one */
+static char fast_reply[200];
 
 /* (counter, limits) pairs the template table holds, so patched slots are found. */
 static struct table_key keys[MAX_KEYS];
@@ -547,21 +563,26 @@ static void live_change(struct fz *f, uint64_t *gen)
     uint8_t bytes[8], *blob;
     size_t off, len;
     uint64_t v;
-    int fd;
 
     if (what % 4 == 0)
         return;
-    fd = open(table_path, O_WRONLY | O_CLOEXEC);
-    CHECK(fd >= 0);
     switch (what % 4) {
     case 1:
         off = what & 0x80 ? HDR_SIZE + fz_below(f, SLOTS * 64u) : fz_below(f, HDR_SIZE);
         len = fz_bytes(f, bytes, 1 + fz_below(f, 8));
         if (off + len > TABLE_SIZE)
             len = TABLE_SIZE - off;
-        CHECK(pwrite(fd, bytes, len, (off_t)off) == (ssize_t)len);
+        CHECK(pwrite(cur_table, bytes, len, (off_t)off) == (ssize_t)len);
         break;
     case 2:
+        if (what & 0x40) {
+            /* Any generation at all, with or without a file. */
+            memset(bytes, 0, sizeof(bytes));
+            fz_bytes(f, bytes, 8);
+            memcpy(&v, bytes, 8);
+            __atomic_store_n((uint64_t *)(void *)(cur_ctl_map + CTL_GEN), v, __ATOMIC_RELEASE);
+            break;
+        }
         v = *gen = *gen == GEN ? GEN + 1 : GEN;
         blob = malloc(tpl_blob_len);
         CHECK(blob != NULL);
@@ -571,14 +592,92 @@ static void live_change(struct fz *f, uint64_t *gen)
             apply_patches(f, blob, tpl_blob_len, 128, tpl_blob_len - 128);
         write_file(v == GEN ? rules_path : rules_path2, blob, tpl_blob_len);
         free(blob);
-        CHECK(pwrite(fd, &v, 8, OFF_GENERATION) == 8);
+        __atomic_store_n((uint64_t *)(void *)(cur_ctl_map + CTL_GEN), v, __ATOMIC_RELEASE);
         break;
     default:
         v = what & 0x80 ? 0 : clock_now_ms();
-        CHECK(pwrite(fd, &v, 8, OFF_HEARTBEAT) == 8);
+        __atomic_store_n((uint64_t *)(void *)(cur_ctl_map + CTL_HB), v, __ATOMIC_RELEASE);
         break;
     }
-    close(fd);
+}
+
+/* The memfds divvyd would hand out, forged from @table and the input's @flags. */
+static void forge_fds(const uint8_t *table, unsigned flags)
+{
+    uint64_t v;
+
+    cur_table = memfd_create("divvy-fast-table", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK(cur_table >= 0 && ftruncate(cur_table, TABLE_SIZE) == 0 &&
+          pwrite(cur_table, table, TABLE_SIZE, 0) == (ssize_t)TABLE_SIZE);
+    /* An unsealed table must be refused (a client could never trust its size). */
+    if (!(flags & 8))
+        CHECK(fcntl(cur_table, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+    cur_ctl = memfd_create("divvy-control", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK(cur_ctl >= 0 && ftruncate(cur_ctl, CTL_SIZE) == 0);
+    cur_ctl_map = mmap(NULL, CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, cur_ctl, 0);
+    CHECK(cur_ctl_map != MAP_FAILED);
+    memcpy(cur_ctl_map, "DIVVYCT1", 8);
+    v = 1u | (uint64_t)CTL_SIZE << 32;          /* version, size */
+    memcpy(cur_ctl_map + 8, &v, 8);
+    memcpy(cur_ctl_map + 16, tpl_table + OFF_BOOT_ID, 16);
+    v = GEN;
+    memcpy(cur_ctl_map + CTL_GEN, &v, 8);
+    /* A live daemon's heartbeat, unless the input wants a stale one. */
+    v = flags & 4 ? 0 : clock_now_ms();
+    memcpy(cur_ctl_map + CTL_HB, &v, 8);
+    v = flags & 16 ? 100 : 0;
+    memcpy(cur_ctl_map + CTL_LEASE_MAX, &v, 8);
+    v = (flags >> 5) % 3;                       /* 0 none, 1 deny, 2 allow */
+    memcpy(cur_ctl_map + CTL_WHEN_FULL, &v, 8);
+    CHECK(fcntl(cur_ctl, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE |
+                                          F_SEAL_SEAL) == 0);
+}
+
+static void drop_fds(void)
+{
+    if (cur_ctl_map && cur_ctl_map != MAP_FAILED)
+        munmap(cur_ctl_map, CTL_SIZE);
+    cur_ctl_map = NULL;
+    if (cur_table >= 0)
+        close(cur_table);
+    if (cur_ctl >= 0)
+        close(cur_ctl);
+    cur_table = cur_ctl = -1;
+}
+
+/* The fake divvyd: answers FAST with the current memfds, nothing else. */
+static void *fake_divvyd(void *arg)
+{
+    int lfd = (int)(intptr_t)arg;
+
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        char line[64];
+        ssize_t n;
+
+        if (fd < 0)
+            continue;
+        n = read(fd, line, sizeof(line));
+        if (n == 5 && memcmp(line, "FAST\n", 5) == 0) {
+            int fds[2] = { cur_table, cur_ctl };
+            union {
+                char b[CMSG_SPACE(sizeof(fds))];
+                struct cmsghdr align;
+            } u;
+            struct iovec iov = { fast_reply, strlen(fast_reply) };
+            struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+                                  .msg_controllen = sizeof(u.b) };
+            struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+            cm->cmsg_level = SOL_SOCKET;
+            cm->cmsg_type = SCM_RIGHTS;
+            cm->cmsg_len = CMSG_LEN(sizeof(fds));
+            memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+            (void)sendmsg(fd, &msg, MSG_NOSIGNAL);
+        }
+        close(fd);
+    }
+    return NULL;
 }
 
 static void run_client(struct fz *f)
@@ -599,13 +698,7 @@ static void run_client(struct fz *f)
         apply_patches(f, table, TABLE_SIZE, HDR_SIZE, SLOTS * 64u);
     if (flags & 2)
         apply_patches(f, blob, tpl_blob_len, 128, tpl_blob_len - 128);
-    if (!(flags & 4)) {
-        /* A live daemon's heartbeat, unless the input wants a stale one. */
-        uint64_t hb = clock_now_ms();
-
-        memcpy(table + OFF_HEARTBEAT, &hb, 8);
-    }
-    write_file(table_path, table, TABLE_SIZE);
+    forge_fds(table, flags);
     write_file(rules_path, blob, tpl_blob_len);
     free(table);
     free(blob);
@@ -614,6 +707,7 @@ static void run_client(struct fz *f)
     CHECK(r == 0 || r == -EBADMSG || r == -ENOENT || r == -EACCES || r == -ENOMEM);
     if (r < 0) {
         CHECK(h == NULL);
+        drop_fds();
         return;
     }
     for (unsigned k = 0; k < MAX_REQS && !fz_empty(f); k++) {
@@ -653,6 +747,7 @@ static void run_client(struct fz *f)
         CHECK(strlen(divvy_errmsg(h)) < 512);
     }
     divvy_close(h);
+    drop_fds();
 }
 
 /* ---- template ------------------------------------------------------------ */
@@ -807,6 +902,10 @@ static void make_template_table(void)
 
 static void cleanup(void)
 {
+    char sock[128];
+
+    snprintf(sock, sizeof(sock), "%s/divvy.sock", dir);
+    unlink(sock);
     unlink(table_path);
     unlink(rules_path);
     unlink(rules_path2);
@@ -817,8 +916,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* The client must find exactly our directory. */
-    unsetenv("DIVVY_STATE_DIR");
     unsetenv("DIVVY_ADDRESS");
     unsetenv("DIVVY_PATH");
     snprintf(dir, sizeof(dir), "/dev/shm/divvy-fuzz-segment.XXXXXX");
@@ -830,7 +927,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(rules_path, sizeof(rules_path), "%s/rules.%u", dir, GEN);
     snprintf(rules_path2, sizeof(rules_path2), "%s/rules.%u", dir, GEN + 1);
     snprintf(address, sizeof(address), "unix:%s/divvy.sock", dir);
+    snprintf(fast_reply, sizeof(fast_reply), "OK fast %s\n", dir);
     atexit(cleanup);
+    {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        pthread_t th;
+        int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/divvy.sock", dir);
+        CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+              listen(lfd, 16) == 0);
+        CHECK(pthread_create(&th, NULL, fake_divvyd, (void *)(intptr_t)lfd) == 0);
+        CHECK(pthread_detach(th) == 0);
+    }
     make_template_rules();
     make_template_table();
     return 0;

@@ -1510,7 +1510,7 @@ int harness_divvy_env(const struct harness_daemon *d)
     char addr[HARNESS_PATH + 8];
 
     snprintf(addr, sizeof(addr), "unix:%s", d->sock);
-    if (setenv("DIVVY_ADDRESS", addr, 1) < 0 || setenv("DIVVY_STATE_DIR", d->state, 1) < 0)
+    if (setenv("DIVVY_ADDRESS", addr, 1) < 0)
         return -errno;
     unsetenv("DIVVY_PATH");
     return 0;

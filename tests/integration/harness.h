@@ -121,8 +121,8 @@ struct divvy;
 struct divvy_kv;
 
 /* Points libdivvy's defaults at @d: DIVVY_ADDRESS=unix:<its socket>,
- * DIVVY_STATE_DIR=<its state dir>, DIVVY_PATH unset (in this process and
- * the children it forks afterwards).  0 or -errno. */
+ * DIVVY_PATH unset (in this process and the children it forks afterwards).
+ * 0 or -errno. */
 int harness_divvy_env(const struct harness_daemon *d);
 
 /* Waits up to 5 s until @h decides PEEK @kv in-process (a fresh daemon

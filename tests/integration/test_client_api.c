@@ -65,7 +65,6 @@ static struct harness_daemon *start_api(const char *conf)
 
     CHECK(harness_start(&o, &d));
     /* The fast path looks for the table beside the socket unless told. */
-    assert_int_equal(setenv("DIVVY_STATE_DIR", d->state, 1), 0);
     unsetenv("DIVVY_PATH");
     unsetenv("DIVVY_ADDRESS");
     return d;
@@ -196,7 +195,6 @@ static void test_client_tcp_and_errors(void **state)
 
     (void)state;
     snprintf(addr, sizeof(addr), "tcp:127.0.0.1:%d", d->tcp_port);
-    unsetenv("DIVVY_STATE_DIR");
     CHECK(divvy_open(addr, DIVVY_AUTO, &h));
     CHECK(divvy_hit(h, kv, 2, &res));
     assert_int_equal(res.allowed, 1);

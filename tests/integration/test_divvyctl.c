@@ -425,7 +425,9 @@ static void test_divvyctl_reload(void **state)
     d = start_ctl();
     s = sock_of(d);
     r = CTL(0, "-s", s, "reload");
-    expect_in(r->out, "reloaded: generation 2, 4 rules");
+    /* Generations only grow, from CLOCK_MONOTONIC (docs/shm.md "Rule files"). */
+    expect_in(r->out, "reloaded: generation ");
+    expect_in(r->out, ", 4 rules");
     /* A bad config is rejected with its file:line; the old rules stay. */
     bad = harness_scratch(sizeof(ctl_conf) + 64);
     snprintf(bad, sizeof(ctl_conf) + 64, "%s", ctl_conf);

@@ -12,16 +12,20 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "divvy.h"
+#include "fast_fds.h"
 #include "harness.h"
 
 #define HAMMER_ARG "--fastpath-hammer"
@@ -295,64 +299,187 @@ static void test_fastpath_reload_hammer(void **state)
     }
 }
 
-/* ---- corrupted copies ------------------------------------------------------------------ */
+/* ---- forged hand-overs ----------------------------------------------------------------- */
 
-struct corrupt_arg {
-    struct harness_daemon *d;
+/*
+ * A client must never crash or index rules it has not loaded, whatever the
+ * memfds it was handed hold (DESIGN section 5: "every offset read from a
+ * mapped file is bounds-checked").  A fake divvyd, a thread of the child,
+ * answers FAST with memfds forged from copies of the real ones and every
+ * other request with "OK true 42 0": a hit answered with credit 42 went to
+ * the socket, one with the real credit was decided in-process.  The forger
+ * keeps its writable mapping of the control page, as divvyd does, so it can
+ * change the generation under a client that loaded rules.
+ */
+
+#define FORGE_CREDIT 42
+
+struct forge_arg {
     char dir[HARNESS_PATH + 8];
+    char sock[HARNESS_PATH + 32];
     uint64_t gen;
+    uint8_t *table;             /* the real table's bytes */
+    size_t table_len;
+    uint8_t ctl[4096];          /* the real control page's bytes */
+    uint8_t *blob;              /* rules.<gen> */
+    size_t blob_len;
 };
 
-static int copy_file(const char *from, const char *to)
+/* What the fake divvyd hands out now (the child's main thread sets it). */
+static int forged_table = -1, forged_ctl = -1;
+static char forged_reply[HARNESS_PATH + 32];
+
+static int forge_memfd(const void *data, size_t len, unsigned seals, void **ret_map)
 {
-    char buf[65536];
-    int in = open(from, O_RDONLY | O_CLOEXEC), out, r = 0;
+    int fd = memfd_create("forged", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+    if (fd < 0 || ftruncate(fd, (off_t)len) < 0 ||
+        pwrite(fd, data, len, 0) != (ssize_t)len)
+        return -1;
+    if (ret_map) {
+        *ret_map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (*ret_map == MAP_FAILED)
+            return -1;
+    }
+    if (seals && fcntl(fd, F_ADD_SEALS, seals) < 0)
+        return -1;
+    return fd;
+}
+
+#define SEALS_TABLE (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#define SEALS_CTL   (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)
+#define CTL_GEN     64              /* docs/shm.md "Control page" */
+#define CTL_HB      128
+
+/* Forges the pair the fake divvyd hands out next: the real table with
+ * @off/@val written over it (@off < 0: none), sealed with @tseals; the
+ * real control page with generation @gen and a fresh heartbeat, sealed
+ * with @cseals.  *@ret_ctl is the forger's writable mapping of the page. */
+static int forge(const struct forge_arg *a, long off, uint64_t val, unsigned tseals,
+                 uint64_t gen, unsigned cseals, uint8_t **ret_ctl)
+{
+    uint8_t ctl[4096];
+    void *map = NULL;
+
+    if (forged_table >= 0)
+        close(forged_table);
+    if (forged_ctl >= 0)
+        close(forged_ctl);
+    memcpy(ctl, a->ctl, sizeof(ctl));
+    memcpy(ctl + CTL_GEN, &gen, sizeof(gen));
+    *(uint64_t *)(void *)(ctl + CTL_HB) = clock_now_ms() + 3600000;  /* fresh for an hour */
+    forged_table = forge_memfd(a->table, a->table_len, 0, NULL);
+    if (forged_table < 0)
+        return -1;
+    if (off >= 0 && pwrite(forged_table, &val, sizeof(val), off) != (ssize_t)sizeof(val))
+        return -1;
+    if (tseals && fcntl(forged_table, F_ADD_SEALS, tseals) < 0)
+        return -1;
+    forged_ctl = forge_memfd(ctl, sizeof(ctl), cseals, &map);
+    if (forged_ctl < 0)
+        return -1;
+    if (ret_ctl)
+        *ret_ctl = map;
+    return 0;
+}
+
+static void fake_answer(int fd)
+{
+    char buf[4096];
+    size_t len = 0;
     ssize_t n;
 
-    if (in < 0)
-        return -errno;
-    out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (out < 0) {
-        close(in);
-        return -errno;
-    }
-    while ((n = read(in, buf, sizeof(buf))) > 0)
-        if (write(out, buf, (size_t)n) != n) {
-            r = -EIO;
-            break;
+    while ((n = read(fd, buf + len, sizeof(buf) - len)) > 0) {
+        char *nl;
+
+        len += (size_t)n;
+        while ((nl = memchr(buf, '\n', len)) != NULL) {
+            size_t line = (size_t)(nl - buf) + 1;
+
+            if (strncmp(buf, "FAST\n", 5) == 0 && line == 5) {
+                int fds[2] = { forged_table, forged_ctl };
+                union {
+                    char b[CMSG_SPACE(sizeof(fds))];
+                    struct cmsghdr align;
+                } u;
+                struct iovec iov = { forged_reply, strlen(forged_reply) };
+                struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+                                      .msg_controllen = sizeof(u.b) };
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(fds));
+                memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+                if (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0)
+                    return;
+            } else if (strncmp(buf, "REFILL", 6) != 0) {
+                static const char ok[] = "OK true 42 0\n";
+
+                if (send(fd, ok, sizeof(ok) - 1, MSG_NOSIGNAL) < 0)
+                    return;
+            }
+            memmove(buf, buf + line, len - line);
+            len -= line;
         }
-    close(in);
-    close(out);
-    return r;
+        if (len == sizeof(buf))
+            return;
+    }
 }
 
-static int pwrite_u64(const char *path, off_t off, uint64_t v)
+static void *fake_divvyd(void *arg)
 {
-    int fd = open(path, O_WRONLY | O_CLOEXEC), r = 0;
+    int lfd = *(int *)arg;
 
-    if (fd < 0)
-        return -errno;
-    if (pwrite(fd, &v, sizeof(v), off) != sizeof(v))
-        r = -EIO;
-    close(fd);
-    return r;
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+        if (fd < 0)
+            return NULL;
+        fake_answer(fd);
+        close(fd);
+    }
 }
 
-/* A fresh copy of the daemon's table whose header names @gen and whose
- * heartbeat is fresh, so a client really uses it. */
-static int fresh_table_copy(struct corrupt_arg *a, uint64_t gen)
+/* Three AUTO hits answer (fast or by the socket, as @want_fast says: -1
+ * either); a FAST_ONLY handle opens and hits, or fails cleanly. */
+static int forged_probe(const struct forge_arg *a, const char *what, int i, int want_fast)
 {
-    char from[HARNESS_PATH + 32], to[HARNESS_PATH + 32];
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy_kv kv[2] = { { "path", "/fast" }, { "user", "forged" } };
+    char addr[HARNESS_PATH + 40];
+    struct divvy *h = NULL;
     int r;
 
-    snprintf(from, sizeof(from), "%s/fast.table", a->d->state);
-    snprintf(to, sizeof(to), "%s/fast.table", a->dir);
-    r = copy_file(from, to);
-    if (r == 0)
-        r = pwrite_u64(to, 128, gen);
-    if (r == 0)
-        r = pwrite_u64(to, 192, clock_now_ms());
-    return r;
+    snprintf(addr, sizeof(addr), "unix:%s", a->sock);
+    if (divvy_open(addr, DIVVY_AUTO, &h) < 0) {
+        fprintf(stderr, "forged %s #%d: open failed\n", what, i);
+        return -1;
+    }
+    for (int k = 0; k < 3; k++) {
+        r = divvy_hit(h, kv, 2, &res);
+        if (r < 0 || (want_fast >= 0 && res.fast_path != want_fast) ||
+            (!res.fast_path && res.credit != FORGE_CREDIT)) {
+            fprintf(stderr, "forged %s #%d: hit: %s, fast %d (want %d), credit %llu\n", what,
+                    i, r < 0 ? divvy_errmsg(h) : "ok", res.fast_path, want_fast,
+                    (unsigned long long)res.credit);
+            divvy_close(h);
+            return -1;
+        }
+    }
+    divvy_close(h);
+    if (divvy_open(addr, DIVVY_FAST_ONLY, &h) == 0) {
+        r = divvy_hit(h, kv, 2, &res);
+        divvy_close(h);
+        if ((r < 0 && r != -ENOTSUP) || (want_fast == 1 && r < 0)) {
+            fprintf(stderr, "forged %s #%d: fast-only hit: %s\n", what, i, strerror(-r));
+            return -1;
+        }
+    } else if (want_fast == 1) {
+        fprintf(stderr, "forged %s #%d: the intact pair cannot be mapped\n", what, i);
+        return -1;
+    }
+    return 0;
 }
 
 static int write_bytes(const char *path, const void *data, size_t len)
@@ -367,167 +494,166 @@ static int write_bytes(const char *path, const void *data, size_t len)
     return r;
 }
 
-/* AUTO hits through the copy must answer (fast on the copy, or the
- * socket); a FAST_ONLY handle must open and hit, or fail cleanly. */
-static int probe_mode(const char *what, int i, bool expect_fast)
+/* One handle that loaded generation G: the control page then says 0, G - 1,
+ * 2^64 - 1 (no such file) and G + 7 (a file of another generation): each
+ * hit goes to the socket, none crashes; back at G it is in-process again. */
+static int forged_generations(const struct forge_arg *a)
 {
+    const uint64_t gens[] = { 0, a->gen - 1, UINT64_MAX, a->gen + 7, a->gen };
     struct divvy_result res = { .size = sizeof(res) };
-    struct divvy_kv kv[2] = { { "path", "/fast" }, { "user", "corrupt" } };
+    struct divvy_kv kv[2] = { { "path", "/fast" }, { "user", "gens" } };
+    char addr[HARNESS_PATH + 40], other[HARNESS_PATH + 40];
     struct divvy *h = NULL;
-    int r;
+    uint8_t *ctl = NULL;
 
-    r = divvy_open(NULL, DIVVY_AUTO, &h);
-    if (r < 0) {
-        fprintf(stderr, "corrupt %s #%d: open: %s\n", what, i, strerror(-r));
-        return -1;
-    }
-    for (int k = 0; k < 3; k++) {
-        r = divvy_hit(h, kv, 2, &res);
-        if (r < 0) {
-            fprintf(stderr, "corrupt %s #%d: hit: %s\n", what, i, divvy_errmsg(h));
-            divvy_close(h);
-            return -1;
+    snprintf(other, sizeof(other), "%s/rules.%llu", a->dir, (unsigned long long)a->gen + 7);
+    if (write_bytes(other, a->blob, a->blob_len) < 0)
+        return 30;
+    if (forge(a, -1, 0, SEALS_TABLE, a->gen, SEALS_CTL, &ctl) < 0)
+        return 31;
+    snprintf(addr, sizeof(addr), "unix:%s", a->sock);
+    if (divvy_open(addr, DIVVY_AUTO, &h) < 0 || divvy_hit(h, kv, 2, &res) < 0 ||
+        !res.fast_path)
+        return 32;
+    for (size_t i = 0; i < sizeof(gens) / sizeof(gens[0]); i++) {
+        int want_fast = gens[i] == a->gen;
+
+        __atomic_store_n((uint64_t *)(void *)(ctl + CTL_GEN), gens[i], __ATOMIC_RELEASE);
+        for (int k = 0; k < 3; k++) {
+            if (divvy_hit(h, kv, 2, &res) < 0)
+                return 33;
+            if (res.fast_path != want_fast || (!want_fast && res.credit != FORGE_CREDIT)) {
+                fprintf(stderr, "forged generation %llu (loaded %llu): fast %d credit %llu\n",
+                        (unsigned long long)gens[i], (unsigned long long)a->gen,
+                        res.fast_path, (unsigned long long)res.credit);
+                return 34;
+            }
         }
     }
     divvy_close(h);
-    if (divvy_open(NULL, DIVVY_FAST_ONLY, &h) == 0) {
-        r = divvy_hit(h, kv, 2, &res);
-        if ((r < 0 && r != -ENOTSUP) || (expect_fast && (r < 0 || !res.fast_path))) {
-            fprintf(stderr, "corrupt %s #%d: fast-only hit: %s\n", what, i, strerror(-r));
-            divvy_close(h);
-            return -1;
-        }
-        divvy_close(h);
-    } else if (expect_fast) {
-        fprintf(stderr, "corrupt %s #%d: the intact copy cannot be mapped\n", what, i);
-        return -1;
-    }
+    unlink(other);
     return 0;
 }
 
-static int probe(const char *what, int i)
+static int forged_child(void *arg)
 {
-    return probe_mode(what, i, false);
-}
-
-static int corrupt_child(void *arg)
-{
-    struct corrupt_arg *a = arg;
-    char rules_from[HARNESS_PATH + 32], rules_to[HARNESS_PATH + 32];
-    char table_to[HARNESS_PATH + 32];
-    unsigned char *blob = NULL, *mut = NULL;
+    struct forge_arg *a = arg;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char rules[HARNESS_PATH + 40];
+    uint8_t *mut = malloc(a->blob_len + 64);
     unsigned seed = 4242;
-    size_t len;
-    struct stat st;
-    int fd;
+    pthread_t th;
+    int lfd;
 
-    setenv("DIVVY_STATE_DIR", a->dir, 1);
-    snprintf(rules_from, sizeof(rules_from), "%s/rules.%llu", a->d->state,
-             (unsigned long long)a->gen);
-    snprintf(rules_to, sizeof(rules_to), "%s/rules.%llu", a->dir, (unsigned long long)a->gen);
-    snprintf(table_to, sizeof(table_to), "%s/fast.table", a->dir);
-    fd = open(rules_from, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) < 0)
+    /* A crash must end this child, reported as a signal (cmocka's handler
+     * would carry on in the fork). */
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    if (!mut)
         return 10;
-    len = (size_t)st.st_size;
-    blob = malloc(len);
-    mut = malloc(len + 64);
-    if (!blob || !mut || read(fd, blob, len) != (ssize_t)len)
+    snprintf(forged_reply, sizeof(forged_reply), "OK fast %s\n", a->dir);
+    snprintf(rules, sizeof(rules), "%s/rules.%llu", a->dir, (unsigned long long)a->gen);
+    if (write_bytes(rules, a->blob, a->blob_len) < 0)
         return 11;
-    close(fd);
-
-    /* The intact copy works on the fast path: the cases below really reach it. */
-    if (fresh_table_copy(a, a->gen) < 0 || write_bytes(rules_to, blob, len) < 0)
+    if (strlen(a->sock) >= sizeof(sa.sun_path))
         return 12;
-    if (probe_mode("none", 0, true) < 0)
+    memcpy(sa.sun_path, a->sock, strlen(a->sock) + 1);
+    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0 ||
+        pthread_create(&th, NULL, fake_divvyd, &lfd) != 0)
+        return 12;
+
+    /* The intact pair works in-process: the cases below really reach it. */
+    if (forge(a, -1, 0, SEALS_TABLE, a->gen, SEALS_CTL, NULL) < 0 ||
+        forged_probe(a, "nothing", 0, 1) < 0)
         return 13;
-
-    /* Table header: bad magic, bad version, wrong size, truncated file. */
-    for (int i = 0; i < 4; i++) {
-        if (fresh_table_copy(a, a->gen) < 0)
-            return 14;
-        if (i == 0 && pwrite_u64(table_to, 0, 0x4242424242424242ull) < 0)
-            return 15;
-        if (i == 1 && pwrite_u64(table_to, 8, 0xffffffff00000099ull) < 0)
-            return 15;
-        if (i == 2 && pwrite_u64(table_to, 24, 1ull << 40) < 0)
-            return 15;
-        if (i == 3 && truncate(table_to, 4096) < 0)
-            return 15;
-        if (probe("table header", i) < 0)
-            return 16;
-    }
-
-    /* The header names a generation whose file is missing, or holds another. */
-    if (fresh_table_copy(a, a->gen + 7) < 0 || probe("missing rules file", 0) < 0)
-        return 17;
+    /* Table header: magic, version, slot count, size; a table without seals. */
     {
-        char other[HARNESS_PATH + 32];
+        const long offs[] = { 0, 8, 20, 24 };
+        const uint64_t vals[] = { 0x4242424242424242ull, 0xffffffff00000099ull, 1u << 20,
+                                  1ull << 40 };
 
-        snprintf(other, sizeof(other), "%s/rules.%llu", a->dir,
-                 (unsigned long long)a->gen + 7);
-        if (write_bytes(other, blob, len) < 0 || probe("generation mismatch", 0) < 0)
-            return 18;
-        unlink(other);
+        for (int i = 0; i < 4; i++)
+            if (forge(a, offs[i], vals[i], SEALS_TABLE, a->gen, SEALS_CTL, NULL) < 0 ||
+                forged_probe(a, "table header", i, 0) < 0)
+                return 14;
+        if (forge(a, -1, 0, 0, a->gen, SEALS_CTL, NULL) < 0 ||
+            forged_probe(a, "unsealed table", 0, 0) < 0)
+            return 15;
     }
-
-    /* Slot area full of garbage under valid headers and rules. */
-    if (fresh_table_copy(a, a->gen) < 0 || write_bytes(rules_to, blob, len) < 0)
+    /* Control page: generation 0, 2^64 - 1 with no such file, no write seal. */
+    if (forge(a, -1, 0, SEALS_TABLE, 0, SEALS_CTL, NULL) < 0 ||
+        forged_probe(a, "generation 0", 0, 0) < 0)
+        return 16;
+    if (forge(a, -1, 0, SEALS_TABLE, UINT64_MAX, SEALS_CTL, NULL) < 0 ||
+        forged_probe(a, "generation 2^64-1", 0, 0) < 0)
+        return 17;
+    if (forge(a, -1, 0, SEALS_TABLE, a->gen, F_SEAL_SHRINK | F_SEAL_GROW, NULL) < 0 ||
+        forged_probe(a, "writable control page", 0, 0) < 0)
+        return 18;
+    if (forged_generations(a) != 0)
         return 19;
-    fd = open(table_to, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 20;
-    for (off_t off = 20480; off < 20480 + 64 * 65536; off += 4096) {
-        unsigned char junk[4096];
 
-        for (size_t k = 0; k < sizeof(junk); k++)
-            junk[k] = (unsigned char)rand_r(&seed);
-        if (pwrite(fd, junk, sizeof(junk), off) != (ssize_t)sizeof(junk))
+    /* Slots full of garbage under valid headers: answers, fast or not. */
+    {
+        uint8_t *junk = malloc(a->table_len);
+
+        if (!junk)
+            return 20;
+        memcpy(junk, a->table, 20480);
+        for (size_t k = 20480; k < a->table_len; k++)
+            junk[k] = (uint8_t)rand_r(&seed);
+        memcpy(a->table, junk, a->table_len);
+        free(junk);
+        if (forge(a, -1, 0, SEALS_TABLE, a->gen, SEALS_CTL, NULL) < 0 ||
+            forged_probe(a, "slots", 0, -1) < 0)
             return 21;
     }
-    close(fd);
-    if (probe("slots", 0) < 0)
-        return 22;
 
-    /* Rules file: every header word set to garbage, truncations, random flips. */
-    if (fresh_table_copy(a, a->gen) < 0)
-        return 23;
+    /* Rules file: every header word garbage, truncations, random flips. */
     for (size_t w = 0; w < 16; w++) {
-        memcpy(mut, blob, len);
+        memcpy(mut, a->blob, a->blob_len);
         memset(mut + w * 8, 0xff, 8);
-        if (write_bytes(rules_to, mut, len) < 0 || probe("rules header word", (int)w) < 0)
-            return 24;
+        if (write_bytes(rules, mut, a->blob_len) < 0 ||
+            forged_probe(a, "rules header word", (int)w, -1) < 0)
+            return 22;
     }
     for (int i = 0; i < 150; i++) {
-        size_t n = len;
+        size_t n = a->blob_len;
 
-        memcpy(mut, blob, len);
+        memcpy(mut, a->blob, a->blob_len);
         if (i % 3 == 0) {
-            n = (size_t)rand_r(&seed) % len;
+            n = (size_t)rand_r(&seed) % a->blob_len;
         } else {
             int flips = 1 + rand_r(&seed) % 8;
 
             for (int k = 0; k < flips; k++)
-                mut[(size_t)rand_r(&seed) % len] ^= (unsigned char)(1u << (rand_r(&seed) % 8));
+                mut[(size_t)rand_r(&seed) % a->blob_len] ^=
+                    (unsigned char)(1u << (rand_r(&seed) % 8));
         }
-        if (write_bytes(rules_to, mut, n) < 0 || probe("rules file", i) < 0)
-            return 25;
+        if (write_bytes(rules, mut, n) < 0 || forged_probe(a, "rules file", i, -1) < 0)
+            return 23;
     }
-    free(blob);
     free(mut);
     return 0;
 }
 
-static void test_fastpath_corrupt_copies(void **state)
+static int read_all(int fd, uint8_t *buf, size_t len)
+{
+    return pread(fd, buf, len, 0) == (ssize_t)len ? 0 : -EIO;
+}
+
+static void test_fastpath_forged_handover(void **state)
 {
     struct harness_daemon *d = start_fast(fast_conf);
-    struct corrupt_arg *a = harness_scratch(sizeof(*a));
-    struct harness_conn *c;
+    struct forge_arg *a = harness_scratch(sizeof(*a));
     struct divvy *h = open_env(DIVVY_AUTO);
-    char stats[HARNESS_LINE];
+    char stats[HARNESS_LINE], path[HARNESS_PATH + 40];
+    struct harness_conn *c;
+    struct stat st;
     long long gen;
+    int tfd = -1, cfd = -1, fd, status;
     pid_t pid;
-    int status;
 
     (void)state;
     assert_non_null(a);
@@ -537,15 +663,33 @@ static void test_fastpath_corrupt_copies(void **state)
     CHECK(harness_multi(c, "STATS", stats, sizeof(stats)));
     CHECK(harness_stat(stats, "config_generation", &gen));
     harness_close(c);
-    a->d = d;
     a->gen = (uint64_t)gen;
-    snprintf(a->dir, sizeof(a->dir), "%s/copy", d->dir);
+    snprintf(a->dir, sizeof(a->dir), "%s/forged", d->dir);
+    snprintf(a->sock, sizeof(a->sock), "%s/fake.sock", a->dir);
     assert_int_equal(mkdir(a->dir, 0700), 0);
-    CHECK(harness_spawn(corrupt_child, a, &pid));
+    CHECK(fast_fds_get(d->sock, &tfd, &cfd));
+    assert_int_equal(fstat(tfd, &st), 0);
+    a->table_len = (size_t)st.st_size;
+    a->table = harness_scratch(a->table_len);
+    assert_non_null(a->table);
+    CHECK(read_all(tfd, a->table, a->table_len));
+    CHECK(read_all(cfd, a->ctl, sizeof(a->ctl)));
+    close(tfd);
+    close(cfd);
+    snprintf(path, sizeof(path), "%s/rules.%llu", d->state, (unsigned long long)a->gen);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    a->blob_len = (size_t)st.st_size;
+    a->blob = harness_scratch(a->blob_len);
+    assert_non_null(a->blob);
+    CHECK(read_all(fd, a->blob, a->blob_len));
+    close(fd);
+    CHECK(harness_spawn(forged_child, a, &pid));
     CHECK(harness_reap(pid, 60000, &status));
     if (status != 0)
-        fail_msg("the corrupt-copy client %s %d",
-                 status > 128 ? "died of signal" : "failed at step",
+        fail_msg("the forged hand-over client %s %d", status > 128 ? "died of signal"
+                                                                 : "failed at step",
                  status > 128 ? status - 128 : status);
 }
 
@@ -802,7 +946,7 @@ int main(int argc, char **argv)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_fastpath_reload_hammer, harness_setup,
                                         harness_teardown),
-        cmocka_unit_test_setup_teardown(test_fastpath_corrupt_copies, harness_setup,
+        cmocka_unit_test_setup_teardown(test_fastpath_forged_handover, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_fastpath_sigkill, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_fastpath_hits_counted, harness_setup,

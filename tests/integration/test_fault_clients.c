@@ -54,7 +54,6 @@ static struct harness_daemon *start_clients(const char *conf)
     CHECK(harness_start(&o, &d));
     snprintf(addr, sizeof(addr), "unix:%s", d->sock);
     assert_int_equal(setenv("DIVVY_ADDRESS", addr, 1), 0);
-    assert_int_equal(setenv("DIVVY_STATE_DIR", d->state, 1), 0);
     unsetenv("DIVVY_PATH");
     return d;
 }

@@ -230,7 +230,6 @@ static void test_fault_reload_200_sighups(void **state)
     CHECK(harness_start(&o, &d));
     snprintf(addr, sizeof(addr), "unix:%s", d->sock);
     assert_int_equal(setenv("DIVVY_ADDRESS", addr, 1), 0);
-    assert_int_equal(setenv("DIVVY_STATE_DIR", d->state, 1), 0);
     unsetenv("DIVVY_PATH");
     CHECK(harness_connect(d, HARNESS_UNIX, &admin));
     CHECK(harness_get_stat(admin, "reloads_ok", &ok0));

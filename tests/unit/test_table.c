@@ -1093,11 +1093,182 @@ static void test_table_concurrent_churn_never_duplicates(void **state)
     table_close(t);
 }
 
+/* ---- memfds (docs/shm.md "Memfds and seals") -------------------------------------- */
+
+/* The fast table: a memfd sealed against resizing before anyone gets it;
+ * a second mapping of the same fd shares the counters. */
+static void test_table_memfd_sealed(void **state)
+{
+    struct table *t = NULL, *c = NULL;
+    struct table_limits lim = window(5, HOUR);
+    struct table_result res;
+    struct stat sb;
+    void *p;
+    int fd, seals, un;
+
+    (void)state;
+    assert_int_equal(table_create_memfd(100, &t), 0);
+    assert_int_equal(table_slots(t), 128);
+    fd = table_fd(t);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &sb), 0);
+    assert_int_equal(sb.st_size, HDR_SIZE + 128 * SLOT_SIZE);
+    assert_int_equal((size_t)sb.st_size, table_size(t));
+    seals = fcntl(fd, F_GET_SEALS);
+    assert_int_equal(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+                     F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    assert_int_equal(ftruncate(fd, 0), -1);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+    assert_int_equal(table_attach_fd(dup(fd), 0, &c, NULL, 0), 0);
+    assert_int_equal(hit(t, 1, "a", &lim, TABLE_TAKE, 2, NOW, &res), 0);
+    assert_int_equal(hit(c, 1, "a", &lim, TABLE_TAKE, 1, NOW, &res), 0);
+    assert_int_equal(res.credit, 2);
+    table_close(c);
+    /* A daemon wants its own size; a client takes any valid one. */
+    c = NULL;
+    fd = dup(table_fd(t));
+    assert_int_equal(table_attach_fd(fd, 256, &c, NULL, 0), -EBADMSG);
+    assert_int_equal(table_attach_fd(fd, 128, &c, NULL, 0), 0);
+    table_close(c);
+    /* An unsealed copy is refused: a client could never trust its size. */
+    un = memfd_create("unsealed", MFD_CLOEXEC);
+    assert_true(un >= 0);
+    assert_int_equal(ftruncate(un, sb.st_size), 0);
+    p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, un, 0);
+    assert_true(p != MAP_FAILED);
+    assert_int_equal(table_snapshot(t, p, (size_t)sb.st_size), 0);
+    munmap(p, (size_t)sb.st_size);
+    c = NULL;
+    assert_int_equal(table_attach_fd(un, 0, &c, NULL, 0), -EBADMSG);
+    assert_null(c);
+    close(un);
+    table_close(t);
+}
+
+/* The control page: divvyd's words, read-only to everybody else whatever
+ * fd they hold (F_SEAL_FUTURE_WRITE). */
+static void test_table_ctl_page(void **state)
+{
+    struct table *t = NULL, *c = NULL;
+    char proc[64];
+    void *p;
+    int cfd, rw;
+
+    (void)state;
+    assert_int_equal(table_create_memfd(64, &t), 0);
+    assert_int_equal(table_ctl_fd(t), -1);
+    assert_int_equal(table_ctl_create(t), 0);
+    cfd = table_ctl_fd(t);
+    assert_true(cfd >= 0);
+    table_set_generation(t, 42);
+    table_heartbeat(t, NOW);
+    table_set_lease_max(t, 77);
+    table_set_when_full(t, true);
+    assert_int_equal(table_attach_fd(dup(table_fd(t)), 0, &c, NULL, 0), 0);
+    /* Before the control page the client reads its own (empty) header words. */
+    assert_int_equal(table_generation(c), 0);
+    assert_int_equal(table_ctl_attach(c, dup(cfd)), 0);
+    assert_int_equal(table_generation(c), 42);
+    assert_int_equal(table_last_heartbeat(c), NOW);
+    assert_int_equal(table_lease_max(c), 77);
+    assert_int_equal(table_when_full(c), 1);
+    table_set_generation(t, 43);
+    assert_int_equal(table_generation(c), 43);
+    /* No writable mapping, no write, even through a read-write reopen. */
+    p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
+    assert_true(p == MAP_FAILED);
+    assert_int_equal(errno, EPERM);
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", cfd);
+    rw = open(proc, O_RDWR | O_CLOEXEC);
+    if (rw >= 0) {
+        assert_int_equal(pwrite(rw, "x", 1, 64), -1);
+        assert_int_equal(errno, EPERM);
+        close(rw);
+    }
+    assert_int_equal(ftruncate(cfd, 0), -1);
+    /* A page without the write seal is refused. */
+    {
+        struct table *c2 = NULL;
+        int un = memfd_create("ctl", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+        assert_true(un >= 0);
+        assert_int_equal(ftruncate(un, 4096), 0);
+        assert_int_equal(fcntl(un, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+        assert_int_equal(table_attach_fd(dup(table_fd(t)), 0, &c2, NULL, 0), 0);
+        assert_int_equal(table_ctl_attach(c2, un), -EBADMSG);
+        close(un);
+        table_close(c2);
+    }
+    table_close(c);
+    table_close(t);
+}
+
+/* A snapshot restores every counter; one of another size or boot is refused. */
+static void test_table_snapshot_restore(void **state)
+{
+    struct table *t = NULL, *n = NULL, *other = NULL;
+    struct table_limits lim = window(10, HOUR);
+    struct table_result res;
+    uint8_t *buf;
+    char why[160] = "";
+    size_t len;
+
+    (void)state;
+    assert_int_equal(table_create_memfd(64, &t), 0);
+    for (int i = 0; i < 20; i++) {
+        char actor[16];
+
+        snprintf(actor, sizeof(actor), "u%d", i);
+        assert_int_equal(hit(t, 3, actor, &lim, TABLE_TAKE, (uint64_t)(i % 5) + 1, NOW, &res),
+                         0);
+    }
+    len = table_size(t);
+    buf = malloc(len);
+    assert_non_null(buf);
+    /* A member may rewrite the header of the shared memfd: the snapshot
+     * takes the identity words from the handle, not from the mapping. */
+    {
+        void *hm = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, table_fd(t), 0);
+
+        assert_true(hm != MAP_FAILED);
+        memset(hm, 0, 128);
+        munmap(hm, len);
+    }
+    assert_int_equal(table_snapshot(t, buf, len - 1), -EINVAL);
+    assert_int_equal(table_snapshot(t, buf, len), 0);
+    assert_int_equal(table_create_memfd(64, &n), 0);
+    assert_int_equal(table_restore(n, buf, len, why, sizeof(why)), 0);
+    assert_int_equal(live(n, NOW), 20);
+    for (int i = 0; i < 20; i++) {
+        char actor[16];
+
+        snprintf(actor, sizeof(actor), "u%d", i);
+        assert_int_equal(hit(n, 3, actor, &lim, TABLE_PEEK, 1, NOW + 1, &res), 0);
+        assert_int_equal(res.credit, 10 - (uint64_t)(i % 5) - 1);
+    }
+    /* Another size: refused, with the reason. */
+    assert_int_equal(table_create_memfd(128, &other), 0);
+    assert_int_equal(table_restore(other, buf, len, why, sizeof(why)), -EBADMSG);
+    assert_non_null(strstr(why, "slots"));
+    /* Another boot: refused. */
+    buf[OFF_BOOT_ID] ^= 1;
+    assert_int_equal(table_restore(n, buf, len, why, sizeof(why)), -EBADMSG);
+    assert_string_equal(why, "made during another boot");
+    free(buf);
+    table_close(other);
+    table_close(n);
+    table_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_table_create),
+        T(test_table_memfd_sealed),
+        T(test_table_ctl_page),
+        T(test_table_snapshot_restore),
         T(test_table_take_window),
         T(test_table_reopen_keeps_counts),
         T(test_table_rebuild_bad_magic),
