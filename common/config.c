@@ -41,6 +41,7 @@
 #define CONFIG_GROUP_MAX       32
 #define CONFIG_RESERVED_MAX    4096
 #define CONFIG_TIMEOUT_MAX     (24 * 3600 * 1000)
+#define CONFIG_SOCKBUF_MAX     (64 << 20)
 #define CONFIG_DEFAULT_OUTPUT_BYTES  (1u << 20)
 #define CONFIG_DEFAULT_SOCKET_MODE   0660
 #define CONFIG_DEFAULT_ADMIN_GROUP   "divvy-admin"
@@ -428,6 +429,8 @@ static int conf_admit_setting(struct config *cfg, const char *path, const config
           offsetof(struct config_admit, idle_timeout_ms) },
         { "request_timeout_ms", 0, CONFIG_TIMEOUT_MAX,
           offsetof(struct config_admit, request_timeout_ms) },
+        { "socket_buffer_bytes", 0, CONFIG_SOCKBUF_MAX,
+          offsetof(struct config_admit, socket_buffer_bytes) },
     };
     const char *name = conf_name(s);
     int64_t v;
@@ -1167,6 +1170,7 @@ static int conf_defaults(struct config *cfg)
         .idle_timeout_ms = CONFIG_DEFAULT_IDLE_TIMEOUT_MS,
         .request_timeout_ms = CONFIG_DEFAULT_REQUEST_TIMEOUT_MS,
         .output_budget_bytes = CONFIG_DEFAULT_OUTPUT_BUDGET,
+        .socket_buffer_bytes = CONFIG_DEFAULT_SOCKET_BUFFER,
     };
     cfg->socket_mode = CONFIG_DEFAULT_SOCKET_MODE;
     cfg->table_slots = TABLE_SLOTS_DEFAULT;
@@ -1431,7 +1435,8 @@ static bool conf_admit_changed(const struct config *cfg)
            a->per_address != CONFIG_DEFAULT_PER_ADDRESS || a->per_uid != CONFIG_DEFAULT_PER_UID ||
            a->idle_timeout_ms != CONFIG_DEFAULT_IDLE_TIMEOUT_MS ||
            a->request_timeout_ms != CONFIG_DEFAULT_REQUEST_TIMEOUT_MS ||
-           a->output_budget_bytes != CONFIG_DEFAULT_OUTPUT_BUDGET;
+           a->output_budget_bytes != CONFIG_DEFAULT_OUTPUT_BUDGET ||
+           a->socket_buffer_bytes != CONFIG_DEFAULT_SOCKET_BUFFER;
 }
 
 static void conf_write_admit(const struct config *cfg, FILE *f)
@@ -1454,6 +1459,8 @@ static void conf_write_admit(const struct config *cfg, FILE *f)
         fprintf(f, "    request_timeout_ms = %u;\n", a->request_timeout_ms);
     if (a->output_budget_bytes != CONFIG_DEFAULT_OUTPUT_BUDGET)
         fprintf(f, "    output_budget_bytes = %zu;\n", a->output_budget_bytes);
+    if (a->socket_buffer_bytes != CONFIG_DEFAULT_SOCKET_BUFFER)
+        fprintf(f, "    socket_buffer_bytes = %u;\n", a->socket_buffer_bytes);
 }
 
 static void conf_write_server(const struct config *cfg, FILE *f)

@@ -36,6 +36,7 @@ struct admit_opts {
     unsigned idle_ms;           /* 0: no idle timeout */
     unsigned request_ms;        /* 0: no slow-request/stalled-output timeout */
     size_t output_budget;       /* bytes of buffered output, all connections */
+    unsigned sockbuf;           /* SO_SNDBUF of each connection; 0: the kernel's */
     unsigned fd_reserve;        /* descriptors divvyd needs besides connections */
 };
 

@@ -434,6 +434,7 @@ int main(int argc, char **argv)
     so.admit.idle_ms = cfg->admit.idle_timeout_ms;
     so.admit.request_ms = cfg->admit.request_timeout_ms;
     so.admit.output_budget = cfg->admit.output_budget_bytes;
+    so.admit.sockbuf = cfg->admit.socket_buffer_bytes;
     so.max_output_bytes = cfg->max_output_bytes;
     so.socket_mode = cfg->socket_mode;
     so.admin_gid = (gid_t)-1;

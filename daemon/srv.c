@@ -2057,7 +2057,7 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
                      const struct admit_peer *p, struct admit_slot *slot)
 {
     struct conn *c;
-    int one = 1;
+    int one = 1, sockbuf = (int)w->s->o.admit.sockbuf;
 
     c = calloc(1, sizeof(*c));
     if (!c)
@@ -2072,6 +2072,10 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
     c->last_ms = clock_coarse_ms();
     if (!l->is_unix)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* Bounds what the kernel holds for a client that never reads (or that
+     * we stopped reading): server.socket_buffer_bytes (docs/daemon.md). */
+    if (sockbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf));
     c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, c);
     c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
     if (!c->rev || !c->wev || out_reserve(c, OUT_INITIAL) < 0 || event_add(c->rev, NULL) < 0)
