@@ -44,8 +44,9 @@
 #define NOFILE      8192
 
 /* A flood run by a child as @uid: n[i] TCP connections from src[i], then
- * n_unix Unix ones.  It reports how many sockets it opened and holds them,
- * idle, until the parent kills it. */
+ * n_unix Unix ones.  It asks each for PING (so divvyd has decided on every
+ * one), reports how many were admitted over TCP and over Unix, and holds
+ * them, idle, until the parent kills it. */
 struct flood {
     uid_t uid;
     const char *sock;
@@ -55,7 +56,33 @@ struct flood {
     unsigned n_unix;
     int report[2];
     pid_t pid;
+    int admitted[2];            /* TCP, Unix: answered "OK pong" */
 };
+
+/* 1: admitted (PING answered), 0: refused ("ERR busy", then closed), <0: error. */
+static int flood_check(int fd)
+{
+    char buf[64];
+    size_t len = 0;
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+    if (send(fd, "PING\n", 5, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
+        return -errno;
+    while (len < sizeof(buf) - 1 && (len == 0 || buf[len - 1] != '\n')) {
+        ssize_t n;
+
+        if (poll(&pfd, 1, 10000) != 1)
+            return -ETIMEDOUT;
+        n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+        if (n <= 0)
+            return n == 0 ? -ENOTCONN : -errno;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    if (strcmp(buf, "OK pong\n") == 0)
+        return 1;
+    return strncmp(buf, "ERR busy", 8) == 0 ? 0 : -EPROTO;
+}
 
 static int flood_tcp(const char *src, int port)
 {
@@ -97,7 +124,7 @@ static int flood_unix(const char *path)
 static int flood_child(void *arg)
 {
     struct flood *f = arg;
-    int opened = 0, fd;
+    int opened = 0, fd, r;
 
     close(f->report[0]);
     if (setgroups(0, NULL) < 0 || setgid(FLOOD_GID) < 0 || setuid(f->uid) < 0)
@@ -105,21 +132,26 @@ static int flood_child(void *arg)
     for (int s = 0; s < MAX_SRC; s++)
         for (unsigned i = 0; f->src[s] && i < f->n[s]; i++) {
             fd = flood_tcp(f->src[s], f->port);
-            if (fd < 0) {
-                fprintf(stderr, "flood: tcp from %s: %s\n", f->src[s], strerror(-fd));
+            r = fd < 0 ? fd : flood_check(fd);
+            if (r < 0) {
+                fprintf(stderr, "flood: tcp from %s: %s\n", f->src[s], strerror(-r));
                 return 101;
             }
+            f->admitted[0] += r;
             opened++;
         }
     for (unsigned i = 0; i < f->n_unix; i++) {
         fd = flood_unix(f->sock);
-        if (fd < 0) {
-            fprintf(stderr, "flood: unix: %s\n", strerror(-fd));
+        r = fd < 0 ? fd : flood_check(fd);
+        if (r < 0) {
+            fprintf(stderr, "flood: unix: %s\n", strerror(-r));
             return 102;
         }
+        f->admitted[1] += r;
         opened++;
     }
-    if (write(f->report[1], &opened, sizeof(opened)) != sizeof(opened))
+    if (write(f->report[1], &opened, sizeof(opened)) != sizeof(opened) ||
+        write(f->report[1], f->admitted, sizeof(f->admitted)) != sizeof(f->admitted))
         return 103;
     close(f->report[1]);
     for (;;)
@@ -140,7 +172,8 @@ static void flood_start(struct flood *f)
     close(f->report[1]);
     pfd = (struct pollfd){ .fd = f->report[0], .events = POLLIN };
     assert_int_equal(poll(&pfd, 1, 60000), 1);
-    if (read(f->report[0], &opened, sizeof(opened)) != sizeof(opened))
+    if (read(f->report[0], &opened, sizeof(opened)) != sizeof(opened) ||
+        read(f->report[0], f->admitted, sizeof(f->admitted)) != sizeof(f->admitted))
         opened = -1;
     close(f->report[0]);
     if (opened != want)
@@ -283,13 +316,6 @@ static void test_admit_flood_root_served(void **state)
     f.sock = d->sock;
     f.port = d->tcp_port;
     flood_start(&f);
-    /* Every flood connection was either admitted or refused. */
-    assert_int_equal(wait_sum(probe, "connections_tcp", "refused_max_connections",
-                              "connections_unix", 421), 421);
-    /* The daemon may accept some Unix ones before the last TCP ones. */
-    assert_int_equal(stat_of(probe, "connections_tcp") + stat_of(probe, "connections_unix"),
-                     301);
-    assert_int_equal(stat_of(probe, "refused_max_connections"), 120);
 
     /* Root on the Unix socket, pam_divvy's TAKE, divvyctl: all answered. */
     CHECK(harness_connect(d, HARNESS_UNIX, &root));
@@ -300,6 +326,12 @@ static void test_admit_flood_root_served(void **state)
     divvyctl_works(d);
     EXPECT_OK_RULE(root, "TAKE 1 event=authfail user=root rhost=192.0.2.8", true, 2, 899, 900,
                    "login-root");
+    /* Root's probe is not counted in max_connections; the flood fills it. */
+    assert_int_equal(f.admitted[0], 300);
+    assert_int_equal(f.admitted[1], 0);
+    /* The refusals are counted: 100 TCP and 20 Unix. */
+    assert_int_equal(stat_of(probe, "refused_max_connections"), 120);
+    assert_int_equal(stat_of(probe, "connections_tcp"), 300);
     assert_true(stat_of(probe, "connections_reserved") >= 1);
     flood_stop(&f);
     harness_close(root);
@@ -336,21 +368,20 @@ static void test_admit_caps_and_reserve(void **state)
     a.port = b.port = c.port = d->tcp_port;
 
     flood_start(&a);
-    assert_int_equal(wait_sum(probe, "connections_tcp", "refused_tcp_connections_per_address",
-                              "refused_tcp_connections", 360), 360);
+    assert_int_equal(a.admitted[0], 300);
+    assert_int_equal(a.admitted[1], 20);
     assert_int_equal(stat_of(probe, "connections_tcp"), 300);
     assert_int_equal(stat_of(probe, "refused_tcp_connections_per_address"), 10);
     assert_int_equal(stat_of(probe, "refused_tcp_connections"), 50);
-    assert_int_equal(wait_sum(probe, "connections_unix", "refused_unix_connections_per_uid",
-                              NULL, 31), 31);
+    assert_int_equal(stat_of(probe, "connections_unix"), 21);
     assert_int_equal(stat_of(probe, "refused_unix_connections_per_uid"), 10);
 
     flood_start(&b);
     flood_start(&c);
     /* b: 19 admitted (the budget is then full), 11 refused; c: 5 refused. */
-    assert_int_equal(wait_sum(probe, "connections_unix", "refused_unix_connections",
-                              "refused_unix_connections_per_uid", 40 + 16 + 10),
-                     66);
+    assert_int_equal(b.admitted[1], 19);
+    assert_int_equal(c.admitted[1], 0);
+    assert_int_equal(stat_of(probe, "refused_unix_connections_per_uid"), 10);
     assert_int_equal(stat_of(probe, "connections_unix"), 40);
     assert_int_equal(stat_of(probe, "refused_unix_connections"), 16);
 
@@ -532,11 +563,15 @@ static void test_admit_output_budget(void **state)
         rss = vmrss_kb(d->pid);
         if (rss > peak)
             peak = rss;
+        if (peak >= 256 * 1024)
+            fail_msg("divvyd's VmRSS reached %lld kB (%lld kB before)", peak, base);
         EXPECT_REPLY(reader, "PING", "OK pong");
         CHECK(harness_cmd(reader, "PEEK method=GET path=/api/x", buf, sizeof(buf)));
         EXPECT_PREFIX(buf, "OK ");
-        paused = stat_of(probe, "output_paused");
         conns = stat_of(probe, "connections");
+        /* (A divvyd without the line fails below, after the memory check.) */
+        if (conns > 3 && harness_get_stat(probe, "output_paused", &paused) < 0)
+            paused = 0;
         /* While the budget is spent, a client that reads is not held back. */
         if (paused > 0 && !piped) {
             pipeline_ok(pipe_c);
