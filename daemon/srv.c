@@ -1923,6 +1923,9 @@ static void conn_resume(struct conn *c)
 {
     c->out_paused = false;
     process_input(c, c->eof);
+    /* What is left arrived while we were not reading: its clock starts now. */
+    if (!c->discarding)
+        c->partial_ms = c->in_len > 0 ? clock_coarse_ms() : 0;
     if (c->out_paused || c->paused || c->dead)
         return;
     if (c->eof)
@@ -1958,9 +1961,15 @@ static void conn_settle(struct conn *c)
         event_del(c->rev);      /* after QUIT or EOF nothing more is read */
     if (!c->dead && c->fd >= 0) {
         r = conn_flush(c);
-        /* Each round answers at least one request: a pause needs new output. */
+        /* Each round answers at least one request, or stops: a connection
+         * still over its share with nothing written (hits waiting for
+         * Redis) is resumed by a later callback. */
         while (r > 0 && c->out_paused && !c->dead) {
+            size_t in_before = c->in_len;
+
             conn_resume(c);
+            if (c->out_paused && c->in_len == in_before)
+                break;
             r = c->dead ? 0 : conn_flush(c);
         }
         if (r < 0 || (r > 0 && c->closing && !c->pend_head))
