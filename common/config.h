@@ -69,7 +69,7 @@ struct config_redis {
 #define CONFIG_DEFAULT_PER_UID              256
 #define CONFIG_DEFAULT_IDLE_TIMEOUT_MS      60000
 #define CONFIG_DEFAULT_REQUEST_TIMEOUT_MS   10000
-#define CONFIG_DEFAULT_OUTPUT_BUDGET        (32u << 20)
+#define CONFIG_DEFAULT_OUTPUT_BUDGET        (16u << 20)
 #define CONFIG_DEFAULT_SOCKET_BUFFER        16384
 
 /* server { }'s admission settings beside max_connections and max_output_bytes. */
@@ -81,7 +81,7 @@ struct config_admit {
     unsigned per_uid;               /* unix_connections_per_uid; default 256 */
     unsigned idle_timeout_ms;       /* 0: none; default 60000 */
     unsigned request_timeout_ms;    /* 0: none; default 10000 */
-    size_t output_budget_bytes;     /* default 32 MiB */
+    size_t output_budget_bytes;     /* default 16 MiB */
     unsigned socket_buffer_bytes;   /* SO_SNDBUF; 0: the kernel's; default 16384 */
 };
 

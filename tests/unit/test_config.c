@@ -202,7 +202,7 @@ static void test_config_example_ini_values(void **state)
     assert_int_equal(cfg->admit.reserved_connections, 32);
     assert_int_equal(cfg->admit.idle_timeout_ms, 60000);
     assert_int_equal(cfg->admit.request_timeout_ms, 10000);
-    assert_int_equal(cfg->admit.output_budget_bytes, 32 << 20);
+    assert_int_equal(cfg->admit.output_budget_bytes, 16 << 20);
     assert_string_equal(cfg->admin_group, "divvy-admin");
     assert_int_equal(cfg->table_slots, 65536);
     assert_int_equal(cfg->fast_table_slots, 65536);
