@@ -338,16 +338,63 @@ static void test_admit_flood_root_served(void **state)
     harness_close(probe);
 }
 
+static int free_port(void)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
+
+    assert_true(fd >= 0);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Scrapes 127.0.0.1:@port/metrics until it has the line @want (the gauges
+ * follow divvyd's one-second tick). */
+static void scrape_until(int port, const char *want)
+{
+    uint64_t deadline = harness_now_ms() + 10000;
+    char *body = harness_scratch(262144), line[HARNESS_LINE];
+    struct harness_conn *c;
+    size_t len;
+    ssize_t n;
+
+    assert_non_null(body);
+    for (;;) {
+        len = 0;
+        body[0] = '\n';
+        CHECK(harness_connect_tcp(port, &c));
+        CHECK(harness_sendf(c, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n"));
+        while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) >= 0 &&
+               len + (size_t)n + 3 < 262144)
+            len += (size_t)snprintf(body + 1 + len, 262144 - 1 - len, "%s\n", line);
+        harness_close(c);
+        snprintf(line, sizeof(line), "\n%s\n", want);
+        if (strstr(body, line))
+            return;
+        if (harness_now_ms() > deadline)
+            fail_msg("no metric line \"%s\" within 10 s in:\n%s", want, body);
+        harness_pause_ms(100);  /* divvyd's next tick: nothing to wait on but time */
+    }
+}
+
 /* Per-uid and per-address caps, the per-listener budgets, the bounded reserve. */
 static void test_admit_caps_and_reserve(void **state)
 {
-    static const char conf[] =
+    static const char conf_fmt[] =
         "server = {\n"
         "    socket_mode = \"0666\";\n"
         "    tcp_connections = 300; unix_connections = 40; max_connections = 1000;\n"
         "    tcp_connections_per_address = 200; unix_connections_per_uid = 20;\n"
         "    reserved_connections = 4;\n"
-        "};\n" LOGIN_RULES;
+        "};\n"
+        "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n" LOGIN_RULES;
+    char conf[sizeof(conf_fmt) + 16];
+    int mport = free_port();
     struct harness_daemon *d;
     struct harness_conn *probe, *extra[5];
     struct flood a = { .uid = FLOOD_UID, .src = { "127.0.0.2", "127.0.0.3" }, .n = { 210, 150 },
@@ -359,6 +406,7 @@ static void test_admit_caps_and_reserve(void **state)
     (void)state;
     if (geteuid() != 0)
         skip();
+    snprintf(conf, sizeof(conf), conf_fmt, mport);
     d = start_admit(conf);
     /* Root's probe takes one place of the Unix budget (privileged peers come
      * first in line there), so 39 remain for the others. */
@@ -401,6 +449,14 @@ static void test_admit_caps_and_reserve(void **state)
     assert_int_equal(wait_sum(probe, "connections_reserved", NULL, NULL, 3), 3);
     CHECK(harness_connect(d, HARNESS_UNIX, &extra[3]));
     EXPECT_REPLY(extra[3], "PING", "OK pong");
+    /* The same counts in the metrics. */
+    scrape_until(mport, "divvy_connections{budget=\"reserved\"} 4");
+    scrape_until(mport, "divvy_connections{budget=\"tcp\"} 300");
+    scrape_until(mport, "divvy_connections_refused_total{limit=\"unix_connections_per_uid\"} 10");
+    scrape_until(mport, "divvy_connections_refused_total{limit=\"tcp_connections_per_address\"} 10");
+    scrape_until(mport, "divvy_connections_refused_total{limit=\"tcp_connections\"} 50");
+    scrape_until(mport, "divvy_connections_refused_total{limit=\"unix_connections\"} 16");
+    scrape_until(mport, "divvy_connections_refused_total{limit=\"reserved_connections\"} 1");
 
     /* Every place comes back when the floods end: nothing leaks. */
     flood_stop(&a);
