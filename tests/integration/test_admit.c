@@ -5,8 +5,9 @@
  *
  * - A throwaway uid floods divvyd with more idle TCP connections than
  *   max_connections and more Unix connections than it may have: root on the
- *   Unix socket, a pam_divvy-style TAKE (libdivvy, DIVVY_SOCKET_ONLY) and
- *   divvyctl are still answered, never "busy", and STATS counts the refusals.
+ *   Unix socket, the real pam_divvy.so (preauth and authfail, fail_closed so
+ *   that an unanswered divvyd shows), a TAKE through libdivvy and divvyctl
+ *   are still answered, never "busy", and STATS counts the refusals.
  * - The per-uid and per-address caps, the per-listener budgets and the
  *   bounded reserve, each counted under its own name.
  * - Timeouts: an idle connection is closed after idle_timeout_ms; one that
@@ -32,6 +33,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <security/pam_appl.h>
 
 #include "divvy.h"
 #include "harness.h"
@@ -257,6 +260,48 @@ static void pam_style_take(struct harness_daemon *d, long long want_credit)
     assert_int_equal((long long)res.credit, want_credit);
 }
 
+static int no_conv(int n, const struct pam_message **msg, struct pam_response **resp, void *data)
+{
+    (void)n;
+    (void)msg;
+    (void)resp;
+    (void)data;
+    return PAM_CONV_ERR;
+}
+
+/* The real pam_divvy.so in @mode (fail_closed: an unanswered divvyd shows as
+ * PAM_AUTHINFO_UNAVAIL) for root from @rhost; pam_authenticate()'s result. */
+static int pam_login(struct harness_daemon *d, const char *mode, const char *rhost)
+{
+    const char *env = getenv("PAM_DIVVY"), *build = getenv("DIVVY_BUILD");
+    struct pam_conv c = { no_conv, NULL };
+    char module[HARNESS_PATH], guess[HARNESS_PATH], path[HARNESS_PATH * 2];
+    pam_handle_t *pamh = NULL;
+    FILE *f;
+    int rv;
+
+    if (env && env[0])
+        snprintf(guess, sizeof(guess), "%s", env);
+    else
+        snprintf(guess, sizeof(guess), "%s/pam_divvy.so", build && build[0] ? build : "build");
+    if (!realpath(guess, module))
+        fail_msg("pam_divvy.so: %s: %s (set PAM_DIVVY)", guess, strerror(errno));
+    snprintf(path, sizeof(path), "%s/admit-%s", d->dir, mode);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "auth %s %s %s socket=unix:%s fail_closed timeout_ms=5000\n",
+            strcmp(mode, "preauth") == 0 ? "requisite" : "required", module, mode, d->sock);
+    if (strcmp(mode, "preauth") == 0)
+        fprintf(f, "auth required pam_permit.so\n");
+    assert_int_equal(fclose(f), 0);
+    snprintf(path, sizeof(path), "admit-%s", mode);
+    assert_int_equal(pam_start_confdir(path, "root", &c, d->dir, &pamh), PAM_SUCCESS);
+    pam_set_item(pamh, PAM_RHOST, rhost);
+    rv = pam_authenticate(pamh, 0);
+    pam_end(pamh, rv);
+    return rv;
+}
+
 static int divvyctl_child(void *arg)
 {
     const char *sock = arg;
@@ -321,7 +366,10 @@ static void test_admit_flood_root_served(void **state)
     CHECK(harness_connect(d, HARNESS_UNIX, &root));
     CHECK(harness_cmd(root, "PING", r, sizeof(r)));
     assert_string_equal(r, "OK pong");
-    pam_style_take(d, 2);
+    /* pam_divvy itself: preauth is answered (a credit is left), authfail's
+     * TAKE is counted (PAM_AUTH_ERR is what it always returns). */
+    assert_int_equal(pam_login(d, "preauth", "192.0.2.7"), PAM_SUCCESS);
+    assert_int_equal(pam_login(d, "authfail", "192.0.2.7"), PAM_AUTH_ERR);
     pam_style_take(d, 1);
     divvyctl_works(d);
     EXPECT_OK_RULE(root, "TAKE 1 event=authfail user=root rhost=192.0.2.8", true, 2, 899, 900,
