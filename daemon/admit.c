@@ -206,10 +206,9 @@ static int decide(const struct admit *a, const struct admit_peer *p,
 
     *ret_reserve = false;
     if (p->is_unix && p->privileged) {
-        /* The Unix budget first; beyond it (or beyond the overall cap an
-         * unprivileged flood filled) only the reserve, which nobody else
-         * can take. */
-        if (a->n_unix < o->unix_max && a->n_unpriv < o->total_max)
+        /* The Unix budget first (max_connections counts the unprivileged
+         * only); beyond it only the reserve, which nobody else can take. */
+        if (a->n_unix < o->unix_max)
             return -1;
         if (a->n_reserve < o->reserve) {
             *ret_reserve = true;
