@@ -515,7 +515,8 @@ static void test_admit_caps_and_reserve(void **state)
     scrape_until(mport, "divvy_connections{budget=\"reserved\"} 4");
     scrape_until(mport, "divvy_connections{budget=\"tcp\"} 300");
     scrape_until(mport, "divvy_connections_refused_total{limit=\"unix_connections_per_uid\"} 10");
-    scrape_until(mport, "divvy_connections_refused_total{limit=\"tcp_connections_per_address\"} 10");
+    scrape_until(mport,
+                 "divvy_connections_refused_total{limit=\"tcp_connections_per_address\"} 10");
     scrape_until(mport, "divvy_connections_refused_total{limit=\"tcp_connections\"} 50");
     scrape_until(mport, "divvy_connections_refused_total{limit=\"unix_connections\"} 16");
     scrape_until(mport, "divvy_connections_refused_total{limit=\"reserved_connections\"} 1");

@@ -767,8 +767,9 @@ static void test_config_admission(void **state)
     config_free(cfg);
 
     /* max_connections alone keeps its old meaning for both listeners. */
-    old = load_text(".conf", "server = { max_connections = 50; };\n"
-                             "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n");
+    old = load_text(".conf",
+                    "server = { max_connections = 50; };\n"
+                    "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n");
     config_connections(old, &tcp, &un, &total);
     assert_int_equal(tcp, 50);
     assert_int_equal(un, 50);
