@@ -314,7 +314,7 @@ void admit_charge(struct admit *a, struct admit_slot *slot, size_t bytes)
     slot->charged = bytes;
 }
 
-bool admit_out_pause(struct admit *a, const struct admit_slot *slot, size_t own)
+bool admit_out_pause_shared(struct admit *a, const struct admit_slot *slot, size_t own)
 {
     uint64_t n, share;
 

@@ -129,7 +129,14 @@ void admit_charge(struct admit *a, struct admit_slot *slot, size_t bytes);
  * ADMIT_SHARE_MIN).  Privileged connections never pause.  Counts the pause
  * when it says so.  O(1), lock-free.
  */
-bool admit_out_pause(struct admit *a, const struct admit_slot *slot, size_t own);
+bool admit_out_pause_shared(struct admit *a, const struct admit_slot *slot, size_t own);
+static inline bool admit_out_pause(struct admit *a, const struct admit_slot *slot, size_t own)
+{
+    /* Inline: before every request, almost always decided here. */
+    if (slot->privileged || own <= ADMIT_SHARE_MIN)
+        return false;
+    return admit_out_pause_shared(a, slot, own);
+}
 
 /* Counts a connection closed for @why.  Thread-safe. */
 void admit_closed(struct admit *a, enum admit_close why);
