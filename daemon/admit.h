@@ -123,13 +123,15 @@ void admit_leave(struct admit *a, struct admit_slot *slot);
 void admit_charge(struct admit *a, struct admit_slot *slot, size_t bytes);
 
 /*
- * True when a connection whose own output charge is @own must stop being
- * read: the output budget is exhausted and @own is above this connection's
- * share (the budget divided among the open connections, at least
- * ADMIT_SHARE_MIN).  Privileged connections never pause.  Counts the pause
- * when it says so.  O(1), lock-free.
+ * True when a connection with @own bytes its client has not read (replies,
+ * and hits waiting for Redis) must stop being read: the output budget is
+ * exhausted and @own is above this connection's share (the budget divided
+ * among the open connections, at least ADMIT_SHARE_MIN).  Privileged
+ * connections never pause.  Counts the pause when it says so.  O(1),
+ * lock-free; admit_out_pause_shared() is the part that reads shared counts.
  */
 bool admit_out_pause_shared(struct admit *a, const struct admit_slot *slot, size_t own);
+
 static inline bool admit_out_pause(struct admit *a, const struct admit_slot *slot, size_t own)
 {
     /* Inline: before every request, almost always decided here. */
