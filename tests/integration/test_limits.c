@@ -3,7 +3,7 @@
  * Integration: divvyd's per-client resource limits (native divvy.conf
  * settings).  server.max_connections: one unprivileged connection too many
  * gets "ERR busy" and is closed, the others keep working, root still gets in
- * on the Unix socket, and a freed place can be taken again (test_admit.c has
+ * on the Unix socket, and a freed place can be taken again (test_admission.c has
  * the rest of admission control).  server.max_output_bytes: a client that never reads its
  * replies is dropped once they pile up, while another client keeps being
  * served.

@@ -204,7 +204,7 @@ static void raise_nofile(void)
 
 static struct harness_daemon *start_admit(const char *text)
 {
-    struct harness_opts o = { .config_name = "admit.conf", .config_text = text };
+    struct harness_opts o = { .config_name = "admission.conf", .config_text = text };
     struct harness_daemon *d = NULL;
 
     raise_nofile();
@@ -342,7 +342,7 @@ static void divvyctl_works(struct harness_daemon *d)
  * and 20 Unix ones from an unprivileged uid against max_connections = 300.
  * Today root gets "ERR busy" and pam_divvy fails open.
  */
-static void test_admit_flood_root_served(void **state)
+static void test_admission_flood_root_served(void **state)
 {
     static const char conf[] =
         "server = { max_connections = 300; socket_mode = \"0666\"; };\n" LOGIN_RULES;
@@ -430,7 +430,7 @@ static void scrape_until(int port, const char *want)
 }
 
 /* Per-uid and per-address caps, the per-listener budgets, the bounded reserve. */
-static void test_admit_caps_and_reserve(void **state)
+static void test_admission_caps_and_reserve(void **state)
 {
     static const char conf_fmt[] =
         "server = {\n"
@@ -542,7 +542,7 @@ static long long ms_until_eof(struct harness_conn *c, int ms)
     return (long long)(harness_now_ms() - start);
 }
 
-static void test_admit_timeouts(void **state)
+static void test_admission_timeouts(void **state)
 {
     static const char conf[] =
         "server = { idle_timeout_ms = 1000; request_timeout_ms = 1500; };\n" LOGIN_RULES;
@@ -645,7 +645,7 @@ static void pipeline_ok(struct harness_conn *c)
 #endif
 
 /* Item 6 at the default limits (the shipped etc/divvy.conf). */
-static void test_admit_output_budget(void **state)
+static void test_admission_output_budget(void **state)
 {
     struct harness_opts o = { .config_name = "divvy.conf" };
     char src[HARNESS_PATH], reqs[4096 * 6], buf[HARNESS_LINE * 16];
@@ -733,14 +733,14 @@ static void test_admit_output_budget(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_admit_flood_root_served, harness_setup,
+        cmocka_unit_test_setup_teardown(test_admission_flood_root_served, harness_setup,
                                         harness_teardown),
-        cmocka_unit_test_setup_teardown(test_admit_caps_and_reserve, harness_setup,
+        cmocka_unit_test_setup_teardown(test_admission_caps_and_reserve, harness_setup,
                                         harness_teardown),
-        cmocka_unit_test_setup_teardown(test_admit_timeouts, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_admit_output_budget, harness_setup,
+        cmocka_unit_test_setup_teardown(test_admission_timeouts, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_admission_output_budget, harness_setup,
                                         harness_teardown),
     };
 
-    return cmocka_run_group_tests_name("admit", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("admission", tests, NULL, NULL);
 }
