@@ -48,7 +48,6 @@
 
 #define IN_CAP            (2 * PROTO_LINE_MAX)
 #define OUT_INITIAL       4096
-#define OUT_SHRINK        16384     /* a drained output buffer above this shrinks back */
 #define ACCEPT_BATCH      32
 #define STOP_GRACE_MS     2000
 #define ACCEPT_PAUSE_MS   100
@@ -1903,8 +1902,9 @@ static int conn_flush(struct conn *c)
     }
     c->out_off = c->out_len = 0;
     c->stall_ms = 0;
-    /* Drained: a burst's big buffer goes back, and out of the output budget. */
-    if (c->out_cap > OUT_SHRINK) {
+    /* Drained: a burst's buffer goes back, and out of the output budget, so
+     * idle connections can hold no part of it (a few reallocs a batch). */
+    if (c->out_cap > OUT_INITIAL) {
         char *small = realloc(c->out, OUT_INITIAL);
 
         if (small) {
