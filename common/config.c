@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,9 @@
 #define CONFIG_OUTPUT_MIN      4096
 #define CONFIG_OUTPUT_MAX      (1 << 30)
 #define CONFIG_GROUP_MAX       32
-#define CONFIG_DEFAULT_CONNECTIONS   4096
+#define CONFIG_RESERVED_MAX    4096
+#define CONFIG_TIMEOUT_MAX     (24 * 3600 * 1000)
+#define CONFIG_SOCKBUF_MAX     (64 << 20)
 #define CONFIG_DEFAULT_OUTPUT_BYTES  (1u << 20)
 #define CONFIG_DEFAULT_SOCKET_MODE   0660
 #define CONFIG_DEFAULT_ADMIN_GROUP   "divvy-admin"
@@ -406,6 +409,70 @@ static int conf_server_listen(struct config *cfg, const char *path, const config
                              &cfg->listen, &cfg->n_listen, reterr);
 }
 
+/* Admission settings (docs/daemon.md "Admission"): 1 when @s is none of them. */
+static int conf_admit_setting(struct config *cfg, const char *path, const config_setting_t *s,
+                              struct diag *reterr)
+{
+    static const struct {
+        const char *name;
+        int64_t min, max;
+        size_t off;
+    } ints[] = {
+        { "tcp_connections", 1, CONFIG_CONNECTIONS_MAX,
+          offsetof(struct config_admit, tcp_connections) },
+        { "unix_connections", 1, CONFIG_CONNECTIONS_MAX,
+          offsetof(struct config_admit, unix_connections) },
+        { "reserved_connections", 1, CONFIG_RESERVED_MAX,
+          offsetof(struct config_admit, reserved_connections) },
+        { "tcp_connections_per_address", 1, CONFIG_CONNECTIONS_MAX,
+          offsetof(struct config_admit, per_address) },
+        { "unix_connections_per_uid", 1, CONFIG_CONNECTIONS_MAX,
+          offsetof(struct config_admit, per_uid) },
+        { "idle_timeout_ms", 0, CONFIG_TIMEOUT_MAX,
+          offsetof(struct config_admit, idle_timeout_ms) },
+        { "request_timeout_ms", 0, CONFIG_TIMEOUT_MAX,
+          offsetof(struct config_admit, request_timeout_ms) },
+        { "socket_buffer_bytes", 0, CONFIG_SOCKBUF_MAX,
+          offsetof(struct config_admit, socket_buffer_bytes) },
+    };
+    const char *name = conf_name(s);
+    int64_t v;
+    int r;
+
+    if (strcmp(name, "output_budget_bytes") == 0) {
+        r = conf_get_int(path, s, CONFIG_OUTPUT_MIN, CONFIG_OUTPUT_MAX, &v, reterr);
+        if (r == 0)
+            cfg->admit.output_budget_bytes = (size_t)v;
+        return r;
+    }
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        if (strcmp(name, ints[i].name) != 0)
+            continue;
+        r = conf_get_int(path, s, ints[i].min, ints[i].max, &v, reterr);
+        if (r == 0)
+            *(unsigned *)((char *)&cfg->admit + ints[i].off) = (unsigned)v;
+        return r;
+    }
+    return 1;
+}
+
+void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *ret_unix,
+                        unsigned *ret_total)
+{
+    unsigned max = cfg->max_connections;
+    unsigned tcp = cfg->admit.tcp_connections, un = cfg->admit.unix_connections;
+    uint64_t sum;
+
+    if (!tcp)
+        tcp = max ? max : CONFIG_DEFAULT_TCP_CONNECTIONS;
+    if (!un)
+        un = max ? max : CONFIG_DEFAULT_UNIX_CONNECTIONS;
+    sum = (uint64_t)tcp + un;
+    *ret_tcp = tcp;
+    *ret_unix = un;
+    *ret_total = max ? max : sum > UINT32_MAX ? UINT32_MAX : (unsigned)sum;
+}
+
 static int conf_server_setting(struct config *cfg, const char *path,
                                  const config_setting_t *s, struct diag *reterr)
 {
@@ -433,6 +500,9 @@ static int conf_server_setting(struct config *cfg, const char *path,
             cfg->max_output_bytes = (size_t)v;
         return r;
     }
+    r = conf_admit_setting(cfg, path, s, reterr);
+    if (r != 1)
+        return r;
     if (strcmp(name, "socket_mode") == 0) {
         unsigned long mode;
         char *end;
@@ -1171,8 +1241,17 @@ static int conf_defaults(struct config *cfg)
         !cfg->fast_group)
         return -ENOMEM;
     cfg->workers = 0;
-    cfg->max_connections = CONFIG_DEFAULT_CONNECTIONS;
+    cfg->max_connections = 0;
     cfg->max_output_bytes = CONFIG_DEFAULT_OUTPUT_BYTES;
+    cfg->admit = (struct config_admit){
+        .reserved_connections = CONFIG_DEFAULT_RESERVED_CONNECTIONS,
+        .per_address = CONFIG_DEFAULT_PER_ADDRESS,
+        .per_uid = CONFIG_DEFAULT_PER_UID,
+        .idle_timeout_ms = CONFIG_DEFAULT_IDLE_TIMEOUT_MS,
+        .request_timeout_ms = CONFIG_DEFAULT_REQUEST_TIMEOUT_MS,
+        .output_budget_bytes = CONFIG_DEFAULT_OUTPUT_BUDGET,
+        .socket_buffer_bytes = CONFIG_DEFAULT_SOCKET_BUFFER,
+    };
     cfg->socket_mode = CONFIG_DEFAULT_SOCKET_MODE;
     cfg->table_slots = TABLE_SLOTS_DEFAULT;
     cfg->fast_table_slots = TABLE_SLOTS_DEFAULT;
@@ -1430,13 +1509,50 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
     return 0;
 }
 
+static bool conf_admit_changed(const struct config *cfg)
+{
+    const struct config_admit *a = &cfg->admit;
+
+    return a->tcp_connections || a->unix_connections ||
+           a->reserved_connections != CONFIG_DEFAULT_RESERVED_CONNECTIONS ||
+           a->per_address != CONFIG_DEFAULT_PER_ADDRESS || a->per_uid != CONFIG_DEFAULT_PER_UID ||
+           a->idle_timeout_ms != CONFIG_DEFAULT_IDLE_TIMEOUT_MS ||
+           a->request_timeout_ms != CONFIG_DEFAULT_REQUEST_TIMEOUT_MS ||
+           a->output_budget_bytes != CONFIG_DEFAULT_OUTPUT_BUDGET ||
+           a->socket_buffer_bytes != CONFIG_DEFAULT_SOCKET_BUFFER;
+}
+
+static void conf_write_admit(const struct config *cfg, FILE *f)
+{
+    const struct config_admit *a = &cfg->admit;
+
+    if (a->tcp_connections)
+        fprintf(f, "    tcp_connections = %u;\n", a->tcp_connections);
+    if (a->unix_connections)
+        fprintf(f, "    unix_connections = %u;\n", a->unix_connections);
+    if (a->reserved_connections != CONFIG_DEFAULT_RESERVED_CONNECTIONS)
+        fprintf(f, "    reserved_connections = %u;\n", a->reserved_connections);
+    if (a->per_address != CONFIG_DEFAULT_PER_ADDRESS)
+        fprintf(f, "    tcp_connections_per_address = %u;\n", a->per_address);
+    if (a->per_uid != CONFIG_DEFAULT_PER_UID)
+        fprintf(f, "    unix_connections_per_uid = %u;\n", a->per_uid);
+    if (a->idle_timeout_ms != CONFIG_DEFAULT_IDLE_TIMEOUT_MS)
+        fprintf(f, "    idle_timeout_ms = %u;\n", a->idle_timeout_ms);
+    if (a->request_timeout_ms != CONFIG_DEFAULT_REQUEST_TIMEOUT_MS)
+        fprintf(f, "    request_timeout_ms = %u;\n", a->request_timeout_ms);
+    if (a->output_budget_bytes != CONFIG_DEFAULT_OUTPUT_BUDGET)
+        fprintf(f, "    output_budget_bytes = %zu;\n", a->output_budget_bytes);
+    if (a->socket_buffer_bytes != CONFIG_DEFAULT_SOCKET_BUFFER)
+        fprintf(f, "    socket_buffer_bytes = %u;\n", a->socket_buffer_bytes);
+}
+
 static void conf_write_server(const struct config *cfg, FILE *f)
 {
     bool listen_default = cfg->n_listen == 2 && strcmp(cfg->listen[0], CONFIG_DEFAULT_TCP) == 0 &&
                           strcmp(cfg->listen[1], CONFIG_DEFAULT_UNIX) == 0;
     bool any = !listen_default || strcmp(cfg->state_dir, CONFIG_DEFAULT_STATE_DIR) != 0 ||
-               cfg->workers != 0 || cfg->max_connections != CONFIG_DEFAULT_CONNECTIONS ||
-               cfg->max_output_bytes != CONFIG_DEFAULT_OUTPUT_BYTES ||
+               cfg->workers != 0 || cfg->max_connections != 0 ||
+               cfg->max_output_bytes != CONFIG_DEFAULT_OUTPUT_BYTES || conf_admit_changed(cfg) ||
                cfg->socket_mode != CONFIG_DEFAULT_SOCKET_MODE ||
                strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0;
 
@@ -1458,10 +1574,11 @@ static void conf_write_server(const struct config *cfg, FILE *f)
     }
     if (cfg->workers != 0)
         fprintf(f, "    workers = %u;\n", cfg->workers);
-    if (cfg->max_connections != CONFIG_DEFAULT_CONNECTIONS)
+    if (cfg->max_connections != 0)
         fprintf(f, "    max_connections = %u;\n", cfg->max_connections);
     if (cfg->max_output_bytes != CONFIG_DEFAULT_OUTPUT_BYTES)
         fprintf(f, "    max_output_bytes = %zu;\n", cfg->max_output_bytes);
+    conf_write_admit(cfg, f);
     if (cfg->socket_mode != CONFIG_DEFAULT_SOCKET_MODE)
         fprintf(f, "    socket_mode = \"0%o\";\n", cfg->socket_mode);
     if (strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0) {

@@ -64,6 +64,30 @@ struct config_redis {
     char *sentinel_password;    /* NULL: no AUTH to the sentinels; or from the file below */
     char *sentinel_password_file;   /* NULL, or as written (like password_file) */
 };
+/* Admission defaults (docs/daemon.md "Admission"). */
+#define CONFIG_DEFAULT_TCP_CONNECTIONS      4096
+#define CONFIG_DEFAULT_UNIX_CONNECTIONS     1024
+#define CONFIG_DEFAULT_RESERVED_CONNECTIONS 32
+#define CONFIG_DEFAULT_PER_ADDRESS          1024
+#define CONFIG_DEFAULT_PER_UID              256
+#define CONFIG_DEFAULT_IDLE_TIMEOUT_MS      60000
+#define CONFIG_DEFAULT_REQUEST_TIMEOUT_MS   10000
+#define CONFIG_DEFAULT_OUTPUT_BUDGET        (16u << 20)
+#define CONFIG_DEFAULT_SOCKET_BUFFER        16384
+
+/* server { }'s admission settings beside max_connections and max_output_bytes. */
+struct config_admit {
+    unsigned tcp_connections;       /* 0: unset (config_connections()) */
+    unsigned unix_connections;      /* 0: unset */
+    unsigned reserved_connections;  /* privileged Unix peers only; default 32 */
+    unsigned per_address;           /* tcp_connections_per_address; default 1024 */
+    unsigned per_uid;               /* unix_connections_per_uid; default 256 */
+    unsigned idle_timeout_ms;       /* 0: none; default 60000 */
+    unsigned request_timeout_ms;    /* 0: none; default 10000 */
+    size_t output_budget_bytes;     /* default 16 MiB */
+    unsigned socket_buffer_bytes;   /* SO_SNDBUF; 0: the kernel's; default 16384 */
+};
+
 struct config {
     char *path;
     enum config_format format;
@@ -74,8 +98,9 @@ struct config {
     size_t n_listen;
     char *state_dir;            /* default CONFIG_DEFAULT_STATE_DIR */
     unsigned workers;           /* 0: one per CPU */
-    unsigned max_connections;   /* default 4096 */
+    unsigned max_connections;   /* unprivileged TCP + Unix; 0: unset (config_connections()) */
     size_t max_output_bytes;    /* unsent reply bytes before a client is dropped; 1 MiB */
+    struct config_admit admit;  /* the other admission settings */
     unsigned socket_mode;       /* Unix socket permissions, default 0660 */
     char *admin_group;          /* default "divvy-admin" */
     char *fast_group;           /* may ask for the fast path (FAST); a name or a gid;
@@ -108,6 +133,15 @@ struct config {
  * config), -ENOENT/-EACCES/... (cannot read), -ENOMEM.
  */
 int config_load(const char *path, struct config **ret, struct diag *reterr);
+
+/*
+ * The connection budgets in force: server.tcp_connections and
+ * server.unix_connections default to server.max_connections when only that is
+ * set (so an old config keeps its meaning), else to 4096 and 1024; the
+ * overall cap on unprivileged connections defaults to their sum.
+ */
+void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *ret_unix,
+                        unsigned *ret_total);
 
 /* Frees the config and everything it owns.  NULL-safe. */
 void config_free(struct config *cfg);

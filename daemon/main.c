@@ -476,7 +476,14 @@ int main(int argc, char **argv)
     ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     so.workers = a.workers ? a.workers : cfg->workers ? cfg->workers
                                                       : (unsigned)(ncpu > 0 ? ncpu : 1);
-    so.max_connections = cfg->max_connections;
+    config_connections(cfg, &so.admit.tcp_max, &so.admit.unix_max, &so.admit.total_max);
+    so.admit.reserve = cfg->admit.reserved_connections;
+    so.admit.per_address = cfg->admit.per_address;
+    so.admit.per_uid = cfg->admit.per_uid;
+    so.admit.idle_ms = cfg->admit.idle_timeout_ms;
+    so.admit.request_ms = cfg->admit.request_timeout_ms;
+    so.admit.output_budget = cfg->admit.output_budget_bytes;
+    so.admit.sockbuf = cfg->admit.socket_buffer_bytes;
     so.max_output_bytes = cfg->max_output_bytes;
     so.socket_mode = cfg->socket_mode;
     so.admin_gid = (gid_t)-1;

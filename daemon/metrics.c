@@ -350,6 +350,36 @@ static void render_table(FILE *f, const struct metrics_gauges *g)
             (unsigned long long)g->priv.quota_events);
 }
 
+/* Admission (docs/daemon.md "Admission"). */
+static void render_admit(FILE *f, const struct admit_stats *a)
+{
+    put_head(f, "divvy_connections", "gauge",
+             "Open client connections by budget: tcp, unix, and the privileged reserve.");
+    fprintf(f, "divvy_connections{budget=\"tcp\"} %llu\n", (unsigned long long)a->tcp_conns);
+    fprintf(f, "divvy_connections{budget=\"unix\"} %llu\n", (unsigned long long)a->unix_conns);
+    fprintf(f, "divvy_connections{budget=\"reserved\"} %llu\n",
+            (unsigned long long)a->reserve_conns);
+    put_head(f, "divvy_connections_refused_total", "counter",
+             "Connections refused with ERR busy, by the server setting that was reached.");
+    for (int i = 0; i < ADMIT_N_REFUSALS; i++)
+        fprintf(f, "divvy_connections_refused_total{limit=\"%s\"} %llu\n",
+                admit_refusal_name((enum admit_refusal)i), (unsigned long long)a->refused[i]);
+    put_head(f, "divvy_connections_closed_total", "counter",
+             "Connections divvyd closed: idle or slow-request timeout, output that made no "
+             "progress, or over max_output_bytes.");
+    for (int i = 0; i < ADMIT_N_CLOSES; i++)
+        fprintf(f, "divvy_connections_closed_total{reason=\"%s\"} %llu\n",
+                admit_close_name((enum admit_close)i), (unsigned long long)a->closed[i]);
+    put_head(f, "divvy_output_buffered_bytes", "gauge",
+             "Reply bytes buffered across all connections, as the output budget counts them.");
+    fprintf(f, "divvy_output_buffered_bytes %llu\n", (unsigned long long)a->output_bytes);
+    put_head(f, "divvy_output_budget_bytes", "gauge", "server.output_budget_bytes.");
+    fprintf(f, "divvy_output_budget_bytes %llu\n", (unsigned long long)a->output_budget);
+    put_head(f, "divvy_output_paused_total", "counter",
+             "Times a connection over its share of a spent output budget stopped being read.");
+    fprintf(f, "divvy_output_paused_total %llu\n", (unsigned long long)a->output_paused);
+}
+
 static void render_redis(FILE *f, struct metrics *m)
 {
     if (!__atomic_load_n(&m->redis_known, __ATOMIC_RELAXED))
@@ -421,6 +451,8 @@ static int render(struct metrics *m, char **ret_buf, size_t *ret_len)
                 (unsigned long long)sum_errors(m, e));
 
     render_table(f, &g);
+    if (g.have_admit)
+        render_admit(f, &g.admit);
     if (g.have_fast_path_hits) {
         put_head(f, "divvy_fast_path_hits_total", "counter",
                  "Hits decided by clients in shared memory, counted in the fast-path table.");

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "admit.h"
 #include "proto.h"
 #include "rules.h"
 #include "table.h"
@@ -65,6 +66,8 @@ struct metrics_gauges {
     uint64_t reloads_rejected;
     struct table_stats fast;    /* table_stats() of the fast-path table */
     struct table_stats priv;    /* ... and of the daemon-only table */
+    bool have_admit;            /* admission counts below (admit.h) */
+    struct admit_stats admit;
     bool have_fast_path_hits;   /* false until the table counts clients' hits */
     uint64_t fast_path_hits;
 };

@@ -72,6 +72,14 @@ static void settings_text(const struct config *cfg, char *buf, size_t size)
     if (n < 0 || (size_t)n >= size)
         return;
     pos = (size_t)n;
+    n = snprintf(buf + pos, size - pos, "%u|%u|%u|%u|%u|%u|%u|%zu|%u|", cfg->admit.tcp_connections,
+                 cfg->admit.unix_connections, cfg->admit.reserved_connections,
+                 cfg->admit.per_address, cfg->admit.per_uid, cfg->admit.idle_timeout_ms,
+                 cfg->admit.request_timeout_ms, cfg->admit.output_budget_bytes,
+                 cfg->admit.socket_buffer_bytes);
+    if (n < 0 || (size_t)n >= size - pos)
+        return;
+    pos += (size_t)n;
     /* Redis and store settings (store.mode excepted: rules carry it). */
     n = snprintf(buf + pos, size - pos, "%s|%u|%s|%s|%s|%u|%u|%s|%d|%llu|%zu:%llx|%s|",
                  cfg->redis.host ? cfg->redis.host : "", cfg->redis.port,

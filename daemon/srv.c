@@ -38,6 +38,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "addr.h"
+#include "admit.h"
 #include "clock.h"
 #include "eval.h"
 #include "fastfd.h"
@@ -93,7 +94,12 @@ struct conn {
     bool eof;                   /* the peer half-closed: close once all is answered */
     bool paused;                /* CONN_PEND_MAX hits wait: input is left unparsed */
     bool dirty;                 /* on the worker's flush list */
+    bool out_paused;            /* over its share of a spent output budget: not read */
     uid_t uid;
+    struct admit_slot slot;     /* its place (admit.h), released by conn_free() only */
+    uint64_t last_ms;           /* last byte read (clock_coarse_ms()) */
+    uint64_t partial_ms;        /* the current partial request line started; 0: none */
+    uint64_t stall_ms;          /* pending output last made progress; 0: none pending */
     struct conn *dirty_next;
     struct hit *pend_head, *pend_tail;  /* waiting hits, in request order */
     size_t pend_bytes;          /* reply bytes queued in their trailers */
@@ -119,6 +125,7 @@ struct worker {
     struct event *stop_ev;
     struct event *resume_ev;    /* re-arms listeners after EMFILE */
     struct event *grace_ev;     /* forces the stop after STOP_GRACE_MS */
+    struct event *sweep_ev;     /* closes connections whose timeout expired (admit.h) */
     struct conn *conns;
     struct wstats st;
     struct store_conn *sc;      /* this worker's Redis connection; NULL without a store */
@@ -192,12 +199,12 @@ struct srv {
     struct worker *workers;
     struct event_base *main_base;
     uint64_t started_ms;
-    uint64_t n_conns;           /* atomic */
+    struct admit *admit;        /* connection budgets, shared by the workers */
     uint64_t ping;              /* watchdog probes sent to the workers (main thread) */
     char status[256];           /* last STATUS= sent (main thread) */
 };
 
-static struct log_ratelimit rl_accept, rl_internal, rl_full;
+static struct log_ratelimit rl_accept, rl_internal, rl_full, rl_admit;
 
 static void stat_inc(uint64_t *c)
 {
@@ -374,10 +381,27 @@ static void conn_free(struct conn *c)
     if (c->fd >= 0)
         close(c->fd);
     free(c->out);
+    admit_leave(w->s->admit, &c->slot);
     free(c);
-    __atomic_fetch_sub(&w->s->n_conns, 1, __ATOMIC_RELAXED);
     if (w->stopping && !w->conns)
         event_base_loopbreak(w->base);
+}
+
+/* What @c's client has not read yet: replies and the hits still waiting. */
+static size_t conn_unread(const struct conn *c)
+{
+    return c->out_len - c->out_off + c->pend_bytes + c->n_pend * sizeof(struct hit);
+}
+
+/* Counts @c's buffers in the shared output budget: the output buffer beyond
+ * its first OUT_INITIAL bytes, trailers and waiting hits.  Called when they
+ * change size (a realloc, the end of a callback), not per reply. */
+static void conn_charge(struct conn *c)
+{
+    size_t extra = c->out_cap > OUT_INITIAL ? c->out_cap - OUT_INITIAL : 0;
+
+    admit_charge(c->w->s->admit, &c->slot,
+                 extra + c->pend_bytes + c->n_pend * sizeof(struct hit));
 }
 
 static int out_reserve(struct conn *c, size_t more)
@@ -398,6 +422,7 @@ static int out_reserve(struct conn *c, size_t more)
         return -ENOMEM;
     c->out = grown;
     c->out_cap = cap;
+    conn_charge(c);
     return 0;
 }
 
@@ -1367,8 +1392,9 @@ static void do_stats(struct conn *c)
     struct store_stats rs = { 0 };
     uint64_t gen, n_rules, ok, rejected, now = clock_now_ms();
     const struct reload_state *st;
-    char buf[2048];
-    size_t pos = 0;
+    struct admit_stats as;
+    char buf[4096], admit_text[1024];
+    size_t pos = 0, n_admit;
 
     for (unsigned i = 0; i < s->o.workers; i++) {
         const struct wstats *ws = &s->workers[i].st;
@@ -1395,15 +1421,17 @@ static void do_stats(struct conn *c)
     table_stats(s->o.priv, now, &priv);
     if (s->o.store)
         store_stats(s->o.store, &rs);
+    admit_stats(s->admit, &as);
+    n_admit = admit_stats_text(s->admit, admit_text, sizeof(admit_text));
     append_fmt(buf, sizeof(buf), &pos,
-               "OK 29\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
+               "OK %zu\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
                "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
                "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
                "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
                "table_slots=%llu\ntable_live=%llu\nfast_table_slots=%llu\n"
                "fast_table_live=%llu\ntable_full_events=%llu\nfast_path_hits=%llu\n",
-               (unsigned long long)((now - s->started_ms) / 1000),
-               (unsigned long long)__atomic_load_n(&s->n_conns, __ATOMIC_RELAXED),
+               29 + n_admit, (unsigned long long)((now - s->started_ms) / 1000),
+               (unsigned long long)(as.tcp_conns + as.unix_conns + as.reserve_conns),
                (unsigned long long)sum.hits, (unsigned long long)sum.accepted,
                (unsigned long long)sum.rejected, (unsigned long long)sum.canary_accepted,
                (unsigned long long)sum.canary_rejected, (unsigned long long)sum.errors,
@@ -1425,6 +1453,7 @@ static void do_stats(struct conn *c)
                (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
                (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
                (unsigned long long)sum.refill_dropped);
+    append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
     reply_text(c, buf);
 }
 
@@ -1808,7 +1837,7 @@ static void process_input(struct conn *c, bool eof)
     size_t off = 0;
     ssize_t r;
 
-    while (off < c->in_len && !c->closing && !c->dead) {
+    while (off < c->in_len && !c->closing && !c->dead && !c->out_paused) {
         /* Enough hits wait for Redis: leave the rest until they are answered. */
         if (c->n_pend >= CONN_PEND_MAX) {
             if (!c->paused) {
@@ -1833,8 +1862,16 @@ static void process_input(struct conn *c, bool eof)
             log_ratelimited(&rl_accept, LOG_WARNING,
                             "dropping a client with %zu unread reply bytes (limit %zu)",
                             c->out_len - c->out_off + c->pend_bytes, w->s->o.max_output_bytes);
+            admit_closed(w->s->admit, ADMIT_C_OUTPUT_LIMIT);
             c->dead = true;
             return;
+        }
+        /* The shared output budget is spent: a client over its share waits
+         * until it has read its replies (conn_settle() resumes it). */
+        if (admit_out_pause(w->s->admit, &c->slot, conn_unread(c))) {
+            c->out_paused = true;
+            event_del(c->rev);
+            break;
         }
         r = proto_parse(c->in + off, c->in_len - off, &w->req);
         if (r == 0) {
@@ -1871,6 +1908,7 @@ static void process_input(struct conn *c, bool eof)
  * Returns 1 when everything is written, 0 when some is pending, -errno. */
 static int conn_flush(struct conn *c)
 {
+    bool progress = false;
     ssize_t n;
 
     while (c->out_off < c->out_len) {
@@ -1879,16 +1917,49 @@ static int conn_flush(struct conn *c)
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                /* The slow-output timeout counts from the last progress. */
+                if (progress || !c->stall_ms)
+                    c->stall_ms = clock_coarse_ms();
                 event_add(c->wev, NULL);
                 return 0;
             }
             return -errno;
         }
         c->out_off += (size_t)n;
+        progress = true;
     }
     c->out_off = c->out_len = 0;
+    c->stall_ms = 0;
+    /* Drained: a burst's buffer goes back, and out of the output budget, so
+     * idle connections can hold no part of it (a few reallocs a batch). */
+    if (c->out_cap > OUT_INITIAL) {
+        char *small = realloc(c->out, OUT_INITIAL);
+
+        if (small) {
+            c->out = small;
+            c->out_cap = OUT_INITIAL;
+            conn_charge(c);
+        }
+    }
     event_del(c->wev);
     return 1;
+}
+
+/* A connection paused for the output budget has read all its replies:
+ * answer what waits in its input, and read again. */
+static void conn_resume(struct conn *c)
+{
+    c->out_paused = false;
+    process_input(c, c->eof);
+    /* What is left arrived while we were not reading: its clock starts now. */
+    if (!c->discarding)
+        c->partial_ms = c->in_len > 0 ? clock_coarse_ms() : 0;
+    if (c->out_paused || c->paused || c->dead)
+        return;
+    if (c->eof)
+        c->closing = true;
+    else if (!c->closing && c->rev)
+        event_add(c->rev, NULL);
 }
 
 /* Dead, but store callbacks still point at it: close the socket now, free
@@ -1918,9 +1989,22 @@ static void conn_settle(struct conn *c)
         event_del(c->rev);      /* after QUIT or EOF nothing more is read */
     if (!c->dead && c->fd >= 0) {
         r = conn_flush(c);
+        /* Each round answers at least one request, or stops: a connection
+         * still over its share with nothing written (hits waiting for
+         * Redis) is resumed by a later callback. */
+        while (r > 0 && c->out_paused && !c->dead) {
+            size_t in_before = c->in_len;
+
+            conn_resume(c);
+            if (c->out_paused && c->in_len == in_before)
+                break;
+            r = c->dead ? 0 : conn_flush(c);
+        }
         if (r < 0 || (r > 0 && c->closing && !c->pend_head))
             c->dead = true;
     }
+    if (!c->dead)
+        conn_charge(c);
     if (c->dead) {
         if (c->n_waiting > 0)
             conn_zombie(c);
@@ -1937,14 +2021,27 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     (void)what;
     n = read(fd, c->in + c->in_len, IN_CAP - c->in_len);
     if (n > 0) {
+        uint64_t now = clock_coarse_ms();
+        size_t before;
+
+        c->last_ms = now;
         c->in_len += (size_t)n;
+        before = c->in_len;
         process_input(c, false);
+        /* The slow-request timeout runs from the start of the line still
+         * incomplete, so a client that trickles bytes cannot hold on. */
+        if (c->in_len == 0 && !c->discarding)
+            c->partial_ms = 0;
+        else if (c->in_len < before && !c->discarding)
+            c->partial_ms = now;
+        else if (!c->partial_ms)
+            c->partial_ms = now;
     } else if (n == 0) {
         /* Half-close: answer everything already sent, then close. */
         c->eof = true;
         event_del(c->rev);
         process_input(c, true);
-        if (!c->paused)
+        if (!c->paused && !c->out_paused)
             c->closing = true;
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         c->dead = true;
@@ -1961,39 +2058,43 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     conn_settle(c);
 }
 
-static void peer_privilege(struct conn *c, gid_t admin_gid)
+/* Right after accept(), before admission: the reserve is for privileged peers. */
+static void peer_privilege(int fd, gid_t admin_gid, struct admit_peer *p)
 {
     struct ucred cred;
     socklen_t len = sizeof(cred);
     gid_t groups[MAX_GROUPS];
     socklen_t glen = sizeof(groups);
 
-    c->uid = (uid_t)-1;
-    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+    p->uid = (uid_t)-1;
+    p->privileged = false;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         return;
-    c->uid = cred.uid;
+    p->uid = cred.uid;
     if (cred.uid == 0) {
-        c->privileged = true;
+        p->privileged = true;
         return;
     }
     if (admin_gid == (gid_t)-1)
         return;
     if (cred.gid == admin_gid) {
-        c->privileged = true;
+        p->privileged = true;
         return;
     }
     /* SO_PEERCRED names only the primary group; SO_PEERGROUPS has them all. */
-    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) < 0)
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) < 0)
         return;
     for (size_t i = 0; i < glen / sizeof(gid_t); i++)
         if (groups[i] == admin_gid)
-            c->privileged = true;
+            p->privileged = true;
 }
 
-static void conn_new(struct worker *w, int fd, const struct listener *l)
+/* Takes ownership of @fd and of the place @slot holds. */
+static void conn_new(struct worker *w, int fd, const struct listener *l,
+                     const struct admit_peer *p, struct admit_slot *slot)
 {
     struct conn *c;
-    int one = 1;
+    int one = 1, sockbuf = (int)w->s->o.admit.sockbuf;
 
     c = calloc(1, sizeof(*c));
     if (!c)
@@ -2001,10 +2102,17 @@ static void conn_new(struct worker *w, int fd, const struct listener *l)
     c->w = w;
     c->fd = fd;
     c->is_unix = l->is_unix;
-    if (l->is_unix)
-        peer_privilege(c, w->s->o.admin_gid);
-    else
+    c->uid = l->is_unix ? p->uid : (uid_t)-1;
+    c->privileged = l->is_unix && p->privileged;
+    c->slot = *slot;
+    memset(slot, 0, sizeof(*slot));
+    c->last_ms = clock_coarse_ms();
+    if (!l->is_unix)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* Bounds what the kernel holds for a client that never reads (or that
+     * we stopped reading): server.socket_buffer_bytes (docs/daemon.md). */
+    if (sockbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf));
     c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, c);
     c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
     if (!c->rev || !c->wev || out_reserve(c, OUT_INITIAL) < 0 || event_add(c->rev, NULL) < 0)
@@ -2022,10 +2130,11 @@ fail:
         if (c->wev)
             event_free(c->wev);
         free(c->out);
+        admit_leave(w->s->admit, &c->slot);
         free(c);
     }
+    admit_leave(w->s->admit, slot);     /* a no-op once c holds it */
     close(fd);
-    __atomic_fetch_sub(&w->s->n_conns, 1, __ATOMIC_RELAXED);
 }
 
 static void pause_accepting(struct worker *w)
@@ -2049,13 +2158,33 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
         event_add(w->lev[i], NULL);
 }
 
+/* Tells a refused client why (best effort) and closes it. */
+static void refuse(struct worker *w, int fd, const struct listener *l, enum admit_refusal why)
+{
+    static const char busy[] = "ERR busy \"too many connections\"\n";
+    static const char busy_peer[] = "ERR busy \"too many connections from this peer\"\n";
+    bool peer = why == ADMIT_R_PER_ADDRESS || why == ADMIT_R_PER_UID;
+
+    if (send(fd, peer ? busy_peer : busy, peer ? sizeof(busy_peer) - 1 : sizeof(busy) - 1,
+             MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* The refused client may already be gone; nothing to tell. */
+    }
+    close(fd);
+    metrics_error(w->mw, PROTO_E_BUSY);
+    log_ratelimited(&rl_accept, LOG_WARNING, "connection on %s refused: server.%s reached",
+                    l->name, admit_refusal_name(why));
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
     struct worker *w = arg;
     struct srv *s = w->s;
     const struct listener *l = NULL;
-    static const char busy[] = "ERR busy \"too many connections\"\n";
-    int fd;
+    struct admit_peer p;
+    struct admit_slot slot;
+    enum admit_refusal why;
+    socklen_t sl;
+    int fd, r;
 
     (void)what;
     for (size_t i = 0; i < s->n_lis; i++)
@@ -2064,7 +2193,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     if (!l)
         return;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        memset(&p, 0, sizeof(p));
+        sl = sizeof(p.addr);
+        fd = accept4(lfd, (struct sockaddr *)&p.addr, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -2074,18 +2205,56 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             }
             return;
         }
-        if (__atomic_fetch_add(&s->n_conns, 1, __ATOMIC_RELAXED) >= s->o.max_connections) {
-            if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-                /* The refused client may already be gone; nothing to tell. */
-            }
-            close(fd);
-            __atomic_fetch_sub(&s->n_conns, 1, __ATOMIC_RELAXED);
-            metrics_error(w->mw, PROTO_E_BUSY);
-            log_ratelimited(&rl_accept, LOG_WARNING, "connection refused: %u connections open",
-                            s->o.max_connections);
+        /* A Unix peer's credentials are known now: the reserve can tell. */
+        p.is_unix = l->is_unix;
+        if (l->is_unix)
+            peer_privilege(fd, s->o.admin_gid, &p);
+        r = admit_enter(s->admit, &p, &slot, &why);
+        if (r == -EBUSY) {
+            refuse(w, fd, l, why);
             continue;
         }
-        conn_new(w, fd, l);
+        if (r < 0) {
+            log_ratelimited(&rl_accept, LOG_ERR, "out of memory for a new connection");
+            close(fd);
+            continue;
+        }
+        conn_new(w, fd, l, &p, &slot);
+    }
+}
+
+/* Closes the connections whose timeout (admit.h) has expired.  A connection
+ * whose hits wait for Redis is left to redis.timeout_ms; one paused for the
+ * output budget is judged by its output, not by the input we left unread. */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct admit *a = w->s->admit;
+    uint64_t now = clock_coarse_ms();
+    struct conn *c, *next;
+
+    (void)fd;
+    (void)what;
+    for (c = w->conns; c; c = next) {
+        bool pending, partial, idle;
+        int why;
+
+        next = c->next;
+        if (c->dead || c->fd < 0 || c->n_pend > 0 || c->paused)
+            continue;
+        pending = c->out_off < c->out_len;
+        partial = !c->out_paused && (c->in_len > 0 || c->discarding);
+        idle = !pending && !partial && !c->out_paused;
+        why = admit_expired(a, now, idle, c->last_ms, partial ? c->partial_ms : 0,
+                            pending ? c->stall_ms : 0);
+        if (why < 0)
+            continue;
+        admit_closed(a, (enum admit_close)why);
+        log_ratelimited(&rl_admit, LOG_INFO, "closing a %s connection (uid %d): %s timeout",
+                        c->is_unix ? "Unix" : "TCP", c->is_unix ? (int)c->uid : -1,
+                        admit_close_name((enum admit_close)why));
+        c->dead = true;
+        conn_settle(c);
     }
 }
 
@@ -2104,7 +2273,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
         if (c->paused && !c->dead && c->n_pend < CONN_PEND_MAX / 2) {
             c->paused = false;
             process_input(c, c->eof);
-            if (!c->paused) {
+            if (!c->paused && !c->out_paused) {
                 if (c->eof)
                     c->closing = true;
                 else if (!c->closing && c->rev)
@@ -2138,6 +2307,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     for (size_t i = 0; i < w->s->n_lis; i++)
         event_del(w->lev[i]);
     event_del(w->resume_ev);
+    event_del(w->sweep_ev);
     /* Requests already read were answered when they arrived; flush, then close. */
     for (c = w->conns; c; c = next) {
         next = c->next;
@@ -2186,6 +2356,7 @@ static void *worker_main(void *arg)
 
 static int worker_init(struct srv *s, struct worker *w, unsigned id)
 {
+    unsigned sweep_ms;
     int r;
 
     w->s = s;
@@ -2207,8 +2378,17 @@ static int worker_init(struct srv *s, struct worker *w, unsigned id)
     w->grace_ev = evtimer_new(w->base, on_grace, w);
     w->flush_ev = event_new(w->base, -1, 0, on_flush, w);
     w->ping_ev = event_new(w->base, -1, 0, on_ping, w);
-    if (!w->stop_ev || !w->resume_ev || !w->grace_ev || !w->flush_ev || !w->ping_ev)
+    w->sweep_ev = event_new(w->base, -1, EV_PERSIST, on_sweep, w);
+    if (!w->stop_ev || !w->resume_ev || !w->grace_ev || !w->flush_ev || !w->ping_ev ||
+        !w->sweep_ev)
         return -ENOMEM;
+    sweep_ms = admit_sweep_ms(s->admit);
+    if (sweep_ms > 0) {
+        struct timeval tv = { sweep_ms / 1000, (sweep_ms % 1000) * 1000 };
+
+        if (event_add(w->sweep_ev, &tv) < 0)
+            return -ENOMEM;
+    }
     if (s->o.store) {
         w->key_cap = store_key_max(s->o.store, RULES_ACTOR_MAX);
         w->actor_buf = malloc(RULES_ACTOR_MAX);
@@ -2238,6 +2418,8 @@ static void worker_fini(struct worker *w)
         event_free(w->grace_ev);
     if (w->ping_ev)
         event_free(w->ping_ev);
+    if (w->sweep_ev)
+        event_free(w->sweep_ev);
     store_conn_free(w->sc);     /* NULL after a run; set when srv_run never ran */
     w->sc = NULL;
     if (w->flush_ev)
@@ -2263,6 +2445,11 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
     if (!s)
         return -ENOMEM;
     s->o = *opts;
+    /* Descriptors besides connections: listeners, Redis, metrics, epoll, ... */
+    s->o.admit.fd_reserve = 64 + 8 * opts->workers + (unsigned)(opts->n_listen + opts->n_inherited);
+    r = admit_new(&s->o.admit, &s->admit);
+    if (r < 0)
+        goto fail;
     s->lis = calloc(opts->n_listen + opts->n_inherited, sizeof(*s->lis));
     s->workers = calloc(opts->workers, sizeof(*s->workers));
     if (!s->lis || !s->workers) {
@@ -2334,7 +2521,9 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     const struct reload_state *st;
 
     memset(g, 0, sizeof(*g));
-    g->connections = __atomic_load_n(&s->n_conns, __ATOMIC_RELAXED);
+    admit_stats(s->admit, &g->admit);
+    g->have_admit = true;
+    g->connections = g->admit.tcp_conns + g->admit.unix_conns + g->admit.reserve_conns;
     urcu_memb_read_lock();
     st = reload_current(s->o.reload);
     g->config_generation = st->generation;
@@ -2479,5 +2668,6 @@ void srv_free(struct srv *s)
     free(s->lis);
     if (s->main_base)
         event_base_free(s->main_base);
+    admit_free(s->admit);
     free(s);
 }

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "admit.h"
 #include "config.h"
 #include "metrics.h"
 #include "notify.h"
@@ -33,7 +34,7 @@ struct srv_opts {
     char **listen;              /* "tcp:HOST:PORT" / "unix:PATH" */
     size_t n_listen;
     unsigned workers;           /* >= 1 */
-    unsigned max_connections;
+    struct admit_opts admit;    /* connection budgets, timeouts, output budget (admit.h) */
     size_t max_output_bytes;
     unsigned socket_mode;       /* for Unix sockets we create */
     gid_t admin_gid;            /* (gid_t)-1: only uid 0 is admin */

@@ -198,8 +198,12 @@ static void test_config_example_ini_values(void **state)
     assert_string_equal(cfg->listen[1], CONFIG_DEFAULT_UNIX);
     assert_string_equal(cfg->state_dir, CONFIG_DEFAULT_STATE_DIR);
     assert_int_equal(cfg->socket_mode, 0660);
-    assert_int_equal(cfg->max_connections, 4096);
+    assert_int_equal(cfg->max_connections, 0);
     assert_int_equal(cfg->max_output_bytes, 1 << 20);
+    assert_int_equal(cfg->admit.reserved_connections, 32);
+    assert_int_equal(cfg->admit.idle_timeout_ms, 60000);
+    assert_int_equal(cfg->admit.request_timeout_ms, 10000);
+    assert_int_equal(cfg->admit.output_budget_bytes, 16 << 20);
     assert_string_equal(cfg->admin_group, "divvy-admin");
     assert_int_equal(cfg->table_slots, 65536);
     assert_int_equal(cfg->fast_table_slots, 65536);
@@ -720,6 +724,78 @@ static void test_config_error_server_ranges(void **state)
     assert_non_null(strstr(d.e[7].msg, "slots"));
 }
 
+static void round_trip(const struct config *cfg);
+
+/* Admission settings: values, the budgets config_connections() derives, and
+ * bad values rejected with their line. */
+static void test_config_admission(void **state)
+{
+    const char text[] = "server = {\n"
+                        "  tcp_connections = 100; unix_connections = 20;\n"
+                        "  reserved_connections = 3; tcp_connections_per_address = 7;\n"
+                        "  unix_connections_per_uid = 5; idle_timeout_ms = 0;\n"
+                        "  request_timeout_ms = 2500; output_budget_bytes = 65536;\n"
+                        "  socket_buffer_bytes = 0;\n"
+                        "};\n"
+                        "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n";
+    const char bad[] = "server = {\n"
+                       "  reserved_connections = 0;\n"
+                       "  unix_connections_per_uid = -1;\n"
+                       "  idle_timeout_ms = \"60\";\n"
+                       "  output_budget_bytes = 10;\n"
+                       "  tcp_connection = 5;\n"
+                       "};\n"
+                       "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n";
+    static const unsigned lines[] = { 2, 3, 4, 5, 6 };
+    struct config *cfg = load_text(".conf", text), *old;
+    unsigned tcp, un, total;
+    char path[1024];
+    struct diag d;
+
+    (void)state;
+    assert_int_equal(cfg->admit.reserved_connections, 3);
+    assert_int_equal(cfg->admit.per_address, 7);
+    assert_int_equal(cfg->admit.per_uid, 5);
+    assert_int_equal(cfg->admit.idle_timeout_ms, 0);
+    assert_int_equal(cfg->admit.request_timeout_ms, 2500);
+    assert_int_equal(cfg->admit.output_budget_bytes, 65536);
+    assert_int_equal(cfg->admit.socket_buffer_bytes, 0);
+    config_connections(cfg, &tcp, &un, &total);
+    assert_int_equal(tcp, 100);
+    assert_int_equal(un, 20);
+    assert_int_equal(total, 120);
+    round_trip(cfg);
+    config_free(cfg);
+
+    /* max_connections alone keeps its old meaning for both listeners. */
+    old = load_text(".conf",
+                    "server = { max_connections = 50; };\n"
+                    "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n");
+    config_connections(old, &tcp, &un, &total);
+    assert_int_equal(tcp, 50);
+    assert_int_equal(un, 50);
+    assert_int_equal(total, 50);
+    config_free(old);
+    old = load_text(".ini", "[default]\ncreditLimit = 1\nresetSeconds = 0\n");
+    config_connections(old, &tcp, &un, &total);
+    assert_int_equal(tcp, 4096);
+    assert_int_equal(un, 1024);
+    assert_int_equal(total, 5120);
+    config_free(old);
+
+    cfg = NULL;
+    tmp_write(path, sizeof(path), ".conf", bad, strlen(bad));
+    diag_init(&d);
+    assert_int_equal(config_load(path, &cfg, &d), -EINVAL);
+    unlink(path);
+    assert_null(cfg);
+    assert_int_equal(d.n, sizeof(lines) / sizeof(lines[0]));
+    for (size_t i = 0; i < d.n; i++)
+        assert_int_equal(d.e[i].line, lines[i]);
+    assert_non_null(strstr(d.e[0].msg, "reserved_connections"));
+    assert_non_null(strstr(d.e[4].msg, "server.tcp_connection"));
+}
+
 /* ---- writing ----------------------------------------------------------- */
 
 /* Writes @cfg as divvy.conf, loads it back and compares. */
@@ -748,6 +824,15 @@ static void round_trip(const struct config *cfg)
     assert_int_equal(again->workers, cfg->workers);
     assert_int_equal(again->max_connections, cfg->max_connections);
     assert_int_equal(again->max_output_bytes, cfg->max_output_bytes);
+    assert_int_equal(again->admit.tcp_connections, cfg->admit.tcp_connections);
+    assert_int_equal(again->admit.unix_connections, cfg->admit.unix_connections);
+    assert_int_equal(again->admit.reserved_connections, cfg->admit.reserved_connections);
+    assert_int_equal(again->admit.per_address, cfg->admit.per_address);
+    assert_int_equal(again->admit.per_uid, cfg->admit.per_uid);
+    assert_int_equal(again->admit.idle_timeout_ms, cfg->admit.idle_timeout_ms);
+    assert_int_equal(again->admit.request_timeout_ms, cfg->admit.request_timeout_ms);
+    assert_int_equal(again->admit.output_budget_bytes, cfg->admit.output_budget_bytes);
+    assert_int_equal(again->admit.socket_buffer_bytes, cfg->admit.socket_buffer_bytes);
     assert_int_equal(again->socket_mode, cfg->socket_mode);
     assert_int_equal(again->table_slots, cfg->table_slots);
     assert_int_equal(again->fast_table_slots, cfg->fast_table_slots);
@@ -871,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_config_error_missing_file),
         cmocka_unit_test(test_config_error_many_reported),
         cmocka_unit_test(test_config_error_server_ranges),
+        cmocka_unit_test(test_config_admission),
         cmocka_unit_test(test_config_round_trip_ini),
         cmocka_unit_test(test_config_round_trip_everything),
         cmocka_unit_test(test_config_round_trip_odd_strings),
