@@ -24,6 +24,7 @@
 
 #include "../../daemon/log.c"
 #include "../../daemon/addr.c"
+#include "../../daemon/admit.c"
 #include "../../daemon/metrics.c"
 
 #define BIG 65536
