@@ -1188,6 +1188,162 @@ int table_foreach(struct table *t, uint64_t now_ms,
     return 0;
 }
 
+/* ---- room for a new counter --------------------------------------------- */
+
+int table_room_prepared(struct table *t, const struct table_kw *key,
+                        const struct table_limits *lim, uint64_t now_ms)
+{
+    struct table_scan sc;
+    int q;
+
+    if (!t || !key || !lim)
+        return -EINVAL;
+    scan(t, key, now_ms, &sc);
+    if (sc.key_off >= 0 || sc.claim_off >= 0)
+        return 0;
+    if (lim->max_actors) {
+        q = quota_find(t, key->w[0], false);
+        if (q >= 0 && (uint64_t)(load128(qent(t, (uint32_t)q)) >> 64) >> 1 >= lim->max_actors)
+            return -EDQUOT;
+    }
+    return sc.free_off >= 0 ? 0 : -ENOSPC;
+}
+
+/* ---- moving counters between tables (docs/shm.md "Moving counters") ------ */
+
+/* Credit a counter in state @st has left now, under @lim. */
+static uint64_t move_credit(const struct table_limits *lim, u128 st, uint64_t now)
+{
+    struct algo_state cur = { st_idle(st), st_data(st) }, next;
+    struct table_result res;
+
+    algo_apply(lim, TABLE_PEEK, 0, now, &cur, &next, &res);
+    return res.credit;
+}
+
+/*
+ * Puts a counter of @kw in state @st (LIVE, unexpired) into @t: claims a slot
+ * for it, or, when @t has the key already, keeps whichever of the two has
+ * less credit left.  0 claimed, 1 met an existing counter, -ENOSPC.
+ */
+static int move_place(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
+                      u128 st, uint64_t now)
+{
+    struct algo_state first = { st_idle(st), st_data(st) };
+    struct table_limits uncapped = *lim;
+    struct table_scan sc;
+    int r = -EAGAIN;
+
+    for (int attempt = 0; attempt < TABLE_RETRY_MAX && r == -EAGAIN; attempt++) {
+        scan(t, kw, now, &sc);
+        if (sc.key_off >= 0) {
+            struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc.key_off);
+            u128 v = load128(s->state), got;
+
+            while (same_ident((uint64_t)v, sc.key_lo)) {
+                if (move_credit(lim, v, now) <= move_credit(lim, st, now))
+                    return 1;
+                got = cas128(s->state, v, st_make(st_owner(v), PHASE_LIVE, st_flags(v),
+                                                  first.idle, first.data));
+                if (got == v)
+                    return 1;
+                v = got;
+            }
+            continue;
+        }
+        if (sc.claim_off >= 0) {
+            struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc.claim_off);
+
+            if (!wait_change(s, sc.claim_lo))
+                kill_claim(s, sc.claim_lo);
+            continue;
+        }
+        if (sc.free_off < 0)
+            return -ENOSPC;
+        r = claim(t, kw, &uncapped, &sc, &first, 0, now);
+        /* At max_actors the counter still moves, uncounted (it holds no
+         * quota entry count): losing it would hand the actor a fresh quota. */
+        if (r == -EDQUOT) {
+            uncapped.max_actors = 0;
+            r = -EAGAIN;
+        }
+    }
+    return r;
+}
+
+int table_move(struct table *from, struct table *to, bool remove, table_move_fn pick, void *arg,
+               uint64_t now_ms, struct table_move_stats *ret)
+{
+    struct table_move_stats st = { 0 };
+
+    if (!from || !to || from == to || !pick || !ret)
+        return -EINVAL;
+    for (uint32_t i = 0; i < from->n_slots; i++) {
+        struct table_slot *s = &from->slots[i];
+        u128 v = load128(s->state), got;
+
+        while (st_phase(v) == PHASE_LIVE && st_idle(v) > now_ms) {
+            struct table_limits lim;
+            struct table_key key;
+            struct table_kw kw;
+            uint64_t w[6];
+            unsigned algo;
+            int r;
+
+            v = cas128(s->state, v, v);         /* an atomic snapshot */
+            if (st_phase(v) != PHASE_LIVE || st_idle(v) <= now_ms)
+                break;
+            key_read(s, w);
+            if (!same_ident(load_lo(s), (uint64_t)v)) {
+                v = load128(s->state);
+                continue;
+            }
+            /* Leases are credit held from Redis, not counts: never moved. */
+            if (w[1] >> 32 & KF_LEASE)
+                break;
+            algo = (unsigned)(w[1] >> (32 + KF_ALGO_SHIFT)) & 0xffu;
+            memset(&lim, 0, sizeof(lim));
+            if (algo > RULES_ALGO_SLIDING_WINDOW ||
+                pick(w[0], (enum rules_algo)algo, arg, &lim) <= 0 ||
+                lim.algo != (enum rules_algo)algo || lim.lease || algo_check(&lim) < 0)
+                break;
+            /* The digest is keyed with @from's secret: @to cannot find it. */
+            if (w[1] >> 32 & KF_DIGEST) {
+                st.digest++;
+                break;
+            }
+            key.rule_id = w[0];
+            key.actor = (const char *)&w[2];
+            key.actor_len = (uint32_t)w[1];
+            if (key.actor_len > 32)
+                break;
+            key_prepare(to, &key, &lim, &kw);
+            r = move_place(to, &kw, &lim, v, now_ms);
+            if (r < 0) {
+                st.full++;
+                break;
+            }
+            if (!remove) {
+                st.moved++;
+                st.merged += r == 1;
+                break;
+            }
+            got = cas128(s->state, v, st_dead(v));
+            if (got == v) {
+                if (w[1] >> 32 & KF_COUNTED)
+                    quota_release(from, w[0]);
+                st.moved++;
+                st.merged += r == 1;
+                break;
+            }
+            /* A hit changed it meanwhile: place its newer state (less credit). */
+            v = got;
+        }
+    }
+    *ret = st;
+    return 0;
+}
+
 uint32_t table_slots(const struct table *t)
 {
     return t->n_slots;

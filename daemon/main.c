@@ -346,7 +346,7 @@ int main(int argc, char **argv)
     struct config *cfg = NULL;
     struct rules *rules = NULL;
     struct reload *rl = NULL;
-    struct table *fast = NULL, *priv = NULL;
+    struct table *fast = NULL, *priv = NULL, *prv = NULL;
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
     struct store *store = NULL;
@@ -362,7 +362,7 @@ int main(int argc, char **argv)
     long ncpu;
     int r, status = 1;
     /* What this start created; removed again if it fails before serving. */
-    bool made_dir = false, fast_new = false, priv_new = false, serving = false;
+    bool made_dir = false, fast_new = false, priv_new = false, prv_new = false, serving = false;
 
     if (parse_args(argc, argv, &a) < 0)
         return 2;
@@ -399,7 +399,9 @@ int main(int argc, char **argv)
         goto out;
     }
     if (open_table(state_dir, "fast.table", cfg->fast_table_slots, 0660, &fast, &fast_new) < 0 ||
-        open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv, &priv_new) < 0)
+        open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv, &priv_new) < 0 ||
+        open_table(state_dir, "privileged.table", cfg->privileged_table_slots, 0600, &prv,
+                   &prv_new) < 0)
         goto out;
     check_state_fs(state_dir);
 
@@ -416,6 +418,13 @@ int main(int argc, char **argv)
             errno = -r;
             log_msg(LOG_ERR, "not starting: %m");
         }
+        goto out_rcu;
+    }
+    /* Counters of rules whose table changed since the last run move now. */
+    r = reload_set_tables(rl, &(struct tables){ .fast = fast, .priv = priv, .privileged = prv });
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "not starting: %m");
         goto out_rcu;
     }
 
@@ -439,6 +448,7 @@ int main(int argc, char **argv)
     so.full_allow = cfg->when_full == CONFIG_FULL_ALLOW;
     so.fast = fast;
     so.priv = priv;
+    so.privileged = prv;
     so.reload = rl;
     r = make_store(cfg, rl, &store);
     if (r < 0)
@@ -446,6 +456,7 @@ int main(int argc, char **argv)
     /* No fetch can be under way before we start: flags left by a crash go. */
     table_lease_clear_fetches(fast, clock_now_ms());
     table_lease_clear_fetches(priv, clock_now_ms());
+    table_lease_clear_fetches(prv, clock_now_ms());
     so.store = store;
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
@@ -508,11 +519,15 @@ out:
         if (priv_new && (size_t)snprintf(path, sizeof(path), "%s/private.table", state_dir) <
                             sizeof(path))
             unlink(path);
+        if (prv_new && (size_t)snprintf(path, sizeof(path), "%s/privileged.table", state_dir) <
+                           sizeof(path))
+            unlink(path);
         if (made_dir)
             rmdir(state_dir);
     }
     table_close(fast);
     table_close(priv);
+    table_close(prv);
     rules_free(rules);
     config_free(cfg);
     free(diag);

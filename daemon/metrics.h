@@ -65,6 +65,7 @@ struct metrics_gauges {
     uint64_t reloads_rejected;
     struct table_stats fast;    /* table_stats() of the fast-path table */
     struct table_stats priv;    /* ... and of the daemon-only table */
+    struct table_stats privileged;  /* ... and of the privileged rules' table */
     bool have_fast_path_hits;   /* false until the table counts clients' hits */
     uint64_t fast_path_hits;
 };
