@@ -546,11 +546,17 @@ static struct table *srv_table_of(const struct worker *w, const struct rules_rul
     return eval_table(&env, r);
 }
 
-/* ERR no-counter's reason (docs/protocol.md "Errors"). */
+/* ERR no-counter's reason (docs/protocol.md "Errors"), logged (rate-limited):
+ * the operator must size table.privileged_slots / max_actors (docs/pam.md). */
 static const char *srv_no_counter_reason(int r)
 {
-    return r == -EDQUOT ? "a privileged rule is at its max_actors: not counted"
-                        : "the privileged table is full: not counted";
+    static struct log_ratelimit rl_no_counter;
+    const char *why = r == -EDQUOT ? "a privileged rule is at its max_actors: not counted"
+                                   : "the privileged table is full: not counted";
+
+    log_ratelimited(&rl_no_counter, LOG_ERR, "ERR no-counter: %s (raise table.privileged_slots "
+                    "or the rule's max_actors)", why);
+    return why;
 }
 
 static void do_hit(struct conn *c, const struct proto_req *req)

@@ -35,7 +35,7 @@
 #define OUT_SIZE   8192
 
 static const char state_conf[] =
-    "table = { slots = 64; fast_slots = 64; };\n"
+    "table = { slots = 64; fast_slots = 64; privileged_slots = 64; };\n"
     "rules = (\n"
     "    { match = { path = \"/u\"; }; credit_limit = 100; reset_seconds = 3600;\n"
     "      actor = \"user\"; },\n"
@@ -295,8 +295,8 @@ static void test_fault_state_unwritable_tables(void **state)
     struct harness_daemon *d = NULL;
     struct harness_conn *c;
     char sock[HARNESS_PATH + 32], run[HARNESS_PATH + 8], path[HARNESS_PATH + 32];
-    struct stat before[2], after[2];
-    const char *names[2] = { "fast.table", "private.table" };
+    struct stat before[3], after[3];
+    const char *names[3] = { "fast.table", "private.table", "privileged.table" };
     char listing[1024];
     struct run_plan p;
     struct run_result *res;
@@ -322,14 +322,14 @@ static void test_fault_state_unwritable_tables(void **state)
         assert_int_equal(chown(d->state, NOBODY, NOBODY), 0);
         assert_int_equal(chmod(d->config, 0644), 0);
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof(path), "%s/%s", d->state, names[i]);
         if (!nobody_mode())
             assert_int_equal(chmod(path, 0400), 0);
         assert_int_equal(stat(path, &before[i]), 0);
     }
     list_dir(d->state, listing, sizeof(listing));
-    if (strcmp(listing, "fast.table private.table rules.1") != 0)
+    if (strcmp(listing, "fast.table private.table privileged.table rules.1") != 0)
         fail_msg("after a clean stop the state dir holds \"%s\"", listing);
     snprintf(sock, sizeof(sock), "unix:%s/divvy.sock", run);
     p = (struct run_plan){ .config = d->config, .state = d->state, .listen = sock,
@@ -338,7 +338,7 @@ static void test_fault_state_unwritable_tables(void **state)
     expect_refused(res, "fast.table", "Permission denied");
     /* The tables are there, untouched; no new rules file, no temporary. */
     expect_listing(res, listing);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof(path), "%s/%s", d->state, names[i]);
         assert_int_equal(stat(path, &after[i]), 0);
         assert_int_equal(after[i].st_ino, before[i].st_ino);
@@ -405,10 +405,16 @@ static void test_fault_state_full_second_table(void **state)
     full_fs("40k", false, "private.table");
 }
 
+static void test_fault_state_full_third_table(void **state)
+{
+    (void)state;
+    full_fs("64k", false, "privileged.table");
+}
+
 static void test_fault_state_full_rules_file(void **state)
 {
     (void)state;
-    full_fs("48k", false, "rules.");
+    full_fs("72k", false, "rules.");
 }
 
 static void test_fault_state_full_made_dir(void **state)
@@ -429,6 +435,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fault_state_full_first_table, harness_setup,
                                         state_teardown),
         cmocka_unit_test_setup_teardown(test_fault_state_full_second_table, harness_setup,
+                                        state_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_state_full_third_table, harness_setup,
                                         state_teardown),
         cmocka_unit_test_setup_teardown(test_fault_state_full_rules_file, harness_setup,
                                         state_teardown),
