@@ -99,7 +99,8 @@ struct table_hdr {
     uint32_t quota_entries;
     uint32_t quota_offset;
     uint64_t created_ms;
-    uint8_t reserved0[48];
+    uint8_t digest_secret[HASH_KEY_LEN];    /* all zero: digests use secret */
+    uint8_t reserved0[32];
     _Alignas(64) uint64_t generation;
     _Alignas(64) uint64_t heartbeat_ms;
     _Alignas(64) uint64_t full_events;
@@ -125,6 +126,7 @@ _Static_assert(offsetof(struct table_hdr, boot_id) == 32, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, secret) == 48, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota_entries) == 64, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, created_ms) == 72, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, digest_secret) == 80, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, generation) == 128, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, heartbeat_ms) == 192, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, full_events) == 256, "docs/shm.md header");
@@ -147,6 +149,7 @@ struct table {
     uint32_t n_slots;
     uint32_t mask;
     uint8_t secret[HASH_KEY_LEN];
+    uint8_t dsecret[HASH_KEY_LEN];      /* SipHash-128 key of actor digests */
 };
 
 /* A key as it is stored and compared: the six key words and its hash. */
@@ -340,7 +343,7 @@ static void key_prepare(const struct table *t, const struct table_key *key,
     for (int i = 0; i < 8; i++)
         buf[i] = (uint8_t)(key->rule_id >> (8 * i));
     if (key->actor_len > 32) {
-        hash_siphash128(t->secret, key->actor, key->actor_len, buf + 8);
+        hash_siphash128(t->dsecret, key->actor, key->actor_len, buf + 8);
         stored = 16;
         kflags |= KF_DIGEST;
     } else {
@@ -353,6 +356,26 @@ static void key_prepare(const struct table *t, const struct table_key *key,
     kw->w[1] = (key->actor_len > UINT32_MAX ? UINT32_MAX : key->actor_len) |
                (uint64_t)kflags << 32;
     memcpy(&kw->w[2], buf + 8, 32);
+    kw->tag = (uint32_t)(h >> 40);
+    kw->bucket = (uint32_t)h & t->mask;
+}
+
+/* @w, key words read from a slot of another table, as @t stores and finds
+ * them: the same words (without the counted flag), hashed with @t's secret. */
+static void key_rekey(const struct table *t, const uint64_t w[6], struct table_kw *kw)
+{
+    uint8_t buf[8 + 32];
+    size_t stored = (w[1] >> 32 & KF_DIGEST) ? 16 : (uint32_t)w[1];
+    uint64_t h;
+
+    if (stored > 32)
+        stored = 32;
+    for (int i = 0; i < 8; i++)
+        buf[i] = (uint8_t)(w[0] >> (8 * i));
+    memcpy(buf + 8, &w[2], 32);
+    h = hash_siphash(t->secret, buf, 8 + stored);
+    memcpy(kw->w, w, sizeof(kw->w));
+    kw->w[1] &= ~((uint64_t)KF_COUNTED << 32);
     kw->tag = (uint32_t)(h >> 40);
     kw->bucket = (uint32_t)h & t->mask;
 }
@@ -1271,6 +1294,20 @@ static int move_place(struct table *t, const struct table_kw *kw, const struct t
     return r;
 }
 
+int table_adopt_digests(struct table *t, const struct table *from)
+{
+    if (!t || !from)
+        return -EINVAL;
+    if (memcmp(t->dsecret, from->dsecret, sizeof(t->dsecret)) == 0)
+        return 0;
+    for (uint32_t i = 0; i < t->n_slots; i++)
+        if (st_phase(load128(t->slots[i].state)) != PHASE_FREE)
+            return -EBUSY;
+    memcpy(t->hdr->digest_secret, from->dsecret, sizeof(t->hdr->digest_secret));
+    memcpy(t->dsecret, from->dsecret, sizeof(t->dsecret));
+    return 0;
+}
+
 int table_move(struct table *from, struct table *to, bool remove, table_move_fn pick, void *arg,
                uint64_t now_ms, struct table_move_stats *ret)
 {
@@ -1284,7 +1321,6 @@ int table_move(struct table *from, struct table *to, bool remove, table_move_fn 
 
         while (st_phase(v) == PHASE_LIVE && st_idle(v) > now_ms) {
             struct table_limits lim;
-            struct table_key key;
             struct table_kw kw;
             uint64_t w[6];
             unsigned algo;
@@ -1307,17 +1343,13 @@ int table_move(struct table *from, struct table *to, bool remove, table_move_fn 
                 pick(w[0], (enum rules_algo)algo, arg, &lim) <= 0 ||
                 lim.algo != (enum rules_algo)algo || lim.lease || algo_check(&lim) < 0)
                 break;
-            /* The digest is keyed with @from's secret: @to cannot find it. */
-            if (w[1] >> 32 & KF_DIGEST) {
+            /* A digest keyed differently from @to's cannot be found there. */
+            if ((w[1] >> 32 & KF_DIGEST) &&
+                memcmp(from->dsecret, to->dsecret, sizeof(to->dsecret)) != 0) {
                 st.digest++;
                 break;
             }
-            key.rule_id = w[0];
-            key.actor = (const char *)&w[2];
-            key.actor_len = (uint32_t)w[1];
-            if (key.actor_len > 32)
-                break;
-            key_prepare(to, &key, &lim, &kw);
+            key_rekey(to, w, &kw);
             r = move_place(to, &kw, &lim, v, now_ms);
             if (r < 0) {
                 st.full++;
@@ -1548,6 +1580,18 @@ out:
 }
 
 /* Maps @fd (whose header check_file() accepted or which we just built). */
+/* The digest key: the header's digest_secret, or the secret when it is zero
+ * (every table made before the field existed, and the fast table). */
+static void table_load_dsecret(struct table *t)
+{
+    static const uint8_t zero[HASH_KEY_LEN];
+
+    if (memcmp(t->hdr->digest_secret, zero, sizeof(zero)) != 0)
+        memcpy(t->dsecret, t->hdr->digest_secret, sizeof(t->dsecret));
+    else
+        memcpy(t->dsecret, t->secret, sizeof(t->dsecret));
+}
+
 static int map_file(int fd, uint32_t n_slots, struct table **ret)
 {
     struct table *t;
@@ -1571,6 +1615,7 @@ static int map_file(int fd, uint32_t n_slots, struct table **ret)
     t->n_slots = n_slots;
     t->mask = n_slots - 1;
     memcpy(t->secret, t->hdr->secret, sizeof(t->secret));
+    table_load_dsecret(t);
     *ret = t;
     return 0;
 }
@@ -1629,6 +1674,7 @@ static int create_file(const char *path, uint32_t n_slots, unsigned mode,
     t->hdr->quota_offset = TABLE_QUOTA_OFFSET;
     t->hdr->created_ms = clock_now_ms();
     memcpy(t->secret, secret, sizeof(secret));
+    table_load_dsecret(t);
     /* Only a fully written file ever appears under @path. */
     if (rename(tmp, path) < 0) {
         r = -errno;

@@ -307,11 +307,21 @@ struct table_move_stats {
     uint64_t moved;             /* counters placed in the destination */
     uint64_t merged;            /* ... of which met a counter of the key there (the one with
                                  * less credit left was kept) */
-    uint64_t digest;            /* left behind: an actor over 32 bytes is stored as a digest
-                                 * keyed with the source's secret, which the destination
-                                 * cannot look up */
+    uint64_t digest;            /* left behind: an actor over 32 bytes is stored as a digest,
+                                 * and the two tables digest with different keys
+                                 * (table_adopt_digests()) */
     uint64_t full;              /* left behind: no free slot in the destination's probe window */
 };
+
+/*
+ * Makes @t digest long actors (over 32 bytes) with @from's key, so that such
+ * counters can move between the two (table_move()); the bucket hash keeps
+ * @t's own secret.  Only for a table that has never held a counter (just
+ * created or rebuilt): -EBUSY otherwise (and when @t already uses @from's
+ * key: 0).  Written to @t's header, so it holds across reattaching.  Not
+ * concurrent with any other use of @t.  -EINVAL.
+ */
+int table_adopt_digests(struct table *t, const struct table *from);
 
 /*
  * Places every live, unexpired counter of @from that @pick selects into @to

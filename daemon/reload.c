@@ -239,6 +239,12 @@ int reload_set_tables(struct reload *rl, const struct tables *tb)
     pthread_mutex_lock(&rl->lock);
     rl->tables = *tb;
     rl->have_tables = true;
+    /* New tables digest long actors like the fast table, so that those
+     * counters can move too (-EBUSY: a reattached table keeps its key). */
+    if (tb->priv && tb->fast)
+        table_adopt_digests(tb->priv, tb->fast);
+    if (tb->privileged && tb->fast)
+        table_adopt_digests(tb->privileged, tb->fast);
     /* No reader runs yet at start: one pass that removes as it moves. */
     r = tables_settle(&rl->tables, rl->current->st.rules, true, "start");
     pthread_mutex_unlock(&rl->lock);

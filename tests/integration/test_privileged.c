@@ -258,15 +258,24 @@ static void reload_to(struct harness_daemon *d, struct harness_conn *c, bool fas
     EXPECT_PREFIX(r, "OK reloaded ");
 }
 
-static void expect_credit(struct harness_conn *c, long long credit, const char *when)
+/* An actor over 32 bytes: stored as a digest (docs/shm.md). */
+#define LONG_USER "a-user-name-longer-than-32-bytes-so-it-is-a-digest"
+
+/* HIT alice (want @credit left) and PEEK the long actor (want @long_credit). */
+static void expect_credit(struct harness_conn *c, long long credit, long long long_credit,
+                          const char *when)
 {
-    char r[HARNESS_LINE];
+    char r[HARNESS_LINE], want[64];
     bool allowed;
     long long got, secs;
 
     CHECK(harness_cmd(c, "HIT path=/api user=alice", r, sizeof(r)));
     if (harness_parse_ok(r, &allowed, &got, &secs) < 0 || !allowed || got != credit)
         fail_msg("%s: HIT -> \"%s\", want OK true %lld", when, r, credit);
+    CHECK(harness_cmd(c, "PEEK path=/api user=" LONG_USER, r, sizeof(r)));
+    snprintf(want, sizeof(want), "OK true %lld ", long_credit);
+    if (strncmp(r, want, strlen(want)) != 0)
+        fail_msg("%s: PEEK of the long actor -> \"%s\", want %s...", when, r, want);
 }
 
 static void test_privileged_counts_follow_fast_path_toggle(void **state)
@@ -285,6 +294,7 @@ static void test_privileged_counts_follow_fast_path_toggle(void **state)
     CHECK(harness_divvy_env(d));
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     EXPECT_REPLY(c, "TAKE 7 path=/api user=alice", "OK true 43 3600 api");
+    EXPECT_REPLY(c, "TAKE 3 path=/api user=" LONG_USER, "OK true 47 3600 api");
 
     /* fast_path on: the counter moved to the fast table. */
     reload_to(d, c, true, false);
@@ -301,11 +311,20 @@ static void test_privileged_counts_follow_fast_path_toggle(void **state)
     assert_int_equal(res.fast_path, 1);
     assert_int_equal(res.allowed, 1);
     assert_int_equal(res.credit, 42);
-    expect_credit(c, 41, "over the socket with fast_path = true");
+    {
+        struct divvy_kv lkv[2] = { { "path", "/api" }, { "user", LONG_USER } };
+
+        CHECK(divvy_peek(h, lkv, 2, &res));
+        assert_int_equal(res.fast_path, 1);
+        if (res.credit != 47)
+            fail_msg("fast path, long actor: credit %llu, want 47",
+                     (unsigned long long)res.credit);
+    }
+    expect_credit(c, 41, 47, "over the socket with fast_path = true");
 
     /* fast_path off again: back in the private table. */
     reload_to(d, c, false, false);
-    expect_credit(c, 40, "after fast_path = false");
+    expect_credit(c, 40, 47, "after fast_path = false");
     /* libdivvy sees a rule that is no longer fast_path: the socket decides. */
     assert_int_equal(divvy_peek(h, kv, 2, &res), -ENOTSUP);
     divvy_close(h);
@@ -313,9 +332,11 @@ static void test_privileged_counts_follow_fast_path_toggle(void **state)
     /* source = privileged (root on the Unix socket still matches): the
      * privileged table, and back. */
     reload_to(d, c, false, true);
-    expect_credit(c, 39, "after source = privileged");
+    expect_credit(c, 39, 47, "after source = privileged");
     reload_to(d, c, false, false);
-    expect_credit(c, 38, "after source = any");
+    expect_credit(c, 38, 47, "after source = any");
+    /* Nothing was left behind in any table. */
+    assert_int_equal(harness_log_contains(d, "start afresh"), 0);
     harness_close(c);
 }
 

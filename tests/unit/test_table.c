@@ -1189,9 +1189,23 @@ static void test_table_move_digest_and_cap(void **state)
     assert_int_equal(st.moved, 0);
     assert_int_equal(st.digest, 1);
     assert_int_equal(credit_of(from, 1, longa, &a.lim, NOW + 2), 4);       /* left behind */
+    /* A table that never held a counter can take the other's digest key... */
+    assert_int_equal(table_adopt_digests(from, to), -EBUSY);
+    assert_int_equal(table_adopt_digests(to, from), 0);
+    assert_int_equal(table_adopt_digests(to, from), 0);
+    /* ... and then long actors move, and are found there. */
+    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(st.moved, 1);
+    assert_int_equal(st.digest, 0);
+    assert_int_equal(credit_of(to, 1, longa, &a.lim, NOW + 2), 4);
+    assert_int_equal(credit_of(from, 1, longa, &a.lim, NOW + 2), 5);
+    /* The key is in the header: it holds when the table is reattached. */
+    table_close(to);
+    to = open_other(f, 1024);
+    assert_int_equal(credit_of(to, 1, longa, &a.lim, NOW + 2), 4);
 
-    /* At max_actors in the destination the counter still moves (uncounted). */
-    assert_int_equal(take1(to, 1, "carol", &a.lim, NOW), 1);
+    /* At max_actors in the destination the counter still moves (uncounted):
+     * the long actor holds the rule's one counted slot there. */
     assert_int_equal(hit(from, 1, "dave", &plain, TABLE_TAKE, 3, NOW,
                          &(struct table_result){ 0 }), 0);
     assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 1, &st), 0);
