@@ -702,7 +702,8 @@ static void test_config_error_server_ranges(void **state)
                         "  max_output_bytes = 1;\n"
                         "  listen = ( \"tcp:h:0\", \"unix:\", \"tcp:host\" );\n"
                         "};\n"
-                        "table = { slots = 1; fast_slots = 0x100000000L; privileged_slots = 63; };\n"
+                        "table = { slots = 1; fast_slots = 0x100000000L; "
+                        "privileged_slots = 63; };\n"
                         "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n";
     static const unsigned lines[] = { 2, 3, 4, 5, 6, 6, 6, 8, 8, 8 };
     struct config *cfg = NULL;
