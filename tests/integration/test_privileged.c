@@ -289,6 +289,7 @@ static void test_privileged_counts_follow_fast_path_toggle(void **state)
     struct harness_conn *c;
     struct divvy *h = NULL;
     char r[HARNESS_LINE];
+    int status;
 
     (void)state;
     CHECK(harness_start(&o, &d));
@@ -338,6 +339,17 @@ static void test_privileged_counts_follow_fast_path_toggle(void **state)
     expect_credit(c, 38, 47, "after source = any");
     /* Nothing was left behind in any table. */
     assert_int_equal(harness_log_contains(d, "start afresh"), 0);
+    harness_close(c);
+
+    /* fast_path changed while divvyd was stopped: the counters move at start. */
+    CHECK(harness_stop(d, &status));
+    assert_int_equal(status, 0);
+    CHECK(harness_write_config(d, api_conf(true, false)));
+    CHECK(harness_restart(d));
+    assert_int_equal(harness_log_contains(d, "start: 2 counters moved from the private table to "
+                                             "the fast table"), 1);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    expect_credit(c, 37, 47, "after a restart with fast_path = true");
     harness_close(c);
 }
 
