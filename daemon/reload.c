@@ -283,6 +283,7 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
     struct published *p = NULL, *old;
     struct diag *diag;
     uint64_t gen;
+    bool move;
     int r;
 
     diag = malloc(sizeof(*diag));
@@ -337,7 +338,10 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
      * fast-path client's hit in flight across the swap is the documented
      * exception).
      */
-    if (rl->have_tables)
+    /* Only a reload that changes some rule's table walks the tables (at
+     * start they always are: the last run's config is unknown). */
+    move = rl->have_tables && tables_changed(&rl->tables, rl->current->st.rules, rules) != 0;
+    if (move)
         tables_settle(&rl->tables, rules, false, who);
     p->st.rules = rules;
     p->st.generation = gen;
@@ -346,7 +350,7 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
     /* The file is complete before the generation that names it is visible. */
     table_set_generation(rl->fast, gen);
     remove_old_rules_files(rl, gen);
-    if (rl->have_tables) {
+    if (move) {
         urcu_memb_synchronize_rcu();
         if (tables_settle(&rl->tables, p->st.rules, true, who) < 0)
             log_msg(LOG_ERR, "reload (%s): out of memory moving counters between tables; "

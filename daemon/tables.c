@@ -58,19 +58,17 @@ static const char *table_name(const struct tables *tb, const struct table *t)
     return t == tb->fast ? "fast" : t == tb->privileged ? "privileged" : "private";
 }
 
-int tables_settle(const struct tables *tb, const struct rules *rules, bool remove,
-                  const char *who)
+/* Indexes the rules of @rules that keep counters by id (sorted), each with
+ * its table and limits.  0 or -ENOMEM. */
+static int index_rules(const struct tables *tb, const struct rules *rules, struct move_ctx *ret)
 {
-    struct table *all[3] = { tb->fast, tb->priv, tb->privileged };
     struct eval_env env = { .rules = rules, .fast = tb->fast, .priv = tb->priv,
                             .privileged = tb->privileged };
-    struct move_ctx ctx = { 0 };
     size_t n = rules_count(rules);
-    uint64_t now = clock_now_ms();
-    int r = 0;
 
-    ctx.rules = calloc(n ? n : 1, sizeof(*ctx.rules));
-    if (!ctx.rules)
+    ret->n = 0;
+    ret->rules = calloc(n ? n : 1, sizeof(*ret->rules));
+    if (!ret->rules)
         return -ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
         struct rules_rule rr;
@@ -79,12 +77,49 @@ int tables_settle(const struct tables *tb, const struct rules *rules, bool remov
         /* Zero semantics keep no counter (eval_zero()). */
         if (rules_get(rules, i, &rr) < 0 || eval_zero(&rr, &o))
             continue;
-        ctx.rules[ctx.n].id = rr.id;
-        ctx.rules[ctx.n].table = eval_table(&env, &rr);
-        eval_limits(&rr, &ctx.rules[ctx.n].lim);
-        ctx.n++;
+        ret->rules[ret->n].id = rr.id;
+        ret->rules[ret->n].table = eval_table(&env, &rr);
+        eval_limits(&rr, &ret->rules[ret->n].lim);
+        ret->n++;
     }
-    qsort(ctx.rules, ctx.n, sizeof(*ctx.rules), move_rule_cmp);
+    qsort(ret->rules, ret->n, sizeof(*ret->rules), move_rule_cmp);
+    return 0;
+}
+
+int tables_changed(const struct tables *tb, const struct rules *old, const struct rules *rules)
+{
+    struct move_ctx a = { 0 }, b = { 0 };
+    int r;
+
+    r = index_rules(tb, old, &a);
+    if (r >= 0)
+        r = index_rules(tb, rules, &b);
+    if (r < 0)
+        goto out;
+    r = 0;
+    for (size_t i = 0; i < b.n && !r; i++) {
+        const struct move_rule *m = bsearch(&b.rules[i], a.rules, a.n, sizeof(*a.rules),
+                                            move_rule_cmp);
+
+        r = m && m->table != b.rules[i].table && m->lim.algo == b.rules[i].lim.algo;
+    }
+out:
+    free(a.rules);
+    free(b.rules);
+    return r;
+}
+
+int tables_settle(const struct tables *tb, const struct rules *rules, bool remove,
+                  const char *who)
+{
+    struct table *all[3] = { tb->fast, tb->priv, tb->privileged };
+    struct move_ctx ctx = { 0 };
+    uint64_t now = clock_now_ms();
+    int r;
+
+    r = index_rules(tb, rules, &ctx);
+    if (r < 0)
+        return r;
 
     for (size_t f = 0; f < 3; f++) {
         for (size_t t = 0; t < 3; t++) {

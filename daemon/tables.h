@@ -35,4 +35,11 @@ struct tables {
 int tables_settle(const struct tables *tb, const struct rules *rules, bool remove,
                   const char *who);
 
+/*
+ * 1 when some rule of @rules keeps its counters in another table than the
+ * rule of the same id (and algorithm) in @old: a reload from @old to @rules
+ * needs tables_settle().  0 when none does, or -ENOMEM.
+ */
+int tables_changed(const struct tables *tb, const struct rules *old, const struct rules *rules);
+
 #endif
