@@ -553,12 +553,15 @@ static int conf_table_setting(struct config *cfg, const char *path,
     int64_t v;
     int r;
 
-    if (strcmp(name, "slots") == 0 || strcmp(name, "fast_slots") == 0) {
+    if (strcmp(name, "slots") == 0 || strcmp(name, "fast_slots") == 0 ||
+        strcmp(name, "privileged_slots") == 0) {
         r = conf_get_int(path, s, TABLE_SLOTS_MIN, TABLE_SLOTS_MAX, &v, reterr);
         if (r == 0 && name[0] == 's')
             cfg->table_slots = (uint32_t)v;
-        else if (r == 0)
+        else if (r == 0 && name[0] == 'f')
             cfg->fast_table_slots = (uint32_t)v;
+        else if (r == 0)
+            cfg->privileged_table_slots = (uint32_t)v;
         return r;
     }
     if (strcmp(name, "when_full") == 0) {
@@ -1255,6 +1258,7 @@ static int conf_defaults(struct config *cfg)
     cfg->socket_mode = CONFIG_DEFAULT_SOCKET_MODE;
     cfg->table_slots = TABLE_SLOTS_DEFAULT;
     cfg->fast_table_slots = TABLE_SLOTS_DEFAULT;
+    cfg->privileged_table_slots = CONFIG_DEFAULT_PRIVILEGED_SLOTS;
     cfg->when_full = CONFIG_FULL_DENY;
     cfg->on_redis_error = CONFIG_REDIS_ERROR_LOCAL;
     cfg->store_prefix = strdup("");
@@ -1688,12 +1692,15 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
     if (cfg->listen && cfg->state_dir && cfg->admin_group)
         conf_write_server(cfg, f);
     if (cfg->table_slots != TABLE_SLOTS_DEFAULT || cfg->fast_table_slots != TABLE_SLOTS_DEFAULT ||
+        cfg->privileged_table_slots != CONFIG_DEFAULT_PRIVILEGED_SLOTS ||
         cfg->when_full != CONFIG_FULL_DENY) {
         fprintf(f, "table = {\n");
         if (cfg->table_slots != TABLE_SLOTS_DEFAULT)
             fprintf(f, "    slots = %" PRIu32 ";\n", cfg->table_slots);
         if (cfg->fast_table_slots != TABLE_SLOTS_DEFAULT)
             fprintf(f, "    fast_slots = %" PRIu32 ";\n", cfg->fast_table_slots);
+        if (cfg->privileged_table_slots != CONFIG_DEFAULT_PRIVILEGED_SLOTS)
+            fprintf(f, "    privileged_slots = %" PRIu32 ";\n", cfg->privileged_table_slots);
         if (cfg->when_full != CONFIG_FULL_DENY)
             fprintf(f, "    when_full = \"allow\";\n");
         fprintf(f, "};\n\n");

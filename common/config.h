@@ -21,6 +21,7 @@
 #define CONFIG_DEFAULT_TCP        "tcp:127.0.0.1:8321"
 #define CONFIG_DEFAULT_UNIX       "unix:/run/divvy/divvy.sock"
 #define CONFIG_DEFAULT_STATE_DIR  "/run/divvy"
+#define CONFIG_DEFAULT_PRIVILEGED_SLOTS 65536  /* table.privileged_slots */
 
 enum config_full_policy {
     CONFIG_FULL_DENY = 0,       /* a hit that needs a new counter and finds no slot is denied */
@@ -109,6 +110,8 @@ struct config {
     /* table { } */
     uint32_t table_slots;       /* daemon-only table; default TABLE_SLOTS_DEFAULT */
     uint32_t fast_table_slots;  /* fast-path table; default TABLE_SLOTS_DEFAULT */
+    uint32_t privileged_table_slots;    /* source = privileged rules' own table;
+                                         * default CONFIG_DEFAULT_PRIVILEGED_SLOTS */
     enum config_full_policy when_full;  /* default deny */
     unsigned snapshot_interval_ms;      /* fast table snapshot period; 0: at stop only */
 

@@ -42,6 +42,8 @@ bool eval_zero(const struct rules_rule *r, struct eval_outcome *o)
 
 struct table *eval_table(const struct eval_env *env, const struct rules_rule *r)
 {
+    if (r->source == RULES_SOURCE_PRIVILEGED && env->privileged)
+        return env->privileged;
     return r->fast_path ? env->fast : env->priv;
 }
 
@@ -83,6 +85,9 @@ int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
     if (op == TABLE_RESET && !r->resettable)
         op = TABLE_PEEK;
     rc = table_hit_prepared(eval_table(env, r), kw, limits, op, n, now_ms, &res);
+    if ((rc == -ENOSPC || rc == -EDQUOT) && r->source == RULES_SOURCE_PRIVILEGED &&
+        env->privileged)
+        return rc;                      /* never silently not counted (DESIGN §4) */
     if (rc == -ENOSPC || rc == -EDQUOT) {
         o->table_full = true;
         o->allowed = env->full_allow;
@@ -90,6 +95,14 @@ int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
     }
     if (rc < 0)
         return rc;
+    /* A PEEK of a privileged rule with no counter yet (full credit, no
+     * window) also says whether the TAKE that would follow could count. */
+    if (op == TABLE_PEEK && r->source == RULES_SOURCE_PRIVILEGED && env->privileged &&
+        res.reset_ms == 0 && res.credit >= limits->credit_limit) {
+        rc = table_room_prepared(eval_table(env, r), kw, limits, now_ms);
+        if (rc < 0)
+            return rc;
+    }
     o->counted = true;
     o->allowed = res.allowed;
     o->credit = res.credit;

@@ -19,6 +19,9 @@ struct eval_env {
     const struct rules *rules;
     struct table *fast;         /* counters of fast_path rules */
     struct table *priv;         /* counters of all other rules */
+    struct table *privileged;   /* counters of source = privileged rules; NULL: they use priv.
+                                 * When set, a privileged rule that finds no free counter is
+                                 * an error (-ENOSPC/-EDQUOT), not the full-table policy */
     bool full_allow;            /* full table / max_actors: allow (true) or deny */
 };
 
@@ -73,12 +76,16 @@ bool eval_zero(const struct rules_rule *r, struct eval_outcome *ret);
 /* Rule @r's limits in the table's units. */
 void eval_limits(const struct rules_rule *r, struct table_limits *ret);
 
-/* The table that holds rule @r's host counters (fast or private). */
+/* The table that holds rule @r's host counters (fast, privileged or private). */
 struct table *eval_table(const struct eval_env *env, const struct rules_rule *r);
 
 /* Rule @r's answer from the host table (or its zero semantics).  0,
  * -ENOBUFS (actor too long) or -EINVAL; a full table is an outcome
- * (table_full, answered by env->full_allow), not an error. */
+ * (table_full, answered by env->full_allow), not an error, except for a
+ * privileged rule with env->privileged set: -ENOSPC (that table full) or
+ * -EDQUOT (the rule at max_actors), which the requester is told; for such
+ * a rule a PEEK of an absent counter answers the same when a TAKE could
+ * not claim one (table_room_prepared()). */
 int eval_rule(const struct eval_env *env, const struct rules_rule *r,
               const struct rules_req *req, enum table_op op, uint64_t n, uint64_t now_ms,
               struct eval_outcome *ret);

@@ -40,6 +40,7 @@ static const char *const err_codes[] = {
     [PROTO_E_FORBIDDEN] = "forbidden",
     [PROTO_E_RELOAD_FAILED] = "reload-failed",
     [PROTO_E_BUSY] = "busy",
+    [PROTO_E_NO_COUNTER] = "no-counter",
 };
 
 struct verb_name {

@@ -45,6 +45,7 @@ enum proto_err {
     PROTO_E_FORBIDDEN,          /* "forbidden": admin verb from a non-admin peer */
     PROTO_E_RELOAD_FAILED,      /* "reload-failed": new config rejected, old one kept */
     PROTO_E_BUSY,               /* "busy": connection or output limit reached */
+    PROTO_E_NO_COUNTER,         /* "no-counter": a privileged rule found no free counter */
 };
 
 /* One request key/value pair; both strings are NUL-terminated and point

@@ -100,7 +100,8 @@ struct table_hdr {
     uint32_t quota_entries;
     uint32_t quota_offset;
     uint64_t created_ms;
-    uint8_t reserved0[48];
+    uint8_t digest_secret[HASH_KEY_LEN];    /* all zero: digests use secret */
+    uint8_t reserved0[32];
     _Alignas(64) uint64_t generation;
     _Alignas(64) uint64_t heartbeat_ms;
     _Alignas(64) uint64_t full_events;
@@ -126,6 +127,7 @@ _Static_assert(offsetof(struct table_hdr, boot_id) == 32, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, secret) == 48, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota_entries) == 64, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, created_ms) == 72, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, digest_secret) == 80, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, generation) == 128, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, heartbeat_ms) == 192, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, full_events) == 256, "docs/shm.md header");
@@ -182,6 +184,7 @@ struct table {
     struct table_ctl *ctl;              /* mapped control page, or NULL */
     /* divvyd's words: in the header, or in the control page once there is one */
     uint64_t *w_gen, *w_hb, *w_lease_max, *w_when_full;
+    uint8_t dsecret[HASH_KEY_LEN];      /* SipHash-128 key of actor digests */
 };
 
 /* A key as it is stored and compared: the six key words and its hash. */
@@ -375,7 +378,7 @@ static void key_prepare(const struct table *t, const struct table_key *key,
     for (int i = 0; i < 8; i++)
         buf[i] = (uint8_t)(key->rule_id >> (8 * i));
     if (key->actor_len > 32) {
-        hash_siphash128(t->secret, key->actor, key->actor_len, buf + 8);
+        hash_siphash128(t->dsecret, key->actor, key->actor_len, buf + 8);
         stored = 16;
         kflags |= KF_DIGEST;
     } else {
@@ -388,6 +391,26 @@ static void key_prepare(const struct table *t, const struct table_key *key,
     kw->w[1] = (key->actor_len > UINT32_MAX ? UINT32_MAX : key->actor_len) |
                (uint64_t)kflags << 32;
     memcpy(&kw->w[2], buf + 8, 32);
+    kw->tag = (uint32_t)(h >> 40);
+    kw->bucket = (uint32_t)h & t->mask;
+}
+
+/* @w, key words read from a slot of another table, as @t stores and finds
+ * them: the same words (without the counted flag), hashed with @t's secret. */
+static void key_rekey(const struct table *t, const uint64_t w[6], struct table_kw *kw)
+{
+    uint8_t buf[8 + 32];
+    size_t stored = (w[1] >> 32 & KF_DIGEST) ? 16 : (uint32_t)w[1];
+    uint64_t h;
+
+    if (stored > 32)
+        stored = 32;
+    for (int i = 0; i < 8; i++)
+        buf[i] = (uint8_t)(w[0] >> (8 * i));
+    memcpy(buf + 8, &w[2], 32);
+    h = hash_siphash(t->secret, buf, 8 + stored);
+    memcpy(kw->w, w, sizeof(kw->w));
+    kw->w[1] &= ~((uint64_t)KF_COUNTED << 32);
     kw->tag = (uint32_t)(h >> 40);
     kw->bucket = (uint32_t)h & t->mask;
 }
@@ -1223,6 +1246,171 @@ int table_foreach(struct table *t, uint64_t now_ms,
     return 0;
 }
 
+/* ---- room for a new counter --------------------------------------------- */
+
+int table_room_prepared(struct table *t, const struct table_kw *key,
+                        const struct table_limits *lim, uint64_t now_ms)
+{
+    struct table_scan sc;
+    int q;
+
+    if (!t || !key || !lim)
+        return -EINVAL;
+    scan(t, key, now_ms, &sc);
+    if (sc.key_off >= 0 || sc.claim_off >= 0)
+        return 0;
+    if (lim->max_actors) {
+        q = quota_find(t, key->w[0], false);
+        if (q >= 0 && (uint64_t)(load128(qent(t, (uint32_t)q)) >> 64) >> 1 >= lim->max_actors)
+            return -EDQUOT;
+    }
+    return sc.free_off >= 0 ? 0 : -ENOSPC;
+}
+
+/* ---- moving counters between tables (docs/shm.md "Moving counters") ------ */
+
+/* Credit a counter in state @st has left now, under @lim. */
+static uint64_t move_credit(const struct table_limits *lim, u128 st, uint64_t now)
+{
+    struct algo_state cur = { st_idle(st), st_data(st) }, next;
+    struct table_result res;
+
+    algo_apply(lim, TABLE_PEEK, 0, now, &cur, &next, &res);
+    return res.credit;
+}
+
+/*
+ * Puts a counter of @kw in state @st (LIVE, unexpired) into @t: claims a slot
+ * for it, or, when @t has the key already, keeps whichever of the two has
+ * less credit left.  0 claimed, 1 met an existing counter, -ENOSPC.
+ */
+static int move_place(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
+                      u128 st, uint64_t now)
+{
+    struct algo_state first = { st_idle(st), st_data(st) };
+    struct table_limits uncapped = *lim;
+    struct table_scan sc;
+    int r = -EAGAIN;
+
+    for (int attempt = 0; attempt < TABLE_RETRY_MAX && r == -EAGAIN; attempt++) {
+        scan(t, kw, now, &sc);
+        if (sc.key_off >= 0) {
+            struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc.key_off);
+            u128 v = load128(s->state), got;
+
+            while (same_ident((uint64_t)v, sc.key_lo)) {
+                if (move_credit(lim, v, now) <= move_credit(lim, st, now))
+                    return 1;
+                got = cas128(s->state, v, st_make(st_owner(v), PHASE_LIVE, st_flags(v),
+                                                  first.idle, first.data));
+                if (got == v)
+                    return 1;
+                v = got;
+            }
+            continue;
+        }
+        if (sc.claim_off >= 0) {
+            struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc.claim_off);
+
+            if (!wait_change(s, sc.claim_lo))
+                kill_claim(s, sc.claim_lo);
+            continue;
+        }
+        if (sc.free_off < 0)
+            return -ENOSPC;
+        r = claim(t, kw, &uncapped, &sc, &first, 0, now);
+        /* At max_actors the counter still moves, uncounted (it holds no
+         * quota entry count): losing it would hand the actor a fresh quota. */
+        if (r == -EDQUOT) {
+            uncapped.max_actors = 0;
+            r = -EAGAIN;
+        }
+    }
+    return r;
+}
+
+int table_adopt_digests(struct table *t, const struct table *from)
+{
+    if (!t || !from)
+        return -EINVAL;
+    if (memcmp(t->dsecret, from->dsecret, sizeof(t->dsecret)) == 0)
+        return 0;
+    for (uint32_t i = 0; i < t->n_slots; i++)
+        if (st_phase(load128(t->slots[i].state)) != PHASE_FREE)
+            return -EBUSY;
+    memcpy(t->hdr->digest_secret, from->dsecret, sizeof(t->hdr->digest_secret));
+    memcpy(t->dsecret, from->dsecret, sizeof(t->dsecret));
+    return 0;
+}
+
+int table_move(struct table *from, struct table *to, bool remove, table_move_fn pick, void *arg,
+               uint64_t now_ms, struct table_move_stats *ret)
+{
+    struct table_move_stats st = { 0 };
+
+    if (!from || !to || from == to || !pick || !ret)
+        return -EINVAL;
+    for (uint32_t i = 0; i < from->n_slots; i++) {
+        struct table_slot *s = &from->slots[i];
+        u128 v = load128(s->state), got;
+
+        while (st_phase(v) == PHASE_LIVE && st_idle(v) > now_ms) {
+            struct table_limits lim;
+            struct table_kw kw;
+            uint64_t w[6];
+            unsigned algo;
+            int r;
+
+            v = cas128(s->state, v, v);         /* an atomic snapshot */
+            if (st_phase(v) != PHASE_LIVE || st_idle(v) <= now_ms)
+                break;
+            key_read(s, w);
+            if (!same_ident(load_lo(s), (uint64_t)v)) {
+                v = load128(s->state);
+                continue;
+            }
+            /* Leases are credit held from Redis, not counts: never moved. */
+            if (w[1] >> 32 & KF_LEASE)
+                break;
+            algo = (unsigned)(w[1] >> (32 + KF_ALGO_SHIFT)) & 0xffu;
+            memset(&lim, 0, sizeof(lim));
+            if (algo > RULES_ALGO_SLIDING_WINDOW ||
+                pick(w[0], (enum rules_algo)algo, arg, &lim) <= 0 ||
+                lim.algo != (enum rules_algo)algo || lim.lease || algo_check(&lim) < 0)
+                break;
+            /* A digest keyed differently from @to's cannot be found there. */
+            if ((w[1] >> 32 & KF_DIGEST) &&
+                memcmp(from->dsecret, to->dsecret, sizeof(to->dsecret)) != 0) {
+                st.digest++;
+                break;
+            }
+            key_rekey(to, w, &kw);
+            r = move_place(to, &kw, &lim, v, now_ms);
+            if (r < 0) {
+                st.full++;
+                break;
+            }
+            if (!remove) {
+                st.moved++;
+                st.merged += r == 1;
+                break;
+            }
+            got = cas128(s->state, v, st_dead(v));
+            if (got == v) {
+                if (w[1] >> 32 & KF_COUNTED)
+                    quota_release(from, w[0]);
+                st.moved++;
+                st.merged += r == 1;
+                break;
+            }
+            /* A hit changed it meanwhile: place its newer state (less credit). */
+            v = got;
+        }
+    }
+    *ret = st;
+    return 0;
+}
+
 uint32_t table_slots(const struct table *t)
 {
     return t->n_slots;
@@ -1438,6 +1626,18 @@ out:
 }
 
 /* Maps @fd (whose header check_file() accepted or which we just built). */
+/* The digest key: the header's digest_secret, or the secret when it is zero
+ * (every table made before the field existed, and the fast table). */
+static void table_load_dsecret(struct table *t)
+{
+    static const uint8_t zero[HASH_KEY_LEN];
+
+    if (memcmp(t->hdr->digest_secret, zero, sizeof(zero)) != 0)
+        memcpy(t->dsecret, t->hdr->digest_secret, sizeof(t->dsecret));
+    else
+        memcpy(t->dsecret, t->secret, sizeof(t->dsecret));
+}
+
 static int map_file(int fd, uint32_t n_slots, struct table **ret)
 {
     struct table *t;
@@ -1468,6 +1668,7 @@ static int map_file(int fd, uint32_t n_slots, struct table **ret)
     t->w_hb = &t->hdr->heartbeat_ms;
     t->w_lease_max = &t->hdr->lease_max;
     t->w_when_full = &t->hdr->when_full;
+    table_load_dsecret(t);
     *ret = t;
     return 0;
 }
@@ -1501,6 +1702,7 @@ static void init_header(struct table *t, const uint8_t boot_id[16],
     t->hdr->created_ms = clock_now_ms();
     memcpy(t->secret, secret, HASH_KEY_LEN);
     memcpy(t->boot_id, boot_id, sizeof(t->boot_id));
+    table_load_dsecret(t);
 }
 
 /* Builds a complete table file beside @path and renames it over @path. */

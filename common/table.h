@@ -354,4 +354,61 @@ struct table_entry {
 int table_foreach(struct table *t, uint64_t now_ms,
                   int (*fn)(const struct table_entry *e, void *userdata), void *userdata);
 
+/*
+ * Whether a TAKE of @key (prepared under @lim) would find a counter: 0 when
+ * the key has one (or a claim under way) or a new one could be claimed now,
+ * -ENOSPC when its probe window has no reclaimable slot, -EDQUOT when the
+ * rule already holds lim->max_actors counters.  A snapshot: the answer may
+ * change before the next hit.  Writes nothing.  -EINVAL.
+ */
+int table_room_prepared(struct table *t, const struct table_kw *key,
+                        const struct table_limits *lim, uint64_t now_ms);
+
+/* ---- moving counters between tables (docs/shm.md "Moving counters") ------
+ *
+ * When a reload moves a rule to another table (fast_path or source changed),
+ * divvyd carries its counters over, so actors keep their remaining credit.
+ */
+
+/* Asked for every live counter: 1 when rule @rule_id's counters (of
+ * algorithm @algo) belong in the destination, with *ret_lim its limits
+ * there; 0 to leave the counter where it is. */
+typedef int (*table_move_fn)(uint64_t rule_id, enum rules_algo algo, void *arg,
+                             struct table_limits *ret_lim);
+
+struct table_move_stats {
+    uint64_t moved;             /* counters placed in the destination */
+    uint64_t merged;            /* ... of which met a counter of the key there (the one with
+                                 * less credit left was kept) */
+    uint64_t digest;            /* left behind: an actor over 32 bytes is stored as a digest,
+                                 * and the two tables digest with different keys
+                                 * (table_adopt_digests()) */
+    uint64_t full;              /* left behind: no free slot in the destination's probe window */
+};
+
+/*
+ * Makes @t digest long actors (over 32 bytes) with @from's key, so that such
+ * counters can move between the two (table_move()); the bucket hash keeps
+ * @t's own secret.  Only for a table that has never held a counter (just
+ * created or rebuilt): -EBUSY otherwise (and when @t already uses @from's
+ * key: 0).  Written to @t's header, so it holds across reattaching.  Not
+ * concurrent with any other use of @t.  -EINVAL.
+ */
+int table_adopt_digests(struct table *t, const struct table *from);
+
+/*
+ * Places every live, unexpired counter of @from that @pick selects into @to
+ * under the same key (a counter at its rule's max_actors in @to is placed
+ * uncounted rather than dropped).  Where @to already holds the key, the
+ * state with less credit left wins.  With @remove, each placed counter is
+ * then turned DEAD in @from by a CAS from the exact state that was placed;
+ * when a hit changed it in between, its newer state is placed again, so no
+ * hit that reached @from before the CAS is lost.  Lease slots are never
+ * moved.  Safe against concurrent hits on both tables (one CAS per state
+ * change); not concurrent with another table_move() on the same tables.
+ * Returns 0 with *ret filled, or -EINVAL.
+ */
+int table_move(struct table *from, struct table *to, bool remove, table_move_fn pick, void *arg,
+               uint64_t now_ms, struct table_move_stats *ret);
+
 #endif

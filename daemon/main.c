@@ -348,7 +348,7 @@ int main(int argc, char **argv)
     struct config *cfg = NULL;
     struct rules *rules = NULL;
     struct reload *rl = NULL;
-    struct table *fast = NULL, *priv = NULL;
+    struct table *fast = NULL, *priv = NULL, *prv = NULL;
     struct fastfd_opts fo = { 0 };
     struct fastfd *ff = NULL;
     ssize_t sidx;
@@ -371,7 +371,7 @@ int main(int argc, char **argv)
     long ncpu;
     int r, status = 1;
     /* What this start created; removed again if it fails before serving. */
-    bool made_dir = false, priv_new = false, serving = false;
+    bool made_dir = false, priv_new = false, prv_new = false, serving = false;
 
     if (parse_args(argc, argv, &a) < 0)
         return 2;
@@ -441,7 +441,9 @@ int main(int argc, char **argv)
         stored[sidx].fd = -1;           /* fastfd_open() adopts or closes it */
     }
     if (fastfd_open(&fo, &ff) < 0 ||
-        open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv, &priv_new) < 0)
+        open_table(state_dir, "private.table", cfg->table_slots, 0600, &priv, &priv_new) < 0 ||
+        open_table(state_dir, "privileged.table", cfg->privileged_table_slots, 0600, &prv,
+                   &prv_new) < 0)
         goto out;
     fast = fastfd_table(ff);
     /* The store keeps a copy across restarts and crashes (docs/operations.md). */
@@ -465,6 +467,13 @@ int main(int argc, char **argv)
             errno = -r;
             log_msg(LOG_ERR, "not starting: %m");
         }
+        goto out_rcu;
+    }
+    /* Counters of rules whose table changed since the last run move now. */
+    r = reload_set_tables(rl, &(struct tables){ .fast = fast, .priv = priv, .privileged = prv });
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "not starting: %m");
         goto out_rcu;
     }
 
@@ -496,6 +505,7 @@ int main(int argc, char **argv)
     so.fast = fast;
     so.priv = priv;
     so.fastfd = ff;
+    so.privileged = prv;
     so.reload = rl;
     r = make_store(cfg, rl, &store);
     if (r < 0)
@@ -503,6 +513,7 @@ int main(int argc, char **argv)
     /* No fetch can be under way before we start: flags left by a crash go. */
     table_lease_clear_fetches(fast, clock_now_ms());
     table_lease_clear_fetches(priv, clock_now_ms());
+    table_lease_clear_fetches(prv, clock_now_ms());
     so.store = store;
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
@@ -560,6 +571,9 @@ out:
         if (priv_new && (size_t)snprintf(path, sizeof(path), "%s/private.table", state_dir) <
                             sizeof(path))
             unlink(path);
+        if (prv_new && (size_t)snprintf(path, sizeof(path), "%s/privileged.table", state_dir) <
+                           sizeof(path))
+            unlink(path);
         lock_release(&lock, true);
         if (made_dir)
             rmdir(state_dir);
@@ -568,6 +582,7 @@ out:
     notify_stored_free(stored, n_stored);
     fastfd_free(ff);
     table_close(priv);
+    table_close(prv);
     lock_release(&lock, false);
     rules_free(rules);
     config_free(cfg);

@@ -36,7 +36,7 @@
 #define N_CHUNKS         (METRICS_LABELS_MAX / CHUNK)
 #define LABEL_HASH       (2 * METRICS_LABELS_MAX)   /* open addressing, power of two */
 #define N_BUCKETS        19
-#define N_ERRORS         (PROTO_E_BUSY + 1)
+#define N_ERRORS         (PROTO_E_NO_COUNTER + 1)
 #define N_SAMPLES        16                         /* statsd timer samples per worker */
 #define DGRAM_MAX        1432                       /* statsd's advice for a LAN MTU */
 #define HTTP_CONN_MAX    16
@@ -332,11 +332,15 @@ static void render_table(FILE *f, const struct metrics_gauges *g)
     put_head(f, "divvy_table_slots", "gauge", "Counter slots of each counter table.");
     fprintf(f, "divvy_table_slots{table=\"fast\"} %llu\n", (unsigned long long)g->fast.slots);
     fprintf(f, "divvy_table_slots{table=\"private\"} %llu\n", (unsigned long long)g->priv.slots);
+    fprintf(f, "divvy_table_slots{table=\"privileged\"} %llu\n",
+            (unsigned long long)g->privileged.slots);
     put_head(f, "divvy_table_live_slots", "gauge",
              "Slots holding a counter that has not expired (table fill).");
     fprintf(f, "divvy_table_live_slots{table=\"fast\"} %llu\n", (unsigned long long)g->fast.live);
     fprintf(f, "divvy_table_live_slots{table=\"private\"} %llu\n",
             (unsigned long long)g->priv.live);
+    fprintf(f, "divvy_table_live_slots{table=\"privileged\"} %llu\n",
+            (unsigned long long)g->privileged.live);
     put_head(f, "divvy_table_full_total", "counter",
              "Hits that needed a new counter and got none: no free slot (full) or the "
              "rule's max_actors reached, since the table was created.");
@@ -348,6 +352,10 @@ static void render_table(FILE *f, const struct metrics_gauges *g)
             (unsigned long long)g->priv.full_events);
     fprintf(f, "divvy_table_full_total{table=\"private\",reason=\"max_actors\"} %llu\n",
             (unsigned long long)g->priv.quota_events);
+    fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"full\"} %llu\n",
+            (unsigned long long)g->privileged.full_events);
+    fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"max_actors\"} %llu\n",
+            (unsigned long long)g->privileged.quota_events);
 }
 
 /* Admission (docs/daemon.md "Admission"). */

@@ -68,6 +68,7 @@ struct metrics_gauges {
     struct table_stats priv;    /* ... and of the daemon-only table */
     bool have_admit;            /* admission counts below (admit.h) */
     struct admit_stats admit;
+    struct table_stats privileged;  /* ... and of the privileged rules' table */
     bool have_fast_path_hits;   /* false until the table counts clients' hits */
     uint64_t fast_path_hits;
 };

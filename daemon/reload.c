@@ -30,6 +30,8 @@ struct reload {
     char *config_path;
     char *state_dir;                /* rules.<generation> files for fast-path clients */
     struct table *fast;             /* its header announces the generation */
+    struct tables tables;           /* counters move when a rule changes table */
+    bool have_tables;
     char settings[1024];            /* the startup server/table settings, as text */
     struct published *current;      /* RCU-protected */
     pthread_mutex_t lock;           /* serialises writers */
@@ -65,10 +67,11 @@ static void settings_text(const struct config *cfg, char *buf, size_t size)
     size_t pos = 0;
     int n;
 
-    n = snprintf(buf, size, "%s|%u|%u|%zu|%o|%s|%u|%u|%d|",
+    n = snprintf(buf, size, "%s|%u|%u|%zu|%o|%s|%u|%u|%u|%d|",
                  cfg->state_dir ? cfg->state_dir : "", cfg->workers, cfg->max_connections,
                  cfg->max_output_bytes, cfg->socket_mode, cfg->admin_group ? cfg->admin_group : "",
-                 (unsigned)cfg->table_slots, (unsigned)cfg->fast_table_slots, (int)cfg->when_full);
+                 (unsigned)cfg->table_slots, (unsigned)cfg->fast_table_slots,
+                 (unsigned)cfg->privileged_table_slots, (int)cfg->when_full);
     if (n < 0 || (size_t)n >= size)
         return;
     pos = (size_t)n;
@@ -251,6 +254,25 @@ fail:
     return r;
 }
 
+int reload_set_tables(struct reload *rl, const struct tables *tb)
+{
+    int r;
+
+    pthread_mutex_lock(&rl->lock);
+    rl->tables = *tb;
+    rl->have_tables = true;
+    /* New tables digest long actors like the fast table, so that those
+     * counters can move too (-EBUSY: a reattached table keeps its key). */
+    if (tb->priv && tb->fast)
+        table_adopt_digests(tb->priv, tb->fast);
+    if (tb->privileged && tb->fast)
+        table_adopt_digests(tb->privileged, tb->fast);
+    /* No reader runs yet at start: one pass that removes as it moves. */
+    r = tables_settle(&rl->tables, rl->current->st.rules, true, "start");
+    pthread_mutex_unlock(&rl->lock);
+    return r;
+}
+
 void reload_free(struct reload *rl)
 {
     struct published *p;
@@ -283,6 +305,7 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
     struct published *p = NULL, *old;
     struct diag *diag;
     uint64_t gen;
+    bool move;
     int r;
 
     diag = malloc(sizeof(*diag));
@@ -328,6 +351,20 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
                     "they take effect only after a restart (rules, store.mode and per-rule "
                     "store are reloaded now)", rl->config_path);
     }
+    /*
+     * Counters of rules that change table (fast_path, source) move in two
+     * passes (docs/daemon.md "Counter tables"): copied before the new rules
+     * are published, so the first hit under them finds its counter; moved
+     * again (merged, then removed from the old table) after a grace period,
+     * when no daemon thread can still decide under the previous rules (a
+     * fast-path client's hit in flight across the swap is the documented
+     * exception).
+     */
+    /* Only a reload that changes some rule's table walks the tables (at
+     * start they always are: the last run's config is unknown). */
+    move = rl->have_tables && tables_changed(&rl->tables, rl->current->st.rules, rules) != 0;
+    if (move)
+        tables_settle(&rl->tables, rules, false, who);
     p->st.rules = rules;
     p->st.generation = gen;
     rules = NULL;
@@ -335,6 +372,12 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
     /* The file is complete before the generation that names it is visible. */
     table_set_generation(rl->fast, gen);
     remove_old_rules_files(rl, gen);
+    if (move) {
+        urcu_memb_synchronize_rcu();
+        if (tables_settle(&rl->tables, p->st.rules, true, who) < 0)
+            log_msg(LOG_ERR, "reload (%s): out of memory moving counters between tables; "
+                    "they move at the next reload or start", who);
+    }
     rl->next_generation = gen + 1;
     rl->n_ok++;
     *ret_generation = gen;

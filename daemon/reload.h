@@ -15,6 +15,7 @@
 
 #include "rules.h"
 #include "table.h"
+#include "tables.h"
 
 struct reload_state {
     struct rules *rules;
@@ -37,6 +38,15 @@ struct reload;
 struct config;
 int reload_new(const char *config_path, const struct config *cfg, const char *state_dir,
                struct table *fast, struct reload **ret, struct diag *reterr);
+
+/*
+ * Gives the reloads the daemon's counter tables (borrowed until
+ * reload_free()), so that a reload that moves a rule to another table
+ * (fast_path or source changed) carries its counters over.  Also moves, at
+ * once, the counters the current rules find in the wrong table (a config
+ * changed between two runs).  Call before any reader runs.  0 or -ENOMEM.
+ */
+int reload_set_tables(struct reload *rl, const struct tables *tb);
 
 /* Unpublishes and frees after the last grace period (rcu_barrier).  NULL-safe.
  * No reader may run any more. */

@@ -563,6 +563,28 @@ static enum table_op op_of(enum proto_verb verb)
 static void hit_start(struct conn *c, const struct proto_req *req,
                       const struct reload_state *st);
 
+/* The table of rule @r's host counters (eval_table()). */
+static struct table *srv_table_of(const struct worker *w, const struct rules_rule *r)
+{
+    struct eval_env env = { .fast = w->s->o.fast, .priv = w->s->o.priv,
+                            .privileged = w->s->o.privileged };
+
+    return eval_table(&env, r);
+}
+
+/* ERR no-counter's reason (docs/protocol.md "Errors"), logged (rate-limited):
+ * the operator must size table.privileged_slots / max_actors (docs/pam.md). */
+static const char *srv_no_counter_reason(int r)
+{
+    static struct log_ratelimit rl_no_counter;
+    const char *why = r == -EDQUOT ? "a privileged rule is at its max_actors: not counted"
+                                   : "the privileged table is full: not counted";
+
+    log_ratelimited(&rl_no_counter, LOG_ERR, "ERR no-counter: %s (raise table.privileged_slots "
+                    "or the rule's max_actors)", why);
+    return why;
+}
+
 static void do_hit(struct conn *c, const struct proto_req *req)
 {
     struct worker *w = c->w;
@@ -592,6 +614,7 @@ static void do_hit(struct conn *c, const struct proto_req *req)
     env.rules = st->rules;
     env.fast = w->s->o.fast;
     env.priv = w->s->o.priv;
+    env.privileged = w->s->o.privileged;
     env.full_allow = w->s->o.full_allow;
     r = eval_request(&env, &rq, op, req->amount, clock_now_ms(), &res);
     if (r >= 0) {
@@ -601,6 +624,10 @@ static void do_hit(struct conn *c, const struct proto_req *req)
             snprintf(rule, sizeof(rule), "%s", decider.id_str);
     }
     urcu_memb_read_unlock();
+    if (r == -ENOSPC || r == -EDQUOT) {
+        reply_err(c, PROTO_E_NO_COUNTER, srv_no_counter_reason(r));
+        return;
+    }
     if (r < 0) {
         errno = -r;
         log_ratelimited(&rl_internal, LOG_ERR, "evaluating a request failed: %m");
@@ -751,6 +778,7 @@ static void hit_env(struct worker *w, const struct rules *rs, struct eval_env *e
     env->rules = rs;
     env->fast = w->s->o.fast;
     env->priv = w->s->o.priv;
+    env->privileged = w->s->o.privileged;
     env->full_allow = w->s->o.full_allow;
 }
 
@@ -909,7 +937,7 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
 {
     struct store *st = w->s->o.store;
     struct rules_req rq = hit_rq(h);
-    struct table *t = r->fast_path ? w->s->o.fast : w->s->o.priv;
+    struct table *t = srv_table_of(w, r);
     struct table_limits lim;
     struct table_lease_result lr;
     struct table_key tk;
@@ -969,6 +997,8 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
         lease_limits(w, r, &lim);
         /* After two fetches that others drained first, take it directly. */
         rc = table_lease_take(t, &tk, &lim, h->n, h->lease_tries < 2, now, &lr);
+        if ((rc == -ENOSPC || rc == -EDQUOT) && r->source == RULES_SOURCE_PRIVILEGED)
+            return rc;                  /* ERR no-counter, as eval_rule() */
         if (rc == -ENOSPC || rc == -EDQUOT) {
             memset(o, 0, sizeof(*o));
             o->rule = r->index;
@@ -1108,7 +1138,7 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
 {
     const struct rules *rs = st->rules;
     bool same = st->generation == h->generation;
-    struct table *t = h->step_rule.fast_path ? w->s->o.fast : w->s->o.priv;
+    struct table *t = srv_table_of(w, &h->step_rule);
     struct table_key tk = { .rule_id = h->step_rule.id, .actor = h->actor,
                             .actor_len = h->actor_len };
     struct table_limits lim;
@@ -1210,7 +1240,13 @@ static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, 
 {
     int n;
 
-    if (r < 0) {
+    if (r == -ENOSPC || r == -EDQUOT) {
+        stat_inc(&w->st.errors);
+        metrics_error(w->mw, PROTO_E_NO_COUNTER);
+        n = proto_fmt_err(h->reply, sizeof(h->reply), PROTO_E_NO_COUNTER,
+                          srv_no_counter_reason(r));
+        h->reply_len = n > 0 ? (size_t)n : 0;
+    } else if (r < 0) {
         errno = -r;
         log_ratelimited(&rl_internal, LOG_ERR, "evaluating a request failed: %m");
         stat_inc(&w->st.errors);
@@ -1388,7 +1424,7 @@ static void do_stats(struct conn *c)
 {
     struct srv *s = c->w->s;
     struct wstats sum = { 0 };
-    struct table_stats fast, priv;
+    struct table_stats fast, priv, prv;
     struct store_stats rs = { 0 };
     uint64_t gen, n_rules, ok, rejected, now = clock_now_ms();
     const struct reload_state *st;
@@ -1419,6 +1455,7 @@ static void do_stats(struct conn *c)
     reload_counts(s->o.reload, &ok, &rejected);
     table_stats(s->o.fast, now, &fast);
     table_stats(s->o.priv, now, &priv);
+    table_stats(s->o.privileged, now, &prv);
     if (s->o.store)
         store_stats(s->o.store, &rs);
     admit_stats(s->admit, &as);
@@ -1430,7 +1467,7 @@ static void do_stats(struct conn *c)
                "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
                "table_slots=%llu\ntable_live=%llu\nfast_table_slots=%llu\n"
                "fast_table_live=%llu\ntable_full_events=%llu\nfast_path_hits=%llu\n",
-               29 + n_admit, (unsigned long long)((now - s->started_ms) / 1000),
+               31 + n_admit, (unsigned long long)((now - s->started_ms) / 1000),
                (unsigned long long)(as.tcp_conns + as.unix_conns + as.reserve_conns),
                (unsigned long long)sum.hits, (unsigned long long)sum.accepted,
                (unsigned long long)sum.rejected, (unsigned long long)sum.canary_accepted,
@@ -1453,6 +1490,8 @@ static void do_stats(struct conn *c)
                (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
                (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
                (unsigned long long)sum.refill_dropped);
+    append_fmt(buf, sizeof(buf), &pos, "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
+               (unsigned long long)prv.slots, (unsigned long long)prv.live);
     append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
     reply_text(c, buf);
 }
@@ -1667,6 +1706,7 @@ static void do_counters(struct conn *c, const struct proto_req *req)
     cs.n_ids = n_rules;
     table_foreach(c->w->s->o.fast, cs.now, collect_counter, &cs);
     table_foreach(c->w->s->o.priv, cs.now, collect_counter, &cs);
+    table_foreach(c->w->s->o.privileged, cs.now, collect_counter, &cs);
     if (cs.n > 1)
         qsort(cs.rows, cs.n, sizeof(*cs.rows), row_cmp);
     if (cs.n < max)
@@ -2532,6 +2572,7 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     reload_counts(s->o.reload, &g->reloads_ok, &g->reloads_rejected);
     table_stats(s->o.fast, now, &g->fast);
     table_stats(s->o.priv, now, &g->priv);
+    table_stats(s->o.privileged, now, &g->privileged);
     g->have_fast_path_hits = true;
     g->fast_path_hits = table_fast_hits(s->o.fast);
 }
@@ -2582,6 +2623,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     if (secs % every == 0) {
         table_sweep(s->o.fast, now);
         table_sweep(s->o.priv, now);
+        table_sweep(s->o.privileged, now);
     }
 }
 

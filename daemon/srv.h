@@ -41,6 +41,7 @@ struct srv_opts {
     bool full_allow;            /* full-table policy */
     struct table *fast;
     struct table *priv;
+    struct table *privileged;   /* source = privileged rules (daemon/tables.h) */
     struct reload *reload;
     struct store *store;        /* Redis (docs/redis.md); NULL: every rule is local */
     enum config_redis_error on_redis_error;

@@ -261,6 +261,7 @@ int client_err_errno(const char *code, size_t len)
         { "line-too-long", EMSGSIZE }, { "forbidden", EPERM },
         { "busy", EBUSY },             { "reload-failed", EINVAL },
         { "unknown-command", ENOSYS }, { "unknown", EIO },
+        { "no-counter", ENOSPC },
     };
 
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)

@@ -20,6 +20,8 @@
  *   -EPERM                  ERR forbidden (admin verb from a non-admin peer)
  *   -EBUSY                  ERR busy (daemon at its connection limit)
  *   -ENOSYS                 ERR unknown-command (a daemon without the verb)
+ *   -ENOSPC                 ERR no-counter (a privileged rule found no free
+ *                           counter: the request was not counted)
  *   -EIO                    ERR unknown (daemon-internal error), or an ERR code
  *                           this library does not know
  *   -ENOTSUP                DIVVY_FAST_ONLY and the request needs the socket

@@ -330,8 +330,15 @@ static void pd_tell_locked(pam_handle_t *pamh, const struct pd_args *args,
         pam_error(pamh, "Too many failed login attempts: logins are refused.");
 }
 
+/*
+ * divvyd could not answer (-errno @r, @why): fail_open or fail_closed
+ * decides.  -ENOSPC is divvyd's "ERR no-counter": it runs, but a login rule
+ * found no free counter for this login (its privileged table full, or the
+ * rule at max_actors), so the login cannot be throttled: said so, at LOG_ERR,
+ * because the operator must size the table (docs/pam.md "Sizing").
+ */
 static int pd_outage(pam_handle_t *pamh, const struct pd_args *args, enum pd_phase phase,
-                     const struct pd_req *req, const char *why)
+                     const struct pd_req *req, int r, const char *why)
 {
     int rv;
 
@@ -343,8 +350,11 @@ static int pd_outage(pam_handle_t *pamh, const struct pd_args *args, enum pd_pha
     } else {
         rv = phase == PD_PHASE_ACCOUNT ? PAM_PERM_DENIED : PAM_AUTHINFO_UNAVAIL;
     }
-    pam_syslog(pamh, LOG_ERR, "%s for user '%s' from '%s': divvyd at %s: %s; %s",
+    pam_syslog(pamh, LOG_ERR, "%s for user '%s' from '%s': divvyd at %s: %s%s; %s",
                pd_mode_name(args->mode), req->user, req->rhost, args->address, why,
+               r == -ENOSPC ? " (no free counter for a login rule: this login cannot be "
+                              "throttled; raise table.privileged_slots or the rule's "
+                              "max_actors)" : "",
                args->mode == PD_MODE_AUTHFAIL ? "failure not counted"
                : args->fail_closed ? "fail_closed: refusing" : "fail_open: continuing");
     return rv;
@@ -384,7 +394,7 @@ static int pd_run(pam_handle_t *pamh, int flags, int argc, const char **argv,
 
     r = pd_ask(&args, &req, &res, why, sizeof(why));
     if (r < 0) {
-        rv = pd_outage(pamh, &args, phase, &req, why);
+        rv = pd_outage(pamh, &args, phase, &req, r, why);
         goto out;
     }
 

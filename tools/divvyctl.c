@@ -237,8 +237,9 @@ static const char ctl_help_stats[] =
     "Prints divvyd's STATS counters, one name and value per line (uptime_seconds,\n"
     "connections, hits_total, hits_accepted, hits_rejected, errors_total,\n"
     "reloads_ok, reloads_rejected, config_generation, rules, table_slots,\n"
-    "table_live, fast_table_slots, fast_table_live, table_full_events, and any\n"
-    "that a newer divvyd adds).\n"
+    "table_live, fast_table_slots, fast_table_live, table_full_events,\n"
+    "privileged_table_slots, privileged_table_live, and any that a newer divvyd\n"
+    "adds).\n"
     "\n"
     "Options:\n"
     "  -j, --json          {\"uptime_seconds\": 86400, \"connections\": 12, ...}\n"
@@ -885,9 +886,11 @@ static int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char
            PRIu64 "\n", ctl_stat(lines, n, "hits_total"), ctl_stat(lines, n, "hits_accepted"),
            ctl_stat(lines, n, "hits_rejected"), ctl_stat(lines, n, "errors_total"));
     printf("  counters     %" PRIu64 " of %" PRIu64 " slots; fast path %" PRIu64 " of %" PRIu64
-           "; table full %" PRIu64 " times\n", ctl_stat(lines, n, "table_live"),
-           ctl_stat(lines, n, "table_slots"), ctl_stat(lines, n, "fast_table_live"),
-           ctl_stat(lines, n, "fast_table_slots"), ctl_stat(lines, n, "table_full_events"));
+           "; privileged %" PRIu64 " of %" PRIu64 "; table full %" PRIu64 " times\n",
+           ctl_stat(lines, n, "table_live"), ctl_stat(lines, n, "table_slots"),
+           ctl_stat(lines, n, "fast_table_live"), ctl_stat(lines, n, "fast_table_slots"),
+           ctl_stat(lines, n, "privileged_table_live"),
+           ctl_stat(lines, n, "privileged_table_slots"), ctl_stat(lines, n, "table_full_events"));
     divvy_lines_free(lines, n);
     return CTL_EXIT_OK;
 }

@@ -487,6 +487,7 @@ static int top_refresh(struct ctl *ctl, struct top_state *st, const struct top_t
 {
     char **lines = NULL, up[32], rate[48] = "", clock_text[16];
     uint64_t gen = 0, hits = 0, uptime = 0, rules = 0, live = 0, slots = 0, flive = 0, fslots = 0;
+    uint64_t plive = 0, pslots = 0;
     size_t n = 0;
     int rows = 0, cols = 0, wrule = 4, r;
     long max = st->max;
@@ -523,6 +524,10 @@ static int top_refresh(struct ctl *ctl, struct top_state *st, const struct top_t
             flive = v;
         else if (strcmp(lines[i], "fast_table_slots") == 0)
             fslots = v;
+        else if (strcmp(lines[i], "privileged_table_live") == 0)
+            plive = v;
+        else if (strcmp(lines[i], "privileged_table_slots") == 0)
+            pslots = v;
     }
     divvy_lines_free(lines, n);
     if (gen != st->generation || !st->rules) {
@@ -560,8 +565,9 @@ static int top_refresh(struct ctl *ctl, struct top_state *st, const struct top_t
     strftime(clock_text, sizeof(clock_text), "%H:%M:%S", &tm);
     ctl_fmt_duration(uptime, up, sizeof(up));
     top_putf(out, cols, t->screen, "%s  up %s  %" PRIu64 " rules (gen %" PRIu64 ")  hits %"
-             PRIu64 "%s  counters %" PRIu64 "/%" PRIu64 " + fast %" PRIu64 "/%" PRIu64 "  %s",
-             clock_text, up, rules, gen, hits, rate, live, slots, flive, fslots, ctl->address);
+             PRIu64 "%s  counters %" PRIu64 "/%" PRIu64 " + fast %" PRIu64 "/%" PRIu64
+             " + privileged %" PRIu64 "/%" PRIu64 "  %s", clock_text, up, rules, gen, hits, rate,
+             live, slots, flive, fslots, plive, pslots, ctl->address);
     top_putf(out, cols, t->screen, "%s%s%s%s",
              st->sort_used ? "most used first" : "least credit first",
              st->rule ? ", rule " : "", st->rule ? st->rule : "",

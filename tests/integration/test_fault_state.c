@@ -35,7 +35,7 @@
 #define OUT_SIZE   8192
 
 static const char state_conf[] =
-    "table = { slots = 64; fast_slots = 64; };\n"
+    "table = { slots = 64; fast_slots = 64; privileged_slots = 64; };\n"
     "rules = (\n"
     "    { match = { path = \"/u\"; }; credit_limit = 100; reset_seconds = 3600;\n"
     "      actor = \"user\"; },\n"
@@ -306,8 +306,8 @@ static void test_fault_state_unwritable_tables(void **state)
     struct harness_daemon *d = NULL;
     struct harness_conn *c;
     char sock[HARNESS_PATH + 32], run[HARNESS_PATH + 8], path[HARNESS_PATH + 32];
-    struct stat before[2], after[2];
-    const char *names[2] = { "fast.snapshot", "private.table" };
+    struct stat before[3], after[3];
+    const char *names[3] = { "fast.snapshot", "private.table", "privileged.table" };
     char listing[1024];
     struct run_plan p;
     struct run_result *res;
@@ -336,7 +336,7 @@ static void test_fault_state_unwritable_tables(void **state)
         assert_int_equal(chown(path, NOBODY, NOBODY), 0);
         assert_int_equal(chmod(d->config, 0644), 0);
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof(path), "%s/%s", d->state, names[i]);
         if (!nobody_mode())
             assert_int_equal(chmod(path, 0400), 0);
@@ -344,8 +344,8 @@ static void test_fault_state_unwritable_tables(void **state)
     }
     list_dir(d->state, listing, sizeof(listing));
     /* The fast table lives in a memfd; a clean stop leaves its snapshot. */
-    if (strncmp(listing, "divvyd.lock fast.snapshot private.table rules.", 46) != 0 ||
-        strchr(listing + 46, ' '))
+    if (strncmp(listing, "divvyd.lock fast.snapshot private.table privileged.table rules.", 63) != 0 ||
+        strchr(listing + 63, ' '))
         fail_msg("after a clean stop the state dir holds \"%s\"", listing);
     snprintf(sock, sizeof(sock), "unix:%s/divvy.sock", run);
     p = (struct run_plan){ .config = d->config, .state = d->state, .listen = sock,
@@ -354,7 +354,7 @@ static void test_fault_state_unwritable_tables(void **state)
     expect_refused(res, "private.table", "Permission denied");
     /* The tables are there, untouched; no new rules file, no temporary. */
     expect_listing(res, listing);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof(path), "%s/%s", d->state, names[i]);
         assert_int_equal(stat(path, &after[i]), 0);
         assert_int_equal(after[i].st_ino, before[i].st_ino);
@@ -380,9 +380,10 @@ static void test_fault_state_unwritable_tables(void **state)
 
 /*
  * tmpfs sizes (pages of 4 KiB) against the lock file (its PID: one page),
- * the 64-slot private table of 24 KiB (6 pages; the fast table is a memfd,
- * never in the state dir) and a rules file of one page: 16k holds the lock
- * and no table, 28k the lock and the table but no rules file.  @sub: divvyd
+ * the 64-slot private and privileged tables of 24 KiB (6 pages) each (the
+ * fast table is a memfd, never in the state dir) and a rules file of one
+ * page: 16k holds the lock and no table, 40k the lock and the private table
+ * only, 52k the lock and both tables but no rules file.  @sub: divvyd
  * creates the state dir inside the tmpfs.
  */
 static void full_fs(const char *size, bool sub, const char *failing)
@@ -418,10 +419,16 @@ static void test_fault_state_full_first_table(void **state)
     full_fs("16k", false, "private.table");
 }
 
+static void test_fault_state_full_third_table(void **state)
+{
+    (void)state;
+    full_fs("40k", false, "privileged.table");
+}
+
 static void test_fault_state_full_rules_file(void **state)
 {
     (void)state;
-    full_fs("28k", false, "rules.");
+    full_fs("52k", false, "rules.");
 }
 
 static void test_fault_state_full_made_dir(void **state)
@@ -440,6 +447,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fault_state_unwritable_tables, harness_setup,
                                         state_teardown),
         cmocka_unit_test_setup_teardown(test_fault_state_full_first_table, harness_setup,
+                                        state_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_state_full_third_table, harness_setup,
                                         state_teardown),
         cmocka_unit_test_setup_teardown(test_fault_state_full_rules_file, harness_setup,
                                         state_teardown),

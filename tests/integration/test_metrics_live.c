@@ -167,6 +167,9 @@ static void test_metrics_prometheus_scrape(void **state)
     expect_line(body, "divvy_rules 4");
     expect_line(body, "divvy_reloads_total{result=\"rejected\"} 0");
     expect_line(body, "divvy_table_slots{table=\"private\"} 65536");
+    expect_line(body, "divvy_table_slots{table=\"privileged\"} 65536");
+    expect_line(body, "divvy_table_live_slots{table=\"privileged\"} 0");
+    expect_line(body, "divvy_table_full_total{table=\"privileged\",reason=\"full\"} 0");
     assert_non_null(strstr(body, "\ndivvy_config_generation "));
 
     /* promtool on the live scrape: one warning, the one divvy's name earns. */

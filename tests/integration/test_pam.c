@@ -156,7 +156,7 @@ static void write_text(const char *dir, const char *name, const char *text)
 /* The services the tests use; pam_matrix wants user:password:service. */
 static const char *const services[] = {
     "dv", "dv-closed", "dv-silent", "dv-slow", "dv-slow-closed", "dv-down", "dv-down-closed",
-    "dv-loop", "dv-wrap",
+    "dv-loop", "dv-wrap", "dv-full", "dv-full-closed",
 };
 static const char *const users[] = { "alice", "bob", "carol", "dave", "root", "erin" };
 
@@ -746,6 +746,113 @@ static void test_pam_pamtester_wrapper(void **state)
     }
 }
 
+/*
+ * The privileged table full (docs/pam.md "Sizing"): divvyd answers the login
+ * rules' TAKE and PEEK with ERR no-counter; pam_divvy logs it and applies
+ * fail_open / fail_closed (in-process, and pamtester under pam_wrapper, whose
+ * debug log carries pam_syslog()'s lines).
+ */
+static void wrap_service(const char *svcdir, const char *args)
+{
+    char from[PATH_MAX * 2], to[PATH_MAX * 2];
+
+    write_service("dv-wrap", args);
+    snprintf(from, sizeof(from), "%s/dv-wrap", confdir);
+    snprintf(to, sizeof(to), "%s/dv-wrap", svcdir);
+    assert_int_equal(rename(from, to), 0);
+}
+
+static void test_pam_privileged_table_full(void **state)
+{
+    static const char prefix[] = "table = { privileged_slots = 64; };\n";
+    struct harness_opts o = { .config_name = "divvy.conf" };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c;
+    char src[512], r[HARNESS_LINE], req[128], args[512], svcdir[PATH_MAX], out[8192];
+    char *text;
+    struct attempt a;
+    FILE *f;
+    long size;
+    int rc;
+
+    (void)state;
+    if (!have_matrix())
+        skip();
+    CHECK(harness_src_path("etc/divvy.conf", src, sizeof(src)));
+    f = fopen(src, "r");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    size = ftell(f);
+    rewind(f);
+    text = harness_scratch(sizeof(prefix) + (size_t)size + 1);
+    assert_non_null(text);
+    memcpy(text, prefix, sizeof(prefix) - 1);
+    assert_int_equal(fread(text + sizeof(prefix) - 1, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    o.config_text = text;
+    CHECK(harness_start(&o, &d));
+
+    /* Fill the privileged table with root's failures from many sources. */
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    for (int i = 0; i < 64; i++) {
+        snprintf(req, sizeof(req), "TAKE 1 event=authfail user=root rhost=10.9.1.%d", i);
+        CHECK(harness_cmd(c, req, r, sizeof(r)));
+        if (strncmp(r, "ERR no-counter ", 15) == 0)
+            break;
+        EXPECT_PREFIX(r, "OK true ");
+    }
+    EXPECT_PREFIX(r, "ERR no-counter ");
+    harness_close(c);
+
+    /* fail_open: the login goes on (logged); fail_closed: refused before the prompt. */
+    socket_arg(d->sock, "timeout_ms=2000", args, sizeof(args));
+    write_service("dv-full", args);
+    socket_arg(d->sock, "timeout_ms=2000 fail_closed", args, sizeof(args));
+    write_service("dv-full-closed", args);
+    login("dv-full", "alice", PASSWORD, "198.51.100.80", false, &a);
+    assert_int_equal(a.rv, PAM_SUCCESS);
+    assert_int_equal(a.prompts, 1);
+    login("dv-full", "alice", WRONG, "198.51.100.80", false, &a);
+    assert_int_equal(a.rv, PAM_AUTH_ERR);
+    login("dv-full-closed", "alice", PASSWORD, "198.51.100.80", false, &a);
+    assert_int_equal(a.rv, PAM_AUTHINFO_UNAVAIL);
+    assert_int_equal(a.prompts, 0);
+
+    /* The same through pamtester, with pam_syslog()'s lines in pam_wrapper's log. */
+    assert_true(fits(snprintf(svcdir, sizeof(svcdir), "%s/wrapfull", confdir), sizeof(svcdir)));
+    mkdir(svcdir, 0700);
+    setenv("PAM_WRAPPER_DEBUGLEVEL", "2", 1);
+    socket_arg(d->sock, "timeout_ms=2000", args, sizeof(args));
+    wrap_service(svcdir, args);
+    rc = run_pamtester(svcdir, "alice", "198.51.100.81", PASSWORD, out, sizeof(out));
+    if (rc == -ENOENT) {
+        unsetenv("PAM_WRAPPER_DEBUGLEVEL");
+        fprintf(stderr, "  (pamtester or libpam_wrapper.so missing: skipping that part)\n");
+        goto out;
+    }
+    if (rc != 0 || !strstr(out, "successfully authenticated") ||
+        !strstr(out, "no-counter") || !strstr(out, "no free counter for a login rule") ||
+        !strstr(out, "fail_open: continuing"))
+        fail_msg("pamtester, fail_open, privileged table full: exit %d\n%s", rc, out);
+    socket_arg(d->sock, "timeout_ms=2000 fail_closed", args, sizeof(args));
+    wrap_service(svcdir, args);
+    rc = run_pamtester(svcdir, "alice", "198.51.100.81", PASSWORD, out, sizeof(out));
+    unsetenv("PAM_WRAPPER_DEBUGLEVEL");
+    if (rc == 0 || !strstr(out, "no free counter for a login rule") ||
+        !strstr(out, "fail_closed: refusing"))
+        fail_msg("pamtester, fail_closed, privileged table full: exit %d\n%s", rc, out);
+out:
+    {
+        char path[PATH_MAX * 2];
+
+        snprintf(path, sizeof(path), "%s/dv-wrap", svcdir);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/pamtester.out", svcdir);
+        unlink(path);
+        rmdir(svcdir);
+    }
+}
+
 /* ---- (c) many calls in one process ------------------------------------------------------ */
 
 static int count_fds(void)
@@ -869,6 +976,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pam_daemon_down, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_pam_daemon_hung, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_pam_pamtester_wrapper, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_pam_privileged_table_full, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_pam_many_calls_no_leak, harness_setup,
                                         harness_teardown),

@@ -182,6 +182,7 @@ static void test_config_example_ini_values(void **state)
     assert_string_equal(match_of(r, "ip"), "*");
     assert_int_equal(r->n_actor, 1);
     assert_string_equal(r->actor[0], "ip");
+    assert_int_equal(r->max_actors, 20000);
     assert_int_equal(r->policy, RULES_POLICY_STOP);
     r = rule(cfg, 4);
     assert_string_equal(match_of(r, "foo"), "3");
@@ -189,7 +190,7 @@ static void test_config_example_ini_values(void **state)
     assert_true(r->is_default);
     assert_int_equal(r->n_match, 0);
     assert_int_equal(r->credit_limit, 0);
-    assert_int_equal(r->line, 30);
+    assert_int_equal(r->line, 33);
     assert_string_equal(r->comment, "Default deny!");
     assert_string_equal(r->file, cfg->path);
     /* Server settings keep their defaults in a divvy config. */
@@ -207,6 +208,7 @@ static void test_config_example_ini_values(void **state)
     assert_string_equal(cfg->admin_group, "divvy-admin");
     assert_int_equal(cfg->table_slots, 65536);
     assert_int_equal(cfg->fast_table_slots, 65536);
+    assert_int_equal(cfg->privileged_table_slots, 65536);
     assert_int_equal(cfg->when_full, CONFIG_FULL_DENY);
     config_free(cfg);
 }
@@ -271,8 +273,8 @@ static void test_config_json_lines(void **state)
     (void)state;
     assert_int_equal(rule(cfg, 0)->line, 3);
     assert_int_equal(rule(cfg, 1)->line, 13);
-    assert_int_equal(rule(cfg, 4)->line, 45);
-    assert_int_equal(rule(cfg, 5)->line, 57);
+    assert_int_equal(rule(cfg, 4)->line, 47);
+    assert_int_equal(rule(cfg, 5)->line, 60);
     assert_int_equal(rule(cfg, 0)->match[0].line, 5);
     config_free(cfg);
 }
@@ -705,9 +707,10 @@ static void test_config_error_server_ranges(void **state)
                         "  max_output_bytes = 1;\n"
                         "  listen = ( \"tcp:h:0\", \"unix:\", \"tcp:host\" );\n"
                         "};\n"
-                        "table = { slots = 1; fast_slots = 0x100000000L; };\n"
+                        "table = { slots = 1; fast_slots = 0x100000000L; "
+                        "privileged_slots = 63; };\n"
                         "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n";
-    static const unsigned lines[] = { 2, 3, 4, 5, 6, 6, 6, 8, 8 };
+    static const unsigned lines[] = { 2, 3, 4, 5, 6, 6, 6, 8, 8, 8 };
     struct config *cfg = NULL;
     char path[1024];
     struct diag d;
@@ -722,6 +725,7 @@ static void test_config_error_server_ranges(void **state)
         assert_int_equal(d.e[i].line, lines[i]);
     assert_non_null(strstr(d.e[0].msg, "workers"));
     assert_non_null(strstr(d.e[7].msg, "slots"));
+    assert_non_null(strstr(d.e[9].msg, "privileged_slots"));
 }
 
 static void round_trip(const struct config *cfg);
@@ -836,6 +840,7 @@ static void round_trip(const struct config *cfg)
     assert_int_equal(again->socket_mode, cfg->socket_mode);
     assert_int_equal(again->table_slots, cfg->table_slots);
     assert_int_equal(again->fast_table_slots, cfg->fast_table_slots);
+    assert_int_equal(again->privileged_table_slots, cfg->privileged_table_slots);
     assert_int_equal(again->when_full, cfg->when_full);
     config_free(again);
 }

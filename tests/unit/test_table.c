@@ -1261,6 +1261,162 @@ static void test_table_snapshot_restore(void **state)
     table_close(t);
 }
 
+/* ---- moving counters (table_move, docs/shm.md "Moving counters") ---------- */
+
+struct move_pick_arg {
+    uint64_t rule;
+    struct table_limits lim;
+};
+
+static int move_pick(uint64_t rule_id, enum rules_algo algo, void *arg,
+                     struct table_limits *ret_lim)
+{
+    const struct move_pick_arg *a = arg;
+
+    (void)algo;
+    if (rule_id != a->rule)
+        return 0;
+    *ret_lim = a->lim;
+    return 1;
+}
+
+static struct table *open_other(const struct fixture *f, uint32_t n_slots)
+{
+    struct table_open_info info;
+    struct table *t = NULL;
+    char path[160];
+
+    snprintf(path, sizeof(path), "%s/other", f->dir);
+    assert_int_equal(table_open(path, n_slots, 0600, &t, &info), 0);
+    return t;
+}
+
+static uint64_t credit_of(struct table *t, uint64_t rule, const char *actor,
+                          const struct table_limits *lim, uint64_t now)
+{
+    struct table_result res;
+
+    assert_int_equal(hit(t, rule, actor, lim, TABLE_PEEK, 1, now, &res), 0);
+    return res.credit;
+}
+
+static void test_table_move_copy_then_remove(void **state)
+{
+    struct fixture *f = *state;
+    struct table *from = open_table(f, 1024, NULL), *to = open_other(f, 1024);
+    struct move_pick_arg a = { .rule = 1, .lim = window(50, HOUR) };
+    struct table_limits lim2 = window(10, HOUR);
+    struct table_move_stats st;
+    struct table_result res;
+
+    assert_int_equal(hit(from, 1, "alice", &a.lim, TABLE_TAKE, 7, NOW, &res), 0);
+    assert_int_equal(res.credit, 43);
+    assert_int_equal(take1(from, 2, "bob", &lim2, NOW), 1);
+
+    /* Copy: both tables hold alice's counter; bob's rule is not picked. */
+    assert_int_equal(table_move(from, to, false, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(st.moved, 1);
+    assert_int_equal(st.merged, 0);
+    assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 2), 43);
+    assert_int_equal(credit_of(from, 1, "alice", &a.lim, NOW + 2), 43);
+    assert_int_equal(credit_of(to, 2, "bob", &lim2, NOW + 2), 10);
+
+    /* A hit on the old table in between: the move keeps the counter with less credit. */
+    assert_int_equal(take1(from, 1, "alice", &a.lim, NOW + 3), 1);
+    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 4, &st), 0);
+    assert_int_equal(st.moved, 1);
+    assert_int_equal(st.merged, 1);
+    assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 5), 42);
+    assert_int_equal(credit_of(from, 1, "alice", &a.lim, NOW + 5), 50);    /* gone */
+    assert_int_equal(credit_of(from, 2, "bob", &lim2, NOW + 5), 9);        /* stays */
+    /* The window keeps its end: reset is an hour after the first hit. */
+    assert_int_equal(hit(to, 1, "alice", &a.lim, TABLE_PEEK, 1, NOW + 5, &res), 0);
+    assert_int_equal(res.reset_ms, HOUR - 5);
+
+    /* The destination having less credit wins too. */
+    assert_int_equal(hit(from, 1, "alice", &a.lim, TABLE_TAKE, 1, NOW + 6, &res), 0);
+    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 7, &st), 0);
+    assert_int_equal(st.merged, 1);
+    assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 8), 42);
+    table_close(from);
+    table_close(to);
+}
+
+static void test_table_move_digest_and_cap(void **state)
+{
+    struct fixture *f = *state;
+    struct table *from = open_table(f, 1024, NULL), *to = open_other(f, 1024);
+    struct move_pick_arg a = { .rule = 1, .lim = window(5, HOUR) };
+    struct table_limits plain = window(5, HOUR);
+    const char *longa = "an-actor-longer-than-thirty-two-bytes-is-a-digest";
+    struct table_move_stats st;
+
+    a.lim.max_actors = 1;
+    assert_int_equal(take1(from, 1, longa, &a.lim, NOW), 1);
+    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(st.moved, 0);
+    assert_int_equal(st.digest, 1);
+    assert_int_equal(credit_of(from, 1, longa, &a.lim, NOW + 2), 4);       /* left behind */
+    /* A table that never held a counter can take the other's digest key... */
+    assert_int_equal(table_adopt_digests(from, to), -EBUSY);
+    assert_int_equal(table_adopt_digests(to, from), 0);
+    assert_int_equal(table_adopt_digests(to, from), 0);
+    /* ... and then long actors move, and are found there. */
+    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(st.moved, 1);
+    assert_int_equal(st.digest, 0);
+    assert_int_equal(credit_of(to, 1, longa, &a.lim, NOW + 2), 4);
+    assert_int_equal(credit_of(from, 1, longa, &a.lim, NOW + 2), 5);
+    /* The key is in the header: it holds when the table is reattached. */
+    table_close(to);
+    to = open_other(f, 1024);
+    assert_int_equal(credit_of(to, 1, longa, &a.lim, NOW + 2), 4);
+
+    /* At max_actors in the destination the counter still moves (uncounted):
+     * the long actor holds the rule's one counted slot there. */
+    assert_int_equal(hit(from, 1, "dave", &plain, TABLE_TAKE, 3, NOW,
+                         &(struct table_result){ 0 }), 0);
+    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(st.moved, 1);
+    assert_int_equal(credit_of(to, 1, "dave", &a.lim, NOW + 2), 2);
+    table_close(from);
+    table_close(to);
+}
+
+static void test_table_room(void **state)
+{
+    struct fixture *f = *state;
+    struct table *t = open_table(f, 64, NULL);
+    struct table_limits lim = window(5, HOUR), capped = window(5, HOUR);
+    struct table_key key = { 9, "new", 3 };
+    struct table_kw kw;
+    char actor[32];
+
+    capped.max_actors = 1;
+    table_key_prepare(t, &key, &lim, &kw);
+    assert_int_equal(table_room_prepared(t, &kw, &lim, NOW), 0);
+    assert_int_equal(take1(t, 9, "first", &capped, NOW), 1);
+    assert_int_equal(table_room_prepared(t, &kw, &capped, NOW), -EDQUOT);
+    /* 64 slots, one probe window: full after 64 counters. */
+    for (int i = 1; i < 64; i++) {
+        snprintf(actor, sizeof(actor), "a%d", i);
+        assert_int_equal(take1(t, 8, actor, &lim, NOW), 1);
+    }
+    assert_int_equal(table_room_prepared(t, &kw, &lim, NOW), -ENOSPC);
+    key.actor = "a5";
+    key.actor_len = 2;
+    key.rule_id = 8;
+    table_key_prepare(t, &key, &lim, &kw);
+    assert_int_equal(table_room_prepared(t, &kw, &lim, NOW), 0);          /* it has one */
+    /* Expired counters are room again. */
+    key.actor = "new";
+    key.actor_len = 3;
+    key.rule_id = 9;
+    table_key_prepare(t, &key, &lim, &kw);
+    assert_int_equal(table_room_prepared(t, &kw, &lim, NOW + HOUR), 0);
+    table_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1291,6 +1447,9 @@ int main(void)
         T(test_table_concurrent_new_key_one_slot),
         T(test_table_concurrent_claimers_disagree),
         T(test_table_concurrent_churn_never_duplicates),
+        T(test_table_move_copy_then_remove),
+        T(test_table_move_digest_and_cap),
+        T(test_table_room),
 #undef T
     };
 

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tables: divvyd's three counter tables as one set (docs/daemon.md
+ * "Counter tables", docs/shm.md): the fast-path table, the private table and
+ * the privileged table that only source = privileged rules use, so that no
+ * request of an unprivileged peer can take a login rule's counter.  Owns
+ * nothing: main.c opens and closes the tables.  Also carries counters over
+ * when a rule's table changes (fast_path or source toggled in a reload, or
+ * in the config between two runs), with the table_move() CAS API only.
+ */
+#ifndef DIVVY_TABLES_H
+#define DIVVY_TABLES_H
+
+#include <stdbool.h>
+
+#include "rules.h"
+#include "table.h"
+
+struct tables {
+    struct table *fast;         /* fast_path rules (shared with clients) */
+    struct table *priv;         /* every other rule ... */
+    struct table *privileged;   /* ... except source = privileged ones */
+};
+
+/*
+ * Moves the live counters of every rule of @rules that sit in a table other
+ * than the one the rule now uses (eval_table()) into that table, so that the
+ * actors keep their credit.  With @remove false the counters are only copied
+ * (the source keeps serving hits decided under the previous rules); with
+ * @remove true each is then taken out of its old table by a CAS (see
+ * table_move()).  Logs what it moved and, as a warning, what it could not
+ * (actors over 32 bytes, a full destination) with @who.  Not concurrent with
+ * itself (the reload lock, or startup).  Returns 0 or -ENOMEM.
+ */
+int tables_settle(const struct tables *tb, const struct rules *rules, bool remove,
+                  const char *who);
+
+/*
+ * 1 when some rule of @rules keeps its counters in another table than the
+ * rule of the same id (and algorithm) in @old: a reload from @old to @rules
+ * needs tables_settle().  0 when none does, or -ENOMEM.
+ */
+int tables_changed(const struct tables *tb, const struct rules *old, const struct rules *rules);
+
+#endif
