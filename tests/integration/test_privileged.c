@@ -346,8 +346,8 @@ static void test_privileged_counts_follow_fast_path_toggle(void **state)
     assert_int_equal(status, 0);
     CHECK(harness_write_config(d, api_conf(true, false)));
     CHECK(harness_restart(d));
-    assert_int_equal(harness_log_contains(d, "start: 2 counters moved from the private table to "
-                                             "the fast table"), 1);
+    assert_int_equal(harness_log_contains(d, "start: 2 counters moved out of the private table"),
+                     1);
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     expect_credit(c, 37, 47, "after a restart with fast_path = true");
     harness_close(c);
@@ -490,12 +490,14 @@ static void test_privileged_toggle_under_load(void **state)
     allowed = sh->allowed;
     fprintf(stderr, "  %ld hits allowed, the counter says %ld used after %d fast_path "
             "toggles (%ld not counted)\n", allowed, used, RACE_RELOADS, allowed - used);
-    /* Never counted more than happened; what racing the moves may drop is a
-     * few ms of hits per reload (docs/daemon.md "Counter tables"), never a
-     * counter (a fresh quota would leave used near total / (RELOADS + 1)). */
+    /* Never counted more than happened, and a window counter's hits on both
+     * tables around a reload are added up: what racing the moves may drop is
+     * a fast-path hit in flight across a publication, one per client per
+     * reload (docs/daemon.md "Counter tables").  A fresh quota would leave
+     * used near total / (RELOADS + 1). */
     assert_true(allowed == total);
     assert_true(used <= allowed);
-    assert_true(used >= allowed - allowed / 20);
+    assert_true(used >= allowed - RACE_RELOADS);
     harness_close(c);
     munmap(sh, sizeof(*sh));
 }
