@@ -184,7 +184,6 @@ struct table {
     struct table_ctl *ctl;              /* mapped control page, or NULL */
     /* divvyd's words: in the header, or in the control page once there is one */
     uint64_t *w_gen, *w_hb, *w_lease_max, *w_when_full;
-    uint8_t dsecret[HASH_KEY_LEN];      /* SipHash-128 key of actor digests */
 };
 
 /* A key as it is stored and compared: the six key words and its hash. */
@@ -366,6 +365,18 @@ static void quota_release(struct table *t, uint64_t rule_id)
 
 /* ---- keys --------------------------------------------------------------- */
 
+/* The SipHash-128 key of actor digests: the header's digest_secret, or the
+ * secret when that is zero (the fast table, and every table made before the
+ * field existed).  Read from the header each time, so no way of opening or
+ * creating a table can leave it out; written once, before the first counter. */
+static const uint8_t *digest_key(const struct table *t)
+{
+    static const uint8_t zero[HASH_KEY_LEN];
+
+    return memcmp(t->hdr->digest_secret, zero, sizeof(zero)) != 0 ? t->hdr->digest_secret
+                                                                   : t->secret;
+}
+
 static void key_prepare(const struct table *t, const struct table_key *key,
                         const struct table_limits *lim, struct table_kw *kw)
 {
@@ -378,7 +389,7 @@ static void key_prepare(const struct table *t, const struct table_key *key,
     for (int i = 0; i < 8; i++)
         buf[i] = (uint8_t)(key->rule_id >> (8 * i));
     if (key->actor_len > 32) {
-        hash_siphash128(t->dsecret, key->actor, key->actor_len, buf + 8);
+        hash_siphash128(digest_key(t), key->actor, key->actor_len, buf + 8);
         stored = 16;
         kflags |= KF_DIGEST;
     } else {
@@ -1269,6 +1280,14 @@ int table_room_prepared(struct table *t, const struct table_kw *key,
 
 /* ---- moving counters between tables (docs/shm.md "Moving counters") ------ */
 
+/* What the copy pass placed for one source slot: the moving pass adds only
+ * what changed since (see move_place()). */
+struct table_move_base {
+    uint32_t slot;              /* index in the source table */
+    uint64_t lo;                /* its low state half then (owner, phase) */
+    uint64_t idle, data;        /* the state placed */
+};
+
 /* Credit a counter in state @st has left now, under @lim. */
 static uint64_t move_credit(const struct table_limits *lim, u128 st, uint64_t now)
 {
@@ -1280,14 +1299,41 @@ static uint64_t move_credit(const struct table_limits *lim, u128 st, uint64_t no
 }
 
 /*
+ * The state of the key's existing counter @v after merging the source's
+ * state @st into it.  With @base (what an earlier placement of this source
+ * counter put there) and a window counter whose window is the same in all
+ * three, exact: the hits the source took since are added.  Otherwise the
+ * state with less credit left.  False when @v stays as it is.
+ */
+static bool move_merge(const struct table_limits *lim, u128 v, u128 st,
+                       const struct table_move_base *base, uint64_t now, struct algo_state *ret)
+{
+    if (base && lim->algo == RULES_ALGO_WINDOW && st_idle(st) == base->idle &&
+        st_idle(v) == base->idle && st_data(st) >= base->data) {
+        uint64_t add = st_data(st) - base->data, used = st_data(v);
+
+        if (!add)
+            return false;
+        ret->idle = st_idle(v);
+        ret->data = used + add > ALGO_DATA_MAX || used + add < used ? ALGO_DATA_MAX : used + add;
+        return true;
+    }
+    if (move_credit(lim, v, now) <= move_credit(lim, st, now))
+        return false;
+    ret->idle = st_idle(st);
+    ret->data = st_data(st);
+    return true;
+}
+
+/*
  * Puts a counter of @kw in state @st (LIVE, unexpired) into @t: claims a slot
- * for it, or, when @t has the key already, keeps whichever of the two has
- * less credit left.  0 claimed, 1 met an existing counter, -ENOSPC.
+ * for it, or, when @t has the key already, merges (move_merge()).  0 claimed,
+ * 1 met an existing counter, -ENOSPC.
  */
 static int move_place(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
-                      u128 st, uint64_t now)
+                      u128 st, const struct table_move_base *base, uint64_t now)
 {
-    struct algo_state first = { st_idle(st), st_data(st) };
+    struct algo_state first = { st_idle(st), st_data(st) }, merged;
     struct table_limits uncapped = *lim;
     struct table_scan sc;
     int r = -EAGAIN;
@@ -1299,10 +1345,10 @@ static int move_place(struct table *t, const struct table_kw *kw, const struct t
             u128 v = load128(s->state), got;
 
             while (same_ident((uint64_t)v, sc.key_lo)) {
-                if (move_credit(lim, v, now) <= move_credit(lim, st, now))
+                if (!move_merge(lim, v, st, base, now, &merged))
                     return 1;
                 got = cas128(s->state, v, st_make(st_owner(v), PHASE_LIVE, st_flags(v),
-                                                  first.idle, first.data));
+                                                  merged.idle, merged.data));
                 if (got == v)
                     return 1;
                 v = got;
@@ -1331,31 +1377,77 @@ static int move_place(struct table *t, const struct table_kw *kw, const struct t
 
 int table_adopt_digests(struct table *t, const struct table *from)
 {
+    uint8_t key[HASH_KEY_LEN];
+
     if (!t || !from)
         return -EINVAL;
-    if (memcmp(t->dsecret, from->dsecret, sizeof(t->dsecret)) == 0)
+    memcpy(key, digest_key(from), sizeof(key));
+    if (memcmp(digest_key(t), key, sizeof(key)) == 0)
         return 0;
     for (uint32_t i = 0; i < t->n_slots; i++)
         if (st_phase(load128(t->slots[i].state)) != PHASE_FREE)
             return -EBUSY;
-    memcpy(t->hdr->digest_secret, from->dsecret, sizeof(t->hdr->digest_secret));
-    memcpy(t->dsecret, from->dsecret, sizeof(t->dsecret));
+    memcpy(t->hdr->digest_secret, key, sizeof(key));
     return 0;
 }
 
-int table_move(struct table *from, struct table *to, bool remove, table_move_fn pick, void *arg,
-               uint64_t now_ms, struct table_move_stats *ret)
+/* The copy pass's record of slot @i (still the same counter: owner @lo), or NULL.
+ * Records are in slot order and so are the moving pass's lookups. */
+static const struct table_move_base *log_find(struct table_move_log *log, uint32_t i, uint64_t lo)
+{
+    while (log && log->pos < log->n && log->v[log->pos].slot < i)
+        log->pos++;
+    if (!log || log->pos >= log->n || log->v[log->pos].slot != i ||
+        !same_ident(log->v[log->pos].lo, lo))
+        return NULL;
+    return &log->v[log->pos];
+}
+
+/* Records what a copy placed for slot @i; without memory the moving pass
+ * just merges by credit for that counter. */
+static void log_add(struct table_move_log *log, uint32_t i, u128 v)
+{
+    if (!log)
+        return;
+    if (log->n == log->cap) {
+        size_t cap = log->cap ? 2 * log->cap : 256;
+        struct table_move_base *grown = realloc(log->v, cap * sizeof(*grown));
+
+        if (!grown)
+            return;
+        log->v = grown;
+        log->cap = cap;
+    }
+    log->v[log->n++] = (struct table_move_base){ i, (uint64_t)v, st_idle(v), st_data(v) };
+}
+
+void table_move_log_free(struct table_move_log *log)
+{
+    if (!log)
+        return;
+    free(log->v);
+    memset(log, 0, sizeof(*log));
+}
+
+int table_move(struct table *from, bool remove, table_move_fn pick, void *arg,
+               struct table_move_log *log, uint64_t now_ms, struct table_move_stats *ret)
 {
     struct table_move_stats st = { 0 };
 
-    if (!from || !to || from == to || !pick || !ret)
+    if (!from || !pick || !ret)
         return -EINVAL;
+    if (log)
+        log->pos = 0;
     for (uint32_t i = 0; i < from->n_slots; i++) {
         struct table_slot *s = &from->slots[i];
         u128 v = load128(s->state), got;
+        struct table_move_base placed;
+        const struct table_move_base *base = NULL;
+        bool first = true;
 
         while (st_phase(v) == PHASE_LIVE && st_idle(v) > now_ms) {
             struct table_limits lim;
+            struct table *to;
             struct table_kw kw;
             uint64_t w[6];
             unsigned algo;
@@ -1374,36 +1466,45 @@ int table_move(struct table *from, struct table *to, bool remove, table_move_fn 
                 break;
             algo = (unsigned)(w[1] >> (32 + KF_ALGO_SHIFT)) & 0xffu;
             memset(&lim, 0, sizeof(lim));
-            if (algo > RULES_ALGO_SLIDING_WINDOW ||
-                pick(w[0], (enum rules_algo)algo, arg, &lim) <= 0 ||
-                lim.algo != (enum rules_algo)algo || lim.lease || algo_check(&lim) < 0)
+            if (algo > RULES_ALGO_SLIDING_WINDOW)
+                break;
+            to = pick(w[0], (enum rules_algo)algo, arg, &lim);
+            if (!to || to == from || lim.algo != (enum rules_algo)algo || lim.lease ||
+                algo_check(&lim) < 0)
                 break;
             /* A digest keyed differently from @to's cannot be found there. */
             if ((w[1] >> 32 & KF_DIGEST) &&
-                memcmp(from->dsecret, to->dsecret, sizeof(to->dsecret)) != 0) {
+                memcmp(digest_key(from), digest_key(to), HASH_KEY_LEN) != 0) {
                 st.digest++;
                 break;
             }
+            if (first && remove)
+                base = log_find(log, i, (uint64_t)v);
             key_rekey(to, w, &kw);
-            r = move_place(to, &kw, &lim, v, now_ms);
+            r = move_place(to, &kw, &lim, v, base, now_ms);
             if (r < 0) {
                 st.full++;
                 break;
             }
-            if (!remove) {
+            /* The destination now holds this state: a re-placement adds what follows. */
+            placed = (struct table_move_base){ i, (uint64_t)v, st_idle(v), st_data(v) };
+            base = &placed;
+            if (first) {
                 st.moved++;
                 st.merged += r == 1;
+                first = false;
+            }
+            if (!remove) {
+                log_add(log, i, v);
                 break;
             }
             got = cas128(s->state, v, st_dead(v));
             if (got == v) {
                 if (w[1] >> 32 & KF_COUNTED)
                     quota_release(from, w[0]);
-                st.moved++;
-                st.merged += r == 1;
                 break;
             }
-            /* A hit changed it meanwhile: place its newer state (less credit). */
+            /* A hit changed it meanwhile: place its newer state too. */
             v = got;
         }
     }
@@ -1626,18 +1727,6 @@ out:
 }
 
 /* Maps @fd (whose header check_file() accepted or which we just built). */
-/* The digest key: the header's digest_secret, or the secret when it is zero
- * (every table made before the field existed, and the fast table). */
-static void table_load_dsecret(struct table *t)
-{
-    static const uint8_t zero[HASH_KEY_LEN];
-
-    if (memcmp(t->hdr->digest_secret, zero, sizeof(zero)) != 0)
-        memcpy(t->dsecret, t->hdr->digest_secret, sizeof(t->dsecret));
-    else
-        memcpy(t->dsecret, t->secret, sizeof(t->dsecret));
-}
-
 static int map_file(int fd, uint32_t n_slots, struct table **ret)
 {
     struct table *t;
@@ -1668,7 +1757,6 @@ static int map_file(int fd, uint32_t n_slots, struct table **ret)
     t->w_hb = &t->hdr->heartbeat_ms;
     t->w_lease_max = &t->hdr->lease_max;
     t->w_when_full = &t->hdr->when_full;
-    table_load_dsecret(t);
     *ret = t;
     return 0;
 }
@@ -1702,7 +1790,6 @@ static void init_header(struct table *t, const uint8_t boot_id[16],
     t->hdr->created_ms = clock_now_ms();
     memcpy(t->secret, secret, HASH_KEY_LEN);
     memcpy(t->boot_id, boot_id, sizeof(t->boot_id));
-    table_load_dsecret(t);
 }
 
 /* Builds a complete table file beside @path and renames it over @path. */

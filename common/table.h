@@ -370,16 +370,25 @@ int table_room_prepared(struct table *t, const struct table_kw *key,
  * divvyd carries its counters over, so actors keep their remaining credit.
  */
 
-/* Asked for every live counter: 1 when rule @rule_id's counters (of
- * algorithm @algo) belong in the destination, with *ret_lim its limits
- * there; 0 to leave the counter where it is. */
-typedef int (*table_move_fn)(uint64_t rule_id, enum rules_algo algo, void *arg,
-                             struct table_limits *ret_lim);
+/* Asked for every live counter of the source: the table where rule
+ * @rule_id's counters (of algorithm @algo) belong now, with *ret_lim its
+ * limits there, or NULL (or the source) to leave the counter where it is. */
+typedef struct table *(*table_move_fn)(uint64_t rule_id, enum rules_algo algo, void *arg,
+                                       struct table_limits *ret_lim);
+
+/* What a copy (table_move() without remove) placed, slot by slot, for the
+ * move that follows on the same source table.  Zero-initialise; free with
+ * table_move_log_free(). */
+struct table_move_base;
+struct table_move_log {
+    struct table_move_base *v;
+    size_t n, cap, pos;
+};
+void table_move_log_free(struct table_move_log *log);
 
 struct table_move_stats {
-    uint64_t moved;             /* counters placed in the destination */
-    uint64_t merged;            /* ... of which met a counter of the key there (the one with
-                                 * less credit left was kept) */
+    uint64_t moved;             /* counters placed in their destination */
+    uint64_t merged;            /* ... of which met a counter of the key there (merged) */
     uint64_t digest;            /* left behind: an actor over 32 bytes is stored as a digest,
                                  * and the two tables digest with different keys
                                  * (table_adopt_digests()) */
@@ -397,18 +406,22 @@ struct table_move_stats {
 int table_adopt_digests(struct table *t, const struct table *from);
 
 /*
- * Places every live, unexpired counter of @from that @pick selects into @to
- * under the same key (a counter at its rule's max_actors in @to is placed
- * uncounted rather than dropped).  Where @to already holds the key, the
- * state with less credit left wins.  With @remove, each placed counter is
- * then turned DEAD in @from by a CAS from the exact state that was placed;
- * when a hit changed it in between, its newer state is placed again, so no
- * hit that reached @from before the CAS is lost.  Lease slots are never
- * moved.  Safe against concurrent hits on both tables (one CAS per state
- * change); not concurrent with another table_move() on the same tables.
- * Returns 0 with *ret filled, or -EINVAL.
+ * Places every live, unexpired counter of @from into the table @pick names
+ * for it, under the same key (a counter at its rule's max_actors there is
+ * placed uncounted rather than dropped).  Where the destination already
+ * holds the key, the two merge: exactly for a window counter that a copy
+ * recorded in @log and whose window has not changed (the hits the source took
+ * since the copy are added), else the state with less credit left wins.
+ * Without @remove (a copy) the source keeps its counters and @log (optional)
+ * records what was placed.  With @remove, each placed counter is then turned
+ * DEAD in @from by a CAS from the exact state that was placed; when a hit
+ * changed it in between, the hits since are placed too, so none that reached
+ * @from before the CAS is lost; @log (optional) is the copy's record.  Lease
+ * slots are never moved.  Safe against concurrent hits on every table (one
+ * CAS per state change); not concurrent with another table_move() on the
+ * same tables.  Returns 0 with *ret filled, or -EINVAL.
  */
-int table_move(struct table *from, struct table *to, bool remove, table_move_fn pick, void *arg,
-               uint64_t now_ms, struct table_move_stats *ret);
+int table_move(struct table *from, bool remove, table_move_fn pick, void *arg,
+               struct table_move_log *log, uint64_t now_ms, struct table_move_stats *ret);
 
 #endif

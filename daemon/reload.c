@@ -268,7 +268,7 @@ int reload_set_tables(struct reload *rl, const struct tables *tb)
     if (tb->privileged && tb->fast)
         table_adopt_digests(tb->privileged, tb->fast);
     /* No reader runs yet at start: one pass that removes as it moves. */
-    r = tables_settle(&rl->tables, rl->current->st.rules, true, "start");
+    r = tables_settle(&rl->tables, rl->current->st.rules, true, NULL, "start");
     pthread_mutex_unlock(&rl->lock);
     return r;
 }
@@ -304,6 +304,7 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
     struct rules *rules = NULL;
     struct published *p = NULL, *old;
     struct diag *diag;
+    struct tables_log copied = { 0 };
     uint64_t gen;
     bool move;
     int r;
@@ -364,7 +365,7 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
      * start they always are: the last run's config is unknown). */
     move = rl->have_tables && tables_changed(&rl->tables, rl->current->st.rules, rules) != 0;
     if (move)
-        tables_settle(&rl->tables, rules, false, who);
+        tables_settle(&rl->tables, rules, false, &copied, who);
     p->st.rules = rules;
     p->st.generation = gen;
     rules = NULL;
@@ -374,7 +375,7 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
     remove_old_rules_files(rl, gen);
     if (move) {
         urcu_memb_synchronize_rcu();
-        if (tables_settle(&rl->tables, p->st.rules, true, who) < 0)
+        if (tables_settle(&rl->tables, p->st.rules, true, &copied, who) < 0)
             log_msg(LOG_ERR, "reload (%s): out of memory moving counters between tables; "
                     "they move at the next reload or start", who);
     }
@@ -389,6 +390,7 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
         urcu_memb_call_rcu(&old->rcu, published_free_rcu);
 out:
     pthread_mutex_unlock(&rl->lock);
+    tables_log_free(&copied);
     published_free(p);
     rules_free(rules);
     config_free(cfg);

@@ -27,7 +27,6 @@ struct move_rule {
 struct move_ctx {
     struct move_rule *rules;    /* sorted by id */
     size_t n;
-    struct table *to;
 };
 
 static int move_rule_cmp(const void *a, const void *b)
@@ -37,8 +36,8 @@ static int move_rule_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int move_pick(uint64_t rule_id, enum rules_algo algo, void *arg,
-                     struct table_limits *ret_lim)
+static struct table *move_pick(uint64_t rule_id, enum rules_algo algo, void *arg,
+                               struct table_limits *ret_lim)
 {
     const struct move_ctx *ctx = arg;
     struct move_rule key = { .id = rule_id };
@@ -47,10 +46,10 @@ static int move_pick(uint64_t rule_id, enum rules_algo algo, void *arg,
     m = bsearch(&key, ctx->rules, ctx->n, sizeof(*m), move_rule_cmp);
     /* A counter whose rule is gone, or whose algorithm changed (a new key),
      * stays where it is and expires there. */
-    if (!m || m->table != ctx->to || m->lim.algo != algo)
-        return 0;
+    if (!m || m->lim.algo != algo)
+        return NULL;
     *ret_lim = m->lim;
-    return 1;
+    return m->table;
 }
 
 static const char *table_name(const struct tables *tb, const struct table *t)
@@ -110,7 +109,7 @@ out:
 }
 
 int tables_settle(const struct tables *tb, const struct rules *rules, bool remove,
-                  const char *who)
+                  struct tables_log *log, const char *who)
 {
     struct table *all[3] = { tb->fast, tb->priv, tb->privileged };
     struct move_ctx ctx = { 0 };
@@ -120,31 +119,33 @@ int tables_settle(const struct tables *tb, const struct rules *rules, bool remov
     r = index_rules(tb, rules, &ctx);
     if (r < 0)
         return r;
-
     for (size_t f = 0; f < 3; f++) {
-        for (size_t t = 0; t < 3; t++) {
-            struct table_move_stats st;
+        struct table_move_stats st;
 
-            if (!all[f] || !all[t] || all[f] == all[t])
-                continue;
-            ctx.to = all[t];
-            r = table_move(all[f], all[t], remove, move_pick, &ctx, now, &st);
-            if (r < 0)
-                goto out;
-            if (st.moved && remove)
-                log_msg(LOG_NOTICE, "%s: %llu counters moved from the %s table to the %s "
-                        "table (%llu met a counter there; the one with less credit kept)", who,
-                        (unsigned long long)st.moved, table_name(tb, all[f]),
-                        table_name(tb, all[t]), (unsigned long long)st.merged);
-            if ((st.digest || st.full) && remove)
-                log_msg(LOG_WARNING, "%s: %llu counters of actors over 32 bytes and %llu "
-                        "that found the %s table full stay in the %s table: those actors "
-                        "start afresh", who, (unsigned long long)st.digest,
-                        (unsigned long long)st.full, table_name(tb, all[t]),
-                        table_name(tb, all[f]));
-        }
+        if (!all[f])
+            continue;
+        r = table_move(all[f], remove, move_pick, &ctx, log ? &log->t[f] : NULL, now, &st);
+        if (r < 0)
+            goto out;
+        if (st.moved && remove)
+            log_msg(LOG_NOTICE, "%s: %llu counters moved out of the %s table (%llu merged with "
+                    "a counter already in their new table)", who, (unsigned long long)st.moved,
+                    table_name(tb, all[f]), (unsigned long long)st.merged);
+        if ((st.digest || st.full) && remove)
+            log_msg(LOG_WARNING, "%s: %llu counters of actors over 32 bytes (digested with "
+                    "another key) and %llu that found their new table full stay in the %s "
+                    "table: those actors start afresh", who, (unsigned long long)st.digest,
+                    (unsigned long long)st.full, table_name(tb, all[f]));
     }
 out:
     free(ctx.rules);
     return r;
+}
+
+void tables_log_free(struct tables_log *log)
+{
+    if (!log)
+        return;
+    for (size_t i = 0; i < 3; i++)
+        table_move_log_free(&log->t[i]);
 }

@@ -22,18 +22,28 @@ struct tables {
     struct table *privileged;   /* ... except source = privileged ones */
 };
 
+/* What a copy pass recorded, per source table, for the move that follows
+ * (table_move()).  Zero-initialise; tables_log_free(). */
+struct tables_log {
+    struct table_move_log t[3];         /* fast, private, privileged */
+};
+void tables_log_free(struct tables_log *log);
+
 /*
  * Moves the live counters of every rule of @rules that sit in a table other
  * than the one the rule now uses (eval_table()) into that table, so that the
- * actors keep their credit.  With @remove false the counters are only copied
- * (the source keeps serving hits decided under the previous rules); with
- * @remove true each is then taken out of its old table by a CAS (see
- * table_move()).  Logs what it moved and, as a warning, what it could not
- * (actors over 32 bytes, a full destination) with @who.  Not concurrent with
- * itself (the reload lock, or startup).  Returns 0 or -ENOMEM.
+ * actors keep their credit: one walk of each table.  With @remove false the
+ * counters are only copied (the source keeps serving hits decided under the
+ * previous rules) and @log (optional) records what was copied; with @remove
+ * true each is merged into its new table (exactly for window counters the
+ * copy recorded in @log: the hits since are added) and taken out of its old
+ * one by a CAS (see table_move()).  With @remove, logs what it moved and,
+ * as a warning, what it could not (long actors digested with another key, a
+ * full destination) with @who.  Not concurrent with itself (the reload lock,
+ * or startup).  Returns 0 or -ENOMEM.
  */
 int tables_settle(const struct tables *tb, const struct rules *rules, bool remove,
-                  const char *who);
+                  struct tables_log *log, const char *who);
 
 /*
  * 1 when some rule of @rules keeps its counters in another table than the

@@ -346,8 +346,8 @@ static void test_privileged_counts_follow_fast_path_toggle(void **state)
     assert_int_equal(status, 0);
     CHECK(harness_write_config(d, api_conf(true, false)));
     CHECK(harness_restart(d));
-    assert_int_equal(harness_log_contains(d, "start: 2 counters moved from the private table to "
-                                             "the fast table"), 1);
+    assert_int_equal(harness_log_contains(d, "start: 2 counters moved out of the private table"),
+                     1);
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     expect_credit(c, 37, 47, "after a restart with fast_path = true");
     harness_close(c);
@@ -356,16 +356,23 @@ static void test_privileged_counts_follow_fast_path_toggle(void **state)
 /* ---- (d) hits racing the moves: none is lost ---------------------------------- */
 
 #define RACE_LIMIT      10000000
-#define RACE_SOCKET_N   20000
-#define RACE_FAST_N     60000
+#define RACE_SOCKET_N   200000    /* caps: the hammers stop after the last reload */
+#define RACE_FAST_N     5000000
 #define RACE_RELOADS    10
+#define RACE_STEP       2000      /* hits between two reloads */
 
 struct race {
     char sock[HARNESS_PATH];
     long done;                  /* requests answered, all children (atomic) */
     long allowed;               /* ... of which allowed */
     long errors;
+    int stop;                   /* set by the parent after the last reload (atomic) */
 };
+
+static bool race_stopped(struct race *sh)
+{
+    return __atomic_load_n(&sh->stop, __ATOMIC_RELAXED) != 0;
+}
 
 static const char *race_conf(bool fast)
 {
@@ -393,7 +400,8 @@ static int race_socket_child(void *arg)
         return 10;
     for (int j = 0; j < 100; j++)
         pos += (size_t)snprintf(batch + pos, sizeof(batch) - pos, "TAKE 1 path=/race user=r\n");
-    for (int i = 0; i < RACE_SOCKET_N; i += 100) {
+    /* Until the parent's last reload is done (at most RACE_SOCKET_N). */
+    for (int i = 0; i < RACE_SOCKET_N && !race_stopped(sh); i += 100) {
         long ok = 0;
 
         if (harness_send(c, batch, pos) < 0)
@@ -423,7 +431,7 @@ static int race_lib_child(void *arg)
 
     if (divvy_open(NULL, DIVVY_AUTO, &h) < 0)
         return 20;
-    for (int i = 0; i < RACE_FAST_N; i++) {
+    for (int i = 0; i < RACE_FAST_N && !race_stopped(sh); i++) {
         if (divvy_take(h, 1, kv, 2, &res) < 0) {
             __atomic_add_fetch(&sh->errors, 1, __ATOMIC_RELAXED);
             continue;
@@ -445,7 +453,7 @@ static void test_privileged_toggle_under_load(void **state)
     struct race *sh;
     pid_t pids[3];
     char r[HARNESS_LINE];
-    long total = 2L * RACE_SOCKET_N + RACE_FAST_N, used, allowed;
+    long used, allowed, done;
     int status;
 
     (void)state;
@@ -460,24 +468,29 @@ static void test_privileged_toggle_under_load(void **state)
     CHECK(harness_spawn(race_socket_child, sh, &pids[1]));
     CHECK(harness_spawn(race_lib_child, sh, &pids[2]));
     /* Reloads that toggle fast_path while the hits run: each waits for some
-     * progress, so hits fall before, between and after the moves. */
+     * progress, so hits fall before, between and after the moves; the
+     * hammers run until the last reload is done (they stop on their own at
+     * RACE_SOCKET_N / RACE_FAST_N requests). */
     for (int i = 0; i < RACE_RELOADS; i++) {
-        long mark = __atomic_load_n(&sh->done, __ATOMIC_RELAXED) + total / (2 * RACE_RELOADS);
+        long mark = __atomic_load_n(&sh->done, __ATOMIC_RELAXED) + RACE_STEP;
         uint64_t end = harness_now_ms() + 60000;
 
         while (__atomic_load_n(&sh->done, __ATOMIC_RELAXED) < mark && harness_now_ms() < end)
             harness_pause_ms(2);
+        if (__atomic_load_n(&sh->done, __ATOMIC_RELAXED) < mark)
+            fail_msg("reload %d: the hammers made no progress (done %ld)", i, sh->done);
         CHECK(harness_write_config(d, race_conf(i % 2 == 0)));
         CHECK(harness_cmd(c, "RELOAD", r, sizeof(r)));
         EXPECT_PREFIX(r, "OK reloaded ");
     }
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < 3; i++) {
         CHECK(harness_reap(pids[i], 120000, &status));
         if (status != 0)
             fail_msg("hammer %d exited %d", i, status);
     }
     assert_int_equal(sh->errors, 0);
-    assert_int_equal(sh->done, total);
+    done = sh->done;
     CHECK(harness_cmd(c, "PEEK path=/race user=r", r, sizeof(r)));
     {
         bool a;
@@ -490,12 +503,14 @@ static void test_privileged_toggle_under_load(void **state)
     allowed = sh->allowed;
     fprintf(stderr, "  %ld hits allowed, the counter says %ld used after %d fast_path "
             "toggles (%ld not counted)\n", allowed, used, RACE_RELOADS, allowed - used);
-    /* Never counted more than happened; what racing the moves may drop is a
-     * few ms of hits per reload (docs/daemon.md "Counter tables"), never a
-     * counter (a fresh quota would leave used near total / (RELOADS + 1)). */
-    assert_true(allowed == total);
+    /* Never counted more than happened, and a window counter's hits on both
+     * tables around a reload are added up: what racing the moves may drop is
+     * a fast-path hit in flight across a publication, one per client per
+     * reload (docs/daemon.md "Counter tables").  A fresh quota would leave
+     * used near done / (RELOADS + 1). */
+    assert_true(allowed == done);
     assert_true(used <= allowed);
-    assert_true(used >= allowed - allowed / 20);
+    assert_true(used >= allowed - RACE_RELOADS);
     harness_close(c);
     munmap(sh, sizeof(*sh));
 }

@@ -1266,18 +1266,19 @@ static void test_table_snapshot_restore(void **state)
 struct move_pick_arg {
     uint64_t rule;
     struct table_limits lim;
+    struct table *to;
 };
 
-static int move_pick(uint64_t rule_id, enum rules_algo algo, void *arg,
-                     struct table_limits *ret_lim)
+static struct table *move_pick(uint64_t rule_id, enum rules_algo algo, void *arg,
+                               struct table_limits *ret_lim)
 {
     const struct move_pick_arg *a = arg;
 
     (void)algo;
     if (rule_id != a->rule)
-        return 0;
+        return NULL;
     *ret_lim = a->lim;
-    return 1;
+    return a->to;
 }
 
 static struct table *open_other(const struct fixture *f, uint32_t n_slots)
@@ -1304,8 +1305,9 @@ static void test_table_move_copy_then_remove(void **state)
 {
     struct fixture *f = *state;
     struct table *from = open_table(f, 1024, NULL), *to = open_other(f, 1024);
-    struct move_pick_arg a = { .rule = 1, .lim = window(50, HOUR) };
+    struct move_pick_arg a = { .rule = 1, .lim = window(50, HOUR), .to = to };
     struct table_limits lim2 = window(10, HOUR);
+    struct table_move_log log = { 0 };
     struct table_move_stats st;
     struct table_result res;
 
@@ -1314,30 +1316,36 @@ static void test_table_move_copy_then_remove(void **state)
     assert_int_equal(take1(from, 2, "bob", &lim2, NOW), 1);
 
     /* Copy: both tables hold alice's counter; bob's rule is not picked. */
-    assert_int_equal(table_move(from, to, false, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(table_move(from, false, move_pick, &a, &log, NOW + 1, &st), 0);
     assert_int_equal(st.moved, 1);
     assert_int_equal(st.merged, 0);
     assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 2), 43);
     assert_int_equal(credit_of(from, 1, "alice", &a.lim, NOW + 2), 43);
     assert_int_equal(credit_of(to, 2, "bob", &lim2, NOW + 2), 10);
 
-    /* A hit on the old table in between: the move keeps the counter with less credit. */
+    /* Hits on both tables in between: the move adds the old table's since the copy. */
     assert_int_equal(take1(from, 1, "alice", &a.lim, NOW + 3), 1);
-    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 4, &st), 0);
+    assert_int_equal(hit(to, 1, "alice", &a.lim, TABLE_TAKE, 2, NOW + 3, &res), 0);
+    assert_int_equal(res.credit, 41);
+    assert_int_equal(table_move(from, true, move_pick, &a, &log, NOW + 4, &st), 0);
     assert_int_equal(st.moved, 1);
     assert_int_equal(st.merged, 1);
-    assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 5), 42);
+    assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 5), 40);
     assert_int_equal(credit_of(from, 1, "alice", &a.lim, NOW + 5), 50);    /* gone */
     assert_int_equal(credit_of(from, 2, "bob", &lim2, NOW + 5), 9);        /* stays */
     /* The window keeps its end: reset is an hour after the first hit. */
     assert_int_equal(hit(to, 1, "alice", &a.lim, TABLE_PEEK, 1, NOW + 5, &res), 0);
     assert_int_equal(res.reset_ms, HOUR - 5);
+    table_move_log_free(&log);
 
-    /* The destination having less credit wins too. */
-    assert_int_equal(hit(from, 1, "alice", &a.lim, TABLE_TAKE, 1, NOW + 6, &res), 0);
-    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 7, &st), 0);
+    /* No record of a copy (another window here): the state with less credit wins. */
+    assert_int_equal(take1(from, 1, "alice", &a.lim, NOW + 6), 1);
+    assert_int_equal(table_move(from, true, move_pick, &a, NULL, NOW + 7, &st), 0);
     assert_int_equal(st.merged, 1);
-    assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 8), 42);
+    assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 8), 40);
+    assert_int_equal(hit(from, 1, "alice", &a.lim, TABLE_TAKE, 45, NOW + 9, &res), 0);
+    assert_int_equal(table_move(from, true, move_pick, &a, NULL, NOW + 10, &st), 0);
+    assert_int_equal(credit_of(to, 1, "alice", &a.lim, NOW + 11), 5);
     table_close(from);
     table_close(to);
 }
@@ -1346,14 +1354,14 @@ static void test_table_move_digest_and_cap(void **state)
 {
     struct fixture *f = *state;
     struct table *from = open_table(f, 1024, NULL), *to = open_other(f, 1024);
-    struct move_pick_arg a = { .rule = 1, .lim = window(5, HOUR) };
+    struct move_pick_arg a = { .rule = 1, .lim = window(5, HOUR), .to = to };
     struct table_limits plain = window(5, HOUR);
     const char *longa = "an-actor-longer-than-thirty-two-bytes-is-a-digest";
     struct table_move_stats st;
 
     a.lim.max_actors = 1;
     assert_int_equal(take1(from, 1, longa, &a.lim, NOW), 1);
-    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(table_move(from, true, move_pick, &a, NULL, NOW + 1, &st), 0);
     assert_int_equal(st.moved, 0);
     assert_int_equal(st.digest, 1);
     assert_int_equal(credit_of(from, 1, longa, &a.lim, NOW + 2), 4);       /* left behind */
@@ -1362,7 +1370,7 @@ static void test_table_move_digest_and_cap(void **state)
     assert_int_equal(table_adopt_digests(to, from), 0);
     assert_int_equal(table_adopt_digests(to, from), 0);
     /* ... and then long actors move, and are found there. */
-    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(table_move(from, true, move_pick, &a, NULL, NOW + 1, &st), 0);
     assert_int_equal(st.moved, 1);
     assert_int_equal(st.digest, 0);
     assert_int_equal(credit_of(to, 1, longa, &a.lim, NOW + 2), 4);
@@ -1370,13 +1378,14 @@ static void test_table_move_digest_and_cap(void **state)
     /* The key is in the header: it holds when the table is reattached. */
     table_close(to);
     to = open_other(f, 1024);
+    a.to = to;
     assert_int_equal(credit_of(to, 1, longa, &a.lim, NOW + 2), 4);
 
     /* At max_actors in the destination the counter still moves (uncounted):
      * the long actor holds the rule's one counted slot there. */
     assert_int_equal(hit(from, 1, "dave", &plain, TABLE_TAKE, 3, NOW,
                          &(struct table_result){ 0 }), 0);
-    assert_int_equal(table_move(from, to, true, move_pick, &a, NOW + 1, &st), 0);
+    assert_int_equal(table_move(from, true, move_pick, &a, NULL, NOW + 1, &st), 0);
     assert_int_equal(st.moved, 1);
     assert_int_equal(credit_of(to, 1, "dave", &a.lim, NOW + 2), 2);
     table_close(from);
