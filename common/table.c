@@ -1644,8 +1644,8 @@ static uint64_t file_size_for(uint32_t n_slots)
 
 /*
  * Checks a table header @h of a file (or snapshot) of @size bytes.
- * @want_slots 0 accepts any valid slot count.  0, or -EBADMSG with the
- * reason in @why.
+ * @want_slots 0 accepts any valid slot count; @boot_id NULL accepts any
+ * boot (a memfd).  0, or -EBADMSG with the reason in @why.
  */
 static int check_header(const struct table_hdr *h, uint64_t size, const uint8_t boot_id[16],
                         uint32_t want_slots, uint32_t *ret_slots, char *why, size_t why_len)
@@ -1672,7 +1672,7 @@ static int check_header(const struct table_hdr *h, uint64_t size, const uint8_t 
                  (unsigned long long)h->file_size);
         return -EBADMSG;
     }
-    if (memcmp(h->boot_id, boot_id, sizeof(h->boot_id)) != 0) {
+    if (boot_id && memcmp(h->boot_id, boot_id, sizeof(h->boot_id)) != 0) {
         snprintf(why, why_len, "made during another boot");
         return -EBADMSG;
     }
@@ -1682,7 +1682,8 @@ static int check_header(const struct table_hdr *h, uint64_t size, const uint8_t 
 
 /*
  * Checks the header of the open table file @fd.  @want_slots 0 accepts any
- * valid slot count.  0, -EBADMSG (with the reason in @why), or -errno.
+ * valid slot count, @boot_id NULL any boot.  0, -EBADMSG (with the reason in
+ * @why), or -errno.
  */
 static int check_file(int fd, const uint8_t boot_id[16], uint32_t want_slots,
                       uint32_t *ret_slots, char *why, size_t why_len)
@@ -2012,7 +2013,6 @@ out:
 int table_attach_fd(int fd, uint32_t n_slots, struct table **ret, char *why, size_t why_len)
 {
     char scratch[160];
-    uint8_t boot_id[16];
     uint32_t got_slots = 0;
     int seals, r;
 
@@ -2022,15 +2022,16 @@ int table_attach_fd(int fd, uint32_t n_slots, struct table **ret, char *why, siz
         why = scratch;
         why_len = sizeof(scratch);
     }
-    r = read_boot_id(boot_id);
-    if (r < 0)
-        return r;
     seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || (seals & TABLE_SEALS) != TABLE_SEALS) {
         snprintf(why, why_len, "not a memfd sealed against resizing");
         return -EBADMSG;
     }
-    r = check_file(fd, boot_id, n_slots, &got_slots, why, why_len);
+    /* No boot id check: a memfd is memory of this boot (divvyd's, or kept
+     * for it in systemd's fd store, neither outlives a reboot), and a process
+     * in a container (systemd-nspawn) may read another boot_id file than
+     * divvyd (ProtectProc=) does. */
+    r = check_file(fd, NULL, n_slots, &got_slots, why, why_len);
     if (r < 0)
         return r;
     r = map_file(fd, got_slots, ret);
@@ -2096,15 +2097,11 @@ out:
 int table_ctl_attach(struct table *t, int fd)
 {
     struct table_ctl *c;
-    uint8_t boot_id[16];
     struct stat st;
-    int seals, r;
+    int seals;
 
     if (!t || fd < 0 || t->ctl)
         return -EINVAL;
-    r = read_boot_id(boot_id);
-    if (r < 0)
-        return r;
     if (fstat(fd, &st) < 0)
         return -errno;
     seals = fcntl(fd, F_GET_SEALS);
@@ -2116,7 +2113,9 @@ int table_ctl_attach(struct table *t, int fd)
         return -errno;
     if (memcmp(c->magic, TABLE_CTL_MAGIC, sizeof(c->magic)) != 0 ||
         c->version != TABLE_CTL_VERSION || c->size != TABLE_CTL_SIZE ||
-        memcmp(c->boot_id, boot_id, sizeof(boot_id)) != 0) {
+        /* The table's boot, not the boot_id file this process reads: in a
+         * container that may be another (see table_attach_fd()). */
+        memcmp(c->boot_id, t->boot_id, sizeof(t->boot_id)) != 0) {
         munmap(c, TABLE_CTL_SIZE);
         return -EBADMSG;
     }
