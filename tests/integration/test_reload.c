@@ -419,6 +419,60 @@ static void test_reload_restart_keeps_counts(void **state)
     harness_close(c);
 }
 
+/* The generation the control page announces (docs/shm.md) only grows, also
+ * across restarts, though each divvyd starts with a new control page: a
+ * fast-path client treats a smaller one as "no rules" (issue 11 item 4: it
+ * used to start again from 1 and go backwards). */
+static long long generation_of(struct harness_daemon *d)
+{
+    struct harness_conn *c;
+    long long gen;
+
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_get_stat(c, "config_generation", &gen));
+    harness_close(c);
+    return gen;
+}
+
+static void test_reload_generation_grows_across_restarts(void **state)
+{
+    struct harness_daemon *d = start_reload(10);
+    struct harness_conn *c;
+    long long g[5];
+    char r[HARNESS_LINE];
+    int status;
+
+    (void)state;
+    g[0] = generation_of(d);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_cmd(c, "RELOAD", r, sizeof(r)));
+    EXPECT_PREFIX(r, "OK reloaded ");
+    harness_close(c);
+    g[1] = generation_of(d);
+    CHECK(harness_stop(d, &status));
+    CHECK(harness_restart(d));
+    g[2] = generation_of(d);
+    d->expect_exit = true;
+    CHECK(harness_kill(d, SIGKILL));
+    {
+        uint64_t deadline = harness_now_ms() + HARNESS_STOP_MS;
+
+        while (harness_alive(d) && harness_now_ms() < deadline)
+            harness_pause_ms(2);
+        assert_false(harness_alive(d));
+    }
+    CHECK(harness_restart(d));
+    g[3] = generation_of(d);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_cmd(c, "RELOAD", r, sizeof(r)));
+    EXPECT_PREFIX(r, "OK reloaded ");
+    harness_close(c);
+    g[4] = generation_of(d);
+    for (int i = 1; i < 5; i++)
+        if (g[i] <= g[i - 1])
+            fail_msg("generation %d is %lld after %lld: it must only grow", i, g[i], g[i - 1]);
+}
+
 /* SIGTERM in the middle of a pipeline: what was received is answered, in
  * order, then the connection closes and divvyd exits 0. */
 static void test_reload_sigterm_answers_in_flight(void **state)
@@ -483,6 +537,8 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_reload_restart_keeps_counts, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_reload_generation_grows_across_restarts,
+                                        harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_reload_sigterm_answers_in_flight, harness_setup,
                                         harness_teardown),
     };
