@@ -27,6 +27,8 @@ struct move_rule {
 struct move_ctx {
     struct move_rule *rules;    /* sorted by id */
     size_t n;
+    const struct table *privileged;
+    bool from_fast;             /* the walk is over the fast table */
 };
 
 static int move_rule_cmp(const void *a, const void *b)
@@ -47,6 +49,11 @@ static struct table *move_pick(uint64_t rule_id, enum rules_algo algo, void *arg
     /* A counter whose rule is gone, or whose algorithm changed (a new key),
      * stays where it is and expires there. */
     if (!m || m->lim.algo != algo)
+        return NULL;
+    /* Any fast-group member can write the fast table's slots, so nothing of
+     * it ever becomes a login counter: a rule that goes from fast_path to
+     * source = privileged starts afresh there (docs/daemon.md). */
+    if (ctx->from_fast && m->table == ctx->privileged)
         return NULL;
     *ret_lim = m->lim;
     return m->table;
@@ -119,11 +126,13 @@ int tables_settle(const struct tables *tb, const struct rules *rules, bool remov
     r = index_rules(tb, rules, &ctx);
     if (r < 0)
         return r;
+    ctx.privileged = tb->privileged;
     for (size_t f = 0; f < 3; f++) {
         struct table_move_stats st;
 
         if (!all[f])
             continue;
+        ctx.from_fast = all[f] == tb->fast;
         r = table_move(all[f], remove, move_pick, &ctx, log ? &log->t[f] : NULL, now, &st);
         if (r < 0)
             goto out;

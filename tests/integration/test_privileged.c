@@ -279,6 +279,32 @@ static void expect_credit(struct harness_conn *c, long long credit, long long lo
         fail_msg("%s: PEEK of the long actor -> \"%s\", want %s...", when, r, want);
 }
 
+/*
+ * A rule that goes from fast_path to source = privileged starts afresh: any
+ * fast-group member can write the fast table, so none of its counters may
+ * become a login counter (a member could otherwise plant a lockout).  The
+ * fast counter stays behind (it expires there); on the way back the
+ * privileged one (49 left) meets it (43 left) and the one with less credit
+ * is kept, as every merge does (docs/daemon.md "Counter tables").
+ */
+static void test_privileged_never_takes_fast_counters(void **state)
+{
+    struct harness_opts o = { .config_name = "divvy.conf", .config_text = api_conf(true, false),
+                              .workers = 1 };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    EXPECT_REPLY(c, "TAKE 7 path=/api user=alice", "OK true 43 3600 api");
+    reload_to(d, c, false, true);
+    EXPECT_OK_RULE(c, "TAKE 1 path=/api user=alice", true, 49, 3600, 3600, "api");
+    reload_to(d, c, true, false);
+    EXPECT_OK_RULE(c, "TAKE 1 path=/api user=alice", true, 42, 3599, 3600, "api");
+    harness_close(c);
+}
+
 static void test_privileged_counts_follow_fast_path_toggle(void **state)
 {
     struct divvy_result res = { .size = sizeof(res) };
@@ -523,6 +549,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_privileged_table_full_is_an_error,
                                         harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_privileged_counts_follow_fast_path_toggle,
+                                        harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_privileged_never_takes_fast_counters,
                                         harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_privileged_toggle_under_load,
                                         harness_setup, harness_teardown),
