@@ -198,3 +198,51 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
         return apply_window(lim, op, n, now_ms, &in, ret_state, ret);
     }
 }
+
+static uint64_t retry_sliding(const struct table_limits *lim, uint64_t now,
+                              const struct algo_state *cur)
+{
+    uint64_t w = lim->reset_ms, limit = lim->credit_limit;
+    uint64_t prev, count, start, elapsed, wait = 0, room;
+
+    if (cur->idle <= now)
+        return 0;
+    prev = cur->data >> SLIDING_SHIFT & ALGO_SLIDING_MAX;
+    count = cur->data & ALGO_SLIDING_MAX;
+    start = cur->idle >= 2 * w ? cur->idle - 2 * w : 0;
+    elapsed = now > start ? now - start : 0;
+    if (elapsed >= 2 * w)
+        return 0;
+    if (elapsed >= w) {
+        prev = count;
+        count = 0;
+        elapsed -= w;
+    }
+    if (count >= limit) {
+        /* Only the roll-over helps: the current window becomes the previous one. */
+        wait = w - elapsed;
+        prev = count;
+        count = 0;
+        elapsed = 0;
+    }
+    if (prev == 0)
+        return wait;
+    /* One credit once prev * (w - elapsed) <= (limit - 1 - count) * w (apply_sliding()). */
+    room = (uint64_t)((unsigned __int128)(limit - 1 - count) * w / prev);
+    if (room >= w - elapsed)
+        return wait;
+    return sat_add(wait, w - elapsed - room);
+}
+
+uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
+                       const struct algo_state *cur)
+{
+    struct algo_state out;
+    struct table_result res;
+
+    if (lim->algo == RULES_ALGO_SLIDING_WINDOW)
+        return retry_sliding(lim, now_ms, cur);
+    /* Window: the window's end; token bucket: the next refill step (apply_bucket()). */
+    algo_apply(lim, TABLE_PEEK, 1, now_ms, cur, &out, &res);
+    return res.allowed ? 0 : res.reset_ms;
+}

@@ -50,4 +50,16 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
                 const struct algo_state *cur, struct algo_state *ret_state,
                 struct table_result *ret);
 
+/*
+ * How long from @now_ms until a TAKE of 1 would be allowed on the counter in
+ * state @cur under @lim, if nothing else takes meanwhile: 0 when credit is
+ * left now.  Window: the window's end.  Token bucket: the next refill step
+ * (a strict bucket's clock as last restarted).  Sliding window: when the
+ * previous window's hits, weighted down as it slides out, leave room for one
+ * credit (possibly only after the current window has become the previous
+ * one).  Saturates at ALGO_IDLE_MAX.
+ */
+uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
+                       const struct algo_state *cur);
+
 #endif

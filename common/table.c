@@ -1241,6 +1241,7 @@ int table_foreach(struct table *t, uint64_t now_ms,
             e.actor_len = sizeof(actor);
         e.algo = algo <= RULES_ALGO_SLIDING_WINDOW ? (enum rules_algo)algo : RULES_ALGO_WINDOW;
         e.used_or_tokens = st_data(v);
+        e.data = st_data(v);
         if (e.algo == RULES_ALGO_SLIDING_WINDOW)
             e.used_or_tokens &= ALGO_SLIDING_MAX;
         if (w[1] >> 32 & KF_LEASE) {

@@ -39,6 +39,7 @@
 
 #include "addr.h"
 #include "admit.h"
+#include "algo.h"
 #include "clock.h"
 #include "eval.h"
 #include "fastfd.h"
@@ -1526,7 +1527,8 @@ struct counter_row {
     uint32_t rule;              /* index in the current rules */
     uint64_t credit;
     uint64_t used;
-    uint64_t reset_ms;
+    uint64_t reset_ms;          /* until the quota is full again */
+    uint64_t retry_ms;          /* until the next credit (algo_retry_ms()) */
     char actor[40];             /* stored actor (<= 32 bytes) or "#<digest hex>" */
 };
 
@@ -1565,22 +1567,37 @@ static int collect_counter(const struct table_entry *e, void *userdata)
     struct counter_row *row;
     struct rules_rule r;
     int idx = find_rule_id(cs, e->rule_id);
-    uint64_t limit, used;
+    uint64_t limit, used, retry_ms;
 
     /* Counters of rules a reload removed are not reported. */
     if (idx < 0 || (cs->only_rule >= 0 && idx != cs->only_rule) ||
         rules_get(cs->rules, (uint32_t)idx, &r) < 0)
         return 0;
     limit = (uint64_t)r.credit_limit;
-    used = e->algo == RULES_ALGO_TOKEN_BUCKET ? limit - (e->used_or_tokens < limit ?
-                                                         e->used_or_tokens : limit)
-                                              : e->used_or_tokens;
-    /* A lease: what the pool lacks, as this host last saw it. */
-    if (e->lease)
+    retry_ms = 0;
+    if (e->lease) {
+        /* A lease: what the pool lacks, as this host last saw it. */
         used = e->lease_left + e->lease_remain < limit ? limit - e->lease_left - e->lease_remain
                                                        : 0;
+    } else {
+        /* As a hit would see the counter now: a bucket's refills and a sliding
+         * window's slide count (the stored word is as of the last write). */
+        struct algo_state stv = { .idle = e->expires_ms, .data = e->data };
+        struct table_limits lim;
+        struct table_result res;
+
+        eval_limits(&r, &lim);
+        lim.algo = e->algo;
+        if (algo_check(&lim) < 0)
+            return 0;
+        algo_apply(&lim, TABLE_PEEK, 0, cs->now, &stv, &stv, &res);
+        used = limit - (res.credit < limit ? res.credit : limit);
+        retry_ms = algo_retry_ms(&lim, cs->now, &stv);
+    }
     if (used > limit)
         used = limit;
+    if (e->lease && used >= limit)
+        retry_ms = e->expires_ms > cs->now ? e->expires_ms - cs->now : 0;
     if (cs->exhausted && used < limit)
         return 0;
     if (cs->n == cs->cap) {
@@ -1600,6 +1617,7 @@ static int collect_counter(const struct table_entry *e, void *userdata)
     row->used = used;
     row->credit = limit - used;
     row->reset_ms = e->expires_ms > cs->now ? e->expires_ms - cs->now : 0;
+    row->retry_ms = retry_ms;
     if (e->actor_is_digest) {
         size_t pos = 0;
 
@@ -1722,9 +1740,10 @@ static void do_counters(struct conn *c, const struct proto_req *req)
         append_fmt(line, sizeof(line), &pos, "rule=%s actor=", r.id_str);
         append_quoted(line, sizeof(line), &pos, row->actor);
         append_fmt(line, sizeof(line), &pos,
-                   " credit=%llu used=%llu limit=%lld reset_seconds=%llu\n",
+                   " credit=%llu used=%llu limit=%lld reset_seconds=%llu retry_seconds=%llu\n",
                    (unsigned long long)row->credit, (unsigned long long)row->used,
-                   (long long)r.credit_limit, (unsigned long long)eval_ms_to_s(row->reset_ms));
+                   (long long)r.credit_limit, (unsigned long long)eval_ms_to_s(row->reset_ms),
+                   (unsigned long long)(row->retry_ms / 1000 + (row->retry_ms % 1000 != 0)));
         reply_text(c, line);
     }
 out:

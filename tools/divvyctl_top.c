@@ -40,9 +40,12 @@ const char ctl_help_top[] =
     "left first (then the most used), refreshing every --interval seconds until\n"
     "you press q or Ctrl-C; s switches between least credit and most used.  The\n"
     "header line summarises STATS (uptime, rules, hits per second, table use).\n"
-    "Columns: CREDIT left, USED, LIMIT, RESETS IN (seconds until the window\n"
-    "resets or, for a token bucket, the next credit), RULE (label or id) and\n"
-    "ACTOR, split into the rule's actor keys (`user=alice rhost=203.0.113.9`; an\n"
+    "Columns: CREDIT left (as a hit would see it now), USED, LIMIT, RETRY IN\n"
+    "(for a counter with no credit: when the next credit arrives and the actor\n"
+    "can try again - a window's end, a token bucket's next refill step, a\n"
+    "sliding window's first moment with room for one; - while credit is left),\n"
+    "FULL IN (until the quota is full again), RULE (label or id) and ACTOR,\n"
+    "split into the rule's actor keys (`user=alice rhost=203.0.113.9`; an\n"
     "actor longer than 32 bytes is shown as #digest; a rule without actor as -).\n"
     "Only counters below their full quota are live; a quiet system shows none.\n"
     "\n"
@@ -59,8 +62,9 @@ const char ctl_help_top[] =
     "                      used first)\n"
     "  -j, --json          one snapshot as {\"counters\": [{\"rule\": ..., \"actor\":\n"
     "                      ..., \"fields\": {\"user\": ..., ...}, \"credit\": 0, \"used\":\n"
-    "                      5, \"limit\": 5, \"reset_seconds\": 871}, ...]} (implies\n"
-    "                      --once)\n"
+    "                      5, \"limit\": 5, \"reset_seconds\": 871, \"retry_seconds\":\n"
+    "                      871}, ...]} (reset: until full; retry: until the next\n"
+    "                      credit, 0 while credit is left; implies --once)\n"
     "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
     "\n"
     "Exit status: 0 done, 2 usage or unknown rule, 3 divvyd unreachable, 4\n"
@@ -77,6 +81,10 @@ const char ctl_help_locked[] =
     "  RULE               ACTOR                          USED/LIMIT  UNLOCKS IN\n"
     "  login-user-source  user=alice rhost=203.0.113.9/32  5/5         14m 31s\n"
     "\n"
+    "UNLOCKS IN is when the next credit arrives, i.e. when the actor can try\n"
+    "again: a window's end, a token bucket's next refill step (not its refill\n"
+    "to full), a sliding window's first moment with room for one hit.\n"
+    "\n"
     "Nothing locked: no lines, and a note on standard error.  To unlock, reset\n"
     "with the request that locked it, e.g. for pam_divvy's rules:\n"
     "  divvyctl reset event=authfail user=alice rhost=203.0.113.9\n"
@@ -87,7 +95,8 @@ const char ctl_help_locked[] =
     "  -m, --max N         at most N lines (default and limit 10000)\n"
     "  -j, --json          {\"locked\": [{\"rule\": ..., \"actor\": ..., \"fields\":\n"
     "                      {...}, \"credit\": 0, \"used\": 5, \"limit\": 5,\n"
-    "                      \"reset_seconds\": 871}, ...]}\n"
+    "                      \"reset_seconds\": 871, \"retry_seconds\": 871}, ...]}\n"
+    "                      (retry: the UNLOCKS IN column; reset: until full)\n"
     "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
     "\n"
     "Exit status: 0 listed (also when nothing is locked), 2 usage or unknown rule,\n"
@@ -104,6 +113,7 @@ struct top_counter {
     char actor[TOP_FIELD_MAX];
     char shown[TOP_FIELD_MAX * 8];  /* actor split into key=value pairs */
     uint64_t credit, used, limit, reset;
+    uint64_t retry;                 /* seconds until the next credit (0: credit left) */
 };
 
 struct top_state {
@@ -296,6 +306,9 @@ static int top_fetch(struct ctl *ctl, struct top_state *st, bool exhausted, long
                          "read: %s", lines[i]);
             goto out;
         }
+        /* A divvyd older than retry_seconds: the quota's reset is all it tells. */
+        if (ctl_field_u64(f, "retry_seconds", &c->retry) < 0)
+            c->retry = c->credit ? 0 : c->reset;
         snprintf(c->rule, sizeof(c->rule), "%s", rule);
         snprintf(c->actor, sizeof(c->actor), "%s", actor);
         k++;
@@ -328,11 +341,12 @@ static json_t *top_json_rows(const struct top_state *st)
         json_t *fields = json_object();
 
         top_split_actor(st, &c, fields);
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I}", "rule",
-                                             c.rule, "actor", c.actor, "fields", fields,
-                                             "credit", (json_int_t)c.credit, "used",
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I}",
+                                             "rule", c.rule, "actor", c.actor, "fields",
+                                             fields, "credit", (json_int_t)c.credit, "used",
                                              (json_int_t)c.used, "limit", (json_int_t)c.limit,
-                                             "reset_seconds", (json_int_t)c.reset));
+                                             "reset_seconds", (json_int_t)c.reset,
+                                             "retry_seconds", (json_int_t)c.retry));
     }
     return arr;
 }
@@ -576,16 +590,21 @@ static int top_refresh(struct ctl *ctl, struct top_state *st, const struct top_t
         if ((int)strlen(st->rows[i].rule) > wrule)
             wrule = (int)strlen(st->rows[i].rule);
     }
-    top_putf(out, cols, t->screen, "%8s %8s %8s  %-9s  %-*s  %s", "CREDIT", "USED", "LIMIT",
-             "RESETS IN", wrule, "RULE", "ACTOR");
+    top_putf(out, cols, t->screen, "%8s %8s %8s  %-9s  %-9s  %-*s  %s", "CREDIT", "USED",
+             "LIMIT", "RETRY IN", "FULL IN", wrule, "RULE", "ACTOR");
     for (size_t i = 0; i < st->n_rows; i++) {
         struct top_counter *c = &st->rows[i];
-        char when[32];
+        char retry[32], full[32];
 
         top_split_actor(st, c, NULL);
-        ctl_fmt_duration(c->reset, when, sizeof(when));
-        top_putf(out, cols, t->screen, "%8" PRIu64 " %8" PRIu64 " %8" PRIu64 "  %-9s  %-*s  %s",
-                 c->credit, c->used, c->limit, when, wrule, c->rule, c->shown);
+        if (c->credit)
+            snprintf(retry, sizeof(retry), "-");
+        else
+            ctl_fmt_duration(c->retry, retry, sizeof(retry));
+        ctl_fmt_duration(c->reset, full, sizeof(full));
+        top_putf(out, cols, t->screen,
+                 "%8" PRIu64 " %8" PRIu64 " %8" PRIu64 "  %-9s  %-9s  %-*s  %s", c->credit,
+                 c->used, c->limit, retry, full, wrule, c->rule, c->shown);
     }
     if (st->n_rows == 0)
         top_putf(out, cols, t->screen, "(no live counters)");
@@ -790,7 +809,7 @@ int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
         const struct top_counter *c = &st.rows[i];
         char when[32], used[48];
 
-        ctl_fmt_duration(c->reset, when, sizeof(when));
+        ctl_fmt_duration(c->retry, when, sizeof(when));
         snprintf(used, sizeof(used), "%" PRIu64 "/%" PRIu64, c->used, c->limit);
         printf("%-*s  %-*s  %-10s  %s\n", (int)wr, c->rule, (int)wa, c->shown, used, when);
     }

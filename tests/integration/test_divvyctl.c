@@ -413,6 +413,106 @@ static void test_divvyctl_locked_and_top(void **state)
     assert_string_equal(r->out, "");
 }
 
+/* ---- locked: when the next credit arrives ------------------------------------------------ */
+
+static const char retry_conf[] =
+    "server = { socket_mode = \"0600\"; };\n"
+    "rules = (\n"
+    "    { match = { t = \"tb\"; u = \"*\"; }; actor = \"u\"; label = \"tb\";\n"
+    "      algorithm = \"token_bucket\"; credit_limit = 10; refill_amount = 1;\n"
+    "      refill_seconds = 2; },\n"
+    "    { match = { t = \"sw\"; u = \"*\"; }; actor = \"u\"; label = \"sw\";\n"
+    "      algorithm = \"sliding_window\"; credit_limit = 2; reset_seconds = 10; },\n"
+    "    { match = { t = \"win\"; u = \"*\"; }; actor = \"u\"; label = \"win\";\n"
+    "      credit_limit = 1; reset_seconds = 30; },\n"
+    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+    ");\n";
+
+/* The row of rule @label in locked --json (fails the test when absent). */
+static json_t *locked_row(json_t *doc, const char *label)
+{
+    json_t *arr = json_object_get(doc, "locked");
+
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *row = json_array_get(arr, i);
+
+        if (strcmp(json_string_value(json_object_get(row, "rule")), label) == 0)
+            return row;
+    }
+    fail_msg("rule %s is not in locked", label);
+    return NULL;
+}
+
+/* The last column (UNLOCKS IN) of rule @label's line in locked's text output. */
+static const char *unlocks_in(const char *out, const char *label)
+{
+    char *buf = harness_scratch(strlen(out) + 1), *line, *save = NULL, *col;
+
+    assert_non_null(buf);
+    strcpy(buf, out);
+    for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, label, strlen(label)) != 0 || line[strlen(label)] != ' ')
+            continue;
+        col = strrchr(line, ' ');
+        return col ? col + 1 : line;
+    }
+    fail_msg("rule %s is not in locked:\n%s", label, out);
+    return NULL;
+}
+
+/* A token bucket drained by TAKEs unlocks at its next refill step (2 s for 1
+ * per 2 s), not when it is full again (20 s); a sliding window when the
+ * previous window's hits have slid out far enough for one (limit 2 in 10 s,
+ * drained at once: after the roll-over and half the next window, 15 s, not
+ * 20); a window at its end, as before. */
+static void test_divvyctl_locked_next_credit(void **state)
+{
+    struct harness_opts o = { .config_name = "divvy.conf", .config_text = retry_conf };
+    struct harness_daemon *d = NULL;
+    const char *s, *when;
+    struct run *r;
+    json_t *doc, *row;
+    json_int_t retry;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    s = sock_of(d);
+    CTL(0, "-s", s, "take", "10", "t=tb", "u=alice");
+    CTL(0, "-s", s, "take", "2", "t=sw", "u=bob");
+    CTL(0, "-s", s, "take", "1", "t=win", "u=carol");
+    r = CTL(0, "-s", s, "locked", "--json");
+    doc = parse_json(r);
+    row = locked_row(doc, "tb");
+    assert_int_equal(json_integer_value(json_object_get(row, "credit")), 0);
+    retry = json_integer_value(json_object_get(row, "retry_seconds"));
+    if (retry < 1 || retry > 2)
+        fail_msg("token bucket: retry_seconds %lld, not the 2 s refill step", (long long)retry);
+    assert_true(json_integer_value(json_object_get(row, "reset_seconds")) >= 17);
+    row = locked_row(doc, "sw");
+    retry = json_integer_value(json_object_get(row, "retry_seconds"));
+    if (retry < 14 || retry > 15)
+        fail_msg("sliding window: retry_seconds %lld, not 15", (long long)retry);
+    row = locked_row(doc, "win");
+    retry = json_integer_value(json_object_get(row, "retry_seconds"));
+    if (retry < 29 || retry > 30)
+        fail_msg("window: retry_seconds %lld, not the window's end", (long long)retry);
+    json_decref(doc);
+
+    r = CTL(0, "-s", s, "locked");
+    when = unlocks_in(r->out, "tb");
+    if (strcmp(when, "2s") != 0 && strcmp(when, "1s") != 0)
+        fail_msg("locked shows the drained bucket as UNLOCKS IN %s:\n%s", when, r->out);
+    when = unlocks_in(r->out, "sw");
+    if (strcmp(when, "15s") != 0 && strcmp(when, "14s") != 0)
+        fail_msg("locked shows the sliding window as UNLOCKS IN %s:\n%s", when, r->out);
+    /* top: the same time under RETRY IN, the refill to full under FULL IN. */
+    r = CTL(0, "-s", s, "top", "--once", "--rule", "tb");
+    expect_in(r->out, "RETRY IN");
+    expect_in(r->out, "FULL IN");
+    if (!strstr(r->out, " 2s ") && !strstr(r->out, " 1s "))
+        fail_msg("top shows no next-credit time for the drained bucket:\n%s", r->out);
+}
+
 static void test_divvyctl_reload(void **state)
 {
     struct harness_daemon *d;
@@ -829,6 +929,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_divvyctl_rules_explain_stats, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_locked_and_top, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_locked_next_credit, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_reload, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_non_admin, harness_setup,

@@ -309,6 +309,44 @@ static void test_algo_times_saturate(void **state)
     assert_int_equal(st.idle, ALGO_IDLE_MAX);
 }
 
+/* The first ms from @now at which a PEEK of 1 is allowed, found by stepping. */
+static uint64_t first_allowed(const struct table_limits *lim, const struct algo_state *st,
+                              uint64_t now)
+{
+    for (uint64_t t = now;; t++) {
+        struct algo_state out;
+        struct table_result res;
+
+        algo_apply(lim, TABLE_PEEK, 1, t, st, &out, &res);
+        if (res.allowed)
+            return t - now;
+    }
+}
+
+/* algo_retry_ms() agrees with stepping time forward, for every algorithm,
+ * after every TAKE of a pseudo-random sequence (including drained states). */
+static void test_algo_retry_matches_stepping(void **state)
+{
+    const struct table_limits lims[] = {
+        window(3, 700), window(1, 50), bucket(10, 1, 200, false), bucket(7, 3, 90, false),
+        bucket(4, 1, 100, true), sliding(10, 1000), sliding(1, 300), sliding(3, 70),
+    };
+    uint32_t seed = 12345;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
+        struct algo_state st = { 0, 0 };
+        uint64_t now = 1000;
+
+        for (int step = 0; step < 400; step++) {
+            seed = seed * 1103515245u + 12345u;
+            now += (seed >> 16) % 40;
+            run(&lims[i], &st, TABLE_TAKE, 1 + (seed >> 8) % 3, now);
+            assert_int_equal(algo_retry_ms(&lims[i], now, &st), first_allowed(&lims[i], &st, now));
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_algo_sliding_all_or_nothing),
         cmocka_unit_test(test_algo_check_limits),
         cmocka_unit_test(test_algo_times_saturate),
+        cmocka_unit_test(test_algo_retry_matches_stepping),
     };
 
     return cmocka_run_group_tests_name("algo", tests, NULL, NULL);
