@@ -644,7 +644,8 @@ static int conf_server_setting(struct config *cfg, const char *path,
             return r;
         return conf_set_str(name[0] == 'a' ? &cfg->admin_group : &cfg->fast_group, str);
     }
-    return conf_unknown(path, s, "server", conf_server_names, CONF_N(conf_server_names), "", reterr);
+    return conf_unknown(path, s, "server", conf_server_names, CONF_N(conf_server_names), "",
+                        reterr);
 }
 
 static int conf_table_setting(struct config *cfg, const char *path,
@@ -710,7 +711,8 @@ static int conf_metrics_setting(struct config *cfg, const char *path,
         }
         return conf_set_str(name[0] == 'l' ? &cfg->metrics_listen : &cfg->metrics_path, str);
     }
-    return conf_unknown(path, s, "metrics", conf_metrics_names, CONF_N(conf_metrics_names), "", reterr);
+    return conf_unknown(path, s, "metrics", conf_metrics_names, CONF_N(conf_metrics_names), "",
+                        reterr);
 }
 
 static int conf_statsd_setting(struct config *cfg, const char *path,
@@ -738,7 +740,8 @@ static int conf_statsd_setting(struct config *cfg, const char *path,
             cfg->statsd_interval_ms = (unsigned)v;
         return r;
     }
-    return conf_unknown(path, s, "statsd", conf_statsd_names, CONF_N(conf_statsd_names), "", reterr);
+    return conf_unknown(path, s, "statsd", conf_statsd_names, CONF_N(conf_statsd_names), "",
+                        reterr);
 }
 
 static int conf_store_setting(struct config *cfg, const char *path,

@@ -513,23 +513,30 @@ static void test_config_extension_case(void **state)
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* The line of @path holding "ERROR", or 0. */
-static unsigned marker_line(const char *path)
+/* The lines of @path holding "ERROR" (up to @max of them); returns how many. */
+static unsigned marker_lines(const char *path, unsigned *ret, unsigned max)
 {
     char line[4096];
-    unsigned n = 0;
+    unsigned n = 0, k = 0;
     FILE *f = fopen(path, "r");
 
     assert_non_null(f);
     while (fgets(line, sizeof(line), f)) {
         n++;
-        if (strstr(line, "ERROR")) {
-            fclose(f);
-            return n;
-        }
+        if (strstr(line, "ERROR") && k < max)
+            ret[k++] = n;
     }
     fclose(f);
-    return 0;
+    return k;
+}
+
+/* The first line of @path holding "ERROR", or 0. */
+static unsigned marker_line(const char *path)
+{
+    unsigned line = 0;
+
+    marker_lines(path, &line, 1);
+    return line;
 }
 
 /*
@@ -617,19 +624,11 @@ static void test_config_error_huge_int(void **state)
 static void expect_marked(const char *rel, struct diag *d)
 {
     struct config *cfg = NULL;
-    unsigned marked[DIAG_MAX], n_marked = 0, n = 0;
-    char path[1024], line[1024];
-    FILE *f;
+    unsigned marked[DIAG_MAX], n_marked;
+    char path[1024];
 
     src_path(path, sizeof(path), rel);
-    f = fopen(path, "r");
-    assert_non_null(f);
-    while (fgets(line, sizeof(line), f)) {
-        n++;
-        if (strstr(line, "ERROR") && n_marked < DIAG_MAX)
-            marked[n_marked++] = n;
-    }
-    fclose(f);
+    n_marked = marker_lines(path, marked, DIAG_MAX);
     diag_init(d);
     assert_int_equal(config_load(path, &cfg, d), -EINVAL);
     assert_null(cfg);
