@@ -31,6 +31,7 @@
 #include "config.h"
 #include "config_divvy.h"
 #include "secret.h"
+#include "suggest.h"
 #include "table.h"
 
 #define CONFIG_FILE_MAX        (64u << 20)     /* bytes of one config file */
@@ -154,15 +155,20 @@ static bool conf_is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-/* Checks one number token [s, e) the way libconfig 1.5 would mangle it. */
+/*
+ * Checks one number token [s, e) the way libconfig 1.5 would mangle it; on
+ * -EINVAL, @misread holds the values libconfig may have made of it (the
+ * saturated value and its low 32 bits).
+ */
 static int conf_check_number(const char *path, unsigned line, const char *s, const char *e,
-                               struct diag *reterr)
+                               int64_t misread[2], struct diag *reterr)
 {
     bool hex, is_long = false, is_float = false;
     size_t n = (size_t)(e - s);
     char tok[80];
     char *end;
 
+    misread[0] = misread[1] = 0;
     if (n >= sizeof(tok)) {
         diag_set(reterr, path, line, "number too long");
         return -EINVAL;
@@ -184,6 +190,8 @@ static int conf_check_number(const char *path, unsigned line, const char *s, con
         unsigned long long v = strtoull(tok, &end, 16);
 
         if (errno == ERANGE || (!is_long && v > INT32_MAX) || (is_long && v > INT64_MAX)) {
+            misread[0] = (int64_t)v;
+            misread[1] = (int32_t)(uint32_t)v;
             diag_set(reterr, path, line, "integer %s is out of range%s", tok,
                      is_long ? "" : " for 32 bits (add an L suffix for 64-bit values)");
             return -EINVAL;
@@ -194,6 +202,8 @@ static int conf_check_number(const char *path, unsigned line, const char *s, con
         long long v = strtoll(tok, &end, 10);
 
         if (errno == ERANGE || (!is_long && (v > INT32_MAX || v < INT32_MIN))) {
+            misread[0] = v;
+            misread[1] = (int32_t)(uint32_t)(uint64_t)v;
             diag_set(reterr, path, line, "integer %s is out of range%s", tok,
                      is_long || errno == ERANGE ? "" :
                      " for 32 bits: libconfig would misread it; write it with an L suffix");
@@ -203,11 +213,55 @@ static int conf_check_number(const char *path, unsigned line, const char *s, con
     return 0;
 }
 
+/* Numbers libconfig misread: their lines and what it may have read (the
+ * first CONF_MISREAD_MAX). */
+#define CONF_MISREAD_MAX 64
+struct conf_misread {
+    size_t n;
+    struct {
+        unsigned line;
+        int64_t v[2];
+    } e[CONF_MISREAD_MAX];
+};
+
+static bool conf_misread_has(const struct conf_misread *m, unsigned line, int64_t v)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->e[i].line == line && (m->e[i].v[0] == v || m->e[i].v[1] == v))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Removes every integer under @s that holds a value libconfig misread: the
+ * number is already reported, and its misread value would only add a
+ * misleading follow-up ("must not be negative" for 4294967295) while the
+ * rest of the file is still checked.
+ */
+static void conf_drop_misread(config_setting_t *s, unsigned parent_line,
+                              const struct conf_misread *bad)
+{
+    for (int i = config_setting_length(s) - 1; i >= 0; i--) {
+        config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        unsigned line = config_setting_source_line(e) ? config_setting_source_line(e) :
+                        parent_line;
+        int type = config_setting_type(e);
+
+        if ((type == CONFIG_TYPE_INT || type == CONFIG_TYPE_INT64) &&
+            conf_misread_has(bad, line, config_setting_get_int64(e)))
+            config_setting_remove_elem(s, (unsigned)i);
+        else if (config_setting_is_aggregate(e))
+            conf_drop_misread(e, line, bad);
+    }
+}
+
 /*
  * Walks libconfig text that already parsed, tokenising strings, comments,
  * names and numbers as libconfig's scanner does, and checks every number.
  */
-static int conf_check_numbers(const char *path, const char *text, struct diag *reterr)
+static int conf_check_numbers(const char *path, const char *text, struct conf_misread *bad,
+                              struct diag *reterr)
 {
     const char *p = text;
     unsigned line = 1;
@@ -239,14 +293,20 @@ static int conf_check_numbers(const char *path, const char *text, struct diag *r
         } else if (conf_is_digit(*p) || ((*p == '-' || *p == '+' || *p == '.') &&
                                            (conf_is_digit(p[1]) || p[1] == '.'))) {
             const char *s = p;
+            int64_t misread[2];
 
             p++;
             while (conf_is_digit(*p) || (*p >= 'a' && *p <= 'f') ||
                    (*p >= 'A' && *p <= 'F') || *p == 'x' || *p == 'X' || *p == '.' ||
                    *p == 'L' || ((*p == '-' || *p == '+') && (p[-1] == 'e' || p[-1] == 'E')))
                 p++;
-            if (conf_check_number(path, line, s, p, reterr) < 0)
+            if (conf_check_number(path, line, s, p, misread, reterr) < 0) {
                 r = -EINVAL;
+                if (bad->n < CONF_MISREAD_MAX) {
+                    bad->e[bad->n].line = line;
+                    memcpy(bad->e[bad->n++].v, misread, sizeof(misread));
+                }
+            }
         } else {
             p++;
         }
@@ -308,6 +368,48 @@ static int conf_set_str(char **slot, const char *v)
     free(*slot);
     *slot = copy;
     return 0;
+}
+
+/* Names each settings group knows, for "did you mean" (suggest.h). */
+static const char *const conf_server_names[] = {
+    "listen", "workers", "max_connections", "max_output_bytes", "output_budget_bytes",
+    "tcp_connections", "unix_connections", "reserved_connections",
+    "tcp_connections_per_address", "unix_connections_per_uid", "idle_timeout_ms",
+    "request_timeout_ms", "socket_buffer_bytes", "socket_mode", "state_dir", "admin_group",
+    "fast_group",
+};
+static const char *const conf_table_names[] = {
+    "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
+};
+static const char *const conf_metrics_names[] = { "listen", "path" };
+static const char *const conf_statsd_names[] = { "host", "prefix", "port", "interval_ms" };
+static const char *const conf_store_names[] = { "mode", "on_redis_error", "prefix", "lease_max" };
+static const char *const conf_redis_names[] = {
+    "host", "port", "unix_socket", "username", "password", "password_file", "db", "timeout_ms",
+    "sentinels", "master_name", "sentinel_password", "sentinel_password_file",
+};
+static const char *const conf_top_names[] = {
+    "server", "table", "store", "redis", "metrics", "statsd", "rules",
+};
+
+#define CONF_N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* "unknown setting 'GROUP.NAME'" (no GROUP. at the top), with the closest
+ * of @names as a "did you mean" when one is close; always -EINVAL. */
+static int conf_unknown(const char *path, const config_setting_t *s, const char *group,
+                        const char *const *names, size_t n, const char *tail,
+                        struct diag *reterr)
+{
+    const char *name = conf_name(s), *hint;
+    struct suggest sg;
+
+    suggest_init(&sg, name);
+    suggest_offer_all(&sg, names, n);
+    hint = suggest_best(&sg);
+    diag_set(reterr, path, conf_line(s), "unknown setting '%s%s%s'%s%s%s%s", group,
+             group[0] ? "." : "", name, hint ? " (did you mean '" : "", hint ? hint : "",
+             hint ? "'?)" : "", tail);
+    return -EINVAL;
 }
 
 /* "tcp:HOST:PORT" or "unix:PATH"; NULL when fine, else why not. */
@@ -542,8 +644,8 @@ static int conf_server_setting(struct config *cfg, const char *path,
             return r;
         return conf_set_str(name[0] == 'a' ? &cfg->admin_group : &cfg->fast_group, str);
     }
-    diag_set(reterr, path, conf_line(s), "unknown setting 'server.%s'", name);
-    return -EINVAL;
+    return conf_unknown(path, s, "server", conf_server_names, CONF_N(conf_server_names), "",
+                        reterr);
 }
 
 static int conf_table_setting(struct config *cfg, const char *path,
@@ -585,8 +687,7 @@ static int conf_table_setting(struct config *cfg, const char *path,
             cfg->snapshot_interval_ms = (unsigned)v;
         return r;
     }
-    diag_set(reterr, path, conf_line(s), "unknown setting 'table.%s'", name);
-    return -EINVAL;
+    return conf_unknown(path, s, "table", conf_table_names, CONF_N(conf_table_names), "", reterr);
 }
 
 static int conf_metrics_setting(struct config *cfg, const char *path,
@@ -610,8 +711,8 @@ static int conf_metrics_setting(struct config *cfg, const char *path,
         }
         return conf_set_str(name[0] == 'l' ? &cfg->metrics_listen : &cfg->metrics_path, str);
     }
-    diag_set(reterr, path, conf_line(s), "unknown setting 'metrics.%s'", name);
-    return -EINVAL;
+    return conf_unknown(path, s, "metrics", conf_metrics_names, CONF_N(conf_metrics_names), "",
+                        reterr);
 }
 
 static int conf_statsd_setting(struct config *cfg, const char *path,
@@ -639,8 +740,8 @@ static int conf_statsd_setting(struct config *cfg, const char *path,
             cfg->statsd_interval_ms = (unsigned)v;
         return r;
     }
-    diag_set(reterr, path, conf_line(s), "unknown setting 'statsd.%s'", name);
-    return -EINVAL;
+    return conf_unknown(path, s, "statsd", conf_statsd_names, CONF_N(conf_statsd_names), "",
+                        reterr);
 }
 
 static int conf_store_setting(struct config *cfg, const char *path,
@@ -705,8 +806,7 @@ static int conf_store_setting(struct config *cfg, const char *path,
             cfg->lease_max = (uint64_t)v;
         return r;
     }
-    diag_set(reterr, path, conf_line(s), "unknown setting 'store.%s'", name);
-    return -EINVAL;
+    return conf_unknown(path, s, "store", conf_store_names, CONF_N(conf_store_names), "", reterr);
 }
 
 /* A byte that cannot be part of a host, a name or a path in a setting. */
@@ -881,8 +981,7 @@ static int conf_redis_setting(struct config *cfg, const char *path,
         }
         return r < 0 ? r : conf_set_str(&rd->sentinel_password, str);
     }
-    diag_set(reterr, path, conf_line(s), "unknown setting 'redis.%s'", name);
-    return -EINVAL;
+    return conf_unknown(path, s, "redis", conf_redis_names, CONF_N(conf_redis_names), "", reterr);
 }
 
 /* Runs @fn on every member of group @g. */
@@ -1001,11 +1100,11 @@ static int conf_rule_setting(struct rules_rule_spec *r, const char *path,
     int type = config_setting_type(s);
 
     if (!f) {
-        const struct config_divvy_field *camel = config_divvy_field(name, false);
+        const char *hint = config_divvy_hint(name, true);
 
-        if (camel)
+        if (hint)
             diag_set(reterr, path, line, "unknown rule setting '%s' (did you mean '%s'?)",
-                     name, camel->native);
+                     name, hint);
         else
             diag_set(reterr, path, line, "unknown rule setting '%s'", name);
         return -EINVAL;
@@ -1151,6 +1250,7 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
                          struct diag *reterr)
 {
     const config_setting_t *root, *rules = NULL, *redis = NULL;
+    struct conf_misread bad = { 0 };
     config_t lc;
     int r;
 
@@ -1163,9 +1263,11 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
         r = -EINVAL;
         goto out;
     }
-    r = conf_check_numbers(path, text, reterr);
-    if (r < 0)
-        goto out;
+    /* A misread number is reported, and the rest of the file still read
+     * (every problem in one pass) without the misread values. */
+    r = conf_check_numbers(path, text, &bad, reterr);
+    if (bad.n)
+        conf_drop_misread(config_root_setting(&lc), 0, &bad);
 
     root = config_root_setting(&lc);
     for (int i = 0; i < config_setting_length(root); i++) {
@@ -1190,11 +1292,9 @@ static int conf_native(struct config *cfg, const char *path, const char *text,
             rules = s;
             q = conf_rules(cfg, path, s, reterr);
         } else {
-            diag_set(reterr, path, conf_line(s),
-                     "unknown setting '%s' (expected server, table, store, redis, metrics, "
-                     "statsd, rules)",
-                     name);
-            q = -EINVAL;
+            q = conf_unknown(path, s, "", conf_top_names, CONF_N(conf_top_names),
+                             " (expected server, table, store, redis, metrics, statsd, rules)",
+                             reterr);
         }
         if (q == -ENOMEM) {
             r = q;

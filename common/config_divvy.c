@@ -16,6 +16,7 @@
 
 #include "config_divvy.h"
 #include "ini.h"
+#include "suggest.h"
 
 static const struct config_divvy_field config_divvy_fields[] = {
     { CONFIG_DIVVY_F_MATCH, CONFIG_DIVVY_MATCH, "match", "operation" },
@@ -275,18 +276,38 @@ int config_divvy_set_string(struct rules_rule_spec *r, const struct config_divvy
     }
 }
 
-/* "Did you mean" for a setting written in the other format's spelling. */
+const char *config_divvy_hint(const char *key, bool native)
+{
+    const struct config_divvy_field *other = config_divvy_field(key, !native);
+    struct suggest sg;
+
+    if (other && (native ? other->native : other->divvy))
+        return native ? other->native : other->divvy;
+    suggest_init(&sg, key);
+    for (size_t i = 0; i < CONFIG_DIVVY_N(config_divvy_fields); i++) {
+        const struct config_divvy_field *f = &config_divvy_fields[i];
+
+        /* INI and JSON rules name no "operation" setting (JSON reads it apart). */
+        if (native || f->kind != CONFIG_DIVVY_MATCH)
+            suggest_offer(&sg, native ? f->native : f->divvy);
+    }
+    return suggest_best(&sg);
+}
+
+/* An unknown INI or JSON rule setting, with a "did you mean" when there is one. */
 static void config_divvy_unknown(const char *key, bool native, const char *file, unsigned line,
                                  struct diag *reterr)
 {
-    const struct config_divvy_field *other = config_divvy_field(key, !native);
-    const char *hint = other ? (native ? other->native : other->divvy) : NULL;
     size_t len = strlen(key);
+    const char *hint;
 
+    if (len > 2 && strcmp(key + len - 2, "[]") == 0) {
+        diag_set(reterr, file, line, "unknown setting '%s' (INI arrays are not supported)", key);
+        return;
+    }
+    hint = config_divvy_hint(key, native);
     if (hint)
         diag_set(reterr, file, line, "unknown setting '%s' (did you mean '%s'?)", key, hint);
-    else if (len > 2 && strcmp(key + len - 2, "[]") == 0)
-        diag_set(reterr, file, line, "unknown setting '%s' (INI arrays are not supported)", key);
     else
         diag_set(reterr, file, line, "unknown setting '%s'", key);
 }

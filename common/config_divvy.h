@@ -59,6 +59,13 @@ struct config_divvy_field {
 const struct config_divvy_field *config_divvy_field(const char *name, bool native);
 
 /*
+ * "Did you mean" for an unknown rule setting @key of the native (@native)
+ * or divvy format: the same setting in the other format's spelling, else
+ * the closest name of @key's own format (suggest.h), else NULL.
+ */
+const char *config_divvy_hint(const char *key, bool native);
+
+/*
  * Store a value of rule setting @f into @r after checking its range or
  * keyword; @name is the spelling the user wrote, for the message.  A
  * problem adds "@name ..." at @file:@line to @reterr and returns -EINVAL;

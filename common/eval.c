@@ -113,6 +113,9 @@ int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
 bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,
                   struct eval_result *res)
 {
+    /* A resettable = false rule's counter was only peeked at. */
+    if (op == TABLE_RESET && r->resettable && o->counted)
+        res->n_reset++;
     if (res->n < RULES_MATCH_MAX) {
         res->o[res->n] = *o;
         res->o[res->n++].canary = r->policy == RULES_POLICY_CANARY;

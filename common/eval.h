@@ -42,6 +42,7 @@ struct eval_result {
     uint64_t reset_s;           /* nextResetSeconds: remaining ms rounded as Redis TTL does */
     uint32_t decider;           /* index of the rule whose answer is the reply */
     unsigned n;                 /* outcomes in o[], in rule order */
+    unsigned n_reset;           /* TABLE_RESET: counters forgotten (resettable rules') */
     struct eval_outcome o[RULES_MATCH_MAX];
 };
 

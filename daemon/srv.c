@@ -545,8 +545,10 @@ static size_t hit_format(struct worker *w, uid_t uid, enum proto_verb verb, enum
         stat_inc(&w->st.hits);
         stat_inc(res->allowed ? &w->st.accepted : &w->st.rejected);
     } else if (op == TABLE_RESET) {
+        /* Only counters forgotten: not a resettable = false rule's, nor a
+         * zero-semantics rule that has none. */
         log_msg(LOG_NOTICE, "RESET by uid %u: %u counter(s) on the path of rule %u reset",
-                (unsigned)uid, res->n, res->decider);
+                (unsigned)uid, res->n_reset, res->decider);
     }
     /* HIT's reply is divvy's, byte for byte; the extension verbs name the rule. */
     if (verb == PROTO_HIT)
@@ -671,6 +673,7 @@ static struct hit *hit_get(struct worker *w)
     h->rule[0] = '\0';
     /* Only the count: eval_decides() appends outcomes and sets the answer. */
     h->res.n = 0;
+    h->res.n_reset = 0;
     return h;
 }
 

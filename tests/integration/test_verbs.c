@@ -451,6 +451,63 @@ static void test_verbs_admin_unix_root(void **state)
     harness_close(c);
 }
 
+/* Polls the log of @d for @needle for up to 5 s: 1 found, 0 not. */
+static int log_has(struct harness_daemon *d, const char *needle)
+{
+    for (int i = 0; i < 500; i++) {
+        int r = harness_log_contains(d, needle);
+
+        CHECK(r);
+        if (r == 1)
+            return 1;
+        harness_pause_ms(10);
+    }
+    return 0;
+}
+
+/*
+ * The RESET log line counts only the counters it reset: of the three rules
+ * on the path, the resettable = false one keeps its counter and is not
+ * counted (it was: "3 counter(s)").
+ */
+static void test_verbs_reset_log_counts_reset_only(void **state)
+{
+    static const char conf[] =
+        "rules = (\n"
+        "  { match = { path = \"/r\"; }; credit_limit = 5; reset_seconds = 600;\n"
+        "    match_policy = \"continue\"; label = \"a\"; },\n"
+        "  { match = { user = \"*\"; }; credit_limit = 5; reset_seconds = 600;\n"
+        "    match_policy = \"continue\"; resettable = false; label = \"b\"; },\n"
+        "  { match = { method = \"GET\"; }; credit_limit = 5; reset_seconds = 600;\n"
+        "    label = \"c\"; },\n"
+        "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+        ");\n";
+    struct harness_opts o = { .config_name = "reset.conf", .config_text = conf };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c;
+
+    (void)state;
+    if (geteuid() != 0) {
+        fprintf(stderr, "  (not root: skipping RESET over the Unix socket)\n");
+        skip();
+    }
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    EXPECT_REPLY(c, "TAKE 2 path=/r user=u method=GET", "OK true 3 600 c");
+    EXPECT_REPLY(c, "RESET path=/r user=u method=GET", "OK true 5 0 c");
+    if (!log_has(d, "counter(s) on the path of rule 2 reset")) {
+        harness_dump_log(d);
+        fail_msg("no RESET line in the log");
+    }
+    if (!log_has(d, ": 2 counter(s) on the path of rule 2 reset")) {
+        harness_dump_log(d);
+        fail_msg("the RESET line does not count 2 counters (a and c; b is not resettable)");
+    }
+    /* b kept its counter: 3 left, so the next TAKE 4 is denied by it. */
+    EXPECT_OK_RULE(c, "TAKE 4 path=/r user=u method=GET", false, 3, 599, 600, "b");
+    harness_close(c);
+}
+
 /* COUNTERS (divvyctl top/locked): admin only, least credit first, filters. */
 static void test_verbs_counters(void **state)
 {
@@ -513,6 +570,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verbs_admin_forbidden_on_tcp, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_verbs_counters, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_verbs_reset_log_counts_reset_only, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_verbs_admin_unix_root, harness_setup,
                                         harness_teardown),
     };

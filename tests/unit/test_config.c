@@ -513,23 +513,30 @@ static void test_config_extension_case(void **state)
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* The line of @path holding "ERROR", or 0. */
-static unsigned marker_line(const char *path)
+/* The lines of @path holding "ERROR" (up to @max of them); returns how many. */
+static unsigned marker_lines(const char *path, unsigned *ret, unsigned max)
 {
     char line[4096];
-    unsigned n = 0;
+    unsigned n = 0, k = 0;
     FILE *f = fopen(path, "r");
 
     assert_non_null(f);
     while (fgets(line, sizeof(line), f)) {
         n++;
-        if (strstr(line, "ERROR")) {
-            fclose(f);
-            return n;
-        }
+        if (strstr(line, "ERROR") && k < max)
+            ret[k++] = n;
     }
     fclose(f);
-    return 0;
+    return k;
+}
+
+/* The first line of @path holding "ERROR", or 0. */
+static unsigned marker_line(const char *path)
+{
+    unsigned line = 0;
+
+    marker_lines(path, &line, 1);
+    return line;
 }
 
 /*
@@ -608,6 +615,73 @@ static void test_config_error_huge_int(void **state)
     expect_error("tests/fixtures/bad-huge-int64.conf", "out of range");
     expect_error("tests/fixtures/bad-too-large.conf", "reset_seconds is out of range");
     expect_error_at("tests/fixtures/bad-huge.json", 5, "too big integer");
+}
+
+/*
+ * Loads fixture @rel expecting -EINVAL and exactly one problem on each
+ * line marked ERROR, none elsewhere; returns the problems.
+ */
+static void expect_marked(const char *rel, struct diag *d)
+{
+    struct config *cfg = NULL;
+    unsigned marked[DIAG_MAX], n_marked;
+    char path[1024];
+
+    src_path(path, sizeof(path), rel);
+    n_marked = marker_lines(path, marked, DIAG_MAX);
+    diag_init(d);
+    assert_int_equal(config_load(path, &cfg, d), -EINVAL);
+    assert_null(cfg);
+    for (size_t i = 0; i < d->n; i++) {
+        char msg[1024];
+
+        diag_format(d, i, msg, sizeof(msg));
+        print_message("problem: %s\n", msg);
+    }
+    assert_int_equal(d->n, n_marked);
+    for (size_t i = 0; i < d->n; i++)
+        assert_int_equal(d->e[i].line, marked[i]);
+}
+
+/* Every out-of-range number in one pass, also after one libconfig misreads. */
+static void test_config_error_every_number(void **state)
+{
+    struct diag d;
+
+    (void)state;
+    expect_marked("tests/fixtures/bad-numbers.conf", &d);
+    assert_non_null(strstr(d.e[0].msg, "L suffix"));
+    assert_non_null(strstr(d.e[1].msg, "reset_seconds must not be negative"));
+    assert_non_null(strstr(d.e[2].msg, "max_actors must not be negative"));
+}
+
+/* A native typo gets a "did you mean" in every group, as INI and JSON do. */
+static void test_config_error_native_typos(void **state)
+{
+    static const char *const want[] = {
+        "'server.max_conections' (did you mean 'max_connections'?)",
+        "'table.slot' (did you mean 'slots'?)",
+        "'store.mdoe' (did you mean 'mode'?)",
+        "'redis.timout_ms' (did you mean 'timeout_ms'?)",
+        "'metrics.lisen' (did you mean 'listen'?)",
+        "'statsd.intervl_ms' (did you mean 'interval_ms'?)",
+        "'reset_secnds' (did you mean 'reset_seconds'?)",
+    };
+    struct diag d;
+
+    (void)state;
+    expect_marked("tests/fixtures/bad-native-typos.conf", &d);
+    assert_int_equal(d.n, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < d.n; i++) {
+        if (!strstr(d.e[i].msg, want[i]))
+            fail_msg("problem %zu: wanted \"%s\", got \"%s\"", i, want[i], d.e[i].msg);
+    }
+    expect_error("tests/fixtures/bad-rule-typo.conf",
+                 "unknown rule setting 'credit_limt' (did you mean 'credit_limit'?)");
+    expect_error("tests/fixtures/bad-typo.ini",
+                 "unknown setting 'resetSecnds' (did you mean 'resetSeconds'?)");
+    expect_error_at("tests/fixtures/bad-typo.json", 7,
+                    "unknown setting 'resetSecond' (did you mean 'resetSeconds'?)");
 }
 
 static void test_config_error_negative(void **state)
@@ -951,6 +1025,8 @@ int main(void)
         cmocka_unit_test(test_config_error_rule_typo),
         cmocka_unit_test(test_config_error_not_integer),
         cmocka_unit_test(test_config_error_huge_int),
+        cmocka_unit_test(test_config_error_every_number),
+        cmocka_unit_test(test_config_error_native_typos),
         cmocka_unit_test(test_config_error_negative),
         cmocka_unit_test(test_config_error_bad_policy),
         cmocka_unit_test(test_config_error_duplicate_ini_key),
