@@ -215,10 +215,43 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return 0;
 }
 
-static void rm_tree(const char *dir)
+void harness_rm_tree(const char *dir)
 {
     if (dir[0])
         nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void harness_list_dir(const char *dir, char *buf, size_t size)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char *names[64];
+    size_t n = 0, used = 0;
+
+    buf[0] = '\0';
+    if (!d) {
+        snprintf(buf, size, "-");
+        return;
+    }
+    while ((e = readdir(d)) != NULL && n < 64) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        names[n] = strdup(e->d_name);
+        if (names[n])
+            n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof(names[0]), cmp_name);
+    for (size_t i = 0; i < n; i++) {
+        if (used < size)
+            used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? " " : "", names[i]);
+        free(names[i]);
+    }
 }
 
 /* ---- registry -------------------------------------------------------------- */
@@ -306,7 +339,7 @@ static void reg_atexit(void)
             waitpid(d->pid, NULL, 0);
             d->pid = 0;
         }
-        rm_tree(d->dir);
+        harness_rm_tree(d->dir);
         reg_daemons[i] = NULL;
     }
     for (size_t i = 0; i < REG_MAX; i++) {
@@ -316,7 +349,7 @@ static void reg_atexit(void)
             reg_children[i] = 0;
         }
     }
-    rm_tree(reg_public_dir);
+    harness_rm_tree(reg_public_dir);
     reg_public_dir[0] = '\0';
 }
 
@@ -341,7 +374,7 @@ static void sweep_stale_dirs(void)
         pid = strtol(text, NULL, 10);
         free(text);
         if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
-            rm_tree(path);
+            harness_rm_tree(path);
     }
     closedir(tmp);
 }
@@ -733,7 +766,7 @@ void harness_free(struct harness_daemon *d)
 
         harness_stop(d, &st);
     }
-    rm_tree(d->dir);
+    harness_rm_tree(d->dir);
     reg_del_daemon(d);
     free(d);
 }
@@ -1351,7 +1384,7 @@ const char *harness_public_copy(const char *path)
         if (chmod(reg_public_dir, 0755) < 0 || path_join(owner, reg_public_dir, "owner.pid") < 0 ||
             write_file(owner, pid, strlen(pid)) < 0) {
             r = errno;
-            rm_tree(reg_public_dir);
+            harness_rm_tree(reg_public_dir);
             reg_public_dir[0] = '\0';
             errno = r ? r : EIO;
             return NULL;

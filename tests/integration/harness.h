@@ -214,6 +214,11 @@ const char *harness_public_copy(const char *path);
 
 /* Zeroed memory that lives until harness_teardown(), so a failed assertion
  * leaks nothing.  Main thread only.  NULL when out of memory. */
+/* Removes @dir and everything below it (no symlink followed); "" is a no-op. */
+void harness_rm_tree(const char *dir);
+/* The names in @dir, sorted, space-separated ("" if empty, "-" if @dir does
+ * not exist; at most 64 names). */
+void harness_list_dir(const char *dir, char *buf, size_t size);
 void *harness_scratch(size_t size);
 
 /* ---- misc ----------------------------------------------------------------- */

@@ -47,23 +47,12 @@ static const char state_conf[] =
 /* The scratch dir of the test that runs now: removed by the teardown. */
 static char scratch[64];
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
 static int state_teardown(void **state)
 {
     int r = harness_teardown(state);
 
     if (scratch[0]) {
-        nftw(scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        harness_rm_tree(scratch);
         scratch[0] = '\0';
     }
     return r;
@@ -83,41 +72,6 @@ static void make_scratch(char *conf, size_t size)
     assert_int_equal(write(fd, state_conf, sizeof(state_conf) - 1),
                      (ssize_t)(sizeof(state_conf) - 1));
     close(fd);
-}
-
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The names in @dir, sorted, space-separated ("" if empty, "-" if @dir
- * does not exist). */
-static void list_dir(const char *dir, char *buf, size_t size)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char *names[64];
-    size_t n = 0, used = 0;
-
-    buf[0] = '\0';
-    if (!d) {
-        snprintf(buf, size, "-");
-        return;
-    }
-    while ((e = readdir(d)) != NULL && n < 64) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        names[n] = strdup(e->d_name);
-        if (names[n])
-            n++;
-    }
-    closedir(d);
-    qsort(names, n, sizeof(names[0]), cmp_name);
-    for (size_t i = 0; i < n; i++) {
-        if (used < size)
-            used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? " " : "", names[i]);
-        free(names[i]);
-    }
 }
 
 /* What one divvyd run in a child process saw, in shared memory. */
@@ -182,7 +136,7 @@ static int run_child(void *arg)
     res->rc = harness_run_divvyd(args, RUN_MS, &res->status, NULL, 0, res->err,
                                  sizeof(res->err));
     res->ms = harness_now_ms() - t0;
-    list_dir(p->list, res->listing, sizeof(res->listing));
+    harness_list_dir(p->list, res->listing, sizeof(res->listing));
     return 0;
 }
 
@@ -342,7 +296,7 @@ static void test_fault_state_unwritable_tables(void **state)
             assert_int_equal(chmod(path, 0400), 0);
         assert_int_equal(stat(path, &before[i]), 0);
     }
-    list_dir(d->state, listing, sizeof(listing));
+    harness_list_dir(d->state, listing, sizeof(listing));
     /* The fast table lives in a memfd; a clean stop leaves its snapshot. */
     if (strncmp(listing, "divvyd.lock fast.snapshot private.table privileged.table rules.", 63) != 0 ||
         strchr(listing + 63, ' '))

@@ -33,37 +33,6 @@ static const char lock_conf[] =
     "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
     ");\n";
 
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The names in @dir, sorted, space-separated. */
-static void list_dir(const char *dir, char *buf, size_t size)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char *names[64];
-    size_t n = 0, used = 0;
-
-    buf[0] = '\0';
-    assert_non_null(d);
-    while ((e = readdir(d)) != NULL && n < 64) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        names[n] = strdup(e->d_name);
-        assert_non_null(names[n]);
-        n++;
-    }
-    closedir(d);
-    qsort(names, n, sizeof(names[0]), cmp_name);
-    for (size_t i = 0; i < n; i++) {
-        if (used < size)
-            used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? " " : "", names[i]);
-        free(names[i]);
-    }
-}
-
 static void stat_in(const struct harness_daemon *d, const char *name, struct stat *st)
 {
     char path[HARNESS_PATH + 32];
@@ -132,7 +101,7 @@ static void test_lock_second_daemon_refused(void **state)
     /* The fast table is a memfd (docs/shm.md): no file of its own. */
     snprintf(rules_name, sizeof(rules_name), "rules.%lld", gen);
     snprintf(want, sizeof(want), "divvyd.lock private.table privileged.table %s", rules_name);
-    list_dir(d->state, listing, sizeof(listing));
+    harness_list_dir(d->state, listing, sizeof(listing));
     assert_string_equal(listing, want);
     for (int i = 0; i < 4; i++)
         stat_in(d, names[i], &before[i]);
@@ -151,7 +120,7 @@ static void test_lock_second_daemon_refused(void **state)
     EXPECT_OK(c, "HIT path=/u user=a", true, 98, 3599, 3600);
     CHECK(harness_get_stat(c, "config_generation", &gen2));
     assert_int_equal(gen2, gen);
-    list_dir(d->state, listing2, sizeof(listing2));
+    harness_list_dir(d->state, listing2, sizeof(listing2));
     assert_string_equal(listing2, listing);
     for (int i = 0; i < 4; i++) {
         stat_in(d, names[i], &after[i]);

@@ -29,17 +29,6 @@ static const char rules_text[] =
 static char scratch[64];
 static char password[64];
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
 static int secret_setup(void **state)
 {
     snprintf(scratch, sizeof(scratch), "/tmp/divvy-secret.XXXXXX");
@@ -56,7 +45,7 @@ static int secret_teardown(void **state)
 
     unsetenv("CREDENTIALS_DIRECTORY");
     if (scratch[0]) {
-        nftw(scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        harness_rm_tree(scratch);
         scratch[0] = '\0';
     }
     return r;
