@@ -78,17 +78,19 @@ int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
                        const struct table_limits *limits, const struct table_kw *kw,
                        enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
 {
+    struct table *t = eval_table(env, r);
+    /* Login counters are never silently not counted (DESIGN §4). */
+    bool must_count = env->privileged && t == env->privileged;
     struct table_result res;
     int rc;
 
     /* resettable = false: RESET reports the counter and leaves it alone. */
     if (op == TABLE_RESET && !r->resettable)
         op = TABLE_PEEK;
-    rc = table_hit_prepared(eval_table(env, r), kw, limits, op, n, now_ms, &res);
-    if ((rc == -ENOSPC || rc == -EDQUOT) && r->source == RULES_SOURCE_PRIVILEGED &&
-        env->privileged)
-        return rc;                      /* never silently not counted (DESIGN §4) */
+    rc = table_hit_prepared(t, kw, limits, op, n, now_ms, &res);
     if (rc == -ENOSPC || rc == -EDQUOT) {
+        if (must_count)
+            return rc;
         o->table_full = true;
         o->allowed = env->full_allow;
         return 0;
@@ -97,9 +99,9 @@ int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
         return rc;
     /* A PEEK of a privileged rule with no counter yet (full credit, no
      * window) also says whether the TAKE that would follow could count. */
-    if (op == TABLE_PEEK && r->source == RULES_SOURCE_PRIVILEGED && env->privileged &&
-        res.reset_ms == 0 && res.credit >= limits->credit_limit) {
-        rc = table_room_prepared(eval_table(env, r), kw, limits, now_ms);
+    if (op == TABLE_PEEK && must_count && res.reset_ms == 0 &&
+        res.credit >= limits->credit_limit) {
+        rc = table_room_prepared(t, kw, limits, now_ms);
         if (rc < 0)
             return rc;
     }

@@ -567,11 +567,21 @@ static void hit_start(struct conn *c, const struct proto_req *req,
                       const struct reload_state *st);
 
 /* The table of rule @r's host counters (eval_table()). */
+/* The tables of this daemon, and rules @rs, as eval.c sees them. */
+static void hit_env(const struct worker *w, const struct rules *rs, struct eval_env *env)
+{
+    env->rules = rs;
+    env->fast = w->s->o.fast;
+    env->priv = w->s->o.priv;
+    env->privileged = w->s->o.privileged;
+    env->full_allow = w->s->o.full_allow;
+}
+
 static struct table *srv_table_of(const struct worker *w, const struct rules_rule *r)
 {
-    struct eval_env env = { .fast = w->s->o.fast, .priv = w->s->o.priv,
-                            .privileged = w->s->o.privileged };
+    struct eval_env env;
 
+    hit_env(w, NULL, &env);
     return eval_table(&env, r);
 }
 
@@ -614,11 +624,7 @@ static void do_hit(struct conn *c, const struct proto_req *req)
         urcu_memb_read_unlock();
         return;
     }
-    env.rules = st->rules;
-    env.fast = w->s->o.fast;
-    env.priv = w->s->o.priv;
-    env.privileged = w->s->o.privileged;
-    env.full_allow = w->s->o.full_allow;
+    hit_env(w, st->rules, &env);
     r = eval_request(&env, &rq, op, req->amount, clock_now_ms(), &res);
     if (r >= 0) {
         count_outcomes(w, st->rules, st->generation, op, &res);
@@ -775,15 +781,6 @@ static void hit_mark_done(struct hit *h, uint64_t id)
 {
     if (h->n_done < RULES_MATCH_MAX)
         h->done_ids[h->n_done++] = id;
-}
-
-static void hit_env(struct worker *w, const struct rules *rs, struct eval_env *env)
-{
-    env->rules = rs;
-    env->fast = w->s->o.fast;
-    env->priv = w->s->o.priv;
-    env->privileged = w->s->o.privileged;
-    env->full_allow = w->s->o.full_allow;
 }
 
 static struct rules_req hit_rq(const struct hit *h)

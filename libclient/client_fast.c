@@ -123,7 +123,8 @@ static int remap(struct divvy *h, uint64_t gen)
         uint64_t now_gen;
 
         if (gen == 0 || gen < f->max_gen)
-            return client_err(h, -ENOENT, "divvyd has not published rules in %s", f->dir);
+            return client_err(h, -ENOENT, "divvyd announces no rules for the fast path "
+                              "(generation %llu)", (unsigned long long)gen);
         if (snprintf(path, sizeof(path), "%s/rules.%llu", f->dir, (unsigned long long)gen) >=
             (int)sizeof(path))
             return client_err(h, -ENAMETOOLONG, "%s: path too long", f->dir);
@@ -256,7 +257,6 @@ int client_fast_open(struct divvy *h)
 {
     struct client_fast *f = &h->fast;
     struct table *t = NULL;
-    uint64_t gen;
     int r;
 
     if (!f->table) {
@@ -265,10 +265,8 @@ int client_fast_open(struct divvy *h)
             return r;
         use_table(f, t);
     }
-    gen = table_generation(f->table);
-    if (gen == 0 || gen < f->max_gen)
-        return client_err(h, -ENOENT, "divvyd has published no rules for the fast path");
-    return remap(h, gen);
+    /* remap() refuses generation 0 or one older than the last loaded. */
+    return remap(h, table_generation(f->table));
 }
 
 /*
