@@ -22,11 +22,11 @@
 
 #include "fastfd.h"
 #include "log.h"
+#include "peer.h"
 #include "persist.h"
 #include "proto.h"
 #include "table.h"
 
-#define FASTFD_GROUPS_MAX   256     /* supplementary groups looked at (SO_PEERGROUPS) */
 
 struct fastfd {
     struct table *t;
@@ -198,26 +198,10 @@ struct table *fastfd_table(struct fastfd *ff)
 /* uid 0, or the fast group as primary or supplementary group of the peer. */
 static bool peer_allowed(const struct fastfd *ff, int sock)
 {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    gid_t groups[FASTFD_GROUPS_MAX];
-    socklen_t glen = sizeof(groups);
+    uid_t uid;
+    bool member;
 
-    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-        return false;
-    if (cred.uid == 0)
-        return true;
-    if (ff->gid == (gid_t)-1)
-        return false;
-    if (cred.gid == ff->gid)
-        return true;
-    /* SO_PEERCRED names only the primary group. */
-    if (getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) < 0)
-        return false;
-    for (size_t i = 0; i < glen / sizeof(gid_t); i++)
-        if (groups[i] == ff->gid)
-            return true;
-    return false;
+    return peer_cred(sock, ff->gid, &uid, &member) == 0 && member;
 }
 
 int fastfd_send(struct fastfd *ff, int sock)

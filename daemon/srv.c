@@ -44,6 +44,7 @@
 #include "eval.h"
 #include "fastfd.h"
 #include "log.h"
+#include "peer.h"
 #include "proto.h"
 #include "srv.h"
 #include "store.h"
@@ -54,7 +55,6 @@
 #define STOP_GRACE_MS     2000
 #define ACCEPT_PAUSE_MS   100
 #define SWEEP_EVERY_S     10
-#define MAX_GROUPS        256
 #define CONN_PEND_MAX     1024      /* waiting hits per connection before reading pauses */
 #define HIT_FREE_MAX      256       /* recycled hit slots per worker */
 
@@ -2120,32 +2120,10 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 /* Right after accept(), before admission: the reserve is for privileged peers. */
 static void peer_privilege(int fd, gid_t admin_gid, struct admit_peer *p)
 {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    gid_t groups[MAX_GROUPS];
-    socklen_t glen = sizeof(groups);
-
-    p->uid = (uid_t)-1;
-    p->privileged = false;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-        return;
-    p->uid = cred.uid;
-    if (cred.uid == 0) {
-        p->privileged = true;
-        return;
+    if (peer_cred(fd, admin_gid, &p->uid, &p->privileged) < 0) {
+        p->uid = (uid_t)-1;
+        p->privileged = false;
     }
-    if (admin_gid == (gid_t)-1)
-        return;
-    if (cred.gid == admin_gid) {
-        p->privileged = true;
-        return;
-    }
-    /* SO_PEERCRED names only the primary group; SO_PEERGROUPS has them all. */
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) < 0)
-        return;
-    for (size_t i = 0; i < glen / sizeof(gid_t); i++)
-        if (groups[i] == admin_gid)
-            p->privileged = true;
 }
 
 /* Takes ownership of @fd and of the place @slot holds. */
