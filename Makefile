@@ -55,7 +55,7 @@ PAM_OBJS    := $(PAM_SRCS:%.c=$(B)/%.o)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:docs/examples/%.c=$(B)/examples/%)
 # libdivvy carries the common modules of the hit path, never the config loaders.
 LIBDIVVY_COMMON := $(addprefix $(B)/common/,$(addsuffix .o, \
-                   algo clock diag eval glob hash proto rules rules_spec table table_lease table_map))
+                   algo clock diag eval glob hash proto rules rules_match rules_spec rules_text table table_lease table_map))
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
 ITEST_OBJS  := $(ITEST_LIB:%.c=$(B)/%.o)

@@ -296,8 +296,8 @@ static void fresh_result(const struct table_limits *lim, enum table_op op, uint6
  * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT.
  */
 int table_claim(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
-                 const struct table_scan *sc, const struct algo_state *first, unsigned flags,
-                 uint64_t now)
+                const struct table_scan *sc, const struct algo_state *first, unsigned flags,
+                uint64_t now)
 {
     struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
     u128 old = sc->free_state, mine, got;

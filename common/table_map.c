@@ -68,7 +68,7 @@ int table_read_boot_id(uint8_t ret[16])
  * boot (a memfd).  0, or -EBADMSG with the reason in @why.
  */
 int table_check_header(const struct table_hdr *h, uint64_t size, const uint8_t boot_id[16],
-                        uint32_t want_slots, uint32_t *ret_slots, char *why, size_t why_len)
+                       uint32_t want_slots, uint32_t *ret_slots, char *why, size_t why_len)
 {
     if (memcmp(h->magic, TABLE_MAGIC, sizeof(h->magic)) != 0) {
         snprintf(why, why_len, "bad magic");
@@ -106,7 +106,7 @@ int table_check_header(const struct table_hdr *h, uint64_t size, const uint8_t b
  * @why), or -errno.
  */
 int table_check_file(int fd, const uint8_t boot_id[16], uint32_t want_slots,
-                      uint32_t *ret_slots, char *why, size_t why_len)
+                     uint32_t *ret_slots, char *why, size_t why_len)
 {
     struct table_hdr *h = NULL;
     struct stat st;
