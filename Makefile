@@ -53,9 +53,16 @@ CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o)
 CTL_OBJS    := $(CTL_SRCS:%.c=$(B)/%.o)
 PAM_OBJS    := $(PAM_SRCS:%.c=$(B)/%.o)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:docs/examples/%.c=$(B)/examples/%)
-# libdivvy carries the common modules of the hit path, never the config loaders.
-LIBDIVVY_COMMON := $(addprefix $(B)/common/,$(addsuffix .o, \
-                   algo clock diag eval glob hash proto rules rules_match rules_spec rules_text table table_lease table_map))
+# common/ is two archives.  What clients link (libdivvy, pam_divvy.so,
+# divvy-bench): the compiled-rule loader and matcher, the table's CAS core,
+# attach and leases, algorithms, codec, eval; every common/ file not named
+# below.  COMMON_DAEMON is what only divvyd and divvyctl need: validator,
+# compiler, table creation, sweep, move and snapshots, the config loaders.
+# LIBCOMMON holds both; check-symbols proves no client carries the second.
+COMMON_DAEMON   := $(wildcard common/config*.c) $(addprefix common/,$(addsuffix .c, \
+                   diag ini rules_compile rules_spec rules_validate secret suggest \
+                   table_create table_move table_snapshot table_sweep))
+LIBDIVVY_COMMON := $(filter-out $(COMMON_DAEMON:%.c=$(B)/%.o),$(COMMON_OBJS))
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
 ITEST_OBJS  := $(ITEST_LIB:%.c=$(B)/%.o)
@@ -64,6 +71,8 @@ DIVVYD      := $(B)/divvyd
 BENCH       := $(B)/divvy-bench
 DIVVYCTL    := $(B)/divvyctl
 LIBCOMMON   := $(B)/libdivvycommon.a
+LIBCOMMON_CLIENT := $(B)/libdivvycommon-client.a
+LIBCOMMON_DAEMON := $(B)/libdivvycommon-daemon.a
 LIBDIVVY_SO := $(B)/libdivvy.so.$(SOVERSION)
 LIBDIVVY_A  := $(B)/libdivvy.a
 LIBCLIENT_A := $(B)/libdivvyclient.a
@@ -116,11 +125,24 @@ $(LIBCOMMON): $(COMMON_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
+$(LIBCOMMON_CLIENT): $(LIBDIVVY_COMMON)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(LIBCOMMON_DAEMON): $(COMMON_DAEMON:%.c=$(B)/%.o)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+# No daemon-only symbol in libdivvy.so or pam_divvy.so (run by check-unit).
+.PHONY: check-symbols
+check-symbols: $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
+	@tests/unit/client_symbols.sh $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
+check-unit: check-symbols
+
 $(DIVVYD): $(DAEMON_OBJS) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIBCOMMON) $(LIBS)
 
-$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
+$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
 # script) and static; divvy.pc from libclient/divvy.pc.in.
@@ -398,7 +420,7 @@ ifneq ($(CLIENT_SRCS),)
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
 endif
 	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
-	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o $(LIBCOMMON) \
+	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) \
 	    $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
 ifneq ($(CTL_SRCS),)
 	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBCOMMON) -L$(B) -ldivvy \
