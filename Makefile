@@ -141,7 +141,8 @@ check-unit: check-symbols
 $(DIVVYD): $(DAEMON_OBJS) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIBCOMMON) $(LIBS)
 
-$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
+$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) \
+          $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
@@ -420,8 +421,8 @@ ifneq ($(CLIENT_SRCS),)
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
 endif
 	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
-	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) \
-	    $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o \
+	    $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
 ifneq ($(CTL_SRCS),)
 	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBCOMMON) -L$(B) -ldivvy \
 	    $(LIBS)

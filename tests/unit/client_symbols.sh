@@ -56,7 +56,8 @@ for so in "$@"; do
     fi
     comm -12 "$tmp/daemon" "$tmp/so" > "$tmp/bad"
     if [ -s "$tmp/bad" ]; then
-        echo "client_symbols: $so carries $(wc -l < "$tmp/bad") daemon-only symbols of $daemon_a:" >&2
+        n=$(wc -l < "$tmp/bad")
+        echo "client_symbols: $so carries $n daemon-only symbols of $daemon_a:" >&2
         sed 's/^/    /' "$tmp/bad" >&2
         rc=1
     else
