@@ -63,6 +63,8 @@ COMMON_DAEMON   := $(wildcard common/config*.c) $(addprefix common/,$(addsuffix 
                    diag ini rules_compile rules_spec rules_validate secret suggest \
                    table_create table_move table_snapshot table_sweep))
 LIBDIVVY_COMMON := $(filter-out $(COMMON_DAEMON:%.c=$(B)/%.o),$(COMMON_OBJS))
+LIBCOMMON_CLIENT := $(B)/libdivvycommon-client.a
+LIBCOMMON_DAEMON := $(B)/libdivvycommon-daemon.a
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
 ITEST_OBJS  := $(ITEST_LIB:%.c=$(B)/%.o)
@@ -71,8 +73,6 @@ DIVVYD      := $(B)/divvyd
 BENCH       := $(B)/divvy-bench
 DIVVYCTL    := $(B)/divvyctl
 LIBCOMMON   := $(B)/libdivvycommon.a
-LIBCOMMON_CLIENT := $(B)/libdivvycommon-client.a
-LIBCOMMON_DAEMON := $(B)/libdivvycommon-daemon.a
 LIBDIVVY_SO := $(B)/libdivvy.so.$(SOVERSION)
 LIBDIVVY_A  := $(B)/libdivvy.a
 LIBCLIENT_A := $(B)/libdivvyclient.a
@@ -125,19 +125,6 @@ $(LIBCOMMON): $(COMMON_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(LIBCOMMON_CLIENT): $(LIBDIVVY_COMMON)
-	rm -f $@
-	$(AR) rcs $@ $^
-$(LIBCOMMON_DAEMON): $(COMMON_DAEMON:%.c=$(B)/%.o)
-	rm -f $@
-	$(AR) rcs $@ $^
-
-# No daemon-only symbol in libdivvy.so or pam_divvy.so (run by check-unit).
-.PHONY: check-symbols
-check-symbols: $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
-	@tests/unit/client_symbols.sh $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
-check-unit: check-symbols
-
 $(DIVVYD): $(DAEMON_OBJS) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIBCOMMON) $(LIBS)
 
@@ -163,6 +150,20 @@ $(LIBCLIENT_A): $(CLIENT_OBJS)
 $(PC_FILE): libclient/divvy.pc.in Makefile
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# common/ for clients, and its daemon-only part alone (for check-symbols).
+$(LIBCOMMON_CLIENT): $(LIBDIVVY_COMMON)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(LIBCOMMON_DAEMON): $(COMMON_DAEMON:%.c=$(B)/%.o)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+# No daemon-only symbol in libdivvy.so or pam_divvy.so (run by check-unit).
+.PHONY: check-symbols
+check-symbols: $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
+	@tests/unit/client_symbols.sh $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
+check-unit: check-symbols
 
 # divvyctl: the public API through libdivvy.so; common/ only for check/convert.
 $(DIVVYCTL): $(CTL_OBJS) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
