@@ -186,6 +186,7 @@ ITEST_ENV = DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
             PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B))
 
 check-unit: $(UNIT_BINS)
+	@tests/check_layers.sh
 	@$(call run_tests,$(UNIT_BINS),)
 
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS) $(BENCH)

@@ -27,7 +27,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "client.h"
+#include "divvy_private.h"
 #include "proto.h"
 
 static void clear_env(void)
@@ -415,7 +415,7 @@ static void test_client_api_state_dir(void **state)
     clear_env();
     /* The state directory is divvyd's to say (FAST); nothing is guessed. */
     assert_int_equal(divvy_open(NULL, DIVVY_AUTO, &h), 0);
-    assert_string_equal(h->addr.path, "/run/divvy/divvy.sock");
+    assert_string_equal(h->conn.addr.path, "/run/divvy/divvy.sock");
     assert_string_equal(h->fast.dir, "");
     divvy_close(h);
     assert_int_equal(divvy_open("unix:rel.sock", DIVVY_SOCKET_ONLY, &h), 0);
@@ -429,7 +429,7 @@ static void test_client_api_state_dir(void **state)
     setenv("DIVVY_ADDRESS", "unix:/a/b.sock", 1);
     setenv("DIVVY_PATH", "socket", 1);
     assert_int_equal(divvy_open(NULL, DIVVY_AUTO, &h), 0);
-    assert_string_equal(h->addr.path, "/a/b.sock");
+    assert_string_equal(h->conn.addr.path, "/a/b.sock");
     assert_int_equal(h->mode, DIVVY_SOCKET_ONLY);
     assert_int_equal(h->fast.privileged, geteuid() == 0);
     divvy_close(h);
@@ -476,15 +476,15 @@ static void test_client_api_bad_arguments(void **state)
     assert_int_equal(divvy_command(h, "PING", NULL, &n), -EINVAL);
     assert_null(lines);
     assert_int_equal(divvy_set_timeouts(h, 0, -5), 0);
-    assert_int_equal(h->connect_ms, CLIENT_TIMEOUT_DEFAULT);
-    assert_int_equal(h->request_ms, CLIENT_TIMEOUT_DEFAULT);
+    assert_int_equal(h->conn.connect_ms, CLIENT_TIMEOUT_DEFAULT);
+    assert_int_equal(h->conn.request_ms, CLIENT_TIMEOUT_DEFAULT);
     /* Valid, but nobody listens: a clean error naming the socket. */
     assert_int_equal(divvy_hit(h, kv, 1, &res), -ENOENT);
     assert_non_null(strstr(divvy_errmsg(h), "/nonexistent-divvy/divvy.sock"));
     /* Success clears the message. */
     assert_int_equal(divvy_set_timeouts(h, 50, 60), 0);
     assert_string_equal(divvy_errmsg(h), "");
-    assert_int_equal(h->connect_ms, 50);
+    assert_int_equal(h->conn.connect_ms, 50);
     divvy_close(h);
 }
 
@@ -726,10 +726,10 @@ static void test_client_conn_garbage(void **state)
     h = fake_open(&f);
     assert_int_equal(divvy_hit(h, &kv, 1, &res), -EPROTO);
     assert_non_null(strstr(divvy_errmsg(h), "OK maybe 1 2"));
-    assert_int_equal(h->fd, -1);                /* closed: its state is unknown */
+    assert_int_equal(h->conn.fd, -1);                /* closed: its state is unknown */
     assert_int_equal(divvy_hit(h, &kv, 1, &res), -EPROTO);
     assert_int_equal(divvy_hit(h, &kv, 1, &res), -EBUSY);
-    assert_int_equal(h->fd, -1);
+    assert_int_equal(h->conn.fd, -1);
     assert_int_equal(divvy_hit(h, &kv, 1, &res), 0);
     assert_int_equal(res.credit, 9);
     divvy_close(h);
@@ -794,7 +794,7 @@ static void test_client_conn_request_timeout(void **state)
     dt = now_ms() - t0;
     assert_true(dt >= 140 && dt < 1000);
     assert_non_null(strstr(divvy_errmsg(h), "150 ms"));
-    assert_int_equal(h->fd, -1);
+    assert_int_equal(h->conn.fd, -1);
     divvy_close(h);
     fake_stop(&f);
 }
@@ -890,7 +890,7 @@ static uint64_t timed_hint(struct divvy *h, const char *line, size_t len)
 {
     uint64_t t0 = now_ms();
 
-    client_conn_hint(h, line, len);
+    client_conn_hint(&h->conn, line, len);
     return now_ms() - t0;
 }
 
@@ -934,7 +934,7 @@ static void test_client_conn_hint_no_listener(void **state)
     unlink(f.path);
     h = fake_open(&f);
     assert_true(timed_hint(h, hint, sizeof(hint) - 1) < 1000);
-    assert_int_equal(h->fd, -1);
+    assert_int_equal(h->conn.fd, -1);
     assert_string_equal(divvy_errmsg(h), "");   /* the hit it rides on succeeded */
     assert_int_equal(divvy_hit(h, &kv, 1, &res), -ENOENT);
     assert_non_null(strstr(divvy_errmsg(h), f.path));
@@ -959,7 +959,7 @@ static void test_client_conn_hint_no_listener(void **state)
     snprintf(addr, sizeof(addr), "tcp:127.0.0.1:%u", ntohs(sin.sin_port));
     assert_int_equal(divvy_open(addr, DIVVY_SOCKET_ONLY, &h), 0);
     assert_true(timed_hint(h, hint, sizeof(hint) - 1) < 1000);
-    assert_int_equal(h->fd, -1);
+    assert_int_equal(h->conn.fd, -1);
     assert_string_equal(divvy_errmsg(h), "");
     assert_int_equal(divvy_hit(h, &kv, 1, &res), -ECONNREFUSED);
     assert_non_null(strstr(divvy_errmsg(h), addr + 4));
@@ -988,18 +988,18 @@ static void test_client_conn_hint_full_buffer(void **state)
     h = fake_open(&f);
     assert_int_equal(divvy_set_timeouts(h, 2000, 2000), 0);
     /* The first hint connects (the backlog takes it) and is sent whole. */
-    client_conn_hint(h, HINT_FILL, strlen(HINT_FILL));
-    assert_true(h->fd >= 0);
-    fd = h->fd;
+    client_conn_hint(&h->conn, HINT_FILL, strlen(HINT_FILL));
+    assert_true(h->conn.fd >= 0);
+    fd = h->conn.fd;
     n_fill = fill_socket(fd);
     assert_true(timed_hint(h, big, HINT_LONG) < 1000);
-    assert_int_equal(h->fd, fd);
+    assert_int_equal(h->conn.fd, fd);
     assert_string_equal(divvy_errmsg(h), "");
     /* divvyd reads again: the request waits for room, then goes out whole. */
     fake_run(&f);
     assert_int_equal(divvy_hit(h, &kv, 1, &res), 0);
     assert_int_equal(res.credit, 7);
-    assert_int_equal(h->fd, fd);
+    assert_int_equal(h->conn.fd, fd);
     divvy_close(h);
     fake_stop(&f);
     assert_int_equal(f.connections, 1);
@@ -1031,14 +1031,14 @@ static void test_client_conn_hint_short_write(void **state)
     fake_start(&f, steps, 1, 8, false);
     h = fake_open(&f);
     assert_int_equal(divvy_set_timeouts(h, 2000, 2000), 0);
-    client_conn_hint(h, HINT_FILL, strlen(HINT_FILL));
-    assert_true(h->fd >= 0);
-    fd = h->fd;
+    client_conn_hint(&h->conn, HINT_FILL, strlen(HINT_FILL));
+    assert_true(h->conn.fd >= 0);
+    fd = h->conn.fd;
     peer = accept4(f.lfd, NULL, NULL, SOCK_CLOEXEC);
     assert_true(peer >= 0);
     n_fill = fill_socket(fd);
     assert_true(timed_hint(h, big, HINT_LONG) < 1000);      /* full: nothing sent */
-    assert_int_equal(h->fd, fd);
+    assert_int_equal(h->conn.fd, fd);
     /* Free one small line's worth: the next send gets one chunk in, not two. */
     assert_int_equal(read(peer, got, fill_len), (ssize_t)fill_len);
     assert_true(timed_hint(h, big, HINT_LONG) < 1000);
@@ -1076,7 +1076,7 @@ static void test_client_conn_hint_short_write(void **state)
     }
     assert_true(torn > 0 && torn < HINT_LONG);
     assert_memory_equal(got + (size_t)n_fill * fill_len, big, torn);
-    assert_int_equal(h->fd, -1);
+    assert_int_equal(h->conn.fd, -1);
     assert_true(eof);
     assert_string_equal(divvy_errmsg(h), "");
     /* The next request: a new connection, its line whole. */
