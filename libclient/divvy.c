@@ -143,7 +143,8 @@ static int prepare(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, cons
 
     if (!res || res->size < CLIENT_RESULT_MIN_SIZE)
         return batch ? client_err(&h->err, -EINVAL, "results[%zu].size is not set", index)
-                     : client_err(&h->err, -EINVAL, "res->size must be sizeof(struct divvy_result)");
+                     : client_err(&h->err, -EINVAL,
+                                  "res->size must be sizeof(struct divvy_result)");
     if (amount > PROTO_TAKE_MAX)
         return client_err(&h->err, -EINVAL, "amount %llu is out of range 1..%llu",
                           (unsigned long long)amount, PROTO_TAKE_MAX);
@@ -357,7 +358,8 @@ int divvy_hit_many(struct divvy *h, const struct divvy_request *reqs, size_t n,
                 continue;
             if (h->mode == DIVVY_FAST_ONLY) {
                 if (!first)
-                    first = client_err(&h->err, -ENOTSUP, "request %zu: DIVVY_FAST_ONLY: %s", i, why);
+                    first = client_err(&h->err, -ENOTSUP, "request %zu: DIVVY_FAST_ONLY: %s", i,
+                                       why);
                 results[i].allowed = 0;
                 results[i].credit = results[i].reset_seconds = 0;
                 results[i].rule[0] = '\0';

@@ -18,10 +18,13 @@ dir=$top/libclient
 # its left) may name: extended regular expressions, matched as words.
 modules="client_err client_wire client_conn client_handoff client_fast client_memo divvy"
 names_client_err='client_err|client_err_[a-z_]+|CLIENT_ERR_[A-Z_]+'
-names_client_wire='client_(addr|req|reply|wire)_[a-z_]+|client_line_len|CLIENT_ADDR_[A-Z_]+|CLIENT_UNIX_PATH_MAX'
-names_client_conn='client_conn|client_conn_[a-z_]+|client_expect|CLIENT_EXPECT_[A-Z_]+|CLIENT_REPLY_MAX|CLIENT_COMMAND_LINES'
+names_client_wire='client_(addr|req|reply|wire)_[a-z_]+|client_line_len'
+names_client_wire="$names_client_wire|CLIENT_ADDR_[A-Z_]+|CLIENT_UNIX_PATH_MAX"
+names_client_conn='client_conn|client_conn_[a-z_]+|client_expect|CLIENT_EXPECT_[A-Z_]+'
+names_client_conn="$names_client_conn|CLIENT_REPLY_MAX|CLIENT_COMMAND_LINES"
 names_client_handoff='client_handoff_[a-z_]+'
-names_client_fast='client_fast|client_fast_[a-z_]+|client_rule|CLIENT_(STALE|REATTACH|REMAP|HOT|HINT|RULES)_[A-Z_]+'
+names_client_fast='client_fast|client_fast_[a-z_]+|client_rule'
+names_client_fast="$names_client_fast|CLIENT_(STALE|REATTACH|REMAP|HOT|HINT|RULES)_[A-Z_]+"
 names_client_memo='client_memo|client_memo_[a-z_]+'
 # The API: struct divvy (not struct divvy_kv etc.) and the divvy_*() calls.
 names_divvy='struct divvy[^_a-z]|divvy_[a-z_]+ *\(|CLIENT_(TIMEOUT|PREFETCH|RESULT)_[A-Z_]+'
@@ -66,7 +69,8 @@ for path in "$dir"/*.c "$dir"/*.h; do
     r=$(rank_of "$m")
     # Includes: a libclient header of a module to the left is a violation;
     # divvy.h (the public types) is for everyone, divvy_private.h for the API.
-    for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$path"); do
+    incs=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$path")
+    for inc in $incs; do
         [ -f "$dir/$inc" ] || continue
         [ "$inc" = divvy.h ] && continue
         im=$(module_of "$inc")
