@@ -68,6 +68,7 @@ LIBCOMMON_DAEMON := $(B)/libdivvycommon-daemon.a
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
 ITEST_OBJS  := $(ITEST_LIB:%.c=$(B)/%.o)
+ITEST_A     := $(B)/tests/libharness.a
 
 DIVVYD      := $(B)/divvyd
 BENCH       := $(B)/divvy-bench
@@ -194,11 +195,16 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLI
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
 # libdivvy through its shared library, divvyctl and pam_divvy.so from build/.
-$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBCOMMON) $(DIVVYD) \
+# The harness modules (harness*.c) as an archive: a test links those it uses.
+$(ITEST_A): $(ITEST_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBCOMMON) $(DIVVYD) \
                    $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
-	    -o $@ $< $(ITEST_OBJS) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
+	    -o $@ $< $(ITEST_A) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
 # Every test binary runs even when an earlier one fails, and says how long it
@@ -210,6 +216,7 @@ ITEST_ENV = DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
             PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B))
 
 check-unit: $(UNIT_BINS)
+	@tests/check_layers.sh
 	@$(call run_tests,$(UNIT_BINS),)
 
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS) $(BENCH)

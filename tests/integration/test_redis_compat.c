@@ -10,7 +10,7 @@
  * resumes); clients that hang up with hits in flight are freed safely; a
  * reload switches a running daemon from local to strict.
  */
-#include "test_redis.h"
+#include "harness_redis.h"
 
 /* divvy's examples/example-config.ini (etc/divvy.ini) in the native format. */
 static const char readme_rules[] =

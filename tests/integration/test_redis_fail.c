@@ -8,9 +8,11 @@
  * (one log line, one count, however many workers) and closes by itself once
  * Redis is back.
  */
+#include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
-#include "test_redis.h"
+#include "harness_redis.h"
 
 #define TIMEOUT_MS  200
 #define BOUND_MS    (5 * TIMEOUT_MS)

@@ -10,7 +10,9 @@
  * The scripts are the daemon's own: this file includes daemon/store.c (and
  * the sentinel.c and addr.c it calls).
  */
-#include "test_redis.h"
+#include <limits.h>
+
+#include "harness_redis.h"
 
 #include "../../daemon/log.c"
 #include "../../daemon/addr.c"
