@@ -328,12 +328,16 @@ build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c, the
-# sentinel.c, addr.c and redis_async.c it calls, and log.c.
+# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store.c, built
+# with the modules it calls, all instrumented; its log.c calls go to a sink
+# through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
-build-fuzz/fuzz_redis_reply: daemon/store.c daemon/store.h daemon/log.c daemon/log.h \
-                             daemon/sentinel.c daemon/sentinel.h daemon/addr.c daemon/addr.h \
-                             daemon/redis_async.c daemon/redis_async.h
+FUZZ_STORE_SRCS := $(addprefix daemon/,store.c sentinel.c redis_async.c addr.c log.c)
+build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ_STORE_SRCS) \
+                             $(wildcard daemon/*.h)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
+	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \

@@ -159,6 +159,11 @@ unsigned admit_sweep_ms(const struct admit *a);
 /* A snapshot of the counts (relaxed loads).  Any thread. */
 void admit_stats(struct admit *a, struct admit_stats *ret);
 
+/* How many peers the per-peer table holds now (an unprivileged peer has an
+ * entry while it has a connection open; none left once all have left, so
+ * nothing grows with peers gone).  Takes the lock; any thread. */
+size_t admit_peers(struct admit *a);
+
 /* STATS' admission lines ("name=value\n" each, docs/protocol.md) into @buf;
  * returns how many, or 0 (and "") when @size is too small. */
 size_t admit_stats_text(struct admit *a, char *buf, size_t size);
