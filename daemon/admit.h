@@ -7,7 +7,7 @@
  * 0, the admin group) may use, per-peer caps (per uid on Unix, per source
  * address on TCP: IPv4 /32, IPv6 /64), and one budget for the output all
  * connections buffer.  It also holds the timeout policy (idle, slow request,
- * stalled output) that srv.c's per-worker sweep applies.
+ * stalled output) that conn.c's per-worker sweep applies.
  *
  * Owns the per-peer table and every count.  Accept and close take one small
  * mutex (never the hit path); the output budget and the statistics are
