@@ -49,6 +49,8 @@ ITEST_LIB   := $(filter-out $(ITEST_SRCS),$(wildcard tests/integration/*.c))
 
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(B)/%.o)
+# Every daemon module but main.c, in an archive the daemon's tests link.
+DAEMON_LIB_OBJS := $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS))
 CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o)
 CTL_OBJS    := $(CTL_SRCS:%.c=$(B)/%.o)
 PAM_OBJS    := $(PAM_SRCS:%.c=$(B)/%.o)
@@ -74,6 +76,7 @@ DIVVYD      := $(B)/divvyd
 BENCH       := $(B)/divvy-bench
 DIVVYCTL    := $(B)/divvyctl
 LIBCOMMON   := $(B)/libdivvycommon.a
+LIBDIVVYD   := $(B)/libdivvyd.a
 LIBDIVVY_SO := $(B)/libdivvy.so.$(SOVERSION)
 LIBDIVVY_A  := $(B)/libdivvy.a
 LIBCLIENT_A := $(B)/libdivvyclient.a
@@ -126,8 +129,13 @@ $(LIBCOMMON): $(COMMON_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(DIVVYD): $(DAEMON_OBJS) $(LIBCOMMON)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIBCOMMON) $(LIBS)
+$(LIBDIVVYD): $(DAEMON_LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON) $(LIBS)
 
 $(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) \
           $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
@@ -186,12 +194,19 @@ cas-check: $(LIBCOMMON)
 	@if nm $(LIBCOMMON) | grep -E ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
 	    echo "cas-check: common/ calls libatomic for 16-byte atomics (see docs/shm.md)" >&2; exit 1; fi
 
-# Unit tests: one cmocka binary per module (libclient's modules included).
-$(B)/tests/test_%: tests/unit/test_%.c $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
+# Unit tests: one cmocka binary per module, linking the archives (daemon/ and
+# libclient/ modules included); a test's fakes are -Wl,--wrap= flags in its
+# TEST_WRAP (docs/testing.md).
+$(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) -o $@ $< \
-	    $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) $(call pc_libs,$(TEST_PKGS)) $(LIBS) \
-	    $(if $(PAM_SRCS),-lpam)
+	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) -o $@ $< \
+	    $(LIBDIVVYD) $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) \
+	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
+# test_verb: the verb table alone; the handlers of other modules and the
+# replies are its fakes.
+$(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
+    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_counters \
+    -Wl,--wrap=reply_err,--wrap=reply_text
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
 # libdivvy through its shared library, divvyctl and pam_divvy.so from build/.
@@ -200,11 +215,11 @@ $(ITEST_A): $(ITEST_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^
-$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBCOMMON) $(DIVVYD) \
+$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(DIVVYD) \
                    $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
-	    -o $@ $< $(ITEST_A) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
+	    -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
 # Every test binary runs even when an earlier one fails, and says how long it
@@ -272,7 +287,7 @@ clang:
 	@$(call suite,CC=$(CLANG) B=build-clang)
 
 # ThreadSanitizer (clang) over every unit test: none of them uses liburcu, whose
-# barriers TSan cannot see (daemon/main.c, reload.c and srv.c are the RCU code;
+# barriers TSan cannot see (daemon/main.c, reload.c, srv.c, admin.c and verb.c are the RCU code;
 # the integration suites run that daemon and are left out).  test_table skips
 # its cross-process cases itself: TSan emulates 16-byte atomics with a lock
 # private to each process.  TSAN_EXCLUDE names unit tests to leave out.
@@ -349,12 +364,16 @@ build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c, the
-# sentinel.c, addr.c and redis_async.c it calls, and log.c.
+# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store.c, built
+# with the modules it calls, all instrumented; its log.c calls go to a sink
+# through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
-build-fuzz/fuzz_redis_reply: daemon/store.c daemon/store.h daemon/log.c daemon/log.h \
-                             daemon/sentinel.c daemon/sentinel.h daemon/addr.c daemon/addr.h \
-                             daemon/redis_async.c daemon/redis_async.h
+FUZZ_STORE_SRCS := $(addprefix daemon/,store.c sentinel.c sentinel_watch.c redis_async.c addr.c log.c)
+build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ_STORE_SRCS) \
+                             $(wildcard daemon/*.h)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
+	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \

@@ -371,7 +371,7 @@ static void inc(uint64_t *p)
     __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
 }
 
-static const char *where(const struct store *st, char *buf, size_t size)
+const char *store_where(const struct store *st, char *buf, size_t size)
 {
     if (st->sentinel)
         sentinel_describe(st->sentinel, buf, size);
@@ -394,7 +394,7 @@ static void trip(struct store *st, const char *why)
     __atomic_store_n(&st->opened_ms, clock_now_ms(), __ATOMIC_RELAXED);
     inc(&st->trips);
     log_msg(LOG_WARNING, "redis %s: %s; breaker open: hits use on_redis_error until it is back",
-            where(st, w, sizeof(w)), why);
+            store_where(st, w, sizeof(w)), why);
     if (st->o.on_breaker)
         st->o.on_breaker(st->o.arg, true);
 }
@@ -408,7 +408,7 @@ static void untrip(struct store *st)
                                      __ATOMIC_RELAXED))
         return;
     log_msg(LOG_NOTICE, "redis %s is back after %llu ms: breaker closed",
-            where(st, w, sizeof(w)),
+            store_where(st, w, sizeof(w)),
             (unsigned long long)(clock_now_ms() - __atomic_load_n(&st->opened_ms,
                                                                   __ATOMIC_RELAXED)));
     if (st->o.on_breaker)
@@ -1035,7 +1035,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 
 /* ---- replies ------------------------------------------------------------------------- */
 
-static bool parse_reply(const redisReply *r, struct store_reply *out)
+bool store_parse_reply(const redisReply *r, struct store_reply *out)
 {
     memset(out, 0, sizeof(*out));
     if (r->type == REDIS_REPLY_INTEGER) {
@@ -1129,7 +1129,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         finish(sc, q, NULL);
         return;
     }
-    if (!parse_reply(r, &rep)) {
+    if (!store_parse_reply(r, &rep)) {
         inc(&sc->st->errors);
         log_ratelimited(&rl_error, LOG_ERR, "redis: unexpected reply type %d to a script",
                         r->type);
@@ -1164,6 +1164,11 @@ int store_conn_new(struct store *st, struct event_base *base, struct store_conn 
         conn_start(sc);
     *ret = sc;
     return 0;
+}
+
+bool store_conn_active(const struct store_conn *sc)
+{
+    return sc->ac != NULL;
 }
 
 void store_conn_free(struct store_conn *sc)

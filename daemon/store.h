@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 struct event_base;
+struct redisReply;
 
 /* The scripts (docs/redis.md "Scripts"); every one sets the key's TTL. */
 enum store_script {
@@ -107,6 +108,10 @@ int store_conn_new(struct store *st, struct event_base *base, struct store_conn 
  * before this returns), closes and frees.  NULL-safe. */
 void store_conn_free(struct store_conn *sc);
 
+/* True while @sc has a hiredis connection, connected or connecting; false
+ * while it is down (waiting to retry).  @sc's thread. */
+bool store_conn_active(const struct store_conn *sc);
+
 /*
  * Sends EVALSHA of @script on key @key (@key_len bytes) with @op ("take",
  * "peek"; NULL for scripts without one) and @n_args integers.  @deadline_ms
@@ -161,5 +166,14 @@ const char *store_script_name(enum store_script script);
 
 /* SHA-1 of @len bytes at @data as 40 hex digits plus NUL. */
 void store_sha1_hex(const void *data, size_t len, char ret[41]);
+
+/* Decodes a script's or DEL's reply @r: an integer, or an array of at most
+ * STORE_REPLY_MAX integers, gives true with them in *out; any other shape
+ * (an error, a string, nil, nesting) false: the request failed.  Pure. */
+bool store_parse_reply(const struct redisReply *r, struct store_reply *out);
+
+/* Where @st's Redis is, for log lines: "master NAME" (Sentinel),
+ * "unix:PATH" or "HOST:PORT", in @buf (@size bytes), which it returns. */
+const char *store_where(const struct store *st, char *buf, size_t size);
 
 #endif

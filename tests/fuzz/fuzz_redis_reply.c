@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for divvyd's handling of Redis replies (daemon/store.c,
- * docs/redis.md).  store.c is daemon code, so, like tests/unit/test_store.c,
- * this file includes its source (and log.c's, sentinel.c's and addr.c's) and
- * needs nothing but
- * common/ and the usual libraries to link.
+ * docs/redis.md).  The Makefile builds it with the daemon modules it calls
+ * (store.c, sentinel.c, redis_async.c, addr.c, log.c) and common/, all
+ * instrumented; log_msg() and log_ratelimited() are wrapped (-Wl,--wrap) to
+ * send divvyd's log lines to a sink.
  *
  * Odd first byte: the rest of the input is RESP bytes; every reply tree
  * hiredis's own reader makes of them goes through the store's decoder
- * (parse_reply), which must agree with a reference decoder written here,
- * and each decoded script answer goes through what divvyd does with it
+ * (store_parse_reply()), which must agree with a reference decoder written
+ * here, and each decoded script answer goes through what divvyd does with it
  * (docs/redis.md "Scripts": the allowed/credit/ttl answer, the lease grant
  * applied to a scratch counter table, then a lease take from it).
  *
@@ -45,17 +45,47 @@
 #include "proto.h"
 #include "table.h"
 
-/* divvyd's log lines (a breaker trip per failing input) go to a sink. */
+#include "clock.h"
+#include "daemon/log.h"
+#include "daemon/store.h"
+
+/* divvyd's log lines (a breaker trip per failing input) go to a sink: these
+ * stand in for log.c's (-Wl,--wrap=log_msg,--wrap=log_ratelimited). */
 static FILE *log_sink;
-#undef stderr
-#define stderr log_sink
-#include "../../daemon/log.c"
-#undef stderr
-#define stderr stderr
-#include "../../daemon/addr.c"
-#include "../../daemon/redis_async.c"
-#include "../../daemon/sentinel.c"
-#include "../../daemon/store.c"
+
+void __wrap_log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void __wrap_log_ratelimited(struct log_ratelimit *rl, int prio, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void log_sink_v(const char *fmt, va_list ap)
+{
+    if (!log_sink)
+        return;
+    fputs("divvyd: ", log_sink);
+    vfprintf(log_sink, fmt, ap);
+    fputc('\n', log_sink);
+}
+
+void __wrap_log_msg(int prio, const char *fmt, ...)
+{
+    va_list ap;
+
+    (void)prio;
+    va_start(ap, fmt);
+    log_sink_v(fmt, ap);
+    va_end(ap);
+}
+
+void __wrap_log_ratelimited(struct log_ratelimit *rl, int prio, const char *fmt, ...)
+{
+    va_list ap;
+
+    (void)rl;
+    (void)prio;
+    va_start(ap, fmt);
+    log_sink_v(fmt, ap);
+    va_end(ap);
+}
 
 #define MAX_USER      4             /* requests per input */
 #define MAX_ROUNDS    200
@@ -193,7 +223,7 @@ static void run_decode(const uint8_t *data, size_t size)
         if (redisReaderGetReply(rd, &reply) != REDIS_OK || !reply)
             break;
         check_tree(reply, 0);
-        ok = parse_reply(reply, &got);
+        ok = store_parse_reply(reply, &got);
         CHECK(ok == ref_decode(reply, &want));
         if (ok) {
             CHECK(got.n == want.n && got.n <= STORE_REPLY_MAX);
@@ -484,7 +514,7 @@ static void run_server(struct fz *f)
     CHECK(store_new(&o, &st) == 0);
     store_want(st);
     CHECK(store_conn_new(st, base, &sc) == 0);
-    if (!sc->ac)
+    if (!store_conn_active(sc))
         goto out;               /* could not even start connecting */
     s.fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     CHECK(s.fd >= 0);
@@ -521,7 +551,7 @@ static void run_server(struct fz *f)
         event_base_loop(base, EVLOOP_NONBLOCK);
         for (unsigned i = 0; i < n_user; i++)
             all &= !s.pend[i].accepted || s.pend[i].done;
-        if (all || !sc->ac)
+        if (all || !store_conn_active(sc))
             break;
         if (!progress) {
             /* Nothing to read yet: wait for the store (or its deadline timer). */

@@ -7,18 +7,18 @@
  * semantics, recover a key of the wrong type or without expiry, and their
  * SHA-1s are the names Redis gives them.
  *
- * The scripts are the daemon's own: this file includes daemon/store.c (and
- * the sentinel.c and addr.c it calls).
+ * The scripts are the daemon's own: this binary links daemon/store.c from
+ * libdivvyd.a.
  */
 #include <limits.h>
 
 #include "harness_redis.h"
 
-#include "../../daemon/log.c"
-#include "../../daemon/addr.c"
-#include "../../daemon/redis_async.c"
-#include "../../daemon/sentinel.c"
-#include "../../daemon/store.c"
+#include "daemon/log.h"
+#include "daemon/addr.h"
+#include "daemon/redis_async.h"
+#include "daemon/sentinel.h"
+#include "daemon/store.h"
 
 struct ev {
     long long v[4];

@@ -7,8 +7,8 @@
  * "EVALSHA sha 1 key op" + STORE_ARGS_MAX, so the last number was written
  * past both arrays.  Here a fake Redis on a Unix socket reads the command
  * and checks every argument arrived; ASan (make asan) sees the overflow.
- * The module is daemon code, so this binary includes its source (and that
- * of sentinel.c and addr.c, which it calls).
+ * The module is daemon code: this binary links it from libdivvyd.a, as
+ * divvyd does.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -23,11 +23,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../daemon/log.c"
-#include "../../daemon/addr.c"
-#include "../../daemon/redis_async.c"
-#include "../../daemon/sentinel.c"
-#include "../../daemon/store.c"
+#include "clock.h"
+#include "daemon/log.h"
+#include "daemon/addr.h"
+#include "daemon/redis_async.h"
+#include "daemon/sentinel.h"
+#include "daemon/store.h"
 
 static void cb_count(void *arg, const struct store_reply *rep)
 {
