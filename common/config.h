@@ -93,6 +93,7 @@ struct config {
     char *path;
     enum config_format format;
     struct rules_spec rules;
+    char *include_dir;          /* drop-in rule files (docs/config.md "Drop-ins"); NULL: none */
 
     /* server { } — all optional; divvy's INI/JSON configs carry none of these. */
     char **listen;              /* "tcp:HOST:PORT" / "unix:PATH"; default the two above */
@@ -136,6 +137,36 @@ struct config {
  * config), -ENOENT/-EACCES/... (cannot read), -ENOMEM.
  */
 int config_load(const char *path, struct config **ret, struct diag *reterr);
+
+/*
+ * A change to include_dir's drop-ins, seen by config_load_edit() as if it
+ * were already on disk: @text (@len bytes) as the drop-in @name (the file
+ * <include_dir>/@name.conf, which problems name), or, with @text NULL, the
+ * drop-in @name taken away.  Nothing is written.
+ */
+struct config_edit {
+    const char *name;
+    const char *text;
+    size_t len;
+};
+
+/* config_load() with @edit (NULL: none) applied to the drop-ins.  -ENOENT
+ * (in @reterr too) when @edit removes a drop-in that does not exist,
+ * -EEXIST when it adds one that does, -ENOTDIR without include_dir. */
+int config_load_edit(const char *path, const struct config_edit *edit, struct config **ret,
+                     struct diag *reterr);
+
+#define CONFIG_DROPIN_NAME_MAX 64
+/* Whether @name is a drop-in name: two digits, '-', then 1-61 of
+ * [A-Za-z0-9_-] (the file is NAME.conf; the digits order it). */
+bool config_dropin_name_ok(const char *name);
+
+/*
+ * Writes @text as <@dir>/@name.conf through a hidden temporary file in @dir,
+ * fsync() and rename(), so no loader ever reads half a drop-in; with @text
+ * NULL removes the file.  Nothing is left behind on failure.  -errno.
+ */
+int config_dropin_write(const char *dir, const char *name, const char *text, size_t len);
 
 /*
  * The connection budgets in force: server.tcp_connections and

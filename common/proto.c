@@ -57,12 +57,13 @@ static const struct verb_name verbs[] = {
     { "EXPLAIN", PROTO_EXPLAIN, true },
     { "RULES", PROTO_RULES, false },
     { "STATS", PROTO_STATS, false },
-    { "RELOAD", PROTO_RELOAD, false },
+    { "RELOAD", PROTO_RELOAD, true },
     { "PING", PROTO_PING, false },
     { "QUIT", PROTO_QUIT, false },
     { "COUNTERS", PROTO_COUNTERS, true },
     { "REFILL", PROTO_REFILL, true },
     { "FAST", PROTO_FAST, false },
+    { "DROPIN", PROTO_DROPIN, true },
 };
 
 #define VERB_NAME_MAX 8     /* strlen("COUNTERS") */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * admin: EXPLAIN, RULES, STATS, RELOAD and COUNTERS (see admin.h).  Each
+ * admin: EXPLAIN, RULES, STATS and COUNTERS (see admin.h; RELOAD and DROPIN
+ * in admin_reload.c).  Each
  * builds its reply lines on the stack and hands them to reply_text(), so
  * they keep their place among the connection's replies; none waits for
  * anything but an RCU read-side section (RELOAD: reload_run()).
@@ -233,23 +234,6 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                (unsigned long long)prv.slots, (unsigned long long)prv.live);
     append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
     reply_text(c, buf);
-}
-
-void admin_reload(struct conn *c, const struct proto_req *req)
-{
-    char who[64], err[DIAG_FILE_MAX + DIAG_MSG_MAX + 64], line[PROTO_REPLY_MAX];
-    uint64_t gen;
-    size_t n_rules;
-
-    (void)req;
-    snprintf(who, sizeof(who), "RELOAD by uid %u", (unsigned)c->uid);
-    if (reload_run(c->w->s->o.reload, who, &gen, &n_rules, err, sizeof(err)) < 0) {
-        reply_err(c, PROTO_E_RELOAD_FAILED, err);
-        return;
-    }
-    snprintf(line, sizeof(line), "OK reloaded generation=%llu rules=%zu\n",
-             (unsigned long long)gen, n_rules);
-    reply_text(c, line);
 }
 
 /* ---- COUNTERS: live counters for divvyctl top/locked --------------------- */

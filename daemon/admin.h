@@ -24,8 +24,14 @@ void admin_rules(struct conn *c, const struct proto_req *req);
 /* STATS: key=value lines (hits, errors, tables, Redis, admission). */
 void admin_stats(struct conn *c, const struct proto_req *req);
 
-/* RELOAD: reload_run() as SIGHUP does; ERR reload-failed says why not. */
+/* RELOAD [diff=true] [dry_run=true] (admin_reload.c): reload_apply() as
+ * SIGHUP does; with either flag the report of what changed.  ERR
+ * reload-failed says why not. */
 void admin_reload(struct conn *c, const struct proto_req *req);
+
+/* DROPIN op=list|add|remove (admin_reload.c): the rules service, include_dir's
+ * drop-ins added or removed by a reload that validates them first. */
+void admin_dropin(struct conn *c, const struct proto_req *req);
 
 /* COUNTERS [rule=] [max=] [exhausted=true]: live counters, least credit first. */
 void admin_counters(struct conn *c, const struct proto_req *req);

@@ -146,6 +146,7 @@ static const struct verb commands[] = {
     [PROTO_COUNTERS] = { "COUNTERS", true, false, admin_counters },
     [PROTO_REFILL] = { "REFILL", false, true, verb_refill },
     [PROTO_FAST] = { "FAST", false, false, verb_fast },
+    [PROTO_DROPIN] = { "DROPIN", true, false, admin_dropin },
 };
 
 _Static_assert(sizeof(commands) / sizeof(commands[0]) == PROTO_N_VERBS,

@@ -154,7 +154,12 @@ extern const char ctl_help_explain[];
 int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 int cmd_stats(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+/* divvyctl_rules.c: reload, and rules add|remove|list (the rules service). */
 int cmd_reload(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+int cmd_rules_edit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+/* Whether `rules` was given add, remove or list (its first operand). */
+bool ctl_rules_edit_wanted(int argc, char **argv);
+extern const char ctl_help_rules_edit[];
 extern const char ctl_help_status[];
 extern const char ctl_help_stats[];
 extern const char ctl_help_rules[];

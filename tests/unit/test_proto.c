@@ -100,6 +100,8 @@ static void test_proto_every_verb(void **state)
         { "RULES\n", PROTO_RULES },
         { "STATS\n", PROTO_STATS },
         { "RELOAD\n", PROTO_RELOAD },
+        { "RELOAD dry_run=true diff=true\n", PROTO_RELOAD },
+        { "DROPIN op=list\n", PROTO_DROPIN },
         { "PING\n", PROTO_PING },
         { "QUIT\n", PROTO_QUIT },
         { "COUNTERS exhausted=true max=10\n", PROTO_COUNTERS },
@@ -115,6 +117,12 @@ static void test_proto_every_verb(void **state)
         } else if (cases[i].verb == PROTO_REFILL) {
             assert_int_equal(req.n_kv, 3);
             assert_kv(&req, 0, "actor", "a");
+        } else if (cases[i].verb == PROTO_RELOAD && req.n_kv) {
+            assert_int_equal(req.n_kv, 2);
+            assert_kv(&req, 0, "diff", "true");
+        } else if (cases[i].verb == PROTO_DROPIN) {
+            assert_int_equal(req.n_kv, 1);
+            assert_kv(&req, 0, "op", "list");
         } else if (cases[i].verb >= PROTO_RULES) {
             assert_int_equal(req.n_kv, 0);
         } else {
@@ -473,7 +481,7 @@ static void test_proto_take_bad_amount(void **state)
 static void test_proto_args_on_argless_verbs(void **state)
 {
     static const char *const lines[] = {
-        "RULES a=b\n", "PING x\n", "STATS now\n", "RELOAD force=1\n", "QUIT bye\n",
+        "RULES a=b\n", "PING x\n", "STATS now\n", "RELOAD force\n", "QUIT bye\n",
         "PING \"\"\n", "RULES=\n",
     };
     struct proto_req req;
