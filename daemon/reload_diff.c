@@ -3,9 +3,9 @@
  * reload_diff: the changes a reload makes, as report lines (see
  * reload_diff.h, docs/protocol.md "RELOAD").  Rules are paired by id (the
  * counters' identity, docs/rules.md "Identity"); a rule whose id changed is
- * paired with the one at the same file:line, so that editing an unlabelled
- * rule's match reads as a change whose counters start afresh rather than as
- * a removal and an addition.
+ * paired with the one at the same file:line unless both have (different)
+ * labels, so that editing an unlabelled rule's match reads as a change whose
+ * counters start afresh rather than as a removal and an addition.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -273,6 +273,7 @@ struct key {
     const char *file;
     unsigned line;
     uint32_t idx;
+    bool labelled;
 };
 
 static int key_cmp_id(const void *pa, const void *pb)
@@ -304,7 +305,8 @@ static struct key *keys_of(const struct rules *rules, size_t n, const uint32_t *
     for (size_t i = 0; i < n; i++) {
         if (pair[i] || rules_get(rules, (uint32_t)i, &r) < 0)
             continue;
-        k[m++] = (struct key){ .id = r.id, .file = r.file, .line = r.line, .idx = (uint32_t)i };
+        k[m++] = (struct key){ .id = r.id, .file = r.file, .line = r.line, .idx = (uint32_t)i,
+                               .labelled = r.label[0] != '\0' };
     }
     qsort(k, m, sizeof(*k), cmp);
     *ret_n = m;
@@ -333,6 +335,9 @@ static int pair_up(const struct rules *old, size_t n_old, const struct rules *no
         if (c < 0) {
             i++;
         } else if (c > 0) {
+            j++;
+        } else if (by_where && ka[i].labelled && kb[j].labelled) {
+            i++;                /* two labels: two rules, whatever their place */
             j++;
         } else {
             pair_old[ka[i].idx] = kb[j].idx + 1;
