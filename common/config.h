@@ -148,11 +148,13 @@ struct config_edit {
     const char *name;
     const char *text;
     size_t len;
+    bool replace;               /* @text may replace an existing @name */
 };
 
 /* config_load() with @edit (NULL: none) applied to the drop-ins.  -ENOENT
  * (in @reterr too) when @edit removes a drop-in that does not exist,
- * -EEXIST when it adds one that does, -ENOTDIR without include_dir. */
+ * -EEXIST when it adds one that does (without replace), -ENOTDIR without
+ * include_dir. */
 int config_load_edit(const char *path, const struct config_edit *edit, struct config **ret,
                      struct diag *reterr);
 

@@ -80,8 +80,8 @@ static int list_names(const char *dir, const struct config_edit *edit, char ***r
         }
         if (edit && strcmp(de->d_name, edit->name) == 0) {
             found = true;
-            if (!edit->text)
-                continue;           /* being removed */
+            if (!edit->text || edit->replace)
+                continue;           /* being removed, or replaced below */
         }
         if (n == CONFIG_DROPINS_MAX) {
             diag_set(reterr, dir, 0, "more than %d drop-ins", CONFIG_DROPINS_MAX);
@@ -96,8 +96,9 @@ static int list_names(const char *dir, const struct config_edit *edit, char ***r
     closedir(d);
     if (r < 0)
         goto out;
-    if (edit && edit->text && found) {
-        diag_set(reterr, dir, 0, "drop-in %s exists: remove it first", edit->name);
+    if (edit && edit->text && found && !edit->replace) {
+        diag_set(reterr, dir, 0, "drop-in %s exists: replace it (divvyctl rules add "
+                 "--replace) or remove it first", edit->name);
         r = -EEXIST;
         goto out;
     }

@@ -194,7 +194,7 @@ static void dropin_list(struct conn *c)
 
 void admin_dropin(struct conn *c, const struct proto_req *req)
 {
-    static const char *const keys[] = { "op", "name", "text", "dry_run" };
+    static const char *const keys[] = { "op", "name", "text", "dry_run", "replace" };
     const struct proto_kv *op = proto_find(req, "op", 2);
     const struct proto_kv *name = proto_find(req, "name", 4);
     const struct proto_kv *text = proto_find(req, "text", 4);
@@ -203,9 +203,10 @@ void admin_dropin(struct conn *c, const struct proto_req *req)
     char *buf = NULL;
     ssize_t len;
 
-    if (!only_keys(req, keys, 4) || !op || flag(req, "dry_run", &opts.dry_run) < 0) {
+    if (!only_keys(req, keys, 5) || !op || flag(req, "dry_run", &opts.dry_run) < 0 ||
+        flag(req, "replace", &edit.replace) < 0) {
         reply_err(c, PROTO_E_BAD_REQUEST, "DROPIN op=list|add|remove [name=NN-NAME] "
-                  "[text=BASE64] [dry_run=true]");
+                  "[text=BASE64] [replace=true] [dry_run=true]");
         return;
     }
     if (strcmp(op->value, "list") == 0 && !name && !text) {

@@ -46,7 +46,7 @@ const char ctl_help_reload[] =
     "3 divvyd unreachable, 4 not admin.\n";
 
 const char ctl_help_rules_edit[] =
-    "Usage: divvyctl rules add NAME [FILE]   (FILE, or standard input)\n"
+    "Usage: divvyctl rules add [--replace] NAME [FILE]   (FILE, or standard input)\n"
     "       divvyctl rules remove NAME\n"
     "       divvyctl rules list\n"
     "\n"
@@ -57,10 +57,13 @@ const char ctl_help_rules_edit[] =
     "go after the main file's rules, before its default rule.  add and remove\n"
     "validate the config as it would be, then write (or remove) the file and\n"
     "reload; a rejected drop-in is reported as FILE:LINE and nothing is written.\n"
+    "add refuses an existing NAME unless --replace (the rules' counters are kept\n"
+    "where their ids stay, e.g. a labelled rule's new limit).\n"
     "list shows the running rules that came from drop-ins.\n"
     "\n"
     "Options:\n"
     "  -n, --dry-run       validate and show what would change, write nothing\n"
+    "  -r, --replace       add: replace the drop-in NAME if it exists\n"
     "  -j, --json, -s, --socket ADDR, -t, --timeout MS, -h, --help\n"
     "\n"
     "Exit status: 0 done, 1 rejected (nothing written), 2 usage, 3 divvyd\n"
@@ -203,18 +206,21 @@ static int report_request(struct ctl *ctl, const char *req, const char *what)
  * first operand, or -1 (--help shown) or -2 (usage error), as
  * ctl_simple_opts(). */
 static int edit_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv,
-                     bool *ret_dry)
+                     bool *ret_dry, bool *ret_replace)
 {
     static const struct option longopts[] = {
         CTL_LONGOPTS,
         { "dry-run", no_argument, NULL, 'n' },
+        { "replace", no_argument, NULL, 'r' },
         { NULL, 0, NULL, 0 },
     };
     int opt;
 
     *ret_dry = false;
+    if (ret_replace)
+        *ret_replace = false;
     ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "n", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "nr", longopts, NULL)) != -1) {
         switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
         case CTL_OPT_DONE:
             continue;
@@ -225,11 +231,14 @@ static int edit_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char 
         case CTL_OPT_OTHER:
             break;
         }
-        if (opt != 'n') {
+        if (opt == 'r' && ret_replace) {
+            *ret_replace = true;
+        } else if (opt == 'n') {
+            *ret_dry = true;
+        } else {
             ctl_usage(cmd, "unknown option");
             return -2;
         }
-        *ret_dry = true;
     }
     return optind;
 }
@@ -243,7 +252,7 @@ int cmd_reload(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
     bool dry;
     int r;
 
-    r = edit_opts(ctl, cmd, argc, argv, &dry);
+    r = edit_opts(ctl, cmd, argc, argv, &dry, NULL);
     if (r < 0)
         return ctl_opts_exit(r);
     if (r != argc)
@@ -389,12 +398,12 @@ int cmd_rules_edit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **
     struct ctl_cmd sub = *cmd;
     const char *op, *name;
     ssize_t len;
-    bool dry;
+    bool dry, replace;
     int r, i;
 
     sub.help = ctl_help_rules_edit;     /* its usage, not the listing's */
     cmd = &sub;
-    r = edit_opts(ctl, cmd, argc, argv, &dry);
+    r = edit_opts(ctl, cmd, argc, argv, &dry, &replace);
     if (r < 0)
         return ctl_opts_exit(r);
     i = r;
@@ -426,8 +435,8 @@ int cmd_rules_edit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **
     len = read_dropin(i < argc ? argv[i] : "-", text, sizeof(text));
     if (len < 0)
         return CTL_EXIT_USAGE;
-    r = snprintf(req, sizeof(req), "DROPIN op=add name=%s%s text=\"", name,
-                 dry ? " dry_run=true" : "");
+    r = snprintf(req, sizeof(req), "DROPIN op=add name=%s%s%s text=\"", name,
+                 dry ? " dry_run=true" : "", replace ? " replace=true" : "");
     b64_encode((const unsigned char *)text, (size_t)len, req + r);
     strcat(req, "\"");
     return report_request(ctl, req, "DROPIN");

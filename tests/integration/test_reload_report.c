@@ -7,8 +7,9 @@
  * leaves the generation and the rules alone; a setting that needs a restart
  * (metrics.listen) is named; plain RELOAD keeps its one-line reply.  The
  * rules service through divvyctl: rules add/list/remove round trip with the
- * rule deciding hits, a bad drop-in refused with file:line and nothing
- * written, and every edit refused to a non-admin.
+ * rule deciding hits, add --replace keeping a labelled rule's counts, a bad
+ * drop-in refused with file:line and nothing written, and every edit refused
+ * to a non-admin.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -448,6 +449,16 @@ static void test_reload_report_rules_service(void **state)
     assert_string_equal(list, "50-m42.conf");
     CTL(2, "-s", sock, "rules", "add", "m7");
     EXPECT_REPLY(c, "HIT merchant=m42", "OK true 0 60");
+
+    /* --replace: a labelled rule's new limit keeps its counts (3 used). */
+    write_file(in, "rules = (\n    { match = { merchant = \"m42\"; }; credit_limit = 5;\n"
+                   "      reset_seconds = 60; label = \"m42\"; }\n);\n");
+    run = CTL_IN(in, 0, "-s", sock, "rules", "add", "--replace", "50-m42");
+    expect_in(run->out, "changed  rule m42 (");
+    expect_in(run->out, ": credit_limit; counters kept");
+    EXPECT_REPLY(c, "HIT merchant=m42", "OK true 1 60");
+    harness_list_dir(dir, list, sizeof(list));
+    assert_string_equal(list, "50-m42.conf");
 
     /* A dry run of a removal reports it and changes nothing. */
     run = CTL(0, "-s", sock, "rules", "remove", "--dry-run", "50-m42");
