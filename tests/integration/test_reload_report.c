@@ -361,9 +361,10 @@ static struct run *ctl_run(bool as_nobody, const char *in, int want, const char 
     return r;
 }
 
-#define CTL(want, ...) ctl_run(false, NULL, (want), (const char *const[]){ __VA_ARGS__, NULL })
-#define CTL_IN(in, want, ...) ctl_run(false, (in), (want), (const char *const[]){ __VA_ARGS__, NULL })
-#define CTL_NOBODY(want, ...) ctl_run(true, NULL, (want), (const char *const[]){ __VA_ARGS__, NULL })
+#define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+#define CTL(want, ...) ctl_run(false, NULL, (want), ARGS(__VA_ARGS__))
+#define CTL_IN(in, want, ...) ctl_run(false, (in), (want), ARGS(__VA_ARGS__))
+#define CTL_NOBODY(want, ...) ctl_run(true, NULL, (want), ARGS(__VA_ARGS__))
 
 static void expect_in(const char *text, const char *needle)
 {
