@@ -213,14 +213,18 @@ static void put_fields(struct line *l, const struct rules *ra, const struct rule
             any = true;                                                                           \
         }                                                                                         \
     } while (0)
-    x[0] = y[0] = '\0';
-    rules_describe(ra, a->index, x, sizeof(x));
-    rules_describe(rb, b->index, y, sizeof(y));
-    FIELD(strcmp(x, y) != 0, "match");
-    x[0] = y[0] = '\0';
-    rules_actor_keys(ra, a->index, x, sizeof(x));
-    rules_actor_keys(rb, b->index, y, sizeof(y));
-    FIELD(strcmp(x, y) != 0, "actor");
+    /* An unlabelled rule's id digests its match set and actor keys: the
+     * same id, the same text (spares 100,000 rules two formattings each). */
+    if (a->id != b->id || a->label[0] || b->label[0]) {
+        x[0] = y[0] = '\0';
+        rules_describe(ra, a->index, x, sizeof(x));
+        rules_describe(rb, b->index, y, sizeof(y));
+        FIELD(strcmp(x, y) != 0, "match");
+        x[0] = y[0] = '\0';
+        rules_actor_keys(ra, a->index, x, sizeof(x));
+        rules_actor_keys(rb, b->index, y, sizeof(y));
+        FIELD(strcmp(x, y) != 0, "actor");
+    }
     FIELD(a->prefix4 != b->prefix4, "actor_prefix4");
     FIELD(a->prefix6 != b->prefix6, "actor_prefix6");
     FIELD(a->credit_limit != b->credit_limit, "credit_limit");
