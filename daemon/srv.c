@@ -822,6 +822,45 @@ static void lease_limits(const struct worker *w, const struct rules_rule *r,
         lim->lease_max = TABLE_LEASE_MAX;
 }
 
+/* The lease script's arguments for @want more credit of rule @r. */
+static struct store_lease_args lease_args(const struct rules_rule *r,
+                                          const struct table_limits *lim, uint64_t want)
+{
+    struct store_lease_args a = { .want = want, .limit = r->credit_limit,
+                                  .reset_ms = lim->reset_ms, .divisor = TABLE_LEASE_DIVISOR };
+
+    return a;
+}
+
+/*
+ * Redis answered (@rep, NULL: failed) a lease request for counter @tk sent
+ * at @sent_ms: the grant goes into the slot (true), or the slot's FETCH is
+ * given up (false).
+ */
+static bool lease_apply(struct table *t, const struct table_key *tk,
+                        const struct table_limits *lim, uint64_t sent_ms,
+                        const struct store_reply *rep, uint64_t now)
+{
+    struct table_lease_grant g = { .fetch = true };
+    int r;
+
+    if (!rep || rep->kind != STORE_REPLY_GRANT) {
+        table_lease_abort(t, tk, lim, now);
+        return false;
+    }
+    g.granted = rep->grant.granted;
+    g.remain = rep->grant.remain;
+    g.end_ms = sent_ms + rep->grant.ttl_ms;
+    g.created = rep->grant.created;
+    r = table_lease_grant(t, tk, lim, &g, now);
+    if (r < 0) {
+        errno = -r;
+        log_ratelimited(&rl_store, LOG_WARNING, "lease of %llu credits lost: %m",
+                        (unsigned long long)g.granted);
+    }
+    return true;
+}
+
 /* A background lease refill: not tied to any request. */
 struct refill {
     struct table *t;
@@ -837,25 +876,8 @@ static void refill_done(void *arg, const struct store_reply *rep)
     struct refill *f = arg;
     struct table_key key = { .rule_id = f->rule_id, .actor = f->actor,
                              .actor_len = f->actor_len };
-    uint64_t now = clock_now_ms();
-    int r;
 
-    if (rep && rep->n >= 4 && rep->v[0] >= 0 && rep->v[1] >= 0 && rep->v[2] >= 0) {
-        struct table_lease_grant g = {
-            .granted = (uint64_t)rep->v[0], .remain = (uint64_t)rep->v[1],
-            .end_ms = f->sent_ms + (uint64_t)rep->v[2], .created = rep->v[3] != 0,
-            .fetch = true,
-        };
-
-        r = table_lease_grant(f->t, &key, &f->lim, &g, now);
-        if (r < 0) {
-            errno = -r;
-            log_ratelimited(&rl_store, LOG_WARNING, "lease of %llu credits lost: %m",
-                            (unsigned long long)g.granted);
-        }
-    } else {
-        table_lease_abort(f->t, &key, &f->lim, now);
-    }
+    lease_apply(f->t, &key, &f->lim, f->sent_ms, rep, clock_now_ms());
     free(f);
 }
 
@@ -864,8 +886,7 @@ static bool lease_refill(struct worker *w, struct table *t, const struct table_l
                          const char *key, size_t key_len, uint64_t want)
 {
     struct table_key tk = { .rule_id = r->id, .actor = actor, .actor_len = actor_len };
-    int64_t args[4] = { (int64_t)want, r->credit_limit, (int64_t)lim->reset_ms,
-                        TABLE_LEASE_DIVISOR };
+    struct store_lease_args a = lease_args(r, lim, want);
     uint64_t now = clock_now_ms();
     struct refill *f;
 
@@ -880,8 +901,8 @@ static bool lease_refill(struct worker *w, struct table *t, const struct table_l
     f->sent_ms = now;
     f->actor_len = actor_len;
     memcpy(f->actor, actor, actor_len);
-    if (store_eval(w->sc, STORE_SCRIPT_LEASE, key, key_len, NULL, args, 4,
-                   store_deadline(w->s->o.store, now), refill_done, f) < 0) {
+    if (store_lease(w->sc, key, key_len, &a, store_deadline(w->s->o.store, now), refill_done,
+                    f) < 0) {
         table_lease_abort(t, &tk, lim, now);
         free(f);
         return false;
@@ -907,6 +928,65 @@ static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
 }
 
 static void hit_on_store(void *arg, const struct store_reply *rep);
+
+/* The script of rule @r's algorithm decides @op for @h in Redis (key in
+ * w->key_buf, @klen bytes): as store_window(). */
+static int hit_verdict_send(struct worker *w, struct hit *h, const struct rules_rule *r,
+                            const struct table_limits *lim, enum table_op op, size_t klen)
+{
+    enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : STORE_PEEK;
+
+    switch (r->algo) {
+    case RULES_ALGO_TOKEN_BUCKET: {
+        struct store_bucket_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
+                                       .refill_amount = lim->refill_amount,
+                                       .refill_ms = lim->refill_ms, .strict = r->strict };
+
+        return store_bucket(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
+    }
+    case RULES_ALGO_SLIDING_WINDOW: {
+        struct store_sliding_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
+                                        .window_ms = lim->reset_ms };
+
+        return store_sliding(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
+    }
+    case RULES_ALGO_WINDOW:
+    default: {
+        struct store_window_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
+                                       .reset_ms = lim->reset_ms };
+
+        return store_window(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
+    }
+    }
+}
+
+/*
+ * The verdict Redis gave (@rep; NULL: failed) for @h's STEP_STRICT or
+ * STEP_ASK into *o: false when there is none.  An ASK's answer also bounds
+ * this host's lease (what Redis said about the pool).
+ */
+static bool hit_verdict(struct worker *w, struct hit *h, const struct store_reply *rep,
+                        uint64_t now, struct eval_outcome *o)
+{
+    struct table_key tk = { .rule_id = h->step_rule.id, .actor = h->actor,
+                            .actor_len = h->actor_len };
+    struct table_limits lim;
+
+    if (!rep || rep->kind != STORE_REPLY_VERDICT)
+        return false;
+    o->counted = true;
+    o->allowed = rep->verdict.allowed;
+    o->credit = rep->verdict.credit;
+    o->reset_s = eval_ms_to_s(rep->verdict.reset_ms);
+    if (h->step == STEP_ASK) {
+        struct table_lease_grant g = { .remain = o->credit,
+                                       .end_ms = h->sent_ms + rep->verdict.reset_ms };
+
+        lease_limits(w, &h->step_rule, &lim);
+        table_lease_grant(srv_table_of(w, &h->step_rule), &tk, &lim, &g, now);
+    }
+    return true;
+}
 
 /* Before a step goes to Redis: the key (into w->key_buf, *ret_klen) and
  * what the reply will need of rule @r (its strings die with a reload). */
@@ -943,11 +1023,9 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
     struct table_lease_result lr;
     struct table_key tk;
     struct eval_env env;
+    struct store_lease_args la;
     enum table_op op = h->op;
-    enum store_script script;
     uint64_t now = clock_now_ms();
-    int64_t args[STORE_ARGS_MAX];
-    unsigned n_args = 0;
     int alen, klen = -1, rc;
 
     if (op == TABLE_TAKE && h->n == 0)
@@ -1032,13 +1110,10 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
             rc = hit_prepare(st, h, r, w, (size_t)alen, &klen);
             if (rc >= 0)
                 rc = hit_keep_actor(h, w->actor_buf, (size_t)alen);
-            args[0] = (int64_t)lr.want;
-            args[1] = r->credit_limit;
-            args[2] = (int64_t)lim.reset_ms;
-            args[3] = TABLE_LEASE_DIVISOR;
+            la = lease_args(r, &lim, lr.want);
             if (rc >= 0)
-                rc = store_eval(w->sc, STORE_SCRIPT_LEASE, w->key_buf, (size_t)klen, NULL, args,
-                                4, h->deadline, hit_on_store, h);
+                rc = store_lease(w->sc, w->key_buf, (size_t)klen, &la, h->deadline, hit_on_store,
+                                 h);
             if (rc < 0) {
                 table_lease_abort(t, &tk, &lim, now);
                 return hit_fallback(w, h, rs, r, o);
@@ -1061,31 +1136,7 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
     }
 
     /* Strict (and lease PEEK and ASK): one script decides in Redis. */
-    switch (r->algo) {
-    case RULES_ALGO_TOKEN_BUCKET:
-        script = STORE_SCRIPT_BUCKET;
-        args[n_args++] = (int64_t)h->n;
-        args[n_args++] = r->credit_limit;
-        args[n_args++] = (int64_t)lim.refill_amount;
-        args[n_args++] = (int64_t)lim.refill_ms;
-        args[n_args++] = r->strict;
-        break;
-    case RULES_ALGO_SLIDING_WINDOW:
-        script = STORE_SCRIPT_SLIDING;
-        args[n_args++] = (int64_t)h->n;
-        args[n_args++] = r->credit_limit;
-        args[n_args++] = (int64_t)lim.reset_ms;
-        break;
-    case RULES_ALGO_WINDOW:
-    default:
-        script = STORE_SCRIPT_WINDOW;
-        args[n_args++] = (int64_t)h->n;
-        args[n_args++] = r->credit_limit;
-        args[n_args++] = (int64_t)lim.reset_ms;
-        break;
-    }
-    rc = store_eval(w->sc, script, w->key_buf, (size_t)klen, op == TABLE_TAKE ? "take" : "peek",
-                    args, n_args, h->deadline, hit_on_store, h);
+    rc = hit_verdict_send(w, h, r, &lim, op, (size_t)klen);
     if (rc < 0)
         return hit_fallback(w, h, rs, r, o);
     h->sent_ms = now;
@@ -1154,23 +1205,7 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
     switch (h->step) {
     case STEP_STRICT:
     case STEP_ASK:
-        if (rep && rep->n >= 3) {
-            o.counted = true;
-            o.allowed = rep->v[0] != 0;
-            o.credit = rep->v[1] > 0 ? (uint64_t)rep->v[1] : 0;
-            o.reset_s = eval_ms_to_s(rep->v[2] > 0 ? (uint64_t)rep->v[2] : 0);
-            have = true;
-        }
-        if (have && h->step == STEP_ASK) {
-            /* What Redis said about the pool bounds this host's next hits. */
-            struct table_lease_grant g = {
-                .remain = o.credit, .end_ms = h->sent_ms + (uint64_t)(rep->v[2] > 0 ? rep->v[2]
-                                                                                    : 0),
-            };
-
-            lease_limits(w, &h->step_rule, &lim);
-            table_lease_grant(t, &tk, &lim, &g, now);
-        }
+        have = hit_verdict(w, h, rep, now, &o);
         break;
     case STEP_DEL:
         o = h->step_o;
@@ -1181,25 +1216,11 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
         break;
     case STEP_FETCH:
         lease_limits(w, &h->step_rule, &lim);
-        if (rep && rep->n >= 4 && rep->v[0] >= 0 && rep->v[1] >= 0 && rep->v[2] >= 0) {
-            struct table_lease_grant g = {
-                .granted = (uint64_t)rep->v[0], .remain = (uint64_t)rep->v[1],
-                .end_ms = h->sent_ms + (uint64_t)rep->v[2], .created = rep->v[3] != 0,
-                .fetch = true,
-            };
-
-            rc = table_lease_grant(t, &tk, &lim, &g, now);
-            if (rc < 0) {
-                errno = -rc;
-                log_ratelimited(&rl_store, LOG_WARNING, "lease of %llu credits lost: %m",
-                                (unsigned long long)g.granted);
-            }
+        if (lease_apply(t, &tk, &lim, h->sent_ms, rep, now)) {
             /* Try the same rule again: now from the lease (or directly). */
             h->lease_tries++;
             if (same)
                 return hit_run(w, h, rs);
-        } else {
-            table_lease_abort(t, &tk, &lim, now);
         }
         break;
     }

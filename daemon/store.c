@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store: the Redis store (see store.h, docs/redis.md).  Owns the Lua
- * scripts (embedded here, so nothing depends on an install path), their
- * SHA-1s, every hiredis context, the per-connection FIFO of requests in
- * flight with its deadline timer, and the breaker.
+ * store: the Redis store (see store.h, docs/redis.md).  Owns every hiredis
+ * context, the per-connection FIFO of requests in flight with its deadline
+ * timer, and the breaker.  The scripts, and how their calls and answers
+ * look, are daemon/store_script.c's: a request carries a struct store_call
+ * packed there, and its answer goes back through store_script_decode().
  *
  * Ownership of a hiredis context: hiredis frees it by itself after a
  * connection error (its disconnect path runs every pending callback with a
@@ -28,8 +29,6 @@
  * (docs/redis.md "Sentinel": a planned move, not a Redis failure).
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,259 +46,6 @@
 
 #define FREELIST_MAX        1024
 #define NOSCRIPT_RETRIES    1
-
-/* ---- scripts (docs/redis.md "Scripts") -------------------------------------- */
-
-/* Time for algorithms that need it comes from Redis (TIME), never from a
- * host; redis.replicate_commands() lets a script write after TIME on Redis
- * older than 5 (later versions always replicate effects). */
-#define LUA_NOW                                                                      \
-    "if redis.replicate_commands then redis.replicate_commands() end\n"              \
-    "local tm = redis.call('TIME')\n"                                                \
-    "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
-
-/* A key of another type (a labelled rule whose algorithm changed) starts afresh. */
-#define LUA_HMGET(fields)                                                            \
-    "local st = redis.pcall('HMGET', key, " fields ")\n"                             \
-    "if st.err then redis.call('DEL', key); st = {} end\n"
-
-static const char lua_window[] =
-    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end.\n"
-    "-- ARGV: op (take|peek), n, limit, reset_ms -> {allowed, credit, ms to reset}\n"
-    "local key = KEYS[1]\n"
-    "local n, limit, reset = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local got = redis.pcall('GET', key)\n"
-    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    "local used = tonumber(got)\n"
-    "if not used then\n"
-    "  if ARGV[1] == 'take' and n <= limit then\n"
-    "    redis.call('SET', key, n, 'PX', reset)\n"
-    "    return {1, limit - n, reset}\n"
-    "  end\n"
-    "  if n <= limit then return {1, limit, 0} end\n"
-    "  return {0, limit, 0}\n"
-    "end\n"
-    "local ttl = redis.call('PTTL', key)\n"
-    "if ttl < 0 then\n"
-    "  redis.call('PEXPIRE', key, reset)\n"
-    "  ttl = reset\n"
-    "end\n"
-    "if used > limit then used = limit end\n"
-    "if used < 0 then used = 0 end\n"
-    "if n <= limit - used then\n"
-    "  if ARGV[1] == 'take' then\n"
-    "    redis.call('INCRBY', key, n)\n"
-    "    used = used + n\n"
-    "  end\n"
-    "  return {1, limit - used, ttl}\n"
-    "end\n"
-    "return {0, limit - used, ttl}\n";
-
-static const char lua_bucket[] =
-    "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n"
-    "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n"
-    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}\n"
-    "local key = KEYS[1]\n"
-    "local n, cap = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
-    "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
-    LUA_NOW
-    LUA_HMGET("'d', 't'")
-    "local d, t = tonumber(st[1]), tonumber(st[2])\n"
-    "local tokens, last = cap, now\n"
-    "if d and t and d > 0 then\n"
-    "  if d > cap then d = cap end\n"
-    "  if t > now then t = now end\n"
-    "  if t + math.ceil(d / amount) * period > now then\n"
-    "    local refills = math.floor((now - t) / period)\n"
-    "    d = d - refills * amount\n"
-    "    if d < 0 then d = 0 end\n"
-    "    last = t + refills * period\n"
-    "    tokens = cap - d\n"
-    "  end\n"
-    "end\n"
-    "local fits = n <= tokens\n"
-    "if ARGV[1] == 'take' then\n"
-    "  if fits then\n"
-    "    tokens = tokens - n\n"
-    "  elseif ARGV[6] == '1' and tokens < cap then\n"
-    "    last = now\n"
-    "  end\n"
-    "  if tokens < cap then\n"
-    "    local missing = cap - tokens\n"
-    "    redis.call('HSET', key, 'd', missing, 't', last)\n"
-    "    redis.call('PEXPIRE', key, last + math.ceil(missing / amount) * period - now)\n"
-    "  end\n"
-    "end\n"
-    "local reset = 0\n"
-    "if tokens < cap then reset = last + period - now end\n"
-    "if fits then return {1, tokens, reset} end\n"
-    "return {0, tokens, reset}\n";
-
-static const char lua_sliding[] =
-    "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n"
-    "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n"
-    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}\n"
-    "local key = KEYS[1]\n"
-    "local n, limit, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    LUA_NOW
-    LUA_HMGET("'p', 'c', 's'")
-    "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"
-    "local s = tonumber(st[3])\n"
-    "if s and s + 2 * w > now then\n"
-    "  fresh = false\n"
-    "  prev, count, start = tonumber(st[1]) or 0, tonumber(st[2]) or 0, s\n"
-    "  elapsed = now - start\n"
-    "  if elapsed < 0 then elapsed = 0 end\n"
-    "  if elapsed >= w then\n"
-    "    prev, count, start, elapsed = count, 0, start + w, elapsed - w\n"
-    "  end\n"
-    "end\n"
-    "local budget, spent = limit * w, prev * (w - elapsed) + count * w\n"
-    "local credit = 0\n"
-    "if budget > spent then credit = math.floor((budget - spent) / w) end\n"
-    "local fits = n <= credit\n"
-    "if ARGV[1] == 'take' and fits then\n"
-    "  count, credit, fresh = count + n, credit - n, false\n"
-    "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"
-    "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"
-    "end\n"
-    "local reset = 0\n"
-    "if not fresh then reset = start + w - now end\n"
-    "if fits then return {1, credit, reset} end\n"
-    "return {0, credit, reset}\n";
-
-static const char lua_lease[] =
-    "-- lease: KEYS[1] as the window script's (credit used, PTTL = the window).\n"
-    "-- ARGV: want, limit, reset_ms, divisor.  Grants min(want, remainder,\n"
-    "-- max(1, floor(remainder / divisor))) and counts it as used.\n"
-    "-- -> {granted, remainder after, ms to the window's end, 1 if it began now}\n"
-    "local key = KEYS[1]\n"
-    "local want, limit = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
-    "local reset, div = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local got = redis.pcall('GET', key)\n"
-    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    "local used, created = tonumber(got), 0\n"
-    "if not used then used, created = 0, 1 end\n"
-    "if used > limit then used = limit end\n"
-    "if used < 0 then used = 0 end\n"
-    "local remain = limit - used\n"
-    "local k = math.floor(remain / div)\n"
-    "if k < 1 then k = 1 end\n"
-    "local g = math.min(want, remain, k)\n"
-    "if g < 0 then g = 0 end\n"
-    "local ttl\n"
-    "if created == 1 then\n"
-    "  if g == 0 then return {0, remain, 0, 0} end\n"
-    "  redis.call('SET', key, g, 'PX', reset)\n"
-    "  ttl = reset\n"
-    "else\n"
-    "  ttl = redis.call('PTTL', key)\n"
-    "  if ttl < 0 then\n"
-    "    redis.call('PEXPIRE', key, reset)\n"
-    "    ttl = reset\n"
-    "  end\n"
-    "  if g > 0 then redis.call('INCRBY', key, g) end\n"
-    "end\n"
-    "return {g, remain - g, ttl, created}\n";
-
-static const char *const scripts[STORE_N_SCRIPTS] = {
-    lua_window, lua_bucket, lua_sliding, lua_lease,
-};
-static const char *const script_names[STORE_N_SCRIPTS] = {
-    "window", "token_bucket", "sliding_window", "lease",
-};
-static char script_sha[STORE_N_SCRIPTS][41];
-static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
-
-/* ---- SHA-1 (FIPS 180-4), for EVALSHA names ------------------------------------ */
-
-static uint32_t rol32(uint32_t v, unsigned n)
-{
-    return v << n | v >> (32 - n);
-}
-
-static void sha1_block(uint32_t h[5], const uint8_t *p)
-{
-    uint32_t w[80], a, b, c, d, e, f, k, t;
-
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 80; i++)
-        w[i] = rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-    a = h[0];
-    b = h[1];
-    c = h[2];
-    d = h[3];
-    e = h[4];
-    for (int i = 0; i < 80; i++) {
-        if (i < 20) {
-            f = (b & c) | (~b & d);
-            k = 0x5a827999;
-        } else if (i < 40) {
-            f = b ^ c ^ d;
-            k = 0x6ed9eba1;
-        } else if (i < 60) {
-            f = (b & c) | (b & d) | (c & d);
-            k = 0x8f1bbcdc;
-        } else {
-            f = b ^ c ^ d;
-            k = 0xca62c1d6;
-        }
-        t = rol32(a, 5) + f + e + k + w[i];
-        e = d;
-        d = c;
-        c = rol32(b, 30);
-        b = a;
-        a = t;
-    }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-}
-
-void store_sha1_hex(const void *data, size_t len, char ret[41])
-{
-    uint32_t h[5] = { 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0 };
-    const uint8_t *p = data;
-    uint8_t tail[128];
-    size_t rest = len % 64, n_tail;
-    uint64_t bits = (uint64_t)len * 8;
-
-    for (size_t off = 0; off + 64 <= len; off += 64)
-        sha1_block(h, p + off);
-    memset(tail, 0, sizeof(tail));
-    if (rest)
-        memcpy(tail, p + len - rest, rest);
-    tail[rest] = 0x80;
-    n_tail = rest < 56 ? 64 : 128;
-    for (int i = 0; i < 8; i++)
-        tail[n_tail - 1 - i] = (uint8_t)(bits >> (8 * i));
-    sha1_block(h, tail);
-    if (n_tail == 128)
-        sha1_block(h, tail + 64);
-    for (int i = 0; i < 5; i++)
-        snprintf(ret + 8 * i, 9, "%08" PRIx32, h[i]);
-}
-
-static void sha_init(void)
-{
-    for (int i = 0; i < STORE_N_SCRIPTS; i++)
-        store_sha1_hex(scripts[i], strlen(scripts[i]), script_sha[i]);
-}
-
-const char *store_script_source(enum store_script script)
-{
-    return (unsigned)script < STORE_N_SCRIPTS ? scripts[script] : NULL;
-}
-
-const char *store_script_sha(enum store_script script)
-{
-    pthread_once(&sha_once, sha_init);
-    return (unsigned)script < STORE_N_SCRIPTS ? script_sha[script] : NULL;
-}
 
 /* ---- the store ----------------------------------------------------------------- */
 
@@ -325,12 +71,10 @@ struct sreq {
     store_cb *cb;
     void *arg;
     uint64_t deadline;
-    int script;                 /* enum store_script, or -1 for DEL / internal */
+    bool is_call;               /* a script call (else DEL or internal) */
     unsigned retries;
     /* The command, kept for a retry after NOSCRIPT. */
-    unsigned argc;
-    char num[STORE_ARGS_MAX][24];
-    const char *op;
+    struct store_call call;
     char *key;
     size_t key_len;
 };
@@ -452,7 +196,7 @@ int store_new(const struct store_opts *o, struct store **ret)
     if (!o || o->timeout_ms == 0 ||
         (!o->n_sentinels && !o->unix_socket && (!o->host || !o->port)))
         return -EINVAL;
-    pthread_once(&sha_once, sha_init);
+    store_script_sha(STORE_SCRIPT_WINDOW);     /* the SHA-1s, once, before any worker */
     st = calloc(1, sizeof(*st));
     if (!st)
         return -ENOMEM;
@@ -595,7 +339,6 @@ static struct sreq *req_new(struct store_conn *sc, size_t key_len)
     }
     q->key_len = key_len;
     q->sc = sc;
-    q->script = -1;
     return q;
 }
 
@@ -724,9 +467,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 /* Queues the command of @q on the connection; -ENOTCONN when hiredis refuses. */
 static int req_send(struct store_conn *sc, struct sreq *q)
 {
-    /* EVALSHA sha 1 key op, then up to STORE_ARGS_MAX numbers. */
-    const char *argv[5 + STORE_ARGS_MAX];
-    size_t lens[5 + STORE_ARGS_MAX];
+    /* EVALSHA sha 1 key, then the script's ARGV. */
+    const char *argv[4 + STORE_SCRIPT_ARGV_MAX];
+    size_t lens[4 + STORE_SCRIPT_ARGV_MAX];
     int argc = 0;
 
     if (!sc->ac) {
@@ -735,15 +478,13 @@ static int req_send(struct store_conn *sc, struct sreq *q)
         wait_push(sc, q);
         return 0;
     }
-    if (q->script >= 0) {
+    if (q->is_call) {
         argv[argc++] = "EVALSHA";
-        argv[argc++] = store_script_sha((enum store_script)q->script);
+        argv[argc++] = store_script_sha(q->call.script);
         argv[argc++] = "1";
         argv[argc++] = q->key;
-        if (q->op)
-            argv[argc++] = q->op;
-        for (unsigned i = 0; i < q->argc; i++)
-            argv[argc++] = q->num[i];
+        for (unsigned i = 0; i < q->call.argc && i < STORE_SCRIPT_ARGV_MAX; i++)
+            argv[argc++] = q->call.argv[i];
     } else {
         argv[argc++] = "DEL";
         argv[argc++] = q->key;
@@ -781,8 +522,8 @@ static int send_internal(struct store_conn *sc, enum req_kind kind, int argc, co
 
 static int send_script_load(struct store_conn *sc, enum store_script s, enum req_kind kind)
 {
-    const char *argv[3] = { "SCRIPT", "LOAD", scripts[s] };
-    size_t lens[3] = { 6, 4, strlen(scripts[s]) };
+    const char *argv[3] = { "SCRIPT", "LOAD", store_script_source(s) };
+    size_t lens[3] = { 6, 4, strlen(argv[2]) };
 
     return send_internal(sc, kind, 3, argv, lens);
 }
@@ -1035,23 +776,17 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 
 /* ---- replies ------------------------------------------------------------------------- */
 
-static bool parse_reply(const redisReply *r, struct store_reply *out)
+/* A user request's answer: the script's (store_script.c), or DEL's count. */
+static int decode_reply(const struct sreq *q, const redisReply *r, struct store_reply *ret)
 {
-    memset(out, 0, sizeof(*out));
-    if (r->type == REDIS_REPLY_INTEGER) {
-        out->v[0] = r->integer;
-        out->n = 1;
-        return true;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements > STORE_REPLY_MAX)
-        return false;
-    for (size_t i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
-            return false;
-        out->v[i] = r->element[i]->integer;
-    }
-    out->n = (unsigned)r->elements;
-    return true;
+    if (q->is_call)
+        return store_script_decode(q->call.script, r, ret);
+    memset(ret, 0, sizeof(*ret));
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        return -EPROTO;
+    ret->kind = STORE_REPLY_DELETED;
+    ret->deleted = (uint64_t)r->integer;
+    return 0;
 }
 
 static void finish(struct store_conn *sc, struct sreq *q, const struct store_reply *rep)
@@ -1093,11 +828,11 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     }
     if (r->type == REDIS_REPLY_ERROR) {
         /* After SCRIPT FLUSH or a failover: load it again, retry once. */
-        if (q->kind == REQ_USER && q->script >= 0 && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
+        if (q->kind == REQ_USER && q->is_call && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
             q->retries < NOSCRIPT_RETRIES && sc->ac == ac) {
             inc(&sc->st->noscript);
             q->retries++;
-            if (send_script_load(sc, (enum store_script)q->script, REQ_IGNORE) >= 0 &&
+            if (send_script_load(sc, q->call.script, REQ_IGNORE) >= 0 &&
                 req_send(sc, q) >= 0)
                 return;
         }
@@ -1129,10 +864,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         finish(sc, q, NULL);
         return;
     }
-    if (!parse_reply(r, &rep)) {
+    if (decode_reply(q, r, &rep) < 0) {
         inc(&sc->st->errors);
-        log_ratelimited(&rl_error, LOG_ERR, "redis: unexpected reply type %d to a script",
-                        r->type);
+        log_ratelimited(&rl_error, LOG_ERR, "redis: unexpected reply (type %d) to %s",
+                        r->type, q->is_call ? store_script_name(q->call.script) : "DEL");
         if (sc->ac == ac)
             conn_fail(sc, "unexpected reply", true);
         finish(sc, q, NULL);
@@ -1216,14 +951,15 @@ static int conn_usable(struct store_conn *sc)
     return sc->ac || discovering(sc) ? 0 : -ENOTCONN;
 }
 
-int store_eval(struct store_conn *sc, enum store_script script, const char *key, size_t key_len,
-               const char *op, const int64_t *args, unsigned n_args, uint64_t deadline_ms,
-               store_cb *cb, void *arg)
+/* Sends @call (a script's) or, without one, DEL of @key. */
+static int send_user(struct store_conn *sc, const struct store_call *call, const char *key,
+                     size_t key_len, uint64_t deadline_ms, store_cb *cb, void *arg)
 {
     struct sreq *q;
     int r;
 
-    if ((unsigned)script >= STORE_N_SCRIPTS || n_args > STORE_ARGS_MAX || !key_len)
+    if (!key_len || (call && (call->argc > STORE_SCRIPT_ARGV_MAX ||
+                              (unsigned)call->script >= STORE_N_SCRIPTS)))
         return -EINVAL;
     if (deadline_ms <= clock_now_ms())
         return -ETIMEDOUT;
@@ -1235,11 +971,10 @@ int store_eval(struct store_conn *sc, enum store_script script, const char *key,
         return -ENOMEM;
     memcpy(q->key, key, key_len);
     q->kind = REQ_USER;
-    q->script = (int)script;
-    q->op = op;
-    q->argc = n_args;
-    for (unsigned i = 0; i < n_args; i++)
-        snprintf(q->num[i], sizeof(q->num[i]), "%" PRId64, args[i]);
+    if (call) {
+        q->is_call = true;
+        q->call = *call;
+    }
     q->deadline = deadline_ms;
     q->cb = cb;
     q->arg = arg;
@@ -1249,38 +984,49 @@ int store_eval(struct store_conn *sc, enum store_script script, const char *key,
         conn_fail(sc, "cannot queue a command", true);
     }
     return r;
+}
+
+int store_window(struct store_conn *sc, const char *key, size_t key_len,
+                 const struct store_window_args *a, uint64_t deadline_ms, store_cb *cb,
+                 void *arg)
+{
+    struct store_call call;
+
+    store_script_window(a, &call);
+    return send_user(sc, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_bucket(struct store_conn *sc, const char *key, size_t key_len,
+                 const struct store_bucket_args *a, uint64_t deadline_ms, store_cb *cb,
+                 void *arg)
+{
+    struct store_call call;
+
+    store_script_bucket(a, &call);
+    return send_user(sc, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
+                  const struct store_sliding_args *a, uint64_t deadline_ms, store_cb *cb,
+                  void *arg)
+{
+    struct store_call call;
+
+    store_script_sliding(a, &call);
+    return send_user(sc, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_lease(struct store_conn *sc, const char *key, size_t key_len,
+                const struct store_lease_args *a, uint64_t deadline_ms, store_cb *cb, void *arg)
+{
+    struct store_call call;
+
+    store_script_lease(a, &call);
+    return send_user(sc, &call, key, key_len, deadline_ms, cb, arg);
 }
 
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg)
 {
-    struct sreq *q;
-    int r;
-
-    if (!key_len)
-        return -EINVAL;
-    if (deadline_ms <= clock_now_ms())
-        return -ETIMEDOUT;
-    r = conn_usable(sc);
-    if (r < 0)
-        return r;
-    q = req_new(sc, key_len);
-    if (!q)
-        return -ENOMEM;
-    memcpy(q->key, key, key_len);
-    q->kind = REQ_USER;
-    q->deadline = deadline_ms;
-    q->cb = cb;
-    q->arg = arg;
-    r = req_send(sc, q);
-    if (r < 0) {
-        req_free(sc, q);
-        conn_fail(sc, "cannot queue a command", true);
-    }
-    return r;
-}
-
-const char *store_script_name(enum store_script script)
-{
-    return (unsigned)script < STORE_N_SCRIPTS ? script_names[script] : "?";
+    return send_user(sc, NULL, key, key_len, deadline_ms, cb, arg);
 }

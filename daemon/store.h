@@ -5,13 +5,14 @@
  * owns one struct store_conn: a hiredis async connection attached to the
  * worker's own libevent loop, over which its requests are pipelined.
  *
- * Requests are Lua scripts run with EVALSHA (the scripts are embedded here,
- * loaded with SCRIPT LOAD at every connect and again after NOSCRIPT) and
- * DEL.  Every request carries a deadline: hiredis 0.14 has no async timeouts,
+ * Requests are typed calls of the Lua scripts (store_window(), store_bucket(),
+ * store_sliding(), store_lease(); their text, ARGV and answers are in
+ * daemon/store_script.h), run with EVALSHA (each script loaded with SCRIPT
+ * LOAD at every connect and again after NOSCRIPT), and DEL.  Every request carries a deadline: hiredis 0.14 has no async timeouts,
  * so one libevent timer per connection watches the oldest deadline, and a
  * request past it drops the connection (Redis answers in order, so nothing
  * behind it can be answered first).  The first failure of any kind trips a
- * breaker shared by all workers: from then on store_eval() refuses at once
+ * breaker shared by all workers: from then on every request refuses at once
  * (the caller applies on_redis_error) while each worker's connection is
  * re-established in the background with backoff; the first connection to
  * come back closes the breaker.  Each transition is logged once.  With
@@ -29,20 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store_script.h"
+
 struct event_base;
-
-/* The scripts (docs/redis.md "Scripts"); every one sets the key's TTL. */
-enum store_script {
-    STORE_SCRIPT_WINDOW = 0,    /* KEYS[1]; op, n, limit, reset_ms -> allowed, credit, ttl_ms */
-    STORE_SCRIPT_BUCKET,        /* op, n, limit, refill_amount, refill_ms, strict -> same */
-    STORE_SCRIPT_SLIDING,       /* op, n, limit, window_ms -> same */
-    STORE_SCRIPT_LEASE,         /* want, limit, reset_ms, divisor
-                                 * -> granted, remain, ttl, created */
-    STORE_N_SCRIPTS
-};
-
-#define STORE_ARGS_MAX      6
-#define STORE_REPLY_MAX     4
 
 struct store_opts {
     const char *host;           /* TCP, unless unix_socket is set */
@@ -67,18 +57,15 @@ struct store_opts {
     void *arg;
 };
 
-/* A script's answer: its array of integers. */
-struct store_reply {
-    int64_t v[STORE_REPLY_MAX];
-    unsigned n;
-};
-
 /*
- * Called exactly once for every request store_eval()/store_del() accepted,
- * in the owning worker's thread, never from inside store_eval()/store_del()
- * themselves.  @reply is NULL when the request failed: timeout, connection
- * lost, an error reply, or the connection being closed at shutdown; the
- * breaker is open by then (except at shutdown).
+ * Called exactly once for every request accepted (store_window() ...
+ * store_del() returned 0), in the owning worker's thread, never from inside
+ * the call that sent it.  @reply (store_script.h) is the answer, of the kind
+ * the request asks for: a verdict (window, bucket, sliding), a grant (lease)
+ * or a count (DEL).  It is NULL when the request failed: timeout,
+ * connection lost, an error reply, an answer not of that kind, or the
+ * connection being closed at shutdown; the breaker is open by then (except
+ * at shutdown).
  */
 typedef void store_cb(void *arg, const struct store_reply *reply);
 
@@ -96,7 +83,7 @@ void store_free(struct store *st);
 void store_want(struct store *st);
 bool store_wanted(const struct store *st);
 
-/* True while the breaker is open: store_eval() would refuse.  Any thread. */
+/* True while the breaker is open: requests would be refused.  Any thread. */
 bool store_breaker_open(const struct store *st);
 
 /* A worker's connection on @base; connects when the store is wanted.  Call
@@ -108,21 +95,29 @@ int store_conn_new(struct store *st, struct event_base *base, struct store_conn 
 void store_conn_free(struct store_conn *sc);
 
 /*
- * Sends EVALSHA of @script on key @key (@key_len bytes) with @op ("take",
- * "peek"; NULL for scripts without one) and @n_args integers.  @deadline_ms
- * (CLOCK_MONOTONIC, clock_now_ms()) bounds the wait; @cb(@arg, reply) runs
- * once later.  While the sentinels are being asked where the master is,
- * the request waits (within its deadline) and is sent once connected.
- * Returns 0 when sent (or waiting), or without calling @cb:
+ * Calls a script on key @key (@key_len bytes) with the arguments @a
+ * (store_script.h), by EVALSHA.  @deadline_ms (CLOCK_MONOTONIC,
+ * clock_now_ms()) bounds the wait; @cb(@arg, reply) runs once later.  While
+ * the sentinels are being asked where the master is, the request waits
+ * (within its deadline) and is sent once connected.  Returns 0 when sent
+ * (or waiting), or without calling @cb:
  *   -ENOTCONN   the breaker is open (or the connection is closing);
  *   -ETIMEDOUT  @deadline_ms has passed already;
  *   -EINVAL, -ENOMEM.
  */
-int store_eval(struct store_conn *sc, enum store_script script, const char *key, size_t key_len,
-               const char *op, const int64_t *args, unsigned n_args, uint64_t deadline_ms,
-               store_cb *cb, void *arg);
+int store_window(struct store_conn *sc, const char *key, size_t key_len,
+                 const struct store_window_args *a, uint64_t deadline_ms, store_cb *cb,
+                 void *arg);
+int store_bucket(struct store_conn *sc, const char *key, size_t key_len,
+                 const struct store_bucket_args *a, uint64_t deadline_ms, store_cb *cb,
+                 void *arg);
+int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
+                  const struct store_sliding_args *a, uint64_t deadline_ms, store_cb *cb,
+                  void *arg);
+int store_lease(struct store_conn *sc, const char *key, size_t key_len,
+                const struct store_lease_args *a, uint64_t deadline_ms, store_cb *cb, void *arg);
 
-/* DEL @key; the reply's v[0] is the number of keys removed.  As store_eval(). */
+/* DEL @key; the reply is STORE_REPLY_DELETED.  As store_window(). */
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg);
 
@@ -152,14 +147,5 @@ struct store_stats {
     uint64_t noscript;          /* NOSCRIPT answers (script reloaded, request retried) */
 };
 void store_stats(const struct store *st, struct store_stats *ret);
-
-/* The Lua source of @script, and its SHA-1 in hex as EVALSHA names it. */
-const char *store_script_source(enum store_script script);
-const char *store_script_sha(enum store_script script);
-/* "window", "token_bucket", "sliding_window", "lease". */
-const char *store_script_name(enum store_script script);
-
-/* SHA-1 of @len bytes at @data as 40 hex digits plus NUL. */
-void store_sha1_hex(const void *data, size_t len, char ret[41]);
 
 #endif
