@@ -49,6 +49,8 @@ ITEST_LIB   := $(filter-out $(ITEST_SRCS),$(wildcard tests/integration/*.c))
 
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(B)/%.o)
+# Every daemon module but main.c, in an archive the daemon's tests link.
+DAEMON_LIB_OBJS := $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS))
 CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o)
 CTL_OBJS    := $(CTL_SRCS:%.c=$(B)/%.o)
 PAM_OBJS    := $(PAM_SRCS:%.c=$(B)/%.o)
@@ -64,6 +66,7 @@ DIVVYD      := $(B)/divvyd
 BENCH       := $(B)/divvy-bench
 DIVVYCTL    := $(B)/divvyctl
 LIBCOMMON   := $(B)/libdivvycommon.a
+LIBDIVVYD   := $(B)/libdivvyd.a
 LIBDIVVY_SO := $(B)/libdivvy.so.$(SOVERSION)
 LIBDIVVY_A  := $(B)/libdivvy.a
 LIBCLIENT_A := $(B)/libdivvyclient.a
@@ -116,8 +119,13 @@ $(LIBCOMMON): $(COMMON_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(DIVVYD): $(DAEMON_OBJS) $(LIBCOMMON)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(DAEMON_OBJS) $(LIBCOMMON) $(LIBS)
+$(LIBDIVVYD): $(DAEMON_LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON) $(LIBS)
 
 $(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
@@ -161,20 +169,22 @@ cas-check: $(LIBCOMMON)
 	@if nm $(LIBCOMMON) | grep -E ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
 	    echo "cas-check: common/ calls libatomic for 16-byte atomics (see docs/shm.md)" >&2; exit 1; fi
 
-# Unit tests: one cmocka binary per module (libclient's modules included).
-$(B)/tests/test_%: tests/unit/test_%.c $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
+# Unit tests: one cmocka binary per module, linking the archives (daemon/ and
+# libclient/ modules included); a test's fakes are -Wl,--wrap= flags in its
+# TEST_WRAP (docs/testing.md).
+$(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) -o $@ $< \
-	    $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) $(call pc_libs,$(TEST_PKGS)) $(LIBS) \
-	    $(if $(PAM_SRCS),-lpam)
+	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) -o $@ $< \
+	    $(LIBDIVVYD) $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) \
+	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
 # libdivvy through its shared library, divvyctl and pam_divvy.so from build/.
-$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBCOMMON) $(DIVVYD) \
+$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBDIVVYD) $(LIBCOMMON) $(DIVVYD) \
                    $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
-	    -o $@ $< $(ITEST_OBJS) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
+	    -o $@ $< $(ITEST_OBJS) $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
 # Every test binary runs even when an earlier one fails, and says how long it

@@ -33,6 +33,7 @@ enum proto_verb {
     PROTO_COUNTERS,     /* admin: list live counters (divvyctl top/locked) */
     PROTO_REFILL,       /* libdivvy's lease refill hint: never answered, not even ERR */
     PROTO_FAST,         /* libdivvy asks for the fast path's memfds (Unix socket, SCM_RIGHTS) */
+    PROTO_N_VERBS       /* how many: not a verb */
 };
 
 enum proto_err {

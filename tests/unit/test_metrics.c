@@ -5,8 +5,8 @@
  * across reloads, the Redis hooks, the real libmicrohttpd endpoint on a
  * loopback port, statsd datagrams received on a real UDP socket, divvy's
  * environment variables, and (when promtool is installed) `promtool check
- * metrics` on a rendered exposition.  The module is compiled into this
- * binary (with daemon/log.c), as divvyd links it.
+ * metrics` on a rendered exposition.  Links the module from
+ * libdivvyd.a, as divvyd does.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -22,10 +22,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../daemon/log.c"
-#include "../../daemon/addr.c"
-#include "../../daemon/admit.c"
-#include "../../daemon/metrics.c"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_int.h"
 
 #define BIG 65536
 
@@ -111,7 +110,7 @@ static const char *scrape(struct fixture *f)
 
     free(f->text);
     f->text = NULL;
-    assert_int_equal(render(f->m, &f->text, &len), 0);
+    assert_int_equal(metrics_prom_render(f->m, &f->text, &len), 0);
     assert_int_equal(strlen(f->text), len);
     return f->text;
 }
@@ -144,7 +143,7 @@ static void test_metrics_exposition_when_idle(void **state)
         char line[128];
 
         snprintf(line, sizeof(line), "divvy_hits_total{status=\"%s\",rule_label=\"\"} 0",
-                 status_name[s]);
+                 metrics_status_name[s]);
         expect_line(t, line);
     }
     expect_line(t, "# TYPE divvy_hit_duration_seconds histogram");
@@ -235,12 +234,12 @@ static void test_metrics_histogram_buckets(void **state)
     uint64_t start;
     const char *t;
 
-    observe_ns(w0, 5000);               /* 5 us */
-    observe_ns(w0, 10000);              /* exactly 10 us: le="1e-05" is inclusive */
-    observe_ns(w1, 10001);
-    observe_ns(w1, 2000000);            /* 2 ms */
-    observe_ns(w1, 2000000000ull);      /* 2 s */
-    observe_ns(w0, 20000000000ull);     /* 20 s: only +Inf */
+    metrics_observe_ns(w0, 5000);               /* 5 us */
+    metrics_observe_ns(w0, 10000);              /* exactly 10 us: le="1e-05" is inclusive */
+    metrics_observe_ns(w1, 10001);
+    metrics_observe_ns(w1, 2000000);            /* 2 ms */
+    metrics_observe_ns(w1, 2000000000ull);      /* 2 s */
+    metrics_observe_ns(w0, 20000000000ull);     /* 20 s: only +Inf */
     t = scrape(f);
     expect_line(t, "divvy_hit_duration_seconds_bucket{le=\"2.5e-05\"} 3");
     expect_line(t, "divvy_hit_duration_seconds_bucket{le=\"0.0025\"} 4");
@@ -459,7 +458,7 @@ static void statsd_case(const char *prefix)
     metrics_hit(metrics_worker(m, 0), rules, 1, 0, METRICS_CANARY_REJECTED);
     metrics_error(metrics_worker(m, 0), PROTO_E_UNKNOWN_COMMAND);
     for (int i = 0; i < 40; i++)
-        observe_ns(metrics_worker(m, i % 2), 1500000);     /* 1.5 ms */
+        metrics_observe_ns(metrics_worker(m, i % 2), 1500000);     /* 1.5 ms */
     metrics_tick(m, &g, 5000);
     recv_all(fd, buf, BIG, 500);
     expect_line(buf, "divvy.hit.accepted:3|c");
@@ -517,7 +516,7 @@ static void test_metrics_statsd_splits_datagrams(void **state)
     o.statsd_port = (unsigned)port;
     assert_int_equal(metrics_new(&o, &m), 0);
     for (int i = 0; i < 64; i++)
-        observe_ns(metrics_worker(m, (unsigned)i % 4), 1000);
+        metrics_observe_ns(metrics_worker(m, (unsigned)i % 4), 1000);
     metrics_tick(m, NULL, 1);
     recv_all(fd, buf, BIG, 500);      /* asserts each datagram <= DGRAM_MAX */
     for (char *p = buf; (p = strstr(p, "|ms")) != NULL; p++)
@@ -599,7 +598,7 @@ static void test_metrics_promtool_clean(void **state)
     metrics_hit(metrics_worker(f->m, 0), f->rules, 1, 1, METRICS_ACCEPTED);
     metrics_hit(metrics_worker(f->m, 1), f->rules, 1, 0, METRICS_CANARY_ACCEPTED);
     metrics_error(metrics_worker(f->m, 1), PROTO_E_UNKNOWN);
-    observe_ns(metrics_worker(f->m, 0), 12345);
+    metrics_observe_ns(metrics_worker(f->m, 0), 12345);
     metrics_tick(f->m, &g, 1);
     metrics_redis_up(f->m, false);
     t = scrape(f);

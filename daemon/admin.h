@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * admin: the verbs that describe the daemon rather than count a hit:
+ * EXPLAIN and RULES (the rules in force), STATS (counters summed over the
+ * workers), RELOAD and COUNTERS (live counters for divvyctl top/locked).
+ * Handlers of the verb table (verb.h), which has already refused RELOAD and
+ * COUNTERS to peers that are not admin.  Replies are docs/protocol.md's
+ * "OK <n>" and n lines.  Each reads the rules in its own RCU read-side
+ * section; the connection's thread.
+ */
+#ifndef DIVVY_ADMIN_H
+#define DIVVY_ADMIN_H
+
+#include "proto.h"
+
+struct conn;
+
+/* EXPLAIN k=v...: every rule up to the decider, why it matched or not. */
+void admin_explain(struct conn *c, const struct proto_req *req);
+
+/* RULES: every rule in force, one line each. */
+void admin_rules(struct conn *c, const struct proto_req *req);
+
+/* STATS: key=value lines (hits, errors, tables, Redis, admission). */
+void admin_stats(struct conn *c, const struct proto_req *req);
+
+/* RELOAD: reload_run() as SIGHUP does; ERR reload-failed says why not. */
+void admin_reload(struct conn *c, const struct proto_req *req);
+
+/* COUNTERS [rule=] [max=] [exhausted=true]: live counters, least credit first. */
+void admin_counters(struct conn *c, const struct proto_req *req);
+
+#endif

@@ -1,0 +1,594 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn: client connections of a worker (see conn.h): accept and admission,
+ * reading and parsing, the output buffer and its budget, reply order behind
+ * waiting hits, timeouts, and the one place a connection is freed.
+ *
+ * A connection is freed at the end of the callback that decided to close it,
+ * after its last use (conn_settle()); one whose hits still wait for Redis is
+ * closed but kept until their callbacks have run (freed by the worker's
+ * flush event, never inside a store callback).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "admit.h"
+#include "clock.h"
+#include "conn.h"
+#include "hit.h"
+#include "listener.h"
+#include "log.h"
+#include "metrics.h"
+#include "peer.h"
+#include "proto.h"
+#include "srv_int.h"
+#include "verb.h"
+#include "worker.h"
+
+#define ACCEPT_BATCH      32
+#define ACCEPT_PAUSE_MS   100
+
+static struct log_ratelimit rl_accept, rl_admit;
+
+static void conn_undirty(struct conn *c)
+{
+    struct conn **pp;
+
+    if (!c->dirty)
+        return;
+    for (pp = &c->w->dirty; *pp; pp = &(*pp)->dirty_next) {
+        if (*pp == c) {
+            *pp = c->dirty_next;
+            break;
+        }
+    }
+    c->dirty = false;
+}
+
+void conn_free(struct conn *c)
+{
+    struct worker *w;
+
+    if (!c)
+        return;
+    w = c->w;
+    conn_undirty(c);
+    while (c->pend_head) {
+        struct hit *h = c->pend_head;
+
+        c->pend_head = h->next;
+        hit_put(w, h);
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    if (c->rev)
+        event_free(c->rev);
+    if (c->wev)
+        event_free(c->wev);
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->out);
+    admit_leave(w->s->admit, &c->slot);
+    free(c);
+    if (w->stopping && !w->conns)
+        event_base_loopbreak(w->base);
+}
+
+/* What @c's client has not read yet: replies and the hits still waiting. */
+static size_t conn_unread(const struct conn *c)
+{
+    return c->out_len - c->out_off + c->pend_bytes + c->n_pend * sizeof(struct hit);
+}
+
+/* Counts @c's buffers in the shared output budget: the output buffer beyond
+ * its first OUT_INITIAL bytes, trailers and waiting hits.  Called when they
+ * change size (a realloc, the end of a callback), not per reply. */
+static void conn_charge(struct conn *c)
+{
+    size_t extra = c->out_cap > OUT_INITIAL ? c->out_cap - OUT_INITIAL : 0;
+
+    admit_charge(c->w->s->admit, &c->slot,
+                 extra + c->pend_bytes + c->n_pend * sizeof(struct hit));
+}
+
+static int out_reserve(struct conn *c, size_t more)
+{
+    size_t need, cap;
+    char *grown;
+
+    if (c->out_off > 0 && c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    need = c->out_len + more;
+    if (need <= c->out_cap)
+        return 0;
+    cap = c->out_cap ? c->out_cap : OUT_INITIAL;
+    while (cap < need)
+        cap *= 2;
+    grown = realloc(c->out, cap);
+    if (!grown)
+        return -ENOMEM;
+    c->out = grown;
+    c->out_cap = cap;
+    conn_charge(c);
+    return 0;
+}
+
+void out_append_direct(struct conn *c, const char *s, size_t len)
+{
+    if (out_reserve(c, len) < 0) {
+        c->dead = true;
+        return;
+    }
+    memcpy(c->out + c->out_len, s, len);
+    c->out_len += len;
+}
+
+/* Every reply goes through here: behind a waiting hit it queues in order. */
+void out_append(struct conn *c, const char *s, size_t len)
+{
+    if (c->pend_tail) {
+        hit_trail(c, s, len);
+        return;
+    }
+    out_append_direct(c, s, len);
+}
+
+void reply_err(struct conn *c, enum proto_err err, const char *reason)
+{
+    char line[PROTO_REPLY_MAX];
+    int n = proto_fmt_err(line, sizeof(line), err, reason);
+
+    stat_inc(&c->w->st.errors);
+    metrics_error(c->w->mw, err);
+    if (n > 0)
+        out_append(c, line, (size_t)n);
+}
+
+void reply_text(struct conn *c, const char *s)
+{
+    out_append(c, s, strlen(s));
+}
+
+/* Answers every complete line in the input buffer. */
+static void process_input(struct conn *c, bool eof)
+{
+    struct worker *w = c->w;
+    size_t off = 0;
+    ssize_t r;
+
+    while (off < c->in_len && !c->closing && !c->dead && !c->out_paused) {
+        /* Enough hits wait for Redis: leave the rest until they are answered. */
+        if (c->n_pend >= CONN_PEND_MAX) {
+            if (!c->paused) {
+                c->paused = true;
+                event_del(c->rev);
+            }
+            break;
+        }
+        if (c->discarding) {
+            char *nl = memchr(c->in + off, '\n', c->in_len - off);
+
+            if (!nl) {
+                off = c->in_len;
+                break;
+            }
+            off = (size_t)(nl - c->in) + 1;
+            c->discarding = false;
+            continue;
+        }
+        /* A client that does not read its replies is dropped, not buffered forever. */
+        if (c->out_len - c->out_off + c->pend_bytes > w->s->o.max_output_bytes) {
+            log_ratelimited(&rl_accept, LOG_WARNING,
+                            "dropping a client with %zu unread reply bytes (limit %zu)",
+                            c->out_len - c->out_off + c->pend_bytes, w->s->o.max_output_bytes);
+            admit_closed(w->s->admit, ADMIT_C_OUTPUT_LIMIT);
+            c->dead = true;
+            return;
+        }
+        /* The shared output budget is spent: a client over its share waits
+         * until it has read its replies (conn_settle() resumes it). */
+        if (admit_out_pause(w->s->admit, &c->slot, conn_unread(c))) {
+            c->out_paused = true;
+            event_del(c->rev);
+            break;
+        }
+        r = proto_parse(c->in + off, c->in_len - off, &w->req);
+        if (r == 0) {
+            if (!eof)
+                break;
+            /* EOF after an unterminated last line: answer it as if terminated. */
+            if (c->in_len < IN_CAP) {
+                c->in[c->in_len++] = '\n';
+                continue;
+            }
+            break;
+        }
+        if (r == -EMSGSIZE) {
+            /* Skip to the end of this line; requests after it are still answered. */
+            reply_err(c, PROTO_E_LINE_TOO_LONG, "request line longer than 4096 bytes");
+            c->discarding = true;
+            continue;
+        }
+        if (r < 0) {
+            reply_err(c, PROTO_E_UNKNOWN, "unparseable input");
+            c->dead = true;
+            return;
+        }
+        verb_handle(c, &w->req);
+        off += (size_t)r;
+    }
+    if (off > 0) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+}
+
+/* Writes what is pending; arms the write event if the socket is full.
+ * Returns 1 when everything is written, 0 when some is pending, -errno. */
+int conn_flush(struct conn *c)
+{
+    bool progress = false;
+    ssize_t n;
+
+    while (c->out_off < c->out_len) {
+        n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                /* The slow-output timeout counts from the last progress. */
+                if (progress || !c->stall_ms)
+                    c->stall_ms = clock_coarse_ms();
+                event_add(c->wev, NULL);
+                return 0;
+            }
+            return -errno;
+        }
+        c->out_off += (size_t)n;
+        progress = true;
+    }
+    c->out_off = c->out_len = 0;
+    c->stall_ms = 0;
+    /* Drained: a burst's buffer goes back, and out of the output budget, so
+     * idle connections can hold no part of it (a few reallocs a batch). */
+    if (c->out_cap > OUT_INITIAL) {
+        char *small = realloc(c->out, OUT_INITIAL);
+
+        if (small) {
+            c->out = small;
+            c->out_cap = OUT_INITIAL;
+            conn_charge(c);
+        }
+    }
+    event_del(c->wev);
+    return 1;
+}
+
+/* A connection paused for the output budget has read all its replies:
+ * answer what waits in its input, and read again. */
+static void conn_resume(struct conn *c)
+{
+    c->out_paused = false;
+    process_input(c, c->eof);
+    /* What is left arrived while we were not reading: its clock starts now. */
+    if (!c->discarding)
+        c->partial_ms = c->in_len > 0 ? clock_coarse_ms() : 0;
+    if (c->out_paused || c->paused || c->dead)
+        return;
+    if (c->eof)
+        c->closing = true;
+    else if (!c->closing && c->rev)
+        event_add(c->rev, NULL);
+}
+
+/* Dead, but store callbacks still point at it: close the socket now, free
+ * the connection once the last one has run (conn_on_flush()). */
+static void conn_zombie(struct conn *c)
+{
+    if (c->rev) {
+        event_free(c->rev);
+        c->rev = NULL;
+    }
+    if (c->wev) {
+        event_free(c->wev);
+        c->wev = NULL;
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+}
+
+/* End of every callback: the only place a connection is freed. */
+void conn_settle(struct conn *c)
+{
+    int r;
+
+    if (c->closing && c->rev)
+        event_del(c->rev);      /* after QUIT or EOF nothing more is read */
+    if (!c->dead && c->fd >= 0) {
+        r = conn_flush(c);
+        /* Each round answers at least one request, or stops: a connection
+         * still over its share with nothing written (hits waiting for
+         * Redis) is resumed by a later callback. */
+        while (r > 0 && c->out_paused && !c->dead) {
+            size_t in_before = c->in_len;
+
+            conn_resume(c);
+            if (c->out_paused && c->in_len == in_before)
+                break;
+            r = c->dead ? 0 : conn_flush(c);
+        }
+        if (r < 0 || (r > 0 && c->closing && !c->pend_head))
+            c->dead = true;
+    }
+    if (!c->dead)
+        conn_charge(c);
+    if (c->dead) {
+        if (c->n_waiting > 0)
+            conn_zombie(c);
+        else
+            conn_free(c);
+    }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    ssize_t n;
+
+    (void)what;
+    n = read(fd, c->in + c->in_len, IN_CAP - c->in_len);
+    if (n > 0) {
+        uint64_t now = clock_coarse_ms();
+        size_t before;
+
+        c->last_ms = now;
+        c->in_len += (size_t)n;
+        before = c->in_len;
+        process_input(c, false);
+        /* The slow-request timeout runs from the start of the line still
+         * incomplete, so a client that trickles bytes cannot hold on. */
+        if (c->in_len == 0 && !c->discarding)
+            c->partial_ms = 0;
+        else if (c->in_len < before && !c->discarding)
+            c->partial_ms = now;
+        else if (!c->partial_ms)
+            c->partial_ms = now;
+    } else if (n == 0) {
+        /* Half-close: answer everything already sent, then close. */
+        c->eof = true;
+        event_del(c->rev);
+        process_input(c, true);
+        if (!c->paused && !c->out_paused)
+            c->closing = true;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        c->dead = true;
+    }
+    conn_settle(c);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+
+    (void)fd;
+    (void)what;
+    conn_settle(c);
+}
+
+/* Right after accept(), before admission: the reserve is for privileged peers. */
+static void peer_privilege(int fd, gid_t admin_gid, struct admit_peer *p)
+{
+    if (peer_cred(fd, admin_gid, &p->uid, &p->privileged) < 0) {
+        p->uid = (uid_t)-1;
+        p->privileged = false;
+    }
+}
+
+/* Takes ownership of @fd and of the place @slot holds. */
+static void conn_new(struct worker *w, int fd, const struct listener *l,
+                     const struct admit_peer *p, struct admit_slot *slot)
+{
+    struct conn *c;
+    int one = 1, sockbuf = (int)w->s->o.admit.sockbuf;
+
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        goto fail;
+    c->w = w;
+    c->fd = fd;
+    c->is_unix = l->is_unix;
+    c->uid = l->is_unix ? p->uid : (uid_t)-1;
+    c->privileged = l->is_unix && p->privileged;
+    c->slot = *slot;
+    memset(slot, 0, sizeof(*slot));
+    c->last_ms = clock_coarse_ms();
+    if (!l->is_unix)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* Bounds what the kernel holds for a client that never reads (or that
+     * we stopped reading): server.socket_buffer_bytes (docs/daemon.md). */
+    if (sockbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf));
+    c->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, c);
+    c->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+    if (!c->rev || !c->wev || out_reserve(c, OUT_INITIAL) < 0 || event_add(c->rev, NULL) < 0)
+        goto fail;
+    c->next = w->conns;
+    if (w->conns)
+        w->conns->prev = c;
+    w->conns = c;
+    return;
+fail:
+    log_ratelimited(&rl_accept, LOG_ERR, "out of memory for a new connection");
+    if (c) {
+        if (c->rev)
+            event_free(c->rev);
+        if (c->wev)
+            event_free(c->wev);
+        free(c->out);
+        admit_leave(w->s->admit, &c->slot);
+        free(c);
+    }
+    admit_leave(w->s->admit, slot);     /* a no-op once c holds it */
+    close(fd);
+}
+
+static void pause_accepting(struct worker *w)
+{
+    struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
+
+    for (size_t i = 0; i < w->s->n_lis; i++)
+        event_del(w->lev[i]);
+    event_add(w->resume_ev, &tv);
+}
+
+void conn_on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+
+    (void)fd;
+    (void)what;
+    if (w->stopping)
+        return;
+    for (size_t i = 0; i < w->s->n_lis; i++)
+        event_add(w->lev[i], NULL);
+}
+
+/* Tells a refused client why (best effort) and closes it. */
+static void refuse(struct worker *w, int fd, const struct listener *l, enum admit_refusal why)
+{
+    static const char busy[] = "ERR busy \"too many connections\"\n";
+    static const char busy_peer[] = "ERR busy \"too many connections from this peer\"\n";
+    bool peer = why == ADMIT_R_PER_ADDRESS || why == ADMIT_R_PER_UID;
+
+    if (send(fd, peer ? busy_peer : busy, peer ? sizeof(busy_peer) - 1 : sizeof(busy) - 1,
+             MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* The refused client may already be gone; nothing to tell. */
+    }
+    close(fd);
+    metrics_error(w->mw, PROTO_E_BUSY);
+    log_ratelimited(&rl_accept, LOG_WARNING, "connection on %s refused: server.%s reached",
+                    l->name, admit_refusal_name(why));
+}
+
+void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct srv *s = w->s;
+    const struct listener *l = NULL;
+    struct admit_peer p;
+    struct admit_slot slot;
+    enum admit_refusal why;
+    socklen_t sl;
+    int fd, r;
+
+    (void)what;
+    for (size_t i = 0; i < s->n_lis; i++)
+        if (s->lis[i].fd == lfd)
+            l = &s->lis[i];
+    if (!l)
+        return;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        memset(&p, 0, sizeof(p));
+        sl = sizeof(p.addr);
+        fd = accept4(lfd, (struct sockaddr *)&p.addr, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                log_ratelimited(&rl_accept, LOG_ERR, "accept on %s: %m; pausing", l->name);
+                pause_accepting(w);
+            }
+            return;
+        }
+        /* A Unix peer's credentials are known now: the reserve can tell. */
+        p.is_unix = l->is_unix;
+        if (l->is_unix)
+            peer_privilege(fd, s->o.admin_gid, &p);
+        r = admit_enter(s->admit, &p, &slot, &why);
+        if (r == -EBUSY) {
+            refuse(w, fd, l, why);
+            continue;
+        }
+        if (r < 0) {
+            log_ratelimited(&rl_accept, LOG_ERR, "out of memory for a new connection");
+            close(fd);
+            continue;
+        }
+        conn_new(w, fd, l, &p, &slot);
+    }
+}
+
+/* Closes the connections whose timeout (admit.h) has expired.  A connection
+ * whose hits wait for Redis is left to redis.timeout_ms; one paused for the
+ * output budget is judged by its output, not by the input we left unread. */
+void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct admit *a = w->s->admit;
+    uint64_t now = clock_coarse_ms();
+    struct conn *c, *next;
+
+    (void)fd;
+    (void)what;
+    for (c = w->conns; c; c = next) {
+        bool pending, partial, idle;
+        int why;
+
+        next = c->next;
+        if (c->dead || c->fd < 0 || c->n_pend > 0 || c->paused)
+            continue;
+        pending = c->out_off < c->out_len;
+        partial = !c->out_paused && (c->in_len > 0 || c->discarding);
+        idle = !pending && !partial && !c->out_paused;
+        why = admit_expired(a, now, idle, c->last_ms, partial ? c->partial_ms : 0,
+                            pending ? c->stall_ms : 0);
+        if (why < 0)
+            continue;
+        admit_closed(a, (enum admit_close)why);
+        log_ratelimited(&rl_admit, LOG_INFO, "closing a %s connection (uid %d): %s timeout",
+                        c->is_unix ? "Unix" : "TCP", c->is_unix ? (int)c->uid : -1,
+                        admit_close_name((enum admit_close)why));
+        c->dead = true;
+        conn_settle(c);
+    }
+}
+
+/* After store callbacks: resume paused input, write, free dead connections. */
+void conn_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct conn *c;
+
+    (void)fd;
+    (void)what;
+    w->flush_active = false;
+    while ((c = w->dirty) != NULL) {
+        w->dirty = c->dirty_next;
+        c->dirty = false;
+        if (c->paused && !c->dead && c->n_pend < CONN_PEND_MAX / 2) {
+            c->paused = false;
+            process_input(c, c->eof);
+            if (!c->paused && !c->out_paused) {
+                if (c->eof)
+                    c->closing = true;
+                else if (!c->closing && c->rev)
+                    event_add(c->rev, NULL);
+            }
+        }
+        conn_settle(c);
+    }
+}

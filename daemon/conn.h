@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn: one client connection of a worker (worker.h), from accept() to the
+ * end of the callback that frees it.  A connection reads whatever arrived,
+ * answers every complete line in order through the verb table (verb.h) into
+ * its output buffer, and writes it in one send(); admission (admit.h) says
+ * whether it may open and how long it may stay.
+ *
+ * Reply order: every reply goes through out_append().  While hits of the
+ * connection wait for Redis (hit.h), a reply goes into the trailer of the
+ * last waiting hit instead, and the store callback moves the answered prefix
+ * of that FIFO to the output buffer, so replies always leave in request
+ * order (docs/daemon.md "Hits that wait for Redis").
+ *
+ * Ownership: a connection belongs to its worker's thread.  It is freed only
+ * by conn_settle() at the end of a callback (or conn_free() once its worker
+ * has stopped), never inside a store callback: one whose hits still wait is
+ * closed but kept until they have run.
+ */
+#ifndef DIVVY_CONN_H
+#define DIVVY_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/util.h>
+
+#include "admit.h"
+#include "proto.h"
+
+#define IN_CAP            (2 * PROTO_LINE_MAX)
+#define OUT_INITIAL       4096
+#define CONN_PEND_MAX     1024      /* waiting hits per connection before reading pauses */
+
+struct worker;
+struct hit;
+
+struct conn {
+    struct worker *w;
+    struct conn *prev, *next;
+    struct event *rev, *wev;
+    int fd;
+    bool is_unix;
+    bool privileged;
+    bool closing;               /* close once the output is flushed */
+    bool discarding;            /* skipping the rest of an over-long line */
+    bool dead;                  /* close now, drop pending output */
+    bool eof;                   /* the peer half-closed: close once all is answered */
+    bool paused;                /* CONN_PEND_MAX hits wait: input is left unparsed */
+    bool dirty;                 /* on the worker's flush list */
+    bool out_paused;            /* over its share of a spent output budget: not read */
+    uid_t uid;
+    struct admit_slot slot;     /* its place (admit.h), released by conn_free() only */
+    uint64_t last_ms;           /* last byte read (clock_coarse_ms()) */
+    uint64_t partial_ms;        /* the current partial request line started; 0: none */
+    uint64_t stall_ms;          /* pending output last made progress; 0: none pending */
+    struct conn *dirty_next;
+    struct hit *pend_head, *pend_tail;  /* waiting hits, in request order */
+    size_t pend_bytes;          /* reply bytes queued in their trailers */
+    unsigned n_pend;            /* hits in the FIFO */
+    unsigned n_waiting;         /* ... whose store callback has not run yet */
+    size_t in_len;
+    char *out;
+    size_t out_len, out_off, out_cap;
+    char in[IN_CAP];
+};
+
+/* ---- replies: the connection's thread ------------------------------------------------ */
+
+/* Appends @len bytes of reply; behind a waiting hit they queue in its
+ * trailer, so replies keep request order.  Out of memory marks @c dead. */
+void out_append(struct conn *c, const char *s, size_t len);
+
+/* Appends to the output buffer itself, ahead of any waiting hit: only for
+ * the replies of hits leaving the FIFO (conn_pend_flush()). */
+void out_append_direct(struct conn *c, const char *s, size_t len);
+
+/* "ERR <code> [reason]": counted in STATS and metrics, then out_append(). */
+void reply_err(struct conn *c, enum proto_err err, const char *reason);
+
+/* A reply line (or lines) of the caller's making. */
+void reply_text(struct conn *c, const char *s);
+
+/* ---- life cycle ------------------------------------------------------------------------ */
+
+/* Writes what is pending; arms the write event if the socket is full.
+ * 1 when everything is written, 0 when some is pending, -errno. */
+int conn_flush(struct conn *c);
+
+/* End of every callback that touched @c: writes, resumes a paused reader,
+ * and frees @c when it is dead (or only closes it while hits still wait).
+ * The only place a connection is freed while its worker runs; @c may be
+ * gone afterwards. */
+void conn_settle(struct conn *c);
+
+/* Frees @c at once, its waiting hits included.  Only once no store callback
+ * can reach it any more (n_waiting == 0, or the worker's Redis connection is
+ * gone).  NULL-safe. */
+void conn_free(struct conn *c);
+
+/* ---- the worker's events (@arg is the struct worker) ------------------------------------ */
+
+/* A listener is readable: accepts up to a batch, admits or refuses each. */
+void conn_on_accept(evutil_socket_t lfd, short what, void *arg);
+
+/* Re-arms the listeners after accept() ran out of descriptors or memory. */
+void conn_on_resume(evutil_socket_t fd, short what, void *arg);
+
+/* Periodic: closes the connections whose admission timeout expired. */
+void conn_on_sweep(evutil_socket_t fd, short what, void *arg);
+
+/* After store callbacks: resumes paused input, writes, frees dead connections. */
+void conn_on_flush(evutil_socket_t fd, short what, void *arg);
+
+#endif

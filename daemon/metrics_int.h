@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics_int: the counters as metrics' own modules see them.  metrics.c
+ * owns them (the per-worker blocks, the label registry, the gauges) and sums
+ * them; metrics_prom.c renders them as Prometheus text and serves it over
+ * HTTP; metrics_statsd.c sends them to statsd.  Concurrency as in metrics.c:
+ * one writer per worker block, relaxed loads for readers.
+ */
+#ifndef DIVVY_METRICS_INT_H
+#define DIVVY_METRICS_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "metrics.h"
+
+#define CHUNK            64                         /* labels per counter chunk */
+#define N_CHUNKS         (METRICS_LABELS_MAX / CHUNK)
+#define LABEL_HASH       (2 * METRICS_LABELS_MAX)   /* open addressing, power of two */
+#define N_BUCKETS        19
+#define N_ERRORS         (PROTO_E_NO_COUNTER + 1)
+#define N_SAMPLES        16                         /* statsd timer samples per worker */
+#define DGRAM_MAX        1432                       /* statsd datagrams: statsd's advice for a LAN MTU */
+
+struct MHD_Daemon;
+
+struct metrics_worker {
+    struct metrics *m;
+    /* Rule index -> label slot for the rules of generation map_gen. */
+    bool mapped;
+    uint64_t map_gen;
+    uint32_t *map;
+    size_t map_n, map_cap;
+    /* Counters, written by the owner only. */
+    uint64_t *hits[N_CHUNKS];           /* CHUNK * METRICS_N_STATUS each; release-published */
+    uint64_t buckets[N_BUCKETS + 1];    /* per bucket, not cumulative; the last is +Inf */
+    uint64_t sum_ns;
+    uint64_t errors[N_ERRORS];
+    uint32_t samples[N_SAMPLES];        /* the latest durations in microseconds, for statsd */
+    uint64_t n_samples;
+} __attribute__((aligned(64)));
+
+struct metrics {
+    unsigned n_workers;
+    struct metrics_worker *workers;
+    pthread_mutex_t lock;               /* label writers, gauges */
+    char *labels[METRICS_LABELS_MAX];
+    size_t n_labels;                    /* release-published */
+    uint16_t label_hash[LABEL_HASH];    /* slot + 1; 0 is empty */
+    bool labels_full_logged;
+    struct metrics_gauges g;
+    double start_time;
+    /* Redis hooks (atomics). */
+    int redis_known, redis_up, breaker_open;
+    uint64_t breaker_opened, breaker_closed;
+    /* Prometheus endpoint (metrics_prom.c). */
+    struct MHD_Daemon *mhd;
+    char *path;
+    int http_port;
+    /* statsd (metrics_statsd.c): the main thread only. */
+    int statsd_fd;
+    char *statsd_host;
+    char statsd_port[8];
+    char *prefix;
+    bool statsd_resolved;
+    struct sockaddr_storage statsd_addr;
+    socklen_t statsd_addrlen;
+    unsigned interval_ms;
+    uint64_t next_flush_ms, next_resolve_ms;
+    uint64_t *sent_hits;                /* [slot * METRICS_N_STATUS + status] as last sent */
+    uint64_t sent_status[METRICS_N_STATUS];
+    uint64_t sent_errors[N_ERRORS];
+    uint64_t *sent_samples;             /* per worker */
+};
+
+/* divvy_hit_duration_seconds' `le` values, and divvy's status names. */
+extern const char *const metrics_bucket_le[N_BUCKETS];
+extern const char *const metrics_status_name[METRICS_N_STATUS];
+
+static inline uint64_t counter_get(const uint64_t *c)
+{
+    return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+/* ---- metrics.c ------------------------------------------------------------------------ */
+
+/* Records one hit of @w that took @d nanoseconds (histogram, sum, statsd
+ * sample): metrics_hit_done() with the duration it measured.  @w's worker
+ * only. */
+void metrics_observe_ns(struct metrics_worker *w, uint64_t d);
+
+/* Sums over the workers; any thread. */
+
+
+/* Hits of label slot @slot (< metrics_labels_published()) under @status. */
+uint64_t metrics_sum_hits(const struct metrics *m, size_t slot, unsigned status);
+
+/* ERR replies with code @err (1 .. N_ERRORS - 1). */
+uint64_t metrics_sum_errors(const struct metrics *m, unsigned err);
+
+/* Label slots whose string m->labels[] holds (acquire: safe to read them). */
+size_t metrics_labels_published(const struct metrics *m);
+
+/* The gauges of the last metrics_tick(). */
+void metrics_gauges_get(struct metrics *m, struct metrics_gauges *ret);
+
+/* ---- metrics_prom.c ------------------------------------------------------------------- */
+
+/* The whole exposition (text format 0.0.4) into *ret_buf (malloc'd, the
+ * caller frees; *ret_len bytes).  Any thread.  -ENOMEM. */
+int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len);
+
+/* Binds "tcp:HOST:PORT" (listener.h; "[::]" serves IPv4 too) and starts the
+ * libmicrohttpd thread serving m->path; logs either way.  Main thread, from
+ * metrics_new().  -EINVAL, -ENOMEM, listener_open()'s -errno. */
+int metrics_prom_start(struct metrics *m, const char *address);
+
+/* Stops the endpoint (joins its thread, closes its socket).  Safe when none. */
+void metrics_prom_stop(struct metrics *m);
+
+/* ---- metrics_statsd.c: the main thread ------------------------------------------------- */
+
+/* statsd to @o->statsd_host:@o->statsd_port with @o->statsd_prefix: the
+ * buffers, and a first resolution (a failure is logged and retried by
+ * metrics_statsd_tick()).  -ENOMEM. */
+int metrics_statsd_init(struct metrics *m, const struct metrics_opts *o);
+
+/* Resolves again when due, and sends the deltas once the interval passed. */
+void metrics_statsd_tick(struct metrics *m, uint64_t now_ms);
+
+/* Sends the last deltas and closes; safe when statsd is off or half set up. */
+void metrics_statsd_fini(struct metrics *m);
+
+#endif

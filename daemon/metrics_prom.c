@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics_prom: the Prometheus side of metrics (see metrics.h): the text
+ * exposition of every counter and gauge (names in docs/operations.md), and
+ * the libmicrohttpd endpoint that serves it on its own thread.  A scrape
+ * reads the counters with relaxed loads (metrics_int.h) and the gauges under
+ * the lock; it never waits for a worker.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "listener.h"
+#include "log.h"
+#include "metrics.h"
+#include "metrics_int.h"
+
+#define HTTP_CONN_MAX    16
+#define HTTP_TIMEOUT_S   10
+#define HTTP_BACKLOG     64
+#define CONTENT_TYPE     "text/plain; version=0.0.4; charset=utf-8"
+
+static struct log_ratelimit rl_http;
+
+/* ---- Prometheus text format --------------------------------------------------------- */
+
+/* A label value with \, " and newline escaped as the exposition format wants. */
+static void put_label_value(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static void put_head(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_table(FILE *f, const struct metrics_gauges *g)
+{
+    put_head(f, "divvy_table_slots", "gauge", "Counter slots of each counter table.");
+    fprintf(f, "divvy_table_slots{table=\"fast\"} %llu\n", (unsigned long long)g->fast.slots);
+    fprintf(f, "divvy_table_slots{table=\"private\"} %llu\n", (unsigned long long)g->priv.slots);
+    fprintf(f, "divvy_table_slots{table=\"privileged\"} %llu\n",
+            (unsigned long long)g->privileged.slots);
+    put_head(f, "divvy_table_live_slots", "gauge",
+             "Slots holding a counter that has not expired (table fill).");
+    fprintf(f, "divvy_table_live_slots{table=\"fast\"} %llu\n", (unsigned long long)g->fast.live);
+    fprintf(f, "divvy_table_live_slots{table=\"private\"} %llu\n",
+            (unsigned long long)g->priv.live);
+    fprintf(f, "divvy_table_live_slots{table=\"privileged\"} %llu\n",
+            (unsigned long long)g->privileged.live);
+    put_head(f, "divvy_table_full_total", "counter",
+             "Hits that needed a new counter and got none: no free slot (full) or the "
+             "rule's max_actors reached, since the table was created.");
+    fprintf(f, "divvy_table_full_total{table=\"fast\",reason=\"full\"} %llu\n",
+            (unsigned long long)g->fast.full_events);
+    fprintf(f, "divvy_table_full_total{table=\"fast\",reason=\"max_actors\"} %llu\n",
+            (unsigned long long)g->fast.quota_events);
+    fprintf(f, "divvy_table_full_total{table=\"private\",reason=\"full\"} %llu\n",
+            (unsigned long long)g->priv.full_events);
+    fprintf(f, "divvy_table_full_total{table=\"private\",reason=\"max_actors\"} %llu\n",
+            (unsigned long long)g->priv.quota_events);
+    fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"full\"} %llu\n",
+            (unsigned long long)g->privileged.full_events);
+    fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"max_actors\"} %llu\n",
+            (unsigned long long)g->privileged.quota_events);
+}
+
+/* Admission (docs/daemon.md "Admission"). */
+static void render_admit(FILE *f, const struct admit_stats *a)
+{
+    put_head(f, "divvy_connections", "gauge",
+             "Open client connections by budget: tcp, unix, and the privileged reserve.");
+    fprintf(f, "divvy_connections{budget=\"tcp\"} %llu\n", (unsigned long long)a->tcp_conns);
+    fprintf(f, "divvy_connections{budget=\"unix\"} %llu\n", (unsigned long long)a->unix_conns);
+    fprintf(f, "divvy_connections{budget=\"reserved\"} %llu\n",
+            (unsigned long long)a->reserve_conns);
+    put_head(f, "divvy_connections_refused_total", "counter",
+             "Connections refused with ERR busy, by the server setting that was reached.");
+    for (int i = 0; i < ADMIT_N_REFUSALS; i++)
+        fprintf(f, "divvy_connections_refused_total{limit=\"%s\"} %llu\n",
+                admit_refusal_name((enum admit_refusal)i), (unsigned long long)a->refused[i]);
+    put_head(f, "divvy_connections_closed_total", "counter",
+             "Connections divvyd closed: idle or slow-request timeout, output that made no "
+             "progress, or over max_output_bytes.");
+    for (int i = 0; i < ADMIT_N_CLOSES; i++)
+        fprintf(f, "divvy_connections_closed_total{reason=\"%s\"} %llu\n",
+                admit_close_name((enum admit_close)i), (unsigned long long)a->closed[i]);
+    put_head(f, "divvy_output_buffered_bytes", "gauge",
+             "Reply bytes buffered across all connections, as the output budget counts them.");
+    fprintf(f, "divvy_output_buffered_bytes %llu\n", (unsigned long long)a->output_bytes);
+    put_head(f, "divvy_output_budget_bytes", "gauge", "server.output_budget_bytes.");
+    fprintf(f, "divvy_output_budget_bytes %llu\n", (unsigned long long)a->output_budget);
+    put_head(f, "divvy_output_paused_total", "counter",
+             "Times a connection over its share of a spent output budget stopped being read.");
+    fprintf(f, "divvy_output_paused_total %llu\n", (unsigned long long)a->output_paused);
+}
+
+static void render_redis(FILE *f, struct metrics *m)
+{
+    if (!__atomic_load_n(&m->redis_known, __ATOMIC_RELAXED))
+        return;
+    put_head(f, "divvy_redis_up", "gauge", "1 while divvyd is connected to Redis.");
+    fprintf(f, "divvy_redis_up %d\n", __atomic_load_n(&m->redis_up, __ATOMIC_RELAXED));
+    put_head(f, "divvy_redis_breaker_open", "gauge",
+             "1 while the Redis circuit breaker is open (hits do not wait for Redis).");
+    fprintf(f, "divvy_redis_breaker_open %d\n",
+            __atomic_load_n(&m->breaker_open, __ATOMIC_RELAXED));
+    put_head(f, "divvy_redis_breaker_transitions_total", "counter",
+             "Circuit breaker state changes, by the state entered.");
+    fprintf(f, "divvy_redis_breaker_transitions_total{to=\"open\"} %llu\n",
+            (unsigned long long)__atomic_load_n(&m->breaker_opened, __ATOMIC_RELAXED));
+    fprintf(f, "divvy_redis_breaker_transitions_total{to=\"closed\"} %llu\n",
+            (unsigned long long)__atomic_load_n(&m->breaker_closed, __ATOMIC_RELAXED));
+}
+
+/* The whole exposition into a malloc'd buffer. */
+int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
+{
+    struct metrics_gauges g;
+    uint64_t buckets[N_BUCKETS + 1] = { 0 }, sum_ns = 0, cum = 0;
+    size_t n_labels = metrics_labels_published(m), len = 0;
+    char *buf = NULL;
+    FILE *f;
+
+    metrics_gauges_get(m, &g);
+    f = open_memstream(&buf, &len);
+    if (!f)
+        return -ENOMEM;
+
+    put_head(f, "divvy_hits_total", "counter", "Counter of total HITs to Divvy.");
+    for (size_t slot = 0; slot < n_labels; slot++)
+        for (unsigned s = 0; s < METRICS_N_STATUS; s++) {
+            fprintf(f, "divvy_hits_total{status=\"%s\",rule_label=\"", metrics_status_name[s]);
+            put_label_value(f, m->labels[slot]);
+            fprintf(f, "\"} %llu\n", (unsigned long long)metrics_sum_hits(m, slot, s));
+        }
+
+    for (unsigned i = 0; i < m->n_workers; i++) {
+        const struct metrics_worker *w = &m->workers[i];
+
+        for (size_t b = 0; b <= N_BUCKETS; b++)
+            buckets[b] += counter_get(&w->buckets[b]);
+        sum_ns += counter_get(&w->sum_ns);
+    }
+    put_head(f, "divvy_hit_duration_seconds", "histogram",
+             "Histogram of Divvy processing time for HITs.");
+    for (size_t b = 0; b < N_BUCKETS; b++) {
+        cum += buckets[b];
+        fprintf(f, "divvy_hit_duration_seconds_bucket{le=\"%s\"} %llu\n", metrics_bucket_le[b],
+                (unsigned long long)cum);
+    }
+    /* _count is the +Inf bucket, so the two always agree within one scrape. */
+    cum += buckets[N_BUCKETS];
+    fprintf(f, "divvy_hit_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    fprintf(f, "divvy_hit_duration_seconds_sum %.9f\n", (double)sum_ns / 1e9);
+    fprintf(f, "divvy_hit_duration_seconds_count %llu\n", (unsigned long long)cum);
+
+    /* divvy's name, kept for its dashboards although it is a gauge. */
+    put_head(f, "divvy_tcp_connections_total", "gauge",
+             "Total number of open TCP connections to Divvy (divvyd: TCP and Unix socket).");
+    fprintf(f, "divvy_tcp_connections_total %llu\n", (unsigned long long)g.connections);
+
+    put_head(f, "divvy_errors_total", "counter", "Counter of total Divvy errors.");
+    for (unsigned e = 1; e < N_ERRORS; e++)
+        fprintf(f, "divvy_errors_total{code=\"%s\"} %llu\n", proto_err_code((enum proto_err)e),
+                (unsigned long long)metrics_sum_errors(m, e));
+
+    render_table(f, &g);
+    if (g.have_admit)
+        render_admit(f, &g.admit);
+    if (g.have_fast_path_hits) {
+        put_head(f, "divvy_fast_path_hits_total", "counter",
+                 "Hits decided by clients in shared memory, counted in the fast-path table.");
+        fprintf(f, "divvy_fast_path_hits_total %llu\n", (unsigned long long)g.fast_path_hits);
+    }
+    put_head(f, "divvy_reloads_total", "counter", "Config reloads, by result.");
+    fprintf(f, "divvy_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)g.reloads_ok);
+    fprintf(f, "divvy_reloads_total{result=\"rejected\"} %llu\n",
+            (unsigned long long)g.reloads_rejected);
+    put_head(f, "divvy_config_generation", "gauge", "Generation of the rules in force.");
+    fprintf(f, "divvy_config_generation %llu\n", (unsigned long long)g.config_generation);
+    put_head(f, "divvy_rules", "gauge", "Rules in force.");
+    fprintf(f, "divvy_rules %llu\n", (unsigned long long)g.rules);
+    render_redis(f, m);
+    put_head(f, "divvy_build_info", "gauge", "divvyd's version, as a label; always 1.");
+    fprintf(f, "divvy_build_info{version=\"%s\"} 1\n", DIVVY_VERSION);
+    put_head(f, "process_start_time_seconds", "gauge",
+             "Start time of the process since the Unix epoch in seconds.");
+    fprintf(f, "process_start_time_seconds %.3f\n", m->start_time);
+
+    if (fclose(f) != 0 || !buf) {
+        free(buf);
+        return -ENOMEM;
+    }
+    *ret_buf = buf;
+    *ret_len = len;
+    return 0;
+}
+
+/* ---- HTTP endpoint ---------------------------------------------------------------- */
+
+static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version, const char *upload_data,
+                               size_t *upload_data_size, void **con_cls)
+{
+    static char not_found[] = "not found\n", not_allowed[] = "method not allowed\n",
+                failed[] = "out of memory\n";
+    struct metrics *m = cls;
+    struct MHD_Response *resp;
+    unsigned status = MHD_HTTP_OK;
+    char *body = NULL;
+    size_t len = 0;
+    enum MHD_Result ret;
+
+    (void)version;
+    (void)upload_data;
+    (void)upload_data_size;
+    (void)con_cls;
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        status = MHD_HTTP_METHOD_NOT_ALLOWED;
+        resp = MHD_create_response_from_buffer(strlen(not_allowed), not_allowed,
+                                               MHD_RESPMEM_PERSISTENT);
+        if (resp)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    } else if (strcmp(url, m->path) != 0) {
+        status = MHD_HTTP_NOT_FOUND;
+        resp = MHD_create_response_from_buffer(strlen(not_found), not_found,
+                                               MHD_RESPMEM_PERSISTENT);
+    } else if (metrics_prom_render(m, &body, &len) < 0) {
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        resp = MHD_create_response_from_buffer(strlen(failed), failed, MHD_RESPMEM_PERSISTENT);
+    } else {
+        resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+        if (resp)
+            body = NULL;        /* the response frees it */
+        else
+            free(body);
+    }
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            status == MHD_HTTP_OK ? CONTENT_TYPE : "text/plain; charset=utf-8");
+    ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    size_t len;
+
+    (void)cls;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    len = strlen(msg);
+    while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+        msg[--len] = '\0';
+    log_ratelimited(&rl_http, LOG_WARNING, "metrics endpoint: %s", msg);
+}
+
+
+int metrics_prom_start(struct metrics *m, const char *address)
+{
+    struct listener_opts lo = { .backlog = HTTP_BACKLOG, .dual_stack = true };
+    struct listener l = { .fd = -1 };
+    sigset_t all, old;
+    int r;
+
+    r = strncmp(address, "tcp:", 4) == 0 ? listener_open(address, &lo, &l) : -EINVAL;
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_ERR, "metrics: cannot listen on %s: %m", address);
+        return r;
+    }
+    m->http_port = l.port;
+    /* Its thread must not take the signals the main loop handles. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG,
+                              0, NULL, NULL, on_http, m,
+                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                              MHD_OPTION_LISTEN_SOCKET, (MHD_socket)l.fd,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
+                              MHD_OPTION_END);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!m->mhd) {
+        listener_close(&l);
+        log_msg(LOG_ERR, "metrics: cannot start the HTTP endpoint on %s", address);
+        return -ENOMEM;
+    }
+    l.fd = -1;                          /* libmicrohttpd's now: closed by MHD_stop_daemon() */
+    listener_close(&l);
+    log_msg(LOG_NOTICE, "metrics: Prometheus endpoint on %s (port %d), path %s", address,
+            m->http_port, m->path);
+    return 0;
+}
+
+int metrics_http_port(const struct metrics *m)
+{
+    return m && m->mhd ? m->http_port : 0;
+}
+
+void metrics_prom_stop(struct metrics *m)
+{
+    if (m->mhd)
+        MHD_stop_daemon(m->mhd);       /* joins its thread and closes the socket */
+    m->mhd = NULL;
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker: one of divvyd's worker threads.  Each owns a libevent loop that
+ * accepts from every listener, its connections (conn.h), its Redis
+ * connection (store.h), its recycled hit slots (hit.h) and its statistics.
+ * A worker touches another thread's data only through event_active() (stop,
+ * watchdog probe) and relaxed atomic counter reads (STATS).
+ */
+#ifndef DIVVY_WORKER_H
+#define DIVVY_WORKER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+#define STOP_GRACE_MS     2000      /* a stopping worker's connections get this long */
+
+struct srv;
+struct conn;
+struct hit;
+
+/* Per-worker counters: written by the owner only, read by STATS. */
+struct wstats {
+    uint64_t hits;
+    uint64_t accepted;
+    uint64_t rejected;
+    uint64_t canary_accepted;
+    uint64_t canary_rejected;
+    uint64_t errors;
+    uint64_t table_full;
+    uint64_t redis_fallbacks;   /* rule answers given by on_redis_error */
+    uint64_t lease_fetches;     /* lease requests sent (on demand and refills) */
+    uint64_t refill_hints;      /* REFILL lines received from fast-path clients */
+    uint64_t refill_dropped;    /* ... that started no refill */
+};
+
+struct worker {
+    struct srv *s;
+    unsigned id;
+    struct metrics_worker *mw;  /* this worker's counter block (metrics.h) */
+    struct event *ping_ev;      /* the watchdog's liveness probe */
+    uint64_t pong;              /* last probe answered (atomic) */
+    pthread_t thread;
+    bool started;
+    bool stopping;
+    struct event_base *base;
+    struct event **lev;         /* one per listener */
+    struct event *stop_ev;
+    struct event *resume_ev;    /* re-arms listeners after EMFILE */
+    struct event *grace_ev;     /* forces the stop after STOP_GRACE_MS */
+    struct event *sweep_ev;     /* closes connections whose timeout expired (admit.h) */
+    struct conn *conns;
+    struct wstats st;
+    struct store_conn *sc;      /* this worker's Redis connection; NULL without a store */
+    struct event *flush_ev;     /* settles connections touched by store callbacks */
+    bool flush_active;
+    struct conn *dirty;         /* connections for flush_ev */
+    struct hit *hit_free;       /* recycled hit slots */
+    unsigned n_hit_free;
+    char *actor_buf;            /* RULES_ACTOR_MAX */
+    char *key_buf;              /* a Redis key */
+    size_t key_cap;
+    struct proto_req req;       /* parse scratch: one per worker, not on the stack */
+};
+
+/* One writer (the owner), readers on other threads: no read-modify-write needed. */
+static inline void stat_inc(uint64_t *c)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t stat_get(const uint64_t *c)
+{
+    return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+/*
+ * Worker @id of @s: its event loop with an accept event on each of s->lis,
+ * its timers, and its Redis connection when s->o.store is set.  Main thread,
+ * before any worker runs.  0 or -errno (-ENOMEM, store_conn_new()'s); on
+ * failure worker_fini() frees what was made.
+ */
+int worker_init(struct srv *s, struct worker *w, unsigned id);
+
+/* Frees what worker_init() made; after worker_main() returned, or when it
+ * never ran.  Safe on a worker worker_init() failed on. */
+void worker_fini(struct worker *w);
+
+/* The thread (pthread_create()'s @arg is the worker): runs the loop until
+ * stop_ev ends it, answers what still waits for Redis, and frees every
+ * connection and hit slot. */
+void *worker_main(void *arg);
+
+#endif
