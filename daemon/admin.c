@@ -71,6 +71,36 @@ static const char *algo_name(enum rules_algo a)
                                             : "window";
 }
 
+static const char *on_error_name(enum config_redis_error e)
+{
+    return e == CONFIG_REDIS_ERROR_OPEN ? "open" : e == CONFIG_REDIS_ERROR_CLOSED ? "closed"
+                                                                                : "local";
+}
+
+/*
+ * EXPLAIN's cause= for matching rule @r (docs/protocol.md "EXPLAIN"): what
+ * gives its answer now.  Zero semantics need no counter; a rule kept in
+ * Redis while the breaker is open is answered by on_redis_error (a lease
+ * rule once this host's lease is spent).
+ */
+static const char *explain_cause(const struct srv *s, const struct rules_rule *r)
+{
+    struct eval_outcome o;
+
+    if (eval_zero(r, &o))
+        return o.allowed ? "no-limit" : "zero-limit";
+    if (r->store == RULES_STORE_LOCAL || !s->o.store || !store_breaker_open(s->o.store))
+        return "counter";
+    switch (s->o.on_redis_error) {
+    case CONFIG_REDIS_ERROR_OPEN:
+        return "redis-down-open";
+    case CONFIG_REDIS_ERROR_CLOSED:
+        return "redis-down";
+    default:
+        return "redis-down-local";
+    }
+}
+
 void admin_explain(struct conn *c, const struct proto_req *req)
 {
     struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = c->privileged };
@@ -89,13 +119,14 @@ void admin_explain(struct conn *c, const struct proto_req *req)
     append_fmt(line, sizeof(line), &pos, "OK %u\n", last + 1);
     reply_text(c, line);
     for (uint32_t i = 0; i <= last && !c->dead; i++) {
-        const char *verdict = "no-match";
+        const char *verdict = "no-match", *cause = "none";
 
         if (rules_get(st->rules, i, &r) < 0)
             break;
         text[0] = '\0';
         if (k < n_path && path[k] == i) {
             verdict = i == last ? "decides" : policy_name(r.policy);
+            cause = explain_cause(c->w->s, &r);
             k++;
         } else if (rules_why_not(st->rules, i, &rq, text, sizeof(text)) < 0) {
             snprintf(text, sizeof(text), "%s", "(reason too long)");
@@ -112,7 +143,7 @@ void admin_explain(struct conn *c, const struct proto_req *req)
         }
         append_fmt(line, sizeof(line), &pos, " reason=");
         append_quoted(line, sizeof(line), &pos, text);
-        append_fmt(line, sizeof(line), &pos, "\n");
+        append_fmt(line, sizeof(line), &pos, " cause=%s\n", cause);
         reply_text(c, line);
     }
     urcu_memb_read_unlock();
@@ -167,8 +198,9 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     uint64_t gen, n_rules, ok, rejected, now = clock_now_ms();
     const struct reload_state *st;
     struct admit_stats as;
-    char buf[4096], admit_text[1024];
-    size_t pos = 0, n_admit;
+    struct rules_rule r;
+    char buf[6144], head[32], admit_text[1024], address[512] = "none";
+    size_t pos = 0, n_lines = 0, n_strict = 0, n_lease = 0;
 
     (void)req;
     for (unsigned i = 0; i < s->o.workers; i++) {
@@ -185,28 +217,38 @@ void admin_stats(struct conn *c, const struct proto_req *req)
         sum.lease_fetches += stat_get(&ws->lease_fetches);
         sum.refill_hints += stat_get(&ws->refill_hints);
         sum.refill_dropped += stat_get(&ws->refill_dropped);
+        for (unsigned d = 0; d < METRICS_N_DENY; d++)
+            sum.denials[d] += stat_get(&ws->denials[d]);
     }
     urcu_memb_read_lock();
     st = reload_current(s->o.reload);
     gen = st->generation;
     n_rules = rules_count(st->rules);
+    for (uint32_t i = 0; i < n_rules; i++) {
+        if (rules_get(st->rules, i, &r) < 0)
+            continue;
+        n_strict += r.store == RULES_STORE_STRICT;
+        n_lease += r.store == RULES_STORE_LEASE;
+    }
     urcu_memb_read_unlock();
     reload_counts(s->o.reload, &ok, &rejected);
     table_stats(s->o.fast, now, &fast);
     table_stats(s->o.priv, now, &priv);
     table_stats(s->o.privileged, now, &prv);
-    if (s->o.store)
+    if (s->o.store) {
         store_stats(s->o.store, &rs);
+        store_address(s->o.store, address, sizeof(address));
+    }
     admit_stats(s->admit, &as);
-    n_admit = admit_stats_text(s->admit, admit_text, sizeof(admit_text));
+    admit_stats_text(s->admit, admit_text, sizeof(admit_text));
     append_fmt(buf, sizeof(buf), &pos,
-               "OK %zu\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
+               "uptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
                "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
                "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
                "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
                "table_slots=%llu\ntable_live=%llu\nfast_table_slots=%llu\n"
                "fast_table_live=%llu\ntable_full_events=%llu\nfast_path_hits=%llu\n",
-               31 + n_admit, (unsigned long long)((now - s->started_ms) / 1000),
+               (unsigned long long)((now - s->started_ms) / 1000),
                (unsigned long long)(as.tcp_conns + as.unix_conns + as.reserve_conns),
                (unsigned long long)sum.hits, (unsigned long long)sum.accepted,
                (unsigned long long)sum.rejected, (unsigned long long)sum.canary_accepted,
@@ -232,6 +274,27 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     append_fmt(buf, sizeof(buf), &pos, "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
                (unsigned long long)prv.slots, (unsigned long long)prv.live);
     append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
+    /* docs/redis.md "Monitoring": where the store is, since when it is down,
+     * what answers then, and how many rules keep their counters there. */
+    append_fmt(buf, sizeof(buf), &pos,
+               "redis_address=%s\nredis_on_error=%s\nredis_down_seconds=%llu\n"
+               "redis_rules_strict=%zu\nredis_rules_lease=%zu\n",
+               address, on_error_name(s->o.on_redis_error),
+               (unsigned long long)(rs.down_ms / 1000), n_strict, n_lease);
+    /* Denied TAKEs by cause (metrics.h), names as divvy_denials_total's. */
+    for (unsigned d = 0; d < METRICS_N_DENY; d++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "%s", metrics_deny_name((enum metrics_deny)d));
+        for (char *p = name; *p; p++)
+            *p = *p == '-' ? '_' : *p;
+        append_fmt(buf, sizeof(buf), &pos, "denials_%s=%llu\n", name,
+                   (unsigned long long)sum.denials[d]);
+    }
+    for (size_t i = 0; i < pos; i++)
+        n_lines += buf[i] == '\n';
+    snprintf(head, sizeof(head), "OK %zu\n", n_lines);
+    reply_text(c, head);
     reply_text(c, buf);
 }
 

@@ -50,6 +50,28 @@ static struct log_ratelimit rl_internal, rl_full;
 
 /* ---- requests ------------------------------------------------------------ */
 
+/* One denied TAKE (or its ERR no-counter), by @cause: STATS and metrics. */
+static void count_denial(struct worker *w, enum metrics_deny cause)
+{
+    stat_inc(&w->st.denials[cause]);
+    metrics_denied(w->mw, cause);
+}
+
+/* Why the decided request @res was denied: its decider's outcome says. */
+static enum metrics_deny deny_cause(const struct eval_result *res)
+{
+    const struct eval_outcome *o = res->n ? &res->o[res->n - 1] : NULL;
+
+    if (!o || o->rule != res->decider)
+        return METRICS_DENY_QUOTA;
+    if (o->table_full)
+        return METRICS_DENY_TABLE_FULL;
+    if (o->store_down && !o->counted)
+        return METRICS_DENY_REDIS_DOWN;
+    /* Only zero semantics answer without a counter (eval_zero()). */
+    return o->counted ? METRICS_DENY_QUOTA : METRICS_DENY_ZERO_LIMIT;
+}
+
 static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t generation,
                            enum table_op op, const struct eval_result *res)
 {
@@ -70,6 +92,8 @@ static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t
     if (op == TABLE_TAKE)
         metrics_hit(w->mw, rules, generation, res->decider,
                     res->allowed ? METRICS_ACCEPTED : METRICS_REJECTED);
+    if (op == TABLE_TAKE && !res->allowed)
+        count_denial(w, deny_cause(res));
 }
 
 /* Counts a decided request and writes its reply line; returns the length. */
@@ -172,6 +196,8 @@ void do_hit(struct conn *c, const struct proto_req *req)
     }
     urcu_memb_read_unlock();
     if (r == -ENOSPC || r == -EDQUOT) {
+        if (op == TABLE_TAKE)
+            count_denial(w, METRICS_DENY_NO_COUNTER);
         reply_err(c, PROTO_E_NO_COUNTER, srv_no_counter_reason(r));
         return;
     }
@@ -335,14 +361,18 @@ static int hit_fallback(struct worker *w, struct hit *h, const struct rules *rs,
 {
     struct rules_req rq = hit_rq(h);
     struct eval_env env;
+    int rc;
 
     stat_inc(&w->st.redis_fallbacks);
     if (h->op == TABLE_RESET || w->s->o.on_redis_error == CONFIG_REDIS_ERROR_LOCAL) {
         hit_env(w, rs, &env);
-        return eval_rule(&env, r, &rq, h->op, h->n, clock_now_ms(), o);
+        rc = eval_rule(&env, r, &rq, h->op, h->n, clock_now_ms(), o);
+        o->store_down = true;
+        return rc;
     }
     memset(o, 0, sizeof(*o));
     o->rule = r->index;
+    o->store_down = true;
     if (w->s->o.on_redis_error == CONFIG_REDIS_ERROR_OPEN) {
         o->allowed = h->n <= (uint64_t)r->credit_limit;
         o->credit = (uint64_t)r->credit_limit;
@@ -803,6 +833,8 @@ static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, 
     if (r == -ENOSPC || r == -EDQUOT) {
         stat_inc(&w->st.errors);
         metrics_error(w->mw, PROTO_E_NO_COUNTER);
+        if (h->op == TABLE_TAKE)
+            count_denial(w, METRICS_DENY_NO_COUNTER);
         n = proto_fmt_err(h->reply, sizeof(h->reply), PROTO_E_NO_COUNTER,
                           srv_no_counter_reason(r));
         h->reply_len = n > 0 ? (size_t)n : 0;

@@ -265,6 +265,38 @@ void store_stats(const struct store *st, struct store_stats *ret)
     ret->timeouts = ld(&st->timeouts);
     ret->trips = ld(&st->trips);
     ret->noscript = ld(&st->noscript);
+    if (ret->breaker_open) {
+        uint64_t now = clock_now_ms(), opened = ld(&st->opened_ms);
+
+        ret->down_ms = now > opened ? now - opened : 0;
+    }
+}
+
+const char *store_address(const struct store *st, char *buf, size_t size)
+{
+    char master[SENTINEL_HOST_MAX + 256];
+    const char *name;
+    char *at;
+
+    if (st->sentinel) {
+        /* sentinel_describe(): "master NAME" or "master NAME at HOST:PORT". */
+        sentinel_describe(st->sentinel, master, sizeof(master));
+        name = strncmp(master, "master ", 7) == 0 ? master + 7 : master;
+        at = strstr(name, " at ");
+        if (at) {
+            *at = '\0';
+            snprintf(buf, size, "sentinel:%s@%s", name, at + 4);
+        } else {
+            snprintf(buf, size, "sentinel:%s", name);
+        }
+    } else {
+        where(st, buf, size);
+    }
+    for (char *p = buf; *p; p++) {
+        if (*p == ' ' || *p == '"' || (unsigned char)*p < 0x20)
+            *p = '_';
+    }
+    return buf;
 }
 
 /* ---- keys ------------------------------------------------------------------------- */

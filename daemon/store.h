@@ -145,7 +145,13 @@ struct store_stats {
     uint64_t timeouts;          /* deadlines missed (each drops one connection) */
     uint64_t trips;             /* breaker: closed -> open */
     uint64_t noscript;          /* NOSCRIPT answers (script reloaded, request retried) */
+    uint64_t down_ms;           /* breaker open: for how long (0 while closed) */
 };
 void store_stats(const struct store *st, struct store_stats *ret);
+
+/* Where the store connects, for operators: "unix:PATH", "HOST:PORT" or
+ * "sentinel:NAME" (plus "@HOST:PORT" once a sentinel named the master); no
+ * space, quote or control byte (each shown as '_').  Thread-safe. */
+const char *store_address(const struct store *st, char *buf, size_t size);
 
 #endif
