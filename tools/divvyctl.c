@@ -816,6 +816,43 @@ static uint64_t ctl_stat(char **lines, size_t n, const char *name)
     return 0;
 }
 
+/* STATS line @name's value as text ("" when absent). */
+static const char *ctl_stat_str(char **lines, size_t n, const char *name)
+{
+    size_t len = strlen(name);
+
+    for (size_t i = 1; i < n; i++) {
+        if (strncmp(lines[i], name, len) == 0 && lines[i][len] == '=')
+            return lines[i] + len + 1;
+    }
+    return "";
+}
+
+/* status's Redis line (docs/redis.md "Monitoring"): nothing while unused. */
+static void ctl_status_redis(char **lines, size_t n)
+{
+    const char *state = ctl_stat_str(lines, n, "redis_state");
+    char down[32];
+
+    if (!state[0] || strcmp(state, "unused") == 0)
+        return;
+    if (strcmp(state, "down") == 0) {
+        ctl_fmt_duration(ctl_stat(lines, n, "redis_down_seconds"), down, sizeof(down));
+        printf("  redis        DOWN for %s at %s; on_redis_error %s%s\n", down,
+               ctl_stat_str(lines, n, "redis_address"),
+               ctl_stat_str(lines, n, "redis_on_error"),
+               strcmp(ctl_stat_str(lines, n, "redis_on_error"), "closed") == 0
+                   ? ": its rules deny every hit" : "");
+    } else {
+        printf("  redis        %s at %s, %" PRIu64 " connections; on_redis_error %s\n", state,
+               ctl_stat_str(lines, n, "redis_address"), ctl_stat(lines, n, "redis_connections"),
+               ctl_stat_str(lines, n, "redis_on_error"));
+    }
+    printf("  store        %" PRIu64 " strict and %" PRIu64 " lease rules; %" PRIu64
+           " answers by on_redis_error\n", ctl_stat(lines, n, "redis_rules_strict"),
+           ctl_stat(lines, n, "redis_rules_lease"), ctl_stat(lines, n, "redis_fallbacks"));
+}
+
 static int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
     char **lines = NULL, up[32];
@@ -891,6 +928,12 @@ static int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char
            ctl_stat(lines, n, "fast_table_live"), ctl_stat(lines, n, "fast_table_slots"),
            ctl_stat(lines, n, "privileged_table_live"),
            ctl_stat(lines, n, "privileged_table_slots"), ctl_stat(lines, n, "table_full_events"));
+    printf("  denials      quota %" PRIu64 ", redis-down %" PRIu64 ", zero-limit %" PRIu64
+           ", table-full %" PRIu64 ", no-counter %" PRIu64 "\n",
+           ctl_stat(lines, n, "denials_quota"), ctl_stat(lines, n, "denials_redis_down"),
+           ctl_stat(lines, n, "denials_zero_limit"), ctl_stat(lines, n, "denials_table_full"),
+           ctl_stat(lines, n, "denials_no_counter"));
+    ctl_status_redis(lines, n);
     divvy_lines_free(lines, n);
     return CTL_EXIT_OK;
 }
@@ -1087,6 +1130,22 @@ out:
 
 /* ---- explain -------------------------------------------------------------------------- */
 
+/* EXPLAIN's cause= in words (docs/protocol.md "EXPLAIN"). */
+static const char *ctl_explain_cause(const char *cause)
+{
+    if (strcmp(cause, "zero-limit") == 0)
+        return "always denied (credit_limit = 0)";
+    if (strcmp(cause, "no-limit") == 0)
+        return "always allowed (reset_seconds = 0)";
+    if (strcmp(cause, "redis-down") == 0)
+        return "Redis is down and on_redis_error = closed: denied";
+    if (strcmp(cause, "redis-down-open") == 0)
+        return "Redis is down and on_redis_error = open: allowed, not counted";
+    if (strcmp(cause, "redis-down-local") == 0)
+        return "Redis is down and on_redis_error = local: this host's counter decides";
+    return cause;
+}
+
 static int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
     struct divvy_kv kv[DIVVY_MAX_KEYS * 4];
@@ -1095,6 +1154,7 @@ static int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, cha
     char line[CTL_LINE_MAX], **lines = NULL;
     size_t n = 0, n_kv = 0, pos;
     json_t *doc = NULL, *steps = NULL, *decided = NULL;
+    const char *decided_cause = "";
     int r, first, peek;
 
     first = ctl_simple_opts(ctl, cmd, argc, argv);
@@ -1128,7 +1188,7 @@ static int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, cha
         printf("%s\n", n_kv ? "" : " (no keys)");
     }
     for (size_t i = 1; i < n; i++) {
-        const char *id, *verdict, *match, *reason, *idx;
+        const char *id, *verdict, *match, *reason, *idx, *cause;
 
         if (ctl_fields_parse(lines[i], &f) < 0) {
             r = ctl_fail(CTL_EXIT_UNAVAILABLE, "divvyd sent an EXPLAIN line divvyctl cannot "
@@ -1140,16 +1200,18 @@ static int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, cha
         verdict = ctl_field(&f, "verdict");
         match = ctl_field(&f, "match");
         reason = ctl_field(&f, "reason");
+        cause = ctl_field(&f, "cause");         /* older divvyd: none */
         if (!idx || !id || !verdict) {
             r = ctl_fail(CTL_EXIT_UNAVAILABLE, "divvyd sent an EXPLAIN line without rule, id "
                          "or verdict: %s", lines[i]);
             goto out;
         }
         if (ctl->json) {
-            json_array_append_new(steps, json_pack("{s:o, s:s, s:s, s:s, s:s}", "rule",
+            json_array_append_new(steps, json_pack("{s:o, s:s, s:s, s:s, s:s, s:s?}", "rule",
                                                    ctl_json_value(idx), "id", id, "verdict",
                                                    verdict, "match", match ? match : "",
-                                                   "reason", reason ? reason : ""));
+                                                   "reason", reason ? reason : "",
+                                                   "cause", cause));
             if (strcmp(verdict, "decides") == 0) {
                 json_decref(decided);
                 decided = json_pack("{s:o, s:s}", "rule", ctl_json_value(idx), "id", id);
@@ -1172,6 +1234,10 @@ static int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, cha
         else
             printf("rule %s (%s): %s\n", idx, id, verdict);
         printf("    match: %s\n", match ? match : "?");
+        if (cause && strcmp(cause, "counter") != 0)
+            printf("    answer: %s\n", ctl_explain_cause(cause));
+        if (strcmp(verdict, "decides") == 0 && cause)
+            decided_cause = cause;
     }
     if (ctl->json) {
         json_object_set_new(doc, "request", ctl_json_request(kv, n_kv));
@@ -1189,8 +1255,13 @@ static int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, cha
         goto out;
     }
     if (peek >= 0)
-        printf("now: %s credit=%" PRIu64 " reset_seconds=%" PRIu64 "\n",
-               res.allowed ? "allowed" : "denied", res.credit, res.reset_seconds);
+        printf("now: %s%s credit=%" PRIu64 " reset_seconds=%" PRIu64 "\n",
+               res.allowed ? "allowed" : "denied",
+               res.allowed || !decided_cause[0] ? ""
+               : strncmp(decided_cause, "redis-down", 10) == 0 ? " (Redis is down: on_redis_error)"
+               : strcmp(decided_cause, "zero-limit") == 0      ? " (credit_limit = 0)"
+                                                               : " (quota)",
+               res.credit, res.reset_seconds);
     r = CTL_EXIT_OK;
 out:
     json_decref(doc);
