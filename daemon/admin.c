@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * admin: EXPLAIN, RULES, STATS, RELOAD and COUNTERS (see admin.h).  Each
+ * admin: EXPLAIN, RULES, STATS and RELOAD (see admin.h; COUNTERS is
+ * counters.c's).  Each
  * builds its reply lines on the stack and hands them to reply_text(), so
  * they keep their place among the connection's replies; none waits for
  * anything but an RCU read-side section (RELOAD: reload_run()).
@@ -26,8 +27,7 @@
 #include "table.h"
 #include "worker.h"
 
-/* Appends @s as a quoted protocol string: '"' and control bytes become '_'. */
-static void append_quoted(char *buf, size_t size, size_t *pos, const char *s)
+void admin_append_quoted(char *buf, size_t size, size_t *pos, const char *s)
 {
     if (*pos + 1 < size)
         buf[(*pos)++] = '"';
@@ -37,10 +37,7 @@ static void append_quoted(char *buf, size_t size, size_t *pos, const char *s)
     buf[*pos] = '\0';
 }
 
-static void append_fmt(char *buf, size_t size, size_t *pos, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void append_fmt(char *buf, size_t size, size_t *pos, const char *fmt, ...)
+void admin_append_fmt(char *buf, size_t size, size_t *pos, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -116,7 +113,7 @@ void admin_explain(struct conn *c, const struct proto_req *req)
     n_path = rules_match(st->rules, &rq, path);
     last = path[n_path - 1];
     pos = 0;
-    append_fmt(line, sizeof(line), &pos, "OK %u\n", last + 1);
+    admin_append_fmt(line, sizeof(line), &pos, "OK %u\n", last + 1);
     reply_text(c, line);
     for (uint32_t i = 0; i <= last && !c->dead; i++) {
         const char *verdict = "no-match", *cause = "none";
@@ -132,18 +129,18 @@ void admin_explain(struct conn *c, const struct proto_req *req)
             snprintf(text, sizeof(text), "%s", "(reason too long)");
         }
         pos = 0;
-        append_fmt(line, sizeof(line), &pos, "rule=%u id=%s verdict=%s match=", i, r.id_str,
+        admin_append_fmt(line, sizeof(line), &pos, "rule=%u id=%s verdict=%s match=", i, r.id_str,
                    verdict);
         {
             char desc[PROTO_LINE_MAX];
 
             if (rules_describe(st->rules, i, desc, sizeof(desc)) < 0)
                 snprintf(desc, sizeof(desc), "%s", "(too long)");
-            append_quoted(line, sizeof(line), &pos, desc);
+            admin_append_quoted(line, sizeof(line), &pos, desc);
         }
-        append_fmt(line, sizeof(line), &pos, " reason=");
-        append_quoted(line, sizeof(line), &pos, text);
-        append_fmt(line, sizeof(line), &pos, " cause=%s\n", cause);
+        admin_append_fmt(line, sizeof(line), &pos, " reason=");
+        admin_append_quoted(line, sizeof(line), &pos, text);
+        admin_append_fmt(line, sizeof(line), &pos, " cause=%s\n", cause);
         reply_text(c, line);
     }
     urcu_memb_read_unlock();
@@ -161,7 +158,7 @@ void admin_rules(struct conn *c, const struct proto_req *req)
     st = reload_current(c->w->s->o.reload);
     n = rules_count(st->rules);
     pos = 0;
-    append_fmt(line, sizeof(line), &pos, "OK %zu\n", n);
+    admin_append_fmt(line, sizeof(line), &pos, "OK %zu\n", n);
     reply_text(c, line);
     for (uint32_t i = 0; i < n && !c->dead; i++) {
         if (rules_get(st->rules, i, &r) < 0)
@@ -171,19 +168,19 @@ void admin_rules(struct conn *c, const struct proto_req *req)
         if (rules_actor_keys(st->rules, i, actor, sizeof(actor)) < 0)
             snprintf(actor, sizeof(actor), "%s", "(too long)");
         pos = 0;
-        append_fmt(line, sizeof(line), &pos, "rule=%u id=%s label=", i, r.id_str);
-        append_quoted(line, sizeof(line), &pos, r.label);
-        append_fmt(line, sizeof(line), &pos, " match=");
-        append_quoted(line, sizeof(line), &pos, desc);
-        append_fmt(line, sizeof(line), &pos,
+        admin_append_fmt(line, sizeof(line), &pos, "rule=%u id=%s label=", i, r.id_str);
+        admin_append_quoted(line, sizeof(line), &pos, r.label);
+        admin_append_fmt(line, sizeof(line), &pos, " match=");
+        admin_append_quoted(line, sizeof(line), &pos, desc);
+        admin_append_fmt(line, sizeof(line), &pos,
                    " credit_limit=%lld reset_seconds=%lld algorithm=%s policy=%s source=%s"
                    " fast_path=%s store=%s actor=",
                    (long long)r.credit_limit, (long long)r.reset_seconds, algo_name(r.algo),
                    policy_name(r.policy),
                    r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
                    r.fast_path ? "true" : "false", store_name(r.store));
-        append_quoted(line, sizeof(line), &pos, actor);
-        append_fmt(line, sizeof(line), &pos, "\n");
+        admin_append_quoted(line, sizeof(line), &pos, actor);
+        admin_append_fmt(line, sizeof(line), &pos, "\n");
         reply_text(c, line);
     }
     urcu_memb_read_unlock();
@@ -241,7 +238,7 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     }
     admit_stats(s->admit, &as);
     admit_stats_text(s->admit, admit_text, sizeof(admit_text));
-    append_fmt(buf, sizeof(buf), &pos,
+    admin_append_fmt(buf, sizeof(buf), &pos,
                "uptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
                "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
                "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
@@ -260,7 +257,7 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                (unsigned long long)(sum.table_full + table_fast_full(s->o.fast)),
                (unsigned long long)table_fast_hits(s->o.fast));
     /* docs/redis.md "Monitoring": state unused (no rule needs Redis), up, down. */
-    append_fmt(buf, sizeof(buf), &pos,
+    admin_append_fmt(buf, sizeof(buf), &pos,
                "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\nredis_errors=%llu\n"
                "redis_timeouts=%llu\nredis_breaker_trips=%llu\nredis_fallbacks=%llu\n"
                "redis_lease_fetches=%llu\nredis_noscript=%llu\nredis_refill_hints=%llu\n"
@@ -271,12 +268,12 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
                (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
                (unsigned long long)sum.refill_dropped);
-    append_fmt(buf, sizeof(buf), &pos, "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
+    admin_append_fmt(buf, sizeof(buf), &pos, "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
                (unsigned long long)prv.slots, (unsigned long long)prv.live);
-    append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
+    admin_append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
     /* docs/redis.md "Monitoring": where the store is, since when it is down,
      * what answers then, and how many rules keep their counters there. */
-    append_fmt(buf, sizeof(buf), &pos,
+    admin_append_fmt(buf, sizeof(buf), &pos,
                "redis_address=%s\nredis_on_error=%s\nredis_down_seconds=%llu\n"
                "redis_rules_strict=%zu\nredis_rules_lease=%zu\n",
                address, on_error_name(s->o.on_redis_error),
@@ -288,7 +285,7 @@ void admin_stats(struct conn *c, const struct proto_req *req)
         snprintf(name, sizeof(name), "%s", metrics_deny_name((enum metrics_deny)d));
         for (char *p = name; *p; p++)
             *p = *p == '-' ? '_' : *p;
-        append_fmt(buf, sizeof(buf), &pos, "denials_%s=%llu\n", name,
+        admin_append_fmt(buf, sizeof(buf), &pos, "denials_%s=%llu\n", name,
                    (unsigned long long)sum.denials[d]);
     }
     for (size_t i = 0; i < pos; i++)
@@ -313,236 +310,4 @@ void admin_reload(struct conn *c, const struct proto_req *req)
     snprintf(line, sizeof(line), "OK reloaded generation=%llu rules=%zu\n",
              (unsigned long long)gen, n_rules);
     reply_text(c, line);
-}
-
-/* ---- COUNTERS: live counters for divvyctl top/locked --------------------- */
-
-#define COUNTERS_DEFAULT   100
-#define COUNTERS_MAX       10000
-#define COUNTERS_SCAN_MAX  (1u << 20)
-
-struct counter_row {
-    uint32_t rule;              /* index in the current rules */
-    uint64_t credit;
-    uint64_t used;
-    uint64_t reset_ms;          /* until the quota is full again */
-    uint64_t retry_ms;          /* until the next credit (algo_retry_ms()) */
-    char actor[40];             /* stored actor (<= 32 bytes) or "#<digest hex>" */
-};
-
-struct counters_scan {
-    const struct rules *rules;
-    const uint64_t *ids;        /* rule ids sorted, ... */
-    const uint32_t *idx;        /* ... and their indexes */
-    size_t n_ids;
-    int64_t only_rule;          /* -1: all */
-    bool exhausted;
-    uint64_t now;
-    struct counter_row *rows;
-    size_t n, cap;
-};
-
-static int find_rule_id(const struct counters_scan *cs, uint64_t id)
-{
-    size_t lo = 0, hi = cs->n_ids;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-
-        if (cs->ids[mid] == id)
-            return (int)cs->idx[mid];
-        if (cs->ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
-}
-
-static int collect_counter(const struct table_entry *e, void *userdata)
-{
-    struct counters_scan *cs = userdata;
-    struct counter_row *row;
-    struct rules_rule r;
-    int idx = find_rule_id(cs, e->rule_id);
-    uint64_t limit, used, retry_ms;
-
-    /* Counters of rules a reload removed are not reported. */
-    if (idx < 0 || (cs->only_rule >= 0 && idx != cs->only_rule) ||
-        rules_get(cs->rules, (uint32_t)idx, &r) < 0)
-        return 0;
-    limit = (uint64_t)r.credit_limit;
-    retry_ms = 0;
-    if (e->lease) {
-        /* A lease: what the pool lacks, as this host last saw it. */
-        used = e->lease_left + e->lease_remain < limit ? limit - e->lease_left - e->lease_remain
-                                                       : 0;
-    } else {
-        /* As a hit would see the counter now: a bucket's refills and a sliding
-         * window's slide count (the stored word is as of the last write). */
-        struct algo_state stv = { .idle = e->expires_ms, .data = e->data };
-        struct table_limits lim;
-        struct table_result res;
-
-        eval_limits(&r, &lim);
-        lim.algo = e->algo;
-        if (algo_check(&lim) < 0)
-            return 0;
-        algo_apply(&lim, TABLE_PEEK, 0, cs->now, &stv, &stv, &res);
-        used = limit - (res.credit < limit ? res.credit : limit);
-        retry_ms = algo_retry_ms(&lim, cs->now, &stv);
-    }
-    if (used > limit)
-        used = limit;
-    if (e->lease && used >= limit)
-        retry_ms = e->expires_ms > cs->now ? e->expires_ms - cs->now : 0;
-    if (cs->exhausted && used < limit)
-        return 0;
-    if (cs->n == cs->cap) {
-        size_t cap = cs->cap ? cs->cap * 2 : 256;
-        struct counter_row *grown;
-
-        if (cap > COUNTERS_SCAN_MAX)
-            return 1;
-        grown = realloc(cs->rows, cap * sizeof(*grown));
-        if (!grown)
-            return 1;
-        cs->rows = grown;
-        cs->cap = cap;
-    }
-    row = &cs->rows[cs->n++];
-    row->rule = (uint32_t)idx;
-    row->used = used;
-    row->credit = limit - used;
-    row->reset_ms = e->expires_ms > cs->now ? e->expires_ms - cs->now : 0;
-    row->retry_ms = retry_ms;
-    if (e->actor_is_digest) {
-        size_t pos = 0;
-
-        row->actor[pos++] = '#';
-        for (size_t i = 0; i < e->actor_len && pos + 3 <= sizeof(row->actor); i++)
-            pos += (size_t)snprintf(row->actor + pos, sizeof(row->actor) - pos, "%02x",
-                                    (unsigned char)e->actor[i]);
-        row->actor[pos] = '\0';
-    } else {
-        size_t len = e->actor_len < sizeof(row->actor) - 1 ? e->actor_len
-                                                            : sizeof(row->actor) - 1;
-
-        memcpy(row->actor, e->actor, len);
-        row->actor[len] = '\0';
-    }
-    return 0;
-}
-
-/* Least credit first, then most used, then rule order. */
-static int row_cmp(const void *a, const void *b)
-{
-    const struct counter_row *x = a, *y = b;
-
-    if (x->credit != y->credit)
-        return x->credit < y->credit ? -1 : 1;
-    if (x->used != y->used)
-        return x->used > y->used ? -1 : 1;
-    return x->rule < y->rule ? -1 : x->rule > y->rule;
-}
-
-static int id_cmp(const void *a, const void *b)
-{
-    const uint64_t *x = a, *y = b;
-
-    return *x < *y ? -1 : *x > *y;
-}
-
-void admin_counters(struct conn *c, const struct proto_req *req)
-{
-    struct counters_scan cs = { .only_rule = -1, .now = clock_now_ms() };
-    const struct proto_kv *kv;
-    const struct reload_state *st;
-    uint64_t *pairs = NULL;         /* (id, index) packed for sorting */
-    uint64_t *ids = NULL;
-    uint32_t *idx = NULL;
-    struct rules_rule r;
-    unsigned long max = COUNTERS_DEFAULT;
-    char line[512], *end;
-    size_t n_rules, pos;
-
-    for (unsigned i = 0; i < req->n_kv; i++) {
-        kv = &req->kv[i];
-        if (strcmp(kv->key, "max") == 0) {
-            errno = 0;
-            max = strtoul(kv->value, &end, 10);
-            if (errno || *end || max == 0 || max > COUNTERS_MAX) {
-                reply_err(c, PROTO_E_BAD_REQUEST, "max must be 1..10000");
-                return;
-            }
-        } else if (strcmp(kv->key, "exhausted") == 0) {
-            cs.exhausted = strcmp(kv->value, "true") == 0;
-        } else if (strcmp(kv->key, "rule") != 0) {
-            reply_err(c, PROTO_E_BAD_REQUEST, "COUNTERS takes rule=, max= and exhausted=");
-            return;
-        }
-    }
-    urcu_memb_read_lock();
-    st = reload_current(c->w->s->o.reload);
-    cs.rules = st->rules;
-    n_rules = rules_count(st->rules);
-    pairs = malloc(n_rules * 2 * sizeof(*pairs));
-    ids = malloc(n_rules * sizeof(*ids));
-    idx = malloc(n_rules * sizeof(*idx));
-    if (!pairs || !ids || !idx) {
-        reply_err(c, PROTO_E_UNKNOWN, "out of memory");
-        goto out;
-    }
-    for (uint32_t i = 0; i < n_rules; i++) {
-        if (rules_get(st->rules, i, &r) < 0)
-            continue;
-        pairs[2 * i] = r.id;
-        pairs[2 * i + 1] = i;
-        kv = proto_find(req, "rule", 4);
-        if (kv && (strcmp(kv->value, r.id_str) == 0 || strcmp(kv->value, r.label) == 0))
-            cs.only_rule = i;
-    }
-    kv = proto_find(req, "rule", 4);
-    if (kv && cs.only_rule < 0) {
-        reply_err(c, PROTO_E_BAD_REQUEST, "no rule with that label or id");
-        goto out;
-    }
-    qsort(pairs, n_rules, 2 * sizeof(*pairs), id_cmp);
-    for (size_t i = 0; i < n_rules; i++) {
-        ids[i] = pairs[2 * i];
-        idx[i] = (uint32_t)pairs[2 * i + 1];
-    }
-    cs.ids = ids;
-    cs.idx = idx;
-    cs.n_ids = n_rules;
-    table_foreach(c->w->s->o.fast, cs.now, collect_counter, &cs);
-    table_foreach(c->w->s->o.priv, cs.now, collect_counter, &cs);
-    table_foreach(c->w->s->o.privileged, cs.now, collect_counter, &cs);
-    if (cs.n > 1)
-        qsort(cs.rows, cs.n, sizeof(*cs.rows), row_cmp);
-    if (cs.n < max)
-        max = cs.n;
-    snprintf(line, sizeof(line), "OK %lu\n", max);
-    reply_text(c, line);
-    for (size_t i = 0; i < max && !c->dead; i++) {
-        const struct counter_row *row = &cs.rows[i];
-
-        if (rules_get(st->rules, row->rule, &r) < 0)
-            continue;
-        pos = 0;
-        append_fmt(line, sizeof(line), &pos, "rule=%s actor=", r.id_str);
-        append_quoted(line, sizeof(line), &pos, row->actor);
-        append_fmt(line, sizeof(line), &pos,
-                   " credit=%llu used=%llu limit=%lld reset_seconds=%llu retry_seconds=%llu\n",
-                   (unsigned long long)row->credit, (unsigned long long)row->used,
-                   (long long)r.credit_limit, (unsigned long long)eval_ms_to_s(row->reset_ms),
-                   (unsigned long long)(row->retry_ms / 1000 + (row->retry_ms % 1000 != 0)));
-        reply_text(c, line);
-    }
-out:
-    urcu_memb_read_unlock();
-    free(cs.rows);
-    free(pairs);
-    free(ids);
-    free(idx);
 }

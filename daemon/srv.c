@@ -249,6 +249,10 @@ static struct hit *hit_get(struct worker *w)
 
 void hit_put(struct worker *w, struct hit *h)
 {
+    /* Long replies are rare (COUNTERS): not kept for the next user. */
+    free(h->text);
+    h->text = NULL;
+    h->text_len = 0;
     if (w->n_hit_free < HIT_FREE_MAX) {
         h->next = w->hit_free;
         w->hit_free = h;
@@ -307,9 +311,11 @@ static void conn_pend_flush(struct conn *c)
         if (!c->pend_head)
             c->pend_tail = NULL;
         c->n_pend--;
-        c->pend_bytes -= h->trailer_len;
+        c->pend_bytes -= h->trailer_len + h->text_len;
         if (!c->dead) {
             out_append_direct(c, h->reply, h->reply_len);
+            if (h->text_len)
+                out_append_direct(c, h->text, h->text_len);
             if (h->trailer_len)
                 out_append_direct(c, h->trailer, h->trailer_len);
         }
@@ -877,6 +883,18 @@ static void hit_on_store(void *arg, const struct store_reply *rep)
     conn_mark_dirty(c);
 }
 
+/* @h waits at the end of @c's reply FIFO. */
+static void hit_enqueue(struct conn *c, struct hit *h)
+{
+    if (c->pend_tail)
+        c->pend_tail->next = h;
+    else
+        c->pend_head = h;
+    c->pend_tail = h;
+    c->n_pend++;
+    c->n_waiting++;
+}
+
 /* A request on a config that uses Redis; inside the RCU section of @st. */
 static void hit_start(struct conn *c, const struct proto_req *req, const struct reload_state *st)
 {
@@ -912,18 +930,37 @@ static void hit_start(struct conn *c, const struct proto_req *req, const struct 
             h->own.kv[i].value = h->own.buf + (req->kv[i].value - req->buf);
         }
         h->req = &h->own;
-        if (c->pend_tail)
-            c->pend_tail->next = h;
-        else
-            c->pend_head = h;
-        c->pend_tail = h;
-        c->n_pend++;
-        c->n_waiting++;
+        hit_enqueue(c, h);
         return;
     }
     hit_finish(w, h, st->rules, r);
     out_append(c, h->reply, h->reply_len);
     hit_put(w, h);
+}
+
+struct hit *hit_wait(struct conn *c)
+{
+    struct hit *h = hit_get(c->w);
+
+    if (!h)
+        return NULL;
+    h->c = c;
+    hit_enqueue(c, h);
+    return h;
+}
+
+void hit_answer(struct hit *h, char *text, size_t len)
+{
+    struct conn *c = h->c;
+
+    h->text = text;
+    h->text_len = len;
+    h->done = true;
+    c->pend_bytes += len;
+    c->n_waiting--;
+    conn_pend_flush(c);
+    /* Written (and a dead connection freed) by the flush event, not here. */
+    conn_mark_dirty(c);
 }
 
 /* ---- server ---------------------------------------------------------------- */

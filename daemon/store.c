@@ -71,7 +71,7 @@ struct sreq {
     store_cb *cb;
     void *arg;
     uint64_t deadline;
-    bool is_call;               /* a script call (else DEL or internal) */
+    enum { CMD_DEL = 0, CMD_CALL, CMD_SCAN } cmd;   /* a user request's command */
     unsigned retries;
     /* The command, kept for a retry after NOSCRIPT. */
     struct store_call call;
@@ -301,6 +301,11 @@ const char *store_address(const struct store *st, char *buf, size_t size)
 
 /* ---- keys ------------------------------------------------------------------------- */
 
+const char *store_key_prefix(const struct store *st)
+{
+    return st->o.prefix;
+}
+
 size_t store_key_max(const struct store *st, size_t actor_len)
 {
     /* prefix "divvy:{" id ":" actor*3 "}" */
@@ -338,6 +343,64 @@ int store_key(const struct store *st, const char *rule_id, const char *actor, si
         }
     }
     buf[pos++] = '}';
+    return (int)pos;
+}
+
+int store_key_pattern(const struct store *st, const char *rule_id, char *buf, size_t size)
+{
+    const char *parts[3] = { st->o.prefix, "divvy:{", rule_id };
+    size_t pos = 0;
+
+    for (int k = 0; k < 3 && parts[k]; k++) {
+        for (const char *p = parts[k]; *p; p++) {
+            /* Redis globs: *, ?, [ ] and \ are special; everything else is itself. */
+            bool special = strchr("*?[]\\", *p) != NULL;
+
+            if (pos + special + 1 + 2 > size)
+                return -ENOBUFS;
+            if (special)
+                buf[pos++] = '\\';
+            buf[pos++] = *p;
+        }
+        if (k == 2) {
+            buf[pos++] = ':';
+        }
+    }
+    buf[pos++] = '*';
+    return (int)pos;
+}
+
+static int unhex(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 :
+           c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int store_key_actor(const struct store *st, const char *rule_id, const char *key,
+                    size_t key_len, char *buf, size_t size)
+{
+    size_t plen = strlen(st->o.prefix), ilen = strlen(rule_id), pos = 0, i;
+
+    if (key_len < plen + 7 + ilen + 2 || memcmp(key, st->o.prefix, plen) != 0 ||
+        memcmp(key + plen, "divvy:{", 7) != 0 || memcmp(key + plen + 7, rule_id, ilen) != 0 ||
+        key[plen + 7 + ilen] != ':' || key[key_len - 1] != '}')
+        return -EINVAL;
+    for (i = plen + 7 + ilen + 1; i < key_len - 1; i++) {
+        char c = key[i];
+
+        if (c == '%') {
+            int hi = i + 2 < key_len - 1 ? unhex(key[i + 1]) : -1;
+            int lo = hi >= 0 ? unhex(key[i + 2]) : -1;
+
+            if (lo < 0)
+                return -EINVAL;
+            c = (char)(hi << 4 | lo);
+            i += 2;
+        }
+        if (pos >= size)
+            return -ENOBUFS;
+        buf[pos++] = c;
+    }
     return (int)pos;
 }
 
@@ -510,13 +573,21 @@ static int req_send(struct store_conn *sc, struct sreq *q)
         wait_push(sc, q);
         return 0;
     }
-    if (q->is_call) {
+    if (q->cmd == CMD_CALL) {
         argv[argc++] = "EVALSHA";
         argv[argc++] = store_script_sha(q->call.script);
         argv[argc++] = "1";
         argv[argc++] = q->key;
         for (unsigned i = 0; i < q->call.argc && i < STORE_SCRIPT_ARGV_MAX; i++)
             argv[argc++] = q->call.argv[i];
+    } else if (q->cmd == CMD_SCAN) {
+        /* The cursor and the count ride in call.argv (send_user()). */
+        argv[argc++] = "SCAN";
+        argv[argc++] = q->call.argv[0];
+        argv[argc++] = "MATCH";
+        argv[argc++] = q->key;
+        argv[argc++] = "COUNT";
+        argv[argc++] = q->call.argv[1];
     } else {
         argv[argc++] = "DEL";
         argv[argc++] = q->key;
@@ -808,12 +879,46 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 
 /* ---- replies ------------------------------------------------------------------------- */
 
-/* A user request's answer: the script's (store_script.c), or DEL's count. */
+/* SCAN's answer: [cursor as a string, [key, ...]]. */
+static int decode_scan(const redisReply *r, struct store_reply *ret)
+{
+    const redisReply *keys;
+    char *end;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY)
+        return -EPROTO;
+    keys = r->element[1];
+    for (size_t i = 0; i < keys->elements; i++) {
+        if (keys->element[i]->type != REDIS_REPLY_STRING)
+            return -EPROTO;
+    }
+    errno = 0;
+    ret->keys.cursor = strtoull(r->element[0]->str, &end, 10);
+    if (errno || end == r->element[0]->str || *end)
+        return -EPROTO;
+    ret->kind = STORE_REPLY_KEYS;
+    ret->keys.n = keys->elements;
+    ret->keys.elements = keys->element;
+    return 0;
+}
+
+void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key, size_t *ret_len)
+{
+    const redisReply *const *e = k->elements;
+
+    *ret_key = e[i]->str;
+    *ret_len = e[i]->len;
+}
+
+/* A user request's answer: the script's (store_script.c), SCAN's, or DEL's count. */
 static int decode_reply(const struct sreq *q, const redisReply *r, struct store_reply *ret)
 {
-    if (q->is_call)
+    if (q->cmd == CMD_CALL)
         return store_script_decode(q->call.script, r, ret);
     memset(ret, 0, sizeof(*ret));
+    if (q->cmd == CMD_SCAN)
+        return decode_scan(r, ret);
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
         return -EPROTO;
     ret->kind = STORE_REPLY_DELETED;
@@ -860,7 +965,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     }
     if (r->type == REDIS_REPLY_ERROR) {
         /* After SCRIPT FLUSH or a failover: load it again, retry once. */
-        if (q->kind == REQ_USER && q->is_call && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
+        if (q->kind == REQ_USER && q->cmd == CMD_CALL && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
             q->retries < NOSCRIPT_RETRIES && sc->ac == ac) {
             inc(&sc->st->noscript);
             q->retries++;
@@ -899,7 +1004,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     if (decode_reply(q, r, &rep) < 0) {
         inc(&sc->st->errors);
         log_ratelimited(&rl_error, LOG_ERR, "redis: unexpected reply (type %d) to %s",
-                        r->type, q->is_call ? store_script_name(q->call.script) : "DEL");
+                        r->type, q->cmd == CMD_CALL ? store_script_name(q->call.script) :
+                                 q->cmd == CMD_SCAN ? "SCAN" : "DEL");
         if (sc->ac == ac)
             conn_fail(sc, "unexpected reply", true);
         finish(sc, q, NULL);
@@ -983,15 +1089,17 @@ static int conn_usable(struct store_conn *sc)
     return sc->ac || discovering(sc) ? 0 : -ENOTCONN;
 }
 
-/* Sends @call (a script's) or, without one, DEL of @key. */
-static int send_user(struct store_conn *sc, const struct store_call *call, const char *key,
-                     size_t key_len, uint64_t deadline_ms, store_cb *cb, void *arg)
+/* Sends @cmd on @key (SCAN: the pattern); @call holds a script call's
+ * arguments, or SCAN's cursor and count. */
+static int send_user(struct store_conn *sc, int cmd, const struct store_call *call,
+                     const char *key, size_t key_len, uint64_t deadline_ms, store_cb *cb,
+                     void *arg)
 {
     struct sreq *q;
     int r;
 
-    if (!key_len || (call && (call->argc > STORE_SCRIPT_ARGV_MAX ||
-                              (unsigned)call->script >= STORE_N_SCRIPTS)))
+    if (!key_len || (cmd == CMD_CALL && (call->argc > STORE_SCRIPT_ARGV_MAX ||
+                                         (unsigned)call->script >= STORE_N_SCRIPTS)))
         return -EINVAL;
     if (deadline_ms <= clock_now_ms())
         return -ETIMEDOUT;
@@ -1003,10 +1111,9 @@ static int send_user(struct store_conn *sc, const struct store_call *call, const
         return -ENOMEM;
     memcpy(q->key, key, key_len);
     q->kind = REQ_USER;
-    if (call) {
-        q->is_call = true;
+    q->cmd = cmd;
+    if (call)
         q->call = *call;
-    }
     q->deadline = deadline_ms;
     q->cb = cb;
     q->arg = arg;
@@ -1025,7 +1132,7 @@ int store_window(struct store_conn *sc, const char *key, size_t key_len,
     struct store_call call;
 
     store_script_window(a, &call);
-    return send_user(sc, &call, key, key_len, deadline_ms, cb, arg);
+    return send_user(sc, CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
 }
 
 int store_bucket(struct store_conn *sc, const char *key, size_t key_len,
@@ -1035,7 +1142,7 @@ int store_bucket(struct store_conn *sc, const char *key, size_t key_len,
     struct store_call call;
 
     store_script_bucket(a, &call);
-    return send_user(sc, &call, key, key_len, deadline_ms, cb, arg);
+    return send_user(sc, CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
 }
 
 int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
@@ -1045,7 +1152,7 @@ int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
     struct store_call call;
 
     store_script_sliding(a, &call);
-    return send_user(sc, &call, key, key_len, deadline_ms, cb, arg);
+    return send_user(sc, CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
 }
 
 int store_lease(struct store_conn *sc, const char *key, size_t key_len,
@@ -1054,11 +1161,21 @@ int store_lease(struct store_conn *sc, const char *key, size_t key_len,
     struct store_call call;
 
     store_script_lease(a, &call);
-    return send_user(sc, &call, key, key_len, deadline_ms, cb, arg);
+    return send_user(sc, CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
 }
 
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg)
 {
-    return send_user(sc, NULL, key, key_len, deadline_ms, cb, arg);
+    return send_user(sc, CMD_DEL, NULL, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_scan(struct store_conn *sc, const char *pattern, size_t pattern_len, uint64_t cursor,
+               unsigned count, uint64_t deadline_ms, store_cb *cb, void *arg)
+{
+    struct store_call args = { .argc = 2 };
+
+    snprintf(args.argv[0], sizeof(args.argv[0]), "%llu", (unsigned long long)cursor);
+    snprintf(args.argv[1], sizeof(args.argv[1]), "%u", count ? count : 1);
+    return send_user(sc, CMD_SCAN, &args, pattern, pattern_len, deadline_ms, cb, arg);
 }

@@ -121,6 +121,29 @@ int store_lease(struct store_conn *sc, const char *key, size_t key_len,
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg);
 
+/*
+ * SCAN @cursor MATCH @pattern (@pattern_len bytes, a Redis glob) COUNT
+ * @count: one step of a scan (0 starts one).  The reply is STORE_REPLY_KEYS:
+ * the next cursor and the keys found (store_keys_get()).  As store_window().
+ */
+int store_scan(struct store_conn *sc, const char *pattern, size_t pattern_len, uint64_t cursor,
+               unsigned count, uint64_t deadline_ms, store_cb *cb, void *arg);
+
+/* Key @i (< @k->n) of a SCAN reply, valid while the callback runs. */
+void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key,
+                    size_t *ret_len);
+
+/* Writes into @buf the SCAN pattern of every key of rule @rule_id (or, with
+ * NULL, of every rule): store_key()'s prefix and rule id, glob characters
+ * escaped, then "*".  Its length, or -ENOBUFS. */
+int store_key_pattern(const struct store *st, const char *rule_id, char *buf, size_t size);
+
+/* The actor of @key (@key_len bytes, a key store_key() made for @rule_id),
+ * unescaped into @buf; its length, or -EINVAL when @key is not one of
+ * @rule_id's, -ENOBUFS. */
+int store_key_actor(const struct store *st, const char *rule_id, const char *key,
+                    size_t key_len, char *buf, size_t size);
+
 /* The store's default deadline from now. */
 uint64_t store_deadline(const struct store *st, uint64_t now_ms);
 unsigned store_timeout_ms(const struct store *st);
@@ -133,6 +156,9 @@ unsigned store_timeout_ms(const struct store *st);
  */
 int store_key(const struct store *st, const char *rule_id, const char *actor, size_t actor_len,
               char *buf, size_t size);
+/* The configured key prefix ("" for none). */
+const char *store_key_prefix(const struct store *st);
+
 /* Longest key store_key() writes for an actor of @actor_len bytes. */
 size_t store_key_max(const struct store *st, size_t actor_len);
 

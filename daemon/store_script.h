@@ -77,10 +77,19 @@ struct store_grant {
     bool created;               /* this call began the window */
 };
 
+/* SCAN's answer (store_scan(), store.c): the keys live as long as the
+ * callback runs; store_keys_get() reads them. */
+struct store_keys {
+    uint64_t cursor;            /* the next SCAN's; 0: the scan is complete */
+    size_t n;
+    const void *elements;       /* hiredis's; store.c's business */
+};
+
 enum store_reply_kind {
     STORE_REPLY_VERDICT = 0,    /* window, token_bucket, sliding_window */
     STORE_REPLY_GRANT,          /* lease */
     STORE_REPLY_DELETED,        /* DEL */
+    STORE_REPLY_KEYS,           /* SCAN */
 };
 
 /* What a request to the store answered: the member that @kind names. */
@@ -90,6 +99,7 @@ struct store_reply {
         struct store_verdict verdict;
         struct store_grant grant;
         uint64_t deleted;       /* keys removed */
+        struct store_keys keys;
     };
 };
 
