@@ -883,20 +883,26 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 static int decode_scan(const redisReply *r, struct store_reply *ret)
 {
     const redisReply *keys;
-    char *end;
+    uint64_t cursor = 0;
 
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY)
+        r->element[0]->type != REDIS_REPLY_STRING || !r->element[0]->len ||
+        r->element[1]->type != REDIS_REPLY_ARRAY)
         return -EPROTO;
+    /* Decimal digits only, as Redis sends it (strtoull() would take "-1"). */
+    for (size_t i = 0; i < r->element[0]->len; i++) {
+        unsigned d = (unsigned)(r->element[0]->str[i] - '0');
+
+        if (d > 9 || cursor > (UINT64_MAX - d) / 10)
+            return -EPROTO;
+        cursor = cursor * 10 + d;
+    }
     keys = r->element[1];
     for (size_t i = 0; i < keys->elements; i++) {
         if (keys->element[i]->type != REDIS_REPLY_STRING)
             return -EPROTO;
     }
-    errno = 0;
-    ret->keys.cursor = strtoull(r->element[0]->str, &end, 10);
-    if (errno || end == r->element[0]->str || *end)
-        return -EPROTO;
+    ret->keys.cursor = cursor;
     ret->kind = STORE_REPLY_KEYS;
     ret->keys.n = keys->elements;
     ret->keys.elements = keys->element;

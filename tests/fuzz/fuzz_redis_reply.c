@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -177,6 +178,8 @@ static bool same_reply(const struct store_reply *a, const struct store_reply *b)
                a->grant.ttl_ms == b->grant.ttl_ms && a->grant.created == b->grant.created;
     case STORE_REPLY_DELETED:
         return a->deleted == b->deleted;
+    case STORE_REPLY_KEYS:
+        break;
     }
     return false;
 }
@@ -218,6 +221,39 @@ static void consume(const struct store_reply *rep, uint64_t now)
         CHECK(lr.credit <= 2 * TABLE_LEASE_MAX);
     /* Forget it: the next answer starts from an empty lease. */
     CHECK(table_hit(scratch, &key, &lim, TABLE_RESET, 1, now, &res) == 0);
+}
+
+/* SCAN's answer (store_scan()): [decimal cursor, [key strings]], else refused. */
+static void check_scan(const redisReply *r)
+{
+    struct sreq q = { .cmd = CMD_SCAN };
+    struct store_reply got;
+    bool want = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len > 0 &&
+                r->element[1]->type == REDIS_REPLY_ARRAY;
+    unsigned long long cursor = 0;
+
+    for (size_t i = 0; want && i < r->element[0]->len; i++) {
+        unsigned d = (unsigned)(r->element[0]->str[i] - '0');
+
+        want = d <= 9 && cursor <= (ULLONG_MAX - d) / 10;
+        cursor = cursor * 10 + d;
+    }
+    for (size_t i = 0; want && i < r->element[1]->elements; i++)
+        want = r->element[1]->element[i]->type == REDIS_REPLY_STRING;
+    CHECK((decode_reply(&q, r, &got) == 0) == want);
+    if (!want)
+        return;
+    CHECK(got.kind == STORE_REPLY_KEYS && got.keys.cursor == cursor &&
+          got.keys.n == r->element[1]->elements);
+    for (size_t i = 0; i < got.keys.n; i++) {
+        const char *key;
+        size_t len;
+
+        store_keys_get(&got.keys, i, &key, &len);
+        CHECK(len == r->element[1]->element[i]->len &&
+              memcmp(key, r->element[1]->element[i]->str, len) == 0);
+    }
 }
 
 /*
@@ -263,7 +299,7 @@ static void run_decode(const uint8_t *data, size_t size)
         check_tree(reply, 0);
         in = ints_of(reply);
         for (unsigned kind = 0; kind <= KIND_DEL; kind++) {
-            struct sreq q = { .is_call = kind != KIND_DEL,
+            struct sreq q = { .cmd = kind != KIND_DEL ? CMD_CALL : CMD_DEL,
                               .call = { .script = (enum store_script)kind } };
             struct store_reply got, want;
             bool ok = decode_reply(&q, reply, &got) == 0;
@@ -274,6 +310,7 @@ static void run_decode(const uint8_t *data, size_t size)
                 consume(&got, now);
             }
         }
+        check_scan(reply);
         freeReplyObject(reply);
     }
     redisReaderFree(rd);

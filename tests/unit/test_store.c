@@ -205,6 +205,36 @@ static void test_store_key_format(void **state)
     store_free(pre);
 }
 
+/* COUNTERS' SCAN pattern (globs escaped) and the actor read back from a key. */
+static void test_store_key_pattern_and_actor(void **state)
+{
+    struct store *st = new_store("t*[x]\\:");
+    char buf[256], key[256];
+    int n, k;
+
+    (void)state;
+    n = store_key_pattern(st, NULL, buf, sizeof(buf));
+    assert_int_equal(n, (int)strlen("t\\*\\[x\\]\\\\:divvy:{*"));
+    assert_memory_equal(buf, "t\\*\\[x\\]\\\\:divvy:{*", (size_t)n);
+    n = store_key_pattern(st, "login", buf, sizeof(buf));
+    assert_memory_equal(buf, "t\\*\\[x\\]\\\\:divvy:{login:*", (size_t)n);
+    assert_int_equal(store_key_pattern(st, "login", buf, 12), -ENOBUFS);
+    /* store_key() and store_key_actor() are inverses. */
+    k = store_key(st, "login", "a:{b}%c", 7, key, sizeof(key));
+    assert_true(k > 0);
+    n = store_key_actor(st, "login", key, (size_t)k, buf, sizeof(buf));
+    assert_int_equal(n, 7);
+    assert_memory_equal(buf, "a:{b}%c", 7);
+    assert_int_equal(store_key_actor(st, "logon", key, (size_t)k, buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(store_key_actor(st, "login", key, (size_t)k - 1, buf, sizeof(buf)),
+                     -EINVAL);
+    assert_int_equal(store_key_actor(st, "login", key, (size_t)k, buf, 3), -ENOBUFS);
+    assert_int_equal(store_key_actor(st, "login", "t*[x]\\:divvy:{login:%4}", 23, buf,
+                                     sizeof(buf)), -EINVAL);
+    assert_string_equal(store_key_prefix(st), "t*[x]\\:");
+    store_free(st);
+}
+
 static void test_store_options(void **state)
 {
     struct store_opts o = { .host = "127.0.0.1", .port = 6379, .timeout_ms = 0 };
@@ -435,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_store_script_pack),
         cmocka_unit_test(test_store_script_decode),
         cmocka_unit_test(test_store_key_format),
+        cmocka_unit_test(test_store_key_pattern_and_actor),
         cmocka_unit_test(test_store_options),
         cmocka_unit_test(test_store_refuses_while_open),
         cmocka_unit_test(test_store_sentinel_options),
