@@ -328,11 +328,13 @@ build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c and
-# store_script.c, the sentinel.c, addr.c and redis_async.c it calls, and log.c.
+# Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c,
+# store_conn.c and store_script.c, the sentinel.c, addr.c and redis_async.c they
+# call, and log.c.
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
 build-fuzz/fuzz_redis_reply: daemon/store.c daemon/store.h daemon/store_script.c \
-                             daemon/store_script.h daemon/log.c daemon/log.h \
+                             daemon/store_script.h daemon/store_conn.c daemon/store_int.h \
+                             daemon/log.c daemon/log.h \
                              daemon/sentinel.c daemon/sentinel.h daemon/addr.c daemon/addr.h \
                              daemon/redis_async.c daemon/redis_async.h
 

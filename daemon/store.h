@@ -129,10 +129,6 @@ int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t d
 int store_scan(struct store_conn *sc, const char *pattern, size_t pattern_len, uint64_t cursor,
                unsigned count, uint64_t deadline_ms, store_cb *cb, void *arg);
 
-/* Key @i (< @k->n) of a SCAN reply, valid while the callback runs. */
-void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key,
-                    size_t *ret_len);
-
 /* Writes into @buf the SCAN pattern of every key of rule @rule_id (or, with
  * NULL, of every rule): store_key()'s prefix and rule id, glob characters
  * escaped, then "*".  Its length, or -ENOBUFS. */

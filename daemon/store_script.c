@@ -396,3 +396,53 @@ int store_script_decode(enum store_script script, const struct redisReply *r,
     }
     return -EPROTO;
 }
+
+/* ---- DEL and SCAN, the plain commands the store sends -------------------------- */
+
+int store_script_decode_del(const struct redisReply *r, struct store_reply *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        return -EPROTO;
+    ret->kind = STORE_REPLY_DELETED;
+    ret->deleted = (uint64_t)r->integer;
+    return 0;
+}
+
+int store_script_decode_scan(const struct redisReply *r, struct store_reply *ret)
+{
+    const redisReply *keys;
+    uint64_t cursor = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || !r->element[0]->len ||
+        r->element[1]->type != REDIS_REPLY_ARRAY)
+        return -EPROTO;
+    /* Decimal digits only, as Redis sends it (strtoull() would take "-1"). */
+    for (size_t i = 0; i < r->element[0]->len; i++) {
+        unsigned d = (unsigned)(r->element[0]->str[i] - '0');
+
+        if (d > 9 || cursor > (UINT64_MAX - d) / 10)
+            return -EPROTO;
+        cursor = cursor * 10 + d;
+    }
+    keys = r->element[1];
+    for (size_t i = 0; i < keys->elements; i++) {
+        if (keys->element[i]->type != REDIS_REPLY_STRING)
+            return -EPROTO;
+    }
+    ret->keys.cursor = cursor;
+    ret->kind = STORE_REPLY_KEYS;
+    ret->keys.n = keys->elements;
+    ret->keys.elements = keys->element;
+    return 0;
+}
+
+void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key, size_t *ret_len)
+{
+    const redisReply *const *e = k->elements;
+
+    *ret_key = e[i]->str;
+    *ret_len = e[i]->len;
+}

@@ -7,6 +7,9 @@
  * script's answer.  Nothing outside this module knows an ARGV position or
  * a reply index.  Also the SHA-1 that names a script for EVALSHA.
  *
+ * The answers of DEL and SCAN, the plain commands the store also sends, are
+ * decoded here too.
+ *
  * Pure: no I/O, no state but the SHA-1s computed once; every function is
  * thread-safe.  daemon/store.c sends the calls and hands the replies back.
  */
@@ -129,6 +132,16 @@ void store_script_lease(const struct store_lease_args *a, struct store_call *ret
  */
 int store_script_decode(enum store_script script, const struct redisReply *r,
                         struct store_reply *ret);
+
+/* DEL's answer (STORE_REPLY_DELETED: an integer >= 0) and SCAN's
+ * (STORE_REPLY_KEYS: [decimal cursor, [key strings]]), the two plain
+ * commands the store sends; -EPROTO for anything else. */
+int store_script_decode_del(const struct redisReply *r, struct store_reply *ret);
+int store_script_decode_scan(const struct redisReply *r, struct store_reply *ret);
+
+/* Key @i (< @k->n) of a SCAN reply, valid while the callback runs. */
+void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key,
+                    size_t *ret_len);
 
 /* The Lua source of @script, and its SHA-1 in hex as EVALSHA names it;
  * NULL for an unknown one. */

@@ -60,6 +60,7 @@ static FILE *log_sink;
 #include "../../daemon/sentinel.c"
 #include "../../daemon/store_script.c"
 #include "../../daemon/store.c"
+#include "../../daemon/store_conn.c"
 
 #define MAX_USER      4             /* requests per input */
 #define MAX_ROUNDS    200
@@ -226,7 +227,7 @@ static void consume(const struct store_reply *rep, uint64_t now)
 /* SCAN's answer (store_scan()): [decimal cursor, [key strings]], else refused. */
 static void check_scan(const redisReply *r)
 {
-    struct sreq q = { .cmd = CMD_SCAN };
+    struct sreq q = { .cmd = STORE_CMD_SCAN };
     struct store_reply got;
     bool want = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                 r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len > 0 &&
@@ -299,7 +300,7 @@ static void run_decode(const uint8_t *data, size_t size)
         check_tree(reply, 0);
         in = ints_of(reply);
         for (unsigned kind = 0; kind <= KIND_DEL; kind++) {
-            struct sreq q = { .cmd = kind != KIND_DEL ? CMD_CALL : CMD_DEL,
+            struct sreq q = { .cmd = kind != KIND_DEL ? STORE_CMD_CALL : STORE_CMD_DEL,
                               .call = { .script = (enum store_script)kind } };
             struct store_reply got, want;
             bool ok = decode_reply(&q, reply, &got) == 0;

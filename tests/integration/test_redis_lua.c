@@ -20,6 +20,7 @@
 #include "../../daemon/sentinel.c"
 #include "../../daemon/store_script.c"
 #include "../../daemon/store.c"
+#include "../../daemon/store_conn.c"
 
 /*
  * EVAL of @call (packed by store_script.c, as divvyd sends it) with KEYS[1] =

@@ -31,6 +31,7 @@
 #include "../../daemon/sentinel.c"
 #include "../../daemon/store_script.c"
 #include "../../daemon/store.c"
+#include "../../daemon/store_conn.c"
 
 static void cb_count(void *arg, const struct store_reply *rep)
 {

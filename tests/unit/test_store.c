@@ -28,6 +28,7 @@
 #include "../../daemon/sentinel.c"
 #include "../../daemon/store_script.c"
 #include "../../daemon/store.c"
+#include "../../daemon/store_conn.c"
 
 static void test_store_sha1_vectors(void **state)
 {
