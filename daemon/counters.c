@@ -46,6 +46,7 @@ enum row_store { ROW_LOCAL = 0, ROW_LEASE, ROW_REDIS };
 
 struct counter_row {
     uint64_t rule_id;           /* the rule, by id: a reload may come before the reply */
+    uint32_t rule;              /* its index in the rules the reply is made under */
     uint64_t credit;
     uint64_t used;
     uint64_t reset_ms;          /* until the quota is full again */
@@ -195,7 +196,7 @@ static int collect_counter(const struct table_entry *e, void *userdata)
     return 0;
 }
 
-/* Least credit first, then most used, then rule id (rows outlive rule order). */
+/* Least credit first, then most used, then rule order. */
 static int row_cmp(const void *a, const void *b)
 {
     const struct counter_row *x = a, *y = b;
@@ -204,7 +205,7 @@ static int row_cmp(const void *a, const void *b)
         return x->credit < y->credit ? -1 : 1;
     if (x->used != y->used)
         return x->used > y->used ? -1 : 1;
-    return x->rule_id < y->rule_id ? -1 : x->rule_id > y->rule_id;
+    return x->rule < y->rule ? -1 : x->rule > y->rule;
 }
 
 static int id_cmp(const void *a, const void *b)
@@ -270,11 +271,17 @@ static int format_reply(struct counters_job *job, char **ret_text, size_t *ret_l
 
     static const char *const store_names[] = { "local", "lease", "redis" };
 
-    if (job->n > 1)
-        qsort(job->rows, job->n, sizeof(*job->rows), row_cmp);
     urcu_memb_read_lock();
     st = reload_current(job->w->s->o.reload);
     rc = sorted_ids(st->rules, &ids, &idx, &n_ids);
+    /* Rows of rules a reload removed meanwhile go last, and are skipped. */
+    for (size_t i = 0; rc >= 0 && i < job->n; i++) {
+        int k = find_rule_id(ids, idx, n_ids, job->rows[i].rule_id);
+
+        job->rows[i].rule = k < 0 ? UINT32_MAX : (uint32_t)k;
+    }
+    if (rc >= 0 && job->n > 1)
+        qsort(job->rows, job->n, sizeof(*job->rows), row_cmp);
     cap = 64 + (job->n < job->max ? job->n : job->max) * sizeof(line);
     text = rc >= 0 ? malloc(cap) : NULL;
     if (!text) {
@@ -284,10 +291,9 @@ static int format_reply(struct counters_job *job, char **ret_text, size_t *ret_l
     len = sizeof(head);         /* room for the head, written last */
     for (size_t i = 0; i < job->n && shown < job->max; i++) {
         const struct counter_row *row = &job->rows[i];
-        int k = find_rule_id(ids, idx, n_ids, row->rule_id);
         size_t pos = 0;
 
-        if (k < 0 || rules_get(st->rules, (uint32_t)k, &r) < 0)
+        if (row->rule == UINT32_MAX || rules_get(st->rules, row->rule, &r) < 0)
             continue;
         admin_append_fmt(line, sizeof(line), &pos, "rule=%s actor=", r.id_str);
         admin_append_quoted(line, sizeof(line), &pos, row->actor);
@@ -511,14 +517,20 @@ out:
     job_done_one(job);
 }
 
+/* Are there strict counters to read, and a Redis to read them from? */
+static bool redis_wanted(const struct counters_job *job)
+{
+    const struct store *st = job->w->s->o.store;
+
+    return job->n_strict && job->w->sc && st && !store_breaker_open(st);
+}
+
 /* Starts reading the strict rules' counters; false when nothing was sent. */
 static bool redis_start(struct counters_job *job, const char *only_id)
 {
     struct store *st = job->w->s->o.store;
     int n;
 
-    if (!job->n_strict || !job->w->sc || !st || store_breaker_open(st))
-        return false;
     n = store_key_pattern(st, only_id, job->pattern, sizeof(job->pattern));
     if (n < 0)
         return false;
@@ -616,16 +628,18 @@ void counters_request(struct conn *c, const struct proto_req *req)
     job->idx = NULL;
     urcu_memb_read_unlock();
 
-    /* The slot first: a store callback never runs inside store_scan(). */
-    job->slot = hit_wait(c);
-    if (job->slot && redis_start(job, job->one_rule ? only_id : NULL)) {
-        job = NULL;             /* the store's callbacks own it now */
-        goto out;
-    }
-    if (job->slot) {
-        job_finish(job);        /* answers the slot */
-        job = NULL;
-        goto out;
+    if (redis_wanted(job)) {
+        /* The slot first: a store callback never runs inside store_scan(). */
+        job->slot = hit_wait(c);
+        if (job->slot && redis_start(job, job->one_rule ? only_id : NULL)) {
+            job = NULL;         /* the store's callbacks own it now */
+            goto out;
+        }
+        if (job->slot) {
+            job_finish(job);    /* nothing sent: answers the slot now */
+            job = NULL;
+            goto out;
+        }
     }
     if (format_reply(job, &text, &len) < 0) {
         reply_err(c, PROTO_E_UNKNOWN, "out of memory");
