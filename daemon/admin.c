@@ -130,7 +130,7 @@ void admin_explain(struct conn *c, const struct proto_req *req)
         }
         pos = 0;
         admin_append_fmt(line, sizeof(line), &pos, "rule=%u id=%s verdict=%s match=", i, r.id_str,
-                   verdict);
+                         verdict);
         {
             char desc[PROTO_LINE_MAX];
 
@@ -173,12 +173,12 @@ void admin_rules(struct conn *c, const struct proto_req *req)
         admin_append_fmt(line, sizeof(line), &pos, " match=");
         admin_append_quoted(line, sizeof(line), &pos, desc);
         admin_append_fmt(line, sizeof(line), &pos,
-                   " credit_limit=%lld reset_seconds=%lld algorithm=%s policy=%s source=%s"
-                   " fast_path=%s store=%s actor=",
-                   (long long)r.credit_limit, (long long)r.reset_seconds, algo_name(r.algo),
-                   policy_name(r.policy),
-                   r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
-                   r.fast_path ? "true" : "false", store_name(r.store));
+                         " credit_limit=%lld reset_seconds=%lld algorithm=%s policy=%s source=%s"
+                         " fast_path=%s store=%s actor=",
+                         (long long)r.credit_limit, (long long)r.reset_seconds, algo_name(r.algo),
+                         policy_name(r.policy),
+                         r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
+                         r.fast_path ? "true" : "false", store_name(r.store));
         admin_append_quoted(line, sizeof(line), &pos, actor);
         admin_append_fmt(line, sizeof(line), &pos, "\n");
         reply_text(c, line);
@@ -239,45 +239,47 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     admit_stats(s->admit, &as);
     admit_stats_text(s->admit, admit_text, sizeof(admit_text));
     admin_append_fmt(buf, sizeof(buf), &pos,
-               "uptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
-               "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
-               "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
-               "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
-               "table_slots=%llu\ntable_live=%llu\nfast_table_slots=%llu\n"
-               "fast_table_live=%llu\ntable_full_events=%llu\nfast_path_hits=%llu\n",
-               (unsigned long long)((now - s->started_ms) / 1000),
-               (unsigned long long)(as.tcp_conns + as.unix_conns + as.reserve_conns),
-               (unsigned long long)sum.hits, (unsigned long long)sum.accepted,
-               (unsigned long long)sum.rejected, (unsigned long long)sum.canary_accepted,
-               (unsigned long long)sum.canary_rejected, (unsigned long long)sum.errors,
-               (unsigned long long)ok, (unsigned long long)rejected,
-               (unsigned long long)gen, (unsigned long long)n_rules,
-               (unsigned long long)priv.slots, (unsigned long long)priv.live,
-               (unsigned long long)fast.slots, (unsigned long long)fast.live,
-               (unsigned long long)(sum.table_full + table_fast_full(s->o.fast)),
-               (unsigned long long)table_fast_hits(s->o.fast));
+                     "uptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
+                     "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
+                     "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
+                     "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
+                     "table_slots=%llu\ntable_live=%llu\nfast_table_slots=%llu\n"
+                     "fast_table_live=%llu\ntable_full_events=%llu\nfast_path_hits=%llu\n",
+                     (unsigned long long)((now - s->started_ms) / 1000),
+                     (unsigned long long)(as.tcp_conns + as.unix_conns + as.reserve_conns),
+                     (unsigned long long)sum.hits, (unsigned long long)sum.accepted,
+                     (unsigned long long)sum.rejected, (unsigned long long)sum.canary_accepted,
+                     (unsigned long long)sum.canary_rejected, (unsigned long long)sum.errors,
+                     (unsigned long long)ok, (unsigned long long)rejected,
+                     (unsigned long long)gen, (unsigned long long)n_rules,
+                     (unsigned long long)priv.slots, (unsigned long long)priv.live,
+                     (unsigned long long)fast.slots, (unsigned long long)fast.live,
+                     (unsigned long long)(sum.table_full + table_fast_full(s->o.fast)),
+                     (unsigned long long)table_fast_hits(s->o.fast));
     /* docs/redis.md "Monitoring": state unused (no rule needs Redis), up, down. */
     admin_append_fmt(buf, sizeof(buf), &pos,
-               "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\nredis_errors=%llu\n"
-               "redis_timeouts=%llu\nredis_breaker_trips=%llu\nredis_fallbacks=%llu\n"
-               "redis_lease_fetches=%llu\nredis_noscript=%llu\nredis_refill_hints=%llu\n"
-               "redis_refill_hints_dropped=%llu\n",
-               !rs.wanted ? "unused" : rs.breaker_open ? "down" : "up", rs.conns_up,
-               (unsigned long long)rs.requests, (unsigned long long)rs.errors,
-               (unsigned long long)rs.timeouts, (unsigned long long)rs.trips,
-               (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
-               (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
-               (unsigned long long)sum.refill_dropped);
-    admin_append_fmt(buf, sizeof(buf), &pos, "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
-               (unsigned long long)prv.slots, (unsigned long long)prv.live);
+                     "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\n"
+                     "redis_errors=%llu\n"
+                     "redis_timeouts=%llu\nredis_breaker_trips=%llu\nredis_fallbacks=%llu\n"
+                     "redis_lease_fetches=%llu\nredis_noscript=%llu\nredis_refill_hints=%llu\n"
+                     "redis_refill_hints_dropped=%llu\n",
+                     !rs.wanted ? "unused" : rs.breaker_open ? "down" : "up", rs.conns_up,
+                     (unsigned long long)rs.requests, (unsigned long long)rs.errors,
+                     (unsigned long long)rs.timeouts, (unsigned long long)rs.trips,
+                     (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
+                     (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
+                     (unsigned long long)sum.refill_dropped);
+    admin_append_fmt(buf, sizeof(buf), &pos,
+                     "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
+                     (unsigned long long)prv.slots, (unsigned long long)prv.live);
     admin_append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
     /* docs/redis.md "Monitoring": where the store is, since when it is down,
      * what answers then, and how many rules keep their counters there. */
     admin_append_fmt(buf, sizeof(buf), &pos,
-               "redis_address=%s\nredis_on_error=%s\nredis_down_seconds=%llu\n"
-               "redis_rules_strict=%zu\nredis_rules_lease=%zu\n",
-               address, on_error_name(s->o.on_redis_error),
-               (unsigned long long)(rs.down_ms / 1000), n_strict, n_lease);
+                     "redis_address=%s\nredis_on_error=%s\nredis_down_seconds=%llu\n"
+                     "redis_rules_strict=%zu\nredis_rules_lease=%zu\n",
+                     address, on_error_name(s->o.on_redis_error),
+                     (unsigned long long)(rs.down_ms / 1000), n_strict, n_lease);
     /* Denied TAKEs by cause (metrics.h), names as divvy_denials_total's. */
     for (unsigned d = 0; d < METRICS_N_DENY; d++) {
         char name[32];
@@ -286,7 +288,7 @@ void admin_stats(struct conn *c, const struct proto_req *req)
         for (char *p = name; *p; p++)
             *p = *p == '-' ? '_' : *p;
         admin_append_fmt(buf, sizeof(buf), &pos, "denials_%s=%llu\n", name,
-                   (unsigned long long)sum.denials[d]);
+                         (unsigned long long)sum.denials[d]);
     }
     for (size_t i = 0; i < pos; i++)
         n_lines += buf[i] == '\n';

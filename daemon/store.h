@@ -5,11 +5,13 @@
  * owns one struct store_conn: a hiredis async connection attached to the
  * worker's own libevent loop, over which its requests are pipelined.
  *
- * Requests are typed calls of the Lua scripts (store_window(), store_bucket(),
- * store_sliding(), store_lease(); their text, ARGV and answers are in
- * daemon/store_script.h), run with EVALSHA (each script loaded with SCRIPT
- * LOAD at every connect and again after NOSCRIPT), and DEL.  Every request carries a deadline: hiredis 0.14 has no async timeouts,
- * so one libevent timer per connection watches the oldest deadline, and a
+ * Requests are typed calls of the Lua scripts (store_window(),
+ * store_bucket(), store_sliding(), store_lease(); their text, ARGV and
+ * answers are in daemon/store_script.h), run with EVALSHA (each script
+ * loaded with SCRIPT LOAD at every connect and again after NOSCRIPT), DEL
+ * and SCAN (store_scan(), for COUNTERS).  Every request carries a deadline:
+ * hiredis 0.14 has no async timeouts, so one libevent timer per connection
+ * watches the oldest deadline, and a
  * request past it drops the connection (Redis answers in order, so nothing
  * behind it can be answered first).  The first failure of any kind trips a
  * breaker shared by all workers: from then on every request refuses at once

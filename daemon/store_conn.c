@@ -617,8 +617,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     }
     if (r->type == REDIS_REPLY_ERROR) {
         /* After SCRIPT FLUSH or a failover: load it again, retry once. */
-        if (q->kind == REQ_USER && q->cmd == STORE_CMD_CALL && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
-            q->retries < NOSCRIPT_RETRIES && sc->ac == ac) {
+        if (q->kind == REQ_USER && q->cmd == STORE_CMD_CALL &&
+            strncmp(r->str, "NOSCRIPT", 8) == 0 && q->retries < NOSCRIPT_RETRIES &&
+            sc->ac == ac) {
             store_inc(&sc->st->noscript);
             q->retries++;
             if (send_script_load(sc, q->call.script, REQ_IGNORE) >= 0 &&
