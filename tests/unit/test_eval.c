@@ -147,11 +147,13 @@ static void test_eval_continue_denial_decides_and_spares_later_rules(void **stat
     res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0);
     assert_true(res.allowed);
     assert_int_equal(res.decider, 2);
-    assert_int_equal(res.credit, 2);            /* the stop rule's answer */
-    assert_int_equal(res.o[0].credit, 1);       /* the continue rule was charged too */
+    assert_int_equal(res.o[1].credit, 2);       /* the stop rule was charged ... */
+    assert_int_equal(res.o[0].credit, 1);       /* ... and the continue rule too */
+    assert_int_equal(res.credit, 1);            /* the reply: the tighter of the two */
+    assert_int_equal(res.limiter, 1);
     res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0 + 10);
     assert_true(res.allowed);
-    assert_int_equal(res.credit, 1);
+    assert_int_equal(res.credit, 0);
     res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0 + 20);
     assert_false(res.allowed);
     assert_int_equal(res.decider, 1);            /* the continue rule said no */
@@ -241,6 +243,74 @@ static void test_eval_reset_skips_unresettable_rules(void **state)
     rules_free(rules);
 }
 
+/* Compiles @spec into f->env.rules (freed by use_default_rules()). */
+static void use_rules(struct fixture *f, struct rules_spec *spec)
+{
+    struct rules *rules;
+    struct diag diag;
+
+    diag_init(&diag);
+    if (rules_compile(spec, 3, &rules, &diag) < 0)
+        fail_msg("%s", diag.n ? diag.e[0].msg : "rules_compile failed");
+    rules_spec_free(spec);
+    f->env.rules = rules;
+}
+
+static void use_default_rules(struct fixture *f)
+{
+    rules_free((struct rules *)f->env.rules);
+    f->env.rules = f->rules;
+}
+
+/*
+ * An allowed request reports the tightest limit that charged (least credit,
+ * on a tie the longer reset), as Envoy's rate-limit service does; canary
+ * rules and rules that keep no counter are not limits.  A per-user rule with
+ * 7 left before a per-source rule with 47 left replies 7.
+ */
+static void test_eval_continue_reports_tightest_limit(void **state)
+{
+    struct fixture *f = *state;
+    struct rules_spec spec = { 0 };
+    struct eval_result res;
+
+    add_rule(&spec, 1, "user", "*", NULL, NULL, 1, 60, RULES_POLICY_CANARY, NULL);
+    add_rule(&spec, 2, "user", "*", NULL, NULL, 8, 60, RULES_POLICY_CONTINUE, "user");
+    add_rule(&spec, 3, "src", "*", NULL, NULL, 48, 3600, RULES_POLICY_STOP, "src");
+    add_rule(&spec, 4, "tie", "*", NULL, NULL, 8, 3600, RULES_POLICY_STOP, "tie");
+    add_rule(&spec, 5, "free", "*", NULL, NULL, 3, 0, RULES_POLICY_STOP, NULL);
+    add_rule(&spec, 6, NULL, NULL, NULL, NULL, 0, 0, RULES_POLICY_STOP, NULL);
+    use_rules(f, &spec);
+
+    res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 7);
+    assert_int_equal(res.reset_s, 60);
+    assert_int_equal(res.decider, 2);            /* the stop rule decided ... */
+    assert_int_equal(res.limiter, 1);            /* ... the per-user rule is the limit */
+    assert_int_equal(res.o[0].credit, 0);        /* the canary is not a limit */
+    /* A PEEK predicts the same. */
+    res = hit(f, "PEEK user=u src=s\n", TABLE_PEEK, T0 + 1000);
+    assert_int_equal(res.credit, 7);
+    assert_int_equal(res.reset_s, 59);
+    /* The same credit left: the longer wait is the tighter limit. */
+    res = hit(f, "HIT user=v tie=t\n", TABLE_TAKE, T0);
+    assert_int_equal(res.credit, 7);
+    assert_int_equal(res.reset_s, 3600);
+    assert_int_equal(res.limiter, 3);
+    /* reset_seconds = 0 keeps no counter: the continue rule's answer. */
+    res = hit(f, "HIT user=w free=1\n", TABLE_TAKE, T0);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 7);
+    assert_int_equal(res.decider, 4);
+    assert_int_equal(res.limiter, 1);
+    /* A RESET replies the deciding rule's counter after the reset. */
+    res = hit(f, "RESET user=u src=s\n", TABLE_RESET, T0 + 2000);
+    assert_int_equal(res.credit, 48);
+    assert_int_equal(res.limiter, 2);
+    use_default_rules(f);
+}
+
 static void test_eval_full_table_applies_policy(void **state)
 {
     struct fixture *f = *state;
@@ -283,6 +353,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eval_always_allow_touches_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_continue_denial_decides_and_spares_later_rules,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_continue_reports_tightest_limit, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_eval_canary_answer_is_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_window_resets_after_reset_seconds, setup,
                                         teardown),
