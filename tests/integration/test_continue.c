@@ -8,7 +8,8 @@
  * same on every path that walks the rules (common/eval.h eval_walk()):
  * divvyd's local path over the socket, libdivvy's fast path in-process
  * (divvy_hit() through the shared table), and divvyd's Redis path with a
- * strict token bucket or a lease rule in the chain.
+ * strict token bucket or a lease rule in the chain, also when a reload comes
+ * in while a hit waits for Redis.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,73 @@ static void test_continue_tightest_redis(void **state)
     redis_stop(rs);
 }
 
+/*
+ * A reload while a hit waits for Redis at the strict rule: the rest of its
+ * path is matched again under the new rules, less the rules already
+ * applied (by id): the bucket is charged once, the ip rule once, and the
+ * reply is still the tightest.
+ */
+static void test_continue_redis_reload_while_waiting(void **state)
+{
+    static const char rules[] = RULES_TEXT("store = \"strict\";", "");
+    static const char more_rules[] =
+        "{ match = { other = \"x\"; }; label = \"other\"; credit_limit = 1;\n"
+        "  reset_seconds = 60; },\n" RULES_TEXT("store = \"strict\";", "");
+    struct redis_srv *rs = NULL;
+    struct harness_daemon *d;
+    struct harness_conn *c, *admin;
+    char *conf, line[HARNESS_LINE];
+    long long sent, now;
+    bool allowed;
+    long long credit, secs;
+    uint64_t deadline;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "local", "closed", 10000, NULL, rules);
+    assert_non_null(conf);
+    d = redis_divvyd(conf, 1);
+    free(conf);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_connect(d, HARNESS_UNIX, &admin));
+    EXPECT_OK(c, "HIT user=gina ip=10.0.0.9", true, 7, 59, 60);
+    CHECK(harness_get_stat(admin, "redis_requests", &sent));
+
+    /* The next hit waits for a stopped Redis at the strict rule. */
+    redis_pause(rs, true);
+    CHECK(harness_sendf(c, "HIT user=gina ip=10.0.0.9\n"));
+    deadline = harness_now_ms() + 5000;
+    do {
+        CHECK(harness_get_stat(admin, "redis_requests", &now));
+        if (now > sent)
+            break;
+        harness_pause_ms(10);
+    } while (harness_now_ms() < deadline);
+    if (now <= sent) {
+        redis_pause(rs, false);
+        fail_msg("the hit never reached Redis");
+    }
+    conf = redis_config(rs, "local", "closed", 10000, NULL, more_rules);
+    assert_non_null(conf);
+    CHECK(harness_write_config(d, conf));
+    free(conf);
+    CHECK(harness_cmd(admin, "RELOAD", line, sizeof(line)));
+    redis_pause(rs, false);
+    if (strncmp(line, "OK reloaded", 11) != 0)
+        fail_msg("RELOAD: %s", line);
+
+    CHECK(harness_recv_line(c, line, sizeof(line), 10000));
+    CHECK(harness_parse_ok(line, &allowed, &credit, &secs));
+    if (!allowed || credit != 6 || secs < 59 || secs > 120)
+        fail_msg("the waiting hit: \"%s\", want OK true 6 59..120", line);
+    /* Each rule charged once: 5 left in the bucket, 46 for the ip. */
+    EXPECT_OK_RULE(c, "TAKE 1 user=gina ip=10.0.0.9", true, 5, 59, 180, "ip");
+    EXPECT_OK_RULE(c, "PEEK ip=10.0.0.9", true, 45, 3599, 3600, "ip");
+    harness_close(admin);
+    harness_close(c);
+    redis_stop(rs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -174,6 +242,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_continue_tightest_fast_path, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_continue_tightest_redis, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_continue_redis_reload_while_waiting, harness_setup,
                                         redis_teardown),
     };
 
