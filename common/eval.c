@@ -87,13 +87,16 @@ enum table_op eval_rule_op(const struct rules_rule *r, enum table_op op, uint64_
 int eval_full(const struct eval_env *env, const struct rules_rule *r, int rc,
               struct eval_outcome *o)
 {
+    int allow;
+
     /* Login counters are never silently not counted (DESIGN §4). */
     if (env->privileged && eval_table(env, r) == env->privileged)
         return rc;
     o->table_full = true;
-    if (env->full_defer)
+    allow = env->full_from ? table_when_full(env->full_from) : env->full_allow;
+    if (allow < 0)
         return EVAL_WAIT;
-    o->allowed = env->full_allow;
+    o->allowed = allow == 1;
     return 0;
 }
 
@@ -178,10 +181,11 @@ bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eva
     res->reset_s = o->reset_s;
     res->decider = o->rule;
     res->limiter = o->rule;
-    if (!o->allowed || op == TABLE_RESET)
+    if (!o->allowed || op == TABLE_RESET || res->n < 2)
         return true;
-    /* Allowed: the reply is the tightest limit that charged.  Every
-     * non-canary outcome before this one is an allowing continue rule's. */
+    /* Allowed after other rules: the reply is the tightest limit that
+     * charged.  Every non-canary outcome before this one is an allowing
+     * continue rule's. */
     tight = o->counted ? o : NULL;
     for (unsigned i = 0; i < res->n; i++) {
         const struct eval_outcome *c = &res->o[i];
@@ -230,7 +234,7 @@ int eval_request(const struct eval_env *env, const struct rules_req *req, enum t
     memset(ret, 0, sizeof(*ret));
     w.n_path = rules_match(env->rules, req, idx);
     rc = eval_walk(&w, host_step, &hs);
-    /* No step of the host tables waits (env->full_defer is for libdivvy). */
+    /* No step of the host tables waits (env->full_from is libdivvy's). */
     if (rc == 0)
         return -EINVAL;
     return rc < 0 ? rc : 0;

@@ -28,10 +28,10 @@ struct eval_env {
     struct table *privileged;   /* counters of source = privileged rules; NULL: they use priv.
                                  * When set, a privileged rule that finds no free counter is
                                  * an error (-ENOSPC/-EDQUOT), not the full-table policy */
-    bool full_allow;            /* full table / max_actors: allow (true) or deny */
-    bool full_defer;            /* ... neither: the policy is not known here (a fast-path
-                                 * client of a divvyd that announces none): the rule's step
-                                 * returns EVAL_WAIT and divvyd decides */
+    bool full_allow;            /* full table / max_actors: allow (true) or deny ... */
+    const struct table *full_from;  /* ... or, when set, as this table's control page
+                                     * announces (table_when_full(): libdivvy's fast path);
+                                     * announced none: EVAL_WAIT, divvyd decides */
 };
 
 /* What one rule on the request's path said. */
@@ -96,11 +96,12 @@ enum table_op eval_rule_op(const struct rules_rule *r, enum table_op op, uint64_
 
 /*
  * The full-table policy, for rule @r whose counter found no slot (@rc is
- * -ENOSPC, or -EDQUOT: the rule at max_actors): 0 with *@o (rule and index
- * already set) a table_full outcome answered by env->full_allow; @rc for a
- * privileged rule with env->privileged set (login counters are never
- * silently not counted, DESIGN §4: the requester is told ERR no-counter);
- * EVAL_WAIT with o->table_full set under env->full_defer.
+ * -ENOSPC, or -EDQUOT: the rule at max_actors): 0 with *@o (its rule
+ * already set) a table_full outcome answered by env->full_allow or
+ * env->full_from; @rc for a privileged rule with env->privileged set (login
+ * counters are never silently not counted, DESIGN §4: the requester is told
+ * ERR no-counter); EVAL_WAIT with o->table_full set when env->full_from
+ * announces no policy.
  */
 int eval_full(const struct eval_env *env, const struct rules_rule *r, int rc,
               struct eval_outcome *o);
@@ -111,7 +112,7 @@ int eval_full(const struct eval_env *env, const struct rules_rule *r, int rc,
  * env->privileged set: -ENOSPC (that table full) or -EDQUOT (the rule at
  * max_actors); for such a rule a PEEK of an absent counter answers the same
  * when a TAKE could not claim one (table_room_prepared()).  EVAL_WAIT only
- * under env->full_defer. */
+ * from eval_full(). */
 int eval_rule(const struct eval_env *env, const struct rules_rule *r,
               const struct rules_req *req, enum table_op op, uint64_t n, uint64_t now_ms,
               struct eval_outcome *ret);

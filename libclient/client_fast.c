@@ -515,9 +515,7 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
     struct client_fast *f = &h->fast;
     /* A full table is answered with the daemon's announced when_full, as
      * divvyd would; an older divvyd announces none: it decides. */
-    int when_full = table_when_full(f->table);
-    struct eval_env env = { .rules = f->rules, .fast = f->table, .full_allow = when_full == 1,
-                            .full_defer = when_full < 0 };
+    struct eval_env env = { .rules = f->rules, .fast = f->table, .full_from = f->table };
     struct fast_step fs = { .h = h, .env = &env, .rq = rq, .actor_kv = actor_kv,
                             .amount = amount, .now = now, .n_rules = rules_count(f->rules),
                             .ret_why = ret_why };
