@@ -311,6 +311,69 @@ static void test_eval_continue_reports_tightest_limit(void **state)
     use_default_rules(f);
 }
 
+/* A step that leaves the continue rule (index 1) to "another store". */
+struct wait_step {
+    const struct eval_env *env;
+    const struct rules_req *req;
+    struct rules_rule r;
+    unsigned steps;
+};
+
+static int wait_step(void *ctx, const struct eval_walk *at, const struct rules_rule **ret_r,
+                     struct eval_outcome *o)
+{
+    struct wait_step *ws = ctx;
+
+    ws->steps++;
+    assert_int_equal(rules_get(ws->env->rules, at->path[at->pos], &ws->r), 0);
+    *ret_r = &ws->r;
+    if (ws->r.index == 1)
+        return EVAL_WAIT;
+    return eval_rule(ws->env, &ws->r, ws->req, at->op, 1, T0, o);
+}
+
+/* The walk stops at a step that waits and resumes where it stopped, as
+ * divvyd's Redis path does (hit_resume()). */
+static void test_eval_walk_waits_and_resumes(void **state)
+{
+    struct fixture *f = *state;
+    static struct proto_req preq;
+    uint32_t path[RULES_MATCH_MAX];
+    struct rules_req req;
+    struct eval_result res = { 0 };
+    struct wait_step ws = { .env = &f->env, .req = &req };
+    struct eval_walk w = { .path = path, .op = TABLE_TAKE, .res = &res };
+    struct eval_outcome remote = { .rule = 1, .allowed = true, .counted = true, .credit = 1,
+                                   .reset_s = 30 };
+    struct rules_rule r;
+
+    req_of(&preq, &req, "HIT user=u src=s\n");
+    w.n_path = rules_match(f->env.rules, &req, path);
+    assert_int_equal(w.n_path, 2);
+    assert_int_equal(eval_walk(&w, wait_step, &ws), 0);        /* waits ... */
+    assert_int_equal(w.pos, 0);                                 /* ... at the continue rule */
+    assert_int_equal(res.n, 0);
+    assert_int_equal(rules_get(f->env.rules, path[w.pos], &r), 0);
+    assert_false(eval_walk_settle(&w, &r, &remote));            /* its answer: allowed */
+    assert_int_equal(w.pos, 1);
+    assert_int_equal(eval_walk(&w, wait_step, &ws), 1);        /* the stop rule decides */
+    assert_int_equal(ws.steps, 2);
+    assert_int_equal(res.decider, 2);
+    assert_int_equal(res.n, 2);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 1);                            /* the waited rule is tighter */
+    assert_int_equal(res.reset_s, 30);
+    assert_int_equal(res.limiter, 1);
+    /* A denial settled after the wait decides at once. */
+    memset(&res, 0, sizeof(res));
+    w.pos = 0;
+    remote.allowed = false;
+    remote.credit = 0;
+    assert_true(eval_walk_settle(&w, &r, &remote));
+    assert_false(res.allowed);
+    assert_int_equal(res.decider, 1);
+}
+
 static void test_eval_full_table_applies_policy(void **state)
 {
     struct fixture *f = *state;
@@ -355,6 +418,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_continue_reports_tightest_limit, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_eval_walk_waits_and_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_canary_answer_is_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_window_resets_after_reset_seconds, setup,
                                         teardown),
