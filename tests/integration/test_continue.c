@@ -107,6 +107,21 @@ static void test_continue_tightest_fast_path(void **state)
     harness_close(c);
 }
 
+/* divvyd (one worker) on @rs's Redis with @rules, and a connection to it. */
+static struct harness_daemon *redis_daemon(const struct redis_srv *rs, unsigned timeout_ms,
+                                           const char *extra_store, const char *rules,
+                                           struct harness_conn **ret_c)
+{
+    struct harness_daemon *d;
+    char *conf = redis_config(rs, "local", "closed", timeout_ms, extra_store, rules);
+
+    assert_non_null(conf);
+    d = redis_divvyd(conf, 1);
+    free(conf);
+    CHECK(harness_connect(d, HARNESS_UNIX, ret_c));
+    return d;
+}
+
 /* A strict (Redis) token bucket in the chain, then a lease rule. */
 static void test_continue_tightest_redis(void **state)
 {
@@ -121,26 +136,17 @@ static void test_continue_tightest_redis(void **state)
     struct redis_srv *rs = NULL;
     struct harness_daemon *d;
     struct harness_conn *c;
-    char *conf;
     int allowed_n;
 
     (void)state;
     CHECK(redis_start(&rs));
-    conf = redis_config(rs, "local", "closed", 1000, NULL, strict_rules);
-    assert_non_null(conf);
-    d = redis_divvyd(conf, 1);
-    free(conf);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    d = redis_daemon(rs, 1000, NULL, strict_rules, &c);
     expect_chain(c, "erin");
     EXPECT_OK_RULE(c, "PEEK ip=10.0.0.1", true, 40, 3599, 3600, "ip");
     harness_close(c);
     harness_free(d);
 
-    conf = redis_config(rs, "local", "closed", 1000, "lease_max = 40;", lease_rules);
-    assert_non_null(conf);
-    d = redis_divvyd(conf, 1);
-    free(conf);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    redis_daemon(rs, 1000, "lease_max = 40;", lease_rules, &c);
     /* The lease rule (its pool of 8 in Redis) is the tighter limit: its
      * credit (this host's lease plus the pool's remainder as last seen)
      * and its window, never the ip rule's 40-odd credits and hour.  A
@@ -190,11 +196,7 @@ static void test_continue_redis_reload_while_waiting(void **state)
 
     (void)state;
     CHECK(redis_start(&rs));
-    conf = redis_config(rs, "local", "closed", 10000, NULL, rules);
-    assert_non_null(conf);
-    d = redis_divvyd(conf, 1);
-    free(conf);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    d = redis_daemon(rs, 10000, NULL, rules, &c);
     CHECK(harness_connect(d, HARNESS_UNIX, &admin));
     EXPECT_OK(c, "HIT user=gina ip=10.0.0.9", true, 7, 59, 60);
     CHECK(harness_get_stat(admin, "redis_requests", &sent));
