@@ -55,12 +55,22 @@ CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o)
 CTL_OBJS    := $(CTL_SRCS:%.c=$(B)/%.o)
 PAM_OBJS    := $(PAM_SRCS:%.c=$(B)/%.o)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:docs/examples/%.c=$(B)/examples/%)
-# libdivvy carries the common modules of the hit path, never the config loaders.
-LIBDIVVY_COMMON := $(addprefix $(B)/common/,$(addsuffix .o, \
-                   algo clock diag eval glob hash proto rules rules_spec table))
+# common/ is two archives.  What clients link (libdivvy, pam_divvy.so,
+# divvy-bench): the compiled-rule loader and matcher, the table's CAS core,
+# attach and leases, algorithms, codec, eval; every common/ file not named
+# below.  COMMON_DAEMON is what only divvyd and divvyctl need: validator,
+# compiler, table creation, sweep, move and snapshots, the config loaders.
+# LIBCOMMON holds both; check-symbols proves no client carries the second.
+COMMON_DAEMON   := $(wildcard common/config*.c) $(addprefix common/,$(addsuffix .c, \
+                   diag ini rules_compile rules_spec rules_validate secret suggest \
+                   table_create table_move table_snapshot table_sweep))
+LIBDIVVY_COMMON := $(filter-out $(COMMON_DAEMON:%.c=$(B)/%.o),$(COMMON_OBJS))
+LIBCOMMON_CLIENT := $(B)/libdivvycommon-client.a
+LIBCOMMON_DAEMON := $(B)/libdivvycommon-daemon.a
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
 ITEST_OBJS  := $(ITEST_LIB:%.c=$(B)/%.o)
+ITEST_A     := $(B)/tests/libharness.a
 
 DIVVYD      := $(B)/divvyd
 BENCH       := $(B)/divvy-bench
@@ -127,8 +137,9 @@ $(LIBDIVVYD): $(DAEMON_LIB_OBJS)
 $(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON) $(LIBS)
 
-$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
+$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) \
+          $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
 # script) and static; divvy.pc from libclient/divvy.pc.in.
@@ -148,6 +159,20 @@ $(LIBCLIENT_A): $(CLIENT_OBJS)
 $(PC_FILE): libclient/divvy.pc.in Makefile
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# common/ for clients, and its daemon-only part alone (for check-symbols).
+$(LIBCOMMON_CLIENT): $(LIBDIVVY_COMMON)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(LIBCOMMON_DAEMON): $(COMMON_DAEMON:%.c=$(B)/%.o)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+# No daemon-only symbol in libdivvy.so or pam_divvy.so (run by check-unit).
+.PHONY: check-symbols
+check-symbols: $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
+	@tests/unit/client_symbols.sh $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
+check-unit: check-symbols
 
 # divvyctl: the public API through libdivvy.so; common/ only for check/convert.
 $(DIVVYCTL): $(CTL_OBJS) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
@@ -177,14 +202,24 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_S
 	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) -o $@ $< \
 	    $(LIBDIVVYD) $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
+# test_verb: the verb table alone; the handlers of other modules and the
+# replies are its fakes.
+$(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
+    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_counters \
+    -Wl,--wrap=reply_err,--wrap=reply_text
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
 # libdivvy through its shared library, divvyctl and pam_divvy.so from build/.
-$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_OBJS) $(LIBDIVVYD) $(LIBCOMMON) $(DIVVYD) \
+# The harness modules (harness*.c) as an archive: a test links those it uses.
+$(ITEST_A): $(ITEST_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(DIVVYD) \
                    $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
-	    -o $@ $< $(ITEST_OBJS) $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
+	    -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
 # Every test binary runs even when an earlier one fails, and says how long it
@@ -196,6 +231,7 @@ ITEST_ENV = DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
             PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B))
 
 check-unit: $(UNIT_BINS)
+	@tests/check_layers.sh
 	@$(call run_tests,$(UNIT_BINS),)
 
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS) $(BENCH)
@@ -251,7 +287,7 @@ clang:
 	@$(call suite,CC=$(CLANG) B=build-clang)
 
 # ThreadSanitizer (clang) over every unit test: none of them uses liburcu, whose
-# barriers TSan cannot see (daemon/main.c, reload.c and srv.c are the RCU code;
+# barriers TSan cannot see (daemon/main.c, reload.c, srv.c, admin.c and verb.c are the RCU code;
 # the integration suites run that daemon and are left out).  test_table skips
 # its cross-process cases itself: TSan emulates 16-byte atomics with a lock
 # private to each process.  TSAN_EXCLUDE names unit tests to leave out.
@@ -328,15 +364,17 @@ build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h; fuzz_redis_reply includes daemon/store.c,
-# store_conn.c and store_script.c, the sentinel.c, addr.c and redis_async.c they
-# call, and log.c.
+# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store*.c, built
+# with the modules it calls, all instrumented; its log.c calls go to a sink
+# through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
-build-fuzz/fuzz_redis_reply: daemon/store.c daemon/store.h daemon/store_script.c \
-                             daemon/store_script.h daemon/store_conn.c daemon/store_int.h \
-                             daemon/log.c daemon/log.h \
-                             daemon/sentinel.c daemon/sentinel.h daemon/addr.c daemon/addr.h \
-                             daemon/redis_async.c daemon/redis_async.h
+FUZZ_STORE_SRCS := $(addprefix daemon/,store.c store_conn.c store_script.c sentinel.c sentinel_watch.c \
+                                redis_async.c addr.c log.c)
+build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ_STORE_SRCS) \
+                             $(wildcard daemon/*.h)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
+	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
@@ -411,8 +449,8 @@ ifneq ($(CLIENT_SRCS),)
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
 endif
 	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
-	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o $(LIBCOMMON) \
-	    $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o \
+	    $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
 ifneq ($(CTL_SRCS),)
 	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBCOMMON) -L$(B) -ldivvy \
 	    $(LIBS)

@@ -385,6 +385,18 @@ void admit_stats(struct admit *a, struct admit_stats *ret)
     ret->output_paused = __atomic_load_n(&a->paused, __ATOMIC_RELAXED);
 }
 
+size_t admit_peers(struct admit *a)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&a->lock);
+    for (size_t i = 0; i < PEER_BUCKETS; i++)
+        for (const struct admit_entry *e = a->buckets[i]; e; e = e->next)
+            n++;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
 size_t admit_stats_text(struct admit *a, char *buf, size_t size)
 {
     struct admit_stats st;

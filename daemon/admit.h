@@ -7,7 +7,7 @@
  * 0, the admin group) may use, per-peer caps (per uid on Unix, per source
  * address on TCP: IPv4 /32, IPv6 /64), and one budget for the output all
  * connections buffer.  It also holds the timeout policy (idle, slow request,
- * stalled output) that srv.c's per-worker sweep applies.
+ * stalled output) that conn.c's per-worker sweep applies.
  *
  * Owns the per-peer table and every count.  Accept and close take one small
  * mutex (never the hit path); the output budget and the statistics are
@@ -158,6 +158,11 @@ unsigned admit_sweep_ms(const struct admit *a);
 
 /* A snapshot of the counts (relaxed loads).  Any thread. */
 void admit_stats(struct admit *a, struct admit_stats *ret);
+
+/* How many peers the per-peer table holds now (an unprivileged peer has an
+ * entry while it has a connection open; none left once all have left, so
+ * nothing grows with peers gone).  Takes the lock; any thread. */
+size_t admit_peers(struct admit *a);
 
 /* STATS' admission lines ("name=value\n" each, docs/protocol.md) into @buf;
  * returns how many, or 0 (and "") when @size is too small. */

@@ -2,7 +2,7 @@
 /*
  * peer: who is at the other end of a Unix stream socket.  The one place
  * divvyd reads SO_PEERCRED and SO_PEERGROUPS (SO_PEERCRED alone names only
- * the primary group), for the admin group (srv.c) and the fast-path group
+ * the primary group), for the admin group (conn.c) and the fast-path group
  * (fastfd.c).  Pure: no state, no logging, thread-safe.
  */
 #ifndef DIVVY_PEER_H

@@ -12,6 +12,10 @@
  * takes a slot in its connection's FIFO of pending replies, and replies of
  * later requests queue behind it until it is answered, so every connection
  * still gets its replies in request order (docs/daemon.md).
+ *
+ * The server's stages are modules of their own, sharing struct srv through
+ * srv_int.h: listener.c, worker.c, conn.c, verb.c, admin.c, and srv.c (the
+ * server itself and the hit path).  main.c needs only this header.
  */
 #ifndef DIVVY_SRV_H
 #define DIVVY_SRV_H

@@ -26,7 +26,7 @@ static uint64_t ld(const uint64_t *p)
     return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-static const char *where(const struct store *st, char *buf, size_t size)
+const char *store_where(const struct store *st, char *buf, size_t size)
 {
     if (st->sentinel)
         sentinel_describe(st->sentinel, buf, size);
@@ -49,7 +49,7 @@ void store_trip(struct store *st, const char *why)
     __atomic_store_n(&st->opened_ms, clock_now_ms(), __ATOMIC_RELAXED);
     store_inc(&st->trips);
     log_msg(LOG_WARNING, "redis %s: %s; breaker open: hits use on_redis_error until it is back",
-            where(st, w, sizeof(w)), why);
+            store_where(st, w, sizeof(w)), why);
     if (st->o.on_breaker)
         st->o.on_breaker(st->o.arg, true);
 }
@@ -63,7 +63,7 @@ void store_untrip(struct store *st)
                                      __ATOMIC_RELAXED))
         return;
     log_msg(LOG_NOTICE, "redis %s is back after %llu ms: breaker closed",
-            where(st, w, sizeof(w)),
+            store_where(st, w, sizeof(w)),
             (unsigned long long)(clock_now_ms() - __atomic_load_n(&st->opened_ms,
                                                                   __ATOMIC_RELAXED)));
     if (st->o.on_breaker)
@@ -201,7 +201,7 @@ const char *store_address(const struct store *st, char *buf, size_t size)
             snprintf(buf, size, "sentinel:%s", name);
         }
     } else {
-        where(st, buf, size);
+        store_where(st, buf, size);
     }
     for (char *p = buf; *p; p++) {
         if (*p == ' ' || *p == '"' || (unsigned char)*p < 0x20)

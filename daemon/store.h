@@ -96,6 +96,10 @@ int store_conn_new(struct store *st, struct event_base *base, struct store_conn 
  * before this returns), closes and frees.  NULL-safe. */
 void store_conn_free(struct store_conn *sc);
 
+/* True while @sc has a hiredis connection, connected or connecting; false
+ * while it is down (waiting to retry).  @sc's thread. */
+bool store_conn_active(const struct store_conn *sc);
+
 /*
  * Calls a script on key @key (@key_len bytes) with the arguments @a
  * (store_script.h), by EVALSHA.  @deadline_ms (CLOCK_MONOTONIC,
@@ -177,5 +181,9 @@ void store_stats(const struct store *st, struct store_stats *ret);
  * "sentinel:NAME" (plus "@HOST:PORT" once a sentinel named the master); no
  * space, quote or control byte (each shown as '_').  Thread-safe. */
 const char *store_address(const struct store *st, char *buf, size_t size);
+
+/* Where @st's Redis is, for log lines: "master NAME" (Sentinel),
+ * "unix:PATH" or "HOST:PORT", in @buf (@size bytes), which it returns. */
+const char *store_where(const struct store *st, char *buf, size_t size);
 
 #endif

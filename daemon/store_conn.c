@@ -692,6 +692,11 @@ int store_conn_new(struct store *st, struct event_base *base, struct store_conn 
     return 0;
 }
 
+bool store_conn_active(const struct store_conn *sc)
+{
+    return sc->ac != NULL;
+}
+
 void store_conn_free(struct store_conn *sc)
 {
     struct sreq *q;

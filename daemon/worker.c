@@ -21,6 +21,8 @@
 #include "store.h"
 #include "worker.h"
 
+#define STOP_GRACE_MS     2000      /* a stopping worker's connections get this long */
+
 static void on_grace(evutil_socket_t fd, short what, void *arg)
 {
     struct worker *w = arg;

@@ -17,8 +17,6 @@
 #include "metrics.h"
 #include "proto.h"
 
-#define STOP_GRACE_MS     2000      /* a stopping worker's connections get this long */
-
 struct srv;
 struct conn;
 struct hit;

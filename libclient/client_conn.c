@@ -6,8 +6,8 @@
  * request deadline, and reconnects once, transparently, when a connection
  * kept from an earlier call turns out to be dead (the daemon restarted).
  * Never raises SIGPIPE (MSG_NOSIGNAL) and never blocks past its deadlines:
- * every send and receive is MSG_DONTWAIT behind poll().  Owns h->fd and the
- * handle's read buffer.
+ * every send and receive is MSG_DONTWAIT behind poll().  Owns a struct
+ * client_conn's descriptor and buffers (client_conn.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client_conn.h"
 #include "clock.h"
 
 int client_conn_remaining(uint64_t deadline)
@@ -33,25 +33,38 @@ int client_conn_remaining(uint64_t deadline)
     return deadline - now > INT32_MAX ? INT32_MAX : (int)(deadline - now);
 }
 
-void client_conn_close(struct divvy *h)
+void client_conn_close(struct client_conn *c)
 {
-    if (h->fd >= 0)
-        close(h->fd);
-    h->fd = -1;
-    h->fd_used = false;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->fd_used = false;
 }
 
-int client_conn_unix(struct divvy *h, int *ret_fd)
+void client_conn_free(struct client_conn *c)
+{
+    if (!c)
+        return;
+    client_conn_close(c);
+    free(c->rbuf);
+    c->rbuf = NULL;
+    c->rlen = c->rcap = 0;
+    free(c->wbuf);
+    c->wbuf = NULL;
+    c->wlen = c->wcap = 0;
+}
+
+int client_conn_unix(struct client_conn *c, int *ret_fd)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    struct timeval tv = { .tv_sec = h->connect_ms / 1000,
-                          .tv_usec = (h->connect_ms % 1000) * 1000 };
+    struct timeval tv = { .tv_sec = c->connect_ms / 1000,
+                          .tv_usec = (c->connect_ms % 1000) * 1000 };
     int fd, r;
 
-    memcpy(sa.sun_path, h->addr.path, strlen(h->addr.path) + 1);
+    memcpy(sa.sun_path, c->addr.path, strlen(c->addr.path) + 1);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return client_err(h, -errno, "socket: %s", strerror(errno));
+        return client_err(c->err, -errno, "socket: %s", strerror(errno));
     /*
      * A non-blocking connect() to a Unix socket whose backlog is full fails
      * with EAGAIN at once instead of waiting; a blocking one waits at most
@@ -71,7 +84,7 @@ int client_conn_unix(struct divvy *h, int *ret_fd)
 out:
     if (r < 0) {
         close(fd);
-        return client_err(h, r, "connect unix:%s: %s", h->addr.path, strerror(-r));
+        return client_err(c->err, r, "connect unix:%s: %s", c->addr.path, strerror(-r));
     }
     *ret_fd = fd;
     return 0;
@@ -98,18 +111,18 @@ static int connect_wait(int fd, uint64_t deadline)
     return -err;
 }
 
-static int connect_tcp(struct divvy *h)
+static int connect_tcp(struct client_conn *c)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_NUMERICSERV };
-    uint64_t deadline = clock_now_ms() + (uint64_t)h->connect_ms;
+    uint64_t deadline = clock_now_ms() + (uint64_t)c->connect_ms;
     struct addrinfo *ai = NULL;
     int fd = -1, r, one = 1;
 
-    r = getaddrinfo(h->addr.host, h->addr.port, &hints, &ai);
+    r = getaddrinfo(c->addr.host, c->addr.port, &hints, &ai);
     if (r != 0) {
         r = r == EAI_SYSTEM ? -errno : r == EAI_MEMORY ? -ENOMEM : -EHOSTUNREACH;
-        return client_err(h, r, "resolve %s: %s", h->addr.host, gai_strerror(r));
+        return client_err(c->err, r, "resolve %s: %s", c->addr.host, gai_strerror(r));
     }
     r = -EHOSTUNREACH;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
@@ -133,70 +146,70 @@ static int connect_tcp(struct divvy *h)
     }
     freeaddrinfo(ai);
     if (r < 0)
-        return client_err(h, r, "connect tcp:%s:%s: %s", h->addr.host, h->addr.port,
+        return client_err(c->err, r, "connect tcp:%s:%s: %s", c->addr.host, c->addr.port,
                           strerror(-r));
     /* One request, one reply: never wait for Nagle. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    h->fd = fd;
+    c->fd = fd;
     return 0;
 }
 
-static int conn_open(struct divvy *h)
+static int conn_open(struct client_conn *c)
 {
-    h->fd_used = false;
-    return h->addr.kind == CLIENT_ADDR_UNIX ? client_conn_unix(h, &h->fd) : connect_tcp(h);
+    c->fd_used = false;
+    return c->addr.kind == CLIENT_ADDR_UNIX ? client_conn_unix(c, &c->fd) : connect_tcp(c);
 }
 
-void client_conn_hint(struct divvy *h, const char *line, size_t len)
+void client_conn_hint(struct client_conn *c, const char *line, size_t len)
 {
     ssize_t n;
 
-    if (h->fd < 0 && conn_open(h) < 0) {
-        h->errmsg[0] = '\0';           /* the hit itself succeeded */
+    if (c->fd < 0 && conn_open(c) < 0) {
+        client_err_clear(c->err);     /* the hit itself succeeded */
         return;
     }
     do {
-        n = send(h->fd, line, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        n = send(c->fd, line, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     /* Nothing sent into a full buffer: the stream is still whole.  A short
      * write would leave half a line in it: start afresh. */
     if (n == (ssize_t)len || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
         return;
-    client_conn_close(h);
+    client_conn_close(c);
 }
 
-int client_wbuf_reserve(struct divvy *h, size_t extra)
+int client_conn_reserve(struct client_conn *c, size_t extra)
 {
-    size_t cap = h->wcap ? h->wcap : 4096;
+    size_t cap = c->wcap ? c->wcap : 4096;
     char *n;
 
-    if (h->wlen + extra <= h->wcap)
+    if (c->wlen + extra <= c->wcap)
         return 0;
-    while (cap < h->wlen + extra)
+    while (cap < c->wlen + extra)
         cap *= 2;
-    n = realloc(h->wbuf, cap);
+    n = realloc(c->wbuf, cap);
     if (!n)
         return -ENOMEM;
-    h->wbuf = n;
-    h->wcap = cap;
+    c->wbuf = n;
+    c->wcap = cap;
     return 0;
 }
 
-static int rbuf_room(struct divvy *h)
+static int rbuf_room(struct client_conn *c)
 {
     size_t cap;
     char *n;
 
-    if (h->rcap - h->rlen >= 4096)
+    if (c->rcap - c->rlen >= 4096)
         return 0;
-    if (h->rcap >= CLIENT_REPLY_MAX)
+    if (c->rcap >= CLIENT_REPLY_MAX)
         return -EMSGSIZE;
-    cap = h->rcap ? h->rcap * 2 : 16384;
-    n = realloc(h->rbuf, cap);
+    cap = c->rcap ? c->rcap * 2 : 16384;
+    n = realloc(c->rbuf, cap);
     if (!n)
         return -ENOMEM;
-    h->rbuf = n;
-    h->rcap = cap;
+    c->rbuf = n;
+    c->rcap = cap;
     return 0;
 }
 
@@ -211,51 +224,51 @@ struct progress {
 };
 
 /* Counts the complete lines in new bytes; a command's "OK <n>" asks for n more. */
-static int count_lines(struct divvy *h, struct progress *pg, enum client_expect expect)
+static int count_lines(struct client_conn *c, struct progress *pg, enum client_expect expect)
 {
     char *nl;
 
     while (pg->lines < pg->want &&
-           (nl = memchr(h->rbuf + pg->scan, '\n', h->rlen - pg->scan)) != NULL) {
+           (nl = memchr(c->rbuf + pg->scan, '\n', c->rlen - pg->scan)) != NULL) {
         size_t start = pg->scan;
         unsigned long more;
 
-        pg->scan = (size_t)(nl - h->rbuf) + 1;
+        pg->scan = (size_t)(nl - c->rbuf) + 1;
         if (expect == CLIENT_EXPECT_COMMAND && pg->lines == 0 &&
-            client_reply_multi(h->rbuf + start, (size_t)(nl - h->rbuf) - start, &more)) {
+            client_reply_multi(c->rbuf + start, (size_t)(nl - c->rbuf) - start, &more)) {
             if (more > CLIENT_COMMAND_LINES)
-                return client_err(h, -EPROTO, "divvyd announced %lu reply lines", more);
+                return client_err(c->err, -EPROTO, "divvyd announced %lu reply lines", more);
             pg->want += more;
         }
         pg->lines++;
     }
-    if (pg->lines == pg->want && pg->scan != h->rlen)
-        return client_err(h, -EPROTO, "divvyd sent more than the replies asked for");
+    if (pg->lines == pg->want && pg->scan != c->rlen)
+        return client_err(c->err, -EPROTO, "divvyd sent more than the replies asked for");
     return 0;
 }
 
-static enum attempt attempt(struct divvy *h, size_t n_req, enum client_expect expect,
+static enum attempt attempt(struct client_conn *c, size_t n_req, enum client_expect expect,
                             uint64_t deadline, bool reused, int *ret)
 {
     struct progress pg = { .want = n_req };
     int r;
 
-    h->rlen = 0;
-    while (pg.sent < h->wlen || pg.lines < pg.want) {
-        struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+    c->rlen = 0;
+    while (pg.sent < c->wlen || pg.lines < pg.want) {
+        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
         ssize_t n;
 
-        if (pg.sent < h->wlen) {
-            n = send(h->fd, h->wbuf + pg.sent, h->wlen - pg.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (pg.sent < c->wlen) {
+            n = send(c->fd, c->wbuf + pg.sent, c->wlen - pg.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n > 0) {
                 pg.sent += (size_t)n;
                 continue;
             }
             if (n < 0 && errno != EAGAIN && errno != EINTR) {
                 r = -errno;
-                if (reused && h->rlen == 0)
+                if (reused && c->rlen == 0)
                     return ATTEMPT_RETRY;
-                *ret = client_err(h, r, "send to divvyd: %s", strerror(-r));
+                *ret = client_err(c->err, r, "send to divvyd: %s", strerror(-r));
                 return ATTEMPT_FAIL;
             }
             pfd.events |= POLLOUT;
@@ -264,36 +277,36 @@ static enum attempt attempt(struct divvy *h, size_t n_req, enum client_expect ex
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            *ret = client_err(h, -errno, "poll: %s", strerror(errno));
+            *ret = client_err(c->err, -errno, "poll: %s", strerror(errno));
             return ATTEMPT_FAIL;
         }
         if (n == 0) {
-            *ret = client_err(h, -ETIMEDOUT, "no reply from divvyd within %d ms",
-                              h->request_ms);
+            *ret = client_err(c->err, -ETIMEDOUT, "no reply from divvyd within %d ms",
+                              c->request_ms);
             return ATTEMPT_FAIL;
         }
         if (!(pfd.revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
-        r = rbuf_room(h);
+        r = rbuf_room(c);
         if (r < 0) {
-            *ret = client_err(h, r, "replies exceed %u bytes", CLIENT_REPLY_MAX);
+            *ret = client_err(c->err, r, "replies exceed %u bytes", CLIENT_REPLY_MAX);
             return ATTEMPT_FAIL;
         }
-        n = recv(h->fd, h->rbuf + h->rlen, h->rcap - h->rlen, MSG_DONTWAIT);
+        n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
         if (n <= 0) {
             r = n == 0 ? -ECONNRESET : -errno;
             /* Nothing answered on a kept connection: the daemon went away
              * between calls, not during this one. */
-            if (reused && h->rlen == 0)
+            if (reused && c->rlen == 0)
                 return ATTEMPT_RETRY;
-            *ret = client_err(h, r, "divvyd closed the connection%s%s",
+            *ret = client_err(c->err, r, "divvyd closed the connection%s%s",
                               n == 0 ? "" : ": ", n == 0 ? "" : strerror(-r));
             return ATTEMPT_FAIL;
         }
-        h->rlen += (size_t)n;
-        r = count_lines(h, &pg, expect);
+        c->rlen += (size_t)n;
+        r = count_lines(c, &pg, expect);
         if (r < 0) {
             *ret = r;
             return ATTEMPT_FAIL;
@@ -302,34 +315,34 @@ static enum attempt attempt(struct divvy *h, size_t n_req, enum client_expect ex
     return ATTEMPT_OK;
 }
 
-int client_conn_exchange(struct divvy *h, size_t n_req, enum client_expect expect)
+int client_conn_exchange(struct client_conn *c, size_t n_req, enum client_expect expect)
 {
     uint64_t deadline = 0;
     bool reused;
     int r = 0;
 
     for (int tries = 0; tries < 2; tries++) {
-        reused = h->fd >= 0 && h->fd_used;
-        if (h->fd < 0) {
-            r = conn_open(h);
+        reused = c->fd >= 0 && c->fd_used;
+        if (c->fd < 0) {
+            r = conn_open(c);
             if (r < 0)
                 return r;
         }
         if (tries == 0)
-            deadline = clock_now_ms() + (uint64_t)h->request_ms;
-        switch (attempt(h, n_req, expect, deadline, reused, &r)) {
+            deadline = clock_now_ms() + (uint64_t)c->request_ms;
+        switch (attempt(c, n_req, expect, deadline, reused, &r)) {
         case ATTEMPT_OK:
-            h->fd_used = true;
+            c->fd_used = true;
             return 0;
         case ATTEMPT_RETRY:
-            client_conn_close(h);
+            client_conn_close(c);
             continue;
         case ATTEMPT_FAIL:
-            client_conn_close(h);
+            client_conn_close(c);
             return r;
         }
     }
     /* Unreachable: the second try runs on a fresh connection, never RETRY. */
-    client_conn_close(h);
-    return client_err(h, -ECONNRESET, "divvyd closed the connection");
+    client_conn_close(c);
+    return client_err(c->err, -ECONNRESET, "divvyd closed the connection");
 }

@@ -4,9 +4,9 @@
  * docs/shm.md, docs/client.md).  Maps the table memfd divvyd hands over
  * (client_handoff.c) read-write and its control page read-only, loads the
  * immutable rules.<generation> file the control page names, then decides a hit
- * in the caller's process with the daemon's own code (eval_rule() and
- * eval_decides(), the steps of eval_request()) when every rule on the
- * request's path is fast_path or touches no counter.
+ * in the caller's process with the daemon's own code (eval_walk(), the rule
+ * walk of eval_request(), with a step of its own: fast_step()) when every
+ * rule on the request's path is fast_path or touches no counter.
  *
  * The steady state makes no system call and no allocation: one acquire load
  * of the generation, one of the heartbeat, clock_coarse_ms() (vDSO), the
@@ -15,7 +15,8 @@
  * or one smaller than the last loaded means "no rules" (the socket answers);
  * a stale heartbeat (the daemon is gone, or restarted with a new control
  * page) sends hits to the socket and asks divvyd for the memfds again at
- * most once a second.  Owns h->fast.
+ * most once a second.  Owns a struct client_fast (client_fast.h); knows
+ * neither the memo above it nor the handle.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client_fast.h"
 #include "clock.h"
 #include "eval.h"
 #include "hash.h"
@@ -52,8 +53,6 @@ void client_fast_close(struct client_fast *f)
     free(f->rule);
     f->rule = NULL;
     f->gen = 0;
-    client_memo_free(f->memo);
-    f->memo = NULL;
 }
 
 /* Reads a whole rules file; its size must not change while we read it. */
@@ -108,9 +107,8 @@ out:
  * On failure the old rules stay loaded but f->gen no longer matches the
  * header, so they are never used.
  */
-static int remap(struct divvy *h, uint64_t gen)
+static int remap(struct client_fast *f, uint64_t gen)
 {
-    struct client_fast *f = &h->fast;
     struct client_rule *rule = NULL;
     struct rules *rules = NULL;
     char path[PATH_MAX];
@@ -123,11 +121,11 @@ static int remap(struct divvy *h, uint64_t gen)
         uint64_t now_gen;
 
         if (gen == 0 || gen < f->max_gen)
-            return client_err(h, -ENOENT, "divvyd announces no rules for the fast path "
+            return client_err(f->err, -ENOENT, "divvyd announces no rules for the fast path "
                               "(generation %llu)", (unsigned long long)gen);
         if (snprintf(path, sizeof(path), "%s/rules.%llu", f->dir, (unsigned long long)gen) >=
             (int)sizeof(path))
-            return client_err(h, -ENAMETOOLONG, "%s: path too long", f->dir);
+            return client_err(f->err, -ENAMETOOLONG, "%s: path too long", f->dir);
         r = read_rules_file(path, &data, &len);
         if (r != -ENOENT)
             break;
@@ -138,17 +136,17 @@ static int remap(struct divvy *h, uint64_t gen)
         gen = now_gen;
     }
     if (r < 0) {
-        client_err(h, r, "%s: %s", path, strerror(-r));
+        client_err(f->err, r, "%s: %s", path, strerror(-r));
         goto out;
     }
     r = rules_from_blob(data, len, &rules);
     if (r < 0) {
-        client_err(h, r, "%s: %s", path,
+        client_err(f->err, r, "%s: %s", path,
                    r == -EBADMSG ? "not a valid compiled rule table" : strerror(-r));
         goto out;
     }
     if (rules_generation(rules) != gen) {
-        r = client_err(h, -EBADMSG, "%s holds generation %llu", path,
+        r = client_err(f->err, -EBADMSG, "%s holds generation %llu", path,
                        (unsigned long long)rules_generation(rules));
         goto out;
     }
@@ -158,14 +156,14 @@ static int remap(struct divvy *h, uint64_t gen)
         lease_max = TABLE_LEASE_MAX;
     rule = calloc(n ? n : 1, sizeof(*rule));
     if (!rule) {
-        r = client_err(h, -ENOMEM, "out of memory");
+        r = client_err(f->err, -ENOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         struct rules_rule rr;
 
         if (rules_get(rules, (uint32_t)i, &rr) < 0) {
-            r = client_err(h, -EBADMSG, "%s: rule %zu unreadable", path, i);
+            r = client_err(f->err, -EBADMSG, "%s: rule %zu unreadable", path, i);
             goto out;
         }
         rule[i].rr = rr;
@@ -213,28 +211,27 @@ out:
  * read-write, the control page read-only.  Every size, seal and header word
  * is checked first (table_attach_fd(), table_ctl_attach()).
  */
-static int attach(struct divvy *h, struct table **ret)
+static int attach(struct client_fast *f, struct table **ret)
 {
-    struct client_fast *f = &h->fast;
     struct table *t = NULL;
     char dir[sizeof(f->dir)], why[160] = "";
     int tfd = -1, cfd = -1, r;
 
-    r = client_handoff_fast(h, &tfd, &cfd, dir, sizeof(dir));
+    r = client_handoff_fast(f->conn, &tfd, &cfd, dir, sizeof(dir));
     if (r < 0)
         return r;
     r = table_attach_fd(tfd, 0, &t, why, sizeof(why));
     if (r < 0) {
         close(tfd);
         close(cfd);
-        return client_err(h, r, "cannot map the fast-path table: %s",
+        return client_err(f->err, r, "cannot map the fast-path table: %s",
                           r == -EBADMSG ? why : strerror(-r));
     }
     r = table_ctl_attach(t, cfd);
     if (r < 0) {
         close(cfd);
         table_close(t);
-        return client_err(h, r, "cannot map the fast path's control page: %s",
+        return client_err(f->err, r, "cannot map the fast path's control page: %s",
                           r == -EBADMSG ? "not a sealed control page of this boot"
                                         : strerror(-r));
     }
@@ -253,20 +250,19 @@ static void use_table(struct client_fast *f, struct table *t)
     f->gen = 0;
 }
 
-int client_fast_open(struct divvy *h)
+int client_fast_open(struct client_fast *f)
 {
-    struct client_fast *f = &h->fast;
     struct table *t = NULL;
     int r;
 
     if (!f->table) {
-        r = attach(h, &t);
+        r = attach(f, &t);
         if (r < 0)
             return r;
         use_table(f, t);
     }
     /* remap() refuses generation 0 or one older than the last loaded. */
-    return remap(h, table_generation(f->table));
+    return remap(f, table_generation(f->table));
 }
 
 /*
@@ -274,15 +270,14 @@ int client_fast_open(struct divvy *h)
  * a new control page.  Ask for the memfds anew (at most once a second); use
  * them only when their heartbeat is fresh.
  */
-static bool reattach(struct divvy *h, uint64_t now)
+static bool reattach(struct client_fast *f, uint64_t now)
 {
-    struct client_fast *f = &h->fast;
     struct table *t = NULL;
 
     if (now < f->attach_at_ms)
         return false;
     f->attach_at_ms = now + CLIENT_REATTACH_MS;
-    if (attach(h, &t) < 0)
+    if (attach(f, &t) < 0)
         return false;
     if (table_last_heartbeat(t) + CLIENT_STALE_MS < now) {
         table_close(t);
@@ -292,26 +287,25 @@ static bool reattach(struct divvy *h, uint64_t now)
     return true;
 }
 
-int client_fast_ready(struct divvy *h, uint64_t now, const char **ret_why)
+int client_fast_ready(struct client_fast *f, uint64_t now, const char **ret_why)
 {
-    struct client_fast *f = &h->fast;
     uint64_t gen;
     int r;
 
     if (!f->table) {
-        if (h->mode != DIVVY_AUTO || now < f->attach_at_ms) {
+        if (!f->auto_attach || now < f->attach_at_ms) {
             *ret_why = "the fast-path table is not mapped";
             return 0;
         }
         /* The daemon may have started since: try again, once a second. */
         f->attach_at_ms = now + CLIENT_REATTACH_MS;
-        if (client_fast_open(h) < 0 || !f->table) {
+        if (client_fast_open(f) < 0 || !f->table) {
             *ret_why = "the fast-path table is not mapped";
             return 0;
         }
     }
     /* The daemon's clock is CLOCK_MONOTONIC, ours the coarse one (a tick behind). */
-    if (table_last_heartbeat(f->table) + CLIENT_STALE_MS < now && !reattach(h, now)) {
+    if (table_last_heartbeat(f->table) + CLIENT_STALE_MS < now && !reattach(f, now)) {
         *ret_why = "divvyd's heartbeat in the fast-path control page is stale";
         return 0;
     }
@@ -327,7 +321,7 @@ int client_fast_ready(struct divvy *h, uint64_t now, const char **ret_why)
             *ret_why = "the current rules file could not be loaded";
             return 0;
         }
-        r = remap(h, gen);
+        r = remap(f, gen);
         if (r < 0) {
             f->remap_failed_gen = gen;
             f->remap_at_ms = now + CLIENT_REMAP_RETRY_MS;
@@ -359,22 +353,14 @@ bool client_fast_path_ok(const struct client_fast *f, const uint32_t *path, size
 }
 
 /*
- * Spends @amount of the lease of rule @cr's counter @actor: 0 with *@o
- * filled, 1 when divvyd must decide (*@ret_why), or -errno.  A fast-path
- * client never talks to Redis: below the low-water mark it sends divvyd a
- * REFILL hint and goes on spending; a lease too short for the hit sends the
- * hit itself to divvyd.
- */
-/*
  * Asks divvyd to refill the lease of rule @idx's counter @actor (REFILL,
  * docs/protocol.md), at most once per CLIENT_HINT_MS per counter.  One
  * send(), no reply: the only system call a fast-path hit may make, once per
  * lease.
  */
-static void refill_hint(struct divvy *h, const struct client_rule *cr, uint32_t idx,
+static void refill_hint(struct client_fast *f, const struct client_rule *cr, uint32_t idx,
                         const char *actor, size_t len, uint64_t now)
 {
-    struct client_fast *f = &h->fast;
     uint64_t k = hash_fast(cr->rr.id, actor, len) | 1;
     unsigned slot = (unsigned)(k % CLIENT_HINT_SLOTS);
     char line[PROTO_LINE_MAX + 1];
@@ -392,38 +378,7 @@ static void refill_hint(struct divvy *h, const struct client_rule *cr, uint32_t 
         return;
     n += m;
     line[n++] = '\n';
-    client_conn_hint(h, line, (size_t)n);
-}
-
-static int lease_take(struct divvy *h, const struct client_rule *cr, uint32_t idx,
-                      const char *actor, size_t len, uint64_t amount, uint64_t now,
-                      struct eval_outcome *o, const char **ret_why)
-{
-    struct client_fast *f = &h->fast;
-    const struct rules_rule *rr = &cr->rr;
-    struct table_key key = { .rule_id = rr->id, .actor = actor, .actor_len = len };
-    struct table_lease_result lr;
-    int r = table_lease_take(f->table, &key, &cr->lim, amount, false, now, &lr);
-
-    if (r == -ENOSPC || r == -EDQUOT) {
-        *ret_why = "the fast-path table is full";
-        return 1;
-    }
-    if (r < 0)
-        return r;
-    if (lr.verdict != TABLE_LEASE_ALLOWED && lr.verdict != TABLE_LEASE_DENIED) {
-        *ret_why = "the lease needs divvyd";
-        return 1;
-    }
-    if (lr.refill)
-        refill_hint(h, cr, idx, actor, len, now);
-    memset(o, 0, sizeof(*o));
-    o->rule = rr->index;
-    o->counted = true;
-    o->allowed = lr.verdict == TABLE_LEASE_ALLOWED;
-    o->credit = lr.credit;
-    o->reset_s = eval_ms_to_s(lr.reset_ms);
-    return 0;
+    client_conn_hint(f->conn, line, (size_t)n);
 }
 
 /*
@@ -449,22 +404,9 @@ static const struct table_kw *rule_key(struct client_fast *f, struct client_rule
     return &cr->hot_kw;
 }
 
-/* A local rule's counter with the daemon's code (eval_rule_prepared()). */
-static int local_rule(struct client_fast *f, const struct eval_env *env, uint32_t idx,
-                      const char *actor, size_t len, enum table_op op, uint64_t amount,
-                      uint64_t now, struct eval_outcome *o)
-{
-    struct client_rule *cr = &f->rule[idx];
-    struct table_kw tmp;
-
-    return eval_rule_prepared(env, &cr->rr, &cr->lim, rule_key(f, cr, actor, len, &tmp), op,
-                              amount, now, o);
-}
-
-void client_fast_prefetch(struct divvy *h, const uint32_t *path, size_t n_path,
+void client_fast_prefetch(struct client_fast *f, const uint32_t *path, size_t n_path,
                           const struct proto_kv *const *actor_kv)
 {
-    struct client_fast *f = &h->fast;
     size_t n_rules;
 
     if (!f->table || !f->rules)
@@ -491,67 +433,94 @@ void client_fast_prefetch(struct divvy *h, const uint32_t *path, size_t n_path,
     }
 }
 
+/* What the fast path's step needs besides the walk. */
+struct fast_step {
+    struct client_fast *f;
+    const struct eval_env *env;
+    const struct rules_req *rq;             /* the request, or NULL: ... */
+    const struct proto_kv *const *actor_kv; /* ... the actor pairs of each rule on the path */
+    uint64_t amount, now;
+    size_t n_rules;
+    const char **ret_why;
+};
+
 /*
- * Decides along @path with the daemon's own steps (eval_zero(), the counter,
- * eval_decides()); the callers checked the path with client_fast_path_ok().
+ * The walk's step in-process: rule path[pos]'s outcome from its zero
+ * semantics, this host's lease (a lease rule) or its fast-table counter,
+ * with a prepared key.  EVAL_WAIT sends the hit to divvyd (*ret_why): a
+ * lease that needs Redis, or a full table whose policy divvyd did not
+ * announce.  A fast-path client never talks to Redis: below the low-water
+ * mark it sends divvyd a REFILL hint and goes on spending.
  */
-int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
+static int fast_step(void *ctx, const struct eval_walk *w, const struct rules_rule **ret_r,
+                     struct eval_outcome *o)
+{
+    struct fast_step *fs = ctx;
+    struct client_fast *f = fs->f;
+    uint32_t idx = w->path[w->pos];
+    char buf[RULES_ACTOR_MAX];
+    const char *actor = buf;
+    struct client_rule *cr;
+    struct table_kw tmp;
+    int len, r;
+
+    if (idx >= fs->n_rules)
+        return -EINVAL;
+    cr = &f->rule[idx];
+    *ret_r = &cr->rr;
+    if (eval_zero(&cr->rr, o))
+        return 0;
+    len = fs->rq ? rules_actor(f->rules, idx, fs->rq, buf, sizeof(buf))
+                 : rules_actor_ref(f->rules, idx, fs->actor_kv + w->pos * RULES_ACTOR_KEYS_MAX,
+                                   buf, sizeof(buf), &actor);
+    if (len < 0)
+        return len;
+    if (cr->lease) {
+        struct table_key key = { .rule_id = cr->rr.id, .actor = actor,
+                                 .actor_len = (size_t)len };
+        struct table_lease_result lr;
+
+        r = eval_lease(fs->env, &cr->rr, &cr->lim, &key, fs->amount, false, fs->now, o, &lr);
+        if (r == 0 && o->counted && lr.refill)
+            refill_hint(f, cr, idx, actor, (size_t)len, fs->now);
+    } else {
+        r = eval_rule_prepared(fs->env, &cr->rr, &cr->lim,
+                               rule_key(f, cr, actor, (size_t)len, &tmp), w->op, fs->amount,
+                               fs->now, o);
+    }
+    if (r == EVAL_WAIT)
+        *fs->ret_why = o->table_full ? "the fast-path table is full" : "the lease needs divvyd";
+    else if (r == 0 && o->table_full)
+        table_add_fast_full(f->table);
+    return r;
+}
+
+/*
+ * Decides along @path with the daemon's own walk (eval_walk()) and
+ * fast_step(); the callers checked the path with client_fast_path_ok().
+ */
+int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
                     const struct rules_req *rq, const struct proto_kv *const *actor_kv,
                     enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
                     const char **ret_why)
 {
-    struct client_fast *f = &h->fast;
-    struct eval_env env = { .rules = f->rules, .fast = f->table, .priv = NULL };
-    size_t n_rules = rules_count(f->rules);
-    const struct client_rule *cr;
+    /* A full table is answered with the daemon's announced when_full, as
+     * divvyd would; an older divvyd announces none: it decides. */
+    struct eval_env env = { .rules = f->rules, .fast = f->table, .full_from = f->table };
+    struct fast_step fs = { .f = f, .env = &env, .rq = rq, .actor_kv = actor_kv,
+                            .amount = amount, .now = now, .n_rules = rules_count(f->rules),
+                            .ret_why = ret_why };
     struct eval_result er;
-    bool decided = false;
+    struct eval_walk w = { .path = path, .n_path = n_path, .op = op, .res = &er };
+    const struct client_rule *cr;
+    int r;
 
     er.n = 0;
-    for (size_t i = 0; i < n_path && !decided; i++) {
-        char buf[RULES_ACTOR_MAX];
-        const char *actor = buf;
-        struct eval_outcome o;
-        int len, r = 0;
-
-        if (path[i] >= n_rules) {
-            *ret_why = "the fast-path table could not decide";
-            return 0;
-        }
-        cr = &f->rule[path[i]];
-        if (!eval_zero(&cr->rr, &o)) {
-            len = rq ? rules_actor(f->rules, path[i], rq, buf, sizeof(buf))
-                     : rules_actor_ref(f->rules, path[i], actor_kv + i * RULES_ACTOR_KEYS_MAX,
-                                       buf, sizeof(buf), &actor);
-            if (len < 0)
-                r = len;
-            else if (cr->lease)
-                r = lease_take(h, cr, path[i], actor, (size_t)len, amount, now, &o, ret_why);
-            else
-                r = local_rule(f, &env, path[i], actor, (size_t)len, op, amount, now, &o);
-            if (r > 0)
-                return 0;               /* the lease sends this hit to divvyd */
-        }
-        if (r < 0) {
-            *ret_why = "the fast-path table could not decide";
-            return 0;
-        }
-        /* Full (or max_actors): answered with the daemon's announced
-         * when_full, as divvyd would; an older divvyd announces none. */
-        if (o.table_full) {
-            int allow = table_when_full(f->table);
-
-            if (allow < 0) {
-                *ret_why = "the fast-path table is full";
-                return 0;
-            }
-            o.allowed = allow == 1;
-            table_add_fast_full(f->table);
-        }
-        decided = eval_decides(&cr->rr, op, &o, &er);
-    }
-    /* rules_match() ends at a stop rule (the default at the latest). */
-    if (!decided || er.decider >= n_rules) {
+    er.n_reset = 0;
+    r = eval_walk(&w, fast_step, &fs);
+    if (r == 0)
+        return 0;                       /* fast_step() said why */
+    if (r < 0 || er.decider >= fs.n_rules) {
         *ret_why = "the fast-path table could not decide";
         return 0;
     }
@@ -567,30 +536,28 @@ int client_fast_run(struct divvy *h, const uint32_t *path, size_t n_path,
     return 1;
 }
 
-int client_fast_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
-                       const struct client_req *req, enum table_op op, uint64_t amount,
-                       struct divvy_result *res, const char **ret_why)
+int client_fast_decide(struct client_fast *f, const struct client_req *req, enum table_op op,
+                       uint64_t amount, struct divvy_result *res, uint32_t *ret_path,
+                       size_t *ret_n_path, const char **ret_why)
 {
-    struct client_fast *f = &h->fast;
     struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = f->privileged };
-    uint32_t idx[RULES_MATCH_MAX];
     uint64_t now = clock_coarse_ms();
     size_t n_path;
     int r;
 
-    if (!client_fast_ready(h, now, ret_why))
+    if (!client_fast_ready(f, now, ret_why))
         return 0;
     /*
      * Every rule on the path must be decidable here before any counter is
      * touched.
      */
-    n_path = rules_match(f->rules, &rq, idx);
-    if (!client_fast_path_ok(f, idx, n_path, op)) {
+    n_path = rules_match(f->rules, &rq, ret_path);
+    if (!client_fast_path_ok(f, ret_path, n_path, op)) {
         *ret_why = "a rule on the request's path is not fast_path";
         return 0;
     }
-    r = client_fast_run(h, idx, n_path, &rq, NULL, op, amount, now, res, ret_why);
+    r = client_fast_run(f, ret_path, n_path, &rq, NULL, op, amount, now, res, ret_why);
     if (r > 0)
-        client_memo_learn(h, kv, n_kv, idx, n_path);
+        *ret_n_path = n_path;
     return r;
 }

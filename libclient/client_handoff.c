@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client_handoff.h"
 #include "clock.h"
 
 #define HANDOFF_FDS_MAX  8      /* descriptors one reply may carry before it is refused */
@@ -56,7 +56,7 @@ static int take_fds(struct msghdr *msg, int *fds, size_t *n_fds)
 }
 
 /* Reads one reply line (without its newline) into @line, and its descriptors. */
-static int read_reply(struct divvy *h, int sock, uint64_t deadline, char *line, size_t size,
+static int read_reply(struct client_conn *c, int sock, uint64_t deadline, char *line, size_t size,
                       size_t *ret_len, int *fds, size_t *n_fds)
 {
     size_t len = 0;
@@ -78,13 +78,13 @@ static int read_reply(struct divvy *h, int sock, uint64_t deadline, char *line, 
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return client_err(h, n == 0 ? -ETIMEDOUT : -errno,
-                              "no answer to FAST from divvyd within %d ms", h->request_ms);
+            return client_err(c->err, n == 0 ? -ETIMEDOUT : -errno,
+                              "no answer to FAST from divvyd within %d ms", c->request_ms);
         n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
         if (n <= 0)
-            return client_err(h, n == 0 ? -ECONNRESET : -errno,
+            return client_err(c->err, n == 0 ? -ECONNRESET : -errno,
                               "divvyd closed the connection before answering FAST");
         if (take_fds(&msg, fds, n_fds) < 0)
             r = -EPROTO;
@@ -97,10 +97,10 @@ static int read_reply(struct divvy *h, int sock, uint64_t deadline, char *line, 
             break;
         }
         if (len + 1 >= size)
-            return client_err(h, -EPROTO, "divvyd's answer to FAST is too long");
+            return client_err(c->err, -EPROTO, "divvyd's answer to FAST is too long");
     }
     if (r < 0)
-        return client_err(h, r, "divvyd's answer to FAST carries unexpected descriptors");
+        return client_err(c->err, r, "divvyd's answer to FAST carries unexpected descriptors");
     return 0;
 }
 
@@ -127,7 +127,7 @@ static int parse_dir(const char *line, size_t len, char *dir, size_t dir_size)
     return 0;
 }
 
-int client_handoff_fast(struct divvy *h, int *ret_table_fd, int *ret_ctl_fd, char *dir,
+int client_handoff_fast(struct client_conn *c, int *ret_table_fd, int *ret_ctl_fd, char *dir,
                         size_t dir_size)
 {
     static const char req[] = "FAST\n";
@@ -138,28 +138,28 @@ int client_handoff_fast(struct divvy *h, int *ret_table_fd, int *ret_ctl_fd, cha
     int sock = -1, r;
     ssize_t n;
 
-    if (h->addr.kind != CLIENT_ADDR_UNIX)
-        return client_err(h, -EOPNOTSUPP, "the fast path needs a unix: address");
-    r = client_conn_unix(h, &sock);
+    if (c->addr.kind != CLIENT_ADDR_UNIX)
+        return client_err(c->err, -EOPNOTSUPP, "the fast path needs a unix: address");
+    r = client_conn_unix(c, &sock);
     if (r < 0)
         return r;
-    deadline = clock_now_ms() + (uint64_t)h->request_ms;
+    deadline = clock_now_ms() + (uint64_t)c->request_ms;
     /* A fresh socket's buffer takes five bytes at once (SO_SNDTIMEO bounds it anyway). */
     do
         n = send(sock, req, sizeof(req) - 1, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)sizeof(req) - 1) {
-        r = client_err(h, n < 0 ? -errno : -EIO, "send FAST to divvyd: %s",
+        r = client_err(c->err, n < 0 ? -errno : -EIO, "send FAST to divvyd: %s",
                        n < 0 ? strerror(errno) : "short write");
         goto out;
     }
-    r = read_reply(h, sock, deadline, line, sizeof(line), &len, fds, &n_fds);
+    r = read_reply(c, sock, deadline, line, sizeof(line), &len, fds, &n_fds);
     if (r < 0)
         goto out;
     if (len >= 4 && memcmp(line, "ERR ", 4) == 0) {
         struct divvy_result res = { .size = sizeof(res) };
 
-        r = client_reply_parse(line, len, &res, h->errmsg, sizeof(h->errmsg));
+        r = client_reply_parse(line, len, &res, c->err->msg, sizeof(c->err->msg));
         if (r >= 0)
             r = -EPROTO;
         /* Not in the fast group: the fast path's "permission denied". */
@@ -169,7 +169,7 @@ int client_handoff_fast(struct divvy *h, int *ret_table_fd, int *ret_ctl_fd, cha
     }
     r = parse_dir(line, len, dir, dir_size);
     if (r < 0 || n_fds != 2) {
-        r = client_err(h, -EPROTO, "divvyd's answer to FAST is not \"OK fast DIR\" with two "
+        r = client_err(c->err, -EPROTO, "divvyd's answer to FAST is not \"OK fast DIR\" with two "
                        "descriptors (%zu)", n_fds);
         goto out;
     }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * client_memo: the fast path's memo of request shapes (client.h, docs/client.md
+ * client_memo: the fast path's memo of request shapes (client_memo.h, docs/client.md
  * "Fast path").  A request's rule path depends only on its shape: its keys in
  * order, the values of the keys some rule matches by value, and the caller's
  * privilege (fixed per handle).  The first time a shape is decided in-process
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "client_memo.h"
 #include "clock.h"
 #include "hash.h"
 
@@ -272,13 +272,11 @@ static const struct memo_shape *shape_check(struct client_memo *m, const struct 
     return e;
 }
 
-int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
-                       uint64_t wire_amount, enum table_op op, uint64_t amount,
-                       struct divvy_result *res)
+int client_memo_decide(struct client_memo *m, struct client_fast *f, const struct divvy_kv *kv,
+                       size_t n_kv, const char *verb, uint64_t wire_amount, enum table_op op,
+                       uint64_t amount, struct divvy_result *res)
 {
     const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
-    struct client_fast *f = &h->fast;
-    struct client_memo *m = f->memo;
     struct proto_kv pk[MEMO_PAIRS];
     const struct memo_shape *e;
     uint64_t now;
@@ -287,7 +285,7 @@ int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, 
     if (!m || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
         return 0;
     now = clock_coarse_ms();
-    if (!client_fast_ready(h, now, &why) || m->loads != f->loads)
+    if (!client_fast_ready(f, now, &why) || m->loads != f->loads)
         return 0;
     e = shape_check(m, kv, n_kv, verb, wire_amount, pk);
     if (!e)
@@ -295,34 +293,32 @@ int client_memo_decide(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, 
     actor_pairs(e, pk, actor_kv);
     if (e->has_lease && !client_fast_path_ok(f, e->path, e->n_path, op))
         return 0;
-    return client_fast_run(h, e->path, e->n_path, NULL, actor_kv, op, amount, now, res, &why);
+    return client_fast_run(f, e->path, e->n_path, NULL, actor_kv, op, amount, now, res, &why);
 }
 
-bool client_memo_check(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, const char *verb,
-                       uint64_t wire_amount, bool prefetch)
+bool client_memo_check(struct client_memo *m, struct client_fast *f, const struct divvy_kv *kv,
+                       size_t n_kv, const char *verb, uint64_t wire_amount, bool prefetch)
 {
     const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
-    struct client_memo *m = h->fast.memo;
     struct proto_kv pk[MEMO_PAIRS];
     const struct memo_shape *e;
 
-    if (!m || m->loads != h->fast.loads || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
+    if (!m || m->loads != f->loads || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
         return false;
     e = shape_check(m, kv, n_kv, verb, wire_amount, pk);
     if (!e)
         return false;
     if (prefetch) {
         actor_pairs(e, pk, actor_kv);
-        client_fast_prefetch(h, e->path, e->n_path, actor_kv);
+        client_fast_prefetch(f, e->path, e->n_path, actor_kv);
     }
     return true;
 }
 
-void client_memo_prefetch(struct divvy *h, const struct divvy_kv *kv, size_t n_kv)
+void client_memo_prefetch(struct client_memo *m, struct client_fast *f,
+                          const struct divvy_kv *kv, size_t n_kv)
 {
     const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
-    struct client_fast *f = &h->fast;
-    struct client_memo *m = f->memo;
     struct proto_kv pk[MEMO_PAIRS];
     const struct memo_shape *e;
 
@@ -332,14 +328,14 @@ void client_memo_prefetch(struct divvy *h, const struct divvy_kv *kv, size_t n_k
     if (!e)
         return;
     actor_pairs(e, pk, actor_kv);
-    client_fast_prefetch(h, e->path, e->n_path, actor_kv);
+    client_fast_prefetch(f, e->path, e->n_path, actor_kv);
 }
 
-void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
-                       const uint32_t *path, size_t n_path)
+void client_memo_learn(struct client_memo **mp, const struct client_fast *f,
+                       const struct divvy_kv *kv, size_t n_kv, const uint32_t *path,
+                       size_t n_path)
 {
-    struct client_fast *f = &h->fast;
-    struct client_memo *m = f->memo;
+    struct client_memo *m = *mp;
     size_t klen[MEMO_PAIRS], voff = 0, fixed = 0, n_rules;
     uint64_t sh = n_kv;
     struct memo_shape e, *way;
@@ -351,7 +347,7 @@ void client_memo_learn(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
         m = calloc(1, sizeof(*m));
         if (!m)
             return;
-        f->memo = m;
+        *mp = m;
         m->loads = f->loads;
     }
     if (m->loads != f->loads) {

@@ -8,11 +8,12 @@
  * -EPROTO.  Pure functions; no allocation.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "client.h"
+#include "client_wire.h"
 
 /* ---- addresses --------------------------------------------------------- */
 
@@ -251,7 +252,7 @@ int client_req_format(const struct client_req *req, const char *verb, uint64_t a
 
 /* ---- replies ----------------------------------------------------------- */
 
-int client_err_errno(const char *code, size_t len)
+int client_reply_errno(const char *code, size_t len)
 {
     static const struct {
         const char *code;
@@ -336,7 +337,7 @@ static int parse_err(const char *line, size_t len, char *errbuf, size_t errsize)
     if (errbuf && errsize)
         snprintf(errbuf, errsize, "divvyd: %.*s%s%.*s", (int)code_len, code,
                  reason_len ? ": " : "", (int)reason_len, reason);
-    return client_err_errno(code, code_len);
+    return client_reply_errno(code, code_len);
 }
 
 int client_reply_parse(const char *line, size_t len, struct divvy_result *res, char *errbuf,

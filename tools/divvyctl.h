@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * divvyctl: what the tool's files share (tools/divvyctl.c: main, options,
- * the daemon connection, the request verbs; divvyctl_config.c: check and
- * convert; divvyctl_top.c: top and locked).  The daemon is reached through
- * libdivvy's public API only (divvy.h); common/ is used for check/convert.
- * Exit codes are part of the interface (docs/divvyctl.md).
+ * divvyctl: what the tool's files share (tools/divvyctl.c: main, the command
+ * table, options; divvyctl_conn.c: the daemon connection and error exit
+ * codes; divvyctl_fmt.c: reply fields and output formats;
+ * divvyctl_request.c: hit, take, peek, reset, explain; divvyctl_state.c:
+ * status, stats, rules, reload; divvyctl_config.c: check and convert;
+ * divvyctl_top.c and divvyctl_top_term.c: top; divvyctl_locked.c: locked).
+ * The daemon is reached through libdivvy's public API only (divvy.h);
+ * common/ is used for check/convert.  Exit codes are part of the interface
+ * (docs/divvyctl.md).
  */
 #ifndef DIVVY_DIVVYCTL_H
 #define DIVVY_DIVVYCTL_H
@@ -68,6 +72,14 @@ void ctl_getopt_reset(void);
 enum ctl_opt ctl_common_opt(struct ctl *ctl, const struct ctl_cmd *cmd, int opt,
                             const char *arg, char *const *argv);
 
+/* Parses a decimal in [@min, @max] into *@ret; -EINVAL otherwise. */
+int ctl_parse_int(const char *text, long min, long max, long *ret);
+/* Parses only the common options; for commands that have no others: the
+ * index of the first operand, -1 after --help, -2 after a usage message. */
+int ctl_simple_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+/* Maps ctl_simple_opts()' negative results to exit codes. */
+int ctl_opts_exit(int r);
+
 /* Prints "divvyctl: <msg>" to stderr; returns @code. */
 int ctl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "divvyctl CMD: <msg>" and a pointer to --help; returns CTL_EXIT_USAGE. */
@@ -76,9 +88,19 @@ int ctl_usage(const struct ctl_cmd *cmd, const char *fmt, ...)
 /* ctl_usage() when @json is set for a command that has no JSON output. */
 int ctl_no_json(const struct ctl *ctl, const struct ctl_cmd *cmd);
 
+/* ---- divvyctl_conn.c --------------------------------------------------- */
+
 /* Opens (once) the handle on ctl->address; on failure prints why and returns
  * an exit code > 0. */
 int ctl_connect(struct ctl *ctl);
+/* libdivvy's message when it has one (it names the call and the cause),
+ * else strerror(). */
+const char *ctl_why(const struct ctl *ctl, int r);
+/* Splits "ERR code "reason"" into its parts (both NUL-terminated, cut to size). */
+void ctl_parse_err(const char *line, char *code, size_t code_size, char *reason,
+                   size_t reason_size);
+/* Turns an ERR reply to @verb into an exit code, printing why. */
+int ctl_err_reply(const struct ctl *ctl, const char *verb, const char *line);
 /* Maps libdivvy error @r of @verb to an exit code and prints why. */
 int ctl_client_error(struct ctl *ctl, const char *verb, int r);
 /* Sends @line; on an OK reply fills *ret_lines and *ret_n as divvy_command() and
@@ -87,6 +109,10 @@ int ctl_client_error(struct ctl *ctl, const char *verb, int r);
 int ctl_command(struct ctl *ctl, const char *verb, const char *line, char ***ret_lines,
                 size_t *ret_n);
 
+/* ---- divvyctl_fmt.c ---------------------------------------------------- */
+
+/* Whitespace between reply fields (not '\n': lines are split already). */
+bool ctl_is_space(char c);
 /* Splits a reply line of name=value pairs (docs/protocol.md grammar).
  * -EPROTO when it is not one, -E2BIG past CTL_FIELDS_MAX. */
 int ctl_fields_parse(const char *line, struct ctl_fields *ret);
@@ -100,6 +126,9 @@ int ctl_field_u64(const struct ctl_fields *f, const char *name, uint64_t *ret);
 int ctl_json_print(json_t *doc);
 /* Human time: "59s", "14m 31s", "2h 05m", "3d 04h". */
 void ctl_fmt_duration(uint64_t seconds, char *buf, size_t size);
+/* A JSON value for a reply field: integers as numbers, true/false as
+ * booleans, everything else as a string (a new reference). */
+json_t *ctl_json_value(const char *v);
 
 /* A subcommand: @argv[0] is its name; returns an exit code. */
 struct ctl_cmd {
@@ -108,6 +137,28 @@ struct ctl_cmd {
     const char *summary;
     const char *help;
 };
+
+/* ---- divvyctl_request.c ------------------------------------------------ */
+
+/* hit, take, peek and reset share cmd_hit(); it tells them apart by name. */
+int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+extern const char ctl_help_hit[];
+extern const char ctl_help_take[];
+extern const char ctl_help_peek[];
+extern const char ctl_help_reset[];
+extern const char ctl_help_explain[];
+
+/* ---- divvyctl_state.c -------------------------------------------------- */
+
+int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+int cmd_stats(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+int cmd_reload(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+extern const char ctl_help_status[];
+extern const char ctl_help_stats[];
+extern const char ctl_help_rules[];
+extern const char ctl_help_reload[];
 
 /* ---- divvyctl_config.c ------------------------------------------------- */
 

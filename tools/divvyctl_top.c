@@ -1,37 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * divvyctl top and locked: views of divvyd's live counters (the admin verb
- * COUNTERS, docs/protocol.md).  top refreshes a table of the counters with
- * the least credit left (or the most used) in a terminal until q or Ctrl-C;
- * locked lists the counters that have no credit left, i.e. who is locked out
- * of which rule right now.  Actor values are shown per actor key
- * ("user=alice rhost=203.0.113.9"), using the keys RULES reports.  The
- * terminal is put in raw mode and on the alternate screen only while top
- * runs interactively; signals are taken through a signalfd, so no handler
- * and no global state is needed to restore it.
+ * divvyctl top: a view of divvyd's live counters (the admin verb COUNTERS,
+ * docs/protocol.md), refreshing a table of the counters with the least
+ * credit left (or the most used) until q or Ctrl-C.  Also the rows that
+ * locked lists (divvyctl_locked.c): COUNTERS fetched and sorted, each actor
+ * shown per actor key ("user=alice rhost=203.0.113.9"), using the keys
+ * RULES reports.  The terminal is divvyctl_top_term.c's.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/signalfd.h>
-#include <termios.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "divvyctl.h"
+#include "divvyctl_top.h"
 
 #define TOP_MAX_ROWS      10000     /* COUNTERS' own cap */
 #define TOP_ONCE_ROWS     20
-#define LOCKED_ROWS       10000
-#define TOP_FIELD_MAX     128
 
 const char ctl_help_top[] =
     "Usage: divvyctl top [OPTIONS]\n"
@@ -70,68 +58,8 @@ const char ctl_help_top[] =
     "Exit status: 0 done, 2 usage or unknown rule, 3 divvyd unreachable, 4\n"
     "permission denied (not root or divvy-admin, or over TCP).\n";
 
-const char ctl_help_locked[] =
-    "Usage: divvyctl locked [OPTIONS]\n"
-    "\n"
-    "Admin command.  Lists the counters that have no credit left right now:\n"
-    "which users, addresses or other actors are locked out of which rule, and\n"
-    "for how long - the question pam_faillock cannot answer across hosts.  One\n"
-    "line per counter:\n"
-    "\n"
-    "  RULE               ACTOR                          USED/LIMIT  UNLOCKS IN\n"
-    "  login-user-source  user=alice rhost=203.0.113.9/32  5/5         14m 31s\n"
-    "\n"
-    "UNLOCKS IN is when the next credit arrives, i.e. when the actor can try\n"
-    "again: a window's end, a token bucket's next refill step (not its refill\n"
-    "to full), a sliding window's first moment with room for one hit.\n"
-    "\n"
-    "Nothing locked: no lines, and a note on standard error.  To unlock, reset\n"
-    "with the request that locked it, e.g. for pam_divvy's rules:\n"
-    "  divvyctl reset event=authfail user=alice rhost=203.0.113.9\n"
-    "\n"
-    "Options:\n"
-    "  -r, --rule ID       only this rule (label or hex id, as `divvyctl rules`\n"
-    "                      shows)\n"
-    "  -m, --max N         at most N lines (default and limit 10000)\n"
-    "  -j, --json          {\"locked\": [{\"rule\": ..., \"actor\": ..., \"fields\":\n"
-    "                      {...}, \"credit\": 0, \"used\": 5, \"limit\": 5,\n"
-    "                      \"reset_seconds\": 871, \"retry_seconds\": 871}, ...]}\n"
-    "                      (retry: the UNLOCKS IN column; reset: until full)\n"
-    "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
-    "\n"
-    "Exit status: 0 listed (also when nothing is locked), 2 usage or unknown rule,\n"
-    "3 divvyd unreachable, 4 permission denied (not root or divvy-admin).\n";
 
-/* The actor keys of each rule, by id, from RULES (both malloc'd). */
-struct top_rule {
-    char *id;
-    char *keys;
-};
-
-struct top_counter {
-    char rule[TOP_FIELD_MAX];
-    char actor[TOP_FIELD_MAX];
-    char shown[TOP_FIELD_MAX * 8];  /* actor split into key=value pairs */
-    uint64_t credit, used, limit, reset;
-    uint64_t retry;                 /* seconds until the next credit (0: credit left) */
-};
-
-struct top_state {
-    const char *rule;               /* --rule, or NULL */
-    long max;                       /* --max, 0: automatic */
-    bool sort_used;
-    bool once;
-    double interval;
-    struct top_rule *rules;
-    size_t n_rules;
-    uint64_t generation;            /* of rules[]; UINT64_MAX: none */
-    uint64_t last_hits;
-    uint64_t last_ms;
-    struct top_counter *rows;
-    size_t n_rows;
-};
-
-static uint64_t top_now_ms(void)
+uint64_t top_now_ms(void)
 {
     struct timespec ts;
 
@@ -144,7 +72,7 @@ static int top_rule_cmp(const void *a, const void *b)
     return strcmp(((const struct top_rule *)a)->id, ((const struct top_rule *)b)->id);
 }
 
-static void top_rules_free(struct top_rule *rules, size_t n)
+void top_rules_free(struct top_rule *rules, size_t n)
 {
     for (size_t i = 0; rules && i < n; i++) {
         free(rules[i].id);
@@ -154,7 +82,7 @@ static void top_rules_free(struct top_rule *rules, size_t n)
 }
 
 /* (Re)loads the rule id -> actor keys table. */
-static int top_load_rules(struct ctl *ctl, struct top_state *st)
+int top_load_rules(struct ctl *ctl, struct top_state *st)
 {
     struct ctl_fields *f = NULL;
     struct top_rule *rules = NULL;
@@ -228,7 +156,7 @@ static size_t top_unescape(const char *s, size_t len, char *out, size_t size)
 }
 
 /* Fills @c->shown and, when @fields is not NULL, the actor's key -> value map. */
-static void top_split_actor(const struct top_state *st, struct top_counter *c, json_t *fields)
+void top_split_actor(const struct top_state *st, struct top_counter *c, json_t *fields)
 {
     const char *keys = top_rule_keys(st, c->rule), *a = c->actor;
     size_t pos = 0, n_keys = 0, n_vals = 1;
@@ -274,7 +202,7 @@ static void top_split_actor(const struct top_state *st, struct top_counter *c, j
 }
 
 /* Fetches COUNTERS into st->rows.  @exhausted: only counters with no credit. */
-static int top_fetch(struct ctl *ctl, struct top_state *st, bool exhausted, long max)
+int top_fetch(struct ctl *ctl, struct top_state *st, bool exhausted, long max)
 {
     struct ctl_fields *f = NULL;
     char **lines = NULL, line[256];
@@ -332,7 +260,7 @@ static int top_used_cmp(const void *a, const void *b)
     return 0;
 }
 
-static json_t *top_json_rows(const struct top_state *st)
+json_t *top_json_rows(const struct top_state *st)
 {
     json_t *arr = json_array();
 
@@ -351,148 +279,12 @@ static json_t *top_json_rows(const struct top_state *st)
     return arr;
 }
 
-static bool top_valid_rule(const char *id)
+bool top_valid_rule(const char *id)
 {
     if (!id[0] || strlen(id) >= TOP_FIELD_MAX)
         return false;
     return strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
            strlen(id);
-}
-
-/* ---- top ------------------------------------------------------------------------------ */
-
-struct top_term {
-    bool screen;                /* stdout is a terminal: redraw in place */
-    bool keys;                  /* stdin is a terminal in raw mode */
-    struct termios saved;
-    int sigfd;
-    sigset_t oldmask;
-};
-
-static int top_term_start(struct top_term *t, bool interactive)
-{
-    sigset_t mask;
-
-    t->screen = interactive && isatty(STDOUT_FILENO);
-    t->keys = false;
-    t->sigfd = -1;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
-    sigaddset(&mask, SIGWINCH);
-    if (sigprocmask(SIG_BLOCK, &mask, &t->oldmask) < 0)
-        return -errno;
-    t->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (t->sigfd < 0) {
-        int r = -errno;
-
-        sigprocmask(SIG_SETMASK, &t->oldmask, NULL);
-        return r;
-    }
-    if (t->screen && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &t->saved) == 0) {
-        struct termios raw = t->saved;
-
-        /* ISIG off: Ctrl-C arrives as a byte, so the terminal is always restored. */
-        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG);
-        raw.c_cc[VMIN] = 0;
-        raw.c_cc[VTIME] = 0;
-        if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
-            t->keys = true;
-    }
-    if (t->screen) {
-        /* Alternate screen, cursor hidden. */
-        fputs("\033[?1049h\033[?25l", stdout);
-        fflush(stdout);
-    }
-    return 0;
-}
-
-static void top_term_stop(struct top_term *t)
-{
-    if (t->screen) {
-        fputs("\033[?25h\033[?1049l", stdout);
-        fflush(stdout);
-    }
-    if (t->keys)
-        tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
-    if (t->sigfd >= 0) {
-        close(t->sigfd);
-        sigprocmask(SIG_SETMASK, &t->oldmask, NULL);
-    }
-}
-
-/* Waits up to @ms for a key or a signal: 1 quit, 2 toggle sort, 3 redraw now, 0 timeout. */
-static int top_wait(struct top_term *t, int ms)
-{
-    struct pollfd pfd[2] = { { .fd = t->sigfd, .events = POLLIN },
-                             { .fd = t->keys ? STDIN_FILENO : -1, .events = POLLIN } };
-    uint64_t deadline = top_now_ms() + (uint64_t)ms;
-
-    for (;;) {
-        uint64_t now = top_now_ms();
-        int k;
-
-        if (now >= deadline)
-            return 0;
-        k = poll(pfd, 2, (int)(deadline - now));
-        if (k < 0 && errno != EINTR)
-            return 1;
-        if (k <= 0)
-            continue;
-        if (pfd[0].revents) {
-            struct signalfd_siginfo si;
-
-            if (read(t->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                return si.ssi_signo == SIGWINCH ? 3 : 1;
-        }
-        if (pfd[1].revents) {
-            char c;
-
-            if (read(STDIN_FILENO, &c, 1) != 1)
-                return 1;
-            if (c == 'q' || c == 'Q' || c == 3 || c == 4)
-                return 1;
-            if (c == 's' || c == 'S')
-                return 2;
-            if (c == ' ' || c == '\n' || c == '\r' || c == 12)
-                return 3;
-        }
-    }
-}
-
-static void top_winsize(int *rows, int *cols)
-{
-    struct winsize ws;
-
-    *rows = 24;
-    *cols = 80;
-    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
-        *rows = ws.ws_row;
-        *cols = ws.ws_col;
-    }
-}
-
-/* Prints one line cut to @cols columns (0: no cut), then a newline. */
-static void top_putf(FILE *f, int cols, bool screen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void top_putf(FILE *f, int cols, bool screen, const char *fmt, ...)
-{
-    char line[2048];
-    va_list ap;
-    size_t len;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    len = n < 0 ? 0 : (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
-    if (cols > 0 && len > (size_t)cols)
-        len = (size_t)cols;
-    fwrite(line, 1, len, f);
-    if (screen)
-        fputs("\033[K", f);
-    fputc('\n', f);
 }
 
 /* One refresh: STATS (for the header and to notice a reload), RULES when the
@@ -733,88 +525,6 @@ int cmd_top(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 out:
     if (term_started)
         top_term_stop(&t);
-    top_rules_free(st.rules, st.n_rules);
-    free(st.rows);
-    return r;
-}
-
-/* ---- locked ----------------------------------------------------------------------------- */
-
-int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
-{
-    static const struct option longopts[] = {
-        CTL_LONGOPTS,
-        { "rule", required_argument, NULL, 'r' },
-        { "max", required_argument, NULL, 'm' },
-        { NULL, 0, NULL, 0 },
-    };
-    struct top_state st = { .generation = UINT64_MAX };
-    size_t wr = 4, wa = 5;
-    char *end;
-    int opt, r;
-
-    ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "r:m:", longopts, NULL)) != -1) {
-        switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
-        case CTL_OPT_DONE:
-            continue;
-        case CTL_OPT_HELP:
-            return CTL_EXIT_OK;
-        case CTL_OPT_BAD:
-            return CTL_EXIT_USAGE;
-        case CTL_OPT_OTHER:
-            break;
-        }
-        if (opt == 'r') {
-            if (!top_valid_rule(optarg))
-                return ctl_usage(cmd, "--rule: '%s' is not a rule label or id", optarg);
-            st.rule = optarg;
-        } else if (opt == 'm') {
-            errno = 0;
-            st.max = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || st.max < 1 || st.max > LOCKED_ROWS)
-                return ctl_usage(cmd, "--max: '%s' is not 1 to %d", optarg, LOCKED_ROWS);
-        } else {
-            return ctl_usage(cmd, "unknown option");
-        }
-    }
-    if (optind != argc)
-        return ctl_usage(cmd, "takes no arguments");
-
-    /* COUNTERS first: a non-admin learns that from its refusal, not RULES'. */
-    r = top_fetch(ctl, &st, true, st.max > 0 ? st.max : LOCKED_ROWS);
-    if (r == 0)
-        r = top_load_rules(ctl, &st);
-    if (r > 0)
-        goto out;
-    if (ctl->json) {
-        r = ctl_json_print(json_pack("{s:o}", "locked", top_json_rows(&st)));
-        goto out;
-    }
-    for (size_t i = 0; i < st.n_rows; i++) {
-        top_split_actor(&st, &st.rows[i], NULL);
-        if (strlen(st.rows[i].rule) > wr)
-            wr = strlen(st.rows[i].rule);
-        if (strlen(st.rows[i].shown) > wa)
-            wa = strlen(st.rows[i].shown);
-    }
-    if (st.n_rows == 0) {
-        fprintf(stderr, "divvyctl: nothing is locked out%s%s\n", st.rule ? " of rule " : "",
-                st.rule ? st.rule : "");
-    } else {
-        printf("%-*s  %-*s  %-10s  %s\n", (int)wr, "RULE", (int)wa, "ACTOR", "USED/LIMIT",
-               "UNLOCKS IN");
-    }
-    for (size_t i = 0; i < st.n_rows; i++) {
-        const struct top_counter *c = &st.rows[i];
-        char when[32], used[48];
-
-        ctl_fmt_duration(c->retry, when, sizeof(when));
-        snprintf(used, sizeof(used), "%" PRIu64 "/%" PRIu64, c->used, c->limit);
-        printf("%-*s  %-*s  %-10s  %s\n", (int)wr, c->rule, (int)wa, c->shown, used, when);
-    }
-    r = CTL_EXIT_OK;
-out:
     top_rules_free(st.rules, st.n_rules);
     free(st.rows);
     return r;

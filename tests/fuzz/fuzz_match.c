@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for the rule matcher (common/rules.c, common/glob.c).
+ * libFuzzer harness for the rule matcher (common/rules_match.c, common/glob.c).
  * The input is decoded into a random rule set (keys and values from a small
  * alphabet rich in '*' and '\', sometimes raw bytes; random policies and
  * sources; the default rule last) and random requests (some built to match

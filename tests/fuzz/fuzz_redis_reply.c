@@ -1,18 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for divvyd's handling of Redis replies (daemon/store.c,
- * daemon/store_script.c, docs/redis.md).  They are daemon code, so, like
- * tests/unit/test_store.c, this file includes their source (and log.c's,
- * sentinel.c's and addr.c's) and needs nothing but common/ and the usual
- * libraries to link.
+ * daemon/store_conn.c, daemon/store_script.c, docs/redis.md).  The Makefile
+ * builds it with the daemon modules it calls (store*.c, sentinel*.c,
+ * redis_async.c, addr.c, log.c) and common/, all instrumented; log_msg() and
+ * log_ratelimited() are wrapped (-Wl,--wrap) to send divvyd's log lines to
+ * a sink.
  *
  * Odd first byte: the rest of the input is RESP bytes; every reply tree
  * hiredis's own reader makes of them goes through the store's decoders (a
- * script's answer, store_script_decode(), for each script, and DEL's),
- * which must agree with a reference decoder written here, and each decoded
- * answer goes through what divvyd does with it (docs/redis.md "Scripts":
- * the verdict, the lease grant applied to a scratch counter table, then a
- * lease take from it).
+ * script's answer, store_script_decode(), for each script, DEL's and
+ * SCAN's), which must agree with a reference decoder written here, and each
+ * decoded answer goes through what divvyd does with it (docs/redis.md
+ * "Scripts": the verdict, the lease grant applied to a scratch counter
+ * table, then a lease take from it).
  *
  * Even first byte: a fake Redis.  A real store_conn connects over a Unix
  * socket to this process, which answers every command it receives (the
@@ -48,19 +49,47 @@
 #include "proto.h"
 #include "table.h"
 
-/* divvyd's log lines (a breaker trip per failing input) go to a sink. */
+#include "clock.h"
+#include "daemon/log.h"
+#include "daemon/store.h"
+
+/* divvyd's log lines (a breaker trip per failing input) go to a sink: these
+ * stand in for log.c's (-Wl,--wrap=log_msg,--wrap=log_ratelimited). */
 static FILE *log_sink;
-#undef stderr
-#define stderr log_sink
-#include "../../daemon/log.c"
-#undef stderr
-#define stderr stderr
-#include "../../daemon/addr.c"
-#include "../../daemon/redis_async.c"
-#include "../../daemon/sentinel.c"
-#include "../../daemon/store_script.c"
-#include "../../daemon/store.c"
-#include "../../daemon/store_conn.c"
+
+void __wrap_log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void __wrap_log_ratelimited(struct log_ratelimit *rl, int prio, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void log_sink_v(const char *fmt, va_list ap)
+{
+    if (!log_sink)
+        return;
+    fputs("divvyd: ", log_sink);
+    vfprintf(log_sink, fmt, ap);
+    fputc('\n', log_sink);
+}
+
+void __wrap_log_msg(int prio, const char *fmt, ...)
+{
+    va_list ap;
+
+    (void)prio;
+    va_start(ap, fmt);
+    log_sink_v(fmt, ap);
+    va_end(ap);
+}
+
+void __wrap_log_ratelimited(struct log_ratelimit *rl, int prio, const char *fmt, ...)
+{
+    va_list ap;
+
+    (void)rl;
+    (void)prio;
+    va_start(ap, fmt);
+    log_sink_v(fmt, ap);
+    va_end(ap);
+}
 
 #define MAX_USER      4             /* requests per input */
 #define MAX_ROUNDS    200
@@ -227,7 +256,6 @@ static void consume(const struct store_reply *rep, uint64_t now)
 /* SCAN's answer (store_scan()): [decimal cursor, [key strings]], else refused. */
 static void check_scan(const redisReply *r)
 {
-    struct sreq q = { .cmd = STORE_CMD_SCAN };
     struct store_reply got;
     bool want = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                 r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len > 0 &&
@@ -242,7 +270,7 @@ static void check_scan(const redisReply *r)
     }
     for (size_t i = 0; want && i < r->element[1]->elements; i++)
         want = r->element[1]->element[i]->type == REDIS_REPLY_STRING;
-    CHECK((decode_reply(&q, r, &got) == 0) == want);
+    CHECK((store_script_decode_scan(r, &got) == 0) == want);
     if (!want)
         return;
     CHECK(got.kind == STORE_REPLY_KEYS && got.keys.cursor == cursor &&
@@ -300,10 +328,10 @@ static void run_decode(const uint8_t *data, size_t size)
         check_tree(reply, 0);
         in = ints_of(reply);
         for (unsigned kind = 0; kind <= KIND_DEL; kind++) {
-            struct sreq q = { .cmd = kind != KIND_DEL ? STORE_CMD_CALL : STORE_CMD_DEL,
-                              .call = { .script = (enum store_script)kind } };
             struct store_reply got, want;
-            bool ok = decode_reply(&q, reply, &got) == 0;
+            bool ok = (kind == KIND_DEL ? store_script_decode_del(reply, &got)
+                                        : store_script_decode((enum store_script)kind, reply,
+                                                              &got)) == 0;
 
             CHECK(ok == ref_decode(kind, &in, &want));
             if (ok) {
@@ -605,7 +633,7 @@ static void run_server(struct fz *f)
     CHECK(store_new(&o, &st) == 0);
     store_want(st);
     CHECK(store_conn_new(st, base, &sc) == 0);
-    if (!sc->ac)
+    if (!store_conn_active(sc))
         goto out;               /* could not even start connecting */
     s.fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     CHECK(s.fd >= 0);
@@ -670,7 +698,7 @@ static void run_server(struct fz *f)
         event_base_loop(base, EVLOOP_NONBLOCK);
         for (unsigned i = 0; i < n_user; i++)
             all &= !s.pend[i].accepted || s.pend[i].done;
-        if (all || !sc->ac)
+        if (all || !store_conn_active(sc))
             break;
         if (!progress) {
             /* Nothing to read yet: wait for the store (or its deadline timer). */

@@ -18,7 +18,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 
-#include "test_redis.h"
+#include "harness_redis.h"
 
 #define TIMEOUT_MS  200
 #define BOUND_MS    (5 * TIMEOUT_MS)

@@ -15,7 +15,7 @@
 #include <fcntl.h>
 #include <sys/wait.h>
 
-#include "test_redis.h"
+#include "harness_redis.h"
 
 #define TIMEOUT_MS  200
 #define OUT_MAX     (64 * 1024)

@@ -10,9 +10,11 @@
  * deny: EXPLAIN's cause=, STATS denials_* and redis_* (docs/redis.md
  * "Monitoring").
  */
+#include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
-#include "test_redis.h"
+#include "harness_redis.h"
 
 #define TIMEOUT_MS  200
 #define BOUND_MS    (5 * TIMEOUT_MS)

@@ -15,12 +15,13 @@
  * that divvyd claims while the Redis breaker is open releases its claim, so
  * the lease refills once Redis is back.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
 #include "divvy.h"
-#include "test_redis.h"
+#include "harness_redis.h"
 
 #define LIMIT       3000
 #define LEASE_MAX   40

@@ -9,18 +9,17 @@
  *
  * The scripts, and the typed calls that pack their ARGV and decode their
  * answers, are the daemon's own (daemon/store_script.c), so a wrong ARGV
- * position shows here; this file includes daemon/store_script.c and
- * daemon/store.c (and the sentinel.c and addr.c it calls).
+ * position shows here; this binary links them from libdivvyd.a.
  */
-#include "test_redis.h"
+#include <limits.h>
 
-#include "../../daemon/log.c"
-#include "../../daemon/addr.c"
-#include "../../daemon/redis_async.c"
-#include "../../daemon/sentinel.c"
-#include "../../daemon/store_script.c"
-#include "../../daemon/store.c"
-#include "../../daemon/store_conn.c"
+#include "harness_redis.h"
+
+#include "daemon/log.h"
+#include "daemon/addr.h"
+#include "daemon/redis_async.h"
+#include "daemon/sentinel.h"
+#include "daemon/store.h"
 
 /*
  * EVAL of @call (packed by store_script.c, as divvyd sends it) with KEYS[1] =

@@ -6,13 +6,104 @@
  * in lease mode never more than the limit and at least the limit minus the
  * documented stranded bound (hosts * lease_max).
  */
-#include "test_redis.h"
+#include <errno.h>
+#include <pthread.h>
+
+#include "harness_redis.h"
 
 #define LIMIT       3000
 #define PER_THREAD  1500        /* requests per connection */
 #define THREADS     2           /* connections per daemon */
 #define DEPTH       50
 #define LEASE_MAX   40
+
+/* ---- load ----------------------------------------------------------------- */
+
+/* One thread hammering one connection with pipelined requests. */
+struct hammer {
+    struct harness_daemon *d;
+    const char *req;            /* one request line, without '\n' */
+    unsigned total;             /* requests to send */
+    unsigned depth;             /* pipelined per batch */
+    unsigned allowed;           /* out: "OK true" replies */
+    unsigned denied;            /* out: "OK false" replies */
+    unsigned other;             /* out: anything else */
+    uint64_t max_batch_ms;      /* out: slowest batch, send to last reply */
+    int err;                    /* out: negative errno */
+};
+
+static void *hammer_run(void *arg)
+{
+    struct hammer *h = arg;
+    struct harness_conn *c = NULL;
+    char line[HARNESS_LINE];
+    char *batch = NULL;
+    size_t len = strlen(h->req), blen;
+    unsigned sent = 0;
+    int r;
+
+    r = harness_connect(h->d, HARNESS_UNIX, &c);
+    if (r < 0) {
+        h->err = r;
+        return NULL;
+    }
+    batch = malloc((len + 1) * h->depth);
+    if (!batch) {
+        h->err = -ENOMEM;
+        goto out;
+    }
+    while (sent < h->total) {
+        unsigned n = h->total - sent < h->depth ? h->total - sent : h->depth;
+        uint64_t t0 = harness_now_ms(), dt;
+
+        blen = 0;
+        for (unsigned i = 0; i < n; i++) {
+            memcpy(batch + blen, h->req, len);
+            batch[blen + len] = '\n';
+            blen += len + 1;
+        }
+        r = harness_send(c, batch, blen);
+        for (unsigned i = 0; r >= 0 && i < n; i++) {
+            r = (int)harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
+            if (r < 0)
+                break;
+            if (strncmp(line, "OK true ", 8) == 0)
+                h->allowed++;
+            else if (strncmp(line, "OK false ", 9) == 0)
+                h->denied++;
+            else
+                h->other++;
+        }
+        if (r < 0) {
+            h->err = r;
+            goto out;
+        }
+        dt = harness_now_ms() - t0;
+        if (dt > h->max_batch_ms)
+            h->max_batch_ms = dt;
+        sent += n;
+    }
+out:
+    free(batch);
+    harness_close(c);
+    return NULL;
+}
+
+/* Runs @n hammers concurrently and waits for all of them. */
+static void hammer_all(struct hammer *hs, unsigned n)
+{
+    pthread_t *t = harness_scratch(n * sizeof(*t));
+
+    assert_non_null(t);
+    for (unsigned i = 0; i < n; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, hammer_run, &hs[i]), 0);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    for (unsigned i = 0; i < n; i++) {
+        if (hs[i].err < 0)
+            fail_msg("hammer %u: %s", i, strerror(-hs[i].err));
+    }
+}
 
 static const char rules_text[] =
     "{ match = { path = \"/api\"; }; label = \"api\"; actor = \"user\";\n"

@@ -14,9 +14,11 @@
  * A reload reads the file again:
  * gone, the reload is refused with file:line and the old settings serve on.
  */
+#include <fcntl.h>
 #include <ftw.h>
+#include <unistd.h>
 
-#include "test_redis.h"
+#include "harness_redis.h"
 
 static const char rules_text[] =
     "rules = (\n"

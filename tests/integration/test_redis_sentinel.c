@@ -23,10 +23,14 @@
  *     and divvyd recovers by itself once the sentinel names the master;
  *   - REDIS_HOST in the environment next to redis.sentinels stops divvyd.
  * Every server is stopped by PID even when an assertion fails (the
- * test_redis.h registry); a missing `redis-server --sentinel` fails the
+ * harness_redis.c registry); a missing `redis-server --sentinel` fails the
  * test with redis-server's own log, never skips it.
  */
-#include "test_redis.h"
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "harness_redis.h"
 
 #define TIMEOUT_MS      500
 #define FOLLOW_MS       60000       /* generous: Sentinel demotes a live master after ~10 s */

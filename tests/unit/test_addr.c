@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../../daemon/addr.c"
+#include "daemon/addr.h"
 
 static void test_addr_splits_v4_v6_and_empty_host(void **state)
 {

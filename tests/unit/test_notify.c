@@ -3,8 +3,8 @@
  * Unit tests for daemon/notify.c against the real libsystemd: a datagram
  * socket stands in for systemd's $NOTIFY_SOCKET, $WATCHDOG_USEC drives a real
  * libevent timer, and real listening sockets placed at fds 3 and 4 with
- * $LISTEN_FDS stand in for socket activation.  The module is compiled into
- * this binary (with daemon/log.c), as divvyd links it.
+ * $LISTEN_FDS stand in for socket activation.  The module is linked from
+ * libdivvyd.a, as divvyd links it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,9 +24,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../daemon/log.c"
-#include "../../daemon/addr.c"
-#include "../../daemon/notify.c"
+#include <event2/event.h>
+#include <systemd/sd-daemon.h>
+
+#include "daemon/log.h"
+#include "daemon/addr.h"
+#include "daemon/notify.h"
 
 struct fixture {
     char dir[64];

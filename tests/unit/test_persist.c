@@ -5,8 +5,8 @@
  * buffer only from a regular file of exactly the expected size (-ENOENT,
  * -EBADMSG otherwise, the buffer untouched); a save that fails part-way
  * (a short write, then EFBIG, under RLIMIT_FSIZE) keeps the old file and
- * removes its temp file.  The module is compiled into this binary, as
- * divvyd links it.
+ * removes its temp file.  The module is linked from libdivvyd.a, as divvyd
+ * links it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../daemon/persist.c"
+#include "daemon/persist.h"
 
 struct fixture {
     char dir[64];

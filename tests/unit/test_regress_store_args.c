@@ -9,8 +9,8 @@
  * here the longest one, the token bucket's, goes to a fake Redis on a Unix
  * socket that reads the command and checks every argument arrived where the
  * script reads it; ASan (make asan) would see an overflow.
- * The module is daemon code, so this binary includes its source (and that
- * of sentinel.c and addr.c, which it calls).
+ * The module is daemon code: this binary links it from libdivvyd.a, as
+ * divvyd does.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -25,13 +25,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../daemon/log.c"
-#include "../../daemon/addr.c"
-#include "../../daemon/redis_async.c"
-#include "../../daemon/sentinel.c"
-#include "../../daemon/store_script.c"
-#include "../../daemon/store.c"
-#include "../../daemon/store_conn.c"
+#include "clock.h"
+#include "daemon/log.h"
+#include "daemon/addr.h"
+#include "daemon/redis_async.h"
+#include "daemon/sentinel.h"
+#include "daemon/store.h"
 
 static void cb_count(void *arg, const struct store_reply *rep)
 {

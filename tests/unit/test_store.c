@@ -7,8 +7,8 @@
  * store_conn that refuses at once while the breaker is open, and
  * Sentinel discovery when no sentinel answers (refused, or silent past the
  * timeout): requests wait for the master within their deadline, then fail.
- * The module is daemon code, so this binary includes its source (and that
- * of sentinel.c and addr.c, which it calls).
+ * The module is daemon code: this binary links it from libdivvyd.a, as
+ * divvyd does.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -22,13 +22,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "../../daemon/log.c"
-#include "../../daemon/addr.c"
-#include "../../daemon/redis_async.c"
-#include "../../daemon/sentinel.c"
-#include "../../daemon/store_script.c"
-#include "../../daemon/store.c"
-#include "../../daemon/store_conn.c"
+#include "clock.h"
+#include "daemon/log.h"
+#include "daemon/addr.h"
+#include "daemon/redis_async.h"
+#include "daemon/sentinel.h"
+#include "daemon/store.h"
 
 static void test_store_sha1_vectors(void **state)
 {
@@ -308,7 +307,7 @@ static void test_store_sentinel_options(void **state)
     (void)state;
     /* No host, port or socket needed: the sentinels give the master. */
     assert_int_equal(store_new(&o, &st), 0);
-    assert_string_equal(where(st, buf, sizeof(buf)), "master mymaster");
+    assert_string_equal(store_where(st, buf, sizeof(buf)), "master mymaster");
     store_free(st);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         o.sentinels = &bad[i];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the Redis store's settings in common/config.c,
+ * Unit tests for the Redis store's settings in common/config_store.c,
  * common/config_divvy.c and common/rules.c (docs/config.md "store",
  * "redis"; docs/redis.md): defaults, every setting and its errors, the
  * per-rule `store` in all three formats, validation of the effective store

@@ -1,33 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the Redis integration tests (test_redis_*.c) share: a real
- * redis-server started in a mkdtemp() directory on a Unix socket only
- * (`--port 0 --unixsocket DIR/redis.sock --save '' --appendonly no`),
- * refused unless its database is empty, stopped (or killed, paused,
- * restarted) by PID; a synchronous hiredis connection for checks; and
- * divvyd configs pointing at it.  For Sentinel (test_redis_sentinel.c) a
- * server may also listen on a free 127.0.0.1 port (Sentinel watches
- * servers over TCP only), be a replica of another, or be a sentinel
- * (`redis-server DIR/sentinel.conf --sentinel`, its config written here);
- * a port somebody took meanwhile is retried with another.  Every server is
- * kept in a registry so
- * redis_teardown() (a cmocka teardown, which also runs harness_teardown())
- * and an atexit() handler stop it even when an assertion failed, and
- * PR_SET_PDEATHSIG kills it if the test binary dies outright.
- *
- * Static functions in a header: each test binary is one translation unit
- * that includes this once.
+ * harness_redis: real redis-servers for the Redis integration tests
+ * (harness_redis.h).  Each server runs in a mkdtemp() directory of its own,
+ * on a Unix socket only unless a test asks for a loopback port, and is kept
+ * in a registry of REDIS_MAX slots so that redis_teardown() and an atexit()
+ * handler stop it, by PID, even after a failed assertion; PR_SET_PDEATHSIG
+ * kills it if the test binary dies outright.
  */
-#ifndef DIVVY_TEST_REDIS_H
-#define DIVVY_TEST_REDIS_H
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,35 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
-
-#include "harness.h"
+#include "harness_redis.h"
 
 #define REDIS_START_MS  10000
-#define REDIS_MAX       4
-
-/* How a server is started (redis_start_ex()); zero: Unix socket only. */
-struct redis_start_opts {
-    bool tcp;                   /* also on a free 127.0.0.1 port */
-    int replicaof;              /* a replica of 127.0.0.1:replicaof (implies tcp) */
-    /* A sentinel (implies tcp): these lines end its config file, e.g.
-     * "sentinel monitor mymaster 127.0.0.1 6379 1\n". */
-    const char *sentinel_conf;
-    const char *password;       /* requirepass, and AUTH in redis_cli() */
-};
-
-struct redis_srv {
-    pid_t pid;                  /* 0 when not running */
-    bool stopped;               /* SIGSTOPped */
-    int port;                   /* 127.0.0.1 TCP port, 0: none */
-    struct redis_start_opts o;  /* strings copied below */
-    char sentinel_conf[1024];
-    char password[64];
-    char dir[HARNESS_PATH];
-    char sock[HARNESS_PATH + 16];
-    char log[HARNESS_PATH + 16];
-    char conf[HARNESS_PATH + 16];   /* a sentinel's config file */
-};
 
 /* Servers live here, not on a test's stack: a failed assertion longjmps out
  * of the test, and the teardown must still find them. */
@@ -73,7 +33,7 @@ static struct redis_srv redis_slots[REDIS_MAX];
 static bool redis_used[REDIS_MAX];
 static bool redis_atexit_done;
 
-static inline void redis_reap(struct redis_srv *r, int timeout_ms)
+static void redis_reap(struct redis_srv *r, int timeout_ms)
 {
     uint64_t end = harness_now_ms() + (uint64_t)timeout_ms;
     int status;
@@ -96,7 +56,7 @@ static inline void redis_reap(struct redis_srv *r, int timeout_ms)
 }
 
 /* SIGKILL (no goodbye, like a crash) and reap; the directory stays. */
-static inline void redis_kill(struct redis_srv *r)
+void redis_kill(struct redis_srv *r)
 {
     if (r->pid <= 0)
         return;
@@ -105,7 +65,7 @@ static inline void redis_kill(struct redis_srv *r)
     r->stopped = false;
 }
 
-static inline void redis_pause(struct redis_srv *r, bool pause)
+void redis_pause(struct redis_srv *r, bool pause)
 {
     if (r->pid <= 0)
         return;
@@ -115,7 +75,7 @@ static inline void redis_pause(struct redis_srv *r, bool pause)
 
 /* Everything in the server's own mkdtemp() directory goes: its socket,
  * log, a sentinel's rewritten config, a replica's dump.rdb and temp files. */
-static inline void redis_rm_dir(struct redis_srv *r)
+static void redis_rm_dir(struct redis_srv *r)
 {
     char path[HARNESS_PATH + 300];
     struct dirent *e;
@@ -137,7 +97,7 @@ static inline void redis_rm_dir(struct redis_srv *r)
 }
 
 /* SIGTERM (SIGCONT first), SIGKILL after 5 s; removes the directory. */
-static inline void redis_stop(struct redis_srv *r)
+void redis_stop(struct redis_srv *r)
 {
     if (!r)
         return;
@@ -153,7 +113,7 @@ static inline void redis_stop(struct redis_srv *r)
     }
 }
 
-static inline void redis_stop_all(void)
+void redis_stop_all(void)
 {
     for (int i = 0; i < REDIS_MAX; i++) {
         if (redis_used[i])
@@ -162,7 +122,7 @@ static inline void redis_stop_all(void)
 }
 
 /* A synchronous connection for checks, or NULL. */
-static inline redisContext *redis_cli(const struct redis_srv *r)
+redisContext *redis_cli(const struct redis_srv *r)
 {
     struct timeval tv = { 2, 0 };
     redisContext *c = redisConnectUnixWithTimeout(r->sock, tv);
@@ -189,7 +149,7 @@ static inline redisContext *redis_cli(const struct redis_srv *r)
 }
 
 /* Runs a command; its integer reply, or LLONG_MIN on any failure. */
-static inline long long redis_int(const struct redis_srv *r, const char *fmt, ...)
+long long redis_int(const struct redis_srv *r, const char *fmt, ...)
 {
     redisContext *c = redis_cli(r);
     redisReply *rep;
@@ -213,7 +173,7 @@ static inline long long redis_int(const struct redis_srv *r, const char *fmt, ..
 
 /* A loopback port nobody listens on right now (it may be taken before
  * the server binds it: redis_start_ex() retries). */
-static inline int redis_free_port(void)
+int redis_free_port(void)
 {
     struct sockaddr_in sa = { .sin_family = AF_INET };
     socklen_t sl = sizeof(sa);
@@ -231,7 +191,7 @@ static inline int redis_free_port(void)
 }
 
 /* A sentinel's config file: sentinels rewrite it, so it is a file of its own. */
-static inline int redis_write_sentinel_conf(struct redis_srv *r)
+static int redis_write_sentinel_conf(struct redis_srv *r)
 {
     FILE *f = fopen(r->conf, "we");
 
@@ -245,7 +205,7 @@ static inline int redis_write_sentinel_conf(struct redis_srv *r)
     return fclose(f) == 0 ? 0 : -EIO;
 }
 
-static inline int redis_spawn(struct redis_srv *r)
+static int redis_spawn(struct redis_srv *r)
 {
     const char *argv[32];
     char port[16], master[16];
@@ -313,7 +273,7 @@ static inline int redis_spawn(struct redis_srv *r)
     return 0;
 }
 
-static inline int redis_wait_ready(struct redis_srv *r)
+static int redis_wait_ready(struct redis_srv *r)
 {
     uint64_t end = harness_now_ms() + REDIS_START_MS;
 
@@ -342,7 +302,7 @@ static inline int redis_wait_ready(struct redis_srv *r)
 }
 
 /* 1 when the server's log contains @needle, 0 when not. */
-static inline int redis_log_contains(const struct redis_srv *r, const char *needle)
+int redis_log_contains(const struct redis_srv *r, const char *needle)
 {
     char buf[8192];
     FILE *f = fopen(r->log, "re");
@@ -357,7 +317,7 @@ static inline int redis_log_contains(const struct redis_srv *r, const char *need
 }
 
 /* Copies the server's log to stderr (after a failed start). */
-static inline void redis_dump_log(const struct redis_srv *r)
+void redis_dump_log(const struct redis_srv *r)
 {
     char line[512];
     FILE *f = fopen(r->log, "re");
@@ -371,7 +331,7 @@ static inline void redis_dump_log(const struct redis_srv *r)
 /* Starts a fresh server as @o says (*ret, owned by the registry until
  * redis_stop()); refuses (-ENOTEMPTY) a database that holds keys.  A
  * server that fails to start has its log copied to stderr. */
-static inline int redis_start_ex(const struct redis_start_opts *o, struct redis_srv **ret)
+int redis_start_ex(const struct redis_start_opts *o, struct redis_srv **ret)
 {
     struct redis_srv *r = NULL;
     char dir[HARNESS_PATH];
@@ -440,7 +400,7 @@ static inline int redis_start_ex(const struct redis_start_opts *o, struct redis_
 
 /* Polls divvyd's STATS on @c until redis_state is @want ("up", "down",
  * "unused"); fails the test after 10 s. */
-static inline void redis_wait_state(struct harness_conn *c, const char *want)
+void redis_wait_state(struct harness_conn *c, const char *want)
 {
     char buf[HARNESS_LINE], needle[64];
     uint64_t end = harness_now_ms() + 10000;
@@ -456,13 +416,13 @@ static inline void redis_wait_state(struct harness_conn *c, const char *want)
     }
 }
 
-static inline int redis_start(struct redis_srv **ret)
+int redis_start(struct redis_srv **ret)
 {
     return redis_start_ex(NULL, ret);
 }
 
 /* Starts the server again (after redis_kill()) on the same socket. */
-static inline int redis_restart(struct redis_srv *r)
+int redis_restart(struct redis_srv *r)
 {
     int rc;
 
@@ -475,7 +435,7 @@ static inline int redis_restart(struct redis_srv *r)
     return rc;
 }
 
-static inline int redis_teardown(void **state)
+int redis_teardown(void **state)
 {
     redis_stop_all();
     return harness_teardown(state);
@@ -485,8 +445,8 @@ static inline int redis_teardown(void **state)
 
 /* A divvy.conf: store { mode; on_redis_error; @extra_store }, redis { this
  * server, @timeout_ms }, then @rules (the text inside rules = ( ... );). */
-static inline char *redis_config(const struct redis_srv *r, const char *mode, const char *on_error,
-                          unsigned timeout_ms, const char *extra_store, const char *rules)
+char *redis_config(const struct redis_srv *r, const char *mode, const char *on_error,
+                   unsigned timeout_ms, const char *extra_store, const char *rules)
 {
     char *text = NULL;
 
@@ -500,7 +460,7 @@ static inline char *redis_config(const struct redis_srv *r, const char *mode, co
     return text;
 }
 
-static inline struct harness_daemon *redis_divvyd(const char *config_text, unsigned workers)
+struct harness_daemon *redis_divvyd(const char *config_text, unsigned workers)
 {
     struct harness_opts o = { 0 };
     struct harness_daemon *d = NULL;
@@ -510,93 +470,3 @@ static inline struct harness_daemon *redis_divvyd(const char *config_text, unsig
     CHECK(harness_start(&o, &d));
     return d;
 }
-
-/* ---- load ----------------------------------------------------------------- */
-
-/* One thread hammering one connection with pipelined requests. */
-struct hammer {
-    struct harness_daemon *d;
-    const char *req;            /* one request line, without '\n' */
-    unsigned total;             /* requests to send */
-    unsigned depth;             /* pipelined per batch */
-    unsigned allowed;           /* out: "OK true" replies */
-    unsigned denied;            /* out: "OK false" replies */
-    unsigned other;             /* out: anything else */
-    uint64_t max_batch_ms;      /* out: slowest batch, send to last reply */
-    int err;                    /* out: negative errno */
-};
-
-static inline void *hammer_run(void *arg)
-{
-    struct hammer *h = arg;
-    struct harness_conn *c = NULL;
-    char line[HARNESS_LINE];
-    char *batch = NULL;
-    size_t len = strlen(h->req), blen;
-    unsigned sent = 0;
-    int r;
-
-    r = harness_connect(h->d, HARNESS_UNIX, &c);
-    if (r < 0) {
-        h->err = r;
-        return NULL;
-    }
-    batch = malloc((len + 1) * h->depth);
-    if (!batch) {
-        h->err = -ENOMEM;
-        goto out;
-    }
-    while (sent < h->total) {
-        unsigned n = h->total - sent < h->depth ? h->total - sent : h->depth;
-        uint64_t t0 = harness_now_ms(), dt;
-
-        blen = 0;
-        for (unsigned i = 0; i < n; i++) {
-            memcpy(batch + blen, h->req, len);
-            batch[blen + len] = '\n';
-            blen += len + 1;
-        }
-        r = harness_send(c, batch, blen);
-        for (unsigned i = 0; r >= 0 && i < n; i++) {
-            r = (int)harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
-            if (r < 0)
-                break;
-            if (strncmp(line, "OK true ", 8) == 0)
-                h->allowed++;
-            else if (strncmp(line, "OK false ", 9) == 0)
-                h->denied++;
-            else
-                h->other++;
-        }
-        if (r < 0) {
-            h->err = r;
-            goto out;
-        }
-        dt = harness_now_ms() - t0;
-        if (dt > h->max_batch_ms)
-            h->max_batch_ms = dt;
-        sent += n;
-    }
-out:
-    free(batch);
-    harness_close(c);
-    return NULL;
-}
-
-/* Runs @n hammers concurrently and waits for all of them. */
-static inline void hammer_all(struct hammer *hs, unsigned n)
-{
-    pthread_t *t = harness_scratch(n * sizeof(*t));
-
-    assert_non_null(t);
-    for (unsigned i = 0; i < n; i++)
-        assert_int_equal(pthread_create(&t[i], NULL, hammer_run, &hs[i]), 0);
-    for (unsigned i = 0; i < n; i++)
-        pthread_join(t[i], NULL);
-    for (unsigned i = 0; i < n; i++) {
-        if (hs[i].err < 0)
-            fail_msg("hammer %u: %s", i, strerror(-hs[i].err));
-    }
-}
-
-#endif

@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config_write: writes a loaded config back out in the native format
+ * (config_write_libconfig(), for divvyctl convert): the server, table,
+ * store and redis groups that differ from the defaults, and every rule with
+ * its settings in native spelling.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_divvy.h"
+#include "config_private.h"
+#include "table.h"
+
+/* ---- writer ------------------------------------------------------------- */
+
+static void conf_put_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void conf_put_int(FILE *f, const char *name, int64_t v)
+{
+    /* libconfig 1.5 needs the L suffix beyond 32 bits (see the top). */
+    if (v > INT32_MAX || v < INT32_MIN)
+        fprintf(f, "        %s = %" PRId64 "L;\n", name, v);
+    else
+        fprintf(f, "        %s = %" PRId64 ";\n", name, v);
+}
+
+/* A key libconfig accepts as a setting name (kept narrower than its own);
+ * "true" and "false", in any case, are its boolean literals, never names. */
+static bool conf_is_plain_name(const char *s)
+{
+    if (strcasecmp(s, "true") == 0 || strcasecmp(s, "false") == 0)
+        return false;
+    if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
+        return false;
+    for (s++; *s; s++) {
+        if (!conf_is_name_char(*s) || *s == '*')
+            return false;
+    }
+    return true;
+}
+
+static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
+{
+    bool plain = true;
+
+    fprintf(f, "    {\n");
+    for (size_t i = 0; i < r->n_match; i++) {
+        if (!conf_is_plain_name(r->match[i].key))
+            plain = false;
+    }
+    if (r->is_default)
+        fprintf(f, "        default = true;\n");
+    if (r->n_match) {
+        fprintf(f, plain ? "        match = { " : "        match = [ ");
+        for (size_t i = 0; i < r->n_match; i++) {
+            if (plain) {
+                fprintf(f, "%s = ", r->match[i].key);
+                conf_put_string(f, r->match[i].value);
+                fprintf(f, "; ");
+            } else {
+                char *kv;
+
+                if (asprintf(&kv, "%s=%s", r->match[i].key, r->match[i].value) < 0)
+                    return -ENOMEM;
+                conf_put_string(f, kv);
+                free(kv);
+                fprintf(f, i + 1 < r->n_match ? ", " : " ");
+            }
+        }
+        fprintf(f, plain ? "};\n" : "];\n");
+    }
+    if (r->n_actor == 1) {
+        fprintf(f, "        actor = ");
+        conf_put_string(f, r->actor[0]);
+        fprintf(f, ";\n");
+    } else if (r->n_actor > 1) {
+        fprintf(f, "        actor = [ ");
+        for (size_t i = 0; i < r->n_actor; i++) {
+            conf_put_string(f, r->actor[i]);
+            fprintf(f, i + 1 < r->n_actor ? ", " : " ");
+        }
+        fprintf(f, "];\n");
+    }
+    if (r->credit_limit >= 0)
+        conf_put_int(f, "credit_limit", r->credit_limit);
+    if (r->reset_seconds >= 0)
+        conf_put_int(f, "reset_seconds", r->reset_seconds);
+    if (r->algo != RULES_ALGO_WINDOW)
+        fprintf(f, "        algorithm = \"%s\";\n", config_divvy_algo_name(r->algo));
+    if (r->refill_amount >= 0)
+        conf_put_int(f, "refill_amount", r->refill_amount);
+    if (r->refill_seconds >= 0)
+        conf_put_int(f, "refill_seconds", r->refill_seconds);
+    if (r->strict)
+        fprintf(f, "        strict = true;\n");
+    if (r->policy != RULES_POLICY_STOP)
+        fprintf(f, "        match_policy = \"%s\";\n", config_divvy_policy_name(r->policy));
+    if (r->source != RULES_SOURCE_ANY)
+        fprintf(f, "        source = \"%s\";\n", config_divvy_source_name(r->source));
+    if (r->fast_path)
+        fprintf(f, "        fast_path = true;\n");
+    if (r->no_reset)
+        fprintf(f, "        resettable = false;\n");
+    if (r->store_set)
+        fprintf(f, "        store = \"%s\";\n", config_divvy_store_name(r->store));
+    if (r->prefix4 >= 0)
+        conf_put_int(f, "actor_prefix4", r->prefix4);
+    if (r->prefix6 >= 0)
+        conf_put_int(f, "actor_prefix6", r->prefix6);
+    if (r->max_actors > 0)
+        conf_put_int(f, "max_actors", r->max_actors);
+    if (r->label) {
+        fprintf(f, "        label = ");
+        conf_put_string(f, r->label);
+        fprintf(f, ";\n");
+    }
+    if (r->comment) {
+        fprintf(f, "        comment = ");
+        conf_put_string(f, r->comment);
+        fprintf(f, ";\n");
+    }
+    fprintf(f, last ? "    }\n" : "    },\n");
+    return 0;
+}
+
+static bool conf_admit_changed(const struct config *cfg)
+{
+    const struct config_admit *a = &cfg->admit;
+
+    return a->tcp_connections || a->unix_connections ||
+           a->reserved_connections != CONFIG_DEFAULT_RESERVED_CONNECTIONS ||
+           a->per_address != CONFIG_DEFAULT_PER_ADDRESS || a->per_uid != CONFIG_DEFAULT_PER_UID ||
+           a->idle_timeout_ms != CONFIG_DEFAULT_IDLE_TIMEOUT_MS ||
+           a->request_timeout_ms != CONFIG_DEFAULT_REQUEST_TIMEOUT_MS ||
+           a->output_budget_bytes != CONFIG_DEFAULT_OUTPUT_BUDGET ||
+           a->socket_buffer_bytes != CONFIG_DEFAULT_SOCKET_BUFFER;
+}
+
+static void conf_write_admit(const struct config *cfg, FILE *f)
+{
+    const struct config_admit *a = &cfg->admit;
+
+    if (a->tcp_connections)
+        fprintf(f, "    tcp_connections = %u;\n", a->tcp_connections);
+    if (a->unix_connections)
+        fprintf(f, "    unix_connections = %u;\n", a->unix_connections);
+    if (a->reserved_connections != CONFIG_DEFAULT_RESERVED_CONNECTIONS)
+        fprintf(f, "    reserved_connections = %u;\n", a->reserved_connections);
+    if (a->per_address != CONFIG_DEFAULT_PER_ADDRESS)
+        fprintf(f, "    tcp_connections_per_address = %u;\n", a->per_address);
+    if (a->per_uid != CONFIG_DEFAULT_PER_UID)
+        fprintf(f, "    unix_connections_per_uid = %u;\n", a->per_uid);
+    if (a->idle_timeout_ms != CONFIG_DEFAULT_IDLE_TIMEOUT_MS)
+        fprintf(f, "    idle_timeout_ms = %u;\n", a->idle_timeout_ms);
+    if (a->request_timeout_ms != CONFIG_DEFAULT_REQUEST_TIMEOUT_MS)
+        fprintf(f, "    request_timeout_ms = %u;\n", a->request_timeout_ms);
+    if (a->output_budget_bytes != CONFIG_DEFAULT_OUTPUT_BUDGET)
+        fprintf(f, "    output_budget_bytes = %zu;\n", a->output_budget_bytes);
+    if (a->socket_buffer_bytes != CONFIG_DEFAULT_SOCKET_BUFFER)
+        fprintf(f, "    socket_buffer_bytes = %u;\n", a->socket_buffer_bytes);
+}
+
+static void conf_write_server(const struct config *cfg, FILE *f)
+{
+    bool listen_default = cfg->n_listen == 2 && strcmp(cfg->listen[0], CONFIG_DEFAULT_TCP) == 0 &&
+                          strcmp(cfg->listen[1], CONFIG_DEFAULT_UNIX) == 0;
+    bool any = !listen_default || strcmp(cfg->state_dir, CONFIG_DEFAULT_STATE_DIR) != 0 ||
+               cfg->workers != 0 || cfg->max_connections != 0 ||
+               cfg->max_output_bytes != CONFIG_DEFAULT_OUTPUT_BYTES || conf_admit_changed(cfg) ||
+               cfg->socket_mode != CONFIG_DEFAULT_SOCKET_MODE ||
+               strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0;
+
+    if (!any)
+        return;
+    fprintf(f, "server = {\n");
+    if (!listen_default) {
+        fprintf(f, "    listen = [ ");
+        for (size_t i = 0; i < cfg->n_listen; i++) {
+            conf_put_string(f, cfg->listen[i]);
+            fprintf(f, i + 1 < cfg->n_listen ? ", " : " ");
+        }
+        fprintf(f, "];\n");
+    }
+    if (strcmp(cfg->state_dir, CONFIG_DEFAULT_STATE_DIR) != 0) {
+        fprintf(f, "    state_dir = ");
+        conf_put_string(f, cfg->state_dir);
+        fprintf(f, ";\n");
+    }
+    if (cfg->workers != 0)
+        fprintf(f, "    workers = %u;\n", cfg->workers);
+    if (cfg->max_connections != 0)
+        fprintf(f, "    max_connections = %u;\n", cfg->max_connections);
+    if (cfg->max_output_bytes != CONFIG_DEFAULT_OUTPUT_BYTES)
+        fprintf(f, "    max_output_bytes = %zu;\n", cfg->max_output_bytes);
+    conf_write_admit(cfg, f);
+    if (cfg->socket_mode != CONFIG_DEFAULT_SOCKET_MODE)
+        fprintf(f, "    socket_mode = \"0%o\";\n", cfg->socket_mode);
+    if (strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0) {
+        fprintf(f, "    admin_group = ");
+        conf_put_string(f, cfg->admin_group);
+        fprintf(f, ";\n");
+    }
+    fprintf(f, "};\n\n");
+}
+
+static void conf_write_store(const struct config *cfg, FILE *f)
+{
+    static const char *const on_error[] = { "local", "open", "closed" };
+    const struct config_redis *rd = &cfg->redis;
+
+    if (cfg->rules.default_store != RULES_STORE_LOCAL ||
+        cfg->on_redis_error != CONFIG_REDIS_ERROR_LOCAL ||
+        (cfg->store_prefix && cfg->store_prefix[0]) || cfg->lease_max != CONFIG_DEFAULT_LEASE_MAX) {
+        fprintf(f, "store = {\n    mode = \"%s\";\n",
+                config_divvy_store_name(cfg->rules.default_store));
+        fprintf(f, "    on_redis_error = \"%s\";\n", on_error[cfg->on_redis_error]);
+        if (cfg->store_prefix && cfg->store_prefix[0]) {
+            fprintf(f, "    prefix = ");
+            conf_put_string(f, cfg->store_prefix);
+            fprintf(f, ";\n");
+        }
+        if (cfg->lease_max != CONFIG_DEFAULT_LEASE_MAX)
+            fprintf(f, "    lease_max = %" PRIu64 ";\n", cfg->lease_max);
+        fprintf(f, "};\n\n");
+    }
+    if ((rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) ||
+        rd->port != CONFIG_DEFAULT_REDIS_PORT || rd->unix_socket || rd->username ||
+        rd->password || rd->db || rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS ||
+        rd->n_sentinels || rd->master_name || rd->sentinel_password) {
+        fprintf(f, "redis = {\n");
+        if (rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) {
+            fprintf(f, "    host = ");
+            conf_put_string(f, rd->host);
+            fprintf(f, ";\n");
+        }
+        if (rd->port != CONFIG_DEFAULT_REDIS_PORT)
+            fprintf(f, "    port = %u;\n", rd->port);
+        if (rd->unix_socket) {
+            fprintf(f, "    unix_socket = ");
+            conf_put_string(f, rd->unix_socket);
+            fprintf(f, ";\n");
+        }
+        if (rd->username) {
+            fprintf(f, "    username = ");
+            conf_put_string(f, rd->username);
+            fprintf(f, ";\n");
+        }
+        /* A secret read from a file stays there: its name is written, never it. */
+        if (rd->password_file) {
+            fprintf(f, "    password_file = ");
+            conf_put_string(f, rd->password_file);
+            fprintf(f, ";\n");
+        } else if (rd->password) {
+            fprintf(f, "    password = ");
+            conf_put_string(f, rd->password);
+            fprintf(f, ";\n");
+        }
+        if (rd->db)
+            fprintf(f, "    db = %u;\n", rd->db);
+        if (rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS)
+            fprintf(f, "    timeout_ms = %u;\n", rd->timeout_ms);
+        if (rd->n_sentinels) {
+            fprintf(f, "    sentinels = [ ");
+            for (size_t i = 0; i < rd->n_sentinels; i++) {
+                conf_put_string(f, rd->sentinels[i]);
+                fprintf(f, i + 1 < rd->n_sentinels ? ", " : " ");
+            }
+            fprintf(f, "];\n");
+        }
+        if (rd->master_name) {
+            fprintf(f, "    master_name = ");
+            conf_put_string(f, rd->master_name);
+            fprintf(f, ";\n");
+        }
+        if (rd->sentinel_password_file) {
+            fprintf(f, "    sentinel_password_file = ");
+            conf_put_string(f, rd->sentinel_password_file);
+            fprintf(f, ";\n");
+        } else if (rd->sentinel_password) {
+            fprintf(f, "    sentinel_password = ");
+            conf_put_string(f, rd->sentinel_password);
+            fprintf(f, ";\n");
+        }
+        fprintf(f, "};\n\n");
+    }
+}
+
+int config_write_libconfig(const struct config *cfg, FILE *f)
+{
+    int r;
+
+    /* Keys with no native spelling (docs/config.md): refuse before writing. */
+    for (size_t i = 0; i < cfg->rules.n; i++) {
+        const struct rules_rule_spec *rule = &cfg->rules.rules[i];
+
+        for (size_t j = 0; j < rule->n_match; j++) {
+            if (!rule->match[j].key[0] || strchr(rule->match[j].key, '='))
+                return -EINVAL;
+        }
+    }
+    fprintf(f, "# divvy.conf (docs/config.md), written by divvyctl convert.\n\n");
+    if (cfg->listen && cfg->state_dir && cfg->admin_group)
+        conf_write_server(cfg, f);
+    if (cfg->table_slots != TABLE_SLOTS_DEFAULT || cfg->fast_table_slots != TABLE_SLOTS_DEFAULT ||
+        cfg->privileged_table_slots != CONFIG_DEFAULT_PRIVILEGED_SLOTS ||
+        cfg->when_full != CONFIG_FULL_DENY) {
+        fprintf(f, "table = {\n");
+        if (cfg->table_slots != TABLE_SLOTS_DEFAULT)
+            fprintf(f, "    slots = %" PRIu32 ";\n", cfg->table_slots);
+        if (cfg->fast_table_slots != TABLE_SLOTS_DEFAULT)
+            fprintf(f, "    fast_slots = %" PRIu32 ";\n", cfg->fast_table_slots);
+        if (cfg->privileged_table_slots != CONFIG_DEFAULT_PRIVILEGED_SLOTS)
+            fprintf(f, "    privileged_slots = %" PRIu32 ";\n", cfg->privileged_table_slots);
+        if (cfg->when_full != CONFIG_FULL_DENY)
+            fprintf(f, "    when_full = \"allow\";\n");
+        fprintf(f, "};\n\n");
+    }
+    conf_write_store(cfg, f);
+    fprintf(f, "rules = (\n");
+    for (size_t i = 0; i < cfg->rules.n; i++) {
+        r = conf_write_rule(&cfg->rules.rules[i], i + 1 == cfg->rules.n, f);
+        if (r < 0)
+            return r;
+    }
+    fprintf(f, ");\n");
+    if (fflush(f) != 0 || ferror(f))
+        return -EIO;
+    return 0;
+}

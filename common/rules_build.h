@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules_build: the rule list while it is checked and compiled, shared by
+ * rules_validate.c and rules_compile.c (divvyd and divvyctl only; clients
+ * load compiled blobs and never see this): each rule and match entry
+ * prepared from the spec, the exact-pair index being built, and the small
+ * map and byte buffer both stages use.
+ */
+#ifndef DIVVY_RULES_BUILD_H
+#define DIVVY_RULES_BUILD_H
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "rules_private.h"
+
+/* Rule ids and the index use SipHash with a fixed all-zero key: ids must be
+ * the same on every host, and rules are operator-controlled. */
+static const uint8_t zero_key[HASH_KEY_LEN];
+
+/* ---- a fixed-capacity open-addressed map used while building ------------ */
+
+struct map_ent {
+    uint64_t h;
+    const char *a, *b;          /* borrowed; b may be NULL */
+    size_t alen, blen;
+    uint32_t val;               /* caller's */
+    uint32_t aux;               /* caller's */
+    bool used;
+};
+
+struct map {
+    struct map_ent *e;
+    size_t mask;
+};
+
+static inline int map_init(struct map *m, size_t expect)
+{
+    size_t cap = 16;
+
+    while (cap < expect * 2 + 16)
+        cap *= 2;
+    m->e = calloc(cap, sizeof(*m->e));
+    if (!m->e)
+        return -ENOMEM;
+    m->mask = cap - 1;
+    return 0;
+}
+
+static inline void map_free(struct map *m)
+{
+    free(m->e);
+    m->e = NULL;
+}
+
+/* Finds the entry for (a, b) or, with @add, claims an empty one (val 0, aux
+ * UINT32_MAX); NULL when absent and !@add.  The map never fills: callers size
+ * it for the most entries they can add. */
+static inline struct map_ent *map_get(struct map *m, uint64_t h, const char *a, size_t alen,
+                                      const char *b, size_t blen, bool add)
+{
+    for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
+        struct map_ent *e = &m->e[i];
+
+        if (!e->used) {
+            if (!add)
+                return NULL;
+            e->used = true;
+            e->h = h;
+            e->a = a;
+            e->alen = alen;
+            e->b = b;
+            e->blen = blen;
+            e->val = 0;
+            e->aux = UINT32_MAX;
+            return e;
+        }
+        if (e->h == h && bytes_eq(e->a, e->alen, a, alen) &&
+            (e->b == b || (e->b && b && bytes_eq(e->b, e->blen, b, blen))))
+            return e;
+    }
+}
+
+struct pm {                     /* one match entry, prepared */
+    const char *key;
+    size_t key_len;
+    const char *raw;            /* as configured */
+    size_t raw_len;
+    char *val;                  /* owned: exact values unescaped, others a copy of raw */
+    size_t val_len;
+    int kind;
+    unsigned line;
+    size_t orig;                /* position in the spec, for stable duplicate reports */
+};
+
+struct pr {                     /* one rule, prepared */
+    const struct rules_rule_spec *s;
+    struct pm *m;               /* sorted by key */
+    size_t n_m;
+    bool bad;                   /* has a per-rule problem: kept out of list-level checks */
+    bool shadowed;              /* reported unreachable */
+    uint64_t id;
+    char id_str[RULES_LABEL_MAX + 1];
+    int64_t reset_seconds, refill_amount, refill_seconds;
+    enum rules_store store;     /* effective */
+    size_t anchor;              /* index into m, or SIZE_MAX: scan list */
+    uint32_t bucket;
+};
+
+struct build {
+    const struct rules_spec *spec;
+    struct pr *r;
+    size_t n;
+    struct map pairs;           /* (key, exact value) -> val: rules carrying it, aux: bucket */
+    uint32_t n_bucket_used;
+    uint32_t *bk_first, *bk_n;  /* per used bucket: its slice of list */
+    uint32_t *list;
+    uint32_t n_list;
+    uint32_t *scan;
+    uint32_t n_scan;
+};
+
+/* A growable byte buffer for the id serialization and the string pool. */
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static inline int buf_put(struct buf *b, const void *data, size_t len)
+{
+    if (b->cap - b->len < len) {
+        size_t cap = b->cap ? b->cap : 256;
+        char *grown;
+
+        while (cap - b->len < len)
+            cap *= 2;
+        grown = realloc(b->p, cap);
+        if (!grown)
+            return -ENOMEM;
+        b->p = grown;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, len);
+    b->len += len;
+    return 0;
+}
+
+/*
+ * rules_validate.c: prepares and checks @spec.  Returns -ENOMEM, else 0 with
+ * @d holding the problems found (d->n + d->dropped grew when there were any).
+ * rules_build_free() frees what it built, also after a failure.
+ */
+int rules_build_prepare(const struct rules_spec *spec, struct build *b, struct diag *d);
+void rules_build_free(struct build *b);
+
+#endif

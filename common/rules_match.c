@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules_match: matching a request against the compiled rules
+ * (docs/rules.md "Matching").  The matcher never allocates: it looks up the
+ * request's pairs in the index of exact-valued anchors, merges their
+ * candidate lists with the scan list in rule order, and tests each
+ * candidate's match entries.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rules_private.h"
+
+/* ---- matching ------------------------------------------------------------ */
+
+static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_req *req)
+{
+    const struct blob_rule *r = &rs->rule[idx];
+
+    if (r->source == RULES_SOURCE_PRIVILEGED && !req->privileged)
+        return false;
+    for (uint32_t i = 0; i < r->n_match; i++) {
+        const struct blob_match *m = &rs->match[r->match_first + i];
+        const struct proto_kv *kv = req_find(req, rs->pool + m->key.off, m->key.len);
+
+        if (!kv || !match_one(rs, m, kv))
+            return false;
+    }
+    return true;
+}
+
+static bool is_anchor_key(const struct rules *rs, const char *key, size_t len)
+{
+    size_t lo = 0, hi = rs->hdr->n_akey;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct blob_str *a = &rs->akey[mid];
+        int c = bytes_cmp(rs->pool + a->off, a->len, key, len);
+
+        if (c == 0)
+            return true;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static const struct blob_bucket *index_find(const struct rules *rs, const struct proto_kv *kv)
+{
+    uint32_t n = rs->hdr->n_bucket;
+    uint64_t h;
+
+    if (!n || !pair_indexable(kv->key_len, kv->value_len) ||
+        !is_anchor_key(rs, kv->key, kv->key_len))
+        return NULL;
+    h = pair_hash(kv->key, kv->key_len, kv->value, kv->value_len);
+    for (uint32_t i = 0, k = (uint32_t)h & (n - 1); i < n; i++, k = (k + 1) & (n - 1)) {
+        const struct blob_bucket *bk = &rs->bucket[k];
+
+        if (!bk->list_n)
+            return NULL;
+        if (bk->hash == h && bytes_eq(rs->pool + bk->key.off, bk->key.len, kv->key, kv->key_len) &&
+            bytes_eq(rs->pool + bk->value.off, bk->value.len, kv->value, kv->value_len))
+            return bk;
+    }
+    return NULL;
+}
+
+/* Records a matching rule; true when it decides (stop) or there is no room. */
+static bool take(const struct rules *rs, uint32_t idx, uint32_t *ret_idx, size_t *n)
+{
+    ret_idx[(*n)++] = idx;
+    return rs->rule[idx].policy == RULES_POLICY_STOP || *n == RULES_MATCH_MAX;
+}
+
+size_t rules_match(const struct rules *rules, const struct rules_req *req,
+                   uint32_t ret_idx[RULES_MATCH_MAX])
+{
+    struct cand {
+        const uint32_t *p, *end;
+    } c[PROTO_KV_MAX + 1];
+    size_t n_c = 0, n = 0;
+    uint32_t next = 0;              /* lowest rule index not yet considered */
+
+    if (req->n_kv > PROTO_KV_MAX) {
+        /* Not a request proto_parse() can produce: scan everything, in order. */
+        for (uint32_t i = 0; i < rules->hdr->n_rule; i++) {
+            if (rule_test(rules, i, req) && take(rules, i, ret_idx, &n))
+                break;
+        }
+        return n;
+    }
+    for (unsigned i = 0; i < req->n_kv; i++) {
+        const struct blob_bucket *bk = index_find(rules, &req->kv[i]);
+
+        if (bk) {
+            c[n_c].p = rules->list + bk->list_first;
+            c[n_c].end = c[n_c].p + bk->list_n;
+            n_c++;
+        }
+    }
+    c[n_c].p = rules->scan;
+    c[n_c].end = rules->scan + rules->hdr->n_scan;
+    n_c++;
+
+    /* k-way merge of the sorted candidate lists, in rule order. */
+    for (;;) {
+        size_t best = SIZE_MAX;
+        uint32_t idx = UINT32_MAX;
+
+        for (size_t k = 0; k < n_c; k++) {
+            while (c[k].p < c[k].end && *c[k].p < next)
+                c[k].p++;
+            if (c[k].p < c[k].end && *c[k].p < idx) {
+                idx = *c[k].p;
+                best = k;
+            }
+        }
+        if (best == SIZE_MAX)
+            break;
+        c[best].p++;
+        next = idx + 1;
+        if (rule_test(rules, idx, req) && take(rules, idx, ret_idx, &n))
+            break;
+    }
+    return n;
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules_private: the compiled form of the rule list, shared by the files of
+ * the rules module and included by nothing else (docs/rules.md "Compiled
+ * form"): the blob's records, struct rules over a checked blob, and the
+ * byte, pair-hash and request helpers the loader, matcher, text output and
+ * compiler all use.
+ */
+#ifndef DIVVY_RULES_PRIVATE_H
+#define DIVVY_RULES_PRIVATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "glob.h"
+#include "hash.h"
+#include "rules.h"
+
+/* ---- blob layout (docs/rules.md "Compiled form") ------------------------ */
+
+#define BLOB_MAGIC      "DIVVYRL1"
+#define BLOB_LAYOUT     2
+#define BLOB_ALIGN      8
+/* Longest "key\0value" the index files; longer pairs cannot arrive in one
+ * request line anyway, so their rules go on the scan list. */
+#define PAIR_MAX        PROTO_LINE_MAX
+
+enum { KIND_PRESENT = 0, KIND_EXACT = 1, KIND_GLOB = 2 };
+enum { FLAG_STRICT = 1, FLAG_FAST_PATH = 2, FLAG_DEFAULT = 4, FLAG_NO_RESET = 8 };
+
+struct blob_str {
+    uint32_t off;               /* into the pool; pool[off + len] is NUL */
+    uint32_t len;
+};
+
+struct blob_hdr {
+    char magic[8];              /* BLOB_MAGIC, no NUL */
+    uint32_t layout;            /* BLOB_LAYOUT */
+    uint32_t hdr_size;          /* sizeof(struct blob_hdr) */
+    uint64_t total_size;        /* bytes of the whole blob */
+    uint64_t generation;
+    uint32_t n_rule, n_match, n_actor, n_akey;
+    uint32_t n_bucket, n_list, n_scan, pool_size;
+    uint64_t rule_off, match_off, actor_off, akey_off;
+    uint64_t bucket_off, list_off, scan_off, pool_off;
+};
+
+struct blob_rule {
+    uint64_t id;
+    int64_t credit_limit;
+    int64_t reset_seconds;
+    int64_t refill_amount;
+    int64_t refill_seconds;
+    int64_t max_actors;
+    uint32_t match_first, n_match;      /* entries of the match array, sorted by key */
+    uint32_t actor_first, n_actor;      /* entries of the actor array, in config order */
+    struct blob_str id_str, label, comment, file;
+    uint32_t line;
+    int16_t prefix4, prefix6;
+    uint8_t policy, algo, source, flags;
+    uint8_t store;                      /* enum rules_store, effective (docs/rules.md) */
+    uint8_t reserved[3];
+};
+
+struct blob_match {
+    struct blob_str key;
+    struct blob_str value;      /* exact: unescaped; glob: as configured; present: "*" */
+    uint32_t kind;
+    uint32_t reserved;
+};
+
+struct blob_bucket {
+    uint64_t hash;              /* pair_hash(key, value) */
+    struct blob_str key, value;
+    uint32_t list_first, list_n;        /* list_n == 0: empty slot */
+};
+
+_Static_assert(sizeof(struct blob_str) == 8, "blob_str layout");
+_Static_assert(sizeof(struct blob_hdr) == 128, "blob_hdr layout");
+_Static_assert(offsetof(struct blob_hdr, rule_off) == 64, "blob_hdr layout");
+_Static_assert(sizeof(struct blob_rule) == 112, "blob_rule layout");
+_Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout");
+_Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
+_Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");
+_Static_assert(offsetof(struct blob_rule, store) == 108, "blob_rule layout");
+_Static_assert(sizeof(struct blob_match) == 24, "blob_match layout");
+_Static_assert(sizeof(struct blob_bucket) == 32, "blob_bucket layout");
+
+struct rules {
+    uint8_t *blob;              /* owned, malloc'd: aligned for every record */
+    size_t len;
+    const struct blob_hdr *hdr;
+    const struct blob_rule *rule;
+    const struct blob_match *match;
+    const struct blob_str *actor;
+    const struct blob_str *akey;        /* distinct anchor keys, sorted */
+    const struct blob_bucket *bucket;
+    const uint32_t *list;
+    const uint32_t *scan;
+    const char *pool;
+    bool uses_store;            /* some counting rule is lease or strict */
+};
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static inline int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+
+    if (c)
+        return c;
+    return alen < blen ? -1 : alen > blen;
+}
+
+static inline bool bytes_eq(const char *a, size_t alen, const char *b, size_t blen)
+{
+    return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/* Hash of a (key, value) pair: the key's hash seeds the value's, and the
+ * lengths are mixed in, so ("a", "bc") and ("ab", "c") differ.  Unkeyed
+ * (hash_fast): the index is built from the operator's rules only. */
+static inline uint64_t pair_hash(const char *k, size_t klen, const char *v, size_t vlen)
+{
+    return hash_fast(hash_fast(0, k, klen), v, vlen);
+}
+
+static inline bool pair_indexable(size_t klen, size_t vlen)
+{
+    return klen + 1 + vlen <= PAIR_MAX;
+}
+
+static inline int str_cmp_pool(const char *pool, const struct blob_str *a,
+                               const struct blob_str *b)
+{
+    return bytes_cmp(pool + a->off, a->len, pool + b->off, b->len);
+}
+
+/* Binary search of the request's sorted pairs. */
+static inline const struct proto_kv *req_find(const struct rules_req *req, const char *key,
+                                              size_t len)
+{
+    size_t lo = 0, hi = req->n_kv;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = bytes_cmp(req->kv[mid].key, req->kv[mid].key_len, key, len);
+
+        if (c == 0)
+            return &req->kv[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static inline bool match_one(const struct rules *rs, const struct blob_match *m,
+                             const struct proto_kv *kv)
+{
+    const char *v = rs->pool + m->value.off;
+
+    if (m->kind == KIND_PRESENT)
+        return true;
+    if (m->kind == KIND_EXACT)
+        return bytes_eq(kv->value, kv->value_len, v, m->value.len);
+    return glob_match(v, m->value.len, kv->value, kv->value_len);
+}
+
+/* rules.c: checks @blob (malloc'd, @len bytes) and wraps it; takes ownership
+ * on success.  -EBADMSG, -ENOMEM. */
+int rules_attach(uint8_t *blob, size_t len, struct rules **ret);
+
+#endif

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules_text: the strings made from compiled rules: a counter's actor
+ * (rules_actor() and its variants, with IP prefixes masked), a rule's actor
+ * keys and match set (rules_describe()), and why a rule does not match a
+ * request (rules_why_not(), for EXPLAIN).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rules_private.h"
+
+/* ---- text output: actor, describe, why_not ------------------------------ */
+
+struct out {
+    char *buf;
+    size_t size, len;
+    bool overflow;
+};
+
+static void out_put(struct out *o, const char *s, size_t len)
+{
+    if (o->overflow || o->size - o->len <= len) {
+        o->overflow = true;
+        return;
+    }
+    memcpy(o->buf + o->len, s, len);
+    o->len += len;
+}
+
+static void out_ch(struct out *o, char ch)
+{
+    out_put(o, &ch, 1);
+}
+
+static int out_end(struct out *o)
+{
+    if (o->overflow || o->len >= o->size) {
+        if (o->size)
+            o->buf[0] = '\0';
+        return -ENOBUFS;
+    }
+    o->buf[o->len] = '\0';
+    return (int)o->len;
+}
+
+static bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r';
+}
+
+/*
+ * A protocol string (docs/protocol.md): bare when it matches [^"=\s]+, else
+ * quoted, with '"' and newline (which no protocol string can carry) as '_'.
+ * With @escape, '*' and '\' are written as "\*" and "\\" (an exact value
+ * shown in config notation).
+ */
+static void out_value(struct out *o, const char *s, size_t len, bool escape)
+{
+    bool quote = len == 0;
+
+    for (size_t i = 0; i < len && !quote; i++)
+        quote = s[i] == '"' || s[i] == '=' || is_space(s[i]);
+    if (quote)
+        out_ch(o, '"');
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+
+        if (ch == '"' || ch == '\n')
+            ch = '_';
+        if (escape && (ch == '*' || ch == '\\'))
+            out_ch(o, '\\');
+        out_ch(o, ch);
+    }
+    if (quote)
+        out_ch(o, '"');
+}
+
+static void out_pattern(struct out *o, const struct rules *rs, const struct blob_match *m)
+{
+    out_value(o, rs->pool + m->value.off, m->value.len, m->kind == KIND_EXACT);
+}
+
+/*
+ * Writes @v masked to @prefix bits as "addr/len" into @dst (>= 64 bytes) and
+ * returns its length, or 0 when @v is not an address of that family.
+ */
+static size_t mask_ip(const char *v, size_t len, int af, int prefix, char *dst)
+{
+    unsigned char addr[sizeof(struct in6_addr)];
+    char text[INET6_ADDRSTRLEN + 1];
+    size_t n_bytes = af == AF_INET ? 4 : 16;
+    int n;
+
+    if (prefix < 0 || len >= sizeof(text))
+        return 0;
+    memcpy(text, v, len);
+    text[len] = '\0';
+    if (inet_pton(af, text, addr) != 1)
+        return 0;
+    for (size_t i = 0; i < n_bytes; i++) {
+        int bits = prefix - (int)i * 8;
+
+        if (bits <= 0)
+            addr[i] = 0;
+        else if (bits < 8)
+            addr[i] &= (unsigned char)(0xff << (8 - bits));
+    }
+    if (!inet_ntop(af, addr, text, sizeof(text)))
+        return 0;
+    n = snprintf(dst, 64, "%s/%d", text, prefix);
+    return n > 0 && n < 64 ? (size_t)n : 0;
+}
+
+int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
+                     char *buf, size_t size)
+{
+    struct out o = { buf, size, 0, false };
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    for (uint32_t i = 0; i < r->n_actor; i++) {
+        const struct proto_kv *kv = vals[i];
+        const char *v = kv ? kv->value : "";
+        size_t len = kv ? kv->value_len : 0;
+        char masked[64];
+        size_t m;
+
+        m = mask_ip(v, len, AF_INET, r->prefix4, masked);
+        if (!m)
+            m = mask_ip(v, len, AF_INET6, r->prefix6, masked);
+        if (m) {
+            v = masked;
+            len = m;
+        }
+        if (r->n_actor == 1) {
+            out_put(&o, v, len);
+            break;
+        }
+        if (i)
+            out_ch(&o, ',');
+        for (size_t j = 0; j < len; j++) {
+            if (v[j] == '%')
+                out_put(&o, "%25", 3);
+            else if (v[j] == ',')
+                out_put(&o, "%2C", 3);
+            else
+                out_ch(&o, v[j]);
+        }
+    }
+    return out_end(&o);
+}
+
+int rules_actor_ref(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
+                    char *buf, size_t size, const char **ret_actor)
+{
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    /* One key, no prefix: the actor is the value as it is. */
+    if (r->n_actor <= 1 && r->prefix4 < 0 && r->prefix6 < 0) {
+        const struct proto_kv *kv = r->n_actor ? vals[0] : NULL;
+
+        if (kv && (size_t)kv->value_len >= size)
+            return -ENOBUFS;
+        *ret_actor = kv ? kv->value : "";
+        return kv ? kv->value_len : 0;
+    }
+    *ret_actor = buf;
+    return rules_actor_from(rules, idx, vals, buf, size);
+}
+
+int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
+                char *buf, size_t size)
+{
+    const struct proto_kv *vals[RULES_ACTOR_KEYS_MAX];
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    if (r->n_actor > RULES_ACTOR_KEYS_MAX)
+        return -EINVAL;
+    for (uint32_t i = 0; i < r->n_actor; i++) {
+        const struct blob_str *k = &rules->actor[r->actor_first + i];
+
+        vals[i] = req_find(req, rules->pool + k->off, k->len);
+    }
+    return rules_actor_from(rules, idx, vals, buf, size);
+}
+
+int rules_actor_key(const struct rules *rules, uint32_t idx, unsigned i, const char **ret_key,
+                    size_t *ret_len)
+{
+    const struct blob_rule *r;
+    const struct blob_str *k;
+
+    if (idx >= rules->hdr->n_rule || i >= rules->rule[idx].n_actor)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    k = &rules->actor[r->actor_first + i];
+    *ret_key = rules->pool + k->off;
+    *ret_len = k->len;
+    return 0;
+}
+
+bool rules_value_matters(const struct rules *rules, const char *key, size_t len)
+{
+    for (uint32_t i = 0; i < rules->hdr->n_match; i++) {
+        const struct blob_match *m = &rules->match[i];
+
+        if (m->kind != KIND_PRESENT && bytes_eq(rules->pool + m->key.off, m->key.len, key, len))
+            return true;
+    }
+    return false;
+}
+
+int rules_actor_keys(const struct rules *rules, uint32_t idx, char *buf, size_t size)
+{
+    struct out o = { buf, size, 0, false };
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    for (uint32_t i = 0; i < r->n_actor; i++) {
+        const struct blob_str *k = &rules->actor[r->actor_first + i];
+
+        if (i)
+            out_ch(&o, ',');
+        out_put(&o, rules->pool + k->off, k->len);
+    }
+    return out_end(&o);
+}
+
+int rules_describe(const struct rules *rules, uint32_t idx, char *buf, size_t size)
+{
+    struct out o = { buf, size, 0, false };
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    if (r->n_match == 0 && (r->flags & FLAG_DEFAULT))
+        out_put(&o, "default", 7);
+    for (uint32_t i = 0; i < r->n_match; i++) {
+        const struct blob_match *m = &rules->match[r->match_first + i];
+
+        if (i)
+            out_ch(&o, ' ');
+        out_value(&o, rules->pool + m->key.off, m->key.len, false);
+        out_ch(&o, '=');
+        out_pattern(&o, rules, m);
+    }
+    return out_end(&o);
+}
+
+int rules_why_not(const struct rules *rules, uint32_t idx, const struct rules_req *req,
+                  char *buf, size_t size)
+{
+    struct out o = { buf, size, 0, false };
+    const struct blob_rule *r;
+
+    if (idx >= rules->hdr->n_rule)
+        return -ENOENT;
+    r = &rules->rule[idx];
+    if (r->source == RULES_SOURCE_PRIVILEGED && !req->privileged) {
+        out_put(&o, "privileged only", 15);
+        return out_end(&o);
+    }
+    for (uint32_t i = 0; i < r->n_match; i++) {
+        const struct blob_match *m = &rules->match[r->match_first + i];
+        const char *key = rules->pool + m->key.off;
+        const struct proto_kv *kv = req_find(req, key, m->key.len);
+
+        if (!kv) {
+            out_put(&o, "missing key ", 12);
+            out_value(&o, key, m->key.len, false);
+            break;
+        }
+        if (!match_one(rules, m, kv)) {
+            out_value(&o, key, m->key.len, false);
+            out_ch(&o, '=');
+            out_value(&o, kv->value, kv->value_len, false);
+            out_put(&o, " does not match ", 16);
+            out_pattern(&o, rules, m);
+            break;
+        }
+    }
+    return out_end(&o);
+}

@@ -1,0 +1,101 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# libclient's layering (docs/client.md "The code"): one direction,
+#   divvy (the API) -> memo -> fast -> handoff -> conn -> wire -> err
+# a module uses only the modules to its right (and common/), through their
+# private headers; only the API layer (divvy.c, divvy_private.h) knows
+# struct divvy.  Checks, with comments stripped, that every file in
+# libclient/ belongs to a known module, that it includes no libclient
+# header of a module to its left, and that it names no function or type of
+# one.  Run by `make check-unit`; exits 1 listing every violation.
+set -eu
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+dir=$top/libclient
+
+# Modules, bottom first, each with the identifiers only it (and modules to
+# its left) may name: extended regular expressions, matched as words.
+modules="client_err client_wire client_conn client_handoff client_fast client_memo divvy"
+names_client_err='client_err|client_err_[a-z_]+|CLIENT_ERR_[A-Z_]+'
+names_client_wire='client_(addr|req|reply|wire)_[a-z_]+|client_line_len'
+names_client_wire="$names_client_wire|CLIENT_ADDR_[A-Z_]+|CLIENT_UNIX_PATH_MAX"
+names_client_conn='client_conn|client_conn_[a-z_]+|client_expect|CLIENT_EXPECT_[A-Z_]+'
+names_client_conn="$names_client_conn|CLIENT_REPLY_MAX|CLIENT_COMMAND_LINES"
+names_client_handoff='client_handoff_[a-z_]+'
+names_client_fast='client_fast|client_fast_[a-z_]+|client_rule'
+names_client_fast="$names_client_fast|CLIENT_(STALE|REATTACH|REMAP|HOT|HINT|RULES)_[A-Z_]+"
+names_client_memo='client_memo|client_memo_[a-z_]+'
+# The API: struct divvy (not struct divvy_kv etc.) and the divvy_*() calls.
+names_divvy='struct divvy[^_a-z]|divvy_[a-z_]+ *\(|CLIENT_(TIMEOUT|PREFETCH|RESULT)_[A-Z_]+'
+
+# The module a file belongs to; "" when none.
+module_of() {
+    case $1 in
+    divvy.c | divvy.h | divvy_private.h | divvy.map | divvy.pc.in) echo divvy ;;
+    client_*.c | client_*.h)
+        m=${1%.*}
+        for k in $modules; do
+            [ "$k" = "$m" ] && { echo "$m"; return; }
+        done
+        echo "" ;;
+    *) echo "" ;;
+    esac
+}
+
+rank_of() {
+    i=0
+    for k in $modules; do
+        [ "$k" = "$1" ] && { echo $i; return; }
+        i=$((i + 1))
+    done
+    echo -1
+}
+
+strip_comments() {
+    perl -0777 -pe 's{/\*.*?\*/}{ my $c = $&; $c =~ tr/\n//cd; " $c" }gse;
+                    s{"(\\.|[^"\\\n])*"}{""}g' "$1"
+}
+
+fail=0
+for path in "$dir"/*.c "$dir"/*.h; do
+    f=${path##*/}
+    m=$(module_of "$f")
+    if [ -z "$m" ]; then
+        echo "check_layers: libclient/$f belongs to no module of: $modules" >&2
+        fail=1
+        continue
+    fi
+    r=$(rank_of "$m")
+    # Includes: a libclient header of a module to the left is a violation;
+    # divvy.h (the public types) is for everyone, divvy_private.h for the API.
+    incs=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$path")
+    for inc in $incs; do
+        [ -f "$dir/$inc" ] || continue
+        [ "$inc" = divvy.h ] && continue
+        im=$(module_of "$inc")
+        if [ -z "$im" ] || [ "$(rank_of "$im")" -gt "$r" ] ||
+           { [ "$inc" = divvy_private.h ] && [ "$m" != divvy ]; }; then
+            echo "check_layers: libclient/$f ($m) includes $inc (${im:-no module}):" \
+                 "only modules to its right" >&2
+            fail=1
+        fi
+    done
+    # Names: anything of a module to the left.
+    code=$(strip_comments "$path")
+    seen=0
+    for k in $modules; do
+        if [ $seen -eq 1 ]; then
+            eval "re=\$names_$k"
+            hits=$(printf '%s\n' "$code" | grep -noE "(^|[^A-Za-z0-9_])($re)" |
+                   sed 's/:[^A-Za-z0-9_]*/: /' | sort -u | head -5)
+            if [ -n "$hits" ]; then
+                printf '%s\n' "$hits" | sed "s|^|check_layers: libclient/$f ($m) names $k's |" >&2
+                fail=1
+            fi
+        fi
+        [ "$k" = "$m" ] && seen=1
+    done
+done
+[ $fail -eq 0 ] || exit 1
+echo "check_layers: libclient is layered $modules (bottom first)"
