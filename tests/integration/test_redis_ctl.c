@@ -13,6 +13,7 @@
  * COUNTERS and locked are admin verbs: run as root (skipped otherwise).
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/wait.h>
 
 #include "harness_redis.h"
