@@ -370,7 +370,7 @@ static uint64_t run_until(struct event_base *base, struct got *g)
 
 /*
  * No sentinel answers: one path is missing, one port refuses.  The request
- * waits (store_eval() accepts it, discovery is under way), then fails with
+ * waits (store_window() accepts it, discovery is under way), then fails with
  * the breaker open; the next one is refused at once.
  */
 static void test_store_sentinel_none_answers(void **state)
@@ -396,7 +396,7 @@ static void test_store_sentinel_none_answers(void **state)
     store_want(st);
     assert_int_equal(store_conn_new(st, base, &sc), 0);
     assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 1000, cb_got, &g), 0);
-    assert_int_equal(g.calls, 0);       /* never from inside store_eval() */
+    assert_int_equal(g.calls, 0);       /* never from inside store_window() */
     run_until(base, &g);
     assert_int_equal(g.calls, 1);
     assert_true(g.null_reply);
