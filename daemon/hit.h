@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hit: HIT, TAKE, PEEK and RESET in a worker (srv.c for now).  A request on
+ * hit: HIT, TAKE, PEEK and RESET in a worker (hit.c, hit_redis.c).  A request on
  * rules that live only on this host is decided at once (do_hit(), common/
  * eval.c); one whose path reaches a rule kept in Redis (docs/redis.md)
  * becomes a waiting hit: a slot in its connection's reply FIFO (conn.h)
