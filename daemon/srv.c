@@ -108,11 +108,9 @@ static void hit_start(struct conn *c, const struct proto_req *req,
 /* The tables of this daemon, and rules @rs, as eval.c sees them. */
 static void hit_env(const struct worker *w, const struct rules *rs, struct eval_env *env)
 {
-    env->rules = rs;
-    env->fast = w->s->o.fast;
-    env->priv = w->s->o.priv;
-    env->privileged = w->s->o.privileged;
-    env->full_allow = w->s->o.full_allow;
+    *env = (struct eval_env){ .rules = rs, .fast = w->s->o.fast, .priv = w->s->o.priv,
+                              .privileged = w->s->o.privileged,
+                              .full_allow = w->s->o.full_allow };
 }
 
 static struct table *srv_table_of(const struct worker *w, const struct rules_rule *r)
@@ -488,11 +486,7 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
     unsigned n_args = 0;
     int alen, klen = -1, rc;
 
-    if (op == TABLE_TAKE && h->n == 0)
-        op = TABLE_PEEK;
-    /* resettable = false: RESET reports the counter and leaves it alone. */
-    if (op == TABLE_RESET && !r->resettable)
-        op = TABLE_PEEK;
+    op = eval_rule_op(r, op, h->n);
     alen = rules_actor(rs, r->index, &rq, w->actor_buf, RULES_ACTOR_MAX);
     if (alen < 0)
         return alen;
@@ -534,28 +528,14 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
 
     if (r->store == RULES_STORE_LEASE && op == TABLE_TAKE) {
         lease_limits(w, r, &lim);
+        hit_env(w, rs, &env);
         /* After two fetches that others drained first, take it directly. */
-        rc = table_lease_take(t, &tk, &lim, h->n, h->lease_tries < 2, now, &lr);
-        if ((rc == -ENOSPC || rc == -EDQUOT) && r->source == RULES_SOURCE_PRIVILEGED)
-            return rc;                  /* ERR no-counter, as eval_rule() */
-        if (rc == -ENOSPC || rc == -EDQUOT) {
-            memset(o, 0, sizeof(*o));
-            o->rule = r->index;
-            o->table_full = true;
-            o->allowed = w->s->o.full_allow;
-            return 0;
-        }
-        if (rc < 0)
-            return rc;
+        rc = eval_lease(&env, r, &lim, &tk, h->n, h->lease_tries < 2, now, o, &lr);
+        if (rc < 0 || (rc == 0 && !o->counted))
+            return rc;                  /* ERR no-counter, or the full-table outcome */
         switch (lr.verdict) {
         case TABLE_LEASE_ALLOWED:
         case TABLE_LEASE_DENIED:
-            memset(o, 0, sizeof(*o));
-            o->rule = r->index;
-            o->counted = true;
-            o->allowed = lr.verdict == TABLE_LEASE_ALLOWED;
-            o->credit = lr.credit;
-            o->reset_s = eval_ms_to_s(lr.reset_ms);
             if (lr.refill) {
                 rc = store_key(st, r->id_str, w->actor_buf, (size_t)alen, w->key_buf,
                                w->key_cap);
@@ -630,45 +610,68 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
     return 1;
 }
 
+/* What hit_step() needs besides the walk. */
+struct hit_walk {
+    struct worker *w;
+    struct hit *h;
+    const struct rules *rs;
+    struct eval_env env;
+    struct rules_req rq;
+    struct rules_rule r;        /* the rule of the last step */
+};
+
 /*
- * Runs @h's path from h->pos: 1 when a rule decided (h->res, h->rule), 0
- * when it waits for the store, -errno.  Inside the RCU read-side section
- * that yielded @rs.
+ * The walk's step on divvyd's Redis path: a local rule (or one that keeps
+ * no counter) from the host tables as eval_request() does, a lease or strict
+ * rule by hit_remote(): EVAL_WAIT when it asked the store.
+ */
+static int hit_step(void *ctx, const struct eval_walk *at, const struct rules_rule **ret_r,
+                    struct eval_outcome *o)
+{
+    struct hit_walk *hw = ctx;
+    struct hit *h = hw->h;
+    int rc;
+
+    rc = rules_get(hw->rs, at->path[at->pos], &hw->r);
+    if (rc < 0)
+        return rc;
+    *ret_r = &hw->r;
+    if (hw->r.store == RULES_STORE_LOCAL || eval_zero(&hw->r, o))
+        rc = eval_rule(&hw->env, &hw->r, &hw->rq, h->op, h->n, clock_now_ms(), o);
+    else
+        rc = hit_remote(hw->w, h, hw->rs, &hw->r, o);
+    if (rc == 0)
+        hit_mark_done(h, hw->r.id);
+    return rc;
+}
+
+/* @h's walk where it stands (h->pos, kept in @h while it waits). */
+static struct eval_walk hit_walk_at(struct hit *h)
+{
+    struct eval_walk at = { .path = h->path, .n_path = h->n_path, .pos = h->pos, .op = h->op,
+                            .res = &h->res };
+
+    return at;
+}
+
+/*
+ * Runs @h's path from h->pos (eval_walk() with hit_step()): 1 when a rule
+ * decided (h->res, h->rule), 0 when it waits for the store, -errno.  Inside
+ * the RCU read-side section that yielded @rs.
  */
 static int hit_run(struct worker *w, struct hit *h, const struct rules *rs)
 {
-    struct rules_req rq = hit_rq(h);
-    struct eval_outcome o;
-    struct eval_env env;
-    struct rules_rule r;
+    struct hit_walk hw = { .w = w, .h = h, .rs = rs, .rq = hit_rq(h) };
+    struct eval_walk at = hit_walk_at(h);
     int rc;
 
-    hit_env(w, rs, &env);
-    for (; h->pos < h->n_path; h->pos++) {
-        rc = rules_get(rs, h->path[h->pos], &r);
-        if (rc < 0)
-            return rc;
-        if (h->rematched && hit_id_done(h, r.id))
-            continue;
-        if (r.store == RULES_STORE_LOCAL || eval_zero(&r, &o)) {
-            rc = eval_rule(&env, &r, &rq, h->op, h->n, clock_now_ms(), &o);
-        } else {
-            rc = hit_remote(w, h, rs, &r, &o);
-            if (rc == 1)
-                return 0;
-        }
-        if (rc < 0)
-            return rc;
-        hit_mark_done(h, r.id);
-        if (eval_decides(&r, h->op, &o, &h->res)) {
-            /* HIT's reply does not name the rule. */
-            if (h->verb != PROTO_HIT)
-                snprintf(h->rule, sizeof(h->rule), "%s", r.id_str);
-            return 1;
-        }
-    }
-    /* rules_validate() guarantees a last default stop rule that always matches. */
-    return -EINVAL;
+    hit_env(w, rs, &hw.env);
+    rc = eval_walk(&at, hit_step, &hw);
+    h->pos = at.pos;
+    /* The last step's rule decided; HIT's reply does not name it. */
+    if (rc == 1 && h->verb != PROTO_HIT)
+        snprintf(h->rule, sizeof(h->rule), "%s", hw.r.id_str);
+    return rc;
 }
 
 /* The store answered (@rep, or NULL: failed) the step @h waited for. */
@@ -683,6 +686,8 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
     struct table_limits lim;
     struct eval_outcome o;
     struct rules_rule r;
+    const struct rules_rule *settled = NULL;    /* the rule whose outcome @o is */
+    const char *name = NULL;
     bool have = false;
     uint64_t now = clock_now_ms();
     int rc;
@@ -742,13 +747,8 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
         break;
     }
     if (have) {
-        hit_mark_done(h, h->step_rule.id);
-        if (eval_decides(&h->step_rule, h->op, &o, &h->res)) {
-            snprintf(h->rule, sizeof(h->rule), "%s", h->step_id);
-            return 1;
-        }
-        if (same)
-            h->pos++;
+        settled = &h->step_rule;
+        name = h->step_id;
     } else if (same) {
         /* Redis failed: this rule by on_redis_error, then go on. */
         rc = rules_get(rs, h->path[h->pos], &r);
@@ -756,18 +756,34 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
             rc = hit_fallback(w, h, rs, &r, &o);
         if (rc < 0)
             return rc;
-        hit_mark_done(h, r.id);
-        if (eval_decides(&r, h->op, &o, &h->res)) {
-            snprintf(h->rule, sizeof(h->rule), "%s", r.id_str);
+        settled = &r;
+        name = r.id_str;
+    }
+    if (settled) {
+        struct eval_walk at = hit_walk_at(h);
+
+        hit_mark_done(h, settled->id);
+        if (eval_walk_settle(&at, settled, &o)) {
+            if (h->verb != PROTO_HIT)
+                snprintf(h->rule, sizeof(h->rule), "%s", name);
             return 1;
         }
-        h->pos++;
+        h->pos = at.pos;
     }
     if (!same) {
-        /* A reload came in between: the rest of the path under the new rules. */
+        /* A reload came in between: the rest of the path under the new
+         * rules, less the rules already applied (by id). */
         struct rules_req rq = hit_rq(h);
+        size_t n = rules_match(rs, &rq, h->path), k = 0;
 
-        h->n_path = rules_match(rs, &rq, h->path);
+        for (size_t i = 0; i < n; i++) {
+            rc = rules_get(rs, h->path[i], &r);
+            if (rc < 0)
+                return rc;
+            if (!hit_id_done(h, r.id))
+                h->path[k++] = h->path[i];
+        }
+        h->n_path = k;
         h->pos = 0;
         h->generation = st->generation;
         h->rematched = true;
