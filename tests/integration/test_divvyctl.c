@@ -288,6 +288,11 @@ static void test_divvyctl_hit_take_peek_reset(void **state)
     json_decref(doc);
     r = CTL(0, "-s", s, "reset", "path=/take");
     assert_string_equal(r->out, "reset credit=10 reset_seconds=0 rule=take\n");
+    /* The log names the rule by its label (not "rule 0"). */
+    if (harness_log_contains(d, "counter(s) on the path of rule take reset") != 1) {
+        harness_dump_log(d);
+        fail_msg("the RESET log line does not name rule take by its label");
+    }
     r = CTL(0, "-s", s, "hit", "path=/take", "--json");
     doc = parse_json(r);
     assert_int_equal(json_integer_value(json_object_get(doc, "credit")), 9);
