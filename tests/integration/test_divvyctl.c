@@ -364,6 +364,10 @@ static void test_divvyctl_rules_explain_stats(void **state)
                                                         "rule")), CTL_RULES - 1);
     assert_true(json_is_false(json_object_get(json_object_get(doc, "now"), "allowed")));
     json_decref(doc);
+    /* Unlike hit, explain without keys is meaningful: which rule decides an empty request. */
+    r = CTL(0, "-s", s, "explain");
+    expect_in(r->out, "request: (no keys)");
+    expect_in(r->out, "): decides");
 
     CTL(0, "-s", s, "hit", "path=/take");
     r = CTL(0, "-s", s, "stats");
