@@ -222,7 +222,7 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_S
 # test_verb: the verb table alone; the handlers of other modules and the
 # replies are its fakes.
 $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
-    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_counters \
+    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=counters_request \
     -Wl,--wrap=reply_err,--wrap=reply_text
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
@@ -382,11 +382,12 @@ build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store.c, built
+# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store*.c, built
 # with the modules it calls, all instrumented; its log.c calls go to a sink
 # through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
-FUZZ_STORE_SRCS := $(addprefix daemon/,store.c sentinel.c sentinel_watch.c redis_async.c addr.c log.c)
+FUZZ_STORE_SRCS := $(addprefix daemon/,store.c store_conn.c store_script.c sentinel.c sentinel_watch.c \
+                                redis_async.c addr.c log.c)
 build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ_STORE_SRCS) \
                              $(wildcard daemon/*.h)
 	@mkdir -p $(@D)

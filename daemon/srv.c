@@ -50,6 +50,28 @@ static struct log_ratelimit rl_internal, rl_full;
 
 /* ---- requests ------------------------------------------------------------ */
 
+/* One denied TAKE (or its ERR no-counter), by @cause: STATS and metrics. */
+static void count_denial(struct worker *w, enum metrics_deny cause)
+{
+    stat_inc(&w->st.denials[cause]);
+    metrics_denied(w->mw, cause);
+}
+
+/* Why the decided request @res was denied: its decider's outcome says. */
+static enum metrics_deny deny_cause(const struct eval_result *res)
+{
+    const struct eval_outcome *o = res->n ? &res->o[res->n - 1] : NULL;
+
+    if (!o || o->rule != res->decider)
+        return METRICS_DENY_QUOTA;
+    if (o->table_full)
+        return METRICS_DENY_TABLE_FULL;
+    if (o->store_down && !o->counted)
+        return METRICS_DENY_REDIS_DOWN;
+    /* Only zero semantics answer without a counter (eval_zero()). */
+    return o->counted ? METRICS_DENY_QUOTA : METRICS_DENY_ZERO_LIMIT;
+}
+
 static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t generation,
                            enum table_op op, const struct eval_result *res)
 {
@@ -75,6 +97,8 @@ static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t
     if (op == TABLE_TAKE)
         metrics_hit(w->mw, rules, generation, res->decider,
                     res->allowed ? METRICS_ACCEPTED : METRICS_REJECTED);
+    if (op == TABLE_TAKE && !res->allowed)
+        count_denial(w, deny_cause(res));
 }
 
 /* Counts a decided request and writes its reply line; returns the length. */
@@ -175,6 +199,8 @@ void do_hit(struct conn *c, const struct proto_req *req)
     }
     urcu_memb_read_unlock();
     if (r == -ENOSPC || r == -EDQUOT) {
+        if (op == TABLE_TAKE)
+            count_denial(w, METRICS_DENY_NO_COUNTER);
         reply_err(c, PROTO_E_NO_COUNTER, srv_no_counter_reason(r));
         return;
     }
@@ -226,6 +252,10 @@ static struct hit *hit_get(struct worker *w)
 
 void hit_put(struct worker *w, struct hit *h)
 {
+    /* Long replies are rare (COUNTERS): not kept for the next user. */
+    free(h->text);
+    h->text = NULL;
+    h->text_len = 0;
     if (w->n_hit_free < HIT_FREE_MAX) {
         h->next = w->hit_free;
         w->hit_free = h;
@@ -284,9 +314,11 @@ static void conn_pend_flush(struct conn *c)
         if (!c->pend_head)
             c->pend_tail = NULL;
         c->n_pend--;
-        c->pend_bytes -= h->trailer_len;
+        c->pend_bytes -= h->trailer_len + h->text_len;
         if (!c->dead) {
             out_append_direct(c, h->reply, h->reply_len);
+            if (h->text_len)
+                out_append_direct(c, h->text, h->text_len);
             if (h->trailer_len)
                 out_append_direct(c, h->trailer, h->trailer_len);
         }
@@ -338,14 +370,18 @@ static int hit_fallback(struct worker *w, struct hit *h, const struct rules *rs,
 {
     struct rules_req rq = hit_rq(h);
     struct eval_env env;
+    int rc;
 
     stat_inc(&w->st.redis_fallbacks);
     if (h->op == TABLE_RESET || w->s->o.on_redis_error == CONFIG_REDIS_ERROR_LOCAL) {
         hit_env(w, rs, &env);
-        return eval_rule(&env, r, &rq, h->op, h->n, clock_now_ms(), o);
+        rc = eval_rule(&env, r, &rq, h->op, h->n, clock_now_ms(), o);
+        o->store_down = true;
+        return rc;
     }
     memset(o, 0, sizeof(*o));
     o->rule = r->index;
+    o->store_down = true;
     if (w->s->o.on_redis_error == CONFIG_REDIS_ERROR_OPEN) {
         o->allowed = h->n <= (uint64_t)r->credit_limit;
         o->credit = (uint64_t)r->credit_limit;
@@ -363,6 +399,45 @@ void lease_limits(const struct worker *w, const struct rules_rule *r,
         lim->lease_max = TABLE_LEASE_MAX;
 }
 
+/* The lease script's arguments for @want more credit of rule @r. */
+static struct store_lease_args lease_args(const struct rules_rule *r,
+                                          const struct table_limits *lim, uint64_t want)
+{
+    struct store_lease_args a = { .want = want, .limit = r->credit_limit,
+                                  .reset_ms = lim->reset_ms, .divisor = TABLE_LEASE_DIVISOR };
+
+    return a;
+}
+
+/*
+ * Redis answered (@rep, NULL: failed) a lease request for counter @tk sent
+ * at @sent_ms: the grant goes into the slot (true), or the slot's FETCH is
+ * given up (false).
+ */
+static bool lease_apply(struct table *t, const struct table_key *tk,
+                        const struct table_limits *lim, uint64_t sent_ms,
+                        const struct store_reply *rep, uint64_t now)
+{
+    struct table_lease_grant g = { .fetch = true };
+    int r;
+
+    if (!rep || rep->kind != STORE_REPLY_GRANT) {
+        table_lease_abort(t, tk, lim, now);
+        return false;
+    }
+    g.granted = rep->grant.granted;
+    g.remain = rep->grant.remain;
+    g.end_ms = sent_ms + rep->grant.ttl_ms;
+    g.created = rep->grant.created;
+    r = table_lease_grant(t, tk, lim, &g, now);
+    if (r < 0) {
+        errno = -r;
+        log_ratelimited(&rl_store, LOG_WARNING, "lease of %llu credits lost: %m",
+                        (unsigned long long)g.granted);
+    }
+    return true;
+}
+
 /* A background lease refill: not tied to any request. */
 struct refill {
     struct table *t;
@@ -378,25 +453,8 @@ static void refill_done(void *arg, const struct store_reply *rep)
     struct refill *f = arg;
     struct table_key key = { .rule_id = f->rule_id, .actor = f->actor,
                              .actor_len = f->actor_len };
-    uint64_t now = clock_now_ms();
-    int r;
 
-    if (rep && rep->n >= 4 && rep->v[0] >= 0 && rep->v[1] >= 0 && rep->v[2] >= 0) {
-        struct table_lease_grant g = {
-            .granted = (uint64_t)rep->v[0], .remain = (uint64_t)rep->v[1],
-            .end_ms = f->sent_ms + (uint64_t)rep->v[2], .created = rep->v[3] != 0,
-            .fetch = true,
-        };
-
-        r = table_lease_grant(f->t, &key, &f->lim, &g, now);
-        if (r < 0) {
-            errno = -r;
-            log_ratelimited(&rl_store, LOG_WARNING, "lease of %llu credits lost: %m",
-                            (unsigned long long)g.granted);
-        }
-    } else {
-        table_lease_abort(f->t, &key, &f->lim, now);
-    }
+    lease_apply(f->t, &key, &f->lim, f->sent_ms, rep, clock_now_ms());
     free(f);
 }
 
@@ -405,8 +463,7 @@ bool lease_refill(struct worker *w, struct table *t, const struct table_limits *
                          const char *key, size_t key_len, uint64_t want)
 {
     struct table_key tk = { .rule_id = r->id, .actor = actor, .actor_len = actor_len };
-    int64_t args[4] = { (int64_t)want, r->credit_limit, (int64_t)lim->reset_ms,
-                        TABLE_LEASE_DIVISOR };
+    struct store_lease_args a = lease_args(r, lim, want);
     uint64_t now = clock_now_ms();
     struct refill *f;
 
@@ -421,8 +478,8 @@ bool lease_refill(struct worker *w, struct table *t, const struct table_limits *
     f->sent_ms = now;
     f->actor_len = actor_len;
     memcpy(f->actor, actor, actor_len);
-    if (store_eval(w->sc, STORE_SCRIPT_LEASE, key, key_len, NULL, args, 4,
-                   store_deadline(w->s->o.store, now), refill_done, f) < 0) {
+    if (store_lease(w->sc, key, key_len, &a, store_deadline(w->s->o.store, now), refill_done,
+                    f) < 0) {
         table_lease_abort(t, &tk, lim, now);
         free(f);
         return false;
@@ -448,6 +505,65 @@ static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
 }
 
 static void hit_on_store(void *arg, const struct store_reply *rep);
+
+/* The script of rule @r's algorithm decides @op for @h in Redis (key in
+ * w->key_buf, @klen bytes): as store_window(). */
+static int hit_verdict_send(struct worker *w, struct hit *h, const struct rules_rule *r,
+                            const struct table_limits *lim, enum table_op op, size_t klen)
+{
+    enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : STORE_PEEK;
+
+    switch (r->algo) {
+    case RULES_ALGO_TOKEN_BUCKET: {
+        struct store_bucket_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
+                                       .refill_amount = lim->refill_amount,
+                                       .refill_ms = lim->refill_ms, .strict = r->strict };
+
+        return store_bucket(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
+    }
+    case RULES_ALGO_SLIDING_WINDOW: {
+        struct store_sliding_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
+                                        .window_ms = lim->reset_ms };
+
+        return store_sliding(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
+    }
+    case RULES_ALGO_WINDOW:
+    default: {
+        struct store_window_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
+                                       .reset_ms = lim->reset_ms };
+
+        return store_window(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
+    }
+    }
+}
+
+/*
+ * The verdict Redis gave (@rep; NULL: failed) for @h's STEP_STRICT or
+ * STEP_ASK into *o: false when there is none.  An ASK's answer also bounds
+ * this host's lease (what Redis said about the pool).
+ */
+static bool hit_verdict(struct worker *w, struct hit *h, const struct store_reply *rep,
+                        uint64_t now, struct eval_outcome *o)
+{
+    struct table_key tk = { .rule_id = h->step_rule.id, .actor = h->actor,
+                            .actor_len = h->actor_len };
+    struct table_limits lim;
+
+    if (!rep || rep->kind != STORE_REPLY_VERDICT)
+        return false;
+    o->counted = true;
+    o->allowed = rep->verdict.allowed;
+    o->credit = rep->verdict.credit;
+    o->reset_s = eval_ms_to_s(rep->verdict.reset_ms);
+    if (h->step == STEP_ASK) {
+        struct table_lease_grant g = { .remain = o->credit,
+                                       .end_ms = h->sent_ms + rep->verdict.reset_ms };
+
+        lease_limits(w, &h->step_rule, &lim);
+        table_lease_grant(srv_table_of(w, &h->step_rule), &tk, &lim, &g, now);
+    }
+    return true;
+}
 
 /* Before a step goes to Redis: the key (into w->key_buf, *ret_klen) and
  * what the reply will need of rule @r (its strings die with a reload). */
@@ -484,11 +600,9 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
     struct table_lease_result lr;
     struct table_key tk;
     struct eval_env env;
+    struct store_lease_args la;
     enum table_op op = h->op;
-    enum store_script script;
     uint64_t now = clock_now_ms();
-    int64_t args[STORE_ARGS_MAX];
-    unsigned n_args = 0;
     int alen, klen = -1, rc;
 
     op = eval_rule_op(r, op, h->n);
@@ -555,13 +669,10 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
             rc = hit_prepare(st, h, r, w, (size_t)alen, &klen);
             if (rc >= 0)
                 rc = hit_keep_actor(h, w->actor_buf, (size_t)alen);
-            args[0] = (int64_t)lr.want;
-            args[1] = r->credit_limit;
-            args[2] = (int64_t)lim.reset_ms;
-            args[3] = TABLE_LEASE_DIVISOR;
+            la = lease_args(r, &lim, lr.want);
             if (rc >= 0)
-                rc = store_eval(w->sc, STORE_SCRIPT_LEASE, w->key_buf, (size_t)klen, NULL, args,
-                                4, h->deadline, hit_on_store, h);
+                rc = store_lease(w->sc, w->key_buf, (size_t)klen, &la, h->deadline, hit_on_store,
+                                 h);
             if (rc < 0) {
                 table_lease_abort(t, &tk, &lim, now);
                 return hit_fallback(w, h, rs, r, o);
@@ -584,31 +695,7 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
     }
 
     /* Strict (and lease PEEK and ASK): one script decides in Redis. */
-    switch (r->algo) {
-    case RULES_ALGO_TOKEN_BUCKET:
-        script = STORE_SCRIPT_BUCKET;
-        args[n_args++] = (int64_t)h->n;
-        args[n_args++] = r->credit_limit;
-        args[n_args++] = (int64_t)lim.refill_amount;
-        args[n_args++] = (int64_t)lim.refill_ms;
-        args[n_args++] = r->strict;
-        break;
-    case RULES_ALGO_SLIDING_WINDOW:
-        script = STORE_SCRIPT_SLIDING;
-        args[n_args++] = (int64_t)h->n;
-        args[n_args++] = r->credit_limit;
-        args[n_args++] = (int64_t)lim.reset_ms;
-        break;
-    case RULES_ALGO_WINDOW:
-    default:
-        script = STORE_SCRIPT_WINDOW;
-        args[n_args++] = (int64_t)h->n;
-        args[n_args++] = r->credit_limit;
-        args[n_args++] = (int64_t)lim.reset_ms;
-        break;
-    }
-    rc = store_eval(w->sc, script, w->key_buf, (size_t)klen, op == TABLE_TAKE ? "take" : "peek",
-                    args, n_args, h->deadline, hit_on_store, h);
+    rc = hit_verdict_send(w, h, r, &lim, op, (size_t)klen);
     if (rc < 0)
         return hit_fallback(w, h, rs, r, o);
     h->sent_ms = now;
@@ -702,23 +789,7 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
     switch (h->step) {
     case STEP_STRICT:
     case STEP_ASK:
-        if (rep && rep->n >= 3) {
-            o.counted = true;
-            o.allowed = rep->v[0] != 0;
-            o.credit = rep->v[1] > 0 ? (uint64_t)rep->v[1] : 0;
-            o.reset_s = eval_ms_to_s(rep->v[2] > 0 ? (uint64_t)rep->v[2] : 0);
-            have = true;
-        }
-        if (have && h->step == STEP_ASK) {
-            /* What Redis said about the pool bounds this host's next hits. */
-            struct table_lease_grant g = {
-                .remain = o.credit, .end_ms = h->sent_ms + (uint64_t)(rep->v[2] > 0 ? rep->v[2]
-                                                                                    : 0),
-            };
-
-            lease_limits(w, &h->step_rule, &lim);
-            table_lease_grant(t, &tk, &lim, &g, now);
-        }
+        have = hit_verdict(w, h, rep, now, &o);
         break;
     case STEP_DEL:
         o = h->step_o;
@@ -729,25 +800,11 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
         break;
     case STEP_FETCH:
         lease_limits(w, &h->step_rule, &lim);
-        if (rep && rep->n >= 4 && rep->v[0] >= 0 && rep->v[1] >= 0 && rep->v[2] >= 0) {
-            struct table_lease_grant g = {
-                .granted = (uint64_t)rep->v[0], .remain = (uint64_t)rep->v[1],
-                .end_ms = h->sent_ms + (uint64_t)rep->v[2], .created = rep->v[3] != 0,
-                .fetch = true,
-            };
-
-            rc = table_lease_grant(t, &tk, &lim, &g, now);
-            if (rc < 0) {
-                errno = -rc;
-                log_ratelimited(&rl_store, LOG_WARNING, "lease of %llu credits lost: %m",
-                                (unsigned long long)g.granted);
-            }
+        if (lease_apply(t, &tk, &lim, h->sent_ms, rep, now)) {
             /* Try the same rule again: now from the lease (or directly). */
             h->lease_tries++;
             if (same)
                 return hit_run(w, h, rs);
-        } else {
-            table_lease_abort(t, &tk, &lim, now);
         }
         break;
     }
@@ -803,6 +860,8 @@ static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, 
     if (r == -ENOSPC || r == -EDQUOT) {
         stat_inc(&w->st.errors);
         metrics_error(w->mw, PROTO_E_NO_COUNTER);
+        if (h->op == TABLE_TAKE)
+            count_denial(w, METRICS_DENY_NO_COUNTER);
         n = proto_fmt_err(h->reply, sizeof(h->reply), PROTO_E_NO_COUNTER,
                           srv_no_counter_reason(r));
         h->reply_len = n > 0 ? (size_t)n : 0;
@@ -845,6 +904,18 @@ static void hit_on_store(void *arg, const struct store_reply *rep)
     conn_mark_dirty(c);
 }
 
+/* @h waits at the end of @c's reply FIFO. */
+static void hit_enqueue(struct conn *c, struct hit *h)
+{
+    if (c->pend_tail)
+        c->pend_tail->next = h;
+    else
+        c->pend_head = h;
+    c->pend_tail = h;
+    c->n_pend++;
+    c->n_waiting++;
+}
+
 /* A request on a config that uses Redis; inside the RCU section of @st. */
 static void hit_start(struct conn *c, const struct proto_req *req, const struct reload_state *st)
 {
@@ -880,18 +951,37 @@ static void hit_start(struct conn *c, const struct proto_req *req, const struct 
             h->own.kv[i].value = h->own.buf + (req->kv[i].value - req->buf);
         }
         h->req = &h->own;
-        if (c->pend_tail)
-            c->pend_tail->next = h;
-        else
-            c->pend_head = h;
-        c->pend_tail = h;
-        c->n_pend++;
-        c->n_waiting++;
+        hit_enqueue(c, h);
         return;
     }
     hit_finish(w, h, st->rules, r);
     out_append(c, h->reply, h->reply_len);
     hit_put(w, h);
+}
+
+struct hit *hit_wait(struct conn *c)
+{
+    struct hit *h = hit_get(c->w);
+
+    if (!h)
+        return NULL;
+    h->c = c;
+    hit_enqueue(c, h);
+    return h;
+}
+
+void hit_answer(struct hit *h, char *text, size_t len)
+{
+    struct conn *c = h->c;
+
+    h->text = text;
+    h->text_len = len;
+    h->done = true;
+    c->pend_bytes += len;
+    c->n_waiting--;
+    conn_pend_flush(c);
+    /* Written (and a dead connection freed) by the flush event, not here. */
+    conn_mark_dirty(c);
 }
 
 /* ---- server ---------------------------------------------------------------- */

@@ -158,12 +158,13 @@ static void test_verbs_explain(void **state)
         fail_msg("EXPLAIN: %s: \"%s\"", strerror(-n), buf);
     assert_int_equal(n, 1);
     parse_line_n(buf, 0, &req);
-    assert_int_equal(req.n_kv, 5);
+    assert_int_equal(req.n_kv, 6);
     EXPECT_FIELD(&req, "rule", "0");
     EXPECT_FIELD(&req, "id", "status");
     EXPECT_FIELD(&req, "verdict", "decides");
     EXPECT_FIELD(&req, "match", "method=GET path=/status");
     EXPECT_FIELD(&req, "reason", "");
+    EXPECT_FIELD(&req, "cause", "counter");
     /* EXPLAIN consumed nothing. */
     EXPECT_REPLY(c, "HIT method=GET path=/status", "OK true 999 60");
 
