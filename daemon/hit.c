@@ -70,10 +70,15 @@ static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t
 {
     for (unsigned i = 0; i < res->n; i++) {
         if (res->o[i].table_full) {
+            struct rules_rule r;
+
             stat_inc(&w->st.table_full);
+            /* The rule by its id, as replies and divvyctl name it: its label,
+             * else its 16 hex digits (an index changes with every reload). */
             log_ratelimited(&rl_full, LOG_WARNING,
-                            "counter table full or max_actors reached (rule %u): %s",
-                            res->o[i].rule, w->s->o.full_allow ? "allowed" : "denied");
+                            "counter table full or max_actors reached (rule %s): %s",
+                            rules_get(rules, res->o[i].rule, &r) < 0 ? "?" : r.id_str,
+                            w->s->o.full_allow ? "allowed" : "denied");
         }
         if (!res->o[i].canary)
             continue;
@@ -102,8 +107,8 @@ static size_t hit_format(struct worker *w, uid_t uid, enum proto_verb verb, enum
     } else if (op == TABLE_RESET) {
         /* Only counters forgotten: not a resettable = false rule's, nor a
          * zero-semantics rule that has none. */
-        log_msg(LOG_NOTICE, "RESET by uid %u: %u counter(s) on the path of rule %u reset",
-                (unsigned)uid, res->n_reset, res->decider);
+        log_msg(LOG_NOTICE, "RESET by uid %u: %u counter(s) on the path of rule %s reset",
+                (unsigned)uid, res->n_reset, rule[0] ? rule : "?");
     }
     /* HIT's reply is divvy's, byte for byte; the extension verbs name the rule. */
     if (verb == PROTO_HIT)

@@ -222,6 +222,10 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     r = ctl_parse_kv(cmd, argc - first, argv + first, kv, &n_kv);
     if (r > 0)
         return r;
+    /* No keys would ask about the default rule alone: never what was meant. */
+    if (n_kv == 0)
+        return ctl_usage(cmd, take ? "needs KEY=VALUE arguments after N"
+                                   : "needs KEY=VALUE arguments");
 
     r = ctl_connect(ctl);
     if (r > 0)

@@ -496,11 +496,11 @@ static void test_verbs_reset_log_counts_reset_only(void **state)
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     EXPECT_REPLY(c, "TAKE 2 path=/r user=u method=GET", "OK true 3 600 c");
     EXPECT_REPLY(c, "RESET path=/r user=u method=GET", "OK true 5 0 c");
-    if (!log_has(d, "counter(s) on the path of rule 2 reset")) {
+    if (!log_has(d, "counter(s) on the path of rule c reset")) {
         harness_dump_log(d);
         fail_msg("no RESET line in the log");
     }
-    if (!log_has(d, ": 2 counter(s) on the path of rule 2 reset")) {
+    if (!log_has(d, ": 2 counter(s) on the path of rule c reset")) {
         harness_dump_log(d);
         fail_msg("the RESET line does not count 2 counters (a and c; b is not resettable)");
     }
