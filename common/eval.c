@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * eval: one request against the rules and the counter tables (see eval.h).
- * The hit path: no allocation, no locks; the actor string is built on the
- * stack once per rule on the request's path.
+ * eval: one request against the rules and the counter tables (see eval.h):
+ * a rule's answer from the host table or a lease, the full-table policy, the
+ * decision and the reply (eval_decides()), and eval_request(), the walk
+ * (eval.h) with the host-table step.  The hit path: no allocation, no locks;
+ * the actor string is built on the stack once per rule on the request's path.
  */
 #include <errno.h>
 #include <string.h>
@@ -74,32 +76,47 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
     return eval_rule_prepared(env, r, &lim, &kw, op, n, now_ms, o);
 }
 
+enum table_op eval_rule_op(const struct rules_rule *r, enum table_op op, uint64_t n)
+{
+    /* resettable = false: RESET reports the counter and leaves it alone. */
+    if ((op == TABLE_RESET && !r->resettable) || (op == TABLE_TAKE && n == 0))
+        return TABLE_PEEK;
+    return op;
+}
+
+int eval_full(const struct eval_env *env, const struct rules_rule *r, int rc,
+              struct eval_outcome *o)
+{
+    int allow;
+
+    /* Login counters are never silently not counted (DESIGN §4). */
+    if (env->privileged && eval_table(env, r) == env->privileged)
+        return rc;
+    o->table_full = true;
+    allow = env->full_from ? table_when_full(env->full_from) : env->full_allow;
+    if (allow < 0)
+        return EVAL_WAIT;
+    o->allowed = allow == 1;
+    return 0;
+}
+
 int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
                        const struct table_limits *limits, const struct table_kw *kw,
                        enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
 {
     struct table *t = eval_table(env, r);
-    /* Login counters are never silently not counted (DESIGN §4). */
-    bool must_count = env->privileged && t == env->privileged;
     struct table_result res;
     int rc;
 
-    /* resettable = false: RESET reports the counter and leaves it alone. */
-    if (op == TABLE_RESET && !r->resettable)
-        op = TABLE_PEEK;
+    op = eval_rule_op(r, op, n);
     rc = table_hit_prepared(t, kw, limits, op, n, now_ms, &res);
-    if (rc == -ENOSPC || rc == -EDQUOT) {
-        if (must_count)
-            return rc;
-        o->table_full = true;
-        o->allowed = env->full_allow;
-        return 0;
-    }
+    if (rc == -ENOSPC || rc == -EDQUOT)
+        return eval_full(env, r, rc, o);
     if (rc < 0)
         return rc;
     /* A PEEK of a privileged rule with no counter yet (full credit, no
      * window) also says whether the TAKE that would follow could count. */
-    if (op == TABLE_PEEK && must_count && res.reset_ms == 0 &&
+    if (op == TABLE_PEEK && env->privileged && t == env->privileged && res.reset_ms == 0 &&
         res.credit >= limits->credit_limit) {
         rc = table_room_prepared(t, kw, limits, now_ms);
         if (rc < 0)
@@ -112,9 +129,41 @@ int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
     return 0;
 }
 
+int eval_lease(const struct eval_env *env, const struct rules_rule *r,
+               const struct table_limits *lim, const struct table_key *key, uint64_t n,
+               bool may_fetch, uint64_t now_ms, struct eval_outcome *o,
+               struct table_lease_result *lr)
+{
+    int rc;
+
+    memset(o, 0, sizeof(*o));
+    o->rule = r->index;
+    lr->refill = false;
+    rc = table_lease_take(eval_table(env, r), key, lim, n, may_fetch, now_ms, lr);
+    if (rc == -ENOSPC || rc == -EDQUOT)
+        return eval_full(env, r, rc, o);
+    if (rc < 0)
+        return rc;
+    if (lr->verdict != TABLE_LEASE_ALLOWED && lr->verdict != TABLE_LEASE_DENIED)
+        return EVAL_WAIT;                       /* FETCH or ASK: Redis answers */
+    o->counted = true;
+    o->allowed = lr->verdict == TABLE_LEASE_ALLOWED;
+    o->credit = lr->credit;
+    o->reset_s = eval_ms_to_s(lr->reset_ms);
+    return 0;
+}
+
+/* Outcome @a is a tighter limit than @b: less credit left, or as much for longer. */
+static bool tighter(const struct eval_outcome *a, const struct eval_outcome *b)
+{
+    return a->credit < b->credit || (a->credit == b->credit && a->reset_s > b->reset_s);
+}
+
 bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,
                   struct eval_result *res)
 {
+    const struct eval_outcome *tight;
+
     /* A resettable = false rule's counter was only peeked at. */
     if (op == TABLE_RESET && r->resettable && o->counted)
         res->n_reset++;
@@ -131,31 +180,62 @@ bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eva
     res->credit = o->credit;
     res->reset_s = o->reset_s;
     res->decider = o->rule;
+    res->limiter = o->rule;
+    if (!o->allowed || op == TABLE_RESET || res->n < 2)
+        return true;
+    /* Allowed after other rules: the reply is the tightest limit that
+     * charged.  Every non-canary outcome before this one is an allowing
+     * continue rule's. */
+    tight = o->counted ? o : NULL;
+    for (unsigned i = 0; i < res->n; i++) {
+        const struct eval_outcome *c = &res->o[i];
+
+        if (!c->canary && c->counted && c->allowed && (!tight || tighter(c, tight)))
+            tight = c;
+    }
+    if (tight) {
+        res->credit = tight->credit;
+        res->reset_s = tight->reset_s;
+        res->limiter = tight->rule;
+    }
     return true;
+}
+
+/* The host-table step of eval_request(). */
+struct host_step {
+    const struct eval_env *env;
+    const struct rules_req *req;
+    enum table_op op;
+    uint64_t n, now_ms;
+    struct rules_rule r;
+};
+
+static int host_step(void *ctx, const struct eval_walk *w, const struct rules_rule **ret_r,
+                     struct eval_outcome *o)
+{
+    struct host_step *hs = ctx;
+    int rc;
+
+    rc = rules_get(hs->env->rules, w->path[w->pos], &hs->r);
+    if (rc < 0)
+        return rc;
+    *ret_r = &hs->r;
+    return eval_rule(hs->env, &hs->r, hs->req, hs->op, hs->n, hs->now_ms, o);
 }
 
 int eval_request(const struct eval_env *env, const struct rules_req *req, enum table_op op,
                  uint64_t n, uint64_t now_ms, struct eval_result *ret)
 {
     uint32_t idx[RULES_MATCH_MAX];
-    struct rules_rule r;
-    size_t n_match;
+    struct host_step hs = { .env = env, .req = req, .op = op, .n = n, .now_ms = now_ms };
+    struct eval_walk w = { .path = idx, .op = op, .res = ret };
     int rc;
 
     memset(ret, 0, sizeof(*ret));
-    n_match = rules_match(env->rules, req, idx);
-    for (size_t i = 0; i < n_match; i++) {
-        struct eval_outcome o;
-
-        rc = rules_get(env->rules, idx[i], &r);
-        if (rc < 0)
-            return rc;
-        rc = eval_rule(env, &r, req, op, n, now_ms, &o);
-        if (rc < 0)
-            return rc;
-        if (eval_decides(&r, op, &o, ret))
-            return 0;
-    }
-    /* rules_validate() guarantees a last default stop rule that always matches. */
-    return -EINVAL;
+    w.n_path = rules_match(env->rules, req, idx);
+    rc = eval_walk(&w, host_step, &hs);
+    /* No step of the host tables waits (env->full_from is libdivvy's). */
+    if (rc == 0)
+        return -EINVAL;
+    return rc < 0 ? rc : 0;
 }

@@ -4,9 +4,9 @@
  * docs/shm.md, docs/client.md).  Maps the table memfd divvyd hands over
  * (client_handoff.c) read-write and its control page read-only, loads the
  * immutable rules.<generation> file the control page names, then decides a hit
- * in the caller's process with the daemon's own code (eval_rule() and
- * eval_decides(), the steps of eval_request()) when every rule on the
- * request's path is fast_path or touches no counter.
+ * in the caller's process with the daemon's own code (eval_walk(), the rule
+ * walk of eval_request(), with a step of its own: fast_step()) when every
+ * rule on the request's path is fast_path or touches no counter.
  *
  * The steady state makes no system call and no allocation: one acquire load
  * of the generation, one of the heartbeat, clock_coarse_ms() (vDSO), the
@@ -353,13 +353,6 @@ bool client_fast_path_ok(const struct client_fast *f, const uint32_t *path, size
 }
 
 /*
- * Spends @amount of the lease of rule @cr's counter @actor: 0 with *@o
- * filled, 1 when divvyd must decide (*@ret_why), or -errno.  A fast-path
- * client never talks to Redis: below the low-water mark it sends divvyd a
- * REFILL hint and goes on spending; a lease too short for the hit sends the
- * hit itself to divvyd.
- */
-/*
  * Asks divvyd to refill the lease of rule @idx's counter @actor (REFILL,
  * docs/protocol.md), at most once per CLIENT_HINT_MS per counter.  One
  * send(), no reply: the only system call a fast-path hit may make, once per
@@ -388,36 +381,6 @@ static void refill_hint(struct client_fast *f, const struct client_rule *cr, uin
     client_conn_hint(f->conn, line, (size_t)n);
 }
 
-static int lease_take(struct client_fast *f, const struct client_rule *cr, uint32_t idx,
-                      const char *actor, size_t len, uint64_t amount, uint64_t now,
-                      struct eval_outcome *o, const char **ret_why)
-{
-    const struct rules_rule *rr = &cr->rr;
-    struct table_key key = { .rule_id = rr->id, .actor = actor, .actor_len = len };
-    struct table_lease_result lr;
-    int r = table_lease_take(f->table, &key, &cr->lim, amount, false, now, &lr);
-
-    if (r == -ENOSPC || r == -EDQUOT) {
-        *ret_why = "the fast-path table is full";
-        return 1;
-    }
-    if (r < 0)
-        return r;
-    if (lr.verdict != TABLE_LEASE_ALLOWED && lr.verdict != TABLE_LEASE_DENIED) {
-        *ret_why = "the lease needs divvyd";
-        return 1;
-    }
-    if (lr.refill)
-        refill_hint(f, cr, idx, actor, len, now);
-    memset(o, 0, sizeof(*o));
-    o->rule = rr->index;
-    o->counted = true;
-    o->allowed = lr.verdict == TABLE_LEASE_ALLOWED;
-    o->credit = lr.credit;
-    o->reset_s = eval_ms_to_s(lr.reset_ms);
-    return 0;
-}
-
 /*
  * The prepared key of rule @cr's counter for @actor: the rule keeps the key
  * of its last actor (hot_kw), so a hot counter skips the keyed hash; an
@@ -439,18 +402,6 @@ static const struct table_kw *rule_key(struct client_fast *f, struct client_rule
         cr->hot_valid = true;
     }
     return &cr->hot_kw;
-}
-
-/* A local rule's counter with the daemon's code (eval_rule_prepared()). */
-static int local_rule(struct client_fast *f, const struct eval_env *env, uint32_t idx,
-                      const char *actor, size_t len, enum table_op op, uint64_t amount,
-                      uint64_t now, struct eval_outcome *o)
-{
-    struct client_rule *cr = &f->rule[idx];
-    struct table_kw tmp;
-
-    return eval_rule_prepared(env, &cr->rr, &cr->lim, rule_key(f, cr, actor, len, &tmp), op,
-                              amount, now, o);
 }
 
 void client_fast_prefetch(struct client_fast *f, const uint32_t *path, size_t n_path,
@@ -482,66 +433,94 @@ void client_fast_prefetch(struct client_fast *f, const uint32_t *path, size_t n_
     }
 }
 
+/* What the fast path's step needs besides the walk. */
+struct fast_step {
+    struct client_fast *f;
+    const struct eval_env *env;
+    const struct rules_req *rq;             /* the request, or NULL: ... */
+    const struct proto_kv *const *actor_kv; /* ... the actor pairs of each rule on the path */
+    uint64_t amount, now;
+    size_t n_rules;
+    const char **ret_why;
+};
+
 /*
- * Decides along @path with the daemon's own steps (eval_zero(), the counter,
- * eval_decides()); the callers checked the path with client_fast_path_ok().
+ * The walk's step in-process: rule path[pos]'s outcome from its zero
+ * semantics, this host's lease (a lease rule) or its fast-table counter,
+ * with a prepared key.  EVAL_WAIT sends the hit to divvyd (*ret_why): a
+ * lease that needs Redis, or a full table whose policy divvyd did not
+ * announce.  A fast-path client never talks to Redis: below the low-water
+ * mark it sends divvyd a REFILL hint and goes on spending.
+ */
+static int fast_step(void *ctx, const struct eval_walk *w, const struct rules_rule **ret_r,
+                     struct eval_outcome *o)
+{
+    struct fast_step *fs = ctx;
+    struct client_fast *f = fs->f;
+    uint32_t idx = w->path[w->pos];
+    char buf[RULES_ACTOR_MAX];
+    const char *actor = buf;
+    struct client_rule *cr;
+    struct table_kw tmp;
+    int len, r;
+
+    if (idx >= fs->n_rules)
+        return -EINVAL;
+    cr = &f->rule[idx];
+    *ret_r = &cr->rr;
+    if (eval_zero(&cr->rr, o))
+        return 0;
+    len = fs->rq ? rules_actor(f->rules, idx, fs->rq, buf, sizeof(buf))
+                 : rules_actor_ref(f->rules, idx, fs->actor_kv + w->pos * RULES_ACTOR_KEYS_MAX,
+                                   buf, sizeof(buf), &actor);
+    if (len < 0)
+        return len;
+    if (cr->lease) {
+        struct table_key key = { .rule_id = cr->rr.id, .actor = actor,
+                                 .actor_len = (size_t)len };
+        struct table_lease_result lr;
+
+        r = eval_lease(fs->env, &cr->rr, &cr->lim, &key, fs->amount, false, fs->now, o, &lr);
+        if (r == 0 && o->counted && lr.refill)
+            refill_hint(f, cr, idx, actor, (size_t)len, fs->now);
+    } else {
+        r = eval_rule_prepared(fs->env, &cr->rr, &cr->lim,
+                               rule_key(f, cr, actor, (size_t)len, &tmp), w->op, fs->amount,
+                               fs->now, o);
+    }
+    if (r == EVAL_WAIT)
+        *fs->ret_why = o->table_full ? "the fast-path table is full" : "the lease needs divvyd";
+    else if (r == 0 && o->table_full)
+        table_add_fast_full(f->table);
+    return r;
+}
+
+/*
+ * Decides along @path with the daemon's own walk (eval_walk()) and
+ * fast_step(); the callers checked the path with client_fast_path_ok().
  */
 int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
                     const struct rules_req *rq, const struct proto_kv *const *actor_kv,
                     enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
                     const char **ret_why)
 {
-    struct eval_env env = { .rules = f->rules, .fast = f->table, .priv = NULL };
-    size_t n_rules = rules_count(f->rules);
-    const struct client_rule *cr;
+    /* A full table is answered with the daemon's announced when_full, as
+     * divvyd would; an older divvyd announces none: it decides. */
+    struct eval_env env = { .rules = f->rules, .fast = f->table, .full_from = f->table };
+    struct fast_step fs = { .f = f, .env = &env, .rq = rq, .actor_kv = actor_kv,
+                            .amount = amount, .now = now, .n_rules = rules_count(f->rules),
+                            .ret_why = ret_why };
     struct eval_result er;
-    bool decided = false;
+    struct eval_walk w = { .path = path, .n_path = n_path, .op = op, .res = &er };
+    const struct client_rule *cr;
+    int r;
 
     er.n = 0;
-    for (size_t i = 0; i < n_path && !decided; i++) {
-        char buf[RULES_ACTOR_MAX];
-        const char *actor = buf;
-        struct eval_outcome o;
-        int len, r = 0;
-
-        if (path[i] >= n_rules) {
-            *ret_why = "the fast-path table could not decide";
-            return 0;
-        }
-        cr = &f->rule[path[i]];
-        if (!eval_zero(&cr->rr, &o)) {
-            len = rq ? rules_actor(f->rules, path[i], rq, buf, sizeof(buf))
-                     : rules_actor_ref(f->rules, path[i], actor_kv + i * RULES_ACTOR_KEYS_MAX,
-                                       buf, sizeof(buf), &actor);
-            if (len < 0)
-                r = len;
-            else if (cr->lease)
-                r = lease_take(f, cr, path[i], actor, (size_t)len, amount, now, &o, ret_why);
-            else
-                r = local_rule(f, &env, path[i], actor, (size_t)len, op, amount, now, &o);
-            if (r > 0)
-                return 0;               /* the lease sends this hit to divvyd */
-        }
-        if (r < 0) {
-            *ret_why = "the fast-path table could not decide";
-            return 0;
-        }
-        /* Full (or max_actors): answered with the daemon's announced
-         * when_full, as divvyd would; an older divvyd announces none. */
-        if (o.table_full) {
-            int allow = table_when_full(f->table);
-
-            if (allow < 0) {
-                *ret_why = "the fast-path table is full";
-                return 0;
-            }
-            o.allowed = allow == 1;
-            table_add_fast_full(f->table);
-        }
-        decided = eval_decides(&cr->rr, op, &o, &er);
-    }
-    /* rules_match() ends at a stop rule (the default at the latest). */
-    if (!decided || er.decider >= n_rules) {
+    er.n_reset = 0;
+    r = eval_walk(&w, fast_step, &fs);
+    if (r == 0)
+        return 0;                       /* fast_step() said why */
+    if (r < 0 || er.decider >= fs.n_rules) {
         *ret_why = "the fast-path table could not decide";
         return 0;
     }

@@ -147,11 +147,13 @@ static void test_eval_continue_denial_decides_and_spares_later_rules(void **stat
     res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0);
     assert_true(res.allowed);
     assert_int_equal(res.decider, 2);
-    assert_int_equal(res.credit, 2);            /* the stop rule's answer */
-    assert_int_equal(res.o[0].credit, 1);       /* the continue rule was charged too */
+    assert_int_equal(res.o[1].credit, 2);       /* the stop rule was charged ... */
+    assert_int_equal(res.o[0].credit, 1);       /* ... and the continue rule too */
+    assert_int_equal(res.credit, 1);            /* the reply: the tighter of the two */
+    assert_int_equal(res.limiter, 1);
     res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0 + 10);
     assert_true(res.allowed);
-    assert_int_equal(res.credit, 1);
+    assert_int_equal(res.credit, 0);
     res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0 + 20);
     assert_false(res.allowed);
     assert_int_equal(res.decider, 1);            /* the continue rule said no */
@@ -241,6 +243,137 @@ static void test_eval_reset_skips_unresettable_rules(void **state)
     rules_free(rules);
 }
 
+/* Compiles @spec into f->env.rules (freed by use_default_rules()). */
+static void use_rules(struct fixture *f, struct rules_spec *spec)
+{
+    struct rules *rules;
+    struct diag diag;
+
+    diag_init(&diag);
+    if (rules_compile(spec, 3, &rules, &diag) < 0)
+        fail_msg("%s", diag.n ? diag.e[0].msg : "rules_compile failed");
+    rules_spec_free(spec);
+    f->env.rules = rules;
+}
+
+static void use_default_rules(struct fixture *f)
+{
+    rules_free((struct rules *)f->env.rules);
+    f->env.rules = f->rules;
+}
+
+/*
+ * An allowed request reports the tightest limit that charged (least credit,
+ * on a tie the longer reset), as Envoy's rate-limit service does; canary
+ * rules and rules that keep no counter are not limits.  A per-user rule with
+ * 7 left before a per-source rule with 47 left replies 7.
+ */
+static void test_eval_continue_reports_tightest_limit(void **state)
+{
+    struct fixture *f = *state;
+    struct rules_spec spec = { 0 };
+    struct eval_result res;
+
+    add_rule(&spec, 1, "user", "*", NULL, NULL, 1, 60, RULES_POLICY_CANARY, NULL);
+    add_rule(&spec, 2, "user", "*", NULL, NULL, 8, 60, RULES_POLICY_CONTINUE, "user");
+    add_rule(&spec, 3, "src", "*", NULL, NULL, 48, 3600, RULES_POLICY_STOP, "src");
+    add_rule(&spec, 4, "tie", "*", NULL, NULL, 8, 3600, RULES_POLICY_STOP, "tie");
+    add_rule(&spec, 5, "free", "*", NULL, NULL, 3, 0, RULES_POLICY_STOP, NULL);
+    add_rule(&spec, 6, NULL, NULL, NULL, NULL, 0, 0, RULES_POLICY_STOP, NULL);
+    use_rules(f, &spec);
+
+    res = hit(f, "HIT user=u src=s\n", TABLE_TAKE, T0);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 7);
+    assert_int_equal(res.reset_s, 60);
+    assert_int_equal(res.decider, 2);            /* the stop rule decided ... */
+    assert_int_equal(res.limiter, 1);            /* ... the per-user rule is the limit */
+    assert_int_equal(res.o[0].credit, 0);        /* the canary is not a limit */
+    /* A PEEK predicts the same. */
+    res = hit(f, "PEEK user=u src=s\n", TABLE_PEEK, T0 + 1000);
+    assert_int_equal(res.credit, 7);
+    assert_int_equal(res.reset_s, 59);
+    /* The same credit left: the longer wait is the tighter limit. */
+    res = hit(f, "HIT user=v tie=t\n", TABLE_TAKE, T0);
+    assert_int_equal(res.credit, 7);
+    assert_int_equal(res.reset_s, 3600);
+    assert_int_equal(res.limiter, 3);
+    /* reset_seconds = 0 keeps no counter: the continue rule's answer. */
+    res = hit(f, "HIT user=w free=1\n", TABLE_TAKE, T0);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 7);
+    assert_int_equal(res.decider, 4);
+    assert_int_equal(res.limiter, 1);
+    /* A RESET replies the deciding rule's counter after the reset. */
+    res = hit(f, "RESET user=u src=s\n", TABLE_RESET, T0 + 2000);
+    assert_int_equal(res.credit, 48);
+    assert_int_equal(res.limiter, 2);
+    use_default_rules(f);
+}
+
+/* A step that leaves the continue rule (index 1) to "another store". */
+struct wait_step {
+    const struct eval_env *env;
+    const struct rules_req *req;
+    struct rules_rule r;
+    unsigned steps;
+};
+
+static int wait_step(void *ctx, const struct eval_walk *at, const struct rules_rule **ret_r,
+                     struct eval_outcome *o)
+{
+    struct wait_step *ws = ctx;
+
+    ws->steps++;
+    assert_int_equal(rules_get(ws->env->rules, at->path[at->pos], &ws->r), 0);
+    *ret_r = &ws->r;
+    if (ws->r.index == 1)
+        return EVAL_WAIT;
+    return eval_rule(ws->env, &ws->r, ws->req, at->op, 1, T0, o);
+}
+
+/* The walk stops at a step that waits and resumes where it stopped, as
+ * divvyd's Redis path does (hit_resume()). */
+static void test_eval_walk_waits_and_resumes(void **state)
+{
+    struct fixture *f = *state;
+    static struct proto_req preq;
+    uint32_t path[RULES_MATCH_MAX];
+    struct rules_req req;
+    struct eval_result res = { 0 };
+    struct wait_step ws = { .env = &f->env, .req = &req };
+    struct eval_walk w = { .path = path, .op = TABLE_TAKE, .res = &res };
+    struct eval_outcome remote = { .rule = 1, .allowed = true, .counted = true, .credit = 1,
+                                   .reset_s = 30 };
+    struct rules_rule r;
+
+    req_of(&preq, &req, "HIT user=u src=s\n");
+    w.n_path = rules_match(f->env.rules, &req, path);
+    assert_int_equal(w.n_path, 2);
+    assert_int_equal(eval_walk(&w, wait_step, &ws), 0);        /* waits ... */
+    assert_int_equal(w.pos, 0);                                 /* ... at the continue rule */
+    assert_int_equal(res.n, 0);
+    assert_int_equal(rules_get(f->env.rules, path[w.pos], &r), 0);
+    assert_false(eval_walk_settle(&w, &r, &remote));            /* its answer: allowed */
+    assert_int_equal(w.pos, 1);
+    assert_int_equal(eval_walk(&w, wait_step, &ws), 1);        /* the stop rule decides */
+    assert_int_equal(ws.steps, 2);
+    assert_int_equal(res.decider, 2);
+    assert_int_equal(res.n, 2);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 1);                            /* the waited rule is tighter */
+    assert_int_equal(res.reset_s, 30);
+    assert_int_equal(res.limiter, 1);
+    /* A denial settled after the wait decides at once. */
+    memset(&res, 0, sizeof(res));
+    w.pos = 0;
+    remote.allowed = false;
+    remote.credit = 0;
+    assert_true(eval_walk_settle(&w, &r, &remote));
+    assert_false(res.allowed);
+    assert_int_equal(res.decider, 1);
+}
+
 static void test_eval_full_table_applies_policy(void **state)
 {
     struct fixture *f = *state;
@@ -283,6 +416,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eval_always_allow_touches_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_continue_denial_decides_and_spares_later_rules,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_continue_reports_tightest_limit, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_eval_walk_waits_and_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_canary_answer_is_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_window_resets_after_reset_seconds, setup,
                                         teardown),
