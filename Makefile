@@ -222,7 +222,7 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_S
 # test_verb: the verb table alone; the handlers of other modules and the
 # replies are its fakes.
 $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
-    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=counters_request \
+    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_dropin,--wrap=counters_request \
     -Wl,--wrap=reply_err,--wrap=reply_text
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
