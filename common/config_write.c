@@ -334,8 +334,17 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
         fprintf(f, "};\n\n");
     }
     conf_write_store(cfg, f);
+    if (cfg->include_dir) {
+        fprintf(f, "include_dir = ");
+        conf_put_string(f, cfg->include_dir);
+        fprintf(f, ";\n\n");
+    }
     fprintf(f, "rules = (\n");
     for (size_t i = 0; i < cfg->rules.n; i++) {
+        /* The drop-ins' rules stay in their files: include_dir reads them. */
+        if (cfg->include_dir && cfg->rules.rules[i].file && cfg->path &&
+            strcmp(cfg->rules.rules[i].file, cfg->path) != 0)
+            continue;
         r = conf_write_rule(&cfg->rules.rules[i], i + 1 == cfg->rules.n, f);
         if (r < 0)
             return r;

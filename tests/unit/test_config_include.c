@@ -4,7 +4,8 @@
  * name order and placed after the main file's rules, before its default
  * rule; bad names, other settings and a default rule in a drop-in are
  * refused at their file:line; a pending edit (config_load_edit()) is seen as
- * if on disk and never written; config_dropin_write() leaves no temporary.
+ * if on disk and never written; config_dropin_write() leaves no temporary;
+ * config_write_libconfig() writes include_dir back, not the drop-ins' rules.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -226,6 +227,30 @@ static void test_config_include_write(void **state)
                      -ENOENT);
 }
 
+/* divvyctl convert: include_dir is written back, the drop-ins' rules stay in
+ * their files (not copied into the main file). */
+static void test_config_include_write_libconfig(void **state)
+{
+    struct fixture *fx = *state;
+    struct config *cfg = NULL;
+    char got[512], out[400];
+    struct diag d;
+    FILE *f;
+
+    put_in(fx, "10-a.conf", rule_text("/a"));
+    diag_init(&d);
+    assert_int_equal(config_load(fx->conf, &cfg, &d), 0);
+    snprintf(out, sizeof(out), "%s/out.conf", fx->dir);
+    f = fopen(out, "w");
+    assert_non_null(f);
+    assert_int_equal(config_write_libconfig(cfg, f), 0);
+    assert_int_equal(fclose(f), 0);
+    config_free(cfg);
+    snprintf(fx->conf, sizeof(fx->conf), "%s", out);
+    assert_int_equal(load(fx, NULL, got, sizeof(got), &d), 0);
+    assert_string_equal(got, "/main /a default");
+}
+
 static void test_config_include_names(void **state)
 {
     (void)state;
@@ -246,6 +271,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_include_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_include_edit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_include_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_include_write_libconfig, setup, teardown),
         cmocka_unit_test(test_config_include_names),
     };
 
