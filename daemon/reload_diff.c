@@ -383,7 +383,7 @@ static int diff_rules(const struct rules *old, const struct rules *now, struct r
         l.pos = 0;
         l.buf[0] = '\0';
         put_quoted(&l, "rule", a.id_str);
-        put(&l, " change=removed counters=dropped");
+        put(&l, " change=removed counters=unused");
         put_where(&l, &a);
         d->removed++;
         r = emit(d, &l);

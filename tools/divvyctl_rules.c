@@ -102,9 +102,7 @@ static void print_change(const struct ctl_fields *f)
     if (ctl_field(f, "was"))
         printf(" (was %s)", ctl_field(f, "was"));
     if (counters)
-        printf("; counters %s", strcmp(counters, "fresh") == 0     ? "start afresh"
-                                : strcmp(counters, "dropped") == 0 ? "dropped"
-                                                                   : counters);
+        printf("; counters %s", strcmp(counters, "fresh") == 0 ? "start afresh" : counters);
     printf("\n");
 }
 
