@@ -419,8 +419,8 @@ static void test_reload_report_rules_service(void **state)
     expect_in(run->out, "rules.d/50-m42.conf:3)");
     harness_list_dir(dir, list, sizeof(list));
     assert_string_equal(list, "50-m42.conf");
-    EXPECT_REPLY(c, "HIT merchant=m42", "OK true 2 60");
-    EXPECT_REPLY(c, "TAKE 1 merchant=m42", "OK true 1 60 m42");
+    EXPECT_OK(c, "HIT merchant=m42", true, 2, 50, 60);
+    EXPECT_OK_RULE(c, "TAKE 1 merchant=m42", true, 1, 50, 60, "m42");
     /* The drop-in's rule sits after the main file's rules, before the
      * default rule. */
     run = CTL(0, "-s", sock, "rules", "list");
@@ -449,7 +449,7 @@ static void test_reload_report_rules_service(void **state)
     harness_list_dir(dir, list, sizeof(list));
     assert_string_equal(list, "50-m42.conf");
     CTL(2, "-s", sock, "rules", "add", "m7");
-    EXPECT_REPLY(c, "HIT merchant=m42", "OK true 0 60");
+    EXPECT_OK(c, "HIT merchant=m42", true, 0, 50, 60);
 
     /* --replace: a labelled rule's new limit keeps its counts (3 used). */
     write_file(in, "rules = (\n    { match = { merchant = \"m42\"; }; credit_limit = 5;\n"
@@ -457,7 +457,7 @@ static void test_reload_report_rules_service(void **state)
     run = CTL_IN(in, 0, "-s", sock, "rules", "add", "--replace", "50-m42");
     expect_in(run->out, "changed  rule m42 (");
     expect_in(run->out, ": credit_limit; counters kept");
-    EXPECT_REPLY(c, "HIT merchant=m42", "OK true 1 60");
+    EXPECT_OK(c, "HIT merchant=m42", true, 1, 50, 60);
     harness_list_dir(dir, list, sizeof(list));
     assert_string_equal(list, "50-m42.conf");
 
