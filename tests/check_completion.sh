@@ -55,7 +55,8 @@ expect() {
         return
     fi
     got=$(printf '%s\n' "$got" | tr '\n' ' ' | sed 's/ $//')
-    [ "$got" = "$want" ] || problem "'$(echo "$*" | cut -d' ' -f2-)<TAB>' offers '$got', want '$want'"
+    [ "$got" = "$want" ] ||
+        problem "'$(echo "$*" | cut -d' ' -f2-)<TAB>' offers '$got', want '$want'"
 }
 
 # offers "NAME..." FILE WORD...: each NAME is among the completions.
