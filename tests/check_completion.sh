@@ -119,8 +119,9 @@ offers "$cmds" "$ctl" divvyctl ''
 long() { grep -o -- '--[a-z][a-z-]*' | sort -u; }
 offers "$("$b/divvyctl" --help | awk '/^Options/ { on = 1; next } on && /^$/ { exit } on' | long)" \
     "$ctl" divvyctl --
+# A command's options are its option lines (its prose may name another's).
 for c in $cmds; do
-    offers "$("$b/divvyctl" "$c" --help | long)" "$ctl" divvyctl "$c" --
+    offers "$("$b/divvyctl" "$c" --help | grep -E '^[[:space:]]+-' | long)" "$ctl" divvyctl "$c" --
 done
 offers "$("$b/divvyd" --help | long)" "$d" divvyd --
 
