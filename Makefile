@@ -110,6 +110,8 @@ help:
 	@echo "make build-tests  build everything and every test binary; run nothing"
 	@echo "make check-unit, make check-integration  one suite of this build (B=), built first"
 	@echo "make check-symbols  no daemon-only symbol in libdivvy.so or pam_divvy.so (check-unit)"
+	@echo "make check-docs every function has a man page, pages render, docs and completion"
+	@echo "                install (check-unit)"
 	@echo "make check-systemd  (root) install into a Debian bookworm container booted with"
 	@echo "                systemd-nspawn and drive the units there (tests/systemd/check-systemd.sh)"
 	@echo "make asan       build into build-asan/ with ASan+UBSan and run the tests there"
@@ -123,6 +125,7 @@ help:
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
 	@echo "make install    install into \$$DESTDIR\$$PREFIX (docs/operations.md)"
 	@echo "make uninstall  remove what install installed, except the config"
+	@echo "make install-doc, make uninstall-doc  only the man pages, docs and completion"
 	@echo "make deps       install missing build and test dependencies (root; tools/deps.sh)"
 	@echo "make deps-build install missing build dependencies (root)"
 	@echo "make deps-check name the missing build dependencies (every build runs it)"
@@ -450,6 +453,42 @@ EXAMPLE_FILES := $(wildcard etc/divvy.ini etc/divvy.json etc/pam.d/* docs/exampl
 UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
                -e 's|/usr/bin/divvyctl|$(BINDIR)/divvyctl|g' -e 's|/etc/divvy/|$(SYSCONFDIR)/divvy/|g'
 
+# The documentation (`make install-doc`, part of install): man pages, one
+# link per public function of divvy.h to libdivvy(3), README.md, LICENSE,
+# NEWS and docs/*.md under DOCDIR, bash completion.  Pages name the guides
+# as /usr/share/doc/divvy/..., rewritten to DOCDIR.  tests/check_docs.sh
+# (check-unit) installs this and checks it.
+COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
+MAN3_LINKS  := ${shell sed -n 's/^DIVVY_EXPORT [^(]*[ *]\(divvy_[a-z_]*\)(.*/\1/p' \
+                 libclient/divvy.h}
+DOC_FILES   := README.md LICENSE NEWS
+COMPLETIONS := $(wildcard tools/bash-completion/*)
+.PHONY: install-doc uninstall-doc
+install: install-doc
+install-doc:
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(COMPLETIONSDIR)
+	@set -e; for p in $(MAN_PAGES); do s=$${p##*.}; d=$(DESTDIR)$(MANDIR)/man$$s; \
+	    echo "install $$p $$d/"; $(INSTALL) -d $$d; \
+	    sed 's|/usr/share/doc/divvy|$(DOCDIR)|g' $$p > $$d/$${p##*/}; chmod 0644 $$d/$${p##*/}; done
+	@set -e; for f in $(MAN3_LINKS); do echo "ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3"; \
+	    ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
+	$(INSTALL) -m 0644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
+	$(if $(COMPLETIONS),$(INSTALL) -m 0644 $(COMPLETIONS) $(DESTDIR)$(COMPLETIONSDIR)/)
+# check-docs (run by check-unit): tests/check_docs.sh installs the above into
+# a temporary DESTDIR and checks it; tests/check_completion.sh the completion.
+.PHONY: check-docs
+check-unit: check-docs
+check-docs: $(DIVVYD) $(if $(CTL_SRCS),$(DIVVYCTL)) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO))
+	@MAKE='$(MAKE)' tests/check_docs.sh $(B)
+	@tests/check_completion.sh $(B)
+uninstall: uninstall-doc
+uninstall-doc:
+	rm -f $(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p))) \
+	    $(MAN3_LINKS:%=$(DESTDIR)$(MANDIR)/man3/%.3) \
+	    $(COMPLETIONS:tools/bash-completion/%=$(DESTDIR)$(COMPLETIONSDIR)/%)
+	rm -rf $(DESTDIR)$(DOCDIR)
+
 .PHONY: uninstall
 install: all
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/divvy \
@@ -485,10 +524,6 @@ endif
 	@# An existing config is the admin's: never overwritten.
 	test -e $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf || \
 	    $(INSTALL) -m 0644 etc/divvy.conf $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf
-	@set -e; for p in $(MAN_PAGES); do s=$${p##*.}; \
-	    $(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s; \
-	    echo "$(INSTALL) -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/"; \
-	    $(INSTALL) -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/; done
 	$(if $(EXAMPLE_FILES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/examples)
 	$(if $(EXAMPLE_FILES),$(INSTALL) -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(DOCDIR)/examples/)
 
@@ -502,8 +537,7 @@ uninstall:
 	    $(DESTDIR)$(PAMDIR)/pam_divvy.so $(DESTDIR)$(UNITDIR)/divvyd.service \
 	    $(DESTDIR)$(UNITDIR)/divvyd.socket $(DESTDIR)$(UNITDIR)/run-divvy.mount \
 	    $(DESTDIR)$(SYSUSERSDIR)/divvy.conf \
-	    $(DESTDIR)$(TMPFILESDIR)/divvy.conf \
-	    $(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p)))
+	    $(DESTDIR)$(TMPFILESDIR)/divvy.conf
 	rm -rf $(DESTDIR)$(DOCDIR)
 	@echo "uninstall: kept $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf"
 
