@@ -63,7 +63,7 @@ const char ctl_help_rules_edit[] =
     "\n"
     "Options:\n"
     "  -n, --dry-run       validate and show what would change, write nothing\n"
-    "  -r, --replace       add: replace the drop-in NAME if it exists\n"
+    "      --replace       add: replace the drop-in NAME if it exists\n"
     "  -j, --json, -s, --socket ADDR, -t, --timeout MS, -h, --help\n"
     "\n"
     "Exit status: 0 done, 1 rejected (nothing written), 2 usage, 3 divvyd\n"
@@ -209,7 +209,7 @@ static int edit_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char 
     static const struct option longopts[] = {
         CTL_LONGOPTS,
         { "dry-run", no_argument, NULL, 'n' },
-        { "replace", no_argument, NULL, 'r' },
+        { "replace", no_argument, NULL, 'R' },      /* long only: -r is --rule elsewhere */
         { NULL, 0, NULL, 0 },
     };
     int opt;
@@ -218,7 +218,7 @@ static int edit_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char 
     if (ret_replace)
         *ret_replace = false;
     ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "nr", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "n", longopts, NULL)) != -1) {
         switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
         case CTL_OPT_DONE:
             continue;
@@ -229,7 +229,7 @@ static int edit_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char 
         case CTL_OPT_OTHER:
             break;
         }
-        if (opt == 'r' && ret_replace) {
+        if (opt == 'R' && ret_replace) {
             *ret_replace = true;
         } else if (opt == 'n') {
             *ret_dry = true;
