@@ -35,6 +35,15 @@ env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL DEB_BUILD_OPTIONS="nocheck parallel=$(np
     make -C "$SRC" --no-print-directory deb B="$WORK/debbuild" > "$WORK/deb-build.log" 2>&1 ||
     die "make deb failed" "$WORK/deb-build.log"
 DEBSRC=$WORK/debbuild/deb/src
+# lintian: clean at every level (debian/*.lintian-overrides say why for each
+# override); its N: lines and the note about running as root aside.
+if lintian -EvIL +pedantic --tag-display-limit 0 "$WORK"/debbuild/deb/*.changes \
+    > "$WORK/lintian.log" 2>&1; then
+    tags=$(grep -E '^[EWIPXO]: ' "$WORK/lintian.log" | tr '\n' ';')
+else
+    tags="lintian failed: $(tail -n 3 "$WORK/lintian.log" | tr '\n' ';')"
+fi
+expect "deb: lintian (pedantic, experimental, info) has nothing to say" "its tags" "$tags" ""
 V1=$(cd "$DEBSRC" && dpkg-parsechangelog -S Version)
 V2=$V1+check1
 mkdir "$WORK/debs1" "$WORK/debs2" && mv "$WORK"/debbuild/deb/*.deb "$WORK/debs1/" &&
