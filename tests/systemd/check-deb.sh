@@ -124,7 +124,7 @@ expect "deb install: divvyd.socket enabled and listening, divvyd.service waits f
     "enabled/active disabled/inactive"
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
 expect "deb install: the multiarch layout" "libdivvy.so.0 in ldconfig, pam_divvy.so, divvy-bench" \
-    "$(ct ldconfig -p | grep -c " libdivvy.so.0 .*=> .*/lib/$ma/libdivvy.so.0$") $(
+    "$(ct ldconfig -p | grep -cE "^[[:space:]]libdivvy\.so\.0 .*=> (/usr)?/lib/$ma/libdivvy\.so\.0$") $(
         ct test -f "/usr/lib/$ma/security/pam_divvy.so" && echo pam) $(
         ct test -x /usr/libexec/divvy/divvy-bench && echo bench) $(
         ct test -e /usr/bin/divvy-bench || echo not-in-PATH)" "1 pam bench not-in-PATH"
