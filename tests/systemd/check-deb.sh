@@ -60,7 +60,7 @@ mkdir "$WORK/debs1" "$WORK/debs2" && mv "$WORK"/debbuild/deb/*.deb "$WORK/debs1/
 mv "$WORK"/debbuild/deb/*.deb "$WORK/debs2/" && rm -f "$WORK"/debs2/*-dbgsym_*.deb ||
     die "cannot collect the $V2 packages"
 n=$(find "$WORK/debs1" -name '*.deb' | wc -l)
-expect "deb: make deb builds the six packages ($((SECONDS - t)) s, both versions)" \
+expect "deb: make deb builds the six packages ($((SECONDS - t)) s: both versions, lintian)" \
     "the number of .debs" "$n" 6
 if [ "$(git -C "$SRC" status --porcelain 2>/dev/null)" != "$tree_before" ]; then
     fail "deb: the tree stays clean" "git status: $(git -C "$SRC" status --short | head -5)"
