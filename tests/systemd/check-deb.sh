@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash disable=SC2034  # ROOT_LOCK and NSPAWN: read by check-systemd.sh
 # check-deb.sh: the Debian packages under a real systemd; sourced by
 # tests/systemd/check-systemd.sh after its own container has powered off, and
 # using its helpers (ct, boot, pass/fail/expect, prop, credit, wait_for) and
