@@ -89,6 +89,13 @@ struct config_admit {
     unsigned socket_buffer_bytes;   /* SO_SNDBUF; 0: the kernel's; default 16384 */
 };
 
+/* The protocol a listen address speaks (docs/config.md "server"): its
+ * prefix before "unix:" / "tcp:", none for divvy's line protocol. */
+enum config_proto {
+    CONFIG_PROTO_DIVVY = 0,     /* no prefix */
+    CONFIG_PROTO_RESP,          /* "resp:": the Redis protocol (docs/resp.md) */
+};
+
 struct config {
     char *path;
     enum config_format format;
@@ -148,6 +155,11 @@ void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *r
 
 /* Frees the config and everything it owns.  NULL-safe. */
 void config_free(struct config *cfg);
+
+/* The one place a listen address's protocol prefix is read: returns @addr
+ * past the prefix ("resp:unix:/x" -> "unix:/x") and its protocol in
+ * *ret_proto (CONFIG_PROTO_DIVVY and @addr itself without one). */
+const char *config_listen_proto(const char *addr, enum config_proto *ret_proto);
 
 /* Writes @cfg's rules as a divvy.conf (libconfig) document to @f; used by
  * `divvyctl convert`.  Round-trips through config_load().  -EIO; -EINVAL

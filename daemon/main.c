@@ -44,8 +44,9 @@ static const char usage_text[] =
     "  -c, --config=FILE     rules and settings (default " DEFAULT_CONFIG ");\n"
     "                        FILE.ini and FILE.json are read as divvy INI/JSON,\n"
     "                        anything else as libconfig (divvy.conf)\n"
-    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT (repeatable;\n"
-    "                        replaces the config's server.listen)\n"
+    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT, resp: before\n"
+    "                        either for the Redis protocol (repeatable; replaces the\n"
+    "                        config's server.listen)\n"
     "  -s, --state-dir=DIR   counter tables live here (default: the config's\n"
     "                        server.state_dir, else " CONFIG_DEFAULT_STATE_DIR ")\n"
     "  -w, --workers=N       worker threads (default: the config's, else one per CPU)\n"
@@ -90,6 +91,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
+    enum config_proto proto;
+    const char *rest;
     char *end;
     long v;
     int c;
@@ -101,9 +104,10 @@ static int parse_args(int argc, char **argv, struct args *a)
             a->config = optarg;
             break;
         case 'l':
-            if (strncmp(optarg, "unix:", 5) != 0 && strncmp(optarg, "tcp:", 4) != 0) {
-                fprintf(stderr, "divvyd: --listen %s: expected unix:PATH or tcp:HOST:PORT\n",
-                        optarg);
+            rest = config_listen_proto(optarg, &proto);
+            if (strncmp(rest, "unix:", 5) != 0 && strncmp(rest, "tcp:", 4) != 0) {
+                fprintf(stderr, "divvyd: --listen %s: expected [resp:]unix:PATH or "
+                        "[resp:]tcp:HOST:PORT\n", optarg);
                 return -EINVAL;
             }
             if (a->n_listen == MAX_LISTEN) {
