@@ -99,6 +99,12 @@ static size_t hit_format(struct worker *w, enum config_proto proto, uid_t uid,
     return n > 0 ? (size_t)n : 0;
 }
 
+/* Whether the reply names the deciding rule: all but the line protocol's HIT. */
+static bool hit_names_rule(const struct conn *c, enum proto_verb verb)
+{
+    return verb != PROTO_HIT || c->proto != CONFIG_PROTO_DIVVY;
+}
+
 static enum table_op op_of(enum proto_verb verb)
 {
     return verb == PROTO_PEEK ? TABLE_PEEK : verb == PROTO_RESET ? TABLE_RESET : TABLE_TAKE;
@@ -168,8 +174,7 @@ void do_hit(struct conn *c, const struct proto_req *req)
     if (r >= 0) {
         count_outcomes(w, st->rules, st->generation, op, &res);
         /* The rule's strings live in the rules: copy before leaving the section. */
-        if ((req->verb != PROTO_HIT || c->proto != CONFIG_PROTO_DIVVY) &&
-            rules_get(st->rules, res.decider, &decider) >= 0)
+        if (hit_names_rule(c, req->verb) && rules_get(st->rules, res.decider, &decider) >= 0)
             snprintf(rule, sizeof(rule), "%s", decider.id_str);
     }
     urcu_memb_read_unlock();
@@ -673,7 +678,7 @@ static int hit_run(struct worker *w, struct hit *h, const struct rules *rs)
     rc = eval_walk(&at, hit_step, &hw);
     h->pos = at.pos;
     /* The last step's rule decided; HIT's reply does not name it. */
-    if (rc == 1 && h->verb != PROTO_HIT)
+    if (rc == 1 && hit_names_rule(h->c, h->verb))
         snprintf(h->rule, sizeof(h->rule), "%s", hw.r.id_str);
     return rc;
 }
@@ -768,7 +773,7 @@ static int hit_resume(struct worker *w, struct hit *h, const struct reload_state
 
         hit_mark_done(h, settled->id);
         if (eval_walk_settle(&at, settled, &o)) {
-            if (h->verb != PROTO_HIT)
+            if (hit_names_rule(h->c, h->verb))
                 snprintf(h->rule, sizeof(h->rule), "%s", name);
             return 1;
         }
