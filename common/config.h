@@ -22,6 +22,7 @@
 #define CONFIG_DEFAULT_UNIX       "unix:/run/divvy/divvy.sock"
 #define CONFIG_DEFAULT_STATE_DIR  "/run/divvy"
 #define CONFIG_DEFAULT_PRIVILEGED_SLOTS 65536  /* table.privileged_slots */
+#define CONFIG_DEFAULT_ADHOC_SLOTS 65536       /* table.adhoc_slots */
 
 enum config_full_policy {
     CONFIG_FULL_DENY = 0,       /* a hit that needs a new counter and finds no slot is denied */
@@ -120,6 +121,8 @@ struct config {
     uint32_t privileged_table_slots;    /* source = privileged rules' own table;
                                          * default CONFIG_DEFAULT_PRIVILEGED_SLOTS */
     enum config_full_policy when_full;  /* default deny */
+    uint32_t adhoc_slots;       /* RESP's ad-hoc buckets (docs/resp.md); default 65536 */
+    uint32_t adhoc_max_buckets; /* occupied at most; 0: 7/8 of adhoc_slots */
     unsigned snapshot_interval_ms;      /* fast table snapshot period; 0: at stop only */
 
     /* store { }: the mode itself is rules.default_store (rules carry it). */

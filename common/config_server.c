@@ -23,6 +23,7 @@ static const char *const conf_server_names[] = {
 };
 static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
+    "adhoc_slots", "adhoc_max_buckets",
 };
 static const char *const conf_metrics_names[] = { "listen", "path" };
 static const char *const conf_statsd_names[] = { "host", "prefix", "port", "interval_ms" };
@@ -303,6 +304,14 @@ int conf_table_setting(struct config *cfg, const char *path,
             cfg->fast_table_slots = (uint32_t)v;
         else if (r == 0)
             cfg->privileged_table_slots = (uint32_t)v;
+        return r;
+    }
+    if (strcmp(name, "adhoc_slots") == 0 || strcmp(name, "adhoc_max_buckets") == 0) {
+        r = conf_get_int(path, s, name[6] == 's' ? 1 : 0, TABLE_SLOTS_MAX, &v, reterr);
+        if (r == 0 && name[6] == 's')
+            cfg->adhoc_slots = (uint32_t)v;
+        else if (r == 0)
+            cfg->adhoc_max_buckets = (uint32_t)v;
         return r;
     }
     if (strcmp(name, "when_full") == 0) {

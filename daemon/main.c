@@ -22,6 +22,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "clock.h"
+#include "adhoc.h"
 #include "config.h"
 #include "fastfd.h"
 #include "lock.h"
@@ -355,6 +356,7 @@ int main(int argc, char **argv)
     struct table *fast = NULL, *priv = NULL, *prv = NULL;
     struct fastfd_opts fo = { 0 };
     struct fastfd *ff = NULL;
+    struct adhoc *adhoc = NULL;
     ssize_t sidx;
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
@@ -486,6 +488,18 @@ int main(int argc, char **argv)
         goto out_rcu;
     so.listen = (char **)env_listen;
     so.n_listen = n_env_listen;
+    /* RESP's ad-hoc buckets (docs/resp.md): their own memory, only with a RESP listener. */
+    for (size_t i = 0; i < n_env_listen && !adhoc; i++) {
+        enum config_proto proto;
+
+        config_listen_proto(env_listen[i], &proto);
+        if (proto == CONFIG_PROTO_RESP &&
+            adhoc_new(cfg->adhoc_slots, cfg->adhoc_max_buckets, &adhoc) < 0) {
+            log_msg(LOG_ERR, "out of memory for %u ad-hoc buckets", cfg->adhoc_slots);
+            goto out;
+        }
+    }
+    so.adhoc = adhoc;
     ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     so.workers = a.workers ? a.workers : cfg->workers ? cfg->workers
                                                       : (unsigned)(ncpu > 0 ? ncpu : 1);
@@ -585,6 +599,7 @@ out:
     notify_listeners_free(inherited, n_inherited);
     notify_stored_free(stored, n_stored);
     fastfd_free(ff);
+    adhoc_free(adhoc);
     table_close(priv);
     table_close(prv);
     lock_release(&lock, false);

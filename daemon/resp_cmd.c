@@ -16,6 +16,7 @@
 #include "proto.h"
 #include "resp.h"
 #include "resp_cmd.h"
+#include "resp_rl.h"
 #include "worker.h"
 
 struct resp_command {
@@ -283,6 +284,11 @@ static const struct resp_command commands[] = {
     { "DIVVY.HIT", -3, resp_divvy_hit },
     { "DIVVY.TAKE", -4, resp_divvy_take },
     { "DIVVY.PEEK", -3, resp_divvy_peek },
+    { "RL.REDUCE", -4, resp_rl_reduce },
+    { "RL.GET", -4, resp_rl_get },
+    { "RL.PREDUCE", -4, resp_rl_preduce },
+    { "RL.PGET", -4, resp_rl_pget },
+    { "CL.THROTTLE", -5, resp_cl_throttle },
 };
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
 
