@@ -29,6 +29,12 @@ ARCH_FLAGS := $(if $(filter x86_64,$(shell uname -m)),-mcx16,)
 BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(ARCH_FLAGS) $(WARN) -MMD -MP \
                -D_GNU_SOURCE -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon -Ilibclient
 SAN_FLAGS ?=
+# Quiet by default: a build step prints one line ("  CC      build/common/hash.o")
+# and its errors; V=1 prints every command, make -s nothing but errors.  Recipes
+# start with $(call quiet,STEP) (which prints that line) or $(Q) (nothing).
+V         ?= 0
+Q          = $(if $(filter 1,$(V)),,@)
+quiet      = $(if $(filter 1,$(V))$(findstring s,$(firstword -$(MAKEFLAGS))),,@printf '  %-7s %s\n' '$(1)' '$@';)
 
 pc_cflags = $(shell $(PKG_CONFIG) --cflags $(1) 2>/dev/null)
 pc_libs   = $(shell $(PKG_CONFIG) --libs $(1) 2>/dev/null)
@@ -96,22 +102,33 @@ CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY
 all: deps-check $(DIVVYD) $(BENCH) $(CLIENT_TARGETS) cas-check
 
 help:
-	@echo "make            build divvyd and divvy-bench into $(B)/"
+	@echo "make, make all  build divvyd, divvyctl, libdivvy, pam_divvy.so, divvy-bench and the"
+	@echo "                examples into $(B)/: one line per step, V=1 prints every command"
 	@echo "make run        install missing deps (root), build, run divvyd with etc/divvy.conf"
 	@echo "make check      install missing deps (root), build, run every test: gcc, valgrind,"
 	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/testing.md)"
+	@echo "make build-tests  build everything and every test binary; run nothing"
+	@echo "make check-unit, make check-integration  one suite of this build (B=), built first"
+	@echo "make check-symbols  no daemon-only symbol in libdivvy.so or pam_divvy.so (check-unit)"
 	@echo "make check-systemd  (root) install into a Debian bookworm container booted with"
 	@echo "                systemd-nspawn and drive the units there (tests/systemd/check-systemd.sh)"
 	@echo "make asan       build into build-asan/ with ASan+UBSan and run the tests there"
 	@echo "make clang      build into build-clang/ with clang and run the tests there"
-	@echo "make tsan       unit tests under ThreadSanitizer (clang) in build-tsan/"
+	@echo "make tsan       unit tests under ThreadSanitizer (clang) in build-tsan/; make"
+	@echo "                check-tsan runs them in this build"
 	@echo "make valgrind   the PAM module's 10,000-login loop under valgrind memcheck"
 	@echo "make fuzz       each libFuzzer harness for FUZZ_SECONDS (60)"
 	@echo "make coverage   gcc --coverage build in build-cov/, tests, gcovr per directory"
 	@echo "make soak DURATION=10m   mixed load with reloads and Redis restarts (tools/soak.sh)"
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
-	@echo "make install    install into \$$DESTDIR\$$PREFIX"
+	@echo "make install    install into \$$DESTDIR\$$PREFIX (docs/operations.md)"
+	@echo "make uninstall  remove what install installed, except the config"
+	@echo "make deps       install missing build and test dependencies (root; tools/deps.sh)"
+	@echo "make deps-build install missing build dependencies (root)"
+	@echo "make deps-check name the missing build dependencies (every build runs it)"
+	@echo "make cas-check  16-byte CAS inline, never through libatomic (every build runs it)"
 	@echo "make clean      remove build outputs"
+	@echo "make help       this list"
 
 deps:
 	@tools/deps.sh install
@@ -122,51 +139,51 @@ deps-check:
 
 $(B)/%.o: %.c Makefile
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(LIBCOMMON): $(COMMON_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 
 $(LIBDIVVYD): $(DAEMON_LIB_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 
 $(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON) $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON) $(LIBS)
 
 $(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) \
           $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
 # script) and static; divvy.pc from libclient/divvy.pc.in.
 $(LIBDIVVY_SO): $(CLIENT_OBJS) $(LIBDIVVY_COMMON) libclient/divvy.map
-	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdivvy.so.$(SOVERSION) \
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdivvy.so.$(SOVERSION) \
 	    -Wl,--version-script=libclient/divvy.map -Wl,--no-undefined \
 	    -o $@ $(CLIENT_OBJS) $(LIBDIVVY_COMMON) -lpthread
 $(B)/libdivvy.so: $(LIBDIVVY_SO)
-	ln -sf libdivvy.so.$(SOVERSION) $@
+	$(call quiet,LN)ln -sf libdivvy.so.$(SOVERSION) $@
 $(LIBDIVVY_A): $(CLIENT_OBJS) $(LIBDIVVY_COMMON)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 $(LIBCLIENT_A): $(CLIENT_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 $(PC_FILE): libclient/divvy.pc.in Makefile
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	$(call quiet,GEN)sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 # common/ for clients, and its daemon-only part alone (for check-symbols).
 $(LIBCOMMON_CLIENT): $(LIBDIVVY_COMMON)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 $(LIBCOMMON_DAEMON): $(COMMON_DAEMON:%.c=$(B)/%.o)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 
 # No daemon-only symbol in libdivvy.so or pam_divvy.so (run by check-unit).
 .PHONY: check-symbols
@@ -176,17 +193,17 @@ check-unit: check-symbols
 
 # divvyctl: the public API through libdivvy.so; common/ only for check/convert.
 $(DIVVYCTL): $(CTL_OBJS) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
-	$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCOMMON) $(LINK_LIBDIVVY) $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCOMMON) $(LINK_LIBDIVVY) $(LIBS)
 
 # pam_divvy.so: libdivvy linked in statically (hidden), only pam_sm_* exported.
 $(PAM_SO): $(PAM_OBJS) $(LIBDIVVY_A) pam/pam_divvy.map
-	$(CC) $(ALL_LDFLAGS) -shared -Wl,--version-script=pam/pam_divvy.map -Wl,--no-undefined \
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -shared -Wl,--version-script=pam/pam_divvy.map -Wl,--no-undefined \
 	    -o $@ $(PAM_OBJS) $(LIBDIVVY_A) -lpam -lpthread
 
 # Example programs from docs/examples/, built against the public header only.
 $(B)/examples/%: docs/examples/%.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B))
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B))
 
 # The table's state word must be updated by an inline 16-byte CAS: a call into
 # libatomic could take a lock that is private to one process (DESIGN §4).
@@ -199,13 +216,13 @@ cas-check: $(LIBCOMMON)
 # TEST_WRAP (docs/testing.md).
 $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) -o $@ $< \
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) -o $@ $< \
 	    $(LIBDIVVYD) $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 # test_verb: the verb table alone; the handlers of other modules and the
 # replies are its fakes.
 $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
-    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_counters \
+    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=counters_request \
     -Wl,--wrap=reply_err,--wrap=reply_text
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
@@ -213,12 +230,12 @@ $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap
 # The harness modules (harness*.c) as an archive: a test links those it uses.
 $(ITEST_A): $(ITEST_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 $(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(DIVVYD) \
                    $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
 	    -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
@@ -232,6 +249,7 @@ ITEST_ENV = DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
 
 check-unit: $(UNIT_BINS)
 	@tests/check_layers.sh
+	@tests/check_make.sh
 	@$(call run_tests,$(UNIT_BINS),)
 
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS) $(BENCH)
@@ -277,7 +295,7 @@ check-systemd: deps
 SYSD_ATTACK := $(B)/tests/systemd/fast_attack
 $(SYSD_ATTACK): tests/systemd/fast_attack.c $(B)/libdivvy.so
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy
+	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:
@@ -342,7 +360,7 @@ coverage:
 # load against divvyd with reloads and Redis restarts; one line per minute.
 DURATION ?= 10m
 $(B)/divvy-soak: tools/soak.c $(LIBDIVVY_SO) $(B)/libdivvy.so
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B)) -lpthread
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B)) -lpthread
 soak: deps
 	@$(SUBMAKE) $(BUILD_J) all $(B)/divvy-soak
 	tools/soak.sh $(B) $(DURATION)
@@ -357,22 +375,23 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 $(ARCH_FLAGS) -D_GNU_SOURCE -I. -Icommon \
 
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
 	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(LIBS)
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(LIBS)
 
 # fuzz_segment also drives libdivvy's fast path (libclient/) over the files it fuzzes.
 build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store.c, built
+# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store*.c, built
 # with the modules it calls, all instrumented; its log.c calls go to a sink
 # through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
-FUZZ_STORE_SRCS := $(addprefix daemon/,store.c sentinel.c sentinel_watch.c redis_async.c addr.c log.c)
+FUZZ_STORE_SRCS := $(addprefix daemon/,store.c store_conn.c store_script.c sentinel.c sentinel_watch.c \
+                                redis_async.c addr.c log.c)
 build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ_STORE_SRCS) \
                              $(wildcard daemon/*.h)
 	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
 	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
 # fuzz_resp drives daemon/resp.c, the RESP parser (pure, no I/O).
@@ -404,7 +423,7 @@ bench: deps
 	tools/bench.sh $(B)
 
 $(B)/bench_rules: tests/unit/bench_rules.c $(LIBCOMMON)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
 
 # ---- install (docs/operations.md) ---------------------------------------------
 # With PREFIX=/usr the places Debian uses (bookworm keeps units and PAM modules
