@@ -26,13 +26,13 @@ struct adhoc_slot {
 
 struct adhoc_shard {
     pthread_mutex_t lock;
-    uint32_t used;              /* occupied slots */
     struct adhoc_slot *slots;
 };
 
 struct adhoc {
     uint8_t secret[HASH_KEY_LEN];
-    uint32_t per_shard, max_per_shard;
+    uint32_t per_shard, max_buckets;
+    uint32_t used;              /* occupied slots, all shards (atomic) */
     struct adhoc_shard shards[ADHOC_SHARDS];
 };
 
@@ -140,7 +140,7 @@ int adhoc_new(uint32_t slots, uint32_t max_buckets, struct adhoc **ret)
         return -EIO;
     }
     a->per_shard = per;
-    a->max_per_shard = (max_buckets + ADHOC_SHARDS - 1) / ADHOC_SHARDS;
+    a->max_buckets = max_buckets;
     for (int i = 0; i < ADHOC_SHARDS; i++) {
         pthread_mutex_init(&a->shards[i].lock, NULL);
         a->shards[i].slots = calloc(per, sizeof(struct adhoc_slot));
@@ -188,6 +188,18 @@ static void adhoc_hash(const struct adhoc *a, char kind, const char *key, size_t
     h[1] = k[1];
 }
 
+/* Counts one more occupied slot unless max_buckets are: exact across shards. */
+static bool adhoc_claim(struct adhoc *a)
+{
+    uint32_t u = __atomic_load_n(&a->used, __ATOMIC_RELAXED);
+
+    while (u < a->max_buckets)
+        if (__atomic_compare_exchange_n(&a->used, &u, u + 1, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return true;
+    return false;
+}
+
 /* The slot of @h in its shard (locked on return: the caller unlocks), or
  * NULL when there is no room.  *ret_live: it holds a live state of @h. */
 static struct adhoc_slot *adhoc_find(struct adhoc *a, const uint64_t h[2], uint64_t clock_ms,
@@ -213,8 +225,7 @@ static struct adhoc_slot *adhoc_find(struct adhoc *a, const uint64_t h[2], uint6
         if (!idle && e->idle_ms <= (int64_t)clock_ms)
             idle = e;
     }
-    if (empty && sh->used < a->max_per_shard) {
-        sh->used++;
+    if (empty && adhoc_claim(a)) {
         empty->h[0] = h[0];
         empty->h[1] = h[1];
         return empty;
@@ -287,13 +298,6 @@ int adhoc_gcra(struct adhoc *a, const char *key, size_t len, const struct adhoc_
 
 void adhoc_usage(struct adhoc *a, uint64_t *ret_used, uint64_t *ret_slots)
 {
-    uint64_t used = 0;
-
-    for (int i = 0; i < ADHOC_SHARDS; i++) {
-        pthread_mutex_lock(&a->shards[i].lock);
-        used += a->shards[i].used;
-        pthread_mutex_unlock(&a->shards[i].lock);
-    }
-    *ret_used = used;
+    *ret_used = __atomic_load_n(&a->used, __ATOMIC_RELAXED);
     *ret_slots = (uint64_t)a->per_shard * ADHOC_SHARDS;
 }

@@ -413,6 +413,70 @@ static void test_resp_attacks(void **state)
     harness_free(d);
 }
 
+/* ---- ad-hoc buckets -------------------------------------------------------------------- */
+
+/* RL.* and CL.THROTTLE in their own small table: past its cap new keys get
+ * -ERR busy, the rules' counters (privileged ones included) are untouched,
+ * and STATS shows the table. */
+static void test_resp_adhoc_full(void **state)
+{
+    struct harness_daemon *d;
+    struct harness_conn *c, *line;
+    char conf[2048], got[256];
+    long long v;
+    int busy = 0, ok = 0;
+
+    (void)state;
+    snprintf(conf, sizeof(conf), "table = { adhoc_slots = 64; adhoc_max_buckets = 32; };\n%s",
+             RULES);
+    d = start_resp(conf);
+    CHECK(harness_connect_unix(d->resp_sock, &c));
+    CHECK(harness_connect(d, HARNESS_UNIX, &line));
+    for (int i = 0; i < 200; i++) {
+        char key[16];
+
+        snprintf(key, sizeof(key), "k%d", i);
+        if (i % 2)
+            SEND_CMD(c, "RL.REDUCE", key, "5", "3600");
+        else
+            SEND_CMD(c, "CL.THROTTLE", key, "4", "1", "3600");
+        got[0] = '\0';
+        CHECK(resp_read(c, got, sizeof(got)));
+        if (strncmp(got, "-ERR busy ad-hoc bucket table full", 34) == 0)
+            busy++;
+        else if (strcmp(got, ":5") == 0 || strncmp(got, "*5 :0 :5 :4 :-1 ", 16) == 0)
+            ok++;
+        else
+            fail_msg("key %d: %s", i, got);
+    }
+    assert_int_equal(ok + busy, 200);
+    assert_true(ok <= 32 && ok >= 16);
+    assert_true(busy >= 168);
+    CHECK(harness_get_stat(line, "adhoc_slots", &v));
+    assert_int_equal(v, 64);
+    CHECK(harness_get_stat(line, "adhoc_used", &v));
+    assert_int_equal(v, ok);
+    /* The rules still count, privileged ones too (root on the Unix socket). */
+    SEND_CMD(c, "DIVVY.TAKE", "1", "app", "full");
+    expect_resp(c, "*4 :1 :2 :60 $r1");
+    if (geteuid() == 0)
+        EXPECT_OK_RULE(line, "TAKE 1 event=x", true, 0, 59, 60, "priv");
+    /* Errors in the arguments, as Smyte and redis-cell word them. */
+    SEND_CMD(c, "RL.REDUCE", "k", "0", "60");
+    SEND_CMD(c, "RL.GET", "k", "2", "60", "TAKE", "1");
+    SEND_CMD(c, "RL.REDUCE", "k", "2", "60", "BOGUS");
+    SEND_CMD(c, "CL.THROTTLE", "k", "1", "0", "60");
+    SEND_CMD(c, "CL.THROTTLE", "k", "1", "x", "60");
+    expect_resp(c, "-ERR value is not an integer or out of range");
+    expect_resp(c, "-ERR syntax error");
+    expect_resp(c, "-ERR syntax error");
+    expect_resp(c, "-ERR Cell error: Zero rates are not supported");
+    expect_resp(c, "-ERR value is not an integer or out of range");
+    harness_close(c);
+    harness_close(line);
+    harness_free(d);
+}
+
 /* ---- concurrency ---------------------------------------------------------------------- */
 
 #define EXACT_CLIENTS 4
@@ -539,6 +603,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resp_divvy_hit, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_resp_privileged, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_resp_attacks, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resp_adhoc_full, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_resp_exact, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_resp_redis_order, harness_setup, redis_teardown),
     };
