@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_resp: divvyd's Redis-protocol listener (docs/resp.md) over raw
+ * test_resp_listener: divvyd's Redis-protocol listener (docs/resp.md) over raw
  * sockets: framing (multibulk, inline, pipelining), the connection commands
  * clients send on connect, DIVVY.HIT/TAKE/PEEK sharing counters with the
  * line protocol, privileged rules out of reach over TCP, reply order behind
