@@ -63,8 +63,11 @@ int64_t adhoc_tb_step(const struct adhoc_tb *p, bool exists, int64_t now_ms,
         st->amount = before - p->take;
     if (p->take > 0 && p->strict && st->amount == 0)
         st->refilled_ms = now_ms;
+    /* When it is full again; never, as far as 64 bits can tell, past that. */
     need = (p->max - st->amount + p->refill - 1) / p->refill;
-    *ret_idle_ms = st->refilled_ms + need * p->refill_ms;
+    if (__builtin_mul_overflow(need, p->refill_ms, &need) ||
+        __builtin_add_overflow(st->refilled_ms, need, ret_idle_ms))
+        *ret_idle_ms = INT64_MAX;
     return before;
 }
 

@@ -58,6 +58,14 @@ static void test_adhoc_tb_refill_take(void **state)
     assert_int_equal(st.refilled_ms, 2 * 3600000);
     /* Never above max, however long. */
     assert_int_equal(adhoc_tb_step(&p, true, INT64_MAX / 2, &st, &idle), 10);
+    /* The largest parameters RL.REDUCE accepts: no overflow (UBSan checks). */
+    p = (struct adhoc_tb){ .max = 1000000000000000LL, .refill = 1,
+                           .refill_ms = 2147483647LL * 1000, .take = 1000000000000000LL };
+    assert_int_equal(adhoc_tb_step(&p, false, 100000000000000LL, &st, &idle),
+                     1000000000000000LL);
+    assert_int_equal(st.amount, 0);
+    assert_int_equal(idle, INT64_MAX);
+    assert_int_equal(adhoc_tb_step(&p, true, 100000000000000LL * 2, &st, &idle), 46);
 }
 
 static void test_adhoc_tb_strict(void **state)
