@@ -253,7 +253,8 @@ static int npm_modules(char *dir, size_t size, char *why, size_t why_size)
     snprintf(cmd, sizeof(cmd),
              "set -e; d=\"$0\"; mkdir -p \"$(dirname \"$d\")\"; t=$(mktemp -d \"$d.XXXXXX\"); "
              "cp \"$1/package.json\" \"$1/package-lock.json\" \"$t/\"; cd \"$t\"; "
-             "if npm ci --no-audit --no-fund --loglevel=error; then "
+             "if npm ci --no-audit --no-fund --loglevel=error --fetch-timeout=30000 "
+             "--fetch-retries=1; then "
              "rm -rf \"$d\"; mv \"$t\" \"$d\"; else rm -rf \"$t\"; exit 1; fi");
     CHECK(run((const char *const[]){ "sh", "-c", cmd, dir, src, NULL }, NULL, "", 0, out,
               OUT_MAX, 300000, &st));
