@@ -4,7 +4,9 @@
 PREFIX    ?= /usr/local
 BINDIR    ?= $(PREFIX)/bin
 SBINDIR   ?= $(PREFIX)/sbin
-LIBDIR    ?= $(PREFIX)/lib
+# With PREFIX=/usr the library goes where Debian's multiarch layout puts it
+# (/usr/lib/<triplet>); elsewhere $(PREFIX)/lib.  MULTIARCH is set below.
+LIBDIR    ?= $(PREFIX)/lib$(if $(filter /usr,$(PREFIX)),$(addprefix /,$(MULTIARCH)))
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 SYSCONFDIR ?= /etc
@@ -93,7 +95,7 @@ LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
         install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
-        check-systemd
+        check-systemd deb
 .DEFAULT_GOAL := all
 
 CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY_A) $(PC_FILE),) \
@@ -110,6 +112,8 @@ help:
 	@echo "make build-tests  build everything and every test binary; run nothing"
 	@echo "make check-unit, make check-integration  one suite of this build (B=), built first"
 	@echo "make check-symbols  no daemon-only symbol in libdivvy.so or pam_divvy.so (check-unit)"
+	@echo "make check-docs every function has a man page, pages render, docs and completion"
+	@echo "                install (check-unit)"
 	@echo "make check-systemd  (root) install into a Debian bookworm container booted with"
 	@echo "                systemd-nspawn and drive the units there (tests/systemd/check-systemd.sh)"
 	@echo "make asan       build into build-asan/ with ASan+UBSan and run the tests there"
@@ -123,6 +127,8 @@ help:
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
 	@echo "make install    install into \$$DESTDIR\$$PREFIX (docs/operations.md)"
 	@echo "make uninstall  remove what install installed, except the config"
+	@echo "make install-doc, make uninstall-doc  only the man pages, docs and completion"
+	@echo "make deb        the Debian packages (debian/) into $(B)/deb/, built in a copy of the tree"
 	@echo "make deps       install missing build and test dependencies (root; tools/deps.sh)"
 	@echo "make deps-build install missing build dependencies (root)"
 	@echo "make deps-check name the missing build dependencies (every build runs it)"
@@ -426,11 +432,14 @@ $(B)/bench_rules: tests/unit/bench_rules.c $(LIBCOMMON)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
 
 # ---- install (docs/operations.md) ---------------------------------------------
-# With PREFIX=/usr the places Debian uses (bookworm keeps units and PAM modules
-# under /lib); otherwise places under $(PREFIX) that systemd also searches.
-# Every directory can be set on the command line, e.g. PAMDIR=... or
-# LIBDIR=/usr/lib/$$(gcc -print-multiarch).
+# With PREFIX=/usr the places Debian uses (multiarch: libdivvy in
+# /usr/lib/<triplet>, pam_divvy.so in /usr/lib/<triplet>/security; bookworm's
+# systemd.pc names /lib/systemd/system for units); otherwise places under
+# $(PREFIX) that systemd also searches.  Every directory can be set on the
+# command line, e.g. PAMDIR=... or LIBDIR=....  divvy-bench is a benchmark, not
+# a command for users' PATH: it goes to LIBEXECDIR/divvy (/usr/libexec/divvy).
 MANDIR      ?= $(PREFIX)/share/man
+LIBEXECDIR  ?= $(PREFIX)/libexec
 DOCDIR      ?= $(PREFIX)/share/doc/divvy
 INSTALL     ?= install
 MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
@@ -439,7 +448,7 @@ ifeq ($(PREFIX),/usr)
 UNITDIR     ?= $(call systemd_dir,systemdsystemunitdir,/lib/systemd/system)
 SYSUSERSDIR ?= $(call systemd_dir,sysusersdir,/usr/lib/sysusers.d)
 TMPFILESDIR ?= $(call systemd_dir,tmpfilesdir,/usr/lib/tmpfiles.d)
-PAMDIR      ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,$(LIBDIR)/security)
+PAMDIR      ?= $(LIBDIR)/security
 else
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
@@ -454,6 +463,42 @@ EXAMPLE_FILES := $(wildcard etc/divvy.ini etc/divvy.json etc/pam.d/* docs/exampl
 # The units name /usr/sbin, /usr/bin and /etc; rewritten to this layout.
 UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
                -e 's|/usr/bin/divvyctl|$(BINDIR)/divvyctl|g' -e 's|/etc/divvy/|$(SYSCONFDIR)/divvy/|g'
+
+# The documentation (`make install-doc`, part of install): man pages, one
+# link per public function of divvy.h to libdivvy(3), README.md, LICENSE,
+# NEWS and docs/*.md under DOCDIR, bash completion.  Pages name the guides
+# as /usr/share/doc/divvy/..., rewritten to DOCDIR.  tests/check_docs.sh
+# (check-unit) installs this and checks it.
+COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
+MAN3_LINKS  := ${shell sed -n 's/^DIVVY_EXPORT [^(]*[ *]\(divvy_[a-z_]*\)(.*/\1/p' \
+                 libclient/divvy.h}
+DOC_FILES   := README.md LICENSE NEWS
+COMPLETIONS := $(wildcard tools/bash-completion/*)
+.PHONY: install-doc uninstall-doc
+install: install-doc
+install-doc:
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(COMPLETIONSDIR)
+	@set -e; for p in $(MAN_PAGES); do s=$${p##*.}; d=$(DESTDIR)$(MANDIR)/man$$s; \
+	    echo "install $$p $$d/"; $(INSTALL) -d $$d; \
+	    sed 's|/usr/share/doc/divvy|$(DOCDIR)|g' $$p > $$d/$${p##*/}; chmod 0644 $$d/$${p##*/}; done
+	@set -e; for f in $(MAN3_LINKS); do echo "ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3"; \
+	    ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
+	$(INSTALL) -m 0644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
+	$(if $(COMPLETIONS),$(INSTALL) -m 0644 $(COMPLETIONS) $(DESTDIR)$(COMPLETIONSDIR)/)
+# check-docs (run by check-unit): tests/check_docs.sh installs the above into
+# a temporary DESTDIR and checks it; tests/check_completion.sh the completion.
+.PHONY: check-docs
+check-unit: check-docs
+check-docs: $(DIVVYD) $(if $(CTL_SRCS),$(DIVVYCTL)) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO))
+	@MAKE='$(MAKE)' tests/check_docs.sh $(B)
+	@tests/check_completion.sh $(B)
+uninstall: uninstall-doc
+uninstall-doc:
+	rm -f $(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p))) \
+	    $(MAN3_LINKS:%=$(DESTDIR)$(MANDIR)/man3/%.3) \
+	    $(COMPLETIONS:tools/bash-completion/%=$(DESTDIR)$(COMPLETIONSDIR)/%)
+	rm -rf $(DESTDIR)$(DOCDIR)
 
 .PHONY: uninstall
 install: all
@@ -472,7 +517,8 @@ ifneq ($(CLIENT_SRCS),)
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
 endif
 	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
-	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o \
+	$(INSTALL) -d $(DESTDIR)$(LIBEXECDIR)/divvy
+	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench $(B)/tools/divvy-bench.o \
 	    $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
 ifneq ($(CTL_SRCS),)
 	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBCOMMON) -L$(B) -ldivvy \
@@ -490,29 +536,41 @@ endif
 	@# An existing config is the admin's: never overwritten.
 	test -e $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf || \
 	    $(INSTALL) -m 0644 etc/divvy.conf $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf
-	@set -e; for p in $(MAN_PAGES); do s=$${p##*.}; \
-	    $(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s; \
-	    echo "$(INSTALL) -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/"; \
-	    $(INSTALL) -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/; done
 	$(if $(EXAMPLE_FILES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/examples)
 	$(if $(EXAMPLE_FILES),$(INSTALL) -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(DOCDIR)/examples/)
 
 # Removes what install put there, except the config (the admin's); also
-# UNITDIR/run-divvy.mount, which earlier versions installed there.
+# UNITDIR/run-divvy.mount and BINDIR/divvy-bench, where earlier versions
+# installed them.
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/divvyd $(DESTDIR)$(BINDIR)/divvyctl $(DESTDIR)$(BINDIR)/divvy-bench \
+	    $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench \
 	    $(DESTDIR)$(LIBDIR)/libdivvy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdivvy.so.$(SOVERSION) \
 	    $(DESTDIR)$(LIBDIR)/libdivvy.so $(DESTDIR)$(LIBDIR)/libdivvy.a \
 	    $(DESTDIR)$(INCLUDEDIR)/divvy.h $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc \
 	    $(DESTDIR)$(PAMDIR)/pam_divvy.so $(DESTDIR)$(UNITDIR)/divvyd.service \
 	    $(DESTDIR)$(UNITDIR)/divvyd.socket $(DESTDIR)$(UNITDIR)/run-divvy.mount \
 	    $(DESTDIR)$(SYSUSERSDIR)/divvy.conf \
-	    $(DESTDIR)$(TMPFILESDIR)/divvy.conf \
-	    $(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p)))
+	    $(DESTDIR)$(TMPFILESDIR)/divvy.conf
 	rm -rf $(DESTDIR)$(DOCDIR)
+	-rmdir $(DESTDIR)$(LIBEXECDIR)/divvy 2>/dev/null
 	@echo "uninstall: kept $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf"
+
+# ---- Debian packages (docs/operations.md "Debian packages") -------------------
+# dpkg-buildpackage -b in a copy of the tree under $(B)/deb/src, so the tree
+# stays clean and the .debs land in $(B)/deb/ (not in the tree's parent).  The
+# copy builds with its own build/; MAKEFLAGS is cleared so this make's
+# command-line B= (or any other variable) does not leak into that build.
+DEB_DIR := $(B)/deb
+deb:
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src
+	tar -cf - --exclude=./.git --exclude='./build*' --exclude='./$(patsubst ./%,%,$(B))' . | \
+	    tar -C $(DEB_DIR)/src -xf -
+	cd $(DEB_DIR)/src && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	    DEB_BUILD_OPTIONS="$${DEB_BUILD_OPTIONS:-parallel=$(NPROC)}" dpkg-buildpackage -b -us -uc
+	@ls $(DEB_DIR)/*.deb
 
 clean:
 	rm -rf build build-asan build-clang build-tsan build-cov build-fuzz
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(B) -path $(B)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -65,7 +65,8 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 clean stop or valid config, 1 invalid config or startup\n"
     "failure, 2 usage error.\n"
-    "See docs/protocol.md, docs/config.md and docs/shm.md.\n";
+    "Manual: divvyd(8), divvy.conf(5) and divvyctl(8) (`man divvyd`); they name the\n"
+    "guides installed with them (protocol, rules, operations).\n";
 
 struct args {
     const char *config;

@@ -68,7 +68,7 @@ static const char ctl_help_main[] =
     "  divvyctl check /etc/divvy/divvy.conf && divvyctl reload\n"
     "  divvyctl locked --rule login-user-source --json\n"
     "\n"
-    "See docs/divvyctl.md for the full reference.\n";
+    "The full reference is divvyctl(8) (`man divvyctl`).\n";
 
 /* hit, take, peek and reset share cmd_hit(); it tells them apart by name. */
 static const struct ctl_cmd ctl_cmds[] = {
