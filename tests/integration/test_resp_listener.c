@@ -410,6 +410,16 @@ static void test_resp_attacks(void **state)
     SEND_CMD(c, "PING");
     expect_resp(c, "+PONG");
     harness_close(c);
+    {
+        struct harness_conn *line;
+        long long v = -1;
+
+        CHECK(harness_connect(d, HARNESS_UNIX, &line));
+        /* The client that never read was dropped at server.max_output_bytes. */
+        CHECK(harness_get_stat(line, "closed_output_limit", &v));
+        assert_true(v >= 1);
+        harness_close(line);
+    }
     harness_free(d);
 }
 
