@@ -400,6 +400,11 @@ build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ
 	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
 	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
+# fuzz_resp drives daemon/resp.c, the RESP parser (pure, no I/O).
+build-fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(COMMON_SRCS) daemon/resp.c daemon/resp.h
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -Idaemon -o $@ $< daemon/resp.c common/proto.c
+
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
 	    tmp=$$(mktemp -d); mkdir $$tmp/corpus; \

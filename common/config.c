@@ -113,6 +113,7 @@ static int conf_defaults(struct config *cfg)
     cfg->table_slots = TABLE_SLOTS_DEFAULT;
     cfg->fast_table_slots = TABLE_SLOTS_DEFAULT;
     cfg->privileged_table_slots = CONFIG_DEFAULT_PRIVILEGED_SLOTS;
+    cfg->adhoc_slots = CONFIG_DEFAULT_ADHOC_SLOTS;
     cfg->when_full = CONFIG_FULL_DENY;
     cfg->on_redis_error = CONFIG_REDIS_ERROR_LOCAL;
     cfg->store_prefix = strdup("");

@@ -22,6 +22,7 @@
 #define CONFIG_DEFAULT_UNIX       "unix:/run/divvy/divvy.sock"
 #define CONFIG_DEFAULT_STATE_DIR  "/run/divvy"
 #define CONFIG_DEFAULT_PRIVILEGED_SLOTS 65536  /* table.privileged_slots */
+#define CONFIG_DEFAULT_ADHOC_SLOTS 65536       /* table.adhoc_slots */
 
 enum config_full_policy {
     CONFIG_FULL_DENY = 0,       /* a hit that needs a new counter and finds no slot is denied */
@@ -89,6 +90,13 @@ struct config_admit {
     unsigned socket_buffer_bytes;   /* SO_SNDBUF; 0: the kernel's; default 16384 */
 };
 
+/* The protocol a listen address speaks (docs/config.md "server"): its
+ * prefix before "unix:" / "tcp:", none for divvy's line protocol. */
+enum config_proto {
+    CONFIG_PROTO_DIVVY = 0,     /* no prefix */
+    CONFIG_PROTO_RESP,          /* "resp:": the Redis protocol (docs/resp.md) */
+};
+
 struct config {
     char *path;
     enum config_format format;
@@ -114,6 +122,8 @@ struct config {
     uint32_t privileged_table_slots;    /* source = privileged rules' own table;
                                          * default CONFIG_DEFAULT_PRIVILEGED_SLOTS */
     enum config_full_policy when_full;  /* default deny */
+    uint32_t adhoc_slots;       /* RESP's ad-hoc buckets (docs/resp.md); default 65536 */
+    uint32_t adhoc_max_buckets; /* occupied at most; 0: 7/8 of adhoc_slots */
     unsigned snapshot_interval_ms;      /* fast table snapshot period; 0: at stop only */
 
     /* store { }: the mode itself is rules.default_store (rules carry it). */
@@ -181,6 +191,11 @@ void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *r
 
 /* Frees the config and everything it owns.  NULL-safe. */
 void config_free(struct config *cfg);
+
+/* The one place a listen address's protocol prefix is read: returns @addr
+ * past the prefix ("resp:unix:/x" -> "unix:/x") and its protocol in
+ * *ret_proto (CONFIG_PROTO_DIVVY and @addr itself without one). */
+const char *config_listen_proto(const char *addr, enum config_proto *ret_proto);
 
 /* Writes @cfg's rules as a divvy.conf (libconfig) document to @f; used by
  * `divvyctl convert`.  Round-trips through config_load().  -EIO; -EINVAL

@@ -23,13 +23,38 @@ static const char *const conf_server_names[] = {
 };
 static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
+    "adhoc_slots", "adhoc_max_buckets",
 };
 static const char *const conf_metrics_names[] = { "listen", "path" };
 static const char *const conf_statsd_names[] = { "host", "prefix", "port", "interval_ms" };
 
-/* "tcp:HOST:PORT" or "unix:PATH"; NULL when fine, else why not. */
+const char *config_listen_proto(const char *addr, enum config_proto *ret_proto)
+{
+    static const struct {
+        const char *prefix;
+        enum config_proto proto;
+    } protos[] = {
+        { "resp:", CONFIG_PROTO_RESP },
+    };
+
+    for (size_t i = 0; i < sizeof(protos) / sizeof(protos[0]); i++) {
+        size_t n = strlen(protos[i].prefix);
+
+        if (strncmp(addr, protos[i].prefix, n) == 0) {
+            *ret_proto = protos[i].proto;
+            return addr + n;
+        }
+    }
+    *ret_proto = CONFIG_PROTO_DIVVY;
+    return addr;
+}
+
+/* "[resp:]tcp:HOST:PORT" or "[resp:]unix:PATH"; NULL when fine, else why not. */
 static const char *conf_listen_problem(const char *a)
 {
+    enum config_proto proto;
+
+    a = config_listen_proto(a, &proto);
     if (strncmp(a, "unix:", 5) == 0) {
         size_t n = strlen(a + 5);
 
@@ -54,7 +79,7 @@ static const char *conf_listen_problem(const char *a)
             return "needs a port between 1 and 65535";
         return NULL;
     }
-    return "must start with tcp: or unix:";
+    return "must start with tcp: or unix: (after resp: for the Redis protocol)";
 }
 
 /*
@@ -279,6 +304,14 @@ int conf_table_setting(struct config *cfg, const char *path,
             cfg->fast_table_slots = (uint32_t)v;
         else if (r == 0)
             cfg->privileged_table_slots = (uint32_t)v;
+        return r;
+    }
+    if (strcmp(name, "adhoc_slots") == 0 || strcmp(name, "adhoc_max_buckets") == 0) {
+        r = conf_get_int(path, s, name[6] == 's' ? 1 : 0, TABLE_SLOTS_MAX, &v, reterr);
+        if (r == 0 && name[6] == 's')
+            cfg->adhoc_slots = (uint32_t)v;
+        else if (r == 0)
+            cfg->adhoc_max_buckets = (uint32_t)v;
         return r;
     }
     if (strcmp(name, "when_full") == 0) {

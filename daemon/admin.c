@@ -14,6 +14,7 @@
 
 #include <urcu/urcu-memb.h>
 
+#include "adhoc.h"
 #include "admin.h"
 #include "admit.h"
 #include "algo.h"
@@ -272,6 +273,14 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     admin_append_fmt(buf, sizeof(buf), &pos,
                      "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
                      (unsigned long long)prv.slots, (unsigned long long)prv.live);
+    /* RESP's ad-hoc buckets (docs/resp.md): only with a resp: listener. */
+    if (s->o.adhoc) {
+        uint64_t used, slots;
+
+        adhoc_usage(s->o.adhoc, &used, &slots);
+        admin_append_fmt(buf, sizeof(buf), &pos, "adhoc_slots=%llu\nadhoc_used=%llu\n",
+                         (unsigned long long)slots, (unsigned long long)used);
+    }
     admin_append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
     /* docs/redis.md "Monitoring": where the store is, since when it is down,
      * what answers then, and how many rules keep their counters there. */

@@ -445,7 +445,7 @@ int hit_run(struct worker *w, struct hit *h, const struct rules *rs)
     rc = eval_walk(&at, hit_step, &hw);
     h->pos = at.pos;
     /* The last step's rule decided; HIT's reply does not name it. */
-    if (rc == 1 && h->verb != PROTO_HIT)
+    if (rc == 1 && hit_names_rule(h->c, h->verb))
         snprintf(h->rule, sizeof(h->rule), "%s", hw.r.id_str);
     return rc;
 }
@@ -510,7 +510,7 @@ int hit_resume(struct worker *w, struct hit *h, const struct reload_state *st,
 
         hit_mark_done(h, settled->id);
         if (eval_walk_settle(&at, settled, &o)) {
-            if (h->verb != PROTO_HIT)
+            if (hit_names_rule(h->c, h->verb))
                 snprintf(h->rule, sizeof(h->rule), "%s", name);
             return 1;
         }

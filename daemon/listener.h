@@ -13,11 +13,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "config.h"
+
 #define LISTENER_BACKLOG 1024
 
 struct listener {
     int fd;                     /* -1: none */
     bool is_unix;
+    enum config_proto proto;    /* what its connections speak (a "resp:" prefix, ...) */
     int port;                   /* TCP: the port bound (the one chosen for port 0) */
     char *path;                 /* Unix socket file we created, unlinked at close */
     char *name;                 /* "tcp:127.0.0.1:8321" as bound, or "unix:PATH" */
