@@ -96,9 +96,9 @@ static void settings_text(const struct config *cfg, char *buf, size_t size)
     if (n < 0 || (size_t)n >= size - pos)
         return;
     pos += (size_t)n;
-    n = snprintf(buf + pos, size - pos, "%s|%s|%s|%u|%s|%u|",
+    n = snprintf(buf + pos, size - pos, "%s|%s|%d|%s|%u|%s|%u|",
                  cfg->metrics_listen ? cfg->metrics_listen : "",
-                 cfg->metrics_path ? cfg->metrics_path : "",
+                 cfg->metrics_path ? cfg->metrics_path : "", (int)cfg->metrics_divvy_names,
                  cfg->statsd_host ? cfg->statsd_host : "", cfg->statsd_port,
                  cfg->statsd_prefix ? cfg->statsd_prefix : "", cfg->statsd_interval_ms);
     if (n < 0 || (size_t)n >= size - pos)
