@@ -59,7 +59,7 @@ static void flush_hits(struct client_fast *f)
 }
 
 /* One outcome @k of rule @idx, in this process's memory until the flush. */
-static void count_rule(struct client_fast *f, uint32_t idx, enum table_fast_outcome k)
+static inline void count_rule(struct client_fast *f, uint32_t idx, enum table_fast_outcome k)
 {
     struct client_rule *cr = &f->rule[idx];
 
@@ -72,9 +72,11 @@ static void count_rule(struct client_fast *f, uint32_t idx, enum table_fast_outc
 
 /* A decided TAKE as divvyd's metrics count a socket hit (hit.c count_outcomes()):
  * every canary rule, every rule that charged on the way, and the decider. */
-static void count_rules(struct client_fast *f, const struct eval_result *er, size_t n_rules)
+static inline void count_rules(struct client_fast *f, const struct eval_result *er,
+                               size_t n_rules)
 {
-    for (unsigned i = 0; i < er->n; i++) {
+    /* Most paths are one rule: only the decider. */
+    for (unsigned i = 0; i < er->n && (er->n > 1 || er->o[0].canary); i++) {
         const struct eval_outcome *o = &er->o[i];
 
         if (o->rule >= n_rules)
