@@ -131,11 +131,12 @@ static void render_fast_rules(FILE *f, struct metrics *m)
             continue;
         /* One series per label: entries of the same label (rules a reload
          * changed) add up under the first. */
-        memcpy(n, fast[i].n, sizeof(n));
-        for (unsigned j = 0; j < TABLE_FAST_RULES && first; j++)
-            first = j >= i || !fast[j].named || fast[j].slot != fast[i].slot;
+        for (unsigned j = 0; j < i; j++)
+            if (fast[j].named && fast[j].slot == fast[i].slot)
+                first = false;
         if (!first)
             continue;
+        memcpy(n, fast[i].n, sizeof(n));
         for (unsigned j = i + 1; j < TABLE_FAST_RULES; j++)
             if (fast[j].named && fast[j].slot == fast[i].slot)
                 for (unsigned k = 0; k < TABLE_FAST_N; k++)
