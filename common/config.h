@@ -131,6 +131,8 @@ struct config {
     /* metrics { } and statsd { } (docs/operations.md): read at start only. */
     char *metrics_listen;       /* Prometheus endpoint "tcp:HOST:PORT"; NULL: off */
     char *metrics_path;         /* NULL: "/metrics" */
+    bool metrics_divvy_names;   /* metrics.names = "divvy": divvy's names and labels;
+                                 * default "prometheus" (docs/operations.md) */
     char *statsd_host;          /* NULL: no statsd */
     unsigned statsd_port;
     char *statsd_prefix;

@@ -25,7 +25,7 @@ static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
     "adhoc_slots", "adhoc_max_buckets",
 };
-static const char *const conf_metrics_names[] = { "listen", "path" };
+static const char *const conf_metrics_names[] = { "listen", "path", "names" };
 static const char *const conf_statsd_names[] = { "host", "prefix", "port", "interval_ms" };
 
 const char *config_listen_proto(const char *addr, enum config_proto *ret_proto)
@@ -358,6 +358,18 @@ int conf_metrics_setting(struct config *cfg, const char *path,
             return -EINVAL;
         }
         return conf_set_str(name[0] == 'l' ? &cfg->metrics_listen : &cfg->metrics_path, str);
+    }
+    if (strcmp(name, "names") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        if (strcmp(str, "prometheus") != 0 && strcmp(str, "divvy") != 0) {
+            diag_set(reterr, path, conf_line(s),
+                     "metrics.names must be \"prometheus\" or \"divvy\", not \"%s\"", str);
+            return -EINVAL;
+        }
+        cfg->metrics_divvy_names = str[0] == 'd';
+        return 0;
     }
     return conf_unknown(path, s, "metrics", conf_metrics_names, CONF_N(conf_metrics_names), "",
                         reterr);

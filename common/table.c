@@ -507,6 +507,45 @@ void table_add_fast_hits(struct table *t, uint64_t n)
     __atomic_fetch_add(&t->hdr->fast_hits, n, __ATOMIC_RELAXED);
 }
 
+void table_add_fast_rule(struct table *t, uint64_t rule_id, const uint64_t n[TABLE_FAST_N])
+{
+    struct table_fast_rule *e = &t->hdr->fast_rules[TABLE_FAST_RULES - 1];
+    uint32_t start = (uint32_t)((rule_id * 0x9e3779b97f4a7c15ull) >> 32) % (TABLE_FAST_RULES - 1);
+
+    /* Id 0 marks a free entry, and TABLE_FAST_OTHER the last: both go there. */
+    for (uint32_t i = 0; rule_id != 0 && rule_id != TABLE_FAST_OTHER &&
+                         i < TABLE_FAST_RULES - 1; i++) {
+        struct table_fast_rule *c = &t->hdr->fast_rules[(start + i) % (TABLE_FAST_RULES - 1)];
+        uint64_t id = __atomic_load_n(&c->rule_id, __ATOMIC_ACQUIRE);
+
+        /* A free entry is claimed; a failed CAS says whose it became. */
+        if (id == 0 && __atomic_compare_exchange_n(&c->rule_id, &id, rule_id, false,
+                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            id = rule_id;
+        if (id == rule_id) {
+            e = c;
+            break;
+        }
+    }
+    for (unsigned k = 0; k < TABLE_FAST_N; k++)
+        if (n[k])
+            __atomic_fetch_add(&e->n[k], n[k], __ATOMIC_RELAXED);
+}
+
+bool table_fast_rule(const struct table *t, unsigned i, uint64_t *ret_id,
+                     uint64_t ret_n[TABLE_FAST_N])
+{
+    const struct table_fast_rule *e = &t->hdr->fast_rules[i];
+    uint64_t id = i == TABLE_FAST_RULES - 1 ? TABLE_FAST_OTHER
+                                            : __atomic_load_n(&e->rule_id, __ATOMIC_ACQUIRE);
+    uint64_t any = 0;
+
+    for (unsigned k = 0; k < TABLE_FAST_N; k++)
+        any |= ret_n[k] = __atomic_load_n(&e->n[k], __ATOMIC_RELAXED);
+    *ret_id = id;
+    return id != 0 && (id != TABLE_FAST_OTHER || any);
+}
+
 void table_set_lease_max(struct table *t, uint64_t lease_max)
 {
     __atomic_store_n(t->w_lease_max, lease_max, __ATOMIC_RELEASE);

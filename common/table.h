@@ -313,6 +313,30 @@ uint64_t table_last_heartbeat(const struct table *t);
 void table_add_fast_hits(struct table *t, uint64_t n);
 uint64_t table_fast_hits(const struct table *t);
 
+/*
+ * Fast-path decisions per rule (docs/shm.md "Header"): TABLE_FAST_RULES
+ * entries of a rule id and a count per outcome, in the table header where
+ * fast-path clients may write.  Clients count in their own memory and add
+ * with table_add_fast_rule() when they flush their fast_hits (one atomic add
+ * per rule and outcome per batch, never per hit).  An entry is claimed for a
+ * rule id once (a CAS) and never freed; when every keyed entry is taken, the
+ * counts go to the last entry, whose id is TABLE_FAST_OTHER.
+ */
+#define TABLE_FAST_RULES    88
+#define TABLE_FAST_OTHER    UINT64_MAX  /* the last entry: rules that found no entry */
+enum table_fast_outcome {
+    TABLE_FAST_ACCEPTED = 0,            /* decided (or charged on the way) and allowed */
+    TABLE_FAST_REJECTED,                /* decided and denied */
+    TABLE_FAST_CANARY_ACCEPTED,         /* a canary rule that would have allowed */
+    TABLE_FAST_CANARY_REJECTED,
+    TABLE_FAST_N
+};
+void table_add_fast_rule(struct table *t, uint64_t rule_id, const uint64_t n[TABLE_FAST_N]);
+/* Entry @i (< TABLE_FAST_RULES): false when free, else its rule id
+ * (TABLE_FAST_OTHER for the last) and counts into @ret_n. */
+bool table_fast_rule(const struct table *t, unsigned i, uint64_t *ret_id,
+                     uint64_t ret_n[TABLE_FAST_N]);
+
 /* The daemon's store.lease_max, announced to fast-path clients so they spend
  * leases with the daemon's low-water mark; 0 (a table of an older daemon):
  * not announced, clients leave lease rules to the daemon. */

@@ -81,6 +81,10 @@ static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t
                             rules_get(rules, res->o[i].rule, &r) < 0 ? "?" : r.id_str,
                             w->s->o.full_allow ? "allowed" : "denied");
         }
+        /* A continue rule that charged on the way counts under its own label too. */
+        if (!res->o[i].canary && op == TABLE_TAKE && res->o[i].rule != res->decider &&
+            res->o[i].allowed && res->o[i].counted)
+            metrics_charged(w->mw, rules, generation, res->o[i].rule);
         if (!res->o[i].canary)
             continue;
         stat_inc(res->o[i].allowed ? &w->st.canary_accepted : &w->st.canary_rejected);

@@ -97,6 +97,8 @@ int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
     r |= set_add(&s, "table.when_full", "%s", cfg->when_full == CONFIG_FULL_ALLOW ? "allow"
                                                                                  : "deny");
     r |= set_add(&s, "table.snapshot_interval_ms", "%u", cfg->snapshot_interval_ms);
+    r |= set_add(&s, "table.adhoc_slots", "%" PRIu32, cfg->adhoc_slots);
+    r |= set_add(&s, "table.adhoc_max_buckets", "%" PRIu32, cfg->adhoc_max_buckets);
     r |= set_add(&s, "store.on_redis_error", "%s",
                  cfg->on_redis_error == CONFIG_REDIS_ERROR_OPEN     ? "open"
                  : cfg->on_redis_error == CONFIG_REDIS_ERROR_CLOSED ? "closed"
@@ -120,6 +122,7 @@ int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
     r |= set_add(&s, "redis.sentinel_password_file", "%s", str_or(rd->sentinel_password_file));
     r |= set_add(&s, "metrics.listen", "%s", str_or(cfg->metrics_listen));
     r |= set_add(&s, "metrics.path", "%s", str_or(cfg->metrics_path));
+    r |= set_add(&s, "metrics.names", "%s", cfg->metrics_divvy_names ? "divvy" : "prometheus");
     r |= set_add(&s, "statsd.host", "%s", str_or(cfg->statsd_host));
     r |= set_add(&s, "statsd.port", "%u", cfg->statsd_port);
     r |= set_add(&s, "statsd.prefix", "%s", str_or(cfg->statsd_prefix));

@@ -150,6 +150,7 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     st = reload_current(s->o.reload);
     g->config_generation = st->generation;
     g->rules = rules_count(st->rules);
+    metrics_fast_rules(s->o.metrics, s->o.fast, st->rules, st->generation);
     urcu_memb_read_unlock();
     reload_counts(s->o.reload, &g->reloads_ok, &g->reloads_rejected);
     table_stats(s->o.fast, now, &g->fast);

@@ -684,6 +684,38 @@ static void test_config_error_native_typos(void **state)
                     "unknown setting 'resetSecond' (did you mean 'resetSeconds'?)");
 }
 
+/* metrics.names: "prometheus" (the default) or "divvy", nothing else. */
+static void test_config_metrics_names(void **state)
+{
+    static const char rules[] = "rules = ( { default = true; credit_limit = 1; "
+                                "reset_seconds = 1; } );\n";
+    char text[512], path[1024];
+    struct config *cfg;
+    struct diag d;
+
+    (void)state;
+    cfg = load_text(".conf", rules);
+    assert_false(cfg->metrics_divvy_names);
+    config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = { names = \"divvy\"; };\n%s", rules);
+    cfg = load_text(".conf", text);
+    assert_true(cfg->metrics_divvy_names);
+    config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = { names = \"prometheus\"; };\n%s", rules);
+    cfg = load_text(".conf", text);
+    assert_false(cfg->metrics_divvy_names);
+    config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = { names = \"Divvy\"; };\n%s", rules);
+    tmp_write(path, sizeof(path), ".conf", text, strlen(text));
+    cfg = NULL;
+    diag_init(&d);
+    assert_int_equal(config_load(path, &cfg, &d), -EINVAL);
+    unlink(path);
+    assert_null(cfg);
+    assert_int_equal(d.e[0].line, 1);
+    assert_non_null(strstr(d.e[0].msg, "metrics.names must be \"prometheus\" or \"divvy\""));
+}
+
 static void test_config_error_negative(void **state)
 {
     (void)state;
@@ -1066,6 +1098,7 @@ int main(void)
         cmocka_unit_test(test_config_error_huge_int),
         cmocka_unit_test(test_config_error_every_number),
         cmocka_unit_test(test_config_error_native_typos),
+        cmocka_unit_test(test_config_metrics_names),
         cmocka_unit_test(test_config_error_negative),
         cmocka_unit_test(test_config_error_bad_policy),
         cmocka_unit_test(test_config_error_duplicate_ini_key),
