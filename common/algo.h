@@ -42,7 +42,11 @@ int algo_check(const struct table_limits *lim);
  * @lim (which algo_check() accepted) and writes the new state to
  * *ret_state and the answer to *ret.  TAKE is all-or-nothing and a denied
  * TAKE consumes nothing (a strict token bucket does restart its refill
- * clock); TAKE of 0 is a PEEK of 0.  PEEK never changes the state.  RESET
+ * clock); TAKE of 0 is a PEEK of 0.  DEBIT always consumes @n (of 0: a
+ * PEEK): the balance may go below zero, a debt later windows or refills pay
+ * back (docs/shm.md "Algorithm state"; it saturates where the state word
+ * ends), and *ret says whether the balance is still >= 0 (credit 0 while in
+ * debt).  PEEK never changes the state.  RESET
  * answers a full quota and returns the absent state {0, 0}.  Returns true
  * when *ret_state differs from *cur.  @cur and @ret_state may alias.
  */

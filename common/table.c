@@ -394,12 +394,13 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
     struct table_scan sc;
     struct algo_state none = { 0, 0 }, first;
     uint64_t waited_lo = 0;
+    bool charges;
     int r;
 
     if (!t || !key || !lim || !ret)
         return -EINVAL;
     r = -EINVAL;
-    if (op != TABLE_TAKE && op != TABLE_PEEK && op != TABLE_RESET)
+    if (op != TABLE_TAKE && op != TABLE_PEEK && op != TABLE_RESET && op != TABLE_DEBIT)
         goto out;
     r = algo_check(lim);
     if (r < 0)
@@ -409,8 +410,9 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
         goto out;
     if (now_ms > ALGO_IDLE_MAX)
         now_ms = ALGO_IDLE_MAX;
-    if (op == TABLE_TAKE && n == 0)
+    if ((op == TABLE_TAKE || op == TABLE_DEBIT) && n == 0)
         op = TABLE_PEEK;
+    charges = op == TABLE_TAKE || op == TABLE_DEBIT;
     kw = *key;
 
     r = -EAGAIN;
@@ -421,7 +423,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
                        now_ms, ret);
             continue;
         }
-        if (sc.claim_off >= 0 && (op == TABLE_TAKE || attempt == 0)) {
+        if (sc.claim_off >= 0 && (charges || attempt == 0)) {
             /* Someone is creating a counter with our tag, likely ours: let it
              * finish rather than race it; kill it if it seems stuck. */
             struct table_slot *s = slot_at(t, kw.bucket, (unsigned)sc.claim_off);
@@ -431,7 +433,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
             waited_lo = sc.claim_lo;
             continue;
         }
-        if (op != TABLE_TAKE) {
+        if (!charges) {
             fresh_result(lim, op, n, now_ms, ret);
             r = 0;
             continue;

@@ -62,13 +62,19 @@ static bool move_merge(const struct table_limits *lim, u128 v, u128 st,
                        const struct table_move_base *base, uint64_t now, struct algo_state *ret)
 {
     if (base && lim->algo == RULES_ALGO_WINDOW && st_idle(st) == base->idle &&
-        st_idle(v) == base->idle && st_data(st) >= base->data) {
+        st_idle(v) == base->idle && st_data(st) >= base->data &&
+        st_data(st) <= lim->credit_limit && st_data(v) <= lim->credit_limit) {
+        /* (A count in debt encodes its window's end differently: below.) */
         uint64_t add = st_data(st) - base->data, used = st_data(v);
 
         if (!add)
             return false;
         ret->idle = st_idle(v);
-        ret->data = used + add > ALGO_DATA_MAX || used + add < used ? ALGO_DATA_MAX : used + add;
+        ret->data = used + add;
+        if (ret->data > lim->credit_limit) {
+            /* Hits that overlapped the move: the window is full, no debt. */
+            ret->data = lim->credit_limit;
+        }
         return true;
     }
     if (move_credit(lim, v, now) <= move_credit(lim, st, now))

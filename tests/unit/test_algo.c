@@ -347,6 +347,131 @@ static void test_algo_retry_matches_stepping(void **state)
     }
 }
 
+/* DEBIT: a fixed window's count passes the limit; each window that ends
+ * pays one limit back, so the following windows start with the excess. */
+static void test_algo_window_debit_carries(void **state)
+{
+    struct table_limits lim = window(10, 1000);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 4, 0), true, 6, 1000);
+    /* Charged whatever is left: 4 + 23 = 27 used, 17 over. */
+    expect(run(&lim, &st, TABLE_DEBIT, 23, 100), false, 0, 900);
+    assert_int_equal(st.data, 27);
+    assert_int_equal(st.idle, 3000);            /* windows [1000,2000) and [2000,3000) pay */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 999), false, 0, 1);
+    assert_int_equal(algo_retry_ms(&lim, 999, &st), 1001);    /* window 3 has room */
+    /* Window 2 starts with 17 used: still 7 over. */
+    expect(run(&lim, &st, TABLE_PEEK, 1, 1000), false, 0, 1000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1500), false, 0, 500);
+    /* Window 3 starts with 7 used: 3 left. */
+    expect(run(&lim, &st, TABLE_TAKE, 3, 2000), true, 0, 1000);
+    assert_int_equal(st.data, 10);
+    assert_int_equal(st.idle, 3000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 2999), false, 0, 1);
+    /* Paid back: a full window again. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 3000), true, 9, 1000);
+    assert_int_equal(st.idle, 4000);
+}
+
+/* A DEBIT that fits answers allowed; one on a fresh counter starts a window. */
+static void test_algo_window_debit_fits(void **state)
+{
+    struct table_limits lim = window(10, 1000);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_DEBIT, 10, 50), true, 0, 1000);
+    expect(run(&lim, &st, TABLE_DEBIT, 1, 60), false, 0, 990);
+    assert_int_equal(st.data, 11);
+    assert_int_equal(st.idle, 2050);
+    /* The next window starts with 1 used. */
+    expect(run(&lim, &st, TABLE_TAKE, 9, 1050), true, 0, 1000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1051), false, 0, 999);
+    /* DEBIT 0 is a PEEK of 0: nothing changes. */
+    expect(run(&lim, &st, TABLE_DEBIT, 0, 1052), true, 0, 998);
+    assert_int_equal(st.data, 10);
+}
+
+/* A token bucket's tokens go negative; refills pay the debt back first. */
+static void test_algo_bucket_debit_pays_back(void **state)
+{
+    struct table_limits lim = bucket(5, 1, 100, false);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 2, 0), true, 3, 100);
+    expect(run(&lim, &st, TABLE_DEBIT, 7, 10), false, 0, 90);     /* tokens -4 */
+    assert_int_equal(st.data, 9);                                   /* deficit 9 > cap */
+    assert_int_equal(st.idle, 900);
+    assert_int_equal(algo_retry_ms(&lim, 10, &st), 90);
+    /* Refills at 100, 200, 300, 400 bring it back to 0, at 500 to 1. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 450), false, 0, 50);
+    assert_int_equal(st.data, 0);       /* deficit 5 = cap: tokens 0, encoded as tokens */
+    assert_int_equal(algo_retry_ms(&lim, 450, &st), 50);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 500), true, 0, 100);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 900), true, 4, 100);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 1000), true, 5, 0);
+}
+
+static void test_algo_bucket_debit_strict(void **state)
+{
+    struct table_limits lim = bucket(3, 1, 100, true);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_DEBIT, 5, 0), false, 0, 100);      /* tokens -2 */
+    /* A denied TAKE restarts a strict bucket's clock, debt and all. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 150), false, 0, 100);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 250), false, 0, 100);
+    /* The refill at 250 paid the debt (tokens 0); left alone, 350 gives one. */
+    expect(run(&lim, &st, TABLE_PEEK, 1, 349), false, 0, 1);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 350), true, 0, 100);
+}
+
+/* The sliding window counts the excess: denied until it slides out. */
+static void test_algo_sliding_debit_counts(void **state)
+{
+    struct table_limits lim = sliding(10, 1000);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_DEBIT, 25, 0), false, 0, 1000);
+    assert_int_equal(st.data & 0xffffff, 25);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 999), false, 0, 1);
+    /* Next window: 25 * (1000 - 600) / 1000 = 10 of the previous still count. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1600), false, 0, 400);
+    /* At 1640 the previous weighs 25 * 0.36 = 9: one credit. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1640), true, 0, 360);
+    expect(run(&lim, &st, TABLE_DEBIT, 1, 1641), false, 0, 359);
+}
+
+/* A debt saturates where the state word ends, never wraps. */
+static void test_algo_debit_saturates(void **state)
+{
+    struct table_limits w = window(1, 1);
+    struct table_limits b = bucket(1, 1, 1, false);
+    struct table_limits s = sliding(1, 1000);
+    struct algo_state st = { 0, 0 };
+
+    (void)state;
+    run(&w, &st, TABLE_DEBIT, UINT64_MAX, 0);
+    assert_true(st.data <= ALGO_DATA_MAX);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    expect(run(&w, &st, TABLE_TAKE, 1, 1000000), false, 0, 1);
+    run(&w, &st, TABLE_DEBIT, UINT64_MAX, 5);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    memset(&st, 0, sizeof(st));
+    run(&b, &st, TABLE_DEBIT, UINT64_MAX, 0);
+    assert_true(st.data <= ALGO_DATA_MAX && st.data > 1);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    expect(run(&b, &st, TABLE_TAKE, 1, 1000000), false, 0, 1);
+    memset(&st, 0, sizeof(st));
+    run(&s, &st, TABLE_DEBIT, UINT64_MAX, 0);
+    assert_int_equal(st.data, ALGO_SLIDING_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +490,12 @@ int main(void)
         cmocka_unit_test(test_algo_check_limits),
         cmocka_unit_test(test_algo_times_saturate),
         cmocka_unit_test(test_algo_retry_matches_stepping),
+        cmocka_unit_test(test_algo_window_debit_carries),
+        cmocka_unit_test(test_algo_window_debit_fits),
+        cmocka_unit_test(test_algo_bucket_debit_pays_back),
+        cmocka_unit_test(test_algo_bucket_debit_strict),
+        cmocka_unit_test(test_algo_sliding_debit_counts),
+        cmocka_unit_test(test_algo_debit_saturates),
     };
 
     return cmocka_run_group_tests_name("algo", tests, NULL, NULL);
