@@ -195,7 +195,8 @@ static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
 static int hit_verdict_send(struct worker *w, struct hit *h, const struct rules_rule *r,
                             const struct table_limits *lim, enum table_op op, size_t klen)
 {
-    enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : STORE_PEEK;
+    enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : op == TABLE_DEBIT ? STORE_DEBIT
+                                                                           : STORE_PEEK;
 
     switch (r->algo) {
     case RULES_ALGO_TOKEN_BUCKET: {
