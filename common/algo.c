@@ -326,17 +326,27 @@ static uint64_t retry_window(const struct table_limits *lim, uint64_t now,
     return at >= ALGO_IDLE_MAX ? ALGO_IDLE_MAX - now : (uint64_t)at - now;
 }
 
+static uint64_t retry_bucket(const struct table_limits *lim, uint64_t now,
+                             const struct algo_state *cur)
+{
+    uint64_t cap = lim->credit_limit, d, last, steps;
+    unsigned __int128 at;
+
+    bucket_read(lim, now, cur, &d, &last);
+    if (d < cap)
+        return 0;
+    /* Refills pay a debt first: the first step that leaves one token. */
+    steps = div_ceil(d - cap + 1, lim->refill_amount);
+    at = (unsigned __int128)last + (unsigned __int128)steps * lim->refill_ms;
+    return at >= ALGO_IDLE_MAX ? ALGO_IDLE_MAX - now : (uint64_t)at - now;
+}
+
 uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
                        const struct algo_state *cur)
 {
-    struct algo_state out;
-    struct table_result res;
-
     if (lim->algo == RULES_ALGO_SLIDING_WINDOW)
         return retry_sliding(lim, now_ms, cur);
     if (lim->algo == RULES_ALGO_WINDOW)
         return retry_window(lim, now_ms, cur);
-    /* Window: the window's end; token bucket: the next refill step (apply_bucket()). */
-    algo_apply(lim, TABLE_PEEK, 1, now_ms, cur, &out, &res);
-    return res.allowed ? 0 : res.reset_ms;
+    return retry_bucket(lim, now_ms, cur);
 }

@@ -57,11 +57,12 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
 /*
  * How long from @now_ms until a TAKE of 1 would be allowed on the counter in
  * state @cur under @lim, if nothing else takes meanwhile: 0 when credit is
- * left now.  Window: the window's end.  Token bucket: the next refill step
- * (a strict bucket's clock as last restarted).  Sliding window: when the
- * previous window's hits, weighted down as it slides out, leave room for one
- * credit (possibly only after the current window has become the previous
- * one).  Saturates at ALGO_IDLE_MAX.
+ * left now.  Window: the window's end (in debt: the start of the first
+ * window with room).  Token bucket: the next refill step (a strict bucket's
+ * clock as last restarted; in debt: the step that leaves a token).  Sliding
+ * window: when the previous window's hits, weighted down as it slides out,
+ * leave room for one credit (possibly only after the current window has
+ * become the previous one).  Saturates at ALGO_IDLE_MAX.
  */
 uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
                        const struct algo_state *cur);

@@ -347,6 +347,32 @@ static void test_algo_retry_matches_stepping(void **state)
     }
 }
 
+/* The same with DEBITs among the TAKEs: a debt's pay-back time too. */
+static void test_algo_retry_after_debit(void **state)
+{
+    const struct table_limits lims[] = {
+        window(3, 700), window(1, 50), bucket(10, 1, 200, false), bucket(7, 3, 90, false),
+        bucket(4, 1, 100, true), sliding(10, 1000), sliding(1, 300), sliding(3, 70),
+    };
+    uint32_t seed = 4242;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
+        struct algo_state st = { 0, 0 };
+        uint64_t now = 1000, limit = lims[i].credit_limit;
+
+        for (int step = 0; step < 400; step++) {
+            seed = seed * 1103515245u + 12345u;
+            now += (seed >> 16) % 40;
+            if ((seed >> 28) % 4 == 0)
+                run(&lims[i], &st, TABLE_DEBIT, 1 + (seed >> 8) % (3 * limit), now);
+            else
+                run(&lims[i], &st, TABLE_TAKE, 1 + (seed >> 8) % 3, now);
+            assert_int_equal(algo_retry_ms(&lims[i], now, &st), first_allowed(&lims[i], &st, now));
+        }
+    }
+}
+
 /* DEBIT: a fixed window's count passes the limit; each window that ends
  * pays one limit back, so the following windows start with the excess. */
 static void test_algo_window_debit_carries(void **state)
@@ -405,7 +431,7 @@ static void test_algo_bucket_debit_pays_back(void **state)
     expect(run(&lim, &st, TABLE_DEBIT, 7, 10), false, 0, 90);     /* tokens -4 */
     assert_int_equal(st.data, 9);                                   /* deficit 9 > cap */
     assert_int_equal(st.idle, 900);
-    assert_int_equal(algo_retry_ms(&lim, 10, &st), 90);
+    assert_int_equal(algo_retry_ms(&lim, 10, &st), 490);    /* the refill at 500 */
     /* Refills at 100, 200, 300, 400 bring it back to 0, at 500 to 1. */
     expect(run(&lim, &st, TABLE_TAKE, 1, 450), false, 0, 50);
     assert_int_equal(st.data, 0);       /* deficit 5 = cap: tokens 0, encoded as tokens */
@@ -490,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_algo_check_limits),
         cmocka_unit_test(test_algo_times_saturate),
         cmocka_unit_test(test_algo_retry_matches_stepping),
+        cmocka_unit_test(test_algo_retry_after_debit),
         cmocka_unit_test(test_algo_window_debit_carries),
         cmocka_unit_test(test_algo_window_debit_fits),
         cmocka_unit_test(test_algo_bucket_debit_pays_back),
