@@ -8,7 +8,8 @@
  * across real windows), on libdivvy's fast path (divvy_debit() decided
  * in-process), on the Redis path (a strict rule, a lease rule); bad counts
  * get ERR bad-request and change nothing; processes mixing TAKE and DEBIT
- * on one counter leave an exact balance, over the socket and in-process.
+ * on one counter leave an exact balance, over the socket, in-process and
+ * through Redis (strict).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -207,6 +208,8 @@ static void test_debit_redis(void **state)
     struct harness_daemon *d;
     struct harness_conn *c;
     char *conf, line[HARNESS_LINE], rule[64];
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy *h = NULL;
     bool allowed;
     long long credit, secs;
     int n;
@@ -229,8 +232,11 @@ static void test_debit_redis(void **state)
      * what it had leased before (counted in the pool already), then the
      * debt denies. */
     conf = redis_config(rs, "local", "closed", 1000, "lease_max = 40;",
+                        "{ match = { warm = \"*\"; }; credit_limit = 5; reset_seconds = 60;\n"
+                        "  fast_path = true; },\n"
                         "{ match = { k = \"*\"; }; label = \"l\"; actor = \"k\";\n"
-                        "  credit_limit = 10; reset_seconds = 600; store = \"lease\"; },\n"
+                        "  credit_limit = 10; reset_seconds = 600; store = \"lease\";\n"
+                        "  fast_path = true; },\n"
                         "{ default = true; credit_limit = 0; reset_seconds = 0; }");
     assert_non_null(conf);
     d = redis_divvyd(conf, 1);
@@ -259,6 +265,19 @@ static void test_debit_redis(void **state)
     /* A DEBIT that fits on a fresh lease counter is allowed. */
     EXPECT_OK_RULE(c, "DEBIT 3 k=y", true, 7, 599, 600, "l");
     harness_close(c);
+    /* libdivvy: a lease rule's DEBIT is divvyd's (the pool), never in-process. */
+    CHECK(harness_divvy_env(d));
+    CHECK(divvy_open(NULL, DIVVY_AUTO, &h));
+    harness_wait_fast(h, (struct divvy_kv[]){ { "warm", "1" } }, 1);
+    CHECK(divvy_debit(h, 20, &(struct divvy_kv){ "k", "z" }, 1, &res));
+    assert_true(!res.fast_path && !res.allowed && res.credit == 0);
+    assert_string_equal(res.rule, "l");
+    CHECK(divvy_take(h, 1, &(struct divvy_kv){ "k", "z" }, 1, &res));
+    assert_false(res.allowed);
+    divvy_close(h);
+    CHECK(divvy_open(NULL, DIVVY_FAST_ONLY, &h));
+    assert_int_equal(divvy_debit(h, 1, &(struct divvy_kv){ "k", "z" }, 1, &res), -ENOTSUP);
+    divvy_close(h);
     harness_free(d);
     redis_stop(rs);
 }
@@ -417,6 +436,23 @@ static void test_debit_concurrent_fast_path(void **state)
     mx_run(d, true, "mix-fast");
 }
 
+static void test_debit_concurrent_redis(void **state)
+{
+    struct redis_srv *rs = NULL;
+    struct harness_daemon *d;
+    char *conf;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "local", "closed", 5000, NULL, RULES_LOCAL("store = \"strict\";"));
+    assert_non_null(conf);
+    d = redis_divvyd(conf, 2);
+    free(conf);
+    mx_run(d, false, "mix-redis");
+    harness_free(d);
+    redis_stop(rs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -430,6 +466,8 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_debit_concurrent_fast_path, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_debit_concurrent_redis, harness_setup,
+                                        redis_teardown),
     };
 
     return cmocka_run_group_tests_name("debit", tests, NULL, NULL);
