@@ -67,10 +67,10 @@ struct eval_result {
  * stop rule decides.  A denied rule consumes nothing.  TABLE_RESET forgets
  * the counters of every rule on the path.  TABLE_DEBIT charges every rule
  * on the path down to the first stop rule, into debt if need be; its answer
- * is the first rule left in debt, else the tightest (eval_decides()).  An allowed request reports the
- * tightest limit that charged (eval_decides()).  Returns 0, -ENOSPC/-EDQUOT
- * (a privileged rule found no counter, eval_rule()), or -EINVAL for an
- * inconsistent rule.  eval_walk() with the host-table step.
+ * is the first rule left in debt, else the tightest.  An allowed request
+ * reports the tightest limit that charged (eval_decides()).  Returns 0,
+ * -ENOSPC/-EDQUOT (a privileged rule found no counter, eval_rule()), or
+ * -EINVAL for an inconsistent rule.  eval_walk() with the host-table step.
  */
 int eval_request(const struct eval_env *env, const struct rules_req *req, enum table_op op,
                  uint64_t n, uint64_t now_ms, struct eval_result *ret);

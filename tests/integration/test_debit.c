@@ -92,6 +92,31 @@ static void test_debit_socket(void **state)
     harness_close(c);
 }
 
+/* source = privileged rules: for privileged peers only, as for TAKE. */
+static void test_debit_privileged(void **state)
+{
+    struct harness_daemon *d = start_local(
+        "{ match = { p = \"*\"; }; source = \"privileged\"; label = \"priv\";\n"
+        "  credit_limit = 5; reset_seconds = 600; },\n"
+        "{ match = { p = \"*\"; }; label = \"pub\"; credit_limit = 50; reset_seconds = 600; },\n"
+        "{ default = true; credit_limit = 0; reset_seconds = 0; }");
+    struct harness_conn *c;
+
+    (void)state;
+    /* TCP is never privileged: the public rule. */
+    CHECK(harness_connect(d, HARNESS_TCP, &c));
+    EXPECT_OK_RULE(c, "DEBIT 7 p=1", true, 43, 599, 600, "pub");
+    harness_close(c);
+    /* root on the Unix socket: the privileged rule, into debt. */
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    EXPECT_OK_RULE(c, "DEBIT 7 p=1", false, 0, 599, 600, "priv");
+    EXPECT_OK_RULE(c, "PEEK p=1", false, 0, 599, 600, "priv");
+    harness_close(c);
+    CHECK(harness_connect(d, HARNESS_TCP, &c));
+    EXPECT_OK_RULE(c, "PEEK p=1", true, 43, 599, 600, "pub");
+    harness_close(c);
+}
+
 /* Bad counts: ERR bad-request with the range, and nothing changes. */
 static void test_debit_bad_input(void **state)
 {
@@ -458,6 +483,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_debit_socket, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_debit_bad_input, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_debit_privileged, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_debit_payback_socket, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_debit_fast_path, harness_setup, harness_teardown),
