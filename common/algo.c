@@ -91,6 +91,11 @@ static bool window_read(const struct table_limits *lim, uint64_t now,
     *used = cur->data;
     if (cur->data <= L)
         return true;
+    if (!cur->debt) {
+        /* Above a limit since lowered: nothing left in this window. */
+        *used = L;
+        return true;
+    }
     m = div_ceil(cur->data, L);
     back = (unsigned __int128)(m - 1) * R;
     *end = back >= cur->idle ? 0 : cur->idle - (uint64_t)back;
@@ -132,19 +137,21 @@ static bool apply_window(const struct table_limits *lim, enum table_op op, uint6
             used = n <= most - used ? used + n : most;
         out->idle = (uint64_t)window_idle(lim, used, end);
         out->data = used;
+        out->debt = used > L;
         fresh = false;
     }
     ret->allowed = op == TABLE_DEBIT ? used <= L : fits;
     ret->credit = used <= L ? L - used : 0;
     ret->reset_ms = fresh ? 0 : end - now;
-    return out->idle != cur->idle || out->data != cur->data;
+    return out->idle != cur->idle || out->data != cur->data || out->debt != cur->debt;
 }
 
 /*
  * A token bucket at @now: the tokens missing (*deficit: more than the
  * capacity while in debt) and the last refill step (*last).  data holds
- * the tokens (0..cap-1), or, above cap, the deficit itself (a DEBIT's
- * debt: tokens cap - data < 0); data == cap, or idle <= now, is full.
+ * the tokens (0..cap-1), or, with the debt flag, the deficit itself (above
+ * cap: tokens cap - data < 0); without it data >= cap (a capacity since
+ * lowered), or idle <= now, is full.
  */
 static void bucket_read(const struct table_limits *lim, uint64_t now,
                         const struct algo_state *cur, uint64_t *deficit, uint64_t *last)
@@ -155,9 +162,9 @@ static void bucket_read(const struct table_limits *lim, uint64_t now,
 
     *deficit = 0;
     *last = now;
-    if (cur->idle <= now || cur->data == cap)
+    if (cur->idle <= now || (!cur->debt && cur->data >= cap) || (cur->debt && cur->data <= cap))
         return;
-    d = cur->data < cap ? cap - cur->data : cur->data;
+    d = cur->debt ? cur->data : cap - cur->data;
     /* last = F - ceil(deficit / amount) * period (docs/shm.md) */
     t = (unsigned __int128)div_ceil(d, amount) * period;
     *last = t > cur->idle ? 0 : cur->idle - (uint64_t)t;
@@ -196,12 +203,13 @@ static bool apply_bucket(const struct table_limits *lim, enum table_op op, uint6
             t = (unsigned __int128)div_ceil(d, amount) * period;
             out->idle = t >= ALGO_IDLE_MAX ? ALGO_IDLE_MAX : sat_add(last, (uint64_t)t);
             out->data = d <= cap ? cap - d : d;
+            out->debt = d > cap;
         }
     }
     ret->allowed = op == TABLE_DEBIT ? d <= cap : fits;
     ret->credit = d <= cap ? cap - d : 0;
     ret->reset_ms = d == 0 ? 0 : sat_add(last, period) - now;
-    return out->idle != cur->idle || out->data != cur->data;
+    return out->idle != cur->idle || out->data != cur->data || out->debt != cur->debt;
 }
 
 static bool apply_sliding(const struct table_limits *lim, enum table_op op, uint64_t n,
@@ -263,8 +271,9 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
     if (op == TABLE_RESET) {
         ret_state->idle = 0;
         ret_state->data = 0;
+        ret_state->debt = false;
         result_full(lim, 0, true, ret);
-        return in.idle != 0 || in.data != 0;
+        return in.idle != 0 || in.data != 0 || in.debt;
     }
     switch (lim->algo) {
     case RULES_ALGO_TOKEN_BUCKET:

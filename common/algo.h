@@ -26,6 +26,10 @@
 struct algo_state {
     uint64_t idle;              /* absolute ms: when the quota is full again */
     uint64_t data;              /* 48 bits, per algorithm */
+    bool debt;                  /* window, token bucket: data holds a DEBIT's debt (the
+                                 * slot's state flag, docs/shm.md); without it a count
+                                 * above the limit (the limit was lowered) means
+                                 * "nothing left" (window) or "full" (bucket), as ever */
 };
 
 /*

@@ -348,7 +348,8 @@ struct table_entry {
                                  * lease: 0 (see lease_left, lease_remain) */
     uint64_t expires_ms;        /* when the counter is back to a full quota */
     uint64_t data;              /* the state word's data as stored (docs/shm.md): with
-                                 * expires_ms, the algo_state algo_apply() reads */
+                                 * expires_ms and debt, the algo_state algo_apply() reads */
+    bool debt;                  /* the state's debt flag (a DEBIT's, docs/shm.md) */
     bool lease;                 /* a lease slot (HOLD slots are not reported) */
     uint64_t lease_left;        /* lease: credit this host may still spend */
     uint64_t lease_remain;      /* lease: the pool's remainder as last seen */

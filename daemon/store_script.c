@@ -31,14 +31,24 @@
     "local st = redis.pcall('HMGET', key, " fields ")\n"                             \
     "if st.err then redis.call('DEL', key); st = {} end\n"
 
-/* A window key in debt (used > limit, docs/shm.md "Algorithm state"): its
- * PTTL runs to the start of the first window with a full quota again, each
- * window that ends pays one limit back.  In: key, used, limit, reset and
- * ttl (the key's PTTL); out (locals the caller declares): used and left
- * (ms to the current window's end) in the current window, carried true when
- * windows were paid. */
+/* A window key's value (@got): the count used, and debt true when it holds
+ * a DEBIT's debt, marked by a fraction (".5"): a reader without the mark,
+ * or from before debts, reads a count above the limit (a limit since
+ * lowered) as "nothing left until the PTTL", as ever. */
+#define LUA_WINDOW_GET                                                               \
+    "local used = tonumber(got)\n"                                                   \
+    "local debt = used ~= nil and used ~= math.floor(used)\n"                        \
+    "if debt then used = math.floor(used) end\n"
+
+/* A window key in debt (used > limit and the mark, docs/shm.md "Algorithm
+ * state"): its PTTL runs to the start of the first window with a full quota
+ * again, each window that ends pays one limit back.  In: key, used, debt,
+ * limit, reset and ttl (the key's PTTL); out (locals the caller declares):
+ * used and left (ms to the current window's end) in the current window,
+ * carried true when windows were paid. */
 #define LUA_WINDOW_CARRY                                                             \
     "left, carried = ttl, false\n"                                                    \
+    "if used > limit and not debt then used = limit end\n"                           \
     "if used > limit then\n"                                                         \
     "  left = ttl - (math.ceil(used / limit) - 1) * reset\n"                           \
     "  if left <= 0 then\n"                                                          \
@@ -55,7 +65,9 @@
     "if used > most then used = most end\n"                                          \
     "local m = 1\n"                                                                  \
     "if used > limit then m = math.ceil(used / limit) end\n"                         \
-    "redis.call('SET', key, used, 'PX', left + (m - 1) * reset)\n"
+    "local v = used\n"                                                               \
+    "if used > limit then v = string.format('%.0f', used) .. '.5' end\n"             \
+    "redis.call('SET', key, v, 'PX', left + (m - 1) * reset)\n"
 
 static const char lua_window[] =
     "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n"
@@ -66,7 +78,7 @@ static const char lua_window[] =
     "local debit = ARGV[1] == 'debit'\n"
     "local got = redis.pcall('GET', key)\n"
     "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    "local used = tonumber(got)\n"
+    LUA_WINDOW_GET
     "if not used then\n"
     "  if debit and n > limit then\n"
     "    local left, used = reset, n\n"
@@ -255,7 +267,8 @@ static const char lua_lease[] =
     "local reset, div = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
     "local got = redis.pcall('GET', key)\n"
     "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    "local used, created = tonumber(got), 0\n"
+    LUA_WINDOW_GET
+    "local created = 0\n"
     "local ttl, left, carried = reset, reset, false\n"
     "if used then\n"
     "  ttl = redis.call('PTTL', key)\n"

@@ -347,6 +347,14 @@ static void test_redis_lua_debit(void **state)
     ew = window(c, k, STORE_DEBIT, 23, 10, 60000);
     assert_true(!ew.allowed && ew.credit == 0 && ew.reset_ms > 59000 && ew.reset_ms <= 60000);
     assert_int_equal(cmd_int(c, "GET %s", k), 27);
+    {
+        /* The debt's mark: a fraction no INCRBY-ing script writes. */
+        redisReply *rep = redisCommand(c, "GET %s", k);
+
+        assert_true(rep && rep->type == REDIS_REPLY_STRING);
+        assert_string_equal(rep->str, "27.5");
+        freeReplyObject(rep);
+    }
     assert_true(cmd_int(c, "PTTL %s", k) > 179000);
     ew = window(c, k, STORE_TAKE, 1, 10, 60000);
     assert_true(!ew.allowed && ew.credit == 0);
@@ -363,6 +371,13 @@ static void test_redis_lua_debit(void **state)
     assert_true(ew.allowed && ew.credit == 0 && ew.reset_ms <= 59000);
     assert_int_equal(cmd_int(c, "GET %s", k), 10);
     assert_ttl(c, k, 59000);
+    /* A count above a limit since lowered (no mark) is no debt: nothing left
+     * until the PTTL, as before debts existed. */
+    cmd(c, "SET %s 15 PX 60000", "divvy:{d:low}");
+    ew = window(c, "divvy:{d:low}", STORE_PEEK, 1, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0 && ew.reset_ms > 59000);
+    eg = lease(c, "divvy:{d:low}", 5, 10, 60000);
+    assert_true(eg.granted == 0 && eg.remain == 0 && eg.ttl_ms > 59000);
     /* A debit that fits answers allowed, on a fresh key too. */
     ew = window(c, "divvy:{d:w2}", STORE_DEBIT, 10, 10, 60000);
     assert_true(ew.allowed && ew.credit == 0 && ew.reset_ms == 60000);

@@ -68,7 +68,7 @@ static void expect(struct table_result res, bool allowed, uint64_t credit, uint6
 static void test_algo_window_first_take(void **state)
 {
     struct table_limits lim = window(3, 60000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 1, 1000), true, 2, 60000);
@@ -83,7 +83,7 @@ static void test_algo_window_first_take(void **state)
 static void test_algo_window_reset_timing(void **state)
 {
     struct table_limits lim = window(2, 1000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 2, 500), true, 0, 1000);
@@ -97,7 +97,7 @@ static void test_algo_window_reset_timing(void **state)
 static void test_algo_window_all_or_nothing(void **state)
 {
     struct table_limits lim = window(5, 1000);
-    struct algo_state st = { 0, 0 }, before;
+    struct algo_state st = { 0 }, before;
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 3, 0), true, 2, 1000);
@@ -110,7 +110,7 @@ static void test_algo_window_all_or_nothing(void **state)
 static void test_algo_window_denied_fresh_starts_nothing(void **state)
 {
     struct table_limits lim = window(5, 1000);
-    struct algo_state st = { 0, 0 }, next;
+    struct algo_state st = { 0 }, next;
     struct table_result res;
 
     (void)state;
@@ -123,7 +123,7 @@ static void test_algo_window_denied_fresh_starts_nothing(void **state)
 static void test_algo_peek_and_take_zero_change_nothing(void **state)
 {
     struct table_limits lim = window(5, 1000);
-    struct algo_state st = { 0, 0 }, next;
+    struct algo_state st = { 0 }, next;
     struct table_result res;
 
     (void)state;
@@ -143,7 +143,7 @@ static void test_algo_peek_and_take_zero_change_nothing(void **state)
 static void test_algo_reset_forgets(void **state)
 {
     struct table_limits lim = bucket(4, 1, 1000, false);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
     struct table_result res;
 
     (void)state;
@@ -157,7 +157,7 @@ static void test_algo_reset_forgets(void **state)
 static void test_algo_bucket_discrete_refill(void **state)
 {
     struct table_limits lim = bucket(5, 1, 1000, false);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 1, 0), true, 4, 1000);
@@ -177,7 +177,7 @@ static void test_algo_bucket_discrete_refill(void **state)
 static void test_algo_bucket_amount_above_one(void **state)
 {
     struct table_limits lim = bucket(10, 3, 100, false);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 10, 0), true, 0, 100);
@@ -191,7 +191,7 @@ static void test_algo_bucket_amount_above_one(void **state)
 static void test_algo_bucket_all_or_nothing(void **state)
 {
     struct table_limits lim = bucket(5, 1, 1000, false);
-    struct algo_state st = { 0, 0 }, next;
+    struct algo_state st = { 0 }, next;
     struct table_result res;
 
     (void)state;
@@ -207,7 +207,7 @@ static void test_algo_bucket_strict_restarts_clock(void **state)
 {
     struct table_limits strict = bucket(2, 1, 1000, true);
     struct table_limits plain = bucket(2, 1, 1000, false);
-    struct algo_state s = { 0, 0 }, p = { 0, 0 };
+    struct algo_state s = { 0 }, p = { 0 };
 
     (void)state;
     run(&strict, &s, TABLE_TAKE, 2, 0);
@@ -225,7 +225,7 @@ static void test_algo_bucket_strict_restarts_clock(void **state)
 static void test_algo_sliding_weighted_estimate(void **state)
 {
     struct table_limits lim = sliding(10, 1000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 10, 0), true, 0, 1000);
@@ -248,7 +248,7 @@ static void test_algo_sliding_weighted_estimate(void **state)
 static void test_algo_sliding_all_or_nothing(void **state)
 {
     struct table_limits lim = sliding(4, 100);
-    struct algo_state st = { 0, 0 }, next;
+    struct algo_state st = { 0 }, next;
     struct table_result res;
 
     (void)state;
@@ -293,7 +293,7 @@ static void test_algo_check_limits(void **state)
 static void test_algo_times_saturate(void **state)
 {
     struct table_limits lim = window(3, ALGO_SPAN_MAX);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
     struct table_result res;
 
     (void)state;
@@ -335,7 +335,7 @@ static void test_algo_retry_matches_stepping(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
-        struct algo_state st = { 0, 0 };
+        struct algo_state st = { 0 };
         uint64_t now = 1000;
 
         for (int step = 0; step < 400; step++) {
@@ -358,7 +358,7 @@ static void test_algo_retry_after_debit(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
-        struct algo_state st = { 0, 0 };
+        struct algo_state st = { 0 };
         uint64_t now = 1000, limit = lims[i].credit_limit;
 
         for (int step = 0; step < 400; step++) {
@@ -378,7 +378,7 @@ static void test_algo_retry_after_debit(void **state)
 static void test_algo_window_debit_carries(void **state)
 {
     struct table_limits lim = window(10, 1000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 4, 0), true, 6, 1000);
@@ -405,7 +405,7 @@ static void test_algo_window_debit_carries(void **state)
 static void test_algo_window_debit_fits(void **state)
 {
     struct table_limits lim = window(10, 1000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_DEBIT, 10, 50), true, 0, 1000);
@@ -424,7 +424,7 @@ static void test_algo_window_debit_fits(void **state)
 static void test_algo_bucket_debit_pays_back(void **state)
 {
     struct table_limits lim = bucket(5, 1, 100, false);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 2, 0), true, 3, 100);
@@ -444,7 +444,7 @@ static void test_algo_bucket_debit_pays_back(void **state)
 static void test_algo_bucket_debit_strict(void **state)
 {
     struct table_limits lim = bucket(3, 1, 100, true);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_DEBIT, 5, 0), false, 0, 100);      /* tokens -2 */
@@ -460,7 +460,7 @@ static void test_algo_bucket_debit_strict(void **state)
 static void test_algo_sliding_debit_counts(void **state)
 {
     struct table_limits lim = sliding(10, 1000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_DEBIT, 25, 0), false, 0, 1000);
@@ -473,13 +473,40 @@ static void test_algo_sliding_debit_counts(void **state)
     expect(run(&lim, &st, TABLE_DEBIT, 1, 1641), false, 0, 359);
 }
 
+/* A count above a limit since lowered (no debt flag) keeps its old meaning:
+ * a window has nothing left until its end, a bucket is full; only a
+ * DEBIT's state (the flag) carries a debt. */
+static void test_algo_lowered_limit_is_no_debt(void **state)
+{
+    struct table_limits w = window(10, 1000), b = bucket(5, 1, 100, false);
+    struct algo_state st = { .idle = 1500, .data = 15 };
+
+    (void)state;
+    expect(run(&w, &st, TABLE_PEEK, 1, 900), false, 0, 600);
+    assert_int_equal(algo_retry_ms(&w, 900, &st), 600);
+    expect(run(&w, &st, TABLE_TAKE, 1, 1499), false, 0, 1);
+    expect(run(&w, &st, TABLE_TAKE, 1, 1500), true, 9, 1000);
+    st = (struct algo_state){ .idle = 1500, .data = 15, .debt = true };
+    /* The same words as a debt: 15 used in the window that ends at 1500 - 1000. */
+    expect(run(&w, &st, TABLE_PEEK, 1, 900), true, 5, 600);
+    st = (struct algo_state){ .idle = 1500, .data = 7 };
+    expect(run(&b, &st, TABLE_PEEK, 1, 900), true, 5, 0);
+    st = (struct algo_state){ .idle = 1500, .data = 7, .debt = true };
+    expect(run(&b, &st, TABLE_PEEK, 1, 900), false, 0, 100);   /* 1 refill to go: -1 */
+    expect(run(&b, &st, TABLE_DEBIT, 1, 900), false, 0, 100);  /* the refill at 900 was in */
+    assert_true(st.debt);
+    assert_int_equal(st.data, 7);
+    expect(run(&b, &st, TABLE_TAKE, 1, 1400), true, 2, 100);   /* 5 refills: 3 tokens */
+    assert_false(st.debt);
+}
+
 /* A debt saturates where the state word ends, never wraps. */
 static void test_algo_debit_saturates(void **state)
 {
     struct table_limits w = window(1, 1);
     struct table_limits b = bucket(1, 1, 1, false);
     struct table_limits s = sliding(1, 1000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     run(&w, &st, TABLE_DEBIT, UINT64_MAX, 0);
@@ -523,6 +550,7 @@ int main(void)
         cmocka_unit_test(test_algo_bucket_debit_strict),
         cmocka_unit_test(test_algo_sliding_debit_counts),
         cmocka_unit_test(test_algo_debit_saturates),
+        cmocka_unit_test(test_algo_lowered_limit_is_no_debt),
     };
 
     return cmocka_run_group_tests_name("algo", tests, NULL, NULL);
