@@ -144,6 +144,37 @@ static void test_debit_bad_input(void **state)
     harness_close(c);
 }
 
+/* A reload that lowers a limit below what a window used is no debt: that
+ * window has nothing left, and the next one starts full (as before DEBIT
+ * existed); a real debt on the same rule still carries. */
+static void test_debit_lowered_limit_no_debt(void **state)
+{
+    static const char conf[] =
+        "rules = (\n{ match = { k = \"*\"; }; label = \"r\"; actor = \"k\"; credit_limit = %d;\n"
+        "  algorithm = \"%s\"; %s = 600; },\n"
+        "{ default = true; credit_limit = 0; reset_seconds = 0; }\n);\n";
+    char text[512], line[HARNESS_LINE];
+    struct harness_opts o = { .config_name = "debit.conf", .config_text = text };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c;
+
+    (void)state;
+    snprintf(text, sizeof(text), conf, 20, "window", "reset_seconds");
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    EXPECT_OK_RULE(c, "TAKE 11 k=a", true, 9, 599, 600, "r");
+    EXPECT_OK_RULE(c, "DEBIT 25 k=b", false, 0, 599, 600, "r");
+    snprintf(text, sizeof(text), conf, 10, "window", "reset_seconds");
+    CHECK(harness_write_config(d, text));
+    CHECK(harness_cmd(c, "RELOAD", line, sizeof(line)));
+    EXPECT_PREFIX(line, "OK");
+    /* 11 used of a limit now 10: nothing left (not "1 used, 9 left"). */
+    EXPECT_OK_RULE(c, "PEEK k=a", false, 0, 599, 600, "r");
+    EXPECT_OK_RULE(c, "TAKE 1 k=a", false, 0, 599, 600, "r");
+    EXPECT_OK_RULE(c, "PEEK k=b", false, 0, 599, 600, "r");
+    harness_close(c);
+}
+
 /* The debt of a 1 s window of 10 after DEBIT 25 is paid by two windows'
  * ends: a TAKE is allowed again two windows later, not before. */
 static void expect_payback(struct harness_conn *c)
@@ -484,6 +515,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_debit_socket, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_debit_bad_input, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_debit_privileged, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_debit_lowered_limit_no_debt, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_debit_payback_socket, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_debit_fast_path, harness_setup, harness_teardown),
