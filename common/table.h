@@ -156,11 +156,14 @@ enum table_op {
     TABLE_TAKE,                 /* consume @n if all are available (all-or-nothing) */
     TABLE_PEEK,                 /* report without consuming or creating a slot */
     TABLE_RESET,                /* forget the counter (back to a full quota) */
+    TABLE_DEBIT,                /* consume @n always: the balance may go below zero (debt,
+                                 * docs/shm.md "Algorithm state"); allowed: still >= 0 */
 };
 
 struct table_result {
-    bool allowed;               /* TAKE: consumed; PEEK: @n available now; RESET: true */
-    uint64_t credit;            /* credit left after the operation */
+    bool allowed;               /* TAKE: consumed; PEEK: @n available now; RESET: true;
+                                 * DEBIT: the balance is still >= 0 after it */
+    uint64_t credit;            /* credit left after the operation (0 while in debt) */
     uint64_t reset_ms;          /* ms until the window resets / the next credit (0: none) */
 };
 
@@ -369,7 +372,8 @@ struct table_entry {
                                  * lease: 0 (see lease_left, lease_remain) */
     uint64_t expires_ms;        /* when the counter is back to a full quota */
     uint64_t data;              /* the state word's data as stored (docs/shm.md): with
-                                 * expires_ms, the algo_state algo_apply() reads */
+                                 * expires_ms and debt, the algo_state algo_apply() reads */
+    bool debt;                  /* the state's debt flag (a DEBIT's, docs/shm.md) */
     bool lease;                 /* a lease slot (HOLD slots are not reported) */
     uint64_t lease_left;        /* lease: credit this host may still spend */
     uint64_t lease_remain;      /* lease: the pool's remainder as last seen */

@@ -66,6 +66,9 @@
 #define LF_FETCH        1u
 #define LF_HOLD         2u
 
+/* Counter slots' state flags (docs/shm.md "State word"). */
+#define SF_DEBT         4u      /* data encodes a DEBIT's debt (struct algo_state debt) */
+
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define LO 0
 #define HI 1

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hit: HIT, TAKE, PEEK and RESET in a worker (see hit.h), and the reply FIFO
+ * hit: HIT, TAKE, DEBIT, PEEK and RESET in a worker (see hit.h), and the reply FIFO
  * of the hits that wait.
  *
  * do_hit() decides a request on rules that live only on this host at once:
@@ -132,7 +132,16 @@ static size_t hit_format(struct worker *w, enum config_proto proto, uid_t uid,
 
 static enum table_op op_of(enum proto_verb verb)
 {
-    return verb == PROTO_PEEK ? TABLE_PEEK : verb == PROTO_RESET ? TABLE_RESET : TABLE_TAKE;
+    switch (verb) {
+    case PROTO_PEEK:
+        return TABLE_PEEK;
+    case PROTO_RESET:
+        return TABLE_RESET;
+    case PROTO_DEBIT:
+        return TABLE_DEBIT;
+    default:
+        return TABLE_TAKE;
+    }
 }
 
 static void hit_start(struct conn *c, const struct proto_req *req,

@@ -206,7 +206,8 @@ static bool resp_word_ok(const char *s, size_t len)
 }
 
 /*
- * DIVVY.HIT k v [k v ...], DIVVY.TAKE n k v ..., DIVVY.PEEK k v ...: the
+ * DIVVY.HIT k v [k v ...], DIVVY.TAKE n k v ..., DIVVY.DEBIT n k v ...,
+ * DIVVY.PEEK k v ...: the
  * request line "HIT k=v ..." the line protocol would have received, parsed
  * by its own parser and answered by its own hit code (do_hit()), so both
  * protocols share every rule, counter, store and limit.
@@ -265,6 +266,12 @@ static void resp_divvy_take(struct conn *c, const struct resp_cmd *cmd)
     resp_divvy(c, cmd, "TAKE", 2);
 }
 
+/* DEBIT n: charged even past what is left (docs/protocol.md "DEBIT"). */
+static void resp_divvy_debit(struct conn *c, const struct resp_cmd *cmd)
+{
+    resp_divvy(c, cmd, "DEBIT", 2);
+}
+
 static void resp_divvy_peek(struct conn *c, const struct resp_cmd *cmd)
 {
     resp_divvy(c, cmd, "PEEK", 1);
@@ -283,6 +290,7 @@ static const struct resp_command commands[] = {
     { "SELECT", 2, resp_select },
     { "DIVVY.HIT", -3, resp_divvy_hit },
     { "DIVVY.TAKE", -4, resp_divvy_take },
+    { "DIVVY.DEBIT", -4, resp_divvy_debit },
     { "DIVVY.PEEK", -3, resp_divvy_peek },
     { "RL.REDUCE", -4, resp_rl_reduce },
     { "RL.GET", -4, resp_rl_get },

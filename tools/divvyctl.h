@@ -140,11 +140,12 @@ struct ctl_cmd {
 
 /* ---- divvyctl_request.c ------------------------------------------------ */
 
-/* hit, take, peek and reset share cmd_hit(); it tells them apart by name. */
+/* hit, take, debit, peek and reset share cmd_hit(); it tells them apart by name. */
 int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 extern const char ctl_help_hit[];
 extern const char ctl_help_take[];
+extern const char ctl_help_debit[];
 extern const char ctl_help_peek[];
 extern const char ctl_help_reset[];
 extern const char ctl_help_explain[];

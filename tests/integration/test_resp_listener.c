@@ -219,6 +219,13 @@ static void test_resp_divvy_hit(void **state)
     SEND_CMD(c, "DIVVY.HIT", "app", "a b=c");
     expect_resp(c, "*4 :1 :2 :60 $r1");
     EXPECT_OK_RULE(line, "PEEK app=\"a b=c\"", true, 2, 59, 60, "r1");
+    /* DIVVY.DEBIT charges past what is left, as DEBIT does: 5 of 3 is a
+     * debt (allowed 0, no credit), and the next hit is denied. */
+    SEND_CMD(c, "DIVVY.DEBIT", "5", "app", "y");
+    expect_resp(c, "*4 :0 :0 :60 $r1");
+    SEND_CMD(c, "DIVVY.HIT", "app", "y");
+    expect_resp(c, "*4 :0 :0 :60 $r1");
+    EXPECT_OK_RULE(line, "PEEK app=y", false, 0, 59, 60, "r1");
     /* Errors: odd pairs, a quote, a bad amount, in order. */
     SEND_CMD(c, "DIVVY.HIT", "app");
     SEND_CMD(c, "DIVVY.HIT", "app", "x", "other");

@@ -478,6 +478,34 @@ static void test_proto_take_bad_amount(void **state)
     }
 }
 
+/* DEBIT: TAKE's grammar, counts 1..10^12; bad counts name DEBIT's range. */
+static void test_proto_debit_amount(void **state)
+{
+    static const char *const bad[] = {
+        "DEBIT 0 a=b\n", "DEBIT 1000000000001 a=b\n", "DEBIT 18446744073709551617 a=b\n",
+        "DEBIT 99999999999999999999999999 a=b\n", "DEBIT a=b\n", "DEBIT\n", "DEBIT -1 a=b\n",
+        "DEBIT +1 a=b\n", "DEBIT 1.5 a=b\n", "DEBIT \"5\" a=b\n", "DEBIT 0x10 a=b\n",
+    };
+    struct proto_req req;
+
+    (void)state;
+    assert_ok("DEBIT 1 a=b\n", PROTO_DEBIT, &req);
+    assert_int_equal(req.amount, 1);
+    assert_kv(&req, 0, "a", "b");
+    assert_ok("debit 1000000000000 a=b\n", PROTO_DEBIT, &req);
+    assert_int_equal(req.amount, PROTO_DEBIT_MAX);
+    assert_ok("DEBIT 1000000001\n", PROTO_DEBIT, &req);
+    assert_int_equal(req.amount, 1000000001);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_err(bad[i], PROTO_E_BAD_REQUEST, &req);
+        assert_int_equal(req.verb, PROTO_DEBIT);
+        assert_string_equal(req.reason, "DEBIT needs a count from 1 to 1000000000000");
+    }
+    /* TAKE keeps its own range. */
+    assert_err("TAKE 1000000001 a=b\n", PROTO_E_BAD_REQUEST, &req);
+    assert_string_equal(req.reason, "TAKE needs a count from 1 to 1000000000");
+}
+
 static void test_proto_args_on_argless_verbs(void **state)
 {
     static const char *const lines[] = {
@@ -893,6 +921,7 @@ int main(void)
         cmocka_unit_test(test_proto_33_keys_too_many),
         cmocka_unit_test(test_proto_take_amount),
         cmocka_unit_test(test_proto_take_bad_amount),
+        cmocka_unit_test(test_proto_debit_amount),
         cmocka_unit_test(test_proto_args_on_argless_verbs),
         cmocka_unit_test(test_proto_nul_byte),
         cmocka_unit_test(test_proto_partial_line_needs_more),
