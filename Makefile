@@ -470,8 +470,11 @@ UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
 # as /usr/share/doc/divvy/..., rewritten to DOCDIR.  tests/check_docs.sh
 # (check-unit) installs this and checks it.
 COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
-MAN3_LINKS  := ${shell sed -n 's/^DIVVY_EXPORT [^(]*[ *]\(divvy_[a-z_]*\)(.*/\1/p' \
-                 libclient/divvy.h}
+# Every exported function without a page of its own links to libdivvy(3).
+DIVVY_EXPORTS := ${shell sed -n 's/^DIVVY_EXPORT [^(]*[ *]\(divvy_[a-z_]*\)(.*/\1/p' \
+                   libclient/divvy.h}
+MAN3_OWN    := $(basename $(notdir $(wildcard docs/man/divvy_*.3)))
+MAN3_LINKS  := $(filter-out $(MAN3_OWN),$(DIVVY_EXPORTS))
 DOC_FILES   := README.md LICENSE NEWS
 COMPLETIONS := $(wildcard tools/bash-completion/*)
 .PHONY: install-doc uninstall-doc

@@ -68,7 +68,7 @@ const char ctl_help_debit[] =
     "Charges N credits (1 to 1000000000000) already spent (bytes sent, tokens a\n"
     "model generated) to the request, even more than is left: the balance may\n"
     "go below zero, and later hits are denied until the window or bucket has\n"
-    "paid the debt back (docs/protocol.md, DEBIT).  Prints allowed when the\n"
+    "paid the debt back (divvy_debit(3), divvyctl(8)).  Prints allowed when the\n"
     "balance is still zero or more after the charge, denied when it went into\n"
     "debt (credit 0); the charge is made either way.  Output and JSON as for\n"
     "hit (see divvyctl hit --help).\n"
