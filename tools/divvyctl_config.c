@@ -21,6 +21,7 @@
 #include "config.h"
 #include "diag.h"
 #include "divvyctl.h"
+#include "fdio.h"
 #include "rules.h"
 
 const char ctl_help_check[] =
@@ -240,22 +241,6 @@ static int ctl_tmp_beside(const char *out, char *tmp, size_t size)
     return fd < 0 ? -errno : fd;
 }
 
-static int ctl_write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 int cmd_convert(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -346,7 +331,7 @@ int cmd_convert(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
             goto out;
         }
     }
-    r = ctl_write_all(fd, text, len);
+    r = fdio_write_all(fd, text, len);
     if (r == 0 && out && fsync(fd) < 0)
         r = -errno;
     if (r == 0 && fchmod(fd, 0644) < 0)
