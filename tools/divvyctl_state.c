@@ -145,11 +145,8 @@ int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
     json_t *doc, *stats;
     int r;
 
-    r = ctl_simple_opts(ctl, cmd, argc, argv);
-    if (r < 0)
-        return ctl_opts_exit(r);
-    if (r != argc)
-        return ctl_usage(cmd, "takes no arguments");
+    if (!ctl_bare_opts(ctl, cmd, argc, argv, &r))
+        return r;
 
     r = ctl_connect(ctl);
     if (r > 0)
@@ -269,11 +266,8 @@ int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     /* rules add|remove|list: the rules service (divvyctl_rules.c). */
     if (ctl_rules_edit_wanted(argc, argv))
         return cmd_rules_edit(ctl, cmd, argc, argv);
-    r = ctl_simple_opts(ctl, cmd, argc, argv);
-    if (r < 0)
-        return ctl_opts_exit(r);
-    if (r != argc)
-        return ctl_usage(cmd, "takes no arguments");
+    if (!ctl_bare_opts(ctl, cmd, argc, argv, &r))
+        return r;
     r = ctl_command(ctl, "RULES", "RULES", &lines, &n);
     if (r > 0)
         return r;
@@ -348,11 +342,8 @@ int cmd_stats(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     json_t *doc;
     int r;
 
-    r = ctl_simple_opts(ctl, cmd, argc, argv);
-    if (r < 0)
-        return ctl_opts_exit(r);
-    if (r != argc)
-        return ctl_usage(cmd, "takes no arguments");
+    if (!ctl_bare_opts(ctl, cmd, argc, argv, &r))
+        return r;
     r = ctl_command(ctl, "STATS", "STATS", &lines, &n);
     if (r > 0)
         return r;
