@@ -307,19 +307,25 @@ static void fresh_result(const struct table_limits *lim, enum table_op op, uint6
 
 /*
  * Claims the reclaimable slot sc->free_off for a new counter of @kw whose first
- * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT.
+ * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT;
+ * -ENOSPC when the scan found no reclaimable slot (counted in full_events).
  */
 int table_claim(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
                 const struct table_scan *sc, const struct algo_state *first, unsigned flags,
                 uint64_t now)
 {
-    struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
+    struct table_slot *s;
     u128 old = sc->free_state, mine, got;
     uint64_t oldkey[6], lo = 0;
     enum rescan_verdict verdict;
     unsigned other_off = 0;
     int qidx = -1, r;
 
+    if (sc->free_off < 0) {
+        __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
+        return -ENOSPC;
+    }
+    s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
     if (lim->max_actors) {
         qidx = table_quota_find(t, kw->w[0], true);
         /* No entry left (over 1024 capped rules): the rule goes uncapped. */
@@ -447,11 +453,6 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
         /* A TAKE a full quota would deny consumes nothing and claims nothing. */
         if (!algo_apply(lim, op, n, now_ms, &none, &first, ret)) {
             r = 0;
-            continue;
-        }
-        if (sc.free_off < 0) {
-            __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
-            r = -ENOSPC;
             continue;
         }
         r = table_claim(t, &kw, lim, &sc, &first, 0, now_ms);

@@ -91,11 +91,6 @@ static int lease_modify(struct table *t, const struct table_key *key,
             r = 0;
             continue;
         }
-        if (sc.free_off < 0) {
-            __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
-            r = -ENOSPC;
-            continue;
-        }
         r = table_claim(t, &kw, lim, &sc, &first, flags, now);
     }
     return r;
