@@ -124,6 +124,20 @@ int ctl_send(struct ctl *ctl, const char *verb, const char *line, char ***ret_li
 int ctl_command(struct ctl *ctl, const char *verb, const char *line, char ***ret_lines,
                 size_t *ret_n);
 
+/* A listing's reply and what printing it needs. */
+struct ctl_list {
+    char **lines;               /* the reply, "OK ..." first (divvy_command()) */
+    size_t n;
+    struct ctl_fields *f;       /* one parse buffer, reused line by line */
+    json_t *arr;                /* with --json: an array for the rows, else NULL */
+};
+/* ctl_command() of a listing: on success fills *ret (free with
+ * ctl_list_free()) and returns 0; else an exit code (> 0) after printing why,
+ * and *ret holds nothing to free. */
+int ctl_list_fetch(struct ctl *ctl, const char *verb, const char *line, struct ctl_list *ret);
+/* Frees what ctl_list_fetch() filled in (and a NULL arr it handed on). */
+void ctl_list_free(struct ctl_list *l);
+
 /* ---- divvyctl_fmt.c ---------------------------------------------------- */
 
 /* Whitespace between reply fields (not '\n': lines are split already). */

@@ -170,3 +170,33 @@ int ctl_command(struct ctl *ctl, const char *verb, const char *line, char ***ret
     *ret_n = n;
     return 0;
 }
+
+int ctl_list_fetch(struct ctl *ctl, const char *verb, const char *line, struct ctl_list *ret)
+{
+    struct ctl_list l = { NULL, 0, NULL, NULL };
+    int r;
+
+    r = ctl_command(ctl, verb, line, &l.lines, &l.n);
+    if (r > 0)
+        return r;
+    /* One parse buffer, reused: a config may hold 100,000 rules. */
+    l.f = malloc(sizeof(*l.f));
+    l.arr = ctl->json ? json_array() : NULL;
+    if (!l.f || (ctl->json && !l.arr)) {
+        ctl_list_free(&l);
+        return ctl_fail(CTL_EXIT_FAILURE, "out of memory");
+    }
+    *ret = l;
+    return 0;
+}
+
+void ctl_list_free(struct ctl_list *l)
+{
+    json_decref(l->arr);
+    free(l->f);
+    divvy_lines_free(l->lines, l->n);
+    l->arr = NULL;
+    l->f = NULL;
+    l->lines = NULL;
+    l->n = 0;
+}

@@ -321,40 +321,30 @@ static ssize_t read_dropin(const char *path, char *buf, size_t size)
 
 static int dropin_list(struct ctl *ctl)
 {
-    char **lines = NULL;
-    size_t n = 0;
-    struct ctl_fields *f;
-    json_t *arr = NULL;
+    struct ctl_list l;
     int r;
 
-    r = ctl_command(ctl, "DROPIN", "DROPIN op=list", &lines, &n);
+    r = ctl_list_fetch(ctl, "DROPIN", "DROPIN op=list", &l);
     if (r > 0)
         return r;
-    f = malloc(sizeof(*f));
-    arr = ctl->json ? json_array() : NULL;
-    if (!f || (ctl->json && !arr)) {
-        r = ctl_fail(CTL_EXIT_FAILURE, "out of memory");
-        goto out;
-    }
     if (!ctl->json)
         printf("%-24s %-20s %6s %8s %8s  %s\n", "DROP-IN", "RULE", "LINE", "LIMIT", "PER",
                "MATCH");
-    for (size_t i = 1; i < n; i++) {
-        if (ctl_fields_parse(lines[i], f) < 0)
+    for (size_t i = 1; i < l.n; i++) {
+        const struct ctl_fields *f = l.f;
+
+        if (ctl_fields_parse(l.lines[i], l.f) < 0)
             continue;
-        if (arr)
-            json_array_append_new(arr, fields_json(f));
+        if (l.arr)
+            json_array_append_new(l.arr, fields_json(f));
         else
             printf("%-24s %-20s %6s %8s %8s  %s\n", ctl_field(f, "dropin"), ctl_field(f, "rule"),
                    ctl_field(f, "line"), ctl_field(f, "credit_limit"),
                    ctl_field(f, "reset_seconds"), ctl_field(f, "match"));
     }
-    r = arr ? ctl_json_print(json_pack("{s:o}", "dropins", arr)) : CTL_EXIT_OK;
-    arr = NULL;
-out:
-    json_decref(arr);
-    free(f);
-    divvy_lines_free(lines, n);
+    r = l.arr ? ctl_json_print(json_pack("{s:o}", "dropins", l.arr)) : CTL_EXIT_OK;
+    l.arr = NULL;
+    ctl_list_free(&l);
     return r;
 }
 
