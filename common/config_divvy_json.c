@@ -7,12 +7,14 @@
  * the line of each rule object and of each key inside it.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "array.h"
 #include "config_divvy.h"
 #include "config_divvy_private.h"
 
@@ -62,15 +64,12 @@ static bool jpos_is(const struct jframe *f, const char *name)
 static int jpos_add_key(struct jpos *jp, struct jpos_rule *rule, const char *key, size_t len,
                         unsigned line, bool in_op)
 {
-    if (jp->n_key == jp->cap_key) {
-        size_t cap = jp->cap_key ? jp->cap_key * 2 : 64;
-        struct jpos_key *grown = realloc(jp->key, cap * sizeof(*grown));
+    struct jpos_key *grown;
 
-        if (!grown)
-            return -ENOMEM;
-        jp->key = grown;
-        jp->cap_key = cap;
-    }
+    grown = array_grow(jp->key, jp->n_key, &jp->cap_key, sizeof(*grown), 64, SIZE_MAX);
+    if (!grown)
+        return -ENOMEM;
+    jp->key = grown;
     jp->key[jp->n_key++] = (struct jpos_key){ key, len, line, in_op };
     rule->n++;
     return 0;

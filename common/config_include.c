@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "config_private.h"
+#include "fdio.h"
 
 #define CONFIG_DROPINS_MAX 4096
 
@@ -216,7 +217,6 @@ static int fsync_dir(const char *dir)
 int config_dropin_write(const char *dir, const char *name, const char *text, size_t len)
 {
     char path[PATH_MAX], tmp[PATH_MAX];
-    size_t off = 0;
     int fd, r = 0;
 
     if (!config_dropin_name_ok(name))
@@ -233,17 +233,7 @@ int config_dropin_write(const char *dir, const char *name, const char *text, siz
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            r = w < 0 ? -errno : -EIO;
-            break;
-        }
-        off += (size_t)w;
-    }
+    r = fdio_write_all(fd, text, len);
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
     if (close(fd) < 0 && r == 0)

@@ -33,6 +33,25 @@ static void conf_put_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* One setting with a string value: @lead (indent and name) = "@s"; */
+static void conf_put_setting(FILE *f, const char *lead, const char *s)
+{
+    fprintf(f, "%s = ", lead);
+    conf_put_string(f, s);
+    fprintf(f, ";\n");
+}
+
+/* One setting with a list of strings: @lead = [ "a", "b" ]; */
+static void conf_put_list(FILE *f, const char *lead, char *const *v, size_t n)
+{
+    fprintf(f, "%s = [ ", lead);
+    for (size_t i = 0; i < n; i++) {
+        conf_put_string(f, v[i]);
+        fprintf(f, i + 1 < n ? ", " : " ");
+    }
+    fprintf(f, "];\n");
+}
+
 static void conf_put_int(FILE *f, const char *name, int64_t v)
 {
     /* libconfig 1.5 needs the L suffix beyond 32 bits (see the top). */
@@ -87,18 +106,10 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         }
         fprintf(f, plain ? "};\n" : "];\n");
     }
-    if (r->n_actor == 1) {
-        fprintf(f, "        actor = ");
-        conf_put_string(f, r->actor[0]);
-        fprintf(f, ";\n");
-    } else if (r->n_actor > 1) {
-        fprintf(f, "        actor = [ ");
-        for (size_t i = 0; i < r->n_actor; i++) {
-            conf_put_string(f, r->actor[i]);
-            fprintf(f, i + 1 < r->n_actor ? ", " : " ");
-        }
-        fprintf(f, "];\n");
-    }
+    if (r->n_actor == 1)
+        conf_put_setting(f, "        actor", r->actor[0]);
+    else if (r->n_actor > 1)
+        conf_put_list(f, "        actor", r->actor, r->n_actor);
     if (r->credit_limit >= 0)
         conf_put_int(f, "credit_limit", r->credit_limit);
     if (r->reset_seconds >= 0)
@@ -127,16 +138,10 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         conf_put_int(f, "actor_prefix6", r->prefix6);
     if (r->max_actors > 0)
         conf_put_int(f, "max_actors", r->max_actors);
-    if (r->label) {
-        fprintf(f, "        label = ");
-        conf_put_string(f, r->label);
-        fprintf(f, ";\n");
-    }
-    if (r->comment) {
-        fprintf(f, "        comment = ");
-        conf_put_string(f, r->comment);
-        fprintf(f, ";\n");
-    }
+    if (r->label)
+        conf_put_setting(f, "        label", r->label);
+    if (r->comment)
+        conf_put_setting(f, "        comment", r->comment);
     fprintf(f, last ? "    }\n" : "    },\n");
     return 0;
 }
@@ -191,19 +196,10 @@ static void conf_write_server(const struct config *cfg, FILE *f)
     if (!any)
         return;
     fprintf(f, "server = {\n");
-    if (!listen_default) {
-        fprintf(f, "    listen = [ ");
-        for (size_t i = 0; i < cfg->n_listen; i++) {
-            conf_put_string(f, cfg->listen[i]);
-            fprintf(f, i + 1 < cfg->n_listen ? ", " : " ");
-        }
-        fprintf(f, "];\n");
-    }
-    if (strcmp(cfg->state_dir, CONFIG_DEFAULT_STATE_DIR) != 0) {
-        fprintf(f, "    state_dir = ");
-        conf_put_string(f, cfg->state_dir);
-        fprintf(f, ";\n");
-    }
+    if (!listen_default)
+        conf_put_list(f, "    listen", cfg->listen, cfg->n_listen);
+    if (strcmp(cfg->state_dir, CONFIG_DEFAULT_STATE_DIR) != 0)
+        conf_put_setting(f, "    state_dir", cfg->state_dir);
     if (cfg->workers != 0)
         fprintf(f, "    workers = %u;\n", cfg->workers);
     if (cfg->max_connections != 0)
@@ -213,11 +209,8 @@ static void conf_write_server(const struct config *cfg, FILE *f)
     conf_write_admit(cfg, f);
     if (cfg->socket_mode != CONFIG_DEFAULT_SOCKET_MODE)
         fprintf(f, "    socket_mode = \"0%o\";\n", cfg->socket_mode);
-    if (strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0) {
-        fprintf(f, "    admin_group = ");
-        conf_put_string(f, cfg->admin_group);
-        fprintf(f, ";\n");
-    }
+    if (strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0)
+        conf_put_setting(f, "    admin_group", cfg->admin_group);
     fprintf(f, "};\n\n");
 }
 
@@ -232,11 +225,8 @@ static void conf_write_store(const struct config *cfg, FILE *f)
         fprintf(f, "store = {\n    mode = \"%s\";\n",
                 config_divvy_store_name(cfg->rules.default_store));
         fprintf(f, "    on_redis_error = \"%s\";\n", on_error[cfg->on_redis_error]);
-        if (cfg->store_prefix && cfg->store_prefix[0]) {
-            fprintf(f, "    prefix = ");
-            conf_put_string(f, cfg->store_prefix);
-            fprintf(f, ";\n");
-        }
+        if (cfg->store_prefix && cfg->store_prefix[0])
+            conf_put_setting(f, "    prefix", cfg->store_prefix);
         if (cfg->lease_max != CONFIG_DEFAULT_LEASE_MAX)
             fprintf(f, "    lease_max = %" PRIu64 ";\n", cfg->lease_max);
         fprintf(f, "};\n\n");
@@ -246,59 +236,31 @@ static void conf_write_store(const struct config *cfg, FILE *f)
         rd->password || rd->db || rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS ||
         rd->n_sentinels || rd->master_name || rd->sentinel_password) {
         fprintf(f, "redis = {\n");
-        if (rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) {
-            fprintf(f, "    host = ");
-            conf_put_string(f, rd->host);
-            fprintf(f, ";\n");
-        }
+        if (rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0)
+            conf_put_setting(f, "    host", rd->host);
         if (rd->port != CONFIG_DEFAULT_REDIS_PORT)
             fprintf(f, "    port = %u;\n", rd->port);
-        if (rd->unix_socket) {
-            fprintf(f, "    unix_socket = ");
-            conf_put_string(f, rd->unix_socket);
-            fprintf(f, ";\n");
-        }
-        if (rd->username) {
-            fprintf(f, "    username = ");
-            conf_put_string(f, rd->username);
-            fprintf(f, ";\n");
-        }
+        if (rd->unix_socket)
+            conf_put_setting(f, "    unix_socket", rd->unix_socket);
+        if (rd->username)
+            conf_put_setting(f, "    username", rd->username);
         /* A secret read from a file stays there: its name is written, never it. */
-        if (rd->password_file) {
-            fprintf(f, "    password_file = ");
-            conf_put_string(f, rd->password_file);
-            fprintf(f, ";\n");
-        } else if (rd->password) {
-            fprintf(f, "    password = ");
-            conf_put_string(f, rd->password);
-            fprintf(f, ";\n");
-        }
+        if (rd->password_file)
+            conf_put_setting(f, "    password_file", rd->password_file);
+        else if (rd->password)
+            conf_put_setting(f, "    password", rd->password);
         if (rd->db)
             fprintf(f, "    db = %u;\n", rd->db);
         if (rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS)
             fprintf(f, "    timeout_ms = %u;\n", rd->timeout_ms);
-        if (rd->n_sentinels) {
-            fprintf(f, "    sentinels = [ ");
-            for (size_t i = 0; i < rd->n_sentinels; i++) {
-                conf_put_string(f, rd->sentinels[i]);
-                fprintf(f, i + 1 < rd->n_sentinels ? ", " : " ");
-            }
-            fprintf(f, "];\n");
-        }
-        if (rd->master_name) {
-            fprintf(f, "    master_name = ");
-            conf_put_string(f, rd->master_name);
-            fprintf(f, ";\n");
-        }
-        if (rd->sentinel_password_file) {
-            fprintf(f, "    sentinel_password_file = ");
-            conf_put_string(f, rd->sentinel_password_file);
-            fprintf(f, ";\n");
-        } else if (rd->sentinel_password) {
-            fprintf(f, "    sentinel_password = ");
-            conf_put_string(f, rd->sentinel_password);
-            fprintf(f, ";\n");
-        }
+        if (rd->n_sentinels)
+            conf_put_list(f, "    sentinels", rd->sentinels, rd->n_sentinels);
+        if (rd->master_name)
+            conf_put_setting(f, "    master_name", rd->master_name);
+        if (rd->sentinel_password_file)
+            conf_put_setting(f, "    sentinel_password_file", rd->sentinel_password_file);
+        else if (rd->sentinel_password)
+            conf_put_setting(f, "    sentinel_password", rd->sentinel_password);
         fprintf(f, "};\n\n");
     }
 }
@@ -340,9 +302,8 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
     }
     conf_write_store(cfg, f);
     if (cfg->include_dir) {
-        fprintf(f, "include_dir = ");
-        conf_put_string(f, cfg->include_dir);
-        fprintf(f, ";\n\n");
+        conf_put_setting(f, "include_dir", cfg->include_dir);
+        fputc('\n', f);
     }
     fprintf(f, "rules = (\n");
     for (size_t i = 0; i < cfg->rules.n; i++) {

@@ -8,11 +8,13 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "array.h"
 #include "ini.h"
 
 #define INI_ENTRIES_MAX  1024      /* settings in one section */
@@ -102,17 +104,12 @@ static int ini_unsafe(const char *s, size_t len, char **ret)
 
 static int ini_add_section(struct ini *ini, char *name, unsigned line)
 {
-    struct ini_section *s;
+    struct ini_section *s, *grown;
 
-    if (ini->n_section == ini->cap) {
-        size_t cap = ini->cap ? ini->cap * 2 : 16;
-        struct ini_section *grown = realloc(ini->section, cap * sizeof(*grown));
-
-        if (!grown)
-            return -ENOMEM;
-        ini->section = grown;
-        ini->cap = cap;
-    }
+    grown = array_grow(ini->section, ini->n_section, &ini->cap, sizeof(*grown), 16, SIZE_MAX);
+    if (!grown)
+        return -ENOMEM;
+    ini->section = grown;
     s = &ini->section[ini->n_section++];
     memset(s, 0, sizeof(*s));
     s->name = name;
@@ -122,17 +119,12 @@ static int ini_add_section(struct ini *ini, char *name, unsigned line)
 
 static int ini_add_entry(struct ini_section *s, char *key, char *value, unsigned line)
 {
-    struct ini_entry *e;
+    struct ini_entry *e, *grown;
 
-    if (s->n_entry == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 8;
-        struct ini_entry *grown = realloc(s->entry, cap * sizeof(*grown));
-
-        if (!grown)
-            return -ENOMEM;
-        s->entry = grown;
-        s->cap = cap;
-    }
+    grown = array_grow(s->entry, s->n_entry, &s->cap, sizeof(*grown), 8, SIZE_MAX);
+    if (!grown)
+        return -ENOMEM;
+    s->entry = grown;
     e = &s->entry[s->n_entry++];
     e->key = key;
     e->value = value;

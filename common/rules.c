@@ -203,9 +203,9 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
 {
     const struct blob_rule *r;
 
-    if (idx >= rules->hdr->n_rule)
+    r = rules_rule_at(rules, idx);
+    if (!r)
         return -ENOENT;
-    r = &rules->rule[idx];
     memset(ret, 0, sizeof(*ret));
     ret->index = idx;
     ret->id = r->id;

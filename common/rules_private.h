@@ -114,6 +114,12 @@ static inline int bytes_cmp(const char *a, size_t alen, const char *b, size_t bl
     return alen < blen ? -1 : alen > blen;
 }
 
+/* Rule @idx of @rules, or NULL when there is none (the callers' -ENOENT). */
+static inline const struct blob_rule *rules_rule_at(const struct rules *rules, uint32_t idx)
+{
+    return idx < rules->hdr->n_rule ? &rules->rule[idx] : NULL;
+}
+
 static inline bool bytes_eq(const char *a, size_t alen, const char *b, size_t blen)
 {
     return alen == blen && memcmp(a, b, alen) == 0;

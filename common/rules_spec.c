@@ -4,9 +4,11 @@
  * list the config loaders produce (see rules.h).  Owns every string it holds.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "rules.h"
 
 int rules_spec_add(struct rules_spec *spec, const char *file, unsigned line,
@@ -17,15 +19,10 @@ int rules_spec_add(struct rules_spec *spec, const char *file, unsigned line,
 
     if (spec->n >= RULES_MAX)
         return -E2BIG;
-    if (spec->n == spec->cap) {
-        size_t cap = spec->cap ? spec->cap * 2 : 16;
-        struct rules_rule_spec *grown = realloc(spec->rules, cap * sizeof(*grown));
-
-        if (!grown)
-            return -ENOMEM;
-        spec->rules = grown;
-        spec->cap = cap;
-    }
+    r = array_grow(spec->rules, spec->n, &spec->cap, sizeof(*r), 16, SIZE_MAX);
+    if (!r)
+        return -ENOMEM;
+    spec->rules = r;
     file_copy = strdup(file ? file : "");
     if (!file_copy)
         return -ENOMEM;

@@ -121,9 +121,9 @@ int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto
     struct out o = { buf, size, 0, false };
     const struct blob_rule *r;
 
-    if (idx >= rules->hdr->n_rule)
+    r = rules_rule_at(rules, idx);
+    if (!r)
         return -ENOENT;
-    r = &rules->rule[idx];
     for (uint32_t i = 0; i < r->n_actor; i++) {
         const struct proto_kv *kv = vals[i];
         const char *v = kv ? kv->value : "";
@@ -161,9 +161,9 @@ int rules_actor_ref(const struct rules *rules, uint32_t idx, const struct proto_
 {
     const struct blob_rule *r;
 
-    if (idx >= rules->hdr->n_rule)
+    r = rules_rule_at(rules, idx);
+    if (!r)
         return -ENOENT;
-    r = &rules->rule[idx];
     /* One key, no prefix: the actor is the value as it is. */
     if (r->n_actor <= 1 && r->prefix4 < 0 && r->prefix6 < 0) {
         const struct proto_kv *kv = r->n_actor ? vals[0] : NULL;
@@ -183,9 +183,9 @@ int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req 
     const struct proto_kv *vals[RULES_ACTOR_KEYS_MAX];
     const struct blob_rule *r;
 
-    if (idx >= rules->hdr->n_rule)
+    r = rules_rule_at(rules, idx);
+    if (!r)
         return -ENOENT;
-    r = &rules->rule[idx];
     if (r->n_actor > RULES_ACTOR_KEYS_MAX)
         return -EINVAL;
     for (uint32_t i = 0; i < r->n_actor; i++) {
@@ -202,9 +202,9 @@ int rules_actor_key(const struct rules *rules, uint32_t idx, unsigned i, const c
     const struct blob_rule *r;
     const struct blob_str *k;
 
-    if (idx >= rules->hdr->n_rule || i >= rules->rule[idx].n_actor)
+    r = rules_rule_at(rules, idx);
+    if (!r || i >= r->n_actor)
         return -ENOENT;
-    r = &rules->rule[idx];
     k = &rules->actor[r->actor_first + i];
     *ret_key = rules->pool + k->off;
     *ret_len = k->len;
@@ -227,9 +227,9 @@ int rules_actor_keys(const struct rules *rules, uint32_t idx, char *buf, size_t 
     struct out o = { buf, size, 0, false };
     const struct blob_rule *r;
 
-    if (idx >= rules->hdr->n_rule)
+    r = rules_rule_at(rules, idx);
+    if (!r)
         return -ENOENT;
-    r = &rules->rule[idx];
     for (uint32_t i = 0; i < r->n_actor; i++) {
         const struct blob_str *k = &rules->actor[r->actor_first + i];
 
@@ -245,9 +245,9 @@ int rules_describe(const struct rules *rules, uint32_t idx, char *buf, size_t si
     struct out o = { buf, size, 0, false };
     const struct blob_rule *r;
 
-    if (idx >= rules->hdr->n_rule)
+    r = rules_rule_at(rules, idx);
+    if (!r)
         return -ENOENT;
-    r = &rules->rule[idx];
     if (r->n_match == 0 && (r->flags & FLAG_DEFAULT))
         out_put(&o, "default", 7);
     for (uint32_t i = 0; i < r->n_match; i++) {
@@ -268,9 +268,9 @@ int rules_why_not(const struct rules *rules, uint32_t idx, const struct rules_re
     struct out o = { buf, size, 0, false };
     const struct blob_rule *r;
 
-    if (idx >= rules->hdr->n_rule)
+    r = rules_rule_at(rules, idx);
+    if (!r)
         return -ENOENT;
-    r = &rules->rule[idx];
     if (r->source == RULES_SOURCE_PRIVILEGED && !req->privileged) {
         out_put(&o, "privileged only", 15);
         return out_end(&o);

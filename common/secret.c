@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "secret.h"
 
 static int fail(char *reterr, size_t size, int r, const char *fmt, ...)
@@ -61,6 +62,7 @@ int secret_read(const char *name, char **ret, char *reterr, size_t err_size)
     char path[PATH_MAX], buf[SECRET_MAX + 3];
     struct stat st;
     size_t len = 0;
+    ssize_t n;
     char *s;
     int fd = -1, r;
 
@@ -91,19 +93,12 @@ int secret_read(const char *name, char **ret, char *reterr, size_t err_size)
                  (unsigned)(st.st_mode & 07777));
         goto out;
     }
-    while (len < sizeof(buf)) {
-        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            r = fail(reterr, err_size, -errno, "%s: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
+    n = fdio_read_all(fd, buf, sizeof(buf));
+    if (n < 0) {
+        r = fail(reterr, err_size, (int)n, "%s: %s", path, strerror((int)-n));
+        goto out;
     }
+    len = (size_t)n;
     /* One trailing newline is the file's, not the secret's. */
     if (len > 0 && buf[len - 1] == '\n') {
         len--;

@@ -156,6 +156,16 @@ void table_kill_claim(struct table_slot *s, uint64_t lo)
     }
 }
 
+void table_wait_claim(struct table *t, const struct table_kw *kw, const struct table_scan *sc,
+                      uint64_t *waited_lo)
+{
+    struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc->claim_off);
+
+    if (!table_wait_change(s, sc->claim_lo) && sc->claim_lo == *waited_lo)
+        table_kill_claim(s, sc->claim_lo);
+    *waited_lo = sc->claim_lo;
+}
+
 /* ---- lookup and claim --------------------------------------------------- */
 
 void table_scan_key(struct table *t, const struct table_kw *kw, uint64_t now, struct table_scan *sc)
@@ -245,45 +255,50 @@ static enum rescan_verdict rescan(struct table *t, const struct table_kw *kw, un
     return RESCAN_CLEAR;
 }
 
+/* update()'s step of table_cas_loop(). */
+struct update_arg {
+    struct table_slot *s;
+    const struct table_limits *lim;
+    enum table_op op;
+    uint64_t n;
+    uint64_t now;
+    struct table_result *ret;
+    uint64_t *w;                /* TABLE_RESET: the key words of the counter it ends */
+};
+
+static u128 update_step(void *arg, u128 v)
+{
+    struct update_arg *a = arg;
+    struct algo_state cur = { .idle = st_idle(v), .data = st_data(v),
+                              .debt = (st_flags(v) & SF_DEBT) != 0 }, next;
+    bool changed;
+
+    changed = algo_apply(a->lim, a->op, a->n, a->now, &cur, &next, a->ret);
+    if (a->op == TABLE_RESET) {
+        /* Read before the CAS, which validates them (same owner). */
+        key_read(a->s, a->w);
+        return st_dead(v);
+    }
+    if (!changed)
+        return v;       /* still a CAS: it turns a possibly torn read into a snapshot */
+    return st_make(st_owner(v), PHASE_LIVE, (st_flags(v) & ~SF_DEBT) | (next.debt ? SF_DEBT : 0),
+                   next.idle, next.data);
+}
+
 /* Applies @op to the counter found in @s; -EAGAIN when the slot was reset or
  * reclaimed under us (the caller looks the key up again). */
 static int update(struct table *t, struct table_slot *s, uint64_t lo,
                   const struct table_limits *lim, enum table_op op, uint64_t n, uint64_t now,
                   struct table_result *ret)
 {
-    u128 v = load128(s->state), nv, got;
     uint64_t w[6] = { 0 };
+    struct update_arg a = { .s = s, .lim = lim, .op = op, .n = n, .now = now, .ret = ret, .w = w };
+    int r;
 
-    for (;;) {
-        struct algo_state cur, next;
-        bool changed;
-
-        if (!same_ident((uint64_t)v, lo))
-            return -EAGAIN;
-        cur.idle = st_idle(v);
-        cur.data = st_data(v);
-        cur.debt = (st_flags(v) & SF_DEBT) != 0;
-        changed = algo_apply(lim, op, n, now, &cur, &next, ret);
-        if (op == TABLE_RESET) {
-            /* Read before the CAS, which validates them (same owner). */
-            key_read(s, w);
-            nv = st_dead(v);
-        } else if (changed) {
-            nv = st_make(st_owner(v), PHASE_LIVE,
-                         (st_flags(v) & ~SF_DEBT) | (next.debt ? SF_DEBT : 0), next.idle,
-                         next.data);
-        } else {
-            /* Still a CAS: it turns a possibly torn read into a snapshot. */
-            nv = v;
-        }
-        got = cas128(s->state, v, nv);
-        if (got == v)
-            break;
-        v = got;
-    }
-    if (op == TABLE_RESET && (w[1] >> 32 & KF_COUNTED))
+    r = table_cas_loop(s, lo, update_step, &a);
+    if (r == 0 && op == TABLE_RESET && (w[1] >> 32 & KF_COUNTED))
         table_quota_release(t, w[0]);
-    return 0;
+    return r;
 }
 
 static void fresh_result(const struct table_limits *lim, enum table_op op, uint64_t n,
@@ -296,19 +311,25 @@ static void fresh_result(const struct table_limits *lim, enum table_op op, uint6
 
 /*
  * Claims the reclaimable slot sc->free_off for a new counter of @kw whose first
- * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT.
+ * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT;
+ * -ENOSPC when the scan found no reclaimable slot (counted in full_events).
  */
 int table_claim(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
                 const struct table_scan *sc, const struct algo_state *first, unsigned flags,
                 uint64_t now)
 {
-    struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
+    struct table_slot *s;
     u128 old = sc->free_state, mine, got;
     uint64_t oldkey[6], lo = 0;
     enum rescan_verdict verdict;
     unsigned other_off = 0;
     int qidx = -1, r;
 
+    if (sc->free_off < 0) {
+        __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
+        return -ENOSPC;
+    }
+    s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
     if (lim->max_actors) {
         qidx = table_quota_find(t, kw->w[0], true);
         /* No entry left (over 1024 capped rules): the rule goes uncapped. */
@@ -427,13 +448,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
             continue;
         }
         if (sc.claim_off >= 0 && (charges || attempt == 0)) {
-            /* Someone is creating a counter with our tag, likely ours: let it
-             * finish rather than race it; kill it if it seems stuck. */
-            struct table_slot *s = slot_at(t, kw.bucket, (unsigned)sc.claim_off);
-
-            if (!table_wait_change(s, sc.claim_lo) && sc.claim_lo == waited_lo)
-                table_kill_claim(s, sc.claim_lo);
-            waited_lo = sc.claim_lo;
+            table_wait_claim(t, &kw, &sc, &waited_lo);
             continue;
         }
         if (!charges) {
@@ -444,11 +459,6 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
         /* A TAKE a full quota would deny consumes nothing and claims nothing. */
         if (!algo_apply(lim, op, n, now_ms, &none, &first, ret)) {
             r = 0;
-            continue;
-        }
-        if (sc.free_off < 0) {
-            __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
-            r = -ENOSPC;
             continue;
         }
         r = table_claim(t, &kw, lim, &sc, &first, first.debt ? SF_DEBT : 0, now_ms);

@@ -31,27 +31,29 @@ static int lease_check(const struct table_limits *lim)
     return algo_check(lim);
 }
 
+/* lease_update()'s step of table_cas_loop(). */
+struct lease_step {
+    lease_fn fn;
+    void *arg;
+    uint64_t now;
+};
+
+static u128 lease_step(void *arg, u128 v)
+{
+    struct lease_step *a = arg;
+    struct algo_state cur = { .idle = st_idle(v), .data = st_data(v) }, next;
+    unsigned flags;
+
+    if (a->fn(a->arg, a->now, true, st_flags(v), &cur, &flags, &next))
+        return st_make(st_owner(v), PHASE_LIVE, flags, next.idle, next.data);
+    return v;                   /* still a CAS: the answer comes from a snapshot */
+}
+
 static int lease_update(struct table_slot *s, uint64_t lo, lease_fn fn, void *arg, uint64_t now)
 {
-    u128 v = load128(s->state), nv, got;
+    struct lease_step a = { .fn = fn, .arg = arg, .now = now };
 
-    for (;;) {
-        struct algo_state cur, next;
-        unsigned flags;
-
-        if (!same_ident((uint64_t)v, lo))
-            return -EAGAIN;
-        cur.idle = st_idle(v);
-        cur.data = st_data(v);
-        if (fn(arg, now, true, st_flags(v), &cur, &flags, &next))
-            nv = st_make(st_owner(v), PHASE_LIVE, flags, next.idle, next.data);
-        else
-            nv = v;             /* still a CAS: the answer comes from a snapshot */
-        got = cas128(s->state, v, nv);
-        if (got == v)
-            return 0;
-        v = got;
-    }
+    return table_cas_loop(s, lo, lease_step, &a);
 }
 
 /* table_hit()'s lookup, claim and retry loop around a lease transition. */
@@ -82,20 +84,11 @@ static int lease_modify(struct table *t, const struct table_key *key,
             continue;
         }
         if (sc.claim_off >= 0) {
-            struct table_slot *s = slot_at(t, kw.bucket, (unsigned)sc.claim_off);
-
-            if (!table_wait_change(s, sc.claim_lo) && sc.claim_lo == waited_lo)
-                table_kill_claim(s, sc.claim_lo);
-            waited_lo = sc.claim_lo;
+            table_wait_claim(t, &kw, &sc, &waited_lo);
             continue;
         }
         if (!fn(arg, now, false, 0, &none, &flags, &first)) {
             r = 0;
-            continue;
-        }
-        if (sc.free_off < 0) {
-            __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
-            r = -ENOSPC;
             continue;
         }
         r = table_claim(t, &kw, lim, &sc, &first, flags, now);

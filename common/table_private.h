@@ -12,6 +12,7 @@
 #ifndef DIVVY_TABLE_PRIVATE_H
 #define DIVVY_TABLE_PRIVATE_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stddef.h>
@@ -359,6 +360,35 @@ int table_claim(struct table *t, const struct table_kw *kw, const struct table_l
                 uint64_t now);
 bool table_wait_change(struct table_slot *s, uint64_t lo);
 void table_kill_claim(struct table_slot *s, uint64_t lo);
+/* Someone is creating a counter with our tag at sc->claim_off, likely ours:
+ * waits for it to finish rather than race it, and kills it when it seems
+ * stuck (no change in this wait, the same claim as the last: *waited_lo). */
+void table_wait_claim(struct table *t, const struct table_kw *kw, const struct table_scan *sc,
+                      uint64_t *waited_lo);
+
+/*
+ * The CAS loop of every change to a LIVE counter: offers the state of @s to
+ * @step while the slot still holds the counter @lo names, and publishes what
+ * @step returns, again with the fresher state when another writer won.
+ * @step may return the state unchanged: still a CAS, which turns a possibly
+ * torn read into a snapshot.  0, or -EAGAIN when the slot was reset or
+ * reclaimed under us (the caller looks the key up again).  Inline, so that
+ * the hit path's @step is a direct call.
+ */
+static inline int table_cas_loop(struct table_slot *s, uint64_t lo,
+                                 u128 (*step)(void *arg, u128 v), void *arg)
+{
+    u128 v = load128(s->state), got;
+
+    for (;;) {
+        if (!same_ident((uint64_t)v, lo))
+            return -EAGAIN;
+        got = cas128(s->state, v, step(arg, v));
+        if (got == v)
+            return 0;
+        v = got;
+    }
+}
 
 /* table_map.c: the boot id, header checks and mapping. */
 int table_read_boot_id(uint8_t ret[16]);

@@ -13,6 +13,7 @@
  * into the slot the job holds in the connection's reply FIFO.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 
 #include "admin.h"
 #include "algo.h"
+#include "array.h"
 #include "clock.h"
 #include "conn.h"
 #include "counters.h"
@@ -115,18 +117,12 @@ static int find_rule_id(const uint64_t *ids, const uint32_t *idx, size_t n, uint
 
 static struct counter_row *row_new(struct counters_job *job)
 {
-    if (job->n == job->cap) {
-        size_t cap = job->cap ? job->cap * 2 : 256;
-        struct counter_row *grown;
+    struct counter_row *grown;
 
-        if (cap > COUNTERS_SCAN_MAX)
-            return NULL;
-        grown = realloc(job->rows, cap * sizeof(*grown));
-        if (!grown)
-            return NULL;
-        job->rows = grown;
-        job->cap = cap;
-    }
+    grown = array_grow(job->rows, job->n, &job->cap, sizeof(*grown), 256, COUNTERS_SCAN_MAX);
+    if (!grown)
+        return NULL;
+    job->rows = grown;
     return &job->rows[job->n++];
 }
 

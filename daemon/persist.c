@@ -2,7 +2,8 @@
 /*
  * persist: atomic save (temp file + rename) and exact-size load of divvyd's
  * small state files (see persist.h).  Every read and write loops over short
- * counts and EINTR; nothing is left half-written under the target's name.
+ * counts and EINTR (common/fdio.c); nothing is left half-written under the
+ * target's name.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,46 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "persist.h"
-
-/* Writes all of @buf[0..len) to @fd: 0 or -errno (-EIO when no progress). */
-static int write_all(int fd, const uint8_t *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EIO;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Reads up to @len bytes into @buf until EOF: the count, or -errno. */
-static ssize_t read_all(int fd, uint8_t *buf, size_t len)
-{
-    size_t got = 0;
-
-    while (got < len) {
-        ssize_t n = read(fd, buf + got, len - got);
-
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    return (ssize_t)got;
-}
 
 int persist_save(const char *path, const void *base, size_t len)
 {
@@ -68,7 +31,7 @@ int persist_save(const char *path, const void *base, size_t len)
     fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    r = write_all(fd, base, len);
+    r = fdio_write_all(fd, base, len);
     if (r < 0)
         goto out;
     if (fsync(fd) < 0) {
@@ -123,7 +86,7 @@ int persist_load(const char *path, void *base, size_t len)
         r = -ENOMEM;
         goto out;
     }
-    n = read_all(fd, buf, len);
+    n = fdio_read_all(fd, buf, len);
     if (n < 0) {
         r = (int)n;
         goto out;
@@ -132,7 +95,7 @@ int persist_load(const char *path, void *base, size_t len)
         r = -EBADMSG;                   /* shrank under us */
         goto out;
     }
-    n = read_all(fd, &extra, 1);
+    n = fdio_read_all(fd, &extra, 1);
     if (n != 0) {
         r = n < 0 ? (int)n : -EBADMSG;  /* grew under us */
         goto out;

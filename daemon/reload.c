@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "fdio.h"
 #include "log.h"
 #include "reload.h"
 #include "reload_diff.h"
@@ -50,9 +51,8 @@ static int write_rules_file(const struct reload *rl, const struct rules *rules, 
 {
     char tmp[PATH_MAX], path[PATH_MAX];
     const void *data;
-    size_t len, off = 0;
-    ssize_t n;
-    int fd, r = 0;
+    size_t len;
+    int fd, r;
 
     if ((size_t)snprintf(path, sizeof(path), "%s/rules.%llu", rl->state_dir,
                          (unsigned long long)gen) >= sizeof(path) ||
@@ -62,16 +62,7 @@ static int write_rules_file(const struct reload *rl, const struct rules *rules, 
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
     if (fd < 0)
         return -errno;
-    while (off < len) {
-        n = write(fd, (const char *)data + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            r = n < 0 ? -errno : -EIO;
-            break;
-        }
-        off += (size_t)n;
-    }
+    r = fdio_write_all(fd, data, len);
     if (close(fd) < 0 && r == 0)
         r = -errno;
     if (r == 0 && rename(tmp, path) < 0)

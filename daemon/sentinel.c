@@ -14,7 +14,7 @@
  * hold: hiredis frees a context by itself after a connect error or a lost
  * connection; we free it (redisAsyncFree, deferred by hiredis when called
  * from one of its callbacks) only after an answer, an error reply, a
- * timeout, or at free; q->ac is cleared and ac->data unset first, so the
+ * timeout, or at free; q->link.ac is cleared and ac->data unset first, so the
  * callbacks the free runs with NULL replies see a context that is no longer
  * the query's and return.  Never redisAsyncFree() from a connect callback:
  * hiredis 0.14 runs it outside its in-callback guard.
@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +46,7 @@ struct sentinel_query {
     struct event_base *base;
     sentinel_cb *cb;
     void *arg;
-    redisAsyncContext *ac;      /* the sentinel asked now; NULL between steps */
-    struct event *step_ev;      /* bounds the current step */
+    struct sentinel_link link;  /* the sentinel asked now, its step's bound */
     struct event *kick_ev;      /* the next step, or the answer */
     bool busy;
     bool found;
@@ -214,25 +214,34 @@ static void __attribute__((format(printf, 2, 3))) sn_note(struct sentinel_query 
     va_end(ap);
 }
 
-/* Forgets the context of the current step; frees it when @free_it (else
- * hiredis is freeing it already). */
-static void sn_drop(struct sentinel_query *q, bool free_it)
+/* This sentinel did not answer (its link failed): on to the next one, from a
+ * clean stack. */
+static void sn_link_failed(struct sentinel_link *l, bool free_it, const char *why)
 {
-    redisAsyncContext *ac = q->ac;
+    struct sentinel_query *q = (struct sentinel_query *)((char *)l -
+                                                         offsetof(struct sentinel_query, link));
+
+    sn_note(q, "%s", why);
+    sentinel_link_drop(l, free_it);
+    sn_kick(q);
+}
+
+/* ---- a connection to one sentinel (sentinel_int.h) ------------------------------------ */
+
+void sentinel_link_drop(struct sentinel_link *l, bool free_it)
+{
+    redisAsyncContext *ac = l->ac;
 
     if (!ac)
         return;
-    q->ac = NULL;
+    l->ac = NULL;
     ac->data = NULL;
-    evtimer_del(q->step_ev);
+    evtimer_del(l->step_ev);
     if (free_it)
         redisAsyncFree(ac);
 }
 
-/* This sentinel did not answer: on to the next one, from a clean stack. */
-static void __attribute__((format(printf, 3, 4))) sn_step_failed(struct sentinel_query *q,
-                                                                 bool free_it,
-                                                                 const char *fmt, ...)
+void sentinel_link_failed(struct sentinel_link *l, bool free_it, const char *fmt, ...)
 {
     char why[256];
     va_list ap;
@@ -240,43 +249,70 @@ static void __attribute__((format(printf, 3, 4))) sn_step_failed(struct sentinel
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    sn_note(q, "%s", why);
-    sn_drop(q, free_it);
-    sn_kick(q);
+    l->failed(l, free_it, why);
 }
 
-static void sn_on_connect(const redisAsyncContext *ac, int status)
+static void link_on_connect(const redisAsyncContext *ac, int status)
 {
-    struct sentinel_query *q = ac->data;
+    struct sentinel_link *l = ac->data;
 
-    if (!q || q->ac != ac || status == REDIS_OK)
+    if (!l || l->ac != ac || status == REDIS_OK)
         return;
     /* hiredis frees the context after this callback. */
-    sn_step_failed(q, false, "cannot connect: %s", ac->errstr[0] ? ac->errstr : "error");
+    sentinel_link_failed(l, false, "cannot connect: %s", ac->errstr[0] ? ac->errstr : "error");
 }
 
-static void sn_on_disconnect(const redisAsyncContext *ac, int status)
+static void link_on_disconnect(const redisAsyncContext *ac, int status)
 {
-    struct sentinel_query *q = ac->data;
+    struct sentinel_link *l = ac->data;
 
     (void)status;
-    if (!q || q->ac != ac)
+    if (!l || l->ac != ac)
         return;
-    sn_step_failed(q, false, "connection lost: %s",
-                ac->errstr[0] ? ac->errstr : "closed by the sentinel");
+    sentinel_link_failed(l, false, "connection lost: %s",
+                         ac->errstr[0] ? ac->errstr : "closed by the sentinel");
 }
 
-static void sn_on_auth(redisAsyncContext *ac, void *reply, void *privdata)
+static void link_on_auth(redisAsyncContext *ac, void *reply, void *privdata)
 {
-    struct sentinel_query *q = privdata;
+    struct sentinel_link *l = privdata;
     redisReply *r = reply;
 
-    if (q->ac != ac)
-        return;                 /* a context this query dropped already */
+    if (l->ac != ac)
+        return;                 /* a context the link dropped already */
     if (!r)
-        sn_step_failed(q, false, "connection lost: %s", ac->errstr[0] ? ac->errstr : "closed");
+        sentinel_link_failed(l, false, "connection lost: %s",
+                             ac->errstr[0] ? ac->errstr : "closed");
     else if (r->type == REDIS_REPLY_ERROR)
-        sn_step_failed(q, true, "AUTH: %.160s", r->str);
+        sentinel_link_failed(l, true, "AUTH: %.160s", r->str);  /* freed once this returns */
+}
+
+int sentinel_link_open(struct sentinel_link *l, const struct sentinel *sn,
+                       const struct sentinel_addr *a, struct event_base *base, char *why,
+                       size_t why_size)
+{
+    redisAsyncContext *ac;
+
+    ac = redis_async_open(a->path, a->host, a->port, base, l, link_on_connect,
+                          link_on_disconnect, why, why_size);
+    if (!ac)
+        return -1;
+    /* Pipelined: hiredis sends them once connected; the step timer bounds it all.
+     * AUTH's reply comes first, through the ordinary reply queue, even on a
+     * context hiredis marks subscribed as soon as SUBSCRIBE is queued. */
+    if (sn->password) {
+        const char *auth[2] = { "AUTH", sn->password };
+        size_t auth_lens[2] = { 4, strlen(sn->password) };
+
+        if (redisAsyncCommandArgv(ac, link_on_auth, l, 2, auth, auth_lens) != REDIS_OK) {
+            snprintf(why, why_size, "cannot queue AUTH");
+            ac->data = NULL;
+            redisAsyncFree(ac);
+            return -1;
+        }
+    }
+    l->ac = ac;
+    return 0;
 }
 
 bool sentinel_host_text_ok(const char *s, size_t len)
@@ -313,35 +349,37 @@ static void sn_on_answer(redisAsyncContext *ac, void *reply, void *privdata)
     redisReply *r = reply;
     unsigned port;
 
-    if (q->ac != ac)
+    if (q->link.ac != ac)
         return;
     if (!r) {
-        sn_step_failed(q, false, "connection lost: %s", ac->errstr[0] ? ac->errstr : "closed");
+        sentinel_link_failed(&q->link, false, "connection lost: %s",
+                             ac->errstr[0] ? ac->errstr : "closed");
         return;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        sn_step_failed(q, true, "%.160s", r->str);
+        sentinel_link_failed(&q->link, true, "%.160s", r->str);
         return;
     }
     if (r->type == REDIS_REPLY_NIL) {
-        sn_step_failed(q, true, "does not know master %s", q->sn->name);
+        sentinel_link_failed(&q->link, true, "does not know master %s", q->sn->name);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !sn_host_ok(r->element[0]) ||
         r->element[1]->type != REDIS_REPLY_STRING) {
-        sn_step_failed(q, true, "unexpected answer to SENTINEL get-master-addr-by-name");
+        sentinel_link_failed(&q->link, true,
+                             "unexpected answer to SENTINEL get-master-addr-by-name");
         return;
     }
     port = sentinel_port_of(r->element[1]->str);
     if (!port) {
-        sn_step_failed(q, true, "answered a bad port");
+        sentinel_link_failed(&q->link, true, "answered a bad port");
         return;
     }
     memcpy(q->host, r->element[0]->str, r->element[0]->len);
     q->host[r->element[0]->len] = '\0';
     q->port = port;
     q->found = true;
-    sn_drop(q, true);
+    sentinel_link_drop(&q->link, true);
     sn_kick(q);
 }
 
@@ -354,35 +392,19 @@ static void sn_ask(struct sentinel_query *q)
         const struct sentinel_addr *a = &sn->addrs[q->next];
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", sn->name };
         size_t lens[3] = { 8, 23, strlen(sn->name) };
-        redisAsyncContext *ac;
         char why[256];
 
         q->cur = q->next++;
-        ac = redis_async_open(a->path, a->host, a->port, q->base, q, sn_on_connect,
-                              sn_on_disconnect, why, sizeof(why));
-        if (!ac) {
+        if (sentinel_link_open(&q->link, sn, a, q->base, why, sizeof(why)) < 0) {
             sn_note(q, "%s", why);
             continue;
         }
-        /* Pipelined: hiredis sends them once connected; the timer bounds it all. */
-        if (sn->password) {
-            const char *auth[2] = { "AUTH", sn->password };
-            size_t auth_lens[2] = { 4, strlen(sn->password) };
-
-            if (redisAsyncCommandArgv(ac, sn_on_auth, q, 2, auth, auth_lens) != REDIS_OK) {
-                sn_note(q, "cannot queue AUTH");
-                ac->data = NULL;
-                redisAsyncFree(ac);
-                continue;
-            }
-        }
-        q->ac = ac;
-        if (redisAsyncCommandArgv(ac, sn_on_answer, q, 3, argv, lens) != REDIS_OK) {
+        if (redisAsyncCommandArgv(q->link.ac, sn_on_answer, q, 3, argv, lens) != REDIS_OK) {
             sn_note(q, "cannot queue the question");
-            sn_drop(q, true);
+            sentinel_link_drop(&q->link, true);
             continue;
         }
-        redis_timer_ms(q->step_ev, sn->timeout_ms);
+        redis_timer_ms(q->link.step_ev, sn->timeout_ms);
         return;
     }
     sn_kick(q);
@@ -394,8 +416,8 @@ static void sn_on_step_timeout(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (q->ac)
-        sn_step_failed(q, true, "no answer within %u ms", q->sn->timeout_ms);
+    if (q->link.ac)
+        sentinel_link_failed(&q->link, true, "no answer within %u ms", q->sn->timeout_ms);
 }
 
 static void sn_on_kick(evutil_socket_t fd, short what, void *arg)
@@ -408,7 +430,7 @@ static void sn_on_kick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (!q->busy || q->ac)
+    if (!q->busy || q->link.ac)
         return;
     if (!found && q->next < sn->n_addrs) {
         sn_ask(q);
@@ -439,9 +461,10 @@ int sentinel_query_new(struct sentinel *sn, struct event_base *base, sentinel_cb
     q->base = base;
     q->cb = cb;
     q->arg = arg;
-    q->step_ev = evtimer_new(base, sn_on_step_timeout, q);
+    q->link.failed = sn_link_failed;
+    q->link.step_ev = evtimer_new(base, sn_on_step_timeout, q);
     q->kick_ev = evtimer_new(base, sn_on_kick, q);
-    if (!q->step_ev || !q->kick_ev) {
+    if (!q->link.step_ev || !q->kick_ev) {
         sentinel_query_free(q);
         return -ENOMEM;
     }
@@ -453,9 +476,9 @@ void sentinel_query_free(struct sentinel_query *q)
 {
     if (!q)
         return;
-    sn_drop(q, true);           /* its callbacks run now, with NULL, and return */
-    if (q->step_ev)
-        event_free(q->step_ev);
+    sentinel_link_drop(&q->link, true);           /* its callbacks run now, with NULL, and return */
+    if (q->link.step_ev)
+        event_free(q->link.step_ev);
     if (q->kick_ev)
         event_free(q->kick_ev);
     free(q);

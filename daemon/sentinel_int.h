@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sentinel_int: the shared struct sentinel as sentinel.c (queries) and
- * sentinel_watch.c (the +switch-master watch) see it, and the helpers both
- * use to read what a sentinel says.  Fields under @lock may be read and
- * written from any thread; the rest is set by sentinel_new() and then only
- * read.
+ * sentinel_watch.c (the +switch-master watch) see it, the connection to one
+ * sentinel both hold (struct sentinel_link), and the helpers both use to
+ * read what a sentinel says.  Fields under @lock may be read and written
+ * from any thread; the rest is set by sentinel_new() and then only read.
  */
 #ifndef DIVVY_SENTINEL_INT_H
 #define DIVVY_SENTINEL_INT_H
@@ -14,6 +14,10 @@
 #include <stddef.h>
 
 #include "sentinel.h"
+
+struct event;
+struct event_base;
+struct redisAsyncContext;
 
 struct sentinel_addr {
     char *text;                 /* as configured, for messages */
@@ -33,6 +37,33 @@ struct sentinel {
     char announced[SENTINEL_HOST_MAX + 16]; /* "HOST:PORT" last +switch-master, "" before */
     int last_ok;                /* the sentinel that answered last, -1 before */
 };
+
+/*
+ * A hiredis connection to one sentinel and the timer that bounds its step,
+ * as a query and the watch each hold one (the context ownership rules at the
+ * top of sentinel.c).  The link's callbacks turn a failed connect, a lost
+ * connection or a refused AUTH into one call of @failed, the owner's
+ * reaction (@free_it as for sentinel_link_drop(); @why says what happened).
+ */
+struct sentinel_link {
+    struct redisAsyncContext *ac;   /* NULL between steps */
+    struct event *step_ev;
+    void (*failed)(struct sentinel_link *l, bool free_it, const char *why);
+};
+
+/* Connects @l to sentinel @a (for @sn) on @base and queues AUTH when @sn has
+ * a password, the owner's commands to follow (hiredis pipelines them once
+ * connected).  0; -1 with @why filled when nothing could be started (no
+ * context is left behind, @failed is not called). */
+int sentinel_link_open(struct sentinel_link *l, const struct sentinel *sn,
+                       const struct sentinel_addr *a, struct event_base *base, char *why,
+                       size_t why_size);
+/* Forgets @l's context and stops its step timer; frees the context when
+ * @free_it (else hiredis is freeing it already).  Nothing when no context. */
+void sentinel_link_drop(struct sentinel_link *l, bool free_it);
+/* @l's failure, formatted: calls l->failed. */
+void sentinel_link_failed(struct sentinel_link *l, bool free_it, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* "HOST:PORT" ("[V6]:PORT" for an IPv6 address) into @buf. */
 void sentinel_show(const char *host, unsigned port, char *buf, size_t size);

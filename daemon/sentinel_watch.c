@@ -13,12 +13,12 @@
  * message callback never frees (a bad message is ignored), it only copies
  * the announcement out and kicks a zero timer that reports it; a context is
  * freed by us only from a timer, an AUTH error reply (hiredis defers that
- * free past the callback), or at free, always with w->ac cleared and
+ * free past the callback), or at free, always with w->link.ac cleared and
  * ac->data unset first, so the NULL call it causes returns at once.
  */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +39,8 @@ struct sentinel_watch {
     struct event_base *base;
     sentinel_switch_cb *cb;
     void *arg;
-    redisAsyncContext *ac;      /* the subscription (or its way there), or NULL */
-    struct event *step_ev;      /* bounds connect, AUTH and the confirmation */
+    struct sentinel_link link;  /* the subscription (or its way there); its step
+                                 * timer bounds connect, AUTH and the confirmation */
     struct event *retry_ev;     /* the next attempt */
     struct event *kick_ev;      /* reports the announcement below */
     bool started;
@@ -80,7 +80,7 @@ static void sw_on_retry(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (!w->ac)
+    if (!w->link.ac)
         sw_connect(w);
 }
 
@@ -93,69 +93,25 @@ static void sw_schedule_retry(struct sentinel_watch *w)
  * is freeing it already). */
 static void sw_drop(struct sentinel_watch *w, bool free_it)
 {
-    redisAsyncContext *ac = w->ac;
-
-    if (!ac)
+    if (!w->link.ac)
         return;
-    w->ac = NULL;
     w->subscribed = false;
-    ac->data = NULL;
-    evtimer_del(w->step_ev);
-    if (free_it)
-        redisAsyncFree(ac);
+    sentinel_link_drop(&w->link, free_it);
 }
 
 /* The subscription failed or was lost: the next sentinel, after a backoff.
  * Hits never depend on it, so a line now and then is all it is worth. */
-static void __attribute__((format(printf, 3, 4))) sw_failed(struct sentinel_watch *w,
-                                                            bool free_it, const char *fmt, ...)
+static void sw_link_failed(struct sentinel_link *l, bool free_it, const char *why)
 {
-    char why[256];
-    va_list ap;
+    struct sentinel_watch *w = (struct sentinel_watch *)((char *)l -
+                                                         offsetof(struct sentinel_watch, link));
 
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
     log_ratelimited(&rl_watch, LOG_WARNING,
                     "redis: cannot watch sentinel %s for " SWITCH_CHANNEL " of %s: %s; retrying",
                     w->sn->addrs[w->cur].text, w->sn->name, why);
     sw_drop(w, free_it);
     w->next = (int)((w->cur + 1) % w->sn->n_addrs);
     sw_schedule_retry(w);
-}
-
-static void sw_on_connect(const redisAsyncContext *ac, int status)
-{
-    struct sentinel_watch *w = ac->data;
-
-    if (!w || w->ac != ac || status == REDIS_OK)
-        return;
-    /* hiredis frees the context after this callback. */
-    sw_failed(w, false, "cannot connect: %s", ac->errstr[0] ? ac->errstr : "error");
-}
-
-static void sw_on_disconnect(const redisAsyncContext *ac, int status)
-{
-    struct sentinel_watch *w = ac->data;
-
-    (void)status;
-    if (!w || w->ac != ac)
-        return;
-    sw_failed(w, false, "connection lost: %s",
-              ac->errstr[0] ? ac->errstr : "closed by the sentinel");
-}
-
-static void sw_on_auth(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    struct sentinel_watch *w = privdata;
-    redisReply *r = reply;
-
-    if (w->ac != ac)
-        return;
-    if (!r)
-        sw_failed(w, false, "connection lost: %s", ac->errstr[0] ? ac->errstr : "closed");
-    else if (r->type == REDIS_REPLY_ERROR)
-        sw_failed(w, true, "AUTH: %.160s", r->str);    /* freed once this returns */
 }
 
 /* "<name> <old-ip> <old-port> <new-ip> <new-port>": true, with the new
@@ -194,10 +150,10 @@ static void sw_on_message(redisAsyncContext *ac, void *reply, void *privdata)
     redisReply *r = reply;
     const redisReply *kind;
 
-    if (w->ac != ac)
+    if (w->link.ac != ac)
         return;
     if (!r) {
-        sw_failed(w, false, "connection lost: %s",
+        sentinel_link_failed(&w->link, false, "connection lost: %s",
                   ac->errstr[0] ? ac->errstr : "closed by the sentinel");
         return;
     }
@@ -209,7 +165,7 @@ static void sw_on_message(redisAsyncContext *ac, void *reply, void *privdata)
     if (strcmp(kind->str, "subscribe") == 0) {
         w->subscribed = true;
         w->backoff_ms = 0;
-        evtimer_del(w->step_ev);
+        evtimer_del(w->link.step_ev);
         log_msg(LOG_DEBUG, "redis: watching sentinel %s for " SWITCH_CHANNEL " of %s",
                 w->sn->addrs[w->cur].text, w->sn->name);
         return;
@@ -249,8 +205,8 @@ static void sw_on_step_timeout(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (w->ac && !w->subscribed)
-        sw_failed(w, true, "not subscribed within %u ms", w->sn->timeout_ms);
+    if (w->link.ac && !w->subscribed)
+        sentinel_link_failed(&w->link, true, "not subscribed within %u ms", w->sn->timeout_ms);
 }
 
 static void sw_connect(struct sentinel_watch *w)
@@ -258,8 +214,6 @@ static void sw_connect(struct sentinel_watch *w)
     struct sentinel *sn = w->sn;
     const char *argv[2] = { "SUBSCRIBE", SWITCH_CHANNEL };
     size_t lens[2] = { 9, sizeof(SWITCH_CHANNEL) - 1 };
-    const struct sentinel_addr *a;
-    redisAsyncContext *ac;
     char why[256];
     int idx = w->next;
 
@@ -269,31 +223,15 @@ static void sw_connect(struct sentinel_watch *w)
         pthread_mutex_unlock(&sn->lock);
     }
     w->cur = idx >= 0 && (unsigned)idx < sn->n_addrs ? (unsigned)idx : 0;
-    a = &sn->addrs[w->cur];
-    ac = redis_async_open(a->path, a->host, a->port, w->base, w, sw_on_connect,
-                          sw_on_disconnect, why, sizeof(why));
-    if (!ac) {
-        sw_failed(w, false, "%s", why);
+    if (sentinel_link_open(&w->link, sn, &sn->addrs[w->cur], w->base, why, sizeof(why)) < 0) {
+        sentinel_link_failed(&w->link, false, "%s", why);
         return;
     }
-    w->ac = ac;
-    /* Pipelined: hiredis sends them once connected; the timer bounds it all.
-     * AUTH's reply comes first, through the ordinary reply queue, even though
-     * hiredis marks the context subscribed as soon as SUBSCRIBE is queued. */
-    if (sn->password) {
-        const char *auth[2] = { "AUTH", sn->password };
-        size_t auth_lens[2] = { 4, strlen(sn->password) };
-
-        if (redisAsyncCommandArgv(ac, sw_on_auth, w, 2, auth, auth_lens) != REDIS_OK) {
-            sw_failed(w, true, "cannot queue AUTH");
-            return;
-        }
-    }
-    if (redisAsyncCommandArgv(ac, sw_on_message, w, 2, argv, lens) != REDIS_OK) {
-        sw_failed(w, true, "cannot queue SUBSCRIBE");
+    if (redisAsyncCommandArgv(w->link.ac, sw_on_message, w, 2, argv, lens) != REDIS_OK) {
+        sentinel_link_failed(&w->link, true, "cannot queue SUBSCRIBE");
         return;
     }
-    redis_timer_ms(w->step_ev, sn->timeout_ms);
+    redis_timer_ms(w->link.step_ev, sn->timeout_ms);
 }
 
 int sentinel_watch_new(struct sentinel *sn, struct event_base *base, sentinel_switch_cb *cb,
@@ -309,10 +247,11 @@ int sentinel_watch_new(struct sentinel *sn, struct event_base *base, sentinel_sw
     w->cb = cb;
     w->arg = arg;
     w->next = -1;
-    w->step_ev = evtimer_new(base, sw_on_step_timeout, w);
+    w->link.failed = sw_link_failed;
+    w->link.step_ev = evtimer_new(base, sw_on_step_timeout, w);
     w->retry_ev = evtimer_new(base, sw_on_retry, w);
     w->kick_ev = evtimer_new(base, sw_on_kick, w);
-    if (!w->step_ev || !w->retry_ev || !w->kick_ev) {
+    if (!w->link.step_ev || !w->retry_ev || !w->kick_ev) {
         sentinel_watch_free(w);
         return -ENOMEM;
     }
@@ -325,8 +264,8 @@ void sentinel_watch_free(struct sentinel_watch *w)
     if (!w)
         return;
     sw_drop(w, true);           /* its callbacks run now, with NULL, and return */
-    if (w->step_ev)
-        event_free(w->step_ev);
+    if (w->link.step_ev)
+        event_free(w->link.step_ev);
     if (w->retry_ev)
         event_free(w->retry_ev);
     if (w->kick_ev)

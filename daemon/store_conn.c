@@ -150,15 +150,22 @@ static void deadline_arm(struct store_conn *sc, uint64_t at)
     sc->deadline_at = now + at;
 }
 
-static void fifo_push(struct store_conn *sc, struct sreq *q)
+/* Appends @q to the queue *@head .. *@tail (sent, or waiting) under its deadline. */
+static void queue_push(struct store_conn *sc, struct sreq **head, struct sreq **tail,
+                       struct sreq *q)
 {
     q->next = NULL;
-    if (sc->tail)
-        sc->tail->next = q;
+    if (*tail)
+        (*tail)->next = q;
     else
-        sc->head = q;
-    sc->tail = q;
+        *head = q;
+    *tail = q;
     deadline_arm(sc, q->deadline);
+}
+
+static void fifo_push(struct store_conn *sc, struct sreq *q)
+{
+    queue_push(sc, &sc->head, &sc->tail, q);
 }
 
 static void fifo_remove(struct store_conn *sc, struct sreq *q)
@@ -187,13 +194,7 @@ static bool discovering(const struct store_conn *sc)
 /* A request accepted while discovering waits, in order, for the master. */
 static void wait_push(struct store_conn *sc, struct sreq *q)
 {
-    q->next = NULL;
-    if (sc->wait_tail)
-        sc->wait_tail->next = q;
-    else
-        sc->wait_head = q;
-    sc->wait_tail = q;
-    deadline_arm(sc, q->deadline);
+    queue_push(sc, &sc->wait_head, &sc->wait_tail, q);
 }
 
 static void finish(struct store_conn *sc, struct sreq *q, const struct store_reply *rep);

@@ -30,6 +30,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "clock.h"
 #include "divvy.h"
 
@@ -220,15 +221,12 @@ static int write_all(int fd, const char *p, size_t len)
 
 static int record_latency(struct bench_thread *t, uint64_t ns)
 {
-    if (t->n_lat == t->cap_lat) {
-        size_t cap = t->cap_lat ? t->cap_lat * 2 : 65536;
-        uint64_t *n = realloc(t->lat, cap * sizeof(*n));
+    uint64_t *grown;
 
-        if (!n)
-            return -ENOMEM;
-        t->lat = n;
-        t->cap_lat = cap;
-    }
+    grown = array_grow(t->lat, t->n_lat, &t->cap_lat, sizeof(*grown), 65536, SIZE_MAX);
+    if (!grown)
+        return -ENOMEM;
+    t->lat = grown;
     t->lat[t->n_lat++] = ns;
     return 0;
 }

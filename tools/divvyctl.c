@@ -174,8 +174,13 @@ void ctl_getopt_reset(void)
     opterr = 0;
 }
 
-enum ctl_opt ctl_common_opt(struct ctl *ctl, const struct ctl_cmd *cmd, int opt,
-                            const char *arg, char *const *argv)
+enum ctl_opt { CTL_OPT_DONE = 0, CTL_OPT_OTHER, CTL_OPT_HELP, CTL_OPT_BAD };
+
+/* Handles @opt if it is a common option (or getopt's '?'/':'): CTL_OPT_DONE;
+ * CTL_OPT_HELP after printing the command's help; CTL_OPT_BAD after a usage
+ * message; CTL_OPT_OTHER when the command must handle it. */
+static enum ctl_opt ctl_common_opt(struct ctl *ctl, const struct ctl_cmd *cmd, int opt,
+                                   const char *arg, char *const *argv)
 {
     long v;
 
@@ -216,6 +221,26 @@ enum ctl_opt ctl_common_opt(struct ctl *ctl, const struct ctl_cmd *cmd, int opt,
     }
 }
 
+int ctl_getopt(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv,
+               const char *shortopts, const struct option *longopts)
+{
+    int opt;
+
+    while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
+        case CTL_OPT_DONE:
+            break;
+        case CTL_OPT_HELP:
+            return CTL_GETOPT_HELP;
+        case CTL_OPT_BAD:
+            return CTL_GETOPT_BAD;
+        case CTL_OPT_OTHER:
+            return opt;
+        }
+    }
+    return CTL_GETOPT_END;
+}
+
 /* Parses only the common options; for commands that have no others. */
 int ctl_simple_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
@@ -223,24 +248,29 @@ int ctl_simple_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char *
     int opt;
 
     ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS, longopts, NULL)) != -1) {
-        switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
-        case CTL_OPT_DONE:
-            break;
-        case CTL_OPT_HELP:
-            return -1;
-        default:
-            /* CTL_OPT_OTHER cannot happen: every option is common. */
-            return -2;
-        }
-    }
-    return optind;
+    /* Every option is common: ctl_getopt() returns none of them. */
+    opt = ctl_getopt(ctl, cmd, argc, argv, ":" CTL_SHORTOPTS, longopts);
+    return opt < 0 ? opt : optind;
 }
 
-/* Maps ctl_simple_opts()' negative results to exit codes. */
+bool ctl_bare_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv,
+                   int *ret_exit)
+{
+    int r = ctl_simple_opts(ctl, cmd, argc, argv);
+
+    if (r < 0)
+        *ret_exit = ctl_opts_exit(r);
+    else if (r != argc)
+        *ret_exit = ctl_usage(cmd, "takes no arguments");
+    else
+        return true;
+    return false;
+}
+
+/* Maps ctl_getopt()'s and ctl_simple_opts()' negative results to exit codes. */
 int ctl_opts_exit(int r)
 {
-    return r == -1 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+    return r == CTL_GETOPT_HELP ? CTL_EXIT_OK : CTL_EXIT_USAGE;
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
@@ -264,20 +294,13 @@ int main(int argc, char **argv)
     unsetenv("DIVVY_PATH");
     /* Global options stop at the command word ("+"). */
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+:" CTL_SHORTOPTS "V", longopts, NULL)) != -1) {
-        if (opt == 'V') {
-            printf("divvyctl %s (libdivvy API %d.%d)\n", DIVVY_VERSION, DIVVY_VERSION_MAJOR,
-                   DIVVY_VERSION_MINOR);
-            return CTL_EXIT_OK;
-        }
-        switch (ctl_common_opt(&ctl, NULL, opt, optarg, argv)) {
-        case CTL_OPT_DONE:
-            break;
-        case CTL_OPT_HELP:
-            return CTL_EXIT_OK;
-        default:
-            return CTL_EXIT_USAGE;
-        }
+    opt = ctl_getopt(&ctl, NULL, argc, argv, "+:" CTL_SHORTOPTS "V", longopts);
+    if (opt < 0)
+        return ctl_opts_exit(opt);
+    if (opt == 'V') {
+        printf("divvyctl %s (libdivvy API %d.%d)\n", DIVVY_VERSION, DIVVY_VERSION_MAJOR,
+               DIVVY_VERSION_MINOR);
+        return CTL_EXIT_OK;
     }
     if (optind >= argc) {
         ctl_print_main_help(stderr);

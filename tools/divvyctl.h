@@ -62,22 +62,32 @@ struct ctl_cmd;
     { "json", no_argument, NULL, 'j' },                         \
     { "help", no_argument, NULL, 'h' }
 
-enum ctl_opt { CTL_OPT_DONE = 0, CTL_OPT_OTHER, CTL_OPT_HELP, CTL_OPT_BAD };
+/* What ctl_getopt() returns besides an option character (the last two also
+ * ctl_simple_opts()). */
+enum { CTL_GETOPT_END = 0, CTL_GETOPT_HELP = -1, CTL_GETOPT_BAD = -2 };
 
 /* Starts option parsing of a subcommand's argv (argv[0] is its name). */
 void ctl_getopt_reset(void);
-/* Handles @opt if it is a common option (or getopt's '?'/':'): CTL_OPT_DONE;
- * CTL_OPT_HELP after printing the command's help; CTL_OPT_BAD after a usage
- * message; CTL_OPT_OTHER when the command must handle it. */
-enum ctl_opt ctl_common_opt(struct ctl *ctl, const struct ctl_cmd *cmd, int opt,
-                            const char *arg, char *const *argv);
+/* The next option of the command's own (getopt_long() over @shortopts and
+ * @longopts, which include CTL_SHORTOPTS and CTL_LONGOPTS): its character,
+ * its value in optarg.  The common options are handled on the way.
+ * CTL_GETOPT_END at the first operand (optind); CTL_GETOPT_HELP after
+ * printing the command's help (the main help when @cmd is NULL);
+ * CTL_GETOPT_BAD after a usage message (an unknown option, a missing value). */
+int ctl_getopt(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv,
+               const char *shortopts, const struct option *longopts);
 
 /* Parses a decimal in [@min, @max] into *@ret; -EINVAL otherwise. */
 int ctl_parse_int(const char *text, long min, long max, long *ret);
 /* Parses only the common options; for commands that have no others: the
- * index of the first operand, -1 after --help, -2 after a usage message. */
+ * index of the first operand, CTL_GETOPT_HELP after --help, CTL_GETOPT_BAD
+ * after a usage message. */
 int ctl_simple_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
-/* Maps ctl_simple_opts()' negative results to exit codes. */
+/* ctl_simple_opts() for a command that takes no operands: true when it goes
+ * on; false when it is done (--help, a usage message), *ret_exit its exit code. */
+bool ctl_bare_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv,
+                   int *ret_exit);
+/* Maps ctl_getopt()'s and ctl_simple_opts()' negative results to exit codes. */
 int ctl_opts_exit(int r);
 
 /* Prints "divvyctl: <msg>" to stderr; returns @code. */
@@ -103,11 +113,30 @@ void ctl_parse_err(const char *line, char *code, size_t code_size, char *reason,
 int ctl_err_reply(const struct ctl *ctl, const char *verb, const char *line);
 /* Maps libdivvy error @r of @verb to an exit code and prints why. */
 int ctl_client_error(struct ctl *ctl, const char *verb, int r);
+/* Sends @line (connecting first): 0 with any reply, ERR too, in *ret_lines and
+ * *ret_n as divvy_command(); a failure is printed and turned into an exit code
+ * (> 0), and nothing is returned. */
+int ctl_send(struct ctl *ctl, const char *verb, const char *line, char ***ret_lines,
+             size_t *ret_n);
 /* Sends @line; on an OK reply fills *ret_lines and *ret_n as divvy_command() and
  * returns 0.  An ERR reply or a failure is printed and turned into an exit
  * code (> 0); then nothing is returned. */
 int ctl_command(struct ctl *ctl, const char *verb, const char *line, char ***ret_lines,
                 size_t *ret_n);
+
+/* A listing's reply and what printing it needs. */
+struct ctl_list {
+    char **lines;               /* the reply, "OK ..." first (divvy_command()) */
+    size_t n;
+    struct ctl_fields *f;       /* one parse buffer, reused line by line */
+    json_t *arr;                /* with --json: an array for the rows, else NULL */
+};
+/* ctl_command() of a listing: on success fills *ret (free with
+ * ctl_list_free()) and returns 0; else an exit code (> 0) after printing why,
+ * and *ret holds nothing to free. */
+int ctl_list_fetch(struct ctl *ctl, const char *verb, const char *line, struct ctl_list *ret);
+/* Frees what ctl_list_fetch() filled in (and a NULL arr it handed on). */
+void ctl_list_free(struct ctl_list *l);
 
 /* ---- divvyctl_fmt.c ---------------------------------------------------- */
 

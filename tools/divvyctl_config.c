@@ -21,6 +21,7 @@
 #include "config.h"
 #include "diag.h"
 #include "divvyctl.h"
+#include "fdio.h"
 #include "rules.h"
 
 const char ctl_help_check[] =
@@ -134,23 +135,14 @@ static json_t *ctl_json_diag(const struct diag *d, const char *path, int r)
 
 int cmd_check(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
-    static const struct option longopts[] = { CTL_LONGOPTS, { NULL, 0, NULL, 0 } };
     struct diag *d = NULL;
     json_t *files = NULL;
-    int opt, status = CTL_EXIT_OK;
+    int first, status = CTL_EXIT_OK;
 
-    ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS, longopts, NULL)) != -1) {
-        switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
-        case CTL_OPT_DONE:
-            break;
-        case CTL_OPT_HELP:
-            return CTL_EXIT_OK;
-        default:
-            return CTL_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc)
+    first = ctl_simple_opts(ctl, cmd, argc, argv);
+    if (first < 0)
+        return ctl_opts_exit(first);
+    if (first >= argc)
         return ctl_usage(cmd, "needs at least one FILE");
     d = malloc(sizeof(*d));
     if (!d)
@@ -240,22 +232,6 @@ static int ctl_tmp_beside(const char *out, char *tmp, size_t size)
     return fd < 0 ? -errno : fd;
 }
 
-static int ctl_write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 int cmd_convert(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -272,22 +248,13 @@ int cmd_convert(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
     int opt, r, fd = -1, status;
 
     ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "o:", longopts, NULL)) != -1) {
-        switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
-        case CTL_OPT_DONE:
-            break;
-        case CTL_OPT_HELP:
-            return CTL_EXIT_OK;
-        case CTL_OPT_OTHER:
-            if (opt == 'o') {
-                out = optarg;
-                break;
-            }
+    while ((opt = ctl_getopt(ctl, cmd, argc, argv, ":" CTL_SHORTOPTS "o:", longopts)) > 0) {
+        if (opt != 'o')
             return ctl_usage(cmd, "unknown option");
-        default:
-            return CTL_EXIT_USAGE;
-        }
+        out = optarg;
     }
+    if (opt < 0)
+        return ctl_opts_exit(opt);
     if (ctl_no_json(ctl, cmd))
         return CTL_EXIT_USAGE;
     if (optind + 1 != argc)
@@ -346,7 +313,7 @@ int cmd_convert(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
             goto out;
         }
     }
-    r = ctl_write_all(fd, text, len);
+    r = fdio_write_all(fd, text, len);
     if (r == 0 && out && fsync(fd) < 0)
         r = -errno;
     if (r == 0 && fchmod(fd, 0644) < 0)

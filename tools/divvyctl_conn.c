@@ -135,6 +135,18 @@ int ctl_err_reply(const struct ctl *ctl, const char *verb, const char *line)
     return ctl_fail(CTL_EXIT_FAILURE, "divvyd: %s: %s", code, reason);
 }
 
+int ctl_send(struct ctl *ctl, const char *verb, const char *line, char ***ret_lines,
+             size_t *ret_n)
+{
+    int r;
+
+    r = ctl_connect(ctl);
+    if (r > 0)
+        return r;
+    r = divvy_command(ctl->h, line, ret_lines, ret_n);
+    return r < 0 ? ctl_client_error(ctl, verb, r) : 0;
+}
+
 int ctl_command(struct ctl *ctl, const char *verb, const char *line, char ***ret_lines,
                 size_t *ret_n)
 {
@@ -142,12 +154,9 @@ int ctl_command(struct ctl *ctl, const char *verb, const char *line, char ***ret
     size_t n = 0;
     int r;
 
-    r = ctl_connect(ctl);
+    r = ctl_send(ctl, verb, line, &lines, &n);
     if (r > 0)
         return r;
-    r = divvy_command(ctl->h, line, &lines, &n);
-    if (r < 0)
-        return ctl_client_error(ctl, verb, r);
     if (n == 0 || strncmp(lines[0], "OK", 2) != 0 || (lines[0][2] && lines[0][2] != ' ')) {
         if (n > 0 && strncmp(lines[0], "ERR ", 4) == 0)
             r = ctl_err_reply(ctl, verb, lines[0]);
@@ -160,4 +169,34 @@ int ctl_command(struct ctl *ctl, const char *verb, const char *line, char ***ret
     *ret_lines = lines;
     *ret_n = n;
     return 0;
+}
+
+int ctl_list_fetch(struct ctl *ctl, const char *verb, const char *line, struct ctl_list *ret)
+{
+    struct ctl_list l = { NULL, 0, NULL, NULL };
+    int r;
+
+    r = ctl_command(ctl, verb, line, &l.lines, &l.n);
+    if (r > 0)
+        return r;
+    /* One parse buffer, reused: a config may hold 100,000 rules. */
+    l.f = malloc(sizeof(*l.f));
+    l.arr = ctl->json ? json_array() : NULL;
+    if (!l.f || (ctl->json && !l.arr)) {
+        ctl_list_free(&l);
+        return ctl_fail(CTL_EXIT_FAILURE, "out of memory");
+    }
+    *ret = l;
+    return 0;
+}
+
+void ctl_list_free(struct ctl_list *l)
+{
+    json_decref(l->arr);
+    free(l->f);
+    divvy_lines_free(l->lines, l->n);
+    l->arr = NULL;
+    l->f = NULL;
+    l->lines = NULL;
+    l->n = 0;
 }

@@ -59,34 +59,23 @@ int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
     };
     struct top_state st = { .generation = UINT64_MAX };
     size_t wr = 4, wa = 5;
-    char *end;
     int opt, r;
 
     ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "r:m:", longopts, NULL)) != -1) {
-        switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
-        case CTL_OPT_DONE:
-            continue;
-        case CTL_OPT_HELP:
-            return CTL_EXIT_OK;
-        case CTL_OPT_BAD:
-            return CTL_EXIT_USAGE;
-        case CTL_OPT_OTHER:
-            break;
-        }
+    while ((opt = ctl_getopt(ctl, cmd, argc, argv, ":" CTL_SHORTOPTS "r:m:", longopts)) > 0) {
         if (opt == 'r') {
             if (!top_valid_rule(optarg))
                 return ctl_usage(cmd, "--rule: '%s' is not a rule label or id", optarg);
             st.rule = optarg;
         } else if (opt == 'm') {
-            errno = 0;
-            st.max = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || st.max < 1 || st.max > LOCKED_ROWS)
+            if (ctl_parse_int(optarg, 1, LOCKED_ROWS, &st.max) < 0)
                 return ctl_usage(cmd, "--max: '%s' is not 1 to %d", optarg, LOCKED_ROWS);
         } else {
             return ctl_usage(cmd, "unknown option");
         }
     }
+    if (opt < 0)
+        return ctl_opts_exit(opt);
     if (optind != argc)
         return ctl_usage(cmd, "takes no arguments");
 

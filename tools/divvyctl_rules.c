@@ -184,12 +184,9 @@ static int report_request(struct ctl *ctl, const char *req, const char *what)
     size_t n = 0;
     int r;
 
-    r = ctl_connect(ctl);
+    r = ctl_send(ctl, what, req, &lines, &n);
     if (r > 0)
         return r;
-    r = divvy_command(ctl->h, req, &lines, &n);
-    if (r < 0)
-        return ctl_client_error(ctl, what, r);
     if (n > 0 && strncmp(lines[0], "ERR reload-failed", 17) == 0)
         r = rejected(ctl, lines[0], what);
     else if (n > 0 && strncmp(lines[0], "ERR ", 4) == 0)
@@ -218,27 +215,17 @@ static int edit_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char 
     if (ret_replace)
         *ret_replace = false;
     ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "n", longopts, NULL)) != -1) {
-        switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
-        case CTL_OPT_DONE:
-            continue;
-        case CTL_OPT_HELP:
-            return -1;
-        case CTL_OPT_BAD:
-            return -2;
-        case CTL_OPT_OTHER:
-            break;
-        }
+    while ((opt = ctl_getopt(ctl, cmd, argc, argv, ":" CTL_SHORTOPTS "n", longopts)) > 0) {
         if (opt == 'R' && ret_replace) {
             *ret_replace = true;
         } else if (opt == 'n') {
             *ret_dry = true;
         } else {
             ctl_usage(cmd, "unknown option");
-            return -2;
+            return CTL_GETOPT_BAD;
         }
     }
-    return optind;
+    return opt < 0 ? opt : optind;
 }
 
 int cmd_reload(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
@@ -255,19 +242,17 @@ int cmd_reload(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
         return ctl_opts_exit(r);
     if (r != argc)
         return ctl_usage(cmd, "takes no arguments");
-    r = ctl_connect(ctl);
+    r = ctl_send(ctl, "RELOAD", dry ? "RELOAD dry_run=true" : "RELOAD diff=true", &lines, &n);
     if (r > 0)
         return r;
-    r = divvy_command(ctl->h, dry ? "RELOAD dry_run=true" : "RELOAD diff=true", &lines, &n);
-    if (r < 0)
-        return ctl_client_error(ctl, "RELOAD", r);
     /* A divvyd from before the report: a plain RELOAD (no dry run there). */
     if (n > 0 && strncmp(lines[0], "ERR bad-request", 15) == 0 && !dry) {
         divvy_lines_free(lines, n);
         lines = NULL;
-        r = divvy_command(ctl->h, "RELOAD", &lines, &n);
-        if (r < 0)
-            return ctl_client_error(ctl, "RELOAD", r);
+        n = 0;
+        r = ctl_send(ctl, "RELOAD", "RELOAD", &lines, &n);
+        if (r > 0)
+            return r;
     }
     if (n > 0 && strncmp(lines[0], "ERR reload-failed", 17) == 0) {
         r = rejected(ctl, lines[0], "reload");
@@ -336,40 +321,30 @@ static ssize_t read_dropin(const char *path, char *buf, size_t size)
 
 static int dropin_list(struct ctl *ctl)
 {
-    char **lines = NULL;
-    size_t n = 0;
-    struct ctl_fields *f;
-    json_t *arr = NULL;
+    struct ctl_list l;
     int r;
 
-    r = ctl_command(ctl, "DROPIN", "DROPIN op=list", &lines, &n);
+    r = ctl_list_fetch(ctl, "DROPIN", "DROPIN op=list", &l);
     if (r > 0)
         return r;
-    f = malloc(sizeof(*f));
-    arr = ctl->json ? json_array() : NULL;
-    if (!f || (ctl->json && !arr)) {
-        r = ctl_fail(CTL_EXIT_FAILURE, "out of memory");
-        goto out;
-    }
     if (!ctl->json)
         printf("%-24s %-20s %6s %8s %8s  %s\n", "DROP-IN", "RULE", "LINE", "LIMIT", "PER",
                "MATCH");
-    for (size_t i = 1; i < n; i++) {
-        if (ctl_fields_parse(lines[i], f) < 0)
+    for (size_t i = 1; i < l.n; i++) {
+        const struct ctl_fields *f = l.f;
+
+        if (ctl_fields_parse(l.lines[i], l.f) < 0)
             continue;
-        if (arr)
-            json_array_append_new(arr, fields_json(f));
+        if (l.arr)
+            json_array_append_new(l.arr, fields_json(f));
         else
             printf("%-24s %-20s %6s %8s %8s  %s\n", ctl_field(f, "dropin"), ctl_field(f, "rule"),
                    ctl_field(f, "line"), ctl_field(f, "credit_limit"),
                    ctl_field(f, "reset_seconds"), ctl_field(f, "match"));
     }
-    r = arr ? ctl_json_print(json_pack("{s:o}", "dropins", arr)) : CTL_EXIT_OK;
-    arr = NULL;
-out:
-    json_decref(arr);
-    free(f);
-    divvy_lines_free(lines, n);
+    r = l.arr ? ctl_json_print(json_pack("{s:o}", "dropins", l.arr)) : CTL_EXIT_OK;
+    l.arr = NULL;
+    ctl_list_free(&l);
     return r;
 }
 

@@ -145,11 +145,8 @@ int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
     json_t *doc, *stats;
     int r;
 
-    r = ctl_simple_opts(ctl, cmd, argc, argv);
-    if (r < 0)
-        return ctl_opts_exit(r);
-    if (r != argc)
-        return ctl_usage(cmd, "takes no arguments");
+    if (!ctl_bare_opts(ctl, cmd, argc, argv, &r))
+        return r;
 
     r = ctl_connect(ctl);
     if (r > 0)
@@ -260,30 +257,21 @@ int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     static const char *const heads[] = { "#", "ID", "LIMIT", "PER", "ALGORITHM", "POLICY",
                                          "SOURCE", "FAST", "ACTOR", "MATCH" };
     enum { N_COLS = sizeof(cols) / sizeof(cols[0]) };
-    struct ctl_fields *f = NULL;
-    char **lines = NULL, cell[64];
-    size_t n = 0, width[N_COLS];
-    json_t *doc = NULL, *arr = NULL;
+    struct ctl_list l;
+    struct ctl_fields *f;
+    char cell[64];
+    size_t width[N_COLS];
     int r;
 
     /* rules add|remove|list: the rules service (divvyctl_rules.c). */
     if (ctl_rules_edit_wanted(argc, argv))
         return cmd_rules_edit(ctl, cmd, argc, argv);
-    r = ctl_simple_opts(ctl, cmd, argc, argv);
-    if (r < 0)
-        return ctl_opts_exit(r);
-    if (r != argc)
-        return ctl_usage(cmd, "takes no arguments");
-    r = ctl_command(ctl, "RULES", "RULES", &lines, &n);
+    if (!ctl_bare_opts(ctl, cmd, argc, argv, &r))
+        return r;
+    r = ctl_list_fetch(ctl, "RULES", "RULES", &l);
     if (r > 0)
         return r;
-    /* One parse buffer, reused: a config may hold 100,000 rules. */
-    f = malloc(sizeof(*f));
-    arr = ctl->json ? json_array() : NULL;
-    if (!f || (ctl->json && !arr)) {
-        r = ctl_fail(CTL_EXIT_FAILURE, "out of memory");
-        goto out;
-    }
+    f = l.f;
     for (size_t c = 0; c < N_COLS; c++)
         width[c] = strlen(heads[c]);
     /* Text: two passes, widths then rows; PER is shown as a duration. */
@@ -293,14 +281,14 @@ int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
                 printf("%-*s%s", c + 1 < N_COLS ? (int)width[c] : 0, heads[c],
                        c + 1 < N_COLS ? "  " : "\n");
         }
-        for (size_t i = 1; i < n; i++) {
-            if (ctl_fields_parse(lines[i], f) < 0) {
+        for (size_t i = 1; i < l.n; i++) {
+            if (ctl_fields_parse(l.lines[i], f) < 0) {
                 r = ctl_fail(CTL_EXIT_UNAVAILABLE, "divvyd sent a RULES line divvyctl cannot "
-                             "read: %s", lines[i]);
+                             "read: %s", l.lines[i]);
                 goto out;
             }
-            if (arr) {
-                json_array_append_new(arr, ctl_json_rule(f));
+            if (l.arr) {
+                json_array_append_new(l.arr, ctl_json_rule(f));
                 continue;
             }
             for (size_t c = 0; c < N_COLS; c++) {
@@ -325,17 +313,14 @@ int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
             }
         }
     }
-    if (arr) {
-        doc = json_pack("{s:o}", "rules", arr);
-        arr = NULL;
-        r = ctl_json_print(doc);
+    if (l.arr) {
+        r = ctl_json_print(json_pack("{s:o}", "rules", l.arr));
+        l.arr = NULL;
         goto out;
     }
     r = CTL_EXIT_OK;
 out:
-    json_decref(arr);
-    free(f);
-    divvy_lines_free(lines, n);
+    ctl_list_free(&l);
     return r;
 }
 
@@ -348,11 +333,8 @@ int cmd_stats(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     json_t *doc;
     int r;
 
-    r = ctl_simple_opts(ctl, cmd, argc, argv);
-    if (r < 0)
-        return ctl_opts_exit(r);
-    if (r != argc)
-        return ctl_usage(cmd, "takes no arguments");
+    if (!ctl_bare_opts(ctl, cmd, argc, argv, &r))
+        return r;
     r = ctl_command(ctl, "STATS", "STATS", &lines, &n);
     if (r > 0)
         return r;

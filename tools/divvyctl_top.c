@@ -457,17 +457,8 @@ int cmd_top(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     int opt, r;
 
     ctl_getopt_reset();
-    while ((opt = getopt_long(argc, argv, ":" CTL_SHORTOPTS "1i:r:m:S:", longopts, NULL)) != -1) {
-        switch (ctl_common_opt(ctl, cmd, opt, optarg, argv)) {
-        case CTL_OPT_DONE:
-            continue;
-        case CTL_OPT_HELP:
-            return CTL_EXIT_OK;
-        case CTL_OPT_BAD:
-            return CTL_EXIT_USAGE;
-        case CTL_OPT_OTHER:
-            break;
-        }
+    while ((opt = ctl_getopt(ctl, cmd, argc, argv, ":" CTL_SHORTOPTS "1i:r:m:S:",
+                             longopts)) > 0) {
         if (counters && (opt == '1' || opt == 'i'))
             return ctl_usage(cmd, "prints once; --once and --interval are top's");
         switch (opt) {
@@ -487,9 +478,7 @@ int cmd_top(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
             st.rule = optarg;
             break;
         case 'm':
-            errno = 0;
-            st.max = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || st.max < 1 || st.max > TOP_MAX_ROWS)
+            if (ctl_parse_int(optarg, 1, TOP_MAX_ROWS, &st.max) < 0)
                 return ctl_usage(cmd, "--max: '%s' is not 1 to %d", optarg, TOP_MAX_ROWS);
             break;
         case 'S':
@@ -504,6 +493,8 @@ int cmd_top(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
             return ctl_usage(cmd, "unknown option");
         }
     }
+    if (opt < 0)
+        return ctl_opts_exit(opt);
     if (optind != argc)
         return ctl_usage(cmd, "takes no arguments");
     if (ctl->json)
