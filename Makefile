@@ -17,7 +17,8 @@ VERSION   := 0.1.0
 SOVERSION := 0
 
 # Dependencies of the daemon and of common/'s config loaders.
-PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis libsystemd libmicrohttpd
+PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis libsystemd libmicrohttpd \
+             libnghttp2 libprotobuf-c
 TEST_PKGS := cmocka
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -27,7 +28,7 @@ WARN += -Werror
 endif
 ARCH_FLAGS := $(if $(filter x86_64,$(shell uname -m)),-mcx16,)
 BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(ARCH_FLAGS) $(WARN) -MMD -MP \
-               -D_GNU_SOURCE -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon -Ilibclient
+               -D_GNU_SOURCE -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon -Ilibclient -I$(B)/gen
 SAN_FLAGS ?=
 
 pc_cflags = $(shell $(PKG_CONFIG) --cflags $(1) 2>/dev/null)
@@ -48,7 +49,13 @@ ITEST_SRCS  := $(wildcard tests/integration/test_*.c)
 ITEST_LIB   := $(filter-out $(ITEST_SRCS),$(wildcard tests/integration/*.c))
 
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
-DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(B)/%.o)
+# The RLS listener's messages (daemon/rls_msg.c): C generated from proto/ by
+# protoc-c at build time into $(B)/gen/ (docs/rls.md).
+PROTO_SRCS  := $(shell find proto -name '*.proto' 2>/dev/null | sort)
+PROTO_GEN_C := $(PROTO_SRCS:proto/%.proto=$(B)/gen/%.pb-c.c)
+PROTO_GEN_H := $(PROTO_GEN_C:%.c=%.h)
+PROTO_OBJS  := $(PROTO_GEN_C:%.c=%.o)
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(B)/%.o) $(PROTO_OBJS)
 # Every daemon module but main.c, in an archive the daemon's tests link.
 DAEMON_LIB_OBJS := $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS))
 CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o)
@@ -123,6 +130,14 @@ deps-check:
 $(B)/%.o: %.c Makefile
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# protoc-c (Debian's protobuf-c-compiler) writes each .proto's .pb-c.c/.h.
+$(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(B)/gen
+	protoc-c -Iproto --c_out=$(B)/gen $<
+$(B)/gen/%.o: $(B)/gen/%.c Makefile
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(PROTO_OBJS) $(filter $(B)/daemon/rls%.o,$(DAEMON_OBJS)): $(PROTO_GEN_H)
 
 $(LIBCOMMON): $(COMMON_OBJS)
 	@mkdir -p $(@D)

@@ -146,6 +146,16 @@ int config_load(const char *path, struct config **ret, struct diag *reterr);
 void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *ret_unix,
                         unsigned *ret_total);
 
+/* The protocol a server.listen address speaks (docs/config.md "listen"). */
+enum config_proto {
+    CONFIG_PROTO_DIVVY = 0,     /* "unix:PATH", "tcp:HOST:PORT": divvy's line protocol */
+    CONFIG_PROTO_RLS,           /* "rls:unix:PATH", "rls:tcp:HOST:PORT": Envoy RLS v3 (docs/rls.md) */
+};
+
+/* The one place a listen address's prefix names its protocol: sets *ret
+ * and returns the address after the prefix ("unix:..." or "tcp:..."). */
+const char *config_listen_proto(const char *addr, enum config_proto *ret);
+
 /* Frees the config and everything it owns.  NULL-safe. */
 void config_free(struct config *cfg);
 

@@ -27,9 +27,34 @@ static const char *const conf_table_names[] = {
 static const char *const conf_metrics_names[] = { "listen", "path" };
 static const char *const conf_statsd_names[] = { "host", "prefix", "port", "interval_ms" };
 
-/* "tcp:HOST:PORT" or "unix:PATH"; NULL when fine, else why not. */
+const char *config_listen_proto(const char *addr, enum config_proto *ret)
+{
+    static const struct {
+        const char *prefix;
+        enum config_proto proto;
+    } protos[] = {
+        { "rls:", CONFIG_PROTO_RLS },
+    };
+
+    for (size_t i = 0; i < sizeof(protos) / sizeof(protos[0]); i++) {
+        size_t n = strlen(protos[i].prefix);
+
+        if (strncmp(addr, protos[i].prefix, n) == 0) {
+            *ret = protos[i].proto;
+            return addr + n;
+        }
+    }
+    *ret = CONFIG_PROTO_DIVVY;
+    return addr;
+}
+
+/* "tcp:HOST:PORT" or "unix:PATH", after a protocol prefix ("rls:"); NULL
+ * when fine, else why not. */
 static const char *conf_listen_problem(const char *a)
 {
+    enum config_proto proto;
+
+    a = config_listen_proto(a, &proto);
     if (strncmp(a, "unix:", 5) == 0) {
         size_t n = strlen(a + 5);
 
@@ -54,7 +79,7 @@ static const char *conf_listen_problem(const char *a)
             return "needs a port between 1 and 65535";
         return NULL;
     }
-    return "must start with tcp: or unix:";
+    return "must start with tcp: or unix: (or rls:tcp:, rls:unix:)";
 }
 
 /*

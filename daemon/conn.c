@@ -29,6 +29,7 @@
 #include "metrics.h"
 #include "peer.h"
 #include "proto.h"
+#include "rls.h"
 #include "srv_int.h"
 #include "verb.h"
 #include "worker.h"
@@ -82,7 +83,7 @@ void conn_free(struct conn *c)
     free(c->out);
     admit_leave(w->s->admit, &c->slot);
     free(c);
-    if (w->stopping && !w->conns)
+    if (w->stopping && !w->conns && !w->rls)
         event_base_loopbreak(w->base);
 }
 
@@ -474,7 +475,9 @@ static void refuse(struct worker *w, int fd, const struct listener *l, enum admi
     static const char busy_peer[] = "ERR busy \"too many connections from this peer\"\n";
     bool peer = why == ADMIT_R_PER_ADDRESS || why == ADMIT_R_PER_UID;
 
-    if (send(fd, peer ? busy_peer : busy, peer ? sizeof(busy_peer) - 1 : sizeof(busy) - 1,
+    /* An HTTP/2 peer (rls:) cannot read divvy's line: it is only closed. */
+    if (l->proto == CONFIG_PROTO_DIVVY &&
+        send(fd, peer ? busy_peer : busy, peer ? sizeof(busy_peer) - 1 : sizeof(busy) - 1,
              MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* The refused client may already be gone; nothing to tell. */
     }
@@ -528,7 +531,10 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
             close(fd);
             continue;
         }
-        conn_new(w, fd, l, &p, &slot);
+        if (l->proto == CONFIG_PROTO_RLS)
+            rls_conn_new(w, fd, l, &p, &slot);
+        else
+            conn_new(w, fd, l, &p, &slot);
     }
 }
 
@@ -565,6 +571,7 @@ void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
         c->dead = true;
         conn_settle(c);
     }
+    rls_sweep(w, now);
 }
 
 /* After store callbacks: resume paused input, write, free dead connections. */

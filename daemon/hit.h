@@ -25,6 +25,15 @@
 struct conn;
 struct worker;
 
+/*
+ * Where the answer of a request from another protocol goes (hit_submit()):
+ * called once, inside an RCU read-side section, with the rules @res's
+ * indexes refer to; @r < 0 when no answer could be made (-ENOSPC/-EDQUOT:
+ * a privileged rule found no counter, as ERR no-counter; -errno).
+ */
+typedef void hit_done_fn(void *arg, int r, const struct rules *rs,
+                         const struct eval_result *res);
+
 /* The step a waiting hit waits for. */
 enum hit_step {
     STEP_STRICT = 1,            /* a strict script (or a lease PEEK) */
@@ -75,11 +84,23 @@ struct hit {
 
     const struct proto_req *req;                /* the worker's scratch until it waits */
     struct proto_req own;
+
+    hit_done_fn *done_fn;       /* hit_submit(): the answer goes here, not to c (NULL) */
+    void *done_arg;
 };
 
 /* HIT, TAKE, PEEK and RESET (the verb table's handler): answered now, or a
  * waiting hit appended to @c's FIFO when the path reaches Redis. */
 void do_hit(struct conn *c, const struct proto_req *req);
+
+/*
+ * A TAKE (or PEEK) of another protocol's listener (rls.h): evaluated as
+ * do_hit() evaluates one (the same walk, stores, statistics and metrics),
+ * its answer handed to @done once: before this returns when it is decided
+ * at once, else from the store's callback.  @req is copied if it waits.
+ */
+void hit_submit(struct worker *w, const struct proto_req *req, bool privileged, uid_t uid,
+                hit_done_fn *done, void *arg);
 
 /* Gives slot @h back to @w's free list (or frees it past HIT_FREE_MAX). */
 void hit_put(struct worker *w, struct hit *h);

@@ -118,9 +118,11 @@ out:
     return r;
 }
 
-int listener_open(const char *addr, const struct listener_opts *o, struct listener *l)
+int listener_open(const char *full, const struct listener_opts *o, struct listener *l)
 {
     int backlog = o->backlog > 0 ? o->backlog : LISTENER_BACKLOG;
+    enum config_proto proto;
+    const char *addr = config_listen_proto(full, &proto);
     int r;
 
     memset(l, 0, sizeof(*l));
@@ -131,7 +133,7 @@ int listener_open(const char *addr, const struct listener_opts *o, struct listen
             goto out;
         l->is_unix = true;
         l->path = strdup(addr + 5);
-        l->name = strdup(addr);
+        l->name = strdup(full);
         if (!l->path) {
             unlink(addr + 5);           /* listener_close() cannot: it has no path */
             r = -ENOMEM;
@@ -140,9 +142,24 @@ int listener_open(const char *addr, const struct listener_opts *o, struct listen
         }
     } else if (strncmp(addr, "tcp:", 4) == 0) {
         r = listen_tcp(addr + 4, o, backlog, l);
+        if (r >= 0 && proto != CONFIG_PROTO_DIVVY) {
+            /* The name bound, with the prefix again. */
+            size_t n = (size_t)(addr - full), len = strlen(l->name);
+            char *name = malloc(n + len + 1);
+
+            if (!name) {
+                r = -ENOMEM;
+                goto out;
+            }
+            memcpy(name, full, n);
+            memcpy(name + n, l->name, len + 1);
+            free(l->name);
+            l->name = name;
+        }
     } else {
         r = -EINVAL;
     }
+    l->proto = proto;
 out:
     if (r < 0)
         listener_close(l);

@@ -44,7 +44,8 @@ static const char usage_text[] =
     "  -c, --config=FILE     rules and settings (default " DEFAULT_CONFIG ");\n"
     "                        FILE.ini and FILE.json are read as divvy INI/JSON,\n"
     "                        anything else as libconfig (divvy.conf)\n"
-    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT (repeatable;\n"
+    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT, rls:unix:PATH or\n"
+    "                        rls:tcp:HOST:PORT for Envoy's rate limit service (repeatable;\n"
     "                        replaces the config's server.listen)\n"
     "  -s, --state-dir=DIR   counter tables live here (default: the config's\n"
     "                        server.state_dir, else " CONFIG_DEFAULT_STATE_DIR ")\n"
@@ -100,10 +101,13 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'c':
             a->config = optarg;
             break;
-        case 'l':
-            if (strncmp(optarg, "unix:", 5) != 0 && strncmp(optarg, "tcp:", 4) != 0) {
-                fprintf(stderr, "divvyd: --listen %s: expected unix:PATH or tcp:HOST:PORT\n",
-                        optarg);
+        case 'l': {
+            enum config_proto proto;
+            const char *bare = config_listen_proto(optarg, &proto);
+
+            if (strncmp(bare, "unix:", 5) != 0 && strncmp(bare, "tcp:", 4) != 0) {
+                fprintf(stderr, "divvyd: --listen %s: expected unix:PATH or tcp:HOST:PORT "
+                        "(rls: before either for Envoy's RLS)\n", optarg);
                 return -EINVAL;
             }
             if (a->n_listen == MAX_LISTEN) {
@@ -112,6 +116,7 @@ static int parse_args(int argc, char **argv, struct args *a)
             }
             a->listen[a->n_listen++] = optarg;
             break;
+        }
         case 's':
             a->state_dir = optarg;
             break;

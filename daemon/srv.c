@@ -213,6 +213,7 @@ static struct hit *hit_get(struct worker *w)
     h->lease_tries = 0;
     h->actor_len = 0;
     h->rule[0] = '\0';
+    h->done_fn = NULL;
     /* Only the count: eval_decides() appends outcomes and sets the answer. */
     h->res.n = 0;
     h->res.n_reset = 0;
@@ -818,6 +819,29 @@ static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, 
     h->done = true;
 }
 
+/* A hit_submit() hit decided (@r as hit_run()'s): counted as hit_finish()
+ * counts, answered to its caller. */
+static void hit_submitted(struct worker *w, struct hit *h, const struct rules *rs, int r)
+{
+    if (r < 0) {
+        stat_inc(&w->st.errors);
+        metrics_error(w->mw, r == -ENOSPC || r == -EDQUOT ? PROTO_E_NO_COUNTER
+                                                          : PROTO_E_UNKNOWN);
+        if (r == -ENOSPC || r == -EDQUOT)
+            srv_no_counter_reason(r);
+        h->done_fn(h->done_arg, r, rs, NULL);
+        return;
+    }
+    if (!h->rematched)
+        count_outcomes(w, rs, h->generation, h->op, &h->res);
+    if (h->op == TABLE_TAKE) {
+        stat_inc(&w->st.hits);
+        stat_inc(h->res.allowed ? &w->st.accepted : &w->st.rejected);
+        metrics_hit_done(w->mw, h->start_ns);
+    }
+    h->done_fn(h->done_arg, 0, rs, &h->res);
+}
+
 static void hit_on_store(void *arg, const struct store_reply *rep)
 {
     struct hit *h = arg;
@@ -829,6 +853,12 @@ static void hit_on_store(void *arg, const struct store_reply *rep)
     urcu_memb_read_lock();
     st = reload_current(w->s->o.reload);
     r = hit_resume(w, h, st, rep);
+    if (r != 0 && h->done_fn) {
+        hit_submitted(w, h, st->rules, r);
+        urcu_memb_read_unlock();
+        hit_put(w, h);
+        return;
+    }
     if (r != 0)
         hit_finish(w, h, st->rules, r);
     urcu_memb_read_unlock();
@@ -886,6 +916,61 @@ static void hit_start(struct conn *c, const struct proto_req *req, const struct 
     }
     hit_finish(w, h, st->rules, r);
     out_append(c, h->reply, h->reply_len);
+    hit_put(w, h);
+}
+
+void hit_submit(struct worker *w, const struct proto_req *req, bool privileged, uid_t uid,
+                hit_done_fn *done, void *arg)
+{
+    struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = privileged };
+    const struct reload_state *st;
+    struct hit *h;
+    int r;
+
+    urcu_memb_read_lock();
+    st = reload_current(w->s->o.reload);
+    h = hit_get(w);
+    if (!h) {
+        urcu_memb_read_unlock();
+        stat_inc(&w->st.errors);
+        done(arg, -ENOMEM, NULL, NULL);
+        return;
+    }
+    h->done_fn = done;
+    h->done_arg = arg;
+    h->verb = req->verb;
+    h->op = op_of(req->verb);
+    h->start_ns = metrics_clock_ns();
+    h->n = req->amount;
+    h->privileged = privileged;
+    h->uid = uid;
+    h->generation = st->generation;
+    h->req = req;
+    if (w->sc && rules_uses_store(st->rules)) {
+        /* The Redis path: hit_run() from the first rule, as hit_start(). */
+        h->deadline = store_deadline(w->s->o.store, clock_now_ms());
+        h->n_path = rules_match(st->rules, &rq, h->path);
+        h->pos = 0;
+        r = hit_run(w, h, st->rules);
+        if (r == 0) {
+            memcpy(&h->own, req, sizeof(*req));
+            for (unsigned i = 0; i < req->n_kv; i++) {
+                h->own.kv[i].key = h->own.buf + (req->kv[i].key - req->buf);
+                h->own.kv[i].value = h->own.buf + (req->kv[i].value - req->buf);
+            }
+            h->req = &h->own;
+            urcu_memb_read_unlock();
+            return;             /* hit_on_store() answers */
+        }
+    } else {
+        struct eval_env env;
+
+        hit_env(w, st->rules, &env);
+        r = eval_request(&env, &rq, h->op, h->n, clock_now_ms(), &h->res);
+        r = r < 0 ? r : 1;
+    }
+    hit_submitted(w, h, st->rules, r);
+    urcu_memb_read_unlock();
     hit_put(w, h);
 }
 
