@@ -277,7 +277,7 @@ out:
 static int spawn_daemon(struct harness_daemon *d)
 {
     char listen_unix[HARNESS_PATH + 8], listen_tcp[64], workers[16];
-    const char *argv[16];
+    const char *argv[24];
     sigset_t none;
     pid_t parent = getpid(), pid;
     int n = 0, logfd;
@@ -292,6 +292,11 @@ static int spawn_daemon(struct harness_daemon *d)
         snprintf(listen_tcp, sizeof(listen_tcp), "tcp:127.0.0.1:%d", d->tcp_port);
         argv[n++] = "--listen";
         argv[n++] = listen_tcp;
+    }
+    for (size_t i = 0; i < sizeof(d->opts.listen) / sizeof(d->opts.listen[0]) &&
+                       d->opts.listen[i]; i++) {
+        argv[n++] = "--listen";
+        argv[n++] = d->opts.listen[i];
     }
     if (!d->opts.no_state_dir) {
         argv[n++] = "--state-dir";

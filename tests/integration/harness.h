@@ -51,6 +51,8 @@ struct harness_opts {
     unsigned workers;           /* 0: no -w */
     bool no_tcp;                /* no TCP listener */
     bool no_state_dir;          /* no -s (the config's state_dir applies) */
+    const char *listen[4];      /* more --listen addresses ("rls:tcp:..."), NULL-ended;
+                                 * borrowed: they must outlive the daemon */
 };
 
 struct harness_daemon {
