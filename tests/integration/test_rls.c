@@ -11,6 +11,10 @@
  *     current_limit, limit_remaining, duration_until_reset);
  *   - hits_addend (request and descriptor, 0 meaning 1), canary rules as
  *     Envoy's shadow mode, source = privileged only from a privileged Unix peer;
+ *   - rules kept in Redis (store strict): descriptors wait for Redis, exact
+ *     under concurrency; Redis down answers as store.on_redis_error says; a
+ *     grpc-timeout shorter than Redis's answer is DEADLINE_EXCEEDED, and the
+ *     descriptors still waiting are answered later without their stream;
  *   - concurrency exactness: hundreds of concurrent streams from several
  *     clients on one limit, exactly the limit allowed;
  *   - malformed calls through a raw HTTP/2 client (nghttp2, in-process): wrong
@@ -37,6 +41,7 @@
 
 #include "envoy/service/ratelimit/v3/rls.pb-c.h"
 #include "harness.h"
+#include "harness_redis.h"
 
 #define RLS_PATH    "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 #define FLOOD_UID   64013
@@ -477,6 +482,66 @@ static void test_rls_concurrent_exact(void **state)
     CHECK(harness_stop(r->d, NULL));
 }
 
+/* Rules in Redis: the waiting path of hit_submit(). */
+static void test_rls_redis(void **state)
+{
+    static const char rules[] =
+        "{ match = { domain = \"edge\"; user = \"*\"; }; label = \"per_user\"; actor = \"user\";\n"
+        "  credit_limit = 60; reset_seconds = 60; },\n"
+        "{ match = { domain = \"edge\"; path = \"*\"; }; label = \"per_path\"; actor = \"path\";\n"
+        "  credit_limit = 1000; reset_seconds = 3600; },\n"
+        "{ default = true; credit_limit = 0; reset_seconds = 0; }";
+    static const char job[] =
+        "{\"repeat\":100,\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
+        "{\"entries\":[{\"key\":\"user\",\"value\":\"r\"}]},"
+        "{\"entries\":[{\"key\":\"path\",\"value\":\"/r\"}]}]}]}";
+    struct redis_srv *rs;
+    struct rls_daemon *r;
+    json_t *res, *resp;
+    long ok = 0;
+    char *conf;
+
+    (void)state;
+    need_client();
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "strict", "closed", 2000, NULL, rules);
+    assert_non_null(conf);
+    r = start_rls(conf);
+    free(conf);
+    /* 100 concurrent calls on one connection, 60 allowed: every descriptor waits for Redis. */
+    res = grpc_run(r->tcp, job);
+    for (size_t i = 0; i < 100; i++) {
+        resp = resp_of(res, i);
+        ok += strcmp(jstr(resp, "overall_code"), "OK") == 0;
+    }
+    if (ok != 60)
+        fail_msg("100 concurrent calls on a limit of 60 kept in Redis: %ld OK", ok);
+    json_decref(res);
+    res = grpc_run(r->unix_sock, "{\"calls\":[" CALL_2 "]}");
+    resp = resp_of(res, 0);
+    expect_overall(resp, "OK", 2);
+    expect_status(resp, 0, "OK", "per_user", 60, "MINUTE", 59, 59, 60);
+    expect_status(resp, 1, "OK", "per_path", 1000, "HOUR", 999, 3599, 3600);
+    json_decref(res);
+    /* Redis stopped: a deadline of 300 ms passes first; the descriptors
+     * still waiting are answered (on_redis_error) after their stream is gone. */
+    redis_pause(rs, true);
+    res = grpc_run(r->tcp, "{\"deadline_ms\":300,\"calls\":[" CALL_2 "]}");
+    if (json_integer_value(json_object_get(json_array_get(res, 0), "code")) != 4)
+        fail_msg("Redis paused, deadline 300 ms: %s, want DEADLINE_EXCEEDED (4)",
+                 json_dumps(res, 0));
+    json_decref(res);
+    /* Redis gone: store.on_redis_error = closed denies. */
+    redis_pause(rs, false);
+    redis_kill(rs);
+    res = grpc_run(r->tcp, "{\"calls\":[" CALL_2 "]}");
+    resp = resp_of(res, 0);
+    expect_overall(resp, "OVER_LIMIT", 2);
+    json_decref(res);
+    assert_true(harness_alive(r->d));
+    CHECK(harness_stop(r->d, NULL));
+}
+
 /* ---- a raw HTTP/2 client (nghttp2), for what grpc-js never sends ------------------ */
 
 struct h2 {
@@ -859,6 +924,7 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_rls_concurrent_exact, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_rls_redis, harness_setup, redis_teardown),
         cmocka_unit_test_setup_teardown(test_rls_malformed_calls, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_rls_garbage, harness_setup, harness_teardown),
