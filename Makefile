@@ -390,6 +390,13 @@ build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ
 	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
 	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
+# fuzz_rls drives daemon/rls_msg.c with the C protoc-c generated (docs/rls.md).
+build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) daemon/rls_msg.c daemon/rls_msg.h \
+                     $(PROTO_GEN_C) $(PROTO_GEN_H)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
+	    daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
+
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
 	    tmp=$$(mktemp -d); mkdir $$tmp/corpus; \

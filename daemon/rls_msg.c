@@ -231,8 +231,8 @@ static int req_put(struct proto_req *req, size_t *off, const char *key, const ch
 int rls_msg_request(const struct rls_msg *m, size_t i, struct proto_req *req)
 {
     const rls_pb_desc *d = m->req->descriptors[i];
-    /* "TAKE 1000000000" and the pairs as a quoted line: key="value" each. */
-    size_t line = 16 + strlen(m->req->domain) + sizeof("domain=\"\" ") - 1, off = 0;
+    /* The request as a line: "TAKE 1000000000", ` "key"="value"` each, "\n". */
+    size_t line = 16 + 6 + 6 + strlen(m->req->domain), off = 0;
     uint64_t n = m->req->hits_addend;
     int r;
 
@@ -245,7 +245,7 @@ int rls_msg_request(const struct rls_msg *m, size_t i, struct proto_req *req)
     for (size_t j = 0; j < d->n_entries; j++) {
         if (strcmp(d->entries[j]->key, "domain") == 0)
             return -EINVAL;
-        line += strlen(d->entries[j]->key) + strlen(d->entries[j]->value) + 5;
+        line += strlen(d->entries[j]->key) + strlen(d->entries[j]->value) + 6;
         if (line > PROTO_LINE_MAX)
             return -EMSGSIZE;
     }
