@@ -19,9 +19,9 @@
 #include "proto.h"
 #include "rules.h"
 
-#define RLS_MSG_MAX         (64 * 1024)     /* bytes of one request message */
+#define RLS_MSG_MAX         (16 * 1024)     /* bytes of one request message */
 #define RLS_DESCRIPTORS_MAX 64              /* descriptors in one request */
-#define RLS_DECODE_MEM_MAX  (4 * RLS_MSG_MAX + 64 * 1024)   /* protobuf-c's allocations */
+#define RLS_DECODE_MEM_MAX  (16 * RLS_MSG_MAX + 64 * 1024)  /* protobuf-c's allocations */
 #define RLS_GRPC_PREFIX     5               /* compressed flag + 4-byte big-endian length */
 
 /* gRPC status codes divvyd answers (grpc/doc/statuscodes.md). */
