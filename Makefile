@@ -17,8 +17,8 @@ VERSION   := 0.1.0
 SOVERSION := 0
 
 # Dependencies of the daemon and of common/'s config loaders.
-PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis libsystemd libmicrohttpd \
-             libnghttp2 libprotobuf-c
+PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis libsystemd \
+             libmicrohttpd libnghttp2 libprotobuf-c
 TEST_PKGS := cmocka
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \

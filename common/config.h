@@ -149,7 +149,8 @@ void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *r
 /* The protocol a server.listen address speaks (docs/config.md "listen"). */
 enum config_proto {
     CONFIG_PROTO_DIVVY = 0,     /* "unix:PATH", "tcp:HOST:PORT": divvy's line protocol */
-    CONFIG_PROTO_RLS,           /* "rls:unix:PATH", "rls:tcp:HOST:PORT": Envoy RLS v3 (docs/rls.md) */
+    CONFIG_PROTO_RLS,           /* "rls:unix:PATH", "rls:tcp:HOST:PORT": Envoy's RLS v3
+                                 * (docs/rls.md) */
 };
 
 /* The one place a listen address's prefix names its protocol: sets *ret

@@ -19,6 +19,9 @@ typedef Envoy__Service__Ratelimit__V3__RateLimitResponse rls_pb_resp;
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus rls_pb_status;
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit rls_pb_limit;
 
+#define CODE_OK         ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
+#define CODE_OVER_LIMIT ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT
+
 /* What the counting allocator puts before each block: its size. */
 union arena_hdr {
     size_t size;
@@ -303,11 +306,10 @@ int rls_msg_encode(const struct rls_status *st, size_t n, uint8_t **ret, size_t 
     pd = calloc(n ? n : 1, sizeof(*pd));
     if (!ps || !pps || !pl || !pd)
         goto out;
-    resp.overall_code = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK;
+    resp.overall_code = CODE_OK;
     for (size_t i = 0; i < n; i++) {
         envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(&ps[i]);
-        ps[i].code = st[i].over ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT
-                                : ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK;
+        ps[i].code = st[i].over ? CODE_OVER_LIMIT : CODE_OK;
         if (st[i].over)
             resp.overall_code = ps[i].code;
         if (st[i].has_limit) {

@@ -96,8 +96,9 @@ static void encode(struct fz *z)
     for (size_t i = 0; i < n; i++) {
         st[i].over = (fz_u8(z) & 1);
         over |= st[i].over;
-        st[i].has_limit = rls_msg_unit((int64_t)(uint32_t)fz_u64(z), fz_u8(z) % 2 ? 60 : (uint32_t)fz_u64(z),
-                                       &st[i].requests_per_unit, &st[i].unit);
+        int64_t limit = (uint32_t)fz_u64(z), period = fz_u8(z) % 2 ? 60 : (uint32_t)fz_u64(z);
+
+        st[i].has_limit = rls_msg_unit(limit, period, &st[i].requests_per_unit, &st[i].unit);
         snprintf(st[i].name, sizeof(st[i].name), "rule%u", fz_u8(z));
         st[i].remaining = (uint32_t)fz_u64(z);
         st[i].reset_s = (uint32_t)fz_u64(z);

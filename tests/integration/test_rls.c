@@ -348,7 +348,8 @@ static void test_rls_hits_addend(void **state)
         "{\"calls\":[{\"domain\":\"edge\",\"hits_addend\":2,\"descriptors\":["
         "{\"entries\":[{\"key\":\"user\",\"value\":\"al\"}]},"
         "{\"entries\":[{\"key\":\"path\",\"value\":\"/a\"}],\"hits_addend\":{\"value\":\"10\"}},"
-        "{\"entries\":[{\"key\":\"path\",\"value\":\"/b\"}],\"hits_addend\":{\"value\":\"0\"}}]}]}");
+        "{\"entries\":[{\"key\":\"path\",\"value\":\"/b\"}],"
+        "\"hits_addend\":{\"value\":\"0\"}}]}]}");
     /* Request 2; descriptor 10 instead; a descriptor's 0 means 1. */
     expect_status(resp_of(res, 0), 0, "OK", "per_user", 3, "MINUTE", 1, 59, 60);
     expect_status(resp_of(res, 0), 1, "OK", "per_path", 100, "HOUR", 90, 3599, 3600);
@@ -371,8 +372,10 @@ static void test_rls_invalid_requests(void **state)
         "{\"domain\":\"edge\",\"descriptors\":[]}",
         "{\"domain\":\"\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"a\"}]}]}",
         "{\"domain\":\"edge\",\"descriptors\":[{\"entries\":[]}]}",
-        "{\"domain\":\"edge\",\"descriptors\":[{\"entries\":[{\"key\":\"domain\",\"value\":\"a\"}]}]}",
-        "{\"domain\":\"edge\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"a\\\"\"}]}]}",
+        "{\"domain\":\"edge\",\"descriptors\":[{\"entries\":"
+        "[{\"key\":\"domain\",\"value\":\"a\"}]}]}",
+        "{\"domain\":\"edge\",\"descriptors\":[{\"entries\":"
+        "[{\"key\":\"user\",\"value\":\"a\\\"\"}]}]}",
         "{\"domain\":\"edge\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"\"}]}]}",
     };
     char job[4096];
@@ -437,8 +440,8 @@ static void test_rls_concurrent_exact(void **state)
 {
     static const char conf[] =
         "rules = (\n"
-        "  { match = { domain = \"edge\"; user = \"*\"; }; label = \"per_user\"; actor = \"user\";\n"
-        "    credit_limit = 250; reset_seconds = 3600; },\n"
+        "  { match = { domain = \"edge\"; user = \"*\"; }; label = \"per_user\";\n"
+        "    actor = \"user\"; credit_limit = 250; reset_seconds = 3600; },\n"
         "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
         ");\n";
     static const char job[] = "{\"repeat\":200,\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
