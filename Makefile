@@ -4,7 +4,9 @@
 PREFIX    ?= /usr/local
 BINDIR    ?= $(PREFIX)/bin
 SBINDIR   ?= $(PREFIX)/sbin
-LIBDIR    ?= $(PREFIX)/lib
+# With PREFIX=/usr the library goes where Debian's multiarch layout puts it
+# (/usr/lib/<triplet>); elsewhere $(PREFIX)/lib.  MULTIARCH is set below.
+LIBDIR    ?= $(PREFIX)/lib$(if $(filter /usr,$(PREFIX)),$(addprefix /,$(MULTIARCH)))
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 SYSCONFDIR ?= /etc
@@ -30,6 +32,12 @@ ARCH_FLAGS := $(if $(filter x86_64,$(shell uname -m)),-mcx16,)
 BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(ARCH_FLAGS) $(WARN) -MMD -MP \
                -D_GNU_SOURCE -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon -Ilibclient -I$(B)/gen
 SAN_FLAGS ?=
+# Quiet by default: a build step prints one line ("  CC      build/common/hash.o")
+# and its errors; V=1 prints every command, make -s nothing but errors.  Recipes
+# start with $(call quiet,STEP) (which prints that line) or $(Q) (nothing).
+V         ?= 0
+Q          = $(if $(filter 1,$(V)),,@)
+quiet      = $(if $(filter 1,$(V))$(findstring s,$(firstword -$(MAKEFLAGS))),,@printf '  %-7s %s\n' '$(1)' '$@';)
 
 pc_cflags = $(shell $(PKG_CONFIG) --cflags $(1) 2>/dev/null)
 pc_libs   = $(shell $(PKG_CONFIG) --libs $(1) 2>/dev/null)
@@ -94,7 +102,7 @@ LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
         install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
-        check-systemd
+        check-systemd deb
 .DEFAULT_GOAL := all
 
 CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY_A) $(PC_FILE),) \
@@ -103,22 +111,37 @@ CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY
 all: deps-check $(DIVVYD) $(BENCH) $(CLIENT_TARGETS) cas-check
 
 help:
-	@echo "make            build divvyd and divvy-bench into $(B)/"
+	@echo "make, make all  build divvyd, divvyctl, libdivvy, pam_divvy.so, divvy-bench and the"
+	@echo "                examples into $(B)/: one line per step, V=1 prints every command"
 	@echo "make run        install missing deps (root), build, run divvyd with etc/divvy.conf"
 	@echo "make check      install missing deps (root), build, run every test: gcc, valgrind,"
 	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/testing.md)"
+	@echo "make build-tests  build everything and every test binary; run nothing"
+	@echo "make check-unit, make check-integration  one suite of this build (B=), built first"
+	@echo "make check-symbols  no daemon-only symbol in libdivvy.so or pam_divvy.so (check-unit)"
+	@echo "make check-docs every function has a man page, pages render, docs and completion"
+	@echo "                install (check-unit)"
 	@echo "make check-systemd  (root) install into a Debian bookworm container booted with"
 	@echo "                systemd-nspawn and drive the units there (tests/systemd/check-systemd.sh)"
 	@echo "make asan       build into build-asan/ with ASan+UBSan and run the tests there"
 	@echo "make clang      build into build-clang/ with clang and run the tests there"
-	@echo "make tsan       unit tests under ThreadSanitizer (clang) in build-tsan/"
+	@echo "make tsan       unit tests under ThreadSanitizer (clang) in build-tsan/; make"
+	@echo "                check-tsan runs them in this build"
 	@echo "make valgrind   the PAM module's 10,000-login loop under valgrind memcheck"
 	@echo "make fuzz       each libFuzzer harness for FUZZ_SECONDS (60)"
 	@echo "make coverage   gcc --coverage build in build-cov/, tests, gcovr per directory"
 	@echo "make soak DURATION=10m   mixed load with reloads and Redis restarts (tools/soak.sh)"
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
-	@echo "make install    install into \$$DESTDIR\$$PREFIX"
+	@echo "make install    install into \$$DESTDIR\$$PREFIX (docs/operations.md)"
+	@echo "make uninstall  remove what install installed, except the config"
+	@echo "make install-doc, make uninstall-doc  only the man pages, docs and completion"
+	@echo "make deb        the Debian packages (debian/) into $(B)/deb/, built in a copy of the tree"
+	@echo "make deps       install missing build and test dependencies (root; tools/deps.sh)"
+	@echo "make deps-build install missing build dependencies (root)"
+	@echo "make deps-check name the missing build dependencies (every build runs it)"
+	@echo "make cas-check  16-byte CAS inline, never through libatomic (every build runs it)"
 	@echo "make clean      remove build outputs"
+	@echo "make help       this list"
 
 deps:
 	@tools/deps.sh install
@@ -129,59 +152,59 @@ deps-check:
 
 $(B)/%.o: %.c Makefile
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # protoc-c (Debian's protobuf-c-compiler) writes each .proto's .pb-c.c/.h.
 $(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(B)/gen
-	protoc-c -Iproto --c_out=$(B)/gen $<
+	$(call quiet,PROTOC)protoc-c -Iproto --c_out=$(B)/gen $<
 $(B)/gen/%.o: $(B)/gen/%.c Makefile
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
 $(PROTO_OBJS) $(filter $(B)/daemon/rls%.o,$(DAEMON_OBJS)): $(PROTO_GEN_H)
 
 $(LIBCOMMON): $(COMMON_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 
 $(LIBDIVVYD): $(DAEMON_LIB_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 
 $(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON) $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON) $(LIBS)
 
 $(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) \
           $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
 # script) and static; divvy.pc from libclient/divvy.pc.in.
 $(LIBDIVVY_SO): $(CLIENT_OBJS) $(LIBDIVVY_COMMON) libclient/divvy.map
-	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdivvy.so.$(SOVERSION) \
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdivvy.so.$(SOVERSION) \
 	    -Wl,--version-script=libclient/divvy.map -Wl,--no-undefined \
 	    -o $@ $(CLIENT_OBJS) $(LIBDIVVY_COMMON) -lpthread
 $(B)/libdivvy.so: $(LIBDIVVY_SO)
-	ln -sf libdivvy.so.$(SOVERSION) $@
+	$(call quiet,LN)ln -sf libdivvy.so.$(SOVERSION) $@
 $(LIBDIVVY_A): $(CLIENT_OBJS) $(LIBDIVVY_COMMON)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 $(LIBCLIENT_A): $(CLIENT_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 $(PC_FILE): libclient/divvy.pc.in Makefile
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	$(call quiet,GEN)sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 # common/ for clients, and its daemon-only part alone (for check-symbols).
 $(LIBCOMMON_CLIENT): $(LIBDIVVY_COMMON)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 $(LIBCOMMON_DAEMON): $(COMMON_DAEMON:%.c=$(B)/%.o)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 
 # No daemon-only symbol in libdivvy.so or pam_divvy.so (run by check-unit).
 .PHONY: check-symbols
@@ -191,17 +214,17 @@ check-unit: check-symbols
 
 # divvyctl: the public API through libdivvy.so; common/ only for check/convert.
 $(DIVVYCTL): $(CTL_OBJS) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
-	$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCOMMON) $(LINK_LIBDIVVY) $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCOMMON) $(LINK_LIBDIVVY) $(LIBS)
 
 # pam_divvy.so: libdivvy linked in statically (hidden), only pam_sm_* exported.
 $(PAM_SO): $(PAM_OBJS) $(LIBDIVVY_A) pam/pam_divvy.map
-	$(CC) $(ALL_LDFLAGS) -shared -Wl,--version-script=pam/pam_divvy.map -Wl,--no-undefined \
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -shared -Wl,--version-script=pam/pam_divvy.map -Wl,--no-undefined \
 	    -o $@ $(PAM_OBJS) $(LIBDIVVY_A) -lpam -lpthread
 
 # Example programs from docs/examples/, built against the public header only.
 $(B)/examples/%: docs/examples/%.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B))
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B))
 
 # The table's state word must be updated by an inline 16-byte CAS: a call into
 # libatomic could take a lock that is private to one process (DESIGN §4).
@@ -214,13 +237,13 @@ cas-check: $(LIBCOMMON)
 # TEST_WRAP (docs/testing.md).
 $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) -o $@ $< \
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) -o $@ $< \
 	    $(LIBDIVVYD) $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 # test_verb: the verb table alone; the handlers of other modules and the
 # replies are its fakes.
 $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
-    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_counters \
+    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=counters_request \
     -Wl,--wrap=reply_err,--wrap=reply_text
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
@@ -228,12 +251,12 @@ $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap
 # The harness modules (harness*.c) as an archive: a test links those it uses.
 $(ITEST_A): $(ITEST_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
 $(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(DIVVYD) \
                    $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
 	    -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
@@ -247,6 +270,7 @@ ITEST_ENV = DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
 
 check-unit: $(UNIT_BINS)
 	@tests/check_layers.sh
+	@tests/check_make.sh
 	@$(call run_tests,$(UNIT_BINS),)
 
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS) $(BENCH)
@@ -292,7 +316,7 @@ check-systemd: deps
 SYSD_ATTACK := $(B)/tests/systemd/fast_attack
 $(SYSD_ATTACK): tests/systemd/fast_attack.c $(B)/libdivvy.so
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy
+	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:
@@ -357,7 +381,7 @@ coverage:
 # load against divvyd with reloads and Redis restarts; one line per minute.
 DURATION ?= 10m
 $(B)/divvy-soak: tools/soak.c $(LIBDIVVY_SO) $(B)/libdivvy.so
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B)) -lpthread
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy -Wl,-rpath,$(abspath $(B)) -lpthread
 soak: deps
 	@$(SUBMAKE) $(BUILD_J) all $(B)/divvy-soak
 	tools/soak.sh $(B) $(DURATION)
@@ -372,29 +396,30 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 $(ARCH_FLAGS) -D_GNU_SOURCE -I. -Icommon \
 
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
 	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(LIBS)
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(LIBS)
 
 # fuzz_segment also drives libdivvy's fast path (libclient/) over the files it fuzzes.
 build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store.c, built
+# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store*.c, built
 # with the modules it calls, all instrumented; its log.c calls go to a sink
 # through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
-FUZZ_STORE_SRCS := $(addprefix daemon/,store.c sentinel.c sentinel_watch.c redis_async.c addr.c log.c)
+FUZZ_STORE_SRCS := $(addprefix daemon/,store.c store_conn.c store_script.c sentinel.c sentinel_watch.c \
+                                redis_async.c addr.c log.c)
 build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ_STORE_SRCS) \
                              $(wildcard daemon/*.h)
 	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
 	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
 # fuzz_rls drives daemon/rls_msg.c with the C protoc-c generated (docs/rls.md).
 build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) daemon/rls_msg.c daemon/rls_msg.h \
                      $(PROTO_GEN_C) $(PROTO_GEN_H)
 	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
 	    daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
@@ -421,14 +446,17 @@ bench: deps
 	tools/bench.sh $(B)
 
 $(B)/bench_rules: tests/unit/bench_rules.c $(LIBCOMMON)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
 
 # ---- install (docs/operations.md) ---------------------------------------------
-# With PREFIX=/usr the places Debian uses (bookworm keeps units and PAM modules
-# under /lib); otherwise places under $(PREFIX) that systemd also searches.
-# Every directory can be set on the command line, e.g. PAMDIR=... or
-# LIBDIR=/usr/lib/$$(gcc -print-multiarch).
+# With PREFIX=/usr the places Debian uses (multiarch: libdivvy in
+# /usr/lib/<triplet>, pam_divvy.so in /usr/lib/<triplet>/security; bookworm's
+# systemd.pc names /lib/systemd/system for units); otherwise places under
+# $(PREFIX) that systemd also searches.  Every directory can be set on the
+# command line, e.g. PAMDIR=... or LIBDIR=....  divvy-bench is a benchmark, not
+# a command for users' PATH: it goes to LIBEXECDIR/divvy (/usr/libexec/divvy).
 MANDIR      ?= $(PREFIX)/share/man
+LIBEXECDIR  ?= $(PREFIX)/libexec
 DOCDIR      ?= $(PREFIX)/share/doc/divvy
 INSTALL     ?= install
 MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
@@ -437,7 +465,7 @@ ifeq ($(PREFIX),/usr)
 UNITDIR     ?= $(call systemd_dir,systemdsystemunitdir,/lib/systemd/system)
 SYSUSERSDIR ?= $(call systemd_dir,sysusersdir,/usr/lib/sysusers.d)
 TMPFILESDIR ?= $(call systemd_dir,tmpfilesdir,/usr/lib/tmpfiles.d)
-PAMDIR      ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,$(LIBDIR)/security)
+PAMDIR      ?= $(LIBDIR)/security
 else
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
@@ -452,6 +480,42 @@ EXAMPLE_FILES := $(wildcard etc/divvy.ini etc/divvy.json etc/pam.d/* docs/exampl
 # The units name /usr/sbin, /usr/bin and /etc; rewritten to this layout.
 UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
                -e 's|/usr/bin/divvyctl|$(BINDIR)/divvyctl|g' -e 's|/etc/divvy/|$(SYSCONFDIR)/divvy/|g'
+
+# The documentation (`make install-doc`, part of install): man pages, one
+# link per public function of divvy.h to libdivvy(3), README.md, LICENSE,
+# NEWS and docs/*.md under DOCDIR, bash completion.  Pages name the guides
+# as /usr/share/doc/divvy/..., rewritten to DOCDIR.  tests/check_docs.sh
+# (check-unit) installs this and checks it.
+COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
+MAN3_LINKS  := ${shell sed -n 's/^DIVVY_EXPORT [^(]*[ *]\(divvy_[a-z_]*\)(.*/\1/p' \
+                 libclient/divvy.h}
+DOC_FILES   := README.md LICENSE NEWS
+COMPLETIONS := $(wildcard tools/bash-completion/*)
+.PHONY: install-doc uninstall-doc
+install: install-doc
+install-doc:
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(COMPLETIONSDIR)
+	@set -e; for p in $(MAN_PAGES); do s=$${p##*.}; d=$(DESTDIR)$(MANDIR)/man$$s; \
+	    echo "install $$p $$d/"; $(INSTALL) -d $$d; \
+	    sed 's|/usr/share/doc/divvy|$(DOCDIR)|g' $$p > $$d/$${p##*/}; chmod 0644 $$d/$${p##*/}; done
+	@set -e; for f in $(MAN3_LINKS); do echo "ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3"; \
+	    ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
+	$(INSTALL) -m 0644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
+	$(if $(COMPLETIONS),$(INSTALL) -m 0644 $(COMPLETIONS) $(DESTDIR)$(COMPLETIONSDIR)/)
+# check-docs (run by check-unit): tests/check_docs.sh installs the above into
+# a temporary DESTDIR and checks it; tests/check_completion.sh the completion.
+.PHONY: check-docs
+check-unit: check-docs
+check-docs: $(DIVVYD) $(if $(CTL_SRCS),$(DIVVYCTL)) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO))
+	@MAKE='$(MAKE)' tests/check_docs.sh $(B)
+	@tests/check_completion.sh $(B)
+uninstall: uninstall-doc
+uninstall-doc:
+	rm -f $(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p))) \
+	    $(MAN3_LINKS:%=$(DESTDIR)$(MANDIR)/man3/%.3) \
+	    $(COMPLETIONS:tools/bash-completion/%=$(DESTDIR)$(COMPLETIONSDIR)/%)
+	rm -rf $(DESTDIR)$(DOCDIR)
 
 .PHONY: uninstall
 install: all
@@ -470,7 +534,8 @@ ifneq ($(CLIENT_SRCS),)
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
 endif
 	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
-	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvy-bench $(B)/tools/divvy-bench.o \
+	$(INSTALL) -d $(DESTDIR)$(LIBEXECDIR)/divvy
+	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench $(B)/tools/divvy-bench.o \
 	    $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
 ifneq ($(CTL_SRCS),)
 	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBCOMMON) -L$(B) -ldivvy \
@@ -488,29 +553,41 @@ endif
 	@# An existing config is the admin's: never overwritten.
 	test -e $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf || \
 	    $(INSTALL) -m 0644 etc/divvy.conf $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf
-	@set -e; for p in $(MAN_PAGES); do s=$${p##*.}; \
-	    $(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s; \
-	    echo "$(INSTALL) -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/"; \
-	    $(INSTALL) -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/; done
 	$(if $(EXAMPLE_FILES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/examples)
 	$(if $(EXAMPLE_FILES),$(INSTALL) -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(DOCDIR)/examples/)
 
 # Removes what install put there, except the config (the admin's); also
-# UNITDIR/run-divvy.mount, which earlier versions installed there.
+# UNITDIR/run-divvy.mount and BINDIR/divvy-bench, where earlier versions
+# installed them.
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/divvyd $(DESTDIR)$(BINDIR)/divvyctl $(DESTDIR)$(BINDIR)/divvy-bench \
+	    $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench \
 	    $(DESTDIR)$(LIBDIR)/libdivvy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdivvy.so.$(SOVERSION) \
 	    $(DESTDIR)$(LIBDIR)/libdivvy.so $(DESTDIR)$(LIBDIR)/libdivvy.a \
 	    $(DESTDIR)$(INCLUDEDIR)/divvy.h $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc \
 	    $(DESTDIR)$(PAMDIR)/pam_divvy.so $(DESTDIR)$(UNITDIR)/divvyd.service \
 	    $(DESTDIR)$(UNITDIR)/divvyd.socket $(DESTDIR)$(UNITDIR)/run-divvy.mount \
 	    $(DESTDIR)$(SYSUSERSDIR)/divvy.conf \
-	    $(DESTDIR)$(TMPFILESDIR)/divvy.conf \
-	    $(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p)))
+	    $(DESTDIR)$(TMPFILESDIR)/divvy.conf
 	rm -rf $(DESTDIR)$(DOCDIR)
+	-rmdir $(DESTDIR)$(LIBEXECDIR)/divvy 2>/dev/null
 	@echo "uninstall: kept $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf"
+
+# ---- Debian packages (docs/operations.md "Debian packages") -------------------
+# dpkg-buildpackage -b in a copy of the tree under $(B)/deb/src, so the tree
+# stays clean and the .debs land in $(B)/deb/ (not in the tree's parent).  The
+# copy builds with its own build/; MAKEFLAGS is cleared so this make's
+# command-line B= (or any other variable) does not leak into that build.
+DEB_DIR := $(B)/deb
+deb:
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src
+	tar -cf - --exclude=./.git --exclude='./build*' --exclude='./$(patsubst ./%,%,$(B))' . | \
+	    tar -C $(DEB_DIR)/src -xf -
+	cd $(DEB_DIR)/src && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	    DEB_BUILD_OPTIONS="$${DEB_BUILD_OPTIONS:-parallel=$(NPROC)}" dpkg-buildpackage -b -us -uc
+	@ls $(DEB_DIR)/*.deb
 
 clean:
 	rm -rf build build-asan build-clang build-tsan build-cov build-fuzz
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(B) -path $(B)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -316,7 +316,7 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
                 return -EINVAL;
         }
     }
-    fprintf(f, "# divvy.conf (docs/config.md), written by divvyctl convert.\n\n");
+    fprintf(f, "# divvy.conf, written by divvyctl convert (see divvy.conf(5)).\n\n");
     if (cfg->listen && cfg->state_dir && cfg->admin_group)
         conf_write_server(cfg, f);
     if (cfg->table_slots != TABLE_SLOTS_DEFAULT || cfg->fast_table_slots != TABLE_SLOTS_DEFAULT ||

@@ -40,6 +40,7 @@ struct eval_outcome {
     bool allowed;
     bool counted;               /* a counter was touched (false for zero semantics) */
     bool table_full;            /* -ENOSPC or -EDQUOT: the full-table policy answered */
+    bool store_down;            /* Redis could not answer: on_redis_error did (divvyd) */
     bool canary;                /* the rule's policy is canary (set by eval_decides()) */
     uint64_t credit;
     uint64_t reset_s;

@@ -153,4 +153,11 @@ static inline int buf_put(struct buf *b, const void *data, size_t len)
 int rules_build_prepare(const struct rules_spec *spec, struct build *b, struct diag *d);
 void rules_build_free(struct build *b);
 
+/*
+ * rules_build_prepare() into @b, reporting to @reterr (NULL: nowhere), and
+ * -EINVAL when it reported any problem: what rules_validate() and
+ * rules_compile() both start with.  Free @b with rules_build_free().
+ */
+int rules_build_checked(const struct rules_spec *spec, struct build *b, struct diag *reterr);
+
 #endif

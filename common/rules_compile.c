@@ -241,24 +241,11 @@ out:
 int rules_compile(const struct rules_spec *spec, uint64_t generation, struct rules **ret,
                   struct diag *reterr)
 {
-    struct diag local;
-    struct diag *d = reterr ? reterr : &local;
     struct build b;
-    size_t before;
-    int r;
+    int r = rules_build_checked(spec, &b, reterr);
 
-    if (!reterr)
-        diag_init(&local);
-    before = d->n + d->dropped;
-    r = rules_build_prepare(spec, &b, d);
-    if (r < 0)
-        goto out;
-    if (d->n + d->dropped != before) {
-        r = -EINVAL;
-        goto out;
-    }
-    r = emit(&b, generation, ret);
-out:
+    if (r >= 0)
+        r = emit(&b, generation, ret);
     rules_build_free(&b);
     return r;
 }

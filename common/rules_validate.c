@@ -608,20 +608,27 @@ int rules_build_prepare(const struct rules_spec *spec, struct build *b, struct d
     return check_list(b, d);
 }
 
-int rules_validate(const struct rules_spec *spec, struct diag *reterr)
+int rules_build_checked(const struct rules_spec *spec, struct build *b, struct diag *reterr)
 {
     struct diag local;
     struct diag *d = reterr ? reterr : &local;
-    struct build b;
     size_t before;
     int r;
 
     if (!reterr)
         diag_init(&local);
     before = d->n + d->dropped;
-    r = rules_build_prepare(spec, &b, d);
+    r = rules_build_prepare(spec, b, d);
     if (r >= 0 && d->n + d->dropped != before)
         r = -EINVAL;
+    return r;
+}
+
+int rules_validate(const struct rules_spec *spec, struct diag *reterr)
+{
+    struct build b;
+    int r = rules_build_checked(spec, &b, reterr);
+
     rules_build_free(&b);
     return r;
 }

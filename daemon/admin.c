@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * admin: EXPLAIN, RULES, STATS, RELOAD and COUNTERS (see admin.h).  Each
+ * admin: EXPLAIN, RULES, STATS and RELOAD (see admin.h; COUNTERS is
+ * counters.c's).  Each
  * builds its reply lines on the stack and hands them to reply_text(), so
  * they keep their place among the connection's replies; none waits for
  * anything but an RCU read-side section (RELOAD: reload_run()).
@@ -26,8 +27,7 @@
 #include "table.h"
 #include "worker.h"
 
-/* Appends @s as a quoted protocol string: '"' and control bytes become '_'. */
-static void append_quoted(char *buf, size_t size, size_t *pos, const char *s)
+void admin_append_quoted(char *buf, size_t size, size_t *pos, const char *s)
 {
     if (*pos + 1 < size)
         buf[(*pos)++] = '"';
@@ -37,10 +37,7 @@ static void append_quoted(char *buf, size_t size, size_t *pos, const char *s)
     buf[*pos] = '\0';
 }
 
-static void append_fmt(char *buf, size_t size, size_t *pos, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void append_fmt(char *buf, size_t size, size_t *pos, const char *fmt, ...)
+void admin_append_fmt(char *buf, size_t size, size_t *pos, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -71,6 +68,36 @@ static const char *algo_name(enum rules_algo a)
                                             : "window";
 }
 
+static const char *on_error_name(enum config_redis_error e)
+{
+    return e == CONFIG_REDIS_ERROR_OPEN ? "open" : e == CONFIG_REDIS_ERROR_CLOSED ? "closed"
+                                                                                : "local";
+}
+
+/*
+ * EXPLAIN's cause= for matching rule @r (docs/protocol.md "EXPLAIN"): what
+ * gives its answer now.  Zero semantics need no counter; a rule kept in
+ * Redis while the breaker is open is answered by on_redis_error (a lease
+ * rule once this host's lease is spent).
+ */
+static const char *explain_cause(const struct srv *s, const struct rules_rule *r)
+{
+    struct eval_outcome o;
+
+    if (eval_zero(r, &o))
+        return o.allowed ? "no-limit" : "zero-limit";
+    if (r->store == RULES_STORE_LOCAL || !s->o.store || !store_breaker_open(s->o.store))
+        return "counter";
+    switch (s->o.on_redis_error) {
+    case CONFIG_REDIS_ERROR_OPEN:
+        return "redis-down-open";
+    case CONFIG_REDIS_ERROR_CLOSED:
+        return "redis-down";
+    default:
+        return "redis-down-local";
+    }
+}
+
 void admin_explain(struct conn *c, const struct proto_req *req)
 {
     struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = c->privileged };
@@ -86,33 +113,34 @@ void admin_explain(struct conn *c, const struct proto_req *req)
     n_path = rules_match(st->rules, &rq, path);
     last = path[n_path - 1];
     pos = 0;
-    append_fmt(line, sizeof(line), &pos, "OK %u\n", last + 1);
+    admin_append_fmt(line, sizeof(line), &pos, "OK %u\n", last + 1);
     reply_text(c, line);
     for (uint32_t i = 0; i <= last && !c->dead; i++) {
-        const char *verdict = "no-match";
+        const char *verdict = "no-match", *cause = "none";
 
         if (rules_get(st->rules, i, &r) < 0)
             break;
         text[0] = '\0';
         if (k < n_path && path[k] == i) {
             verdict = i == last ? "decides" : policy_name(r.policy);
+            cause = explain_cause(c->w->s, &r);
             k++;
         } else if (rules_why_not(st->rules, i, &rq, text, sizeof(text)) < 0) {
             snprintf(text, sizeof(text), "%s", "(reason too long)");
         }
         pos = 0;
-        append_fmt(line, sizeof(line), &pos, "rule=%u id=%s verdict=%s match=", i, r.id_str,
-                   verdict);
+        admin_append_fmt(line, sizeof(line), &pos, "rule=%u id=%s verdict=%s match=", i, r.id_str,
+                         verdict);
         {
             char desc[PROTO_LINE_MAX];
 
             if (rules_describe(st->rules, i, desc, sizeof(desc)) < 0)
                 snprintf(desc, sizeof(desc), "%s", "(too long)");
-            append_quoted(line, sizeof(line), &pos, desc);
+            admin_append_quoted(line, sizeof(line), &pos, desc);
         }
-        append_fmt(line, sizeof(line), &pos, " reason=");
-        append_quoted(line, sizeof(line), &pos, text);
-        append_fmt(line, sizeof(line), &pos, "\n");
+        admin_append_fmt(line, sizeof(line), &pos, " reason=");
+        admin_append_quoted(line, sizeof(line), &pos, text);
+        admin_append_fmt(line, sizeof(line), &pos, " cause=%s\n", cause);
         reply_text(c, line);
     }
     urcu_memb_read_unlock();
@@ -130,7 +158,7 @@ void admin_rules(struct conn *c, const struct proto_req *req)
     st = reload_current(c->w->s->o.reload);
     n = rules_count(st->rules);
     pos = 0;
-    append_fmt(line, sizeof(line), &pos, "OK %zu\n", n);
+    admin_append_fmt(line, sizeof(line), &pos, "OK %zu\n", n);
     reply_text(c, line);
     for (uint32_t i = 0; i < n && !c->dead; i++) {
         if (rules_get(st->rules, i, &r) < 0)
@@ -140,19 +168,19 @@ void admin_rules(struct conn *c, const struct proto_req *req)
         if (rules_actor_keys(st->rules, i, actor, sizeof(actor)) < 0)
             snprintf(actor, sizeof(actor), "%s", "(too long)");
         pos = 0;
-        append_fmt(line, sizeof(line), &pos, "rule=%u id=%s label=", i, r.id_str);
-        append_quoted(line, sizeof(line), &pos, r.label);
-        append_fmt(line, sizeof(line), &pos, " match=");
-        append_quoted(line, sizeof(line), &pos, desc);
-        append_fmt(line, sizeof(line), &pos,
-                   " credit_limit=%lld reset_seconds=%lld algorithm=%s policy=%s source=%s"
-                   " fast_path=%s store=%s actor=",
-                   (long long)r.credit_limit, (long long)r.reset_seconds, algo_name(r.algo),
-                   policy_name(r.policy),
-                   r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
-                   r.fast_path ? "true" : "false", store_name(r.store));
-        append_quoted(line, sizeof(line), &pos, actor);
-        append_fmt(line, sizeof(line), &pos, "\n");
+        admin_append_fmt(line, sizeof(line), &pos, "rule=%u id=%s label=", i, r.id_str);
+        admin_append_quoted(line, sizeof(line), &pos, r.label);
+        admin_append_fmt(line, sizeof(line), &pos, " match=");
+        admin_append_quoted(line, sizeof(line), &pos, desc);
+        admin_append_fmt(line, sizeof(line), &pos,
+                         " credit_limit=%lld reset_seconds=%lld algorithm=%s policy=%s source=%s"
+                         " fast_path=%s store=%s actor=",
+                         (long long)r.credit_limit, (long long)r.reset_seconds, algo_name(r.algo),
+                         policy_name(r.policy),
+                         r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
+                         r.fast_path ? "true" : "false", store_name(r.store));
+        admin_append_quoted(line, sizeof(line), &pos, actor);
+        admin_append_fmt(line, sizeof(line), &pos, "\n");
         reply_text(c, line);
     }
     urcu_memb_read_unlock();
@@ -167,8 +195,9 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     uint64_t gen, n_rules, ok, rejected, now = clock_now_ms();
     const struct reload_state *st;
     struct admit_stats as;
-    char buf[4096], admit_text[1024];
-    size_t pos = 0, n_admit;
+    struct rules_rule r;
+    char buf[6144], head[32], admit_text[1024], address[512] = "none";
+    size_t pos = 0, n_lines = 0, n_strict = 0, n_lease = 0;
 
     (void)req;
     for (unsigned i = 0; i < s->o.workers; i++) {
@@ -185,53 +214,86 @@ void admin_stats(struct conn *c, const struct proto_req *req)
         sum.lease_fetches += stat_get(&ws->lease_fetches);
         sum.refill_hints += stat_get(&ws->refill_hints);
         sum.refill_dropped += stat_get(&ws->refill_dropped);
+        for (unsigned d = 0; d < METRICS_N_DENY; d++)
+            sum.denials[d] += stat_get(&ws->denials[d]);
     }
     urcu_memb_read_lock();
     st = reload_current(s->o.reload);
     gen = st->generation;
     n_rules = rules_count(st->rules);
+    for (uint32_t i = 0; i < n_rules; i++) {
+        if (rules_get(st->rules, i, &r) < 0)
+            continue;
+        n_strict += r.store == RULES_STORE_STRICT;
+        n_lease += r.store == RULES_STORE_LEASE;
+    }
     urcu_memb_read_unlock();
     reload_counts(s->o.reload, &ok, &rejected);
     table_stats(s->o.fast, now, &fast);
     table_stats(s->o.priv, now, &priv);
     table_stats(s->o.privileged, now, &prv);
-    if (s->o.store)
+    if (s->o.store) {
         store_stats(s->o.store, &rs);
+        store_address(s->o.store, address, sizeof(address));
+    }
     admit_stats(s->admit, &as);
-    n_admit = admit_stats_text(s->admit, admit_text, sizeof(admit_text));
-    append_fmt(buf, sizeof(buf), &pos,
-               "OK %zu\nuptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
-               "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
-               "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
-               "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
-               "table_slots=%llu\ntable_live=%llu\nfast_table_slots=%llu\n"
-               "fast_table_live=%llu\ntable_full_events=%llu\nfast_path_hits=%llu\n",
-               31 + n_admit, (unsigned long long)((now - s->started_ms) / 1000),
-               (unsigned long long)(as.tcp_conns + as.unix_conns + as.reserve_conns),
-               (unsigned long long)sum.hits, (unsigned long long)sum.accepted,
-               (unsigned long long)sum.rejected, (unsigned long long)sum.canary_accepted,
-               (unsigned long long)sum.canary_rejected, (unsigned long long)sum.errors,
-               (unsigned long long)ok, (unsigned long long)rejected,
-               (unsigned long long)gen, (unsigned long long)n_rules,
-               (unsigned long long)priv.slots, (unsigned long long)priv.live,
-               (unsigned long long)fast.slots, (unsigned long long)fast.live,
-               (unsigned long long)(sum.table_full + table_fast_full(s->o.fast)),
-               (unsigned long long)table_fast_hits(s->o.fast));
+    admit_stats_text(s->admit, admit_text, sizeof(admit_text));
+    admin_append_fmt(buf, sizeof(buf), &pos,
+                     "uptime_seconds=%llu\nconnections=%llu\nhits_total=%llu\n"
+                     "hits_accepted=%llu\nhits_rejected=%llu\nhits_canary_accepted=%llu\n"
+                     "hits_canary_rejected=%llu\nerrors_total=%llu\nreloads_ok=%llu\n"
+                     "reloads_rejected=%llu\nconfig_generation=%llu\nrules=%llu\n"
+                     "table_slots=%llu\ntable_live=%llu\nfast_table_slots=%llu\n"
+                     "fast_table_live=%llu\ntable_full_events=%llu\nfast_path_hits=%llu\n",
+                     (unsigned long long)((now - s->started_ms) / 1000),
+                     (unsigned long long)(as.tcp_conns + as.unix_conns + as.reserve_conns),
+                     (unsigned long long)sum.hits, (unsigned long long)sum.accepted,
+                     (unsigned long long)sum.rejected, (unsigned long long)sum.canary_accepted,
+                     (unsigned long long)sum.canary_rejected, (unsigned long long)sum.errors,
+                     (unsigned long long)ok, (unsigned long long)rejected,
+                     (unsigned long long)gen, (unsigned long long)n_rules,
+                     (unsigned long long)priv.slots, (unsigned long long)priv.live,
+                     (unsigned long long)fast.slots, (unsigned long long)fast.live,
+                     (unsigned long long)(sum.table_full + table_fast_full(s->o.fast)),
+                     (unsigned long long)table_fast_hits(s->o.fast));
     /* docs/redis.md "Monitoring": state unused (no rule needs Redis), up, down. */
-    append_fmt(buf, sizeof(buf), &pos,
-               "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\nredis_errors=%llu\n"
-               "redis_timeouts=%llu\nredis_breaker_trips=%llu\nredis_fallbacks=%llu\n"
-               "redis_lease_fetches=%llu\nredis_noscript=%llu\nredis_refill_hints=%llu\n"
-               "redis_refill_hints_dropped=%llu\n",
-               !rs.wanted ? "unused" : rs.breaker_open ? "down" : "up", rs.conns_up,
-               (unsigned long long)rs.requests, (unsigned long long)rs.errors,
-               (unsigned long long)rs.timeouts, (unsigned long long)rs.trips,
-               (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
-               (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
-               (unsigned long long)sum.refill_dropped);
-    append_fmt(buf, sizeof(buf), &pos, "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
-               (unsigned long long)prv.slots, (unsigned long long)prv.live);
-    append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
+    admin_append_fmt(buf, sizeof(buf), &pos,
+                     "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\n"
+                     "redis_errors=%llu\n"
+                     "redis_timeouts=%llu\nredis_breaker_trips=%llu\nredis_fallbacks=%llu\n"
+                     "redis_lease_fetches=%llu\nredis_noscript=%llu\nredis_refill_hints=%llu\n"
+                     "redis_refill_hints_dropped=%llu\n",
+                     !rs.wanted ? "unused" : rs.breaker_open ? "down" : "up", rs.conns_up,
+                     (unsigned long long)rs.requests, (unsigned long long)rs.errors,
+                     (unsigned long long)rs.timeouts, (unsigned long long)rs.trips,
+                     (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
+                     (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
+                     (unsigned long long)sum.refill_dropped);
+    admin_append_fmt(buf, sizeof(buf), &pos,
+                     "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
+                     (unsigned long long)prv.slots, (unsigned long long)prv.live);
+    admin_append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
+    /* docs/redis.md "Monitoring": where the store is, since when it is down,
+     * what answers then, and how many rules keep their counters there. */
+    admin_append_fmt(buf, sizeof(buf), &pos,
+                     "redis_address=%s\nredis_on_error=%s\nredis_down_seconds=%llu\n"
+                     "redis_rules_strict=%zu\nredis_rules_lease=%zu\n",
+                     address, on_error_name(s->o.on_redis_error),
+                     (unsigned long long)(rs.down_ms / 1000), n_strict, n_lease);
+    /* Denied TAKEs by cause (metrics.h), names as divvy_denials_total's. */
+    for (unsigned d = 0; d < METRICS_N_DENY; d++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "%s", metrics_deny_name((enum metrics_deny)d));
+        for (char *p = name; *p; p++)
+            *p = *p == '-' ? '_' : *p;
+        admin_append_fmt(buf, sizeof(buf), &pos, "denials_%s=%llu\n", name,
+                         (unsigned long long)sum.denials[d]);
+    }
+    for (size_t i = 0; i < pos; i++)
+        n_lines += buf[i] == '\n';
+    snprintf(head, sizeof(head), "OK %zu\n", n_lines);
+    reply_text(c, head);
     reply_text(c, buf);
 }
 
@@ -250,236 +312,4 @@ void admin_reload(struct conn *c, const struct proto_req *req)
     snprintf(line, sizeof(line), "OK reloaded generation=%llu rules=%zu\n",
              (unsigned long long)gen, n_rules);
     reply_text(c, line);
-}
-
-/* ---- COUNTERS: live counters for divvyctl top/locked --------------------- */
-
-#define COUNTERS_DEFAULT   100
-#define COUNTERS_MAX       10000
-#define COUNTERS_SCAN_MAX  (1u << 20)
-
-struct counter_row {
-    uint32_t rule;              /* index in the current rules */
-    uint64_t credit;
-    uint64_t used;
-    uint64_t reset_ms;          /* until the quota is full again */
-    uint64_t retry_ms;          /* until the next credit (algo_retry_ms()) */
-    char actor[40];             /* stored actor (<= 32 bytes) or "#<digest hex>" */
-};
-
-struct counters_scan {
-    const struct rules *rules;
-    const uint64_t *ids;        /* rule ids sorted, ... */
-    const uint32_t *idx;        /* ... and their indexes */
-    size_t n_ids;
-    int64_t only_rule;          /* -1: all */
-    bool exhausted;
-    uint64_t now;
-    struct counter_row *rows;
-    size_t n, cap;
-};
-
-static int find_rule_id(const struct counters_scan *cs, uint64_t id)
-{
-    size_t lo = 0, hi = cs->n_ids;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-
-        if (cs->ids[mid] == id)
-            return (int)cs->idx[mid];
-        if (cs->ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
-}
-
-static int collect_counter(const struct table_entry *e, void *userdata)
-{
-    struct counters_scan *cs = userdata;
-    struct counter_row *row;
-    struct rules_rule r;
-    int idx = find_rule_id(cs, e->rule_id);
-    uint64_t limit, used, retry_ms;
-
-    /* Counters of rules a reload removed are not reported. */
-    if (idx < 0 || (cs->only_rule >= 0 && idx != cs->only_rule) ||
-        rules_get(cs->rules, (uint32_t)idx, &r) < 0)
-        return 0;
-    limit = (uint64_t)r.credit_limit;
-    retry_ms = 0;
-    if (e->lease) {
-        /* A lease: what the pool lacks, as this host last saw it. */
-        used = e->lease_left + e->lease_remain < limit ? limit - e->lease_left - e->lease_remain
-                                                       : 0;
-    } else {
-        /* As a hit would see the counter now: a bucket's refills and a sliding
-         * window's slide count (the stored word is as of the last write). */
-        struct algo_state stv = { .idle = e->expires_ms, .data = e->data };
-        struct table_limits lim;
-        struct table_result res;
-
-        eval_limits(&r, &lim);
-        lim.algo = e->algo;
-        if (algo_check(&lim) < 0)
-            return 0;
-        algo_apply(&lim, TABLE_PEEK, 0, cs->now, &stv, &stv, &res);
-        used = limit - (res.credit < limit ? res.credit : limit);
-        retry_ms = algo_retry_ms(&lim, cs->now, &stv);
-    }
-    if (used > limit)
-        used = limit;
-    if (e->lease && used >= limit)
-        retry_ms = e->expires_ms > cs->now ? e->expires_ms - cs->now : 0;
-    if (cs->exhausted && used < limit)
-        return 0;
-    if (cs->n == cs->cap) {
-        size_t cap = cs->cap ? cs->cap * 2 : 256;
-        struct counter_row *grown;
-
-        if (cap > COUNTERS_SCAN_MAX)
-            return 1;
-        grown = realloc(cs->rows, cap * sizeof(*grown));
-        if (!grown)
-            return 1;
-        cs->rows = grown;
-        cs->cap = cap;
-    }
-    row = &cs->rows[cs->n++];
-    row->rule = (uint32_t)idx;
-    row->used = used;
-    row->credit = limit - used;
-    row->reset_ms = e->expires_ms > cs->now ? e->expires_ms - cs->now : 0;
-    row->retry_ms = retry_ms;
-    if (e->actor_is_digest) {
-        size_t pos = 0;
-
-        row->actor[pos++] = '#';
-        for (size_t i = 0; i < e->actor_len && pos + 3 <= sizeof(row->actor); i++)
-            pos += (size_t)snprintf(row->actor + pos, sizeof(row->actor) - pos, "%02x",
-                                    (unsigned char)e->actor[i]);
-        row->actor[pos] = '\0';
-    } else {
-        size_t len = e->actor_len < sizeof(row->actor) - 1 ? e->actor_len
-                                                            : sizeof(row->actor) - 1;
-
-        memcpy(row->actor, e->actor, len);
-        row->actor[len] = '\0';
-    }
-    return 0;
-}
-
-/* Least credit first, then most used, then rule order. */
-static int row_cmp(const void *a, const void *b)
-{
-    const struct counter_row *x = a, *y = b;
-
-    if (x->credit != y->credit)
-        return x->credit < y->credit ? -1 : 1;
-    if (x->used != y->used)
-        return x->used > y->used ? -1 : 1;
-    return x->rule < y->rule ? -1 : x->rule > y->rule;
-}
-
-static int id_cmp(const void *a, const void *b)
-{
-    const uint64_t *x = a, *y = b;
-
-    return *x < *y ? -1 : *x > *y;
-}
-
-void admin_counters(struct conn *c, const struct proto_req *req)
-{
-    struct counters_scan cs = { .only_rule = -1, .now = clock_now_ms() };
-    const struct proto_kv *kv;
-    const struct reload_state *st;
-    uint64_t *pairs = NULL;         /* (id, index) packed for sorting */
-    uint64_t *ids = NULL;
-    uint32_t *idx = NULL;
-    struct rules_rule r;
-    unsigned long max = COUNTERS_DEFAULT;
-    char line[512], *end;
-    size_t n_rules, pos;
-
-    for (unsigned i = 0; i < req->n_kv; i++) {
-        kv = &req->kv[i];
-        if (strcmp(kv->key, "max") == 0) {
-            errno = 0;
-            max = strtoul(kv->value, &end, 10);
-            if (errno || *end || max == 0 || max > COUNTERS_MAX) {
-                reply_err(c, PROTO_E_BAD_REQUEST, "max must be 1..10000");
-                return;
-            }
-        } else if (strcmp(kv->key, "exhausted") == 0) {
-            cs.exhausted = strcmp(kv->value, "true") == 0;
-        } else if (strcmp(kv->key, "rule") != 0) {
-            reply_err(c, PROTO_E_BAD_REQUEST, "COUNTERS takes rule=, max= and exhausted=");
-            return;
-        }
-    }
-    urcu_memb_read_lock();
-    st = reload_current(c->w->s->o.reload);
-    cs.rules = st->rules;
-    n_rules = rules_count(st->rules);
-    pairs = malloc(n_rules * 2 * sizeof(*pairs));
-    ids = malloc(n_rules * sizeof(*ids));
-    idx = malloc(n_rules * sizeof(*idx));
-    if (!pairs || !ids || !idx) {
-        reply_err(c, PROTO_E_UNKNOWN, "out of memory");
-        goto out;
-    }
-    for (uint32_t i = 0; i < n_rules; i++) {
-        if (rules_get(st->rules, i, &r) < 0)
-            continue;
-        pairs[2 * i] = r.id;
-        pairs[2 * i + 1] = i;
-        kv = proto_find(req, "rule", 4);
-        if (kv && (strcmp(kv->value, r.id_str) == 0 || strcmp(kv->value, r.label) == 0))
-            cs.only_rule = i;
-    }
-    kv = proto_find(req, "rule", 4);
-    if (kv && cs.only_rule < 0) {
-        reply_err(c, PROTO_E_BAD_REQUEST, "no rule with that label or id");
-        goto out;
-    }
-    qsort(pairs, n_rules, 2 * sizeof(*pairs), id_cmp);
-    for (size_t i = 0; i < n_rules; i++) {
-        ids[i] = pairs[2 * i];
-        idx[i] = (uint32_t)pairs[2 * i + 1];
-    }
-    cs.ids = ids;
-    cs.idx = idx;
-    cs.n_ids = n_rules;
-    table_foreach(c->w->s->o.fast, cs.now, collect_counter, &cs);
-    table_foreach(c->w->s->o.priv, cs.now, collect_counter, &cs);
-    table_foreach(c->w->s->o.privileged, cs.now, collect_counter, &cs);
-    if (cs.n > 1)
-        qsort(cs.rows, cs.n, sizeof(*cs.rows), row_cmp);
-    if (cs.n < max)
-        max = cs.n;
-    snprintf(line, sizeof(line), "OK %lu\n", max);
-    reply_text(c, line);
-    for (size_t i = 0; i < max && !c->dead; i++) {
-        const struct counter_row *row = &cs.rows[i];
-
-        if (rules_get(st->rules, row->rule, &r) < 0)
-            continue;
-        pos = 0;
-        append_fmt(line, sizeof(line), &pos, "rule=%s actor=", r.id_str);
-        append_quoted(line, sizeof(line), &pos, row->actor);
-        append_fmt(line, sizeof(line), &pos,
-                   " credit=%llu used=%llu limit=%lld reset_seconds=%llu retry_seconds=%llu\n",
-                   (unsigned long long)row->credit, (unsigned long long)row->used,
-                   (long long)r.credit_limit, (unsigned long long)eval_ms_to_s(row->reset_ms),
-                   (unsigned long long)(row->retry_ms / 1000 + (row->retry_ms % 1000 != 0)));
-        reply_text(c, line);
-    }
-out:
-    urcu_memb_read_unlock();
-    free(cs.rows);
-    free(pairs);
-    free(ids);
-    free(idx);
 }

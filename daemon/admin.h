@@ -2,14 +2,15 @@
 /*
  * admin: the verbs that describe the daemon rather than count a hit:
  * EXPLAIN and RULES (the rules in force), STATS (counters summed over the
- * workers), RELOAD and COUNTERS (live counters for divvyctl top/locked).
- * Handlers of the verb table (verb.h), which has already refused RELOAD and
- * COUNTERS to peers that are not admin.  Replies are docs/protocol.md's
- * "OK <n>" and n lines.  Each reads the rules in its own RCU read-side
- * section; the connection's thread.
+ * workers) and RELOAD; COUNTERS is counters.h's.  Handlers of the verb
+ * table (verb.h), which has already refused RELOAD to peers that are not
+ * admin.  Replies are docs/protocol.md's "OK <n>" and n lines.  Each reads
+ * the rules in its own RCU read-side section; the connection's thread.
  */
 #ifndef DIVVY_ADMIN_H
 #define DIVVY_ADMIN_H
+
+#include <stddef.h>
 
 #include "proto.h"
 
@@ -27,7 +28,12 @@ void admin_stats(struct conn *c, const struct proto_req *req);
 /* RELOAD: reload_run() as SIGHUP does; ERR reload-failed says why not. */
 void admin_reload(struct conn *c, const struct proto_req *req);
 
-/* COUNTERS [rule=] [max=] [exhausted=true]: live counters, least credit first. */
-void admin_counters(struct conn *c, const struct proto_req *req);
+/* Appends @s to the line @buf (@size bytes, *@pos used) as a quoted
+ * protocol string: '"' and control bytes become '_'.  Always NUL-terminated. */
+void admin_append_quoted(char *buf, size_t size, size_t *pos, const char *s);
+
+/* Appends printf output to the line @buf, cut at @size (NUL-terminated). */
+void admin_append_fmt(char *buf, size_t size, size_t *pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

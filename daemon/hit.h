@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hit: HIT, TAKE, PEEK and RESET in a worker (srv.c for now).  A request on
+ * hit: HIT, TAKE, PEEK and RESET in a worker (hit.c, hit_redis.c).  A request on
  * rules that live only on this host is decided at once (do_hit(), common/
  * eval.c); one whose path reaches a rule kept in Redis (docs/redis.md)
  * becomes a waiting hit: a slot in its connection's reply FIFO (conn.h)
@@ -56,6 +56,8 @@ struct hit {
     size_t reply_len;
     char *trailer;              /* replies of later requests answered meanwhile */
     size_t trailer_len, trailer_cap;
+    char *text;                 /* hit_answer(): a reply of any length, before trailer */
+    size_t text_len;
 
     enum proto_verb verb;
     enum table_op op;
@@ -111,6 +113,18 @@ void hits_free(struct worker *w);
 /* Appends a reply produced while hits of @c wait to the last one's trailer
  * (out_append() calls it).  Out of memory marks @c dead. */
 void hit_trail(struct conn *c, const char *s, size_t len);
+
+/*
+ * A slot at the end of @c's reply FIFO for a reply that waits for something
+ * else than a rule (COUNTERS reading Redis): replies of later requests queue
+ * behind it.  Answer it exactly once with hit_answer(), from a store
+ * callback (the connection lives until then).  NULL: out of memory.
+ */
+struct hit *hit_wait(struct conn *c);
+
+/* Answers slot @h with @len bytes at @text (malloc'd; taken over, freed
+ * with the slot) and writes the FIFO's answered prefix. */
+void hit_answer(struct hit *h, char *text, size_t len);
 
 /* Rule @r's table limits for its lease counter (store.lease_max applied). */
 void lease_limits(const struct worker *w, const struct rules_rule *r, struct table_limits *lim);

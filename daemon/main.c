@@ -64,7 +64,8 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 clean stop or valid config, 1 invalid config or startup\n"
     "failure, 2 usage error.\n"
-    "See docs/protocol.md, docs/config.md and docs/shm.md.\n";
+    "Manual: divvyd(8), divvy.conf(5) and divvyctl(8) (`man divvyd`); they name the\n"
+    "guides installed with them (protocol, rules, operations).\n";
 
 struct args {
     const char *config;
@@ -231,20 +232,25 @@ static int apply_divvy_env(struct config *cfg, const struct args *a, char *port_
     return 0;
 }
 
-static void print_diag(const struct diag *d, const char *path, int r)
+/* A config's problems on stderr, one FILE:LINE: reason each.  --check prints
+ * them bare, as compilers and `divvyctl check` do, for editors and scripts
+ * that parse FILE:LINE:; a start prefixes them like every other log line. */
+static void print_diag(const struct diag *d, const char *path, int r, bool check)
 {
+    const char *prefix = check ? "" : "divvyd: ";
     char line[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
 
     if (d->n == 0) {
-        fprintf(stderr, "divvyd: %s: %s\n", path, strerror(-r));
+        fprintf(stderr, "%s%s: %s\n", prefix, path, strerror(-r));
         return;
     }
     for (size_t i = 0; i < d->n; i++) {
         diag_format(d, i, line, sizeof(line));
-        fprintf(stderr, "divvyd: %s\n", line);
+        fprintf(stderr, "%s%s\n", prefix, line);
     }
     if (d->dropped)
-        fprintf(stderr, "divvyd: ... and %zu more problems\n", d->dropped);
+        fprintf(stderr, "%s%s: ... and %zu more problem%s\n", prefix, path, d->dropped,
+                d->dropped == 1 ? "" : "s");
 }
 
 static const char *on_error_name(enum config_redis_error e)
@@ -393,7 +399,7 @@ int main(int argc, char **argv)
     if (r >= 0 && a.check)
         r = rules_compile(&cfg->rules, 0, &rules, diag);
     if (r < 0) {
-        print_diag(diag, a.config, r);
+        print_diag(diag, a.config, r, a.check);
         if (!a.check)
             fprintf(stderr, "divvyd: not starting: %s is invalid\n", a.config);
         goto out;
@@ -467,7 +473,7 @@ int main(int argc, char **argv)
     if (r < 0) {
         /* Without a diagnostic the config was fine: the cause is logged. */
         if (diag->n > 0) {
-            print_diag(diag, a.config, r);
+            print_diag(diag, a.config, r, false);
         } else {
             errno = -r;
             log_msg(LOG_ERR, "not starting: %m");

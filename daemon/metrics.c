@@ -198,6 +198,22 @@ void metrics_error(struct metrics_worker *w, enum proto_err err)
     counter_add(&w->errors[err], 1);
 }
 
+const char *metrics_deny_name(enum metrics_deny cause)
+{
+    static const char *const names[METRICS_N_DENY] = {
+        "quota", "zero-limit", "table-full", "redis-down", "no-counter",
+    };
+
+    return (unsigned)cause < METRICS_N_DENY ? names[cause] : "?";
+}
+
+void metrics_denied(struct metrics_worker *w, enum metrics_deny cause)
+{
+    if (!w || (unsigned)cause >= METRICS_N_DENY)
+        return;
+    counter_add(&w->denied[cause], 1);
+}
+
 /* ---- sums ------------------------------------------------------------------------ */
 
 uint64_t metrics_sum_hits(const struct metrics *m, size_t slot, unsigned status)
@@ -219,6 +235,15 @@ uint64_t metrics_sum_errors(const struct metrics *m, unsigned err)
 
     for (unsigned i = 0; i < m->n_workers; i++)
         total += counter_get(&m->workers[i].errors[err]);
+    return total;
+}
+
+uint64_t metrics_sum_denied(const struct metrics *m, unsigned cause)
+{
+    uint64_t total = 0;
+
+    for (unsigned i = 0; i < m->n_workers; i++)
+        total += counter_get(&m->workers[i].denied[cause]);
     return total;
 }
 

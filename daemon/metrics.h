@@ -3,9 +3,9 @@
  * metrics: divvyd's counters and where they are published.
  *
  * Workers count hits (by status and rule label, divvy's canary-accepted and
- * canary-rejected included), hit durations and ERR replies in per-worker
- * blocks that only their own thread writes (relaxed atomic stores, no lock,
- * no allocation on the hit path).  The main thread hands over the values it
+ * canary-rejected included), denials by cause, hit durations and ERR
+ * replies in per-worker blocks that only their own thread writes (relaxed
+ * atomic stores, no lock, no allocation on the hit path).  The main thread hands over the values it
  * owns (connections, tables, reloads, config generation) once per tick with
  * metrics_tick().  Readers sum the blocks with relaxed loads:
  *   - a Prometheus text endpoint (libmicrohttpd, on its own thread), off
@@ -43,6 +43,19 @@ enum metrics_status {
     METRICS_CANARY_REJECTED,    /* "canary-rejected" */
     METRICS_N_STATUS
 };
+
+/* Why a hit was denied (divvy_denials_total{cause}, STATS denials_*). */
+enum metrics_deny {
+    METRICS_DENY_QUOTA = 0,     /* "quota": the rule's counter had too little credit */
+    METRICS_DENY_ZERO_LIMIT,    /* "zero-limit": credit_limit = 0 always denies */
+    METRICS_DENY_TABLE_FULL,    /* "table-full": no counter, when_full = deny */
+    METRICS_DENY_REDIS_DOWN,    /* "redis-down": Redis unreachable, on_redis_error = closed */
+    METRICS_DENY_NO_COUNTER,    /* "no-counter": ERR no-counter (privileged table full) */
+    METRICS_N_DENY
+};
+
+/* "quota", "zero-limit", ...; "?" for another value. */
+const char *metrics_deny_name(enum metrics_deny cause);
 
 struct metrics_opts {
     unsigned workers;           /* per-worker blocks, >= 1 */
@@ -114,6 +127,9 @@ void metrics_hit_done(struct metrics_worker *w, uint64_t start_ns);
 
 /* Counts one ERR reply with @err's code. */
 void metrics_error(struct metrics_worker *w, enum proto_err err);
+
+/* Counts one denied HIT/TAKE (or an ERR no-counter in its place) by @cause. */
+void metrics_denied(struct metrics_worker *w, enum metrics_deny cause);
 
 /* ---- main thread ------------------------------------------------------------------- */
 

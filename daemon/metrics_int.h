@@ -39,6 +39,7 @@ struct metrics_worker {
     uint64_t buckets[N_BUCKETS + 1];    /* per bucket, not cumulative; the last is +Inf */
     uint64_t sum_ns;
     uint64_t errors[N_ERRORS];
+    uint64_t denied[METRICS_N_DENY];
     uint32_t samples[N_SAMPLES];        /* the latest durations in microseconds, for statsd */
     uint64_t n_samples;
 } __attribute__((aligned(64)));
@@ -73,6 +74,7 @@ struct metrics {
     uint64_t *sent_hits;                /* [slot * METRICS_N_STATUS + status] as last sent */
     uint64_t sent_status[METRICS_N_STATUS];
     uint64_t sent_errors[N_ERRORS];
+    uint64_t sent_denied[METRICS_N_DENY];
     uint64_t *sent_samples;             /* per worker */
 };
 
@@ -100,6 +102,9 @@ uint64_t metrics_sum_hits(const struct metrics *m, size_t slot, unsigned status)
 
 /* ERR replies with code @err (1 .. N_ERRORS - 1). */
 uint64_t metrics_sum_errors(const struct metrics *m, unsigned err);
+
+/* Denied hits with cause @cause (< METRICS_N_DENY). */
+uint64_t metrics_sum_denied(const struct metrics *m, unsigned cause);
 
 /* Label slots whose string m->labels[] holds (acquire: safe to read them). */
 size_t metrics_labels_published(const struct metrics *m);

@@ -180,6 +180,13 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
         fprintf(f, "divvy_errors_total{code=\"%s\"} %llu\n", proto_err_code((enum proto_err)e),
                 (unsigned long long)metrics_sum_errors(m, e));
 
+    put_head(f, "divvy_denials_total", "counter",
+             "Denied hits by cause (quota, zero-limit, table-full, redis-down, no-counter).");
+    for (unsigned d = 0; d < METRICS_N_DENY; d++)
+        fprintf(f, "divvy_denials_total{cause=\"%s\"} %llu\n",
+                metrics_deny_name((enum metrics_deny)d),
+                (unsigned long long)metrics_sum_denied(m, d));
+
     render_table(f, &g);
     if (g.have_admit)
         render_admit(f, &g.admit);

@@ -133,6 +133,13 @@ static void statsd_flush(struct metrics *m)
                       (unsigned long long)(total - m->sent_errors[e]));
         m->sent_errors[e] = total;
     }
+    for (unsigned c = 0; c < METRICS_N_DENY; c++) {
+        total = metrics_sum_denied(m, c);
+        if (total > m->sent_denied[c])
+            dgram_put(d, "denied.%s:%llu|c", metrics_deny_name((enum metrics_deny)c),
+                      (unsigned long long)(total - m->sent_denied[c]));
+        m->sent_denied[c] = total;
+    }
     /* Hit timings: the latest N_SAMPLES per worker, with statsd's sample rate
      * when there were more, so statsd's counts and percentiles stay right. */
     for (unsigned i = 0; i < m->n_workers; i++) {

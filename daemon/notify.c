@@ -37,35 +37,35 @@ static struct log_ratelimit rl_stuck;
 
 /* ---- sd_notify --------------------------------------------------------------- */
 
-/* Formats a STATUS= value: one line, newlines and other control bytes as spaces. */
-static void format_status(char *buf, size_t size, const char *fmt, va_list ap)
+/* Sends @prefix (READY=1 or nothing) and a STATUS= value formatted from
+ * @fmt: one line, newlines and other control bytes as spaces. */
+static void send_status(const char *prefix, const char *fmt, va_list ap)
 {
-    vsnprintf(buf, size, fmt, ap);
-    for (char *p = buf; *p; p++)
+    char status[STATUS_MAX];
+
+    vsnprintf(status, sizeof(status), fmt, ap);
+    for (char *p = status; *p; p++)
         if ((unsigned char)*p < 0x20)
             *p = ' ';
+    sd_notifyf(0, "%sSTATUS=%s", prefix, status);
 }
 
 void notify_ready(const char *fmt, ...)
 {
-    char status[STATUS_MAX];
     va_list ap;
 
     va_start(ap, fmt);
-    format_status(status, sizeof(status), fmt, ap);
+    send_status("READY=1\n", fmt, ap);
     va_end(ap);
-    sd_notifyf(0, "READY=1\nSTATUS=%s", status);
 }
 
 void notify_status(const char *fmt, ...)
 {
-    char status[STATUS_MAX];
     va_list ap;
 
     va_start(ap, fmt);
-    format_status(status, sizeof(status), fmt, ap);
+    send_status("", fmt, ap);
     va_end(ap);
-    sd_notifyf(0, "STATUS=%s", status);
 }
 
 void notify_stopping(void)

@@ -14,8 +14,9 @@
  * still gets its replies in request order (docs/daemon.md).
  *
  * The server's stages are modules of their own, sharing struct srv through
- * srv_int.h: listener.c, worker.c, conn.c, verb.c, admin.c, and srv.c (the
- * server itself and the hit path).  main.c needs only this header.
+ * srv_int.h: listener.c, worker.c, conn.c, verb.c, admin.c, counters.c, hit.c
+ * and hit_redis.c (the hit path), and srv.c (the server itself).  main.c
+ * needs only this header.
  */
 #ifndef DIVVY_SRV_H
 #define DIVVY_SRV_H

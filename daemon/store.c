@@ -1,374 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store: the Redis store (see store.h, docs/redis.md).  Owns the Lua
- * scripts (embedded here, so nothing depends on an install path), their
- * SHA-1s, every hiredis context, the per-connection FIFO of requests in
- * flight with its deadline timer, and the breaker.
- *
- * Ownership of a hiredis context: hiredis frees it by itself after a
- * connection error (its disconnect path runs every pending callback with a
- * NULL reply first); we free it ourselves, with redisAsyncFree(), only on
- * a timeout, an error reply or shutdown, and clear sc->ac first, so a
- * callback run during the free never touches the dying context again.
- * Only API that hiredis 0.14 (Debian 12) already has is used: no
- * redisConnectWithOptions, no async timeouts (hence the deadline timer),
- * no RESP3; the same code builds against hiredis 1.x, so nothing needs a
- * HIREDIS_MAJOR guard.
- *
- * With Sentinel (daemon/sentinel.c) each connect starts by asking the
- * sentinels where the master is; requests accepted meanwhile wait in a
- * second FIFO (sc->wait_head), with the same deadline timer, and are sent
- * once the master's context exists.  The handshake then also asks ROLE: a
- * server that is not a master (a failover under way) fails the connect
- * like any other error.  Each such connection also keeps a sentinel watch
- * (sentinel.h), started once its first question is answered: when a
- * sentinel announces +switch-master to an address other than the one this
- * connection uses, the connection is dropped as if it were lost, without
- * tripping the breaker, and a new connect asks the sentinels at once
- * (docs/redis.md "Sentinel": a planned move, not a Redis failure).
+ * store: the Redis store (see store.h, docs/redis.md): its settings, the
+ * breaker shared by the workers and its counters, the key format, and the
+ * typed requests, which pack their script's call (daemon/store_script.c) and
+ * hand it to the worker's connection (daemon/store_conn.c: hiredis, the
+ * FIFO of requests in flight, reconnects, Sentinel).
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/event.h>
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
-
 #include "clock.h"
 #include "log.h"
-#include "redis_async.h"
 #include "sentinel.h"
 #include "store.h"
-
-#define FREELIST_MAX        1024
-#define NOSCRIPT_RETRIES    1
-
-/* ---- scripts (docs/redis.md "Scripts") -------------------------------------- */
-
-/* Time for algorithms that need it comes from Redis (TIME), never from a
- * host; redis.replicate_commands() lets a script write after TIME on Redis
- * older than 5 (later versions always replicate effects). */
-#define LUA_NOW                                                                      \
-    "if redis.replicate_commands then redis.replicate_commands() end\n"              \
-    "local tm = redis.call('TIME')\n"                                                \
-    "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
-
-/* A key of another type (a labelled rule whose algorithm changed) starts afresh. */
-#define LUA_HMGET(fields)                                                            \
-    "local st = redis.pcall('HMGET', key, " fields ")\n"                             \
-    "if st.err then redis.call('DEL', key); st = {} end\n"
-
-static const char lua_window[] =
-    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end.\n"
-    "-- ARGV: op (take|peek), n, limit, reset_ms -> {allowed, credit, ms to reset}\n"
-    "local key = KEYS[1]\n"
-    "local n, limit, reset = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local got = redis.pcall('GET', key)\n"
-    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    "local used = tonumber(got)\n"
-    "if not used then\n"
-    "  if ARGV[1] == 'take' and n <= limit then\n"
-    "    redis.call('SET', key, n, 'PX', reset)\n"
-    "    return {1, limit - n, reset}\n"
-    "  end\n"
-    "  if n <= limit then return {1, limit, 0} end\n"
-    "  return {0, limit, 0}\n"
-    "end\n"
-    "local ttl = redis.call('PTTL', key)\n"
-    "if ttl < 0 then\n"
-    "  redis.call('PEXPIRE', key, reset)\n"
-    "  ttl = reset\n"
-    "end\n"
-    "if used > limit then used = limit end\n"
-    "if used < 0 then used = 0 end\n"
-    "if n <= limit - used then\n"
-    "  if ARGV[1] == 'take' then\n"
-    "    redis.call('INCRBY', key, n)\n"
-    "    used = used + n\n"
-    "  end\n"
-    "  return {1, limit - used, ttl}\n"
-    "end\n"
-    "return {0, limit - used, ttl}\n";
-
-static const char lua_bucket[] =
-    "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n"
-    "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n"
-    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}\n"
-    "local key = KEYS[1]\n"
-    "local n, cap = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
-    "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
-    LUA_NOW
-    LUA_HMGET("'d', 't'")
-    "local d, t = tonumber(st[1]), tonumber(st[2])\n"
-    "local tokens, last = cap, now\n"
-    "if d and t and d > 0 then\n"
-    "  if d > cap then d = cap end\n"
-    "  if t > now then t = now end\n"
-    "  if t + math.ceil(d / amount) * period > now then\n"
-    "    local refills = math.floor((now - t) / period)\n"
-    "    d = d - refills * amount\n"
-    "    if d < 0 then d = 0 end\n"
-    "    last = t + refills * period\n"
-    "    tokens = cap - d\n"
-    "  end\n"
-    "end\n"
-    "local fits = n <= tokens\n"
-    "if ARGV[1] == 'take' then\n"
-    "  if fits then\n"
-    "    tokens = tokens - n\n"
-    "  elseif ARGV[6] == '1' and tokens < cap then\n"
-    "    last = now\n"
-    "  end\n"
-    "  if tokens < cap then\n"
-    "    local missing = cap - tokens\n"
-    "    redis.call('HSET', key, 'd', missing, 't', last)\n"
-    "    redis.call('PEXPIRE', key, last + math.ceil(missing / amount) * period - now)\n"
-    "  end\n"
-    "end\n"
-    "local reset = 0\n"
-    "if tokens < cap then reset = last + period - now end\n"
-    "if fits then return {1, tokens, reset} end\n"
-    "return {0, tokens, reset}\n";
-
-static const char lua_sliding[] =
-    "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n"
-    "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n"
-    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}\n"
-    "local key = KEYS[1]\n"
-    "local n, limit, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    LUA_NOW
-    LUA_HMGET("'p', 'c', 's'")
-    "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"
-    "local s = tonumber(st[3])\n"
-    "if s and s + 2 * w > now then\n"
-    "  fresh = false\n"
-    "  prev, count, start = tonumber(st[1]) or 0, tonumber(st[2]) or 0, s\n"
-    "  elapsed = now - start\n"
-    "  if elapsed < 0 then elapsed = 0 end\n"
-    "  if elapsed >= w then\n"
-    "    prev, count, start, elapsed = count, 0, start + w, elapsed - w\n"
-    "  end\n"
-    "end\n"
-    "local budget, spent = limit * w, prev * (w - elapsed) + count * w\n"
-    "local credit = 0\n"
-    "if budget > spent then credit = math.floor((budget - spent) / w) end\n"
-    "local fits = n <= credit\n"
-    "if ARGV[1] == 'take' and fits then\n"
-    "  count, credit, fresh = count + n, credit - n, false\n"
-    "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"
-    "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"
-    "end\n"
-    "local reset = 0\n"
-    "if not fresh then reset = start + w - now end\n"
-    "if fits then return {1, credit, reset} end\n"
-    "return {0, credit, reset}\n";
-
-static const char lua_lease[] =
-    "-- lease: KEYS[1] as the window script's (credit used, PTTL = the window).\n"
-    "-- ARGV: want, limit, reset_ms, divisor.  Grants min(want, remainder,\n"
-    "-- max(1, floor(remainder / divisor))) and counts it as used.\n"
-    "-- -> {granted, remainder after, ms to the window's end, 1 if it began now}\n"
-    "local key = KEYS[1]\n"
-    "local want, limit = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
-    "local reset, div = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local got = redis.pcall('GET', key)\n"
-    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    "local used, created = tonumber(got), 0\n"
-    "if not used then used, created = 0, 1 end\n"
-    "if used > limit then used = limit end\n"
-    "if used < 0 then used = 0 end\n"
-    "local remain = limit - used\n"
-    "local k = math.floor(remain / div)\n"
-    "if k < 1 then k = 1 end\n"
-    "local g = math.min(want, remain, k)\n"
-    "if g < 0 then g = 0 end\n"
-    "local ttl\n"
-    "if created == 1 then\n"
-    "  if g == 0 then return {0, remain, 0, 0} end\n"
-    "  redis.call('SET', key, g, 'PX', reset)\n"
-    "  ttl = reset\n"
-    "else\n"
-    "  ttl = redis.call('PTTL', key)\n"
-    "  if ttl < 0 then\n"
-    "    redis.call('PEXPIRE', key, reset)\n"
-    "    ttl = reset\n"
-    "  end\n"
-    "  if g > 0 then redis.call('INCRBY', key, g) end\n"
-    "end\n"
-    "return {g, remain - g, ttl, created}\n";
-
-static const char *const scripts[STORE_N_SCRIPTS] = {
-    lua_window, lua_bucket, lua_sliding, lua_lease,
-};
-static const char *const script_names[STORE_N_SCRIPTS] = {
-    "window", "token_bucket", "sliding_window", "lease",
-};
-static char script_sha[STORE_N_SCRIPTS][41];
-static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
-
-/* ---- SHA-1 (FIPS 180-4), for EVALSHA names ------------------------------------ */
-
-static uint32_t rol32(uint32_t v, unsigned n)
-{
-    return v << n | v >> (32 - n);
-}
-
-static void sha1_block(uint32_t h[5], const uint8_t *p)
-{
-    uint32_t w[80], a, b, c, d, e, f, k, t;
-
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 80; i++)
-        w[i] = rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-    a = h[0];
-    b = h[1];
-    c = h[2];
-    d = h[3];
-    e = h[4];
-    for (int i = 0; i < 80; i++) {
-        if (i < 20) {
-            f = (b & c) | (~b & d);
-            k = 0x5a827999;
-        } else if (i < 40) {
-            f = b ^ c ^ d;
-            k = 0x6ed9eba1;
-        } else if (i < 60) {
-            f = (b & c) | (b & d) | (c & d);
-            k = 0x8f1bbcdc;
-        } else {
-            f = b ^ c ^ d;
-            k = 0xca62c1d6;
-        }
-        t = rol32(a, 5) + f + e + k + w[i];
-        e = d;
-        d = c;
-        c = rol32(b, 30);
-        b = a;
-        a = t;
-    }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-}
-
-void store_sha1_hex(const void *data, size_t len, char ret[41])
-{
-    uint32_t h[5] = { 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0 };
-    const uint8_t *p = data;
-    uint8_t tail[128];
-    size_t rest = len % 64, n_tail;
-    uint64_t bits = (uint64_t)len * 8;
-
-    for (size_t off = 0; off + 64 <= len; off += 64)
-        sha1_block(h, p + off);
-    memset(tail, 0, sizeof(tail));
-    if (rest)
-        memcpy(tail, p + len - rest, rest);
-    tail[rest] = 0x80;
-    n_tail = rest < 56 ? 64 : 128;
-    for (int i = 0; i < 8; i++)
-        tail[n_tail - 1 - i] = (uint8_t)(bits >> (8 * i));
-    sha1_block(h, tail);
-    if (n_tail == 128)
-        sha1_block(h, tail + 64);
-    for (int i = 0; i < 5; i++)
-        snprintf(ret + 8 * i, 9, "%08" PRIx32, h[i]);
-}
-
-static void sha_init(void)
-{
-    for (int i = 0; i < STORE_N_SCRIPTS; i++)
-        store_sha1_hex(scripts[i], strlen(scripts[i]), script_sha[i]);
-}
-
-const char *store_script_source(enum store_script script)
-{
-    return (unsigned)script < STORE_N_SCRIPTS ? scripts[script] : NULL;
-}
-
-const char *store_script_sha(enum store_script script)
-{
-    pthread_once(&sha_once, sha_init);
-    return (unsigned)script < STORE_N_SCRIPTS ? script_sha[script] : NULL;
-}
+#include "store_int.h"
 
 /* ---- the store ----------------------------------------------------------------- */
 
-struct store {
-    struct store_opts o;        /* strings owned; the sentinel settings live in sentinel */
-    struct sentinel *sentinel;  /* NULL without Sentinel */
-    uint64_t wanted;            /* atomic bool */
-    uint64_t open;              /* atomic bool: breaker */
-    uint64_t opened_ms;         /* when it last opened */
-    uint64_t conns_up;          /* atomic */
-    uint64_t requests, errors, timeouts, trips, noscript;  /* atomic counters */
-};
-
-enum conn_state { CONN_DOWN = 0, CONN_CONNECTING, CONN_READY };
-
-enum req_kind { REQ_USER = 0, REQ_HANDSHAKE, REQ_HANDSHAKE_LAST, REQ_IGNORE, REQ_ROLE };
-
-/* One command in flight, in send order (Redis answers in that order). */
-struct sreq {
-    struct sreq *next;
-    struct store_conn *sc;
-    enum req_kind kind;
-    store_cb *cb;
-    void *arg;
-    uint64_t deadline;
-    int script;                 /* enum store_script, or -1 for DEL / internal */
-    unsigned retries;
-    /* The command, kept for a retry after NOSCRIPT. */
-    unsigned argc;
-    char num[STORE_ARGS_MAX][24];
-    const char *op;
-    char *key;
-    size_t key_len;
-};
-
-struct store_conn {
-    struct store *st;
-    struct event_base *base;
-    redisAsyncContext *ac;      /* NULL when down */
-    enum conn_state state;
-    bool closing;
-    struct sreq *head, *tail;   /* in flight */
-    struct sreq *free_list;
-    unsigned n_free;
-    struct event *deadline_ev;
-    bool deadline_armed;
-    uint64_t deadline_at;
-    struct event *retry_ev;
-    unsigned backoff_ms;
-    struct sentinel_query *sq;  /* NULL without Sentinel */
-    struct sreq *wait_head, *wait_tail;     /* accepted while asking the sentinels */
-    struct sentinel_watch *sw;  /* +switch-master; NULL without Sentinel */
-    char master_host[SENTINEL_HOST_MAX];    /* where the sentinels sent sc->ac */
-    unsigned master_port;
-    bool reask;                 /* a switch was announced while asking: ask once more */
-    char announced_host[SENTINEL_HOST_MAX]; /* ... to this address */
-    unsigned announced_port;
-};
-
-static struct log_ratelimit rl_error;
 
 static uint64_t ld(const uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-static void inc(uint64_t *p)
-{
-    __atomic_fetch_add(p, 1, __ATOMIC_RELAXED);
 }
 
 const char *store_where(const struct store *st, char *buf, size_t size)
@@ -383,7 +38,7 @@ const char *store_where(const struct store *st, char *buf, size_t size)
 }
 
 /* The one place the breaker opens: logged and counted once per transition. */
-static void trip(struct store *st, const char *why)
+void store_trip(struct store *st, const char *why)
 {
     uint64_t closed = 0;
     char w[512];
@@ -392,14 +47,14 @@ static void trip(struct store *st, const char *why)
                                      __ATOMIC_RELAXED))
         return;
     __atomic_store_n(&st->opened_ms, clock_now_ms(), __ATOMIC_RELAXED);
-    inc(&st->trips);
+    store_inc(&st->trips);
     log_msg(LOG_WARNING, "redis %s: %s; breaker open: hits use on_redis_error until it is back",
             store_where(st, w, sizeof(w)), why);
     if (st->o.on_breaker)
         st->o.on_breaker(st->o.arg, true);
 }
 
-static void untrip(struct store *st)
+void store_untrip(struct store *st)
 {
     uint64_t open = 1;
     char w[512];
@@ -452,7 +107,7 @@ int store_new(const struct store_opts *o, struct store **ret)
     if (!o || o->timeout_ms == 0 ||
         (!o->n_sentinels && !o->unix_socket && (!o->host || !o->port)))
         return -EINVAL;
-    pthread_once(&sha_once, sha_init);
+    store_script_sha(STORE_SCRIPT_WINDOW);     /* the SHA-1s, once, before any worker */
     st = calloc(1, sizeof(*st));
     if (!st)
         return -ENOMEM;
@@ -521,9 +176,46 @@ void store_stats(const struct store *st, struct store_stats *ret)
     ret->timeouts = ld(&st->timeouts);
     ret->trips = ld(&st->trips);
     ret->noscript = ld(&st->noscript);
+    if (ret->breaker_open) {
+        uint64_t now = clock_now_ms(), opened = ld(&st->opened_ms);
+
+        ret->down_ms = now > opened ? now - opened : 0;
+    }
+}
+
+const char *store_address(const struct store *st, char *buf, size_t size)
+{
+    char master[SENTINEL_HOST_MAX + 256];
+    const char *name;
+    char *at;
+
+    if (st->sentinel) {
+        /* sentinel_describe(): "master NAME" or "master NAME at HOST:PORT". */
+        sentinel_describe(st->sentinel, master, sizeof(master));
+        name = strncmp(master, "master ", 7) == 0 ? master + 7 : master;
+        at = strstr(name, " at ");
+        if (at) {
+            *at = '\0';
+            snprintf(buf, size, "sentinel:%s@%s", name, at + 4);
+        } else {
+            snprintf(buf, size, "sentinel:%s", name);
+        }
+    } else {
+        store_where(st, buf, size);
+    }
+    for (char *p = buf; *p; p++) {
+        if (*p == ' ' || *p == '"' || (unsigned char)*p < 0x20)
+            *p = '_';
+    }
+    return buf;
 }
 
 /* ---- keys ------------------------------------------------------------------------- */
+
+const char *store_key_prefix(const struct store *st)
+{
+    return st->o.prefix;
+}
 
 size_t store_key_max(const struct store *st, size_t actor_len)
 {
@@ -565,727 +257,117 @@ int store_key(const struct store *st, const char *rule_id, const char *actor, si
     return (int)pos;
 }
 
-/* ---- requests in flight ------------------------------------------------------------ */
-
-static struct sreq *req_new(struct store_conn *sc, size_t key_len)
+int store_key_pattern(const struct store *st, const char *rule_id, char *buf, size_t size)
 {
-    struct sreq *q = sc->free_list;
+    const char *parts[3] = { st->o.prefix, "divvy:{", rule_id };
+    size_t pos = 0;
 
-    if (q) {
-        sc->free_list = q->next;
-        sc->n_free--;
-    } else {
-        q = malloc(sizeof(*q));
-        if (!q)
-            return NULL;
-        q->key = NULL;
-        q->key_len = 0;
-    }
-    memset(q, 0, offsetof(struct sreq, key));
-    /* Keys are kept for a NOSCRIPT retry; the buffer is reused when it fits. */
-    if (key_len && (!q->key || q->key_len < key_len)) {
-        char *k = realloc(q->key, key_len);
+    for (int k = 0; k < 3 && parts[k]; k++) {
+        for (const char *p = parts[k]; *p; p++) {
+            /* Redis globs: *, ?, [ ] and \ are special; everything else is itself. */
+            bool special = strchr("*?[]\\", *p) != NULL;
 
-        if (!k) {
-            free(q->key);
-            free(q);
-            return NULL;
+            if (pos + special + 1 + 2 > size)
+                return -ENOBUFS;
+            if (special)
+                buf[pos++] = '\\';
+            buf[pos++] = *p;
         }
-        q->key = k;
-    }
-    q->key_len = key_len;
-    q->sc = sc;
-    q->script = -1;
-    return q;
-}
-
-static void req_free(struct store_conn *sc, struct sreq *q)
-{
-    if (sc->n_free < FREELIST_MAX) {
-        q->next = sc->free_list;
-        sc->free_list = q;
-        sc->n_free++;
-        return;
-    }
-    free(q->key);
-    free(q);
-}
-
-static void deadline_arm(struct store_conn *sc, uint64_t at)
-{
-    uint64_t now = clock_now_ms();
-
-    if (sc->deadline_armed && sc->deadline_at <= at)
-        return;
-    at = at > now ? at - now : 0;
-    redis_timer_ms(sc->deadline_ev, at);
-    sc->deadline_armed = true;
-    sc->deadline_at = now + at;
-}
-
-static void fifo_push(struct store_conn *sc, struct sreq *q)
-{
-    q->next = NULL;
-    if (sc->tail)
-        sc->tail->next = q;
-    else
-        sc->head = q;
-    sc->tail = q;
-    deadline_arm(sc, q->deadline);
-}
-
-static void fifo_remove(struct store_conn *sc, struct sreq *q)
-{
-    struct sreq **pp = &sc->head, *prev = NULL;
-
-    /* Always the head in practice: Redis answers in order. */
-    while (*pp && *pp != q) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (!*pp)
-        return;
-    *pp = q->next;
-    if (sc->tail == q)
-        sc->tail = prev;
-    q->next = NULL;
-}
-
-/* True while this connection asks the sentinels where the master is. */
-static bool discovering(const struct store_conn *sc)
-{
-    return sc->sq && sentinel_query_busy(sc->sq);
-}
-
-/* A request accepted while discovering waits, in order, for the master. */
-static void wait_push(struct store_conn *sc, struct sreq *q)
-{
-    q->next = NULL;
-    if (sc->wait_tail)
-        sc->wait_tail->next = q;
-    else
-        sc->wait_head = q;
-    sc->wait_tail = q;
-    deadline_arm(sc, q->deadline);
-}
-
-static void finish(struct store_conn *sc, struct sreq *q, const struct store_reply *rep);
-
-/* Fails the waiting requests whose deadline is @due or earlier (UINT64_MAX:
- * all); returns how many.  Unlinked first: a callback may queue again. */
-static unsigned wait_fail(struct store_conn *sc, uint64_t due)
-{
-    struct sreq **pp = &sc->wait_head, *failed = NULL, **fail_tail = &failed, *q;
-    unsigned n = 0;
-
-    sc->wait_tail = NULL;
-    while ((q = *pp) != NULL) {
-        if (q->deadline > due) {
-            sc->wait_tail = q;
-            pp = &q->next;
-            continue;
-        }
-        *pp = q->next;
-        q->next = NULL;
-        *fail_tail = q;
-        fail_tail = &q->next;
-    }
-    while ((q = failed) != NULL) {
-        failed = q->next;
-        inc(&sc->st->errors);
-        finish(sc, q, NULL);
-        n++;
-    }
-    return n;
-}
-
-static int req_send(struct store_conn *sc, struct sreq *q);
-static void conn_fail(struct store_conn *sc, const char *why, bool ac_alive);
-
-/* The master's context exists (or could not be made): the waiting go. */
-static void wait_send(struct store_conn *sc)
-{
-    struct sreq *q;
-
-    while ((q = sc->wait_head) != NULL) {
-        sc->wait_head = q->next;
-        if (!sc->wait_head)
-            sc->wait_tail = NULL;
-        if (req_send(sc, q) < 0) {
-            conn_fail(sc, "cannot queue a command", true);
-            inc(&sc->st->errors);
-            finish(sc, q, NULL);
+        if (k == 2) {
+            buf[pos++] = ':';
         }
     }
+    buf[pos++] = '*';
+    return (int)pos;
 }
 
-static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
-
-/* Queues the command of @q on the connection; -ENOTCONN when hiredis refuses. */
-static int req_send(struct store_conn *sc, struct sreq *q)
+static int unhex(char c)
 {
-    /* EVALSHA sha 1 key op, then up to STORE_ARGS_MAX numbers. */
-    const char *argv[5 + STORE_ARGS_MAX];
-    size_t lens[5 + STORE_ARGS_MAX];
-    int argc = 0;
-
-    if (!sc->ac) {
-        if (!discovering(sc))
-            return -ENOTCONN;
-        wait_push(sc, q);
-        return 0;
-    }
-    if (q->script >= 0) {
-        argv[argc++] = "EVALSHA";
-        argv[argc++] = store_script_sha((enum store_script)q->script);
-        argv[argc++] = "1";
-        argv[argc++] = q->key;
-        if (q->op)
-            argv[argc++] = q->op;
-        for (unsigned i = 0; i < q->argc; i++)
-            argv[argc++] = q->num[i];
-    } else {
-        argv[argc++] = "DEL";
-        argv[argc++] = q->key;
-    }
-    for (int i = 0; i < argc; i++)
-        lens[i] = argv[i] == q->key ? q->key_len : strlen(argv[i]);
-    if (redisAsyncCommandArgv(sc->ac, on_reply, q, argc, argv, lens) != REDIS_OK)
-        return -ENOTCONN;
-    fifo_push(sc, q);
-    inc(&sc->st->requests);
-    return 0;
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 :
+           c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* An internal command (handshake, SCRIPT LOAD after NOSCRIPT). */
-static int send_internal(struct store_conn *sc, enum req_kind kind, int argc, const char **argv,
-                         const size_t *lens)
+int store_key_actor(const struct store *st, const char *rule_id, const char *key,
+                    size_t key_len, char *buf, size_t size)
 {
-    struct sreq *q;
+    size_t plen = strlen(st->o.prefix), ilen = strlen(rule_id), pos = 0, i;
 
-    if (!sc->ac)
-        return -ENOTCONN;
-    q = req_new(sc, 0);
-    if (!q)
-        return -ENOMEM;
-    q->kind = kind;
-    q->deadline = store_deadline(sc->st, clock_now_ms());
-    if (redisAsyncCommandArgv(sc->ac, on_reply, q, argc, argv, lens) != REDIS_OK) {
-        req_free(sc, q);
-        return -ENOTCONN;
-    }
-    fifo_push(sc, q);
-    inc(&sc->st->requests);
-    return 0;
-}
-
-static int send_script_load(struct store_conn *sc, enum store_script s, enum req_kind kind)
-{
-    const char *argv[3] = { "SCRIPT", "LOAD", scripts[s] };
-    size_t lens[3] = { 6, 4, strlen(scripts[s]) };
-
-    return send_internal(sc, kind, 3, argv, lens);
-}
-
-/* ---- connection life ---------------------------------------------------------------- */
-
-static void schedule_retry(struct store_conn *sc)
-{
-    if (sc->closing || !store_wanted(sc->st))
-        return;
-    redis_backoff(sc->retry_ev, &sc->backoff_ms);
-}
-
-static void mark_down(struct store_conn *sc)
-{
-    if (sc->state == CONN_READY)
-        __atomic_fetch_sub(&sc->st->conns_up, 1, __ATOMIC_RELAXED);
-    sc->state = CONN_DOWN;
-    sc->ac = NULL;
-}
-
-static void conn_start(struct store_conn *sc);
-
-/*
- * Forgets the context: every request in flight fails (NULL reply).  @failed:
- * trip the breaker and retry after the backoff; else (a sentinel announced
- * another master) connect again at once, asking the sentinels.  @ac_alive:
- * we still own the context and free it here (which runs every pending
- * callback with NULL); otherwise hiredis is freeing it already.
- */
-static void conn_drop(struct store_conn *sc, const char *why, bool ac_alive, bool failed)
-{
-    redisAsyncContext *ac = sc->ac;
-
-    if (!ac)
-        return;
-    if (failed && !sc->closing)
-        trip(sc->st, why);
-    mark_down(sc);
-    ac->data = NULL;
-    if (ac_alive)
-        redisAsyncFree(ac);
-    if (failed)
-        schedule_retry(sc);
-    else
-        conn_start(sc);
-}
-
-/* The connection failed: trip the breaker, forget the context, retry later. */
-static void conn_fail(struct store_conn *sc, const char *why, bool ac_alive)
-{
-    conn_drop(sc, why, ac_alive, true);
-}
-
-static void on_connect(const redisAsyncContext *ac, int status)
-{
-    struct store_conn *sc = ac->data;
-    char why[160];
-
-    if (!sc || status == REDIS_OK)
-        return;
-    snprintf(why, sizeof(why), "cannot connect: %s", ac->errstr[0] ? ac->errstr : "error");
-    /* hiredis frees the context after this callback. */
-    conn_fail(sc, why, false);
-}
-
-static void on_disconnect(const redisAsyncContext *ac, int status)
-{
-    struct store_conn *sc = ac->data;
-    char why[160];
-
-    (void)status;
-    if (!sc)
-        return;
-    snprintf(why, sizeof(why), "connection lost: %s",
-             ac->errstr[0] ? ac->errstr : "closed by the server");
-    conn_fail(sc, why, false);
-}
-
-/* Connects to @path (a Unix socket) or @host:@port and queues the handshake. */
-static void conn_connect(struct store_conn *sc, const char *host, unsigned port,
-                         const char *path)
-{
-    struct store *st = sc->st;
-    redisAsyncContext *ac;
-    char why[160];
-    int r = 0;
-
-    if (sc->ac || sc->closing)
-        return;
-    evtimer_del(sc->retry_ev);
-    ac = redis_async_open(path, host, port, sc->base, sc, on_connect, on_disconnect, why,
-                          sizeof(why));
-    if (!ac) {
-        trip(st, why);
-        schedule_retry(sc);
-        return;
-    }
-    sc->ac = ac;
-    sc->state = CONN_CONNECTING;
-    /* Pipelined right away: hiredis sends them once the connect completes,
-     * and each has a deadline, so a server that never answers is noticed. */
-    if (st->o.password) {
-        const char *argv[3] = { "AUTH", st->o.username ? st->o.username : st->o.password,
-                                st->o.password };
-        size_t lens[3] = { 4, strlen(argv[1]), strlen(argv[2]) };
-
-        r = send_internal(sc, REQ_HANDSHAKE, st->o.username ? 3 : 2, argv, lens);
-    }
-    if (r >= 0 && st->o.db) {
-        char db[16];
-        const char *argv[2] = { "SELECT", db };
-        size_t lens[2];
-
-        snprintf(db, sizeof(db), "%u", st->o.db);
-        lens[0] = 6;
-        lens[1] = strlen(db);
-        r = send_internal(sc, REQ_HANDSHAKE, 2, argv, lens);
-    }
-    /* Where a sentinel sent us, it may be a replica by now (a failover). */
-    if (r >= 0 && st->sentinel) {
-        const char *argv[1] = { "ROLE" };
-        size_t lens[1] = { 4 };
-
-        r = send_internal(sc, REQ_ROLE, 1, argv, lens);
-    }
-    for (int i = 0; r >= 0 && i < STORE_N_SCRIPTS; i++)
-        r = send_script_load(sc, (enum store_script)i,
-                             i == STORE_N_SCRIPTS - 1 ? REQ_HANDSHAKE_LAST : REQ_HANDSHAKE);
-    if (r < 0)
-        conn_fail(sc, "cannot queue the handshake", true);
-}
-
-/* The sentinels' answer (sentinel.h): connect there, or fail and retry. */
-static void on_master(void *arg, const char *host, unsigned port, const char *why)
-{
-    struct store_conn *sc = arg;
-    char msg[640];
-
-    /* Once, after the first answer (so on the sentinel that gave it); then
-     * it lives on by itself. */
-    sentinel_watch_start(sc->sw);
-    if (!host) {
-        sc->reask = false;
-        snprintf(msg, sizeof(msg), "no sentinel gave the master: %s", why);
-        trip(sc->st, msg);
-        wait_fail(sc, UINT64_MAX);
-        schedule_retry(sc);
-        return;
-    }
-    /* This answer may predate a switch announced while asking: once more
-     * (the waiting keep their deadlines). */
-    if (sc->reask) {
-        sc->reask = false;
-        if (strcmp(host, sc->announced_host) != 0 || port != sc->announced_port) {
-            sentinel_query_start(sc->sq);
-            return;
-        }
-    }
-    snprintf(sc->master_host, sizeof(sc->master_host), "%s", host);
-    sc->master_port = port;
-    conn_connect(sc, host, port, NULL);
-    wait_send(sc);
-}
-
-/* A sentinel announced +switch-master (sentinel.h): leave a master that is
- * no longer the one, even while it still answers. */
-static void on_switch(void *arg, const char *host, unsigned port)
-{
-    struct store_conn *sc = arg;
-
-    if (sc->closing)
-        return;
-    if (discovering(sc)) {
-        sc->reask = true;
-        snprintf(sc->announced_host, sizeof(sc->announced_host), "%s", host);
-        sc->announced_port = port;
-        return;
-    }
-    /* Down: its next connect asks the sentinels anyway. */
-    if (!sc->ac || (strcmp(host, sc->master_host) == 0 && port == sc->master_port))
-        return;
-    conn_drop(sc, "the master moved", true, false);
-}
-
-static void conn_start(struct store_conn *sc)
-{
-    if (sc->ac || sc->closing)
-        return;
-    if (sc->sq) {
-        /* on_master() goes on once the sentinels have answered. */
-        evtimer_del(sc->retry_ev);
-        sentinel_query_start(sc->sq);
-        return;
-    }
-    conn_connect(sc, sc->st->o.host, sc->st->o.port, sc->st->o.unix_socket);
-}
-
-static void on_retry(evutil_socket_t fd, short what, void *arg)
-{
-    struct store_conn *sc = arg;
-
-    (void)fd;
-    (void)what;
-    if (store_wanted(sc->st))
-        conn_start(sc);
-}
-
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-    struct store_conn *sc = arg;
-    uint64_t now = clock_now_ms(), next = UINT64_MAX;
-    bool late = false;
-    char why[96];
-
-    (void)fd;
-    (void)what;
-    sc->deadline_armed = false;
-    for (struct sreq *q = sc->wait_head; q; q = q->next)
-        late |= q->deadline <= now;
-    if (late) {
-        /* The sentinels are slow: fail what waits for them, keep asking. */
-        inc(&sc->st->timeouts);
-        snprintf(why, sizeof(why), "no master from the sentinels within %u ms",
-                 sc->st->o.timeout_ms);
-        trip(sc->st, why);
-        wait_fail(sc, now);
-        late = false;
-    }
-    for (struct sreq *q = sc->wait_head; q; q = q->next) {
-        if (q->deadline < next)
-            next = q->deadline;
-    }
-    for (struct sreq *q = sc->head; q; q = q->next) {
-        if (q->deadline <= now)
-            late = true;
-        else if (q->deadline < next)
-            next = q->deadline;
-    }
-    if (late) {
-        /* Nothing queued behind the late one can be answered first: drop it all. */
-        inc(&sc->st->timeouts);
-        snprintf(why, sizeof(why), "no reply within %u ms", sc->st->o.timeout_ms);
-        conn_fail(sc, why, true);
-        return;
-    }
-    if (next != UINT64_MAX)
-        deadline_arm(sc, next);
-}
-
-/* ---- replies ------------------------------------------------------------------------- */
-
-bool store_parse_reply(const redisReply *r, struct store_reply *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (r->type == REDIS_REPLY_INTEGER) {
-        out->v[0] = r->integer;
-        out->n = 1;
-        return true;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements > STORE_REPLY_MAX)
-        return false;
-    for (size_t i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
-            return false;
-        out->v[i] = r->element[i]->integer;
-    }
-    out->n = (unsigned)r->elements;
-    return true;
-}
-
-static void finish(struct store_conn *sc, struct sreq *q, const struct store_reply *rep)
-{
-    store_cb *cb = q->cb;
-    void *arg = q->arg;
-
-    req_free(sc, q);
-    if (cb)
-        cb(arg, rep);
-}
-
-/* ROLE's answer: "master" first, then the replication offset and replicas. */
-static bool role_is_master(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-           (r->element[0]->type == REDIS_REPLY_STRING ||
-            r->element[0]->type == REDIS_REPLY_STATUS) &&
-           strcmp(r->element[0]->str, "master") == 0;
-}
-
-static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    struct sreq *q = privdata;
-    struct store_conn *sc = q->sc;
-    redisReply *r = reply;
-    struct store_reply rep;
-    char why[200];
-
-    fifo_remove(sc, q);
-    if (!r) {
-        /* The context is going away (an error, our timeout, shutdown). */
-        if (sc->ac == ac)
-            conn_fail(sc, ac->errstr[0] ? ac->errstr : "connection lost", false);
-        if (q->kind == REQ_USER)
-            inc(&sc->st->errors);
-        finish(sc, q, NULL);
-        return;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        /* After SCRIPT FLUSH or a failover: load it again, retry once. */
-        if (q->kind == REQ_USER && q->script >= 0 && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
-            q->retries < NOSCRIPT_RETRIES && sc->ac == ac) {
-            inc(&sc->st->noscript);
-            q->retries++;
-            if (send_script_load(sc, (enum store_script)q->script, REQ_IGNORE) >= 0 &&
-                req_send(sc, q) >= 0)
-                return;
-        }
-        snprintf(why, sizeof(why), "error reply: %.160s", r->str);
-        log_ratelimited(&rl_error, LOG_ERR, "redis: %s", why);
-        if (q->kind != REQ_IGNORE) {
-            inc(&sc->st->errors);
-            if (sc->ac == ac)
-                conn_fail(sc, why, true);
-        }
-        finish(sc, q, NULL);
-        return;
-    }
-    if (q->kind == REQ_ROLE && sc->ac == ac && !role_is_master(r)) {
-        snprintf(why, sizeof(why), "not a master: ROLE says %.40s",
-                 r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->str ?
-                 r->element[0]->str : "something else");
-        conn_fail(sc, why, true);
-        finish(sc, q, NULL);
-        return;
-    }
-    if (q->kind == REQ_HANDSHAKE_LAST && sc->ac == ac) {
-        sc->state = CONN_READY;
-        sc->backoff_ms = 0;
-        __atomic_fetch_add(&sc->st->conns_up, 1, __ATOMIC_RELAXED);
-        untrip(sc->st);
-    }
-    if (q->kind != REQ_USER) {
-        finish(sc, q, NULL);
-        return;
-    }
-    if (!store_parse_reply(r, &rep)) {
-        inc(&sc->st->errors);
-        log_ratelimited(&rl_error, LOG_ERR, "redis: unexpected reply type %d to a script",
-                        r->type);
-        if (sc->ac == ac)
-            conn_fail(sc, "unexpected reply", true);
-        finish(sc, q, NULL);
-        return;
-    }
-    finish(sc, q, &rep);
-}
-
-/* ---- per-worker connection ------------------------------------------------------------ */
-
-int store_conn_new(struct store *st, struct event_base *base, struct store_conn **ret)
-{
-    struct store_conn *sc;
-
-    sc = calloc(1, sizeof(*sc));
-    if (!sc)
-        return -ENOMEM;
-    sc->st = st;
-    sc->base = base;
-    sc->deadline_ev = evtimer_new(base, on_deadline, sc);
-    sc->retry_ev = evtimer_new(base, on_retry, sc);
-    if (!sc->deadline_ev || !sc->retry_ev ||
-        (st->sentinel && (sentinel_query_new(st->sentinel, base, on_master, sc, &sc->sq) < 0 ||
-                          sentinel_watch_new(st->sentinel, base, on_switch, sc, &sc->sw) < 0))) {
-        store_conn_free(sc);
-        return -ENOMEM;
-    }
-    if (store_wanted(st))
-        conn_start(sc);
-    *ret = sc;
-    return 0;
-}
-
-bool store_conn_active(const struct store_conn *sc)
-{
-    return sc->ac != NULL;
-}
-
-void store_conn_free(struct store_conn *sc)
-{
-    struct sreq *q;
-
-    if (!sc)
-        return;
-    sc->closing = true;
-    sentinel_query_free(sc->sq);    /* no callback from it any more */
-    sc->sq = NULL;
-    sentinel_watch_free(sc->sw);    /* nor from this one */
-    sc->sw = NULL;
-    wait_fail(sc, UINT64_MAX);
-    if (sc->ac) {
-        redisAsyncContext *ac = sc->ac;
-
-        mark_down(sc);
-        ac->data = NULL;
-        redisAsyncFree(ac);     /* every pending callback runs now, with NULL */
-    }
-    /* Whatever hiredis did not hold (none in practice) fails too. */
-    while ((q = sc->head) != NULL) {
-        fifo_remove(sc, q);
-        finish(sc, q, NULL);
-    }
-    while ((q = sc->free_list) != NULL) {
-        sc->free_list = q->next;
-        free(q->key);
-        free(q);
-    }
-    if (sc->deadline_ev)
-        event_free(sc->deadline_ev);
-    if (sc->retry_ev)
-        event_free(sc->retry_ev);
-    free(sc);
-}
-
-/* May a request be sent now?  Starts a connection when none is up. */
-static int conn_usable(struct store_conn *sc)
-{
-    if (sc->closing)
-        return -ENOTCONN;
-    if (!store_wanted(sc->st))
-        store_want(sc->st);
-    if (store_breaker_open(sc->st))
-        return -ENOTCONN;
-    if (!sc->ac && !discovering(sc))
-        conn_start(sc);
-    return sc->ac || discovering(sc) ? 0 : -ENOTCONN;
-}
-
-int store_eval(struct store_conn *sc, enum store_script script, const char *key, size_t key_len,
-               const char *op, const int64_t *args, unsigned n_args, uint64_t deadline_ms,
-               store_cb *cb, void *arg)
-{
-    struct sreq *q;
-    int r;
-
-    if ((unsigned)script >= STORE_N_SCRIPTS || n_args > STORE_ARGS_MAX || !key_len)
+    if (key_len < plen + 7 + ilen + 2 || memcmp(key, st->o.prefix, plen) != 0 ||
+        memcmp(key + plen, "divvy:{", 7) != 0 || memcmp(key + plen + 7, rule_id, ilen) != 0 ||
+        key[plen + 7 + ilen] != ':' || key[key_len - 1] != '}')
         return -EINVAL;
-    if (deadline_ms <= clock_now_ms())
-        return -ETIMEDOUT;
-    r = conn_usable(sc);
-    if (r < 0)
-        return r;
-    q = req_new(sc, key_len);
-    if (!q)
-        return -ENOMEM;
-    memcpy(q->key, key, key_len);
-    q->kind = REQ_USER;
-    q->script = (int)script;
-    q->op = op;
-    q->argc = n_args;
-    for (unsigned i = 0; i < n_args; i++)
-        snprintf(q->num[i], sizeof(q->num[i]), "%" PRId64, args[i]);
-    q->deadline = deadline_ms;
-    q->cb = cb;
-    q->arg = arg;
-    r = req_send(sc, q);
-    if (r < 0) {
-        req_free(sc, q);
-        conn_fail(sc, "cannot queue a command", true);
+    for (i = plen + 7 + ilen + 1; i < key_len - 1; i++) {
+        char c = key[i];
+
+        if (c == '%') {
+            int hi = i + 2 < key_len - 1 ? unhex(key[i + 1]) : -1;
+            int lo = hi >= 0 ? unhex(key[i + 2]) : -1;
+
+            if (lo < 0)
+                return -EINVAL;
+            c = (char)(hi << 4 | lo);
+            i += 2;
+        }
+        if (pos >= size)
+            return -ENOBUFS;
+        buf[pos++] = c;
     }
-    return r;
+    return (int)pos;
+}
+
+/* ---- typed requests (store_script.h) -------------------------------------------------- */
+
+int store_window(struct store_conn *sc, const char *key, size_t key_len,
+                 const struct store_window_args *a, uint64_t deadline_ms, store_cb *cb,
+                 void *arg)
+{
+    struct store_call call;
+
+    store_script_window(a, &call);
+    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_bucket(struct store_conn *sc, const char *key, size_t key_len,
+                 const struct store_bucket_args *a, uint64_t deadline_ms, store_cb *cb,
+                 void *arg)
+{
+    struct store_call call;
+
+    store_script_bucket(a, &call);
+    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
+                  const struct store_sliding_args *a, uint64_t deadline_ms, store_cb *cb,
+                  void *arg)
+{
+    struct store_call call;
+
+    store_script_sliding(a, &call);
+    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_lease(struct store_conn *sc, const char *key, size_t key_len,
+                const struct store_lease_args *a, uint64_t deadline_ms, store_cb *cb, void *arg)
+{
+    struct store_call call;
+
+    store_script_lease(a, &call);
+    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
 }
 
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg)
 {
-    struct sreq *q;
-    int r;
-
-    if (!key_len)
-        return -EINVAL;
-    if (deadline_ms <= clock_now_ms())
-        return -ETIMEDOUT;
-    r = conn_usable(sc);
-    if (r < 0)
-        return r;
-    q = req_new(sc, key_len);
-    if (!q)
-        return -ENOMEM;
-    memcpy(q->key, key, key_len);
-    q->kind = REQ_USER;
-    q->deadline = deadline_ms;
-    q->cb = cb;
-    q->arg = arg;
-    r = req_send(sc, q);
-    if (r < 0) {
-        req_free(sc, q);
-        conn_fail(sc, "cannot queue a command", true);
-    }
-    return r;
+    return store_conn_send(sc, STORE_CMD_DEL, NULL, key, key_len, deadline_ms, cb, arg);
 }
 
-const char *store_script_name(enum store_script script)
+int store_scan(struct store_conn *sc, const char *pattern, size_t pattern_len, uint64_t cursor,
+               unsigned count, uint64_t deadline_ms, store_cb *cb, void *arg)
 {
-    return (unsigned)script < STORE_N_SCRIPTS ? script_names[script] : "?";
+    struct store_call args = { .argc = 2 };
+
+    snprintf(args.argv[0], sizeof(args.argv[0]), "%llu", (unsigned long long)cursor);
+    snprintf(args.argv[1], sizeof(args.argv[1]), "%u", count ? count : 1);
+    return store_conn_send(sc, STORE_CMD_SCAN, &args, pattern, pattern_len, deadline_ms, cb, arg);
 }

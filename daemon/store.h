@@ -5,13 +5,16 @@
  * owns one struct store_conn: a hiredis async connection attached to the
  * worker's own libevent loop, over which its requests are pipelined.
  *
- * Requests are Lua scripts run with EVALSHA (the scripts are embedded here,
- * loaded with SCRIPT LOAD at every connect and again after NOSCRIPT) and
- * DEL.  Every request carries a deadline: hiredis 0.14 has no async timeouts,
- * so one libevent timer per connection watches the oldest deadline, and a
+ * Requests are typed calls of the Lua scripts (store_window(),
+ * store_bucket(), store_sliding(), store_lease(); their text, ARGV and
+ * answers are in daemon/store_script.h), run with EVALSHA (each script
+ * loaded with SCRIPT LOAD at every connect and again after NOSCRIPT), DEL
+ * and SCAN (store_scan(), for COUNTERS).  Every request carries a deadline:
+ * hiredis 0.14 has no async timeouts, so one libevent timer per connection
+ * watches the oldest deadline, and a
  * request past it drops the connection (Redis answers in order, so nothing
  * behind it can be answered first).  The first failure of any kind trips a
- * breaker shared by all workers: from then on store_eval() refuses at once
+ * breaker shared by all workers: from then on every request refuses at once
  * (the caller applies on_redis_error) while each worker's connection is
  * re-established in the background with backoff; the first connection to
  * come back closes the breaker.  Each transition is logged once.  With
@@ -29,21 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store_script.h"
+
 struct event_base;
-struct redisReply;
-
-/* The scripts (docs/redis.md "Scripts"); every one sets the key's TTL. */
-enum store_script {
-    STORE_SCRIPT_WINDOW = 0,    /* KEYS[1]; op, n, limit, reset_ms -> allowed, credit, ttl_ms */
-    STORE_SCRIPT_BUCKET,        /* op, n, limit, refill_amount, refill_ms, strict -> same */
-    STORE_SCRIPT_SLIDING,       /* op, n, limit, window_ms -> same */
-    STORE_SCRIPT_LEASE,         /* want, limit, reset_ms, divisor
-                                 * -> granted, remain, ttl, created */
-    STORE_N_SCRIPTS
-};
-
-#define STORE_ARGS_MAX      6
-#define STORE_REPLY_MAX     4
 
 struct store_opts {
     const char *host;           /* TCP, unless unix_socket is set */
@@ -68,18 +59,15 @@ struct store_opts {
     void *arg;
 };
 
-/* A script's answer: its array of integers. */
-struct store_reply {
-    int64_t v[STORE_REPLY_MAX];
-    unsigned n;
-};
-
 /*
- * Called exactly once for every request store_eval()/store_del() accepted,
- * in the owning worker's thread, never from inside store_eval()/store_del()
- * themselves.  @reply is NULL when the request failed: timeout, connection
- * lost, an error reply, or the connection being closed at shutdown; the
- * breaker is open by then (except at shutdown).
+ * Called exactly once for every request accepted (store_window() ...
+ * store_del() returned 0), in the owning worker's thread, never from inside
+ * the call that sent it.  @reply (store_script.h) is the answer, of the kind
+ * the request asks for: a verdict (window, bucket, sliding), a grant (lease)
+ * or a count (DEL).  It is NULL when the request failed: timeout,
+ * connection lost, an error reply, an answer not of that kind, or the
+ * connection being closed at shutdown; the breaker is open by then (except
+ * at shutdown).
  */
 typedef void store_cb(void *arg, const struct store_reply *reply);
 
@@ -97,7 +85,7 @@ void store_free(struct store *st);
 void store_want(struct store *st);
 bool store_wanted(const struct store *st);
 
-/* True while the breaker is open: store_eval() would refuse.  Any thread. */
+/* True while the breaker is open: requests would be refused.  Any thread. */
 bool store_breaker_open(const struct store *st);
 
 /* A worker's connection on @base; connects when the store is wanted.  Call
@@ -113,23 +101,50 @@ void store_conn_free(struct store_conn *sc);
 bool store_conn_active(const struct store_conn *sc);
 
 /*
- * Sends EVALSHA of @script on key @key (@key_len bytes) with @op ("take",
- * "peek"; NULL for scripts without one) and @n_args integers.  @deadline_ms
- * (CLOCK_MONOTONIC, clock_now_ms()) bounds the wait; @cb(@arg, reply) runs
- * once later.  While the sentinels are being asked where the master is,
- * the request waits (within its deadline) and is sent once connected.
- * Returns 0 when sent (or waiting), or without calling @cb:
+ * Calls a script on key @key (@key_len bytes) with the arguments @a
+ * (store_script.h), by EVALSHA.  @deadline_ms (CLOCK_MONOTONIC,
+ * clock_now_ms()) bounds the wait; @cb(@arg, reply) runs once later.  While
+ * the sentinels are being asked where the master is, the request waits
+ * (within its deadline) and is sent once connected.  Returns 0 when sent
+ * (or waiting), or without calling @cb:
  *   -ENOTCONN   the breaker is open (or the connection is closing);
  *   -ETIMEDOUT  @deadline_ms has passed already;
  *   -EINVAL, -ENOMEM.
  */
-int store_eval(struct store_conn *sc, enum store_script script, const char *key, size_t key_len,
-               const char *op, const int64_t *args, unsigned n_args, uint64_t deadline_ms,
-               store_cb *cb, void *arg);
+int store_window(struct store_conn *sc, const char *key, size_t key_len,
+                 const struct store_window_args *a, uint64_t deadline_ms, store_cb *cb,
+                 void *arg);
+int store_bucket(struct store_conn *sc, const char *key, size_t key_len,
+                 const struct store_bucket_args *a, uint64_t deadline_ms, store_cb *cb,
+                 void *arg);
+int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
+                  const struct store_sliding_args *a, uint64_t deadline_ms, store_cb *cb,
+                  void *arg);
+int store_lease(struct store_conn *sc, const char *key, size_t key_len,
+                const struct store_lease_args *a, uint64_t deadline_ms, store_cb *cb, void *arg);
 
-/* DEL @key; the reply's v[0] is the number of keys removed.  As store_eval(). */
+/* DEL @key; the reply is STORE_REPLY_DELETED.  As store_window(). */
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg);
+
+/*
+ * SCAN @cursor MATCH @pattern (@pattern_len bytes, a Redis glob) COUNT
+ * @count: one step of a scan (0 starts one).  The reply is STORE_REPLY_KEYS:
+ * the next cursor and the keys found (store_keys_get()).  As store_window().
+ */
+int store_scan(struct store_conn *sc, const char *pattern, size_t pattern_len, uint64_t cursor,
+               unsigned count, uint64_t deadline_ms, store_cb *cb, void *arg);
+
+/* Writes into @buf the SCAN pattern of every key of rule @rule_id (or, with
+ * NULL, of every rule): store_key()'s prefix and rule id, glob characters
+ * escaped, then "*".  Its length, or -ENOBUFS. */
+int store_key_pattern(const struct store *st, const char *rule_id, char *buf, size_t size);
+
+/* The actor of @key (@key_len bytes, a key store_key() made for @rule_id),
+ * unescaped into @buf; its length, or -EINVAL when @key is not one of
+ * @rule_id's, -ENOBUFS. */
+int store_key_actor(const struct store *st, const char *rule_id, const char *key,
+                    size_t key_len, char *buf, size_t size);
 
 /* The store's default deadline from now. */
 uint64_t store_deadline(const struct store *st, uint64_t now_ms);
@@ -143,6 +158,9 @@ unsigned store_timeout_ms(const struct store *st);
  */
 int store_key(const struct store *st, const char *rule_id, const char *actor, size_t actor_len,
               char *buf, size_t size);
+/* The configured key prefix ("" for none). */
+const char *store_key_prefix(const struct store *st);
+
 /* Longest key store_key() writes for an actor of @actor_len bytes. */
 size_t store_key_max(const struct store *st, size_t actor_len);
 
@@ -155,22 +173,14 @@ struct store_stats {
     uint64_t timeouts;          /* deadlines missed (each drops one connection) */
     uint64_t trips;             /* breaker: closed -> open */
     uint64_t noscript;          /* NOSCRIPT answers (script reloaded, request retried) */
+    uint64_t down_ms;           /* breaker open: for how long (0 while closed) */
 };
 void store_stats(const struct store *st, struct store_stats *ret);
 
-/* The Lua source of @script, and its SHA-1 in hex as EVALSHA names it. */
-const char *store_script_source(enum store_script script);
-const char *store_script_sha(enum store_script script);
-/* "window", "token_bucket", "sliding_window", "lease". */
-const char *store_script_name(enum store_script script);
-
-/* SHA-1 of @len bytes at @data as 40 hex digits plus NUL. */
-void store_sha1_hex(const void *data, size_t len, char ret[41]);
-
-/* Decodes a script's or DEL's reply @r: an integer, or an array of at most
- * STORE_REPLY_MAX integers, gives true with them in *out; any other shape
- * (an error, a string, nil, nesting) false: the request failed.  Pure. */
-bool store_parse_reply(const struct redisReply *r, struct store_reply *out);
+/* Where the store connects, for operators: "unix:PATH", "HOST:PORT" or
+ * "sentinel:NAME" (plus "@HOST:PORT" once a sentinel named the master); no
+ * space, quote or control byte (each shown as '_').  Thread-safe. */
+const char *store_address(const struct store *st, char *buf, size_t size);
 
 /* Where @st's Redis is, for log lines: "master NAME" (Sentinel),
  * "unix:PATH" or "HOST:PORT", in @buf (@size bytes), which it returns. */

@@ -16,6 +16,7 @@
 #include "admin.h"
 #include "clock.h"
 #include "conn.h"
+#include "counters.h"
 #include "eval.h"
 #include "fastfd.h"
 #include "hit.h"
@@ -143,7 +144,7 @@ static const struct verb commands[] = {
     [PROTO_RELOAD] = { "RELOAD", true, false, admin_reload },
     [PROTO_PING] = { "PING", false, false, verb_ping },
     [PROTO_QUIT] = { "QUIT", false, false, verb_quit },
-    [PROTO_COUNTERS] = { "COUNTERS", true, false, admin_counters },
+    [PROTO_COUNTERS] = { "COUNTERS", true, false, counters_request },
     [PROTO_REFILL] = { "REFILL", false, true, verb_refill },
     [PROTO_FAST] = { "FAST", false, false, verb_fast },
 };

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics.h"
 #include "proto.h"
 
 struct srv;
@@ -34,6 +35,7 @@ struct wstats {
     uint64_t lease_fetches;     /* lease requests sent (on demand and refills) */
     uint64_t refill_hints;      /* REFILL lines received from fast-path clients */
     uint64_t refill_dropped;    /* ... that started no refill */
+    uint64_t denials[METRICS_N_DENY];   /* denied TAKEs by cause (metrics.h) */
 };
 
 struct worker {

@@ -1,13 +1,42 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # divvy's Debian build and test dependencies, in one place.  Prints one line
-# naming what is missing when it cannot install it.
-#   tools/deps.sh check           exit 1 with one line if a build dependency is missing
-#   tools/deps.sh install-build   install missing build dependencies (root: apt-get)
-#   tools/deps.sh install         install missing build and test dependencies (root)
-#   tools/deps.sh list            print every Debian package divvy builds and tests with
+# naming what is missing when it cannot install it.  The modes: usage() below
+# (tools/deps.sh --help).
 set -u
 mode=${1:-check}
+
+usage() {
+    cat <<'EOF'
+Usage: tools/deps.sh [MODE]
+
+divvy's Debian build and test dependencies, in one place (make deps,
+make deps-build and every build call it).  MODE:
+  check           exit 1 with one line naming the missing build dependencies
+                  (the default; quiet and exit 0 when nothing is missing)
+  install-build   install the missing build dependencies (root: apt-get)
+  install         install the missing build and test dependencies (root)
+  list            print every Debian package divvy builds and tests with
+  -h, --help      print this help
+
+Exit status: 0 nothing missing (or installed), 1 something is missing or
+apt-get failed, 2 usage error.
+EOF
+}
+
+[ $# -le 1 ] || mode="$*"
+case $mode in
+check | install-build | install | list) ;;
+-h | --help | help)
+    usage
+    exit 0
+    ;;
+*)
+    echo "deps.sh: unknown mode '$mode' (check, install-build, install or list)" >&2
+    echo "Try 'tools/deps.sh --help'." >&2
+    exit 2
+    ;;
+esac
 
 # pkg-config module -> Debian package
 build_pkgs="libconfig:libconfig-dev liburcu-memb:liburcu-dev libevent:libevent-dev
@@ -22,10 +51,12 @@ test_pkgs="cmocka:libcmocka-dev"
 test_cmds="clang:clang redis-server:redis-server promtool:prometheus
 systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pamtester
 strace:strace git:git valgrind:valgrind gcovr:gcovr
-systemd-nspawn:systemd-container mmdebstrap:mmdebstrap node:nodejs npm:npm"
+systemd-nspawn:systemd-container mmdebstrap:mmdebstrap
+dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian node:nodejs npm:npm"
 # files -> Debian package
 ma=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-test_files="/usr/lib/$ma/libpam_wrapper.so:libpam-wrapper"
+test_files="/usr/lib/$ma/libpam_wrapper.so:libpam-wrapper
+/usr/share/build-essential/essential-packages-list:build-essential"
 
 clang_rt() {
     ver=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p')

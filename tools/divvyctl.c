@@ -5,8 +5,8 @@
  * subcommand shares and the messages that turn into the stable exit codes.
  * The subcommands live by concern: status, stats, rules and reload in
  * divvyctl_state.c; hit, take, peek, reset and explain in
- * divvyctl_request.c; check and convert in divvyctl_config.c; top in
- * divvyctl_top.c (its terminal in divvyctl_top_term.c) and locked in
+ * divvyctl_request.c; check and convert in divvyctl_config.c; top and
+ * counters in divvyctl_top.c (its terminal in divvyctl_top_term.c), locked in
  * divvyctl_locked.c.  The connection to divvyd is divvyctl_conn.c, reply
  * fields and output formats divvyctl_fmt.c.  Owns one handle per run;
  * prints results on stdout (or one JSON document with --json) and one line
@@ -50,9 +50,9 @@ static const char ctl_help_main[] =
     "     problems (check, convert), the daemon rejected a new config (reload)\n"
     "  2  usage error, or a request divvyd rejected as malformed\n"
     "  3  divvyd is unreachable, did not answer in time, is busy, or went away\n"
-    "  4  permission denied: an admin command (reset, reload, top, locked) from a\n"
-    "     user who is neither root nor in divvy-admin, any admin command over TCP,\n"
-    "     or no access to the socket (group divvy)\n"
+    "  4  permission denied: an admin command (reset, reload, top, counters,\n"
+    "     locked) from a user who is neither root nor in divvy-admin, any admin\n"
+    "     command over TCP, or no access to the socket (group divvy)\n"
     "  5  any other failure: a file that cannot be read or written, an internal\n"
     "     error, a daemon that does not know the command\n"
     "\n"
@@ -68,7 +68,7 @@ static const char ctl_help_main[] =
     "  divvyctl check /etc/divvy/divvy.conf && divvyctl reload\n"
     "  divvyctl locked --rule login-user-source --json\n"
     "\n"
-    "See docs/divvyctl.md for the full reference.\n";
+    "The full reference is divvyctl(8) (`man divvyctl`).\n";
 
 /* hit, take, peek and reset share cmd_hit(); it tells them apart by name. */
 static const struct ctl_cmd ctl_cmds[] = {
@@ -80,8 +80,9 @@ static const struct ctl_cmd ctl_cmds[] = {
     { "rules", cmd_rules, "list the loaded rules", ctl_help_rules },
     { "explain", cmd_explain, "which rule decides a request, and why not the others",
       ctl_help_explain },
-    { "stats", cmd_stats, "the daemon's counters", ctl_help_stats },
+    { "stats", cmd_stats, "the daemon's own statistics (STATS)", ctl_help_stats },
     { "top", cmd_top, "live counters, least credit first, refreshing (admin)", ctl_help_top },
+    { "counters", cmd_top, "the live counters, once: top --once (admin)", ctl_help_counters },
     { "locked", cmd_locked, "counters with no credit left: who is locked out (admin)",
       ctl_help_locked },
     { "reload", cmd_reload, "re-read the config; says why when rejected (admin)",

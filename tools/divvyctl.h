@@ -169,9 +169,11 @@ extern const char ctl_help_convert[];
 
 /* ---- divvyctl_top.c ---------------------------------------------------- */
 
+/* top and counters (top's one snapshot) share cmd_top(); it tells them apart by name. */
 int cmd_top(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 extern const char ctl_help_top[];
+extern const char ctl_help_counters[];
 extern const char ctl_help_locked[];
 
 #endif

@@ -222,6 +222,10 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     r = ctl_parse_kv(cmd, argc - first, argv + first, kv, &n_kv);
     if (r > 0)
         return r;
+    /* No keys would ask about the default rule alone: never what was meant. */
+    if (n_kv == 0)
+        return ctl_usage(cmd, take ? "needs KEY=VALUE arguments after N"
+                                   : "needs KEY=VALUE arguments");
 
     r = ctl_connect(ctl);
     if (r > 0)
@@ -271,6 +275,22 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 
 /* ---- explain -------------------------------------------------------------------------- */
 
+/* EXPLAIN's cause= in words (docs/protocol.md "EXPLAIN"). */
+static const char *ctl_explain_cause(const char *cause)
+{
+    if (strcmp(cause, "zero-limit") == 0)
+        return "always denied (credit_limit = 0)";
+    if (strcmp(cause, "no-limit") == 0)
+        return "always allowed (reset_seconds = 0)";
+    if (strcmp(cause, "redis-down") == 0)
+        return "Redis is down and on_redis_error = closed: denied";
+    if (strcmp(cause, "redis-down-open") == 0)
+        return "Redis is down and on_redis_error = open: allowed, not counted";
+    if (strcmp(cause, "redis-down-local") == 0)
+        return "Redis is down and on_redis_error = local: this host's counter decides";
+    return cause;
+}
+
 int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
     struct divvy_kv kv[DIVVY_MAX_KEYS * 4];
@@ -279,6 +299,7 @@ int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
     char line[CTL_LINE_MAX], **lines = NULL;
     size_t n = 0, n_kv = 0, pos;
     json_t *doc = NULL, *steps = NULL, *decided = NULL;
+    const char *decided_cause = "";
     int r, first, peek;
 
     first = ctl_simple_opts(ctl, cmd, argc, argv);
@@ -312,7 +333,7 @@ int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
         printf("%s\n", n_kv ? "" : " (no keys)");
     }
     for (size_t i = 1; i < n; i++) {
-        const char *id, *verdict, *match, *reason, *idx;
+        const char *id, *verdict, *match, *reason, *idx, *cause;
 
         if (ctl_fields_parse(lines[i], &f) < 0) {
             r = ctl_fail(CTL_EXIT_UNAVAILABLE, "divvyd sent an EXPLAIN line divvyctl cannot "
@@ -324,16 +345,18 @@ int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
         verdict = ctl_field(&f, "verdict");
         match = ctl_field(&f, "match");
         reason = ctl_field(&f, "reason");
+        cause = ctl_field(&f, "cause");         /* older divvyd: none */
         if (!idx || !id || !verdict) {
             r = ctl_fail(CTL_EXIT_UNAVAILABLE, "divvyd sent an EXPLAIN line without rule, id "
                          "or verdict: %s", lines[i]);
             goto out;
         }
         if (ctl->json) {
-            json_array_append_new(steps, json_pack("{s:o, s:s, s:s, s:s, s:s}", "rule",
+            json_array_append_new(steps, json_pack("{s:o, s:s, s:s, s:s, s:s, s:s?}", "rule",
                                                    ctl_json_value(idx), "id", id, "verdict",
                                                    verdict, "match", match ? match : "",
-                                                   "reason", reason ? reason : ""));
+                                                   "reason", reason ? reason : "",
+                                                   "cause", cause));
             if (strcmp(verdict, "decides") == 0) {
                 json_decref(decided);
                 decided = json_pack("{s:o, s:s}", "rule", ctl_json_value(idx), "id", id);
@@ -356,6 +379,10 @@ int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
         else
             printf("rule %s (%s): %s\n", idx, id, verdict);
         printf("    match: %s\n", match ? match : "?");
+        if (cause && strcmp(cause, "counter") != 0)
+            printf("    answer: %s\n", ctl_explain_cause(cause));
+        if (strcmp(verdict, "decides") == 0 && cause)
+            decided_cause = cause;
     }
     if (ctl->json) {
         json_object_set_new(doc, "request", ctl_json_request(kv, n_kv));
@@ -373,8 +400,13 @@ int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
         goto out;
     }
     if (peek >= 0)
-        printf("now: %s credit=%" PRIu64 " reset_seconds=%" PRIu64 "\n",
-               res.allowed ? "allowed" : "denied", res.credit, res.reset_seconds);
+        printf("now: %s%s credit=%" PRIu64 " reset_seconds=%" PRIu64 "\n",
+               res.allowed ? "allowed" : "denied",
+               res.allowed || !decided_cause[0] ? ""
+               : strncmp(decided_cause, "redis-down", 10) == 0 ? " (Redis is down: on_redis_error)"
+               : strcmp(decided_cause, "zero-limit") == 0      ? " (credit_limit = 0)"
+                                                               : " (quota)",
+               res.credit, res.reset_seconds);
     r = CTL_EXIT_OK;
 out:
     json_decref(doc);

@@ -115,6 +115,43 @@ static uint64_t ctl_stat(char **lines, size_t n, const char *name)
     return 0;
 }
 
+/* STATS line @name's value as text ("" when absent). */
+static const char *ctl_stat_str(char **lines, size_t n, const char *name)
+{
+    size_t len = strlen(name);
+
+    for (size_t i = 1; i < n; i++) {
+        if (strncmp(lines[i], name, len) == 0 && lines[i][len] == '=')
+            return lines[i] + len + 1;
+    }
+    return "";
+}
+
+/* status's Redis line (docs/redis.md "Monitoring"): nothing while unused. */
+static void ctl_status_redis(char **lines, size_t n)
+{
+    const char *state = ctl_stat_str(lines, n, "redis_state");
+    char down[32];
+
+    if (!state[0] || strcmp(state, "unused") == 0)
+        return;
+    if (strcmp(state, "down") == 0) {
+        ctl_fmt_duration(ctl_stat(lines, n, "redis_down_seconds"), down, sizeof(down));
+        printf("  redis        DOWN for %s at %s; on_redis_error %s%s\n", down,
+               ctl_stat_str(lines, n, "redis_address"),
+               ctl_stat_str(lines, n, "redis_on_error"),
+               strcmp(ctl_stat_str(lines, n, "redis_on_error"), "closed") == 0
+                   ? ": its rules deny every hit" : "");
+    } else {
+        printf("  redis        %s at %s, %" PRIu64 " connections; on_redis_error %s\n", state,
+               ctl_stat_str(lines, n, "redis_address"), ctl_stat(lines, n, "redis_connections"),
+               ctl_stat_str(lines, n, "redis_on_error"));
+    }
+    printf("  store        %" PRIu64 " strict and %" PRIu64 " lease rules; %" PRIu64
+           " answers by on_redis_error\n", ctl_stat(lines, n, "redis_rules_strict"),
+           ctl_stat(lines, n, "redis_rules_lease"), ctl_stat(lines, n, "redis_fallbacks"));
+}
+
 int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
     char **lines = NULL, up[32];
@@ -190,6 +227,12 @@ int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
            ctl_stat(lines, n, "fast_table_live"), ctl_stat(lines, n, "fast_table_slots"),
            ctl_stat(lines, n, "privileged_table_live"),
            ctl_stat(lines, n, "privileged_table_slots"), ctl_stat(lines, n, "table_full_events"));
+    printf("  denials      quota %" PRIu64 ", redis-down %" PRIu64 ", zero-limit %" PRIu64
+           ", table-full %" PRIu64 ", no-counter %" PRIu64 "\n",
+           ctl_stat(lines, n, "denials_quota"), ctl_stat(lines, n, "denials_redis_down"),
+           ctl_stat(lines, n, "denials_zero_limit"), ctl_stat(lines, n, "denials_table_full"),
+           ctl_stat(lines, n, "denials_no_counter"));
+    ctl_status_redis(lines, n);
     divvy_lines_free(lines, n);
     return CTL_EXIT_OK;
 }

@@ -2,7 +2,8 @@
 /*
  * divvyctl top: a view of divvyd's live counters (the admin verb COUNTERS,
  * docs/protocol.md), refreshing a table of the counters with the least
- * credit left (or the most used) until q or Ctrl-C.  Also the rows that
+ * credit left (or the most used) until q or Ctrl-C; counters is one such
+ * table, printed once (top --once).  Also the rows that
  * locked lists (divvyctl_locked.c): COUNTERS fetched and sorted, each actor
  * shown per actor key ("user=alice rhost=203.0.113.9"), using the keys
  * RULES reports.  The terminal is divvyctl_top_term.c's.
@@ -58,6 +59,28 @@ const char ctl_help_top[] =
     "Exit status: 0 done, 2 usage or unknown rule, 3 divvyd unreachable, 4\n"
     "permission denied (not root or divvy-admin, or over TCP).\n";
 
+const char ctl_help_counters[] =
+    "Usage: divvyctl counters [OPTIONS]\n"
+    "\n"
+    "Admin command.  Prints divvyd's live counters once and exits: the table of\n"
+    "`divvyctl top --once` (see divvyctl top --help for its columns), the ones\n"
+    "with the least credit left first.  Only counters below their full quota\n"
+    "are live; a quiet system shows none.  `divvyctl locked` lists only those\n"
+    "with no credit left.\n"
+    "\n"
+    "Options:\n"
+    "  -r, --rule ID       only the counters of this rule (label or hex id)\n"
+    "  -m, --max N         at most N counters (default 20, at most 10000)\n"
+    "  -S, --sort KEY      credit (default: least credit left first) or used (most\n"
+    "                      used first)\n"
+    "  -j, --json          as top --json\n"
+    "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
+    "\n"
+    "Exit status: 0 done, 2 usage or unknown rule, 3 divvyd unreachable, 4\n"
+    "permission denied (not root or divvy-admin, or over TCP).\n"
+    "\n"
+    "Example:\n"
+    "  divvyctl counters --rule login-user-source\n";
 
 uint64_t top_now_ms(void)
 {
@@ -425,7 +448,9 @@ int cmd_top(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
         { "sort", required_argument, NULL, 'S' },
         { NULL, 0, NULL, 0 },
     };
-    struct top_state st = { .interval = 2.0, .generation = UINT64_MAX };
+    /* counters is top's one snapshot, under the name users look for. */
+    bool counters = strcmp(cmd->name, "counters") == 0;
+    struct top_state st = { .interval = 2.0, .generation = UINT64_MAX, .once = counters };
     struct top_term t = { .sigfd = -1 };
     bool term_started = false;
     char *end;
@@ -443,6 +468,8 @@ int cmd_top(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
         case CTL_OPT_OTHER:
             break;
         }
+        if (counters && (opt == '1' || opt == 'i'))
+            return ctl_usage(cmd, "prints once; --once and --interval are top's");
         switch (opt) {
         case '1':
             st.once = true;

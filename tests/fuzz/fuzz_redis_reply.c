@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for divvyd's handling of Redis replies (daemon/store.c,
- * docs/redis.md).  The Makefile builds it with the daemon modules it calls
- * (store.c, sentinel.c, redis_async.c, addr.c, log.c) and common/, all
- * instrumented; log_msg() and log_ratelimited() are wrapped (-Wl,--wrap) to
- * send divvyd's log lines to a sink.
+ * daemon/store_conn.c, daemon/store_script.c, docs/redis.md).  The Makefile
+ * builds it with the daemon modules it calls (store*.c, sentinel*.c,
+ * redis_async.c, addr.c, log.c) and common/, all instrumented; log_msg() and
+ * log_ratelimited() are wrapped (-Wl,--wrap) to send divvyd's log lines to
+ * a sink.
  *
  * Odd first byte: the rest of the input is RESP bytes; every reply tree
- * hiredis's own reader makes of them goes through the store's decoder
- * (store_parse_reply()), which must agree with a reference decoder written
- * here, and each decoded script answer goes through what divvyd does with it
- * (docs/redis.md "Scripts": the allowed/credit/ttl answer, the lease grant
- * applied to a scratch counter table, then a lease take from it).
+ * hiredis's own reader makes of them goes through the store's decoders (a
+ * script's answer, store_script_decode(), for each script, DEL's and
+ * SCAN's), which must agree with a reference decoder written here, and each
+ * decoded answer goes through what divvyd does with it (docs/redis.md
+ * "Scripts": the verdict, the lease grant applied to a scratch counter
+ * table, then a lease take from it).
  *
  * Even first byte: a fake Redis.  A real store_conn connects over a Unix
  * socket to this process, which answers every command it receives (the
@@ -20,13 +22,15 @@
  * strings, nils, statuses, errors (NOSCRIPT among them), a protocol error,
  * a half-sent reply, none at all (the request's deadline fires) or a
  * hang-up.  Every
- * request store_eval()/store_del() accepted must get its callback exactly
- * once, a non-NULL answer must be exactly the integers that were sent, and
- * store_conn_free() must leave nothing behind (LeakSanitizer).
+ * request store_window() ... store_del() accepted must get its callback
+ * exactly once, a non-NULL answer must be what the reference decoder makes
+ * of the integers that were sent, and store_conn_free() must leave nothing
+ * behind (LeakSanitizer).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -91,6 +95,8 @@ void __wrap_log_ratelimited(struct log_ratelimit *rl, int prio, const char *fmt,
 #define MAX_ROUNDS    200
 #define TIMEOUT_MS    10            /* the store's deadline: a reply withheld costs this */
 #define SENT_MAX      8
+#define INTS_MAX      4             /* the longest answer: the lease script's */
+#define KIND_DEL      STORE_N_SCRIPTS   /* a request's kind: a script, or DEL */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
@@ -123,25 +129,92 @@ static void check_tree(const redisReply *r, int depth)
     }
 }
 
-/* docs/redis.md: a script answers an integer or an array of at most four. */
-static bool ref_decode(const redisReply *r, struct store_reply *out)
+/* A reply as integers: a lone one (scalar) or a flat array of at most INTS_MAX. */
+struct ints {
+    bool ok;
+    bool scalar;
+    int64_t v[INTS_MAX];
+    unsigned n;
+};
+
+static struct ints ints_of(const redisReply *r)
 {
-    memset(out, 0, sizeof(*out));
+    struct ints out = { .ok = false };
+
     if (r->type == REDIS_REPLY_INTEGER) {
-        out->v[out->n++] = r->integer;
-        return true;
+        out = (struct ints){ .ok = true, .scalar = true, .v = { r->integer }, .n = 1 };
+        return out;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements > STORE_REPLY_MAX)
-        return false;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements > INTS_MAX)
+        return out;
     for (size_t i = 0; i < r->elements; i++) {
         if (r->element[i]->type != REDIS_REPLY_INTEGER)
-            return false;
-        out->v[out->n++] = r->element[i]->integer;
+            return out;
+        out.v[out.n++] = r->element[i]->integer;
     }
+    out.ok = true;
+    return out;
+}
+
+static uint64_t clamp0(int64_t v)
+{
+    return v < 0 ? 0 : (uint64_t)v;
+}
+
+/* docs/redis.md "Scripts": what a request of @kind accepts as its answer. */
+static bool ref_decode(unsigned kind, const struct ints *in, struct store_reply *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!in->ok)
+        return false;
+    if (kind == KIND_DEL) {
+        if (!in->scalar || in->v[0] < 0)
+            return false;
+        out->kind = STORE_REPLY_DELETED;
+        out->deleted = (uint64_t)in->v[0];
+        return true;
+    }
+    if (in->scalar)
+        return false;
+    if (kind == STORE_SCRIPT_LEASE) {
+        if (in->n != 4 || in->v[0] < 0 || in->v[1] < 0 || in->v[2] < 0)
+            return false;
+        out->kind = STORE_REPLY_GRANT;
+        out->grant = (struct store_grant){ .granted = (uint64_t)in->v[0],
+                                           .remain = (uint64_t)in->v[1],
+                                           .ttl_ms = (uint64_t)in->v[2],
+                                           .created = in->v[3] != 0 };
+        return true;
+    }
+    if (in->n != 3)
+        return false;
+    out->kind = STORE_REPLY_VERDICT;
+    out->verdict = (struct store_verdict){ .allowed = in->v[0] != 0, .credit = clamp0(in->v[1]),
+                                           .reset_ms = clamp0(in->v[2]) };
     return true;
 }
 
-/* What divvyd's srv.c does with a decoded answer (hit_resume, refill_done). */
+static bool same_reply(const struct store_reply *a, const struct store_reply *b)
+{
+    if (a->kind != b->kind)
+        return false;
+    switch (a->kind) {
+    case STORE_REPLY_VERDICT:
+        return a->verdict.allowed == b->verdict.allowed &&
+               a->verdict.credit == b->verdict.credit &&
+               a->verdict.reset_ms == b->verdict.reset_ms;
+    case STORE_REPLY_GRANT:
+        return a->grant.granted == b->grant.granted && a->grant.remain == b->grant.remain &&
+               a->grant.ttl_ms == b->grant.ttl_ms && a->grant.created == b->grant.created;
+    case STORE_REPLY_DELETED:
+        return a->deleted == b->deleted;
+    case STORE_REPLY_KEYS:
+        break;
+    }
+    return false;
+}
+
+/* What divvyd's srv.c does with a decoded answer (hit_verdict, lease_apply). */
 static void consume(const struct store_reply *rep, uint64_t now)
 {
     static const struct table_key key = { .rule_id = 42, .actor = "fuzz", .actor_len = 4 };
@@ -153,21 +226,20 @@ static void consume(const struct store_reply *rep, uint64_t now)
     int r;
 
     /* STEP_STRICT / STEP_ASK: allowed, credit, ttl. */
-    if (rep->n >= 3) {
-        bool allowed = rep->v[0] != 0;
-        uint64_t credit = rep->v[1] > 0 ? (uint64_t)rep->v[1] : 0;
-        uint64_t ttl = rep->v[2] > 0 ? (uint64_t)rep->v[2] : 0;
-        struct table_lease_grant g = { .remain = credit, .end_ms = now + ttl };
+    if (rep->kind == STORE_REPLY_VERDICT) {
+        const struct store_verdict *v = &rep->verdict;
+        struct table_lease_grant g = { .remain = v->credit, .end_ms = now + v->reset_ms };
 
-        CHECK(proto_fmt_ok(buf, sizeof(buf), allowed, credit, eval_ms_to_s(ttl)) > 0);
+        CHECK(proto_fmt_ok(buf, sizeof(buf), v->allowed, v->credit,
+                           eval_ms_to_s(v->reset_ms)) > 0);
         r = table_lease_grant(scratch, &key, &lim, &g, now);
         CHECK(r == 0 || r == -ENOSPC || r == -EDQUOT);
     }
     /* STEP_FETCH / refill: granted, remain, ttl, created. */
-    if (rep->n >= 4 && rep->v[0] >= 0 && rep->v[1] >= 0 && rep->v[2] >= 0) {
+    if (rep->kind == STORE_REPLY_GRANT) {
         struct table_lease_grant g = {
-            .granted = (uint64_t)rep->v[0], .remain = (uint64_t)rep->v[1],
-            .end_ms = now + (uint64_t)rep->v[2], .created = rep->v[3] != 0, .fetch = true,
+            .granted = rep->grant.granted, .remain = rep->grant.remain,
+            .end_ms = now + rep->grant.ttl_ms, .created = rep->grant.created, .fetch = true,
         };
 
         r = table_lease_grant(scratch, &key, &lim, &g, now);
@@ -179,6 +251,38 @@ static void consume(const struct store_reply *rep, uint64_t now)
         CHECK(lr.credit <= 2 * TABLE_LEASE_MAX);
     /* Forget it: the next answer starts from an empty lease. */
     CHECK(table_hit(scratch, &key, &lim, TABLE_RESET, 1, now, &res) == 0);
+}
+
+/* SCAN's answer (store_scan()): [decimal cursor, [key strings]], else refused. */
+static void check_scan(const redisReply *r)
+{
+    struct store_reply got;
+    bool want = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len > 0 &&
+                r->element[1]->type == REDIS_REPLY_ARRAY;
+    unsigned long long cursor = 0;
+
+    for (size_t i = 0; want && i < r->element[0]->len; i++) {
+        unsigned d = (unsigned)(r->element[0]->str[i] - '0');
+
+        want = d <= 9 && cursor <= (ULLONG_MAX - d) / 10;
+        cursor = cursor * 10 + d;
+    }
+    for (size_t i = 0; want && i < r->element[1]->elements; i++)
+        want = r->element[1]->element[i]->type == REDIS_REPLY_STRING;
+    CHECK((store_script_decode_scan(r, &got) == 0) == want);
+    if (!want)
+        return;
+    CHECK(got.kind == STORE_REPLY_KEYS && got.keys.cursor == cursor &&
+          got.keys.n == r->element[1]->elements);
+    for (size_t i = 0; i < got.keys.n; i++) {
+        const char *key;
+        size_t len;
+
+        store_keys_get(&got.keys, i, &key, &len);
+        CHECK(len == r->element[1]->element[i]->len &&
+              memcmp(key, r->element[1]->element[i]->str, len) == 0);
+    }
 }
 
 /*
@@ -217,19 +321,25 @@ static void run_decode(const uint8_t *data, size_t size)
     CHECK(rd != NULL);
     CHECK(redisReaderFeed(rd, (const char *)data, size) == REDIS_OK);
     for (int i = 0; i < 64; i++) {
-        struct store_reply got, want;
-        bool ok;
+        struct ints in;
 
         if (redisReaderGetReply(rd, &reply) != REDIS_OK || !reply)
             break;
         check_tree(reply, 0);
-        ok = store_parse_reply(reply, &got);
-        CHECK(ok == ref_decode(reply, &want));
-        if (ok) {
-            CHECK(got.n == want.n && got.n <= STORE_REPLY_MAX);
-            CHECK(memcmp(got.v, want.v, sizeof(got.v[0]) * got.n) == 0);
-            consume(&got, now);
+        in = ints_of(reply);
+        for (unsigned kind = 0; kind <= KIND_DEL; kind++) {
+            struct store_reply got, want;
+            bool ok = (kind == KIND_DEL ? store_script_decode_del(reply, &got)
+                                        : store_script_decode((enum store_script)kind, reply,
+                                                              &got)) == 0;
+
+            CHECK(ok == ref_decode(kind, &in, &want));
+            if (ok) {
+                CHECK(same_reply(&got, &want));
+                consume(&got, now);
+            }
         }
+        check_scan(reply);
         freeReplyObject(reply);
     }
     redisReaderFree(rd);
@@ -239,7 +349,14 @@ static void run_decode(const uint8_t *data, size_t size)
 
 struct pending {
     bool accepted, done, got;
+    unsigned kind;                  /* enum store_script, or KIND_DEL */
     struct store_reply rep;
+};
+
+/* Integers the fake Redis sends. */
+struct raw {
+    int64_t v[INTS_MAX];
+    unsigned n;
 };
 
 /* The reply last sent for a request's key: a script answer (an integer, or
@@ -247,7 +364,7 @@ struct pending {
 struct sent {
     bool ints;
     bool scalar;                    /* a lone integer, not an array */
-    struct store_reply rep;
+    struct raw rep;
 };
 
 struct server {
@@ -269,7 +386,9 @@ static void on_done(void *arg, const struct store_reply *rep)
     CHECK(p->accepted && !p->done);
     p->done = true;
     if (rep) {
-        CHECK(rep->n <= STORE_REPLY_MAX);
+        CHECK(rep->kind == (p->kind == KIND_DEL ? STORE_REPLY_DELETED :
+                            p->kind == STORE_SCRIPT_LEASE ? STORE_REPLY_GRANT :
+                            STORE_REPLY_VERDICT));
         p->got = true;
         p->rep = *rep;
     }
@@ -297,7 +416,7 @@ static void out_bytes(struct server *s, const void *p, size_t len)
 }
 
 /* One reply from the input; *ints says whether it is a script answer and what. */
-static void gen_reply(struct server *s, int depth, const struct store_reply *dflt,
+static void gen_reply(struct server *s, int depth, const struct raw *dflt,
                       struct sent *ints)
 {
     struct fz *f = s->f;
@@ -326,20 +445,20 @@ static void gen_reply(struct server *s, int depth, const struct store_reply *dfl
         out_put(s, ":%" PRId64 "\r\n", v);
         ints->ints = true;
         ints->scalar = true;
-        ints->rep = (struct store_reply){ .v = { v }, .n = 1 };
+        ints->rep = (struct raw){ .v = { v }, .n = 1 };
         break;
     }
     case 2: {
         unsigned n = fz_below(f, 7);
-        struct store_reply rep = { .n = 0 };
-        bool all = n <= STORE_REPLY_MAX;
+        struct raw rep = { .n = 0 };
+        bool all = n <= INTS_MAX;
 
         out_put(s, "*%u\r\n", n);
         for (unsigned i = 0; i < n; i++) {
             struct sent e;
 
             if (depth < 3) {
-                gen_reply(s, depth + 1, &(struct store_reply){ .v = { i }, .n = 1 }, &e);
+                gen_reply(s, depth + 1, &(struct raw){ .v = { i }, .n = 1 }, &e);
             } else {
                 out_put(s, ":%u\r\n", i);
                 e = (struct sent){ .ints = true, .scalar = true, .rep = { .v = { i }, .n = 1 } };
@@ -347,7 +466,7 @@ static void gen_reply(struct server *s, int depth, const struct store_reply *dfl
             /* Only a flat integer counts: an element that is itself an array does not. */
             if (!e.scalar)
                 all = false;
-            else if (i < STORE_REPLY_MAX)
+            else if (i < INTS_MAX)
                 rep.v[rep.n++] = e.rep.v[0];
         }
         ints->ints = all;
@@ -411,7 +530,7 @@ static int key_index(const redisReply *arg)
 
 static void answer(struct server *s, const redisReply *cmd)
 {
-    struct store_reply dflt = { .v = { 1 }, .n = 1 };
+    struct raw dflt = { .v = { 1 }, .n = 1 };
     struct sent sent;
     const char *verb;
     int idx = -1;
@@ -434,8 +553,8 @@ static void answer(struct server *s, const redisReply *cmd)
     } else if (strcmp(verb, "EVALSHA") == 0 && cmd->elements >= 4) {
         idx = key_index(cmd->element[3]);
         dflt = strcmp(cmd->element[1]->str, store_script_sha(STORE_SCRIPT_LEASE)) == 0
-                   ? (struct store_reply){ .v = { 10, 100, 60000, 1 }, .n = 4 }
-                   : (struct store_reply){ .v = { 1, 5, 1000 }, .n = 3 };
+                   ? (struct raw){ .v = { 10, 100, 60000, 1 }, .n = 4 }
+                   : (struct raw){ .v = { 1, 5, 1000 }, .n = 3 };
     } else if (strcmp(verb, "DEL") == 0 && cmd->elements == 2) {
         idx = key_index(cmd->element[1]);
     } else if (strcmp(verb, "AUTH") == 0 || strcmp(verb, "SELECT") == 0) {
@@ -500,7 +619,7 @@ static void run_server(struct fz *f)
     unsigned flags = fz_u8(f), n_user = 1 + fz_below(f, MAX_USER);
     struct store *st = NULL;
     struct store_conn *sc = NULL;
-    int64_t args[STORE_ARGS_MAX];
+    uint64_t a[STORE_SCRIPT_ARGV_MAX];
 
     memset(&s, 0, sizeof(s));
     s.f = f;
@@ -522,19 +641,47 @@ static void run_server(struct fz *f)
     CHECK(s.rd != NULL);
 
     for (unsigned i = 0; i < n_user; i++) {
-        unsigned what = fz_u8(f), n_args = fz_below(f, STORE_ARGS_MAX + 1);
+        unsigned what = fz_u8(f), n_args = fz_below(f, STORE_SCRIPT_ARGV_MAX + 1);
         char key[3] = { 'k', (char)('0' + i), '\0' };
         uint64_t deadline = store_deadline(st, clock_now_ms());
+        enum store_op op = what & 0x80 ? STORE_PEEK : STORE_TAKE;
+        void *p = &s.pend[i];
         int r;
 
+        memset(a, 0, sizeof(a));
         for (unsigned k = 0; k < n_args; k++)
-            args[k] = (int64_t)fz_below(f, 1000);
+            a[k] = fz_below(f, 1000);
         s.pend[i].accepted = true;
-        if (what % 5 == 4)
-            r = store_del(sc, key, 2, deadline, on_done, &s.pend[i]);
-        else
-            r = store_eval(sc, (enum store_script)(what % 4), key, 2, what & 0x80 ? "peek" : "take",
-                           args, n_args, deadline, on_done, &s.pend[i]);
+        s.pend[i].kind = what % 5 == 4 ? KIND_DEL : what % 4;
+        switch (s.pend[i].kind) {
+        case KIND_DEL:
+            r = store_del(sc, key, 2, deadline, on_done, p);
+            break;
+        case STORE_SCRIPT_WINDOW: {
+            struct store_window_args wa = { op, a[0], (int64_t)a[1], a[2] };
+
+            r = store_window(sc, key, 2, &wa, deadline, on_done, p);
+            break;
+        }
+        case STORE_SCRIPT_BUCKET: {
+            struct store_bucket_args ba = { op, a[0], (int64_t)a[1], a[2], a[3], a[4] & 1 };
+
+            r = store_bucket(sc, key, 2, &ba, deadline, on_done, p);
+            break;
+        }
+        case STORE_SCRIPT_SLIDING: {
+            struct store_sliding_args sa = { op, a[0], (int64_t)a[1], a[2] };
+
+            r = store_sliding(sc, key, 2, &sa, deadline, on_done, p);
+            break;
+        }
+        default: {
+            struct store_lease_args la = { a[0], (int64_t)a[1], a[2], a[3] };
+
+            r = store_lease(sc, key, 2, &la, deadline, on_done, p);
+            break;
+        }
+        }
         CHECK(r == 0 || r == -ENOTCONN || r == -ETIMEDOUT);
         s.pend[i].accepted = r == 0;
     }
@@ -567,10 +714,13 @@ out:
         /* Exactly one callback for each accepted request (on_done checks "once"). */
         CHECK(s.pend[i].done == s.pend[i].accepted);
         if (s.pend[i].got) {
-            CHECK(s.sent[i].ints);
-            CHECK(s.pend[i].rep.n == s.sent[i].rep.n);
-            CHECK(memcmp(s.pend[i].rep.v, s.sent[i].rep.v,
-                         sizeof(s.sent[i].rep.v[0]) * s.sent[i].rep.n) == 0);
+            struct ints in = { .ok = s.sent[i].ints, .scalar = s.sent[i].scalar,
+                               .n = s.sent[i].rep.n };
+            struct store_reply want;
+
+            memcpy(in.v, s.sent[i].rep.v, sizeof(in.v));
+            CHECK(ref_decode(s.pend[i].kind, &in, &want));
+            CHECK(same_reply(&s.pend[i].rep, &want));
         }
     }
     if (s.rd)

@@ -92,6 +92,19 @@ static void test_cli_check_examples(void **state)
     }
 }
 
+/* Every line of @text starts with "@path:" (FILE:LINE: for parsers, no
+ * "divvyd: " before it). */
+static void expect_lines_start(const char *text, const char *path)
+{
+    size_t n = strlen(path);
+
+    if (!text[0])
+        fail_msg("no output, want lines starting with %s:", path);
+    for (const char *l = text; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+        if (strncmp(l, path, n) != 0 || l[n] != ':')
+            fail_msg("a line does not start with \"%s:\":\n%s", path, text);
+}
+
 static void test_cli_check_reports_file_line(void **state)
 {
     static const struct {
@@ -145,13 +158,14 @@ static void test_cli_check_reports_file_line(void **state)
             snprintf(want, sizeof(want), "%s:", path);
         if (!strstr(err, want))
             fail_msg("%s: stderr lacks \"%s\":\n%s", bad[i].name, want, err);
+        expect_lines_start(err, path);
     }
     /* A file that does not exist. */
     {
         const char *args[] = { "--check", "-c", "/nonexistent/divvy.conf", NULL };
 
         expect_run(args, 1, out, err);
-        assert_non_null(strstr(err, "/nonexistent/divvy.conf"));
+        expect_lines_start(err, "/nonexistent/divvy.conf");
     }
 }
 

@@ -186,7 +186,7 @@ static void test_divvyctl_help_and_usage(void **state)
 {
     static const char *const cmds[] = { "status", "hit", "take", "peek", "reset", "rules",
                                         "explain", "check", "convert", "reload", "stats",
-                                        "top", "locked" };
+                                        "top", "counters", "locked" };
     struct run *r;
 
     (void)state;
@@ -211,6 +211,15 @@ static void test_divvyctl_help_and_usage(void **state)
     expect_in(r->err, "unknown option");
     CTL(2, "--timeout", "soon", "status");
     CTL(2, "hit", "novalue");
+    /* No KEY=VALUE at all is a usage error, never a request for the default rule. */
+    for (size_t i = 0; i < 4; i++) {
+        static const char *const verbs[] = { "hit", "peek", "reset", "take" };
+
+        r = i < 3 ? CTL(2, verbs[i]) : CTL(2, verbs[i], "3");
+        expect_in(r->err, "needs KEY=VALUE arguments");
+        expect_in(r->err, "--help");
+    }
+    CTL(2, "counters", "--interval", "1");
     CTL(2, "take", "0", "a=b");
     CTL(2, "take", "many", "a=b");
     CTL(2, "rules", "extra");
@@ -279,6 +288,11 @@ static void test_divvyctl_hit_take_peek_reset(void **state)
     json_decref(doc);
     r = CTL(0, "-s", s, "reset", "path=/take");
     assert_string_equal(r->out, "reset credit=10 reset_seconds=0 rule=take\n");
+    /* The log names the rule by its label (not "rule 0"). */
+    if (harness_log_contains(d, "counter(s) on the path of rule take reset") != 1) {
+        harness_dump_log(d);
+        fail_msg("the RESET log line does not name rule take by its label");
+    }
     r = CTL(0, "-s", s, "hit", "path=/take", "--json");
     doc = parse_json(r);
     assert_int_equal(json_integer_value(json_object_get(doc, "credit")), 9);
@@ -296,6 +310,14 @@ static void test_divvyctl_hit_take_peek_reset(void **state)
     json_decref(doc);
     /* The default rule denies. */
     CTL(1, "-s", s, "hit", "path=/elsewhere");
+    /* No keys: usage errors that reach no daemon (reset would "reset" the
+     * default rule, hit would be denied by it). */
+    CTL(2, "-s", s, "reset");
+    CTL(2, "-s", s, "hit");
+    CTL(2, "-s", s, "peek", "--json");
+    CTL(2, "-s", s, "take", "1");
+    r = CTL(0, "-s", s, "peek", "path=/take");
+    expect_in(r->out, "allowed credit=9 ");
     /* Bad requests. */
     CTL(2, "-s", s, "hit", "path=a\"b");
     CTL(2, "-s", s, "hit", "=novalue");
@@ -342,6 +364,10 @@ static void test_divvyctl_rules_explain_stats(void **state)
                                                         "rule")), CTL_RULES - 1);
     assert_true(json_is_false(json_object_get(json_object_get(doc, "now"), "allowed")));
     json_decref(doc);
+    /* Unlike hit, explain without keys is meaningful: which rule decides an empty request. */
+    r = CTL(0, "-s", s, "explain");
+    expect_in(r->out, "request: (no keys)");
+    expect_in(r->out, "): decides");
 
     CTL(0, "-s", s, "hit", "path=/take");
     r = CTL(0, "-s", s, "stats");
@@ -403,6 +429,14 @@ static void test_divvyctl_locked_and_top(void **state)
     assert_int_equal(json_array_size(json_object_get(doc, "counters")), 2);
     row = json_array_get(json_object_get(doc, "counters"), 0);
     assert_int_equal(json_integer_value(json_object_get(row, "credit")), 0);
+    json_decref(doc);
+    /* counters: the same snapshot, under the name users type. */
+    r = CTL(0, "-s", s, "counters");
+    expect_in(r->out, "CREDIT");
+    expect_in(r->out, "user=alice rhost=192.0.2.1");
+    r = CTL(0, "-s", s, "counters", "--json", "--rule", "login");
+    doc = parse_json(r);
+    assert_int_equal(json_array_size(json_object_get(doc, "counters")), 2);
     json_decref(doc);
     r = CTL(0, "-s", s, "top", "--once", "--sort", "used", "--rule", "take");
     expect_in(r->out, "take");

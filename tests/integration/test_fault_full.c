@@ -337,6 +337,12 @@ static void full_run(bool allow)
     CHECK(harness_stat(stats, "table_full_events", &v));
     assert_true(v >= total + FLOOD_EACH - 2 * (SLOTS - KEEPERS));
     assert_int_equal(harness_log_contains(d, "counter table full"), 1);
+    /* The log names the rule by its label, not by its index. */
+    if (harness_log_contains(d, "max_actors reached (rule u)") != 1 &&
+        harness_log_contains(d, "max_actors reached (rule f)") != 1) {
+        harness_dump_log(d);
+        fail_msg("the table-full warning does not name rule u or f by its label");
+    }
 
     /* Every existing actor kept its count exactly. */
     for (int t = 0; t < 2; t++) {

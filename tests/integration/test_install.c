@@ -2,7 +2,8 @@
 /*
  * Integration: `make install DESTDIR=$T PREFIX=/usr` from the build under
  * test.  Checks the tree (binaries, libdivvy.so.N and its links, libdivvy.a,
- * divvy.h, divvy.pc, pam_divvy.so in the multiarch security directory, the
+ * divvy.h, divvy.pc in the multiarch layout (/usr/lib/<triplet>, pam_divvy.so
+ * in its security/), divvy-bench in /usr/libexec/divvy (not the PATH), the
  * units with the install's paths, none enabled, and run-divvy.mount only as
  * an example (in the unit directory divvyd.socket's implicit
  * RequiresMountsFor=/run/divvy would pull it in: issue 11 item 10),
@@ -31,6 +32,7 @@ static char root[64];               /* DESTDIR */
 static char make_vars[1024];        /* B=... for the build under test */
 static char multiarch[64];
 static char unitdir[128];
+static char libdir[128];            /* /usr/lib/<multiarch> (multiarch layout) */
 
 static int run(const char *cmd, char *out, size_t size)
 {
@@ -97,6 +99,7 @@ static int install_setup(void **state)
     snprintf(make_vars, sizeof(make_vars), "B='%s'", build_dir());
     if (run("cc -print-multiarch", out, sizeof(out)) == 0)
         snprintf(multiarch, sizeof(multiarch), "%.*s", (int)strcspn(out, "\n"), out);
+    snprintf(libdir, sizeof(libdir), "/usr/lib%s%s", multiarch[0] ? "/" : "", multiarch);
     if (run("pkg-config --variable=systemdsystemunitdir systemd", out, sizeof(out)) == 0 &&
         out[0] == '/')
         snprintf(unitdir, sizeof(unitdir), "%.*s", (int)strcspn(out, "\n"), out);
@@ -175,7 +178,9 @@ static void test_install_tree(void **state)
     assert_non_null(out);
     do_install();
     expect_file("/usr/sbin/divvyd", S_IFREG, 0755);
-    expect_file("/usr/bin/divvy-bench", S_IFREG, 0755);
+    /* A benchmark, not a user command: out of the PATH. */
+    expect_file("/usr/libexec/divvy/divvy-bench", S_IFREG, 0755);
+    expect_absent("/usr/bin/divvy-bench");
     expect_file("/etc/divvy/divvy.conf", S_IFREG, 0644);
     snprintf(rel, sizeof(rel), "%s/divvyd.service", unitdir);
     expect_file(rel, S_IFREG, 0644);
@@ -209,37 +214,43 @@ static void test_install_tree(void **state)
     if (built("divvyctl"))
         expect_file("/usr/bin/divvyctl", S_IFREG, 0755);
     if (built("pam_divvy.so")) {
-        snprintf(rel, sizeof(rel), "/lib/%s/security/pam_divvy.so", multiarch);
+        snprintf(rel, sizeof(rel), "%s/security/pam_divvy.so", libdir);
         expect_file(rel, S_IFREG, 0644);
     }
     if (built("libdivvy.so.0")) {
-        expect_file("/usr/lib/libdivvy.so.0.1.0", S_IFREG, 0644);
-        expect_file("/usr/lib/libdivvy.so.0", S_IFLNK, 0);
-        expect_file("/usr/lib/libdivvy.so", S_IFLNK, 0);
-        expect_file("/usr/lib/libdivvy.a", S_IFREG, 0644);
+        snprintf(rel, sizeof(rel), "%s/libdivvy.so.0.1.0", libdir);
+        expect_file(rel, S_IFREG, 0644);
+        snprintf(rel, sizeof(rel), "%s/libdivvy.so.0", libdir);
+        expect_file(rel, S_IFLNK, 0);
+        snprintf(rel, sizeof(rel), "%s/libdivvy.so", libdir);
+        expect_file(rel, S_IFLNK, 0);
+        snprintf(rel, sizeof(rel), "%s/libdivvy.a", libdir);
+        expect_file(rel, S_IFREG, 0644);
         expect_file("/usr/include/divvy.h", S_IFREG, 0644);
-        expect_file("/usr/lib/pkgconfig/divvy.pc", S_IFREG, 0644);
-        expect_grep("/usr/lib/pkgconfig/divvy.pc", "prefix=/usr");
-        expect_grep("/usr/lib/pkgconfig/divvy.pc", "libdir=/usr/lib");
-        snprintf(path, sizeof(path), "%s/usr/lib/libdivvy.so.0", root);
+        snprintf(rel, sizeof(rel), "%s/pkgconfig/divvy.pc", libdir);
+        expect_file(rel, S_IFREG, 0644);
+        expect_grep(rel, "prefix=/usr");
+        snprintf(link, sizeof(link), "libdir=%s", libdir);
+        expect_grep(rel, link);
+        snprintf(path, sizeof(path), "%s%s/libdivvy.so.0", root, libdir);
         n = readlink(path, link, sizeof(link) - 1);
         assert_true(n > 0);
         link[n] = '\0';
         assert_string_equal(link, "libdivvy.so.0.1.0");
-        snprintf(path, sizeof(path), "%s/usr/lib/libdivvy.so", root);
+        snprintf(path, sizeof(path), "%s%s/libdivvy.so", root, libdir);
         n = readlink(path, link, sizeof(link) - 1);
         assert_true(n > 0);
         link[n] = '\0';
         assert_string_equal(link, "libdivvy.so.0");
         /* The soname the links serve. */
-        snprintf(path, sizeof(path), "objdump -p '%s/usr/lib/libdivvy.so.0.1.0' | "
-                 "grep -q 'SONAME *libdivvy.so.0$'", root);
+        snprintf(path, sizeof(path), "objdump -p '%s%s/libdivvy.so.0.1.0' | "
+                 "grep -q 'SONAME *libdivvy.so.0$'", root, libdir);
         if (run(path, out, OUT_MAX) != 0)
             fail_msg("libdivvy.so.0.1.0 has no SONAME libdivvy.so.0");
     }
     /* Installed programs must not look for libdivvy in the build tree. */
-    snprintf(path, sizeof(path), "for f in '%s'/usr/bin/* '%s'/usr/sbin/*; do "
-             "objdump -p \"$f\" | grep -E 'R(UN)?PATH' && echo \"$f\"; done; true", root, root);
+    snprintf(path, sizeof(path), "for f in '%s'/usr/bin/* '%s'/usr/sbin/* '%s'/usr/libexec/divvy/*; do "
+             "objdump -p \"$f\" | grep -E 'R(UN)?PATH' && echo \"$f\"; done; true", root, root, root);
     assert_int_equal(run(path, out, OUT_MAX), 0);
     if (out[0])
         fail_msg("installed programs with an rpath:\n%s", out);
@@ -290,17 +301,17 @@ static void test_install_examples_build_against_pc(void **state)
     CHECK(harness_src_path("", src, sizeof(src)));
     /* The .pc says /usr; the sysroot points pkg-config's paths into DESTDIR. */
     snprintf(cmd, sizeof(cmd),
-             "set -e; export PKG_CONFIG_PATH='%s/usr/lib/pkgconfig' PKG_CONFIG_SYSROOT_DIR='%s';"
+             "set -e; export PKG_CONFIG_PATH='%s%s/pkgconfig' PKG_CONFIG_SYSROOT_DIR='%s';"
              "pkg-config --exists divvy; n=0; san=;"
              /* An ASan build's library needs its runtime loaded first. */
-             "if nm -D '%s'/usr/lib/libdivvy.so.0 | grep -q __asan_init; then"
+             "if nm -D '%s%s/libdivvy.so.0' | grep -q __asan_init; then"
              "  san='-fsanitize=address,undefined'; fi;"
              "for f in '%s'/docs/examples/*.c; do [ -e \"$f\" ] || continue;"
              "  b=$(basename \"$f\" .c);"
              "  cc -std=gnu11 -Wall -Werror $san $(pkg-config --cflags divvy) \"$f\" -o '%s'/$b"
              "     $(pkg-config --libs divvy);"
              "  n=$((n+1)); done; echo built $n",
-             root, root, root, src, root);
+             root, libdir, root, root, libdir, src, root);
     if (run(cmd, out, OUT_MAX) != 0)
         fail_msg("building the examples against the installed divvy.pc:\n%s", out);
     if (strcmp(out, "built 0\n") == 0)
@@ -313,8 +324,8 @@ static void test_install_examples_build_against_pc(void **state)
     CHECK(harness_src_path("etc/divvy.conf", src, sizeof(src)));
     o.config_src = src;
     CHECK(harness_start(&o, &d));
-    snprintf(cmd, sizeof(cmd), "LD_LIBRARY_PATH='%s/usr/lib' DIVVY_ADDRESS='unix:%s' "
-             "DIVVY_PATH=socket '%s' method=GET path=/status", root, d->sock, path);
+    snprintf(cmd, sizeof(cmd), "LD_LIBRARY_PATH='%s%s' DIVVY_ADDRESS='unix:%s' "
+             "DIVVY_PATH=socket '%s' method=GET path=/status", root, libdir, d->sock, path);
     if (run(cmd, out, OUT_MAX) != 0 || strncmp(out, "allowed credit=999", 18) != 0)
         fail_msg("installed example hit: %s", out);
 }

@@ -6,7 +6,9 @@
  * host's own counter; open: allow; closed: deny); no request waits longer
  * than a generous 5 x redis.timeout_ms; the breaker trips once per outage
  * (one log line, one count, however many workers) and closes by itself once
- * Redis is back.
+ * Redis is back.  A deny by on_redis_error = "closed" is told from a quota
+ * deny: EXPLAIN's cause=, STATS denials_* and redis_* (docs/redis.md
+ * "Monitoring").
  */
 #include <limits.h>
 #include <pthread.h>
@@ -261,6 +263,86 @@ static void test_redis_fail_down_at_start(void **state)
     redis_stop(rs);
 }
 
+/* The EXPLAIN line of rule @id for @req, into @line. */
+static void explain_line(struct harness_conn *c, const char *req, const char *id, char *line,
+                         size_t size)
+{
+    char buf[8192], needle[64], *p, *end;
+
+    CHECK(harness_multi(c, req, buf, sizeof(buf)));
+    snprintf(needle, sizeof(needle), " id=%s ", id);
+    p = strstr(buf, needle);
+    if (!p)
+        fail_msg("%s: no line for rule %s:\n%s", req, id, buf);
+    while (p > buf && p[-1] != '\n')
+        p--;
+    end = strchr(p, '\n');
+    snprintf(line, size, "%.*s", end ? (int)(end - p) : (int)strlen(p), p);
+}
+
+/*
+ * on_redis_error = "closed": a quota deny and a Redis-down deny look the
+ * same on the wire (HIT's reply is divvy's), so divvyd tells them apart
+ * elsewhere: EXPLAIN's cause=, STATS denials_<cause>, and the store's state
+ * in STATS (address, policy, how long it has been down).
+ */
+static void test_redis_fail_deny_cause(void **state)
+{
+    struct redis_srv *rs;
+    struct harness_daemon *d;
+    struct harness_conn *c;
+    char line[4096], want[600];
+    long long down;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    d = start(rs, "strict", "closed");
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    expect_hit(c, "HIT path=/login user=hana", true, 1);
+    expect_hit(c, "HIT path=/login user=hana", true, 0);
+    expect_hit(c, "HIT path=/login user=hana", false, 0);
+    expect_hit(c, "HIT path=/nowhere", false, 0);          /* the default rule: limit 0 */
+    explain_line(c, "EXPLAIN path=/login user=hana", "login", line, sizeof(line));
+    assert_non_null(strstr(line, " verdict=decides "));
+    assert_non_null(strstr(line, " cause=counter"));
+    assert_int_equal(stat_of(d, "denials_quota"), 1);
+    assert_int_equal(stat_of(d, "denials_zero_limit"), 1);
+    assert_int_equal(stat_of(d, "denials_redis_down"), 0);
+    assert_int_equal(stat_of(d, "redis_down_seconds"), 0);
+    assert_int_equal(stat_of(d, "redis_rules_strict"), 3);
+    CHECK(harness_multi(c, "STATS", line, sizeof(line)));
+    snprintf(want, sizeof(want), "redis_address=unix:%s\n", rs->sock);
+    assert_non_null(strstr(line, want));
+    assert_non_null(strstr(line, "redis_on_error=closed\n"));
+
+    redis_kill(rs);
+    wait_state(d, "down");
+    expect_hit(c, "HIT path=/login user=ivan", false, 0);
+    expect_hit(c, "HIT path=/login user=ivan", false, 0);
+    explain_line(c, "EXPLAIN path=/login user=ivan", "login", line, sizeof(line));
+    assert_non_null(strstr(line, " cause=redis-down"));
+    /* A rule that matched nothing has no cause. */
+    explain_line(c, "EXPLAIN path=/api user=ivan", "login", line, sizeof(line));
+    assert_non_null(strstr(line, " verdict=no-match "));
+    assert_non_null(strstr(line, " cause=none"));
+    assert_int_equal(stat_of(d, "denials_redis_down"), 2);
+    assert_int_equal(stat_of(d, "denials_quota"), 1);
+    /* Down since the breaker opened: polled, it counts up. */
+    for (uint64_t end = harness_now_ms() + 5000; (down = stat_of(d, "redis_down_seconds")) < 1;) {
+        if (harness_now_ms() > end)
+            fail_msg("redis_down_seconds stayed %lld", down);
+        harness_pause_ms(50);
+    }
+    CHECK(redis_restart(rs));
+    wait_state(d, "up");
+    assert_int_equal(stat_of(d, "redis_down_seconds"), 0);
+    explain_line(c, "EXPLAIN path=/login user=ivan", "login", line, sizeof(line));
+    assert_non_null(strstr(line, " cause=counter"));
+    harness_close(c);
+    harness_free(d);
+    redis_stop(rs);
+}
+
 /* SCRIPT FLUSH under divvyd: NOSCRIPT, the script is loaded again and the
  * request retried, transparently; the breaker stays closed. */
 static void test_redis_fail_noscript(void **state)
@@ -297,6 +379,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_fail_down_at_start, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_fail_noscript, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_redis_fail_deny_cause, harness_setup,
                                         redis_teardown),
     };
 

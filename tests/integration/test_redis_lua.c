@@ -7,8 +7,9 @@
  * semantics, recover a key of the wrong type or without expiry, and their
  * SHA-1s are the names Redis gives them.
  *
- * The scripts are the daemon's own: this binary links daemon/store.c from
- * libdivvyd.a.
+ * The scripts, and the typed calls that pack their ARGV and decode their
+ * answers, are the daemon's own (daemon/store_script.c), so a wrong ARGV
+ * position shows here; this binary links them from libdivvyd.a.
  */
 #include <limits.h>
 
@@ -20,42 +21,87 @@
 #include "daemon/sentinel.h"
 #include "daemon/store.h"
 
-struct ev {
-    long long v[4];
-    size_t n;
-};
-
-/* EVAL @script with KEYS[1] = @key and the NULL-terminated arguments. */
-static struct ev eval(redisContext *c, enum store_script script, const char *key, ...)
+/*
+ * EVAL of @call (packed by store_script.c, as divvyd sends it) with KEYS[1] =
+ * @key, decoded by store_script_decode().  The raw answer must keep the
+ * scripts' promises the decoder would hide: no negative number, allowed and
+ * created 0 or 1.
+ */
+static struct store_reply run(redisContext *c, const struct store_call *call, const char *key)
 {
-    const char *argv[16];
-    size_t lens[16];
-    struct ev e = { { 0 }, 0 };
+    const char *argv[4 + STORE_SCRIPT_ARGV_MAX];
+    size_t lens[4 + STORE_SCRIPT_ARGV_MAX];
+    struct store_reply out;
     redisReply *rep;
-    va_list ap;
     int argc = 0;
 
     argv[argc++] = "EVAL";
-    argv[argc++] = store_script_source(script);
+    argv[argc++] = store_script_source(call->script);
     argv[argc++] = "1";
     argv[argc++] = key;
-    va_start(ap, key);
-    for (const char *a; (a = va_arg(ap, const char *)) != NULL && argc < 16;)
-        argv[argc++] = a;
-    va_end(ap);
+    for (unsigned i = 0; i < call->argc; i++)
+        argv[argc++] = call->argv[i];
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
     rep = redisCommandArgv(c, argc, argv, lens);
     if (!rep || rep->type != REDIS_REPLY_ARRAY)
-        fail_msg("EVAL %s: %s", store_script_name(script),
+        fail_msg("EVAL %s: %s", store_script_name(call->script),
                  rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "no array reply");
-    for (size_t i = 0; i < rep->elements && i < 4; i++) {
+    for (size_t i = 0; i < rep->elements; i++) {
         assert_int_equal(rep->element[i]->type, REDIS_REPLY_INTEGER);
-        e.v[i] = rep->element[i]->integer;
+        assert_true(rep->element[i]->integer >= 0);
     }
-    e.n = rep->elements;
+    if (call->script == STORE_SCRIPT_LEASE)
+        assert_true(rep->elements == 4 && rep->element[3]->integer <= 1);
+    else
+        assert_true(rep->elements == 3 && rep->element[0]->integer <= 1);
+    if (store_script_decode(call->script, rep, &out) < 0)
+        fail_msg("EVAL %s: not the script's answer", store_script_name(call->script));
     freeReplyObject(rep);
-    return e;
+    return out;
+}
+
+static struct store_verdict window(redisContext *c, const char *key, enum store_op op,
+                                   uint64_t n, int64_t limit, uint64_t reset_ms)
+{
+    struct store_window_args a = { .op = op, .n = n, .limit = limit, .reset_ms = reset_ms };
+    struct store_call call;
+
+    store_script_window(&a, &call);
+    return run(c, &call, key).verdict;
+}
+
+static struct store_verdict bucket(redisContext *c, const char *key, enum store_op op,
+                                   uint64_t n, int64_t limit, uint64_t amount,
+                                   uint64_t refill_ms, bool strict)
+{
+    struct store_bucket_args a = { .op = op, .n = n, .limit = limit, .refill_amount = amount,
+                                   .refill_ms = refill_ms, .strict = strict };
+    struct store_call call;
+
+    store_script_bucket(&a, &call);
+    return run(c, &call, key).verdict;
+}
+
+static struct store_verdict sliding(redisContext *c, const char *key, enum store_op op,
+                                    uint64_t n, int64_t limit, uint64_t window_ms)
+{
+    struct store_sliding_args a = { .op = op, .n = n, .limit = limit, .window_ms = window_ms };
+    struct store_call call;
+
+    store_script_sliding(&a, &call);
+    return run(c, &call, key).verdict;
+}
+
+static struct store_grant lease(redisContext *c, const char *key, uint64_t want, int64_t limit,
+                                uint64_t reset_ms)
+{
+    struct store_lease_args a = { .want = want, .limit = limit, .reset_ms = reset_ms,
+                                  .divisor = 16 };
+    struct store_call call;
+
+    store_script_lease(&a, &call);
+    return run(c, &call, key).grant;
 }
 
 static long long cmd_int(redisContext *c, const char *fmt, const char *key)
@@ -107,47 +153,47 @@ static void test_redis_lua_window(void **state)
     struct redis_srv *rs;
     redisContext *c = connect_fresh(&rs);
     const char *k = "divvy:{w:a}";
-    struct ev e;
+    struct store_verdict ew;
 
     (void)state;
     /* A fresh key: PEEK and an oversized TAKE start nothing. */
-    e = eval(c, STORE_SCRIPT_WINDOW, k, "peek", "1", "3", "60000", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 3 && e.v[2] == 0);
-    e = eval(c, STORE_SCRIPT_WINDOW, k, "take", "4", "3", "60000", NULL);
-    assert_true(e.v[0] == 0 && e.v[1] == 3 && e.v[2] == 0);
+    ew = window(c, k, STORE_PEEK, 1, 3, 60000);
+    assert_true(ew.allowed && ew.credit == 3 && ew.reset_ms == 0);
+    ew = window(c, k, STORE_TAKE, 4, 3, 60000);
+    assert_true(!ew.allowed && ew.credit == 3 && ew.reset_ms == 0);
     assert_int_equal(cmd_int(c, "EXISTS %s", k), 0);
     /* divvy: 3 allowed, then denied; the first hit sets the window. */
-    e = eval(c, STORE_SCRIPT_WINDOW, k, "take", "1", "3", "60000", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 2 && e.v[2] == 60000);
+    ew = window(c, k, STORE_TAKE, 1, 3, 60000);
+    assert_true(ew.allowed && ew.credit == 2 && ew.reset_ms == 60000);
     assert_ttl(c, k, 60000);
-    e = eval(c, STORE_SCRIPT_WINDOW, k, "take", "2", "3", "60000", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 0 && e.v[2] > 59000);
-    e = eval(c, STORE_SCRIPT_WINDOW, k, "take", "1", "3", "60000", NULL);
-    assert_true(e.v[0] == 0 && e.v[1] == 0 && e.v[2] > 59000);
+    ew = window(c, k, STORE_TAKE, 2, 3, 60000);
+    assert_true(ew.allowed && ew.credit == 0 && ew.reset_ms > 59000);
+    ew = window(c, k, STORE_TAKE, 1, 3, 60000);
+    assert_true(!ew.allowed && ew.credit == 0 && ew.reset_ms > 59000);
     assert_int_equal(cmd_int(c, "GET %s", k), 3);
     /* The limit is an argument: lowered below what was used, never negative. */
-    e = eval(c, STORE_SCRIPT_WINDOW, k, "peek", "1", "1", "60000", NULL);
-    assert_true(e.v[0] == 0 && e.v[1] == 0);
+    ew = window(c, k, STORE_PEEK, 1, 1, 60000);
+    assert_true(!ew.allowed && ew.credit == 0);
     /* Raised: the count is kept. */
-    e = eval(c, STORE_SCRIPT_WINDOW, k, "take", "1", "10", "60000", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 6);
+    ew = window(c, k, STORE_TAKE, 1, 10, 60000);
+    assert_true(ew.allowed && ew.credit == 6);
     assert_ttl(c, k, 60000);
     /* A key someone left without expiry gets one. */
     cmd(c, "SET %s 1", "divvy:{w:b}");
-    e = eval(c, STORE_SCRIPT_WINDOW, "divvy:{w:b}", "peek", "1", "3", "5000", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 2 && e.v[2] == 5000);
+    ew = window(c, "divvy:{w:b}", STORE_PEEK, 1, 3, 5000);
+    assert_true(ew.allowed && ew.credit == 2 && ew.reset_ms == 5000);
     assert_ttl(c, "divvy:{w:b}", 5000);
     /* A key of another type (the rule's algorithm changed) starts afresh. */
     cmd(c, "HSET %s d 1", "divvy:{w:c}");
-    e = eval(c, STORE_SCRIPT_WINDOW, "divvy:{w:c}", "take", "1", "3", "5000", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 2);
+    ew = window(c, "divvy:{w:c}", STORE_TAKE, 1, 3, 5000);
+    assert_true(ew.allowed && ew.credit == 2);
     assert_ttl(c, "divvy:{w:c}", 5000);
     /* The window ends with the key. */
-    e = eval(c, STORE_SCRIPT_WINDOW, "divvy:{w:d}", "take", "1", "1", "100", NULL);
-    assert_true(e.v[0] == 1);
+    ew = window(c, "divvy:{w:d}", STORE_TAKE, 1, 1, 100);
+    assert_true(ew.allowed);
     harness_pause_ms(150);
-    e = eval(c, STORE_SCRIPT_WINDOW, "divvy:{w:d}", "take", "1", "1", "100", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 0);
+    ew = window(c, "divvy:{w:d}", STORE_TAKE, 1, 1, 100);
+    assert_true(ew.allowed && ew.credit == 0);
     redisFree(c);
     redis_stop(rs);
 }
@@ -157,37 +203,38 @@ static void test_redis_lua_token_bucket(void **state)
     struct redis_srv *rs;
     redisContext *c = connect_fresh(&rs);
     const char *k = "divvy:{tb:a}";
-    struct ev e;
+    struct store_verdict ew;
 
     (void)state;
     /* capacity 3, 1 token per 200 ms */
     for (int i = 2; i >= 0; i--) {
-        e = eval(c, STORE_SCRIPT_BUCKET, k, "take", "1", "3", "1", "200", "0", NULL);
-        assert_true(e.v[0] == 1 && e.v[1] == i && e.v[2] > 0 && e.v[2] <= 200);
+        ew = bucket(c, k, STORE_TAKE, 1, 3, 1, 200, false);
+        assert_true(ew.allowed && ew.credit == (uint64_t)i);
+        assert_true(ew.reset_ms > 0 && ew.reset_ms <= 200);
         assert_ttl(c, k, 600);
     }
-    e = eval(c, STORE_SCRIPT_BUCKET, k, "take", "1", "3", "1", "200", "0", NULL);
-    assert_true(e.v[0] == 0 && e.v[1] == 0);
+    ew = bucket(c, k, STORE_TAKE, 1, 3, 1, 200, false);
+    assert_true(!ew.allowed && ew.credit == 0);
     harness_pause_ms(250);
-    e = eval(c, STORE_SCRIPT_BUCKET, k, "peek", "1", "3", "1", "200", "0", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] >= 1);
-    /* Lowered capacity: never a negative count. */
-    e = eval(c, STORE_SCRIPT_BUCKET, k, "peek", "1", "1", "1", "200", "0", NULL);
-    assert_true(e.v[1] >= 0);
+    ew = bucket(c, k, STORE_PEEK, 1, 3, 1, 200, false);
+    assert_true(ew.allowed && ew.credit >= 1);
+    /* Lowered capacity: never a negative count (run() checks). */
+    ew = bucket(c, k, STORE_PEEK, 1, 1, 1, 200, false);
+    assert_true(ew.credit <= 1);
     /* A full bucket needs no key; the key expires when full again. */
     harness_pause_ms(700);
     assert_int_equal(cmd_int(c, "EXISTS %s", k), 0);
     /* strict: a denied attempt pushes the refill clock back. */
     k = "divvy:{tb:b}";
-    e = eval(c, STORE_SCRIPT_BUCKET, k, "take", "1", "1", "1", "300", "1", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 0);
+    ew = bucket(c, k, STORE_TAKE, 1, 1, 1, 300, true);
+    assert_true(ew.allowed && ew.credit == 0);
     harness_pause_ms(200);
-    e = eval(c, STORE_SCRIPT_BUCKET, k, "take", "1", "1", "1", "300", "1", NULL);
-    assert_true(e.v[0] == 0 && e.v[2] > 250);
+    ew = bucket(c, k, STORE_TAKE, 1, 1, 1, 300, true);
+    assert_true(!ew.allowed && ew.reset_ms > 250);
     assert_ttl(c, k, 300);
     harness_pause_ms(150);
-    e = eval(c, STORE_SCRIPT_BUCKET, k, "take", "1", "1", "1", "300", "1", NULL);
-    assert_int_equal(e.v[0], 0);
+    ew = bucket(c, k, STORE_TAKE, 1, 1, 1, 300, true);
+    assert_false(ew.allowed);
     redisFree(c);
     redis_stop(rs);
 }
@@ -197,23 +244,23 @@ static void test_redis_lua_sliding(void **state)
     struct redis_srv *rs;
     redisContext *c = connect_fresh(&rs);
     const char *k = "divvy:{sw:a}";
-    struct ev e;
+    struct store_verdict ew;
 
     (void)state;
-    e = eval(c, STORE_SCRIPT_SLIDING, k, "take", "2", "4", "300", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 2 && e.v[2] > 0 && e.v[2] <= 300);
+    ew = sliding(c, k, STORE_TAKE, 2, 4, 300);
+    assert_true(ew.allowed && ew.credit == 2 && ew.reset_ms > 0 && ew.reset_ms <= 300);
     assert_ttl(c, k, 600);
-    e = eval(c, STORE_SCRIPT_SLIDING, k, "take", "2", "4", "300", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 0);
-    e = eval(c, STORE_SCRIPT_SLIDING, k, "take", "1", "4", "300", NULL);
-    assert_true(e.v[0] == 0 && e.v[1] == 0);
+    ew = sliding(c, k, STORE_TAKE, 2, 4, 300);
+    assert_true(ew.allowed && ew.credit == 0);
+    ew = sliding(c, k, STORE_TAKE, 1, 4, 300);
+    assert_true(!ew.allowed && ew.credit == 0);
     /* Next window: the previous one still weighs in, less and less. */
     harness_pause_ms(320);
-    e = eval(c, STORE_SCRIPT_SLIDING, k, "peek", "1", "4", "300", NULL);
-    assert_true(e.v[1] >= 0 && e.v[1] < 4);
+    ew = sliding(c, k, STORE_PEEK, 1, 4, 300);
+    assert_true(ew.credit < 4);
     /* Lowered limit: never negative. */
-    e = eval(c, STORE_SCRIPT_SLIDING, k, "peek", "1", "1", "300", NULL);
-    assert_true(e.v[0] == 0 && e.v[1] == 0);
+    ew = sliding(c, k, STORE_PEEK, 1, 1, 300);
+    assert_true(!ew.allowed && ew.credit == 0);
     assert_ttl(c, k, 600);
     harness_pause_ms(650);
     assert_int_equal(cmd_int(c, "EXISTS %s", k), 0);
@@ -227,23 +274,25 @@ static void test_redis_lua_lease(void **state)
     redisContext *c = connect_fresh(&rs);
     const char *k = "divvy:{ls:a}";
     long long total = 0, prev_remain = 1000;
-    struct ev e;
+    struct store_grant eg;
+    struct store_verdict ew;
 
     (void)state;
     /* The first grant creates the window. */
-    e = eval(c, STORE_SCRIPT_LEASE, k, "500", "1000", "60000", "16", NULL);
-    assert_true(e.v[0] == 62 && e.v[1] == 938 && e.v[2] == 60000 && e.v[3] == 1);
+    eg = lease(c, k, 500, 1000, 60000);
+    assert_true(eg.granted == 62 && eg.remain == 938 && eg.ttl_ms == 60000 && eg.created);
     assert_ttl(c, k, 60000);
-    total = e.v[0];
+    total = (long long)eg.granted;
     /* Grants shrink with the remainder, down to 1, never past the limit. */
     for (int i = 0; i < 1000; i++) {
-        e = eval(c, STORE_SCRIPT_LEASE, k, "500", "1000", "60000", "16", NULL);
-        assert_true(e.v[0] >= 0 && e.v[1] >= 0 && e.v[3] == 0);
-        assert_true(e.v[0] <= (prev_remain / 16 > 1 ? prev_remain / 16 : 1));
-        assert_int_equal(e.v[1], prev_remain - e.v[0] - (i == 0 ? 62 : 0));
-        total += e.v[0];
-        prev_remain = e.v[1];
-        if (e.v[0] == 0)
+        eg = lease(c, k, 500, 1000, 60000);
+        assert_false(eg.created);
+        assert_true((long long)eg.granted <= (prev_remain / 16 > 1 ? prev_remain / 16 : 1));
+        assert_int_equal((long long)eg.remain,
+                         prev_remain - (long long)eg.granted - (i == 0 ? 62 : 0));
+        total += (long long)eg.granted;
+        prev_remain = (long long)eg.remain;
+        if (eg.granted == 0)
             break;
         assert_ttl(c, k, 60000);
     }
@@ -251,13 +300,13 @@ static void test_redis_lua_lease(void **state)
     assert_int_equal(cmd_int(c, "GET %s", k), 1000);
     assert_ttl(c, k, 60000);
     /* Lowered limit: nothing granted, never negative. */
-    e = eval(c, STORE_SCRIPT_LEASE, k, "10", "500", "60000", "16", NULL);
-    assert_true(e.v[0] == 0 && e.v[1] == 0);
+    eg = lease(c, k, 10, 500, 60000);
+    assert_true(eg.granted == 0 && eg.remain == 0);
     /* want caps the grant; leases and direct takes share the count. */
-    e = eval(c, STORE_SCRIPT_LEASE, "divvy:{ls:b}", "3", "1000", "60000", "16", NULL);
-    assert_true(e.v[0] == 3 && e.v[1] == 997);
-    e = eval(c, STORE_SCRIPT_WINDOW, "divvy:{ls:b}", "take", "7", "1000", "60000", NULL);
-    assert_true(e.v[0] == 1 && e.v[1] == 990);
+    eg = lease(c, "divvy:{ls:b}", 3, 1000, 60000);
+    assert_true(eg.granted == 3 && eg.remain == 997);
+    ew = window(c, "divvy:{ls:b}", STORE_TAKE, 7, 1000, 60000);
+    assert_true(ew.allowed && ew.credit == 990);
     redisFree(c);
     redis_stop(rs);
 }

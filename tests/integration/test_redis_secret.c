@@ -221,7 +221,7 @@ static void test_redis_secret_wrong_password(void **state)
 }
 
 /* `divvyd --check` on a config whose line 3 is @secret_line: exit 1 and
- * "divvyd: CONF:3: @what" with @why in the same line, the only line. */
+ * "CONF:3: @what" with @why in the same line, the only line. */
 static void expect_check_refused(const char *secret_line, const char *what, const char *why)
 {
     char conf_path[HARNESS_PATH], err[4096], want[HARNESS_PATH + 128], *conf, *nl;
@@ -233,7 +233,7 @@ static void expect_check_refused(const char *secret_line, const char *what, cons
     write_file("divvy.conf", conf, 0644, conf_path, sizeof(conf_path));
     free(conf);
     CHECK(harness_run_divvyd(args, 10000, &status, NULL, 0, err, sizeof(err)));
-    snprintf(want, sizeof(want), "divvyd: %s:3: %s", conf_path, what);
+    snprintf(want, sizeof(want), "%s:3: %s", conf_path, what);
     nl = strchr(err, '\n');
     if (status != 1 || strncmp(err, want, strlen(want)) != 0 || !nl || nl[1] != '\0' ||
         !strstr(err, why))
@@ -317,7 +317,7 @@ static void test_redis_secret_sentinel_file_checked(void **state)
     if (status != 0)
         fail_msg("divvyd --check: status %d, stderr:\n%s", status, err);
     assert_int_equal(chmod(file, 0644), 0);
-    snprintf(line, sizeof(line), "divvyd: %s:3: redis.sentinel_password_file: %s: readable "
+    snprintf(line, sizeof(line), "%s:3: redis.sentinel_password_file: %s: readable "
              "by its group and others (mode 0644)", conf_path, file);
     CHECK(harness_run_divvyd(args, 10000, &status, NULL, 0, err, sizeof(err)));
     if (status != 1 || strncmp(err, line, strlen(line)) != 0)

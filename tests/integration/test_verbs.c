@@ -158,12 +158,13 @@ static void test_verbs_explain(void **state)
         fail_msg("EXPLAIN: %s: \"%s\"", strerror(-n), buf);
     assert_int_equal(n, 1);
     parse_line_n(buf, 0, &req);
-    assert_int_equal(req.n_kv, 5);
+    assert_int_equal(req.n_kv, 6);
     EXPECT_FIELD(&req, "rule", "0");
     EXPECT_FIELD(&req, "id", "status");
     EXPECT_FIELD(&req, "verdict", "decides");
     EXPECT_FIELD(&req, "match", "method=GET path=/status");
     EXPECT_FIELD(&req, "reason", "");
+    EXPECT_FIELD(&req, "cause", "counter");
     /* EXPLAIN consumed nothing. */
     EXPECT_REPLY(c, "HIT method=GET path=/status", "OK true 999 60");
 
@@ -495,11 +496,11 @@ static void test_verbs_reset_log_counts_reset_only(void **state)
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     EXPECT_REPLY(c, "TAKE 2 path=/r user=u method=GET", "OK true 3 600 c");
     EXPECT_REPLY(c, "RESET path=/r user=u method=GET", "OK true 5 0 c");
-    if (!log_has(d, "counter(s) on the path of rule 2 reset")) {
+    if (!log_has(d, "counter(s) on the path of rule c reset")) {
         harness_dump_log(d);
         fail_msg("no RESET line in the log");
     }
-    if (!log_has(d, ": 2 counter(s) on the path of rule 2 reset")) {
+    if (!log_has(d, ": 2 counter(s) on the path of rule c reset")) {
         harness_dump_log(d);
         fail_msg("the RESET line does not count 2 counters (a and c; b is not resettable)");
     }

@@ -705,6 +705,12 @@ if wait_for 30 eval '! kill -0 "$NSPAWN" 2>/dev/null'; then
 else
     fail "poweroff: the container shuts down cleanly" "still running after 30 s"
 fi
+
+# ---- the Debian packages, in a fresh container (tests/systemd/check-deb.sh) -------
+
+# shellcheck source=tests/systemd/check-deb.sh
+. "$SRC/tests/systemd/check-deb.sh"
+
 echo "-- check-systemd: $((SECONDS - T0)) s"
 [ "$nfail" -gt 0 ] && echo "failed:$failed"
 echo "$npass passed, $nfail failed"

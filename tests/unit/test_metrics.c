@@ -357,6 +357,28 @@ static int status_of(const char *response)
     return atoi(response + 9);
 }
 
+/* Denied hits by cause: a quota deny and a Redis-down deny apart. */
+static void test_metrics_denials_by_cause(void **state)
+{
+    struct fixture *f = *state;
+    const char *t;
+
+    metrics_denied(metrics_worker(f->m, 0), METRICS_DENY_QUOTA);
+    metrics_denied(metrics_worker(f->m, 1), METRICS_DENY_QUOTA);
+    metrics_denied(metrics_worker(f->m, 1), METRICS_DENY_REDIS_DOWN);
+    metrics_denied(metrics_worker(f->m, 1), METRICS_N_DENY);        /* ignored */
+    metrics_denied(NULL, METRICS_DENY_QUOTA);
+    t = scrape(f);
+    expect_line(t, "# TYPE divvy_denials_total counter");
+    expect_line(t, "divvy_denials_total{cause=\"quota\"} 2");
+    expect_line(t, "divvy_denials_total{cause=\"redis-down\"} 1");
+    expect_line(t, "divvy_denials_total{cause=\"zero-limit\"} 0");
+    expect_line(t, "divvy_denials_total{cause=\"table-full\"} 0");
+    expect_line(t, "divvy_denials_total{cause=\"no-counter\"} 0");
+    assert_string_equal(metrics_deny_name(METRICS_DENY_REDIS_DOWN), "redis-down");
+    assert_string_equal(metrics_deny_name(METRICS_N_DENY), "?");
+}
+
 static void test_metrics_http_endpoint(void **state)
 {
     struct fixture *f = *state;
@@ -457,6 +479,7 @@ static void statsd_case(const char *prefix)
     metrics_hit(metrics_worker(m, 1), rules, 1, 2, METRICS_REJECTED);
     metrics_hit(metrics_worker(m, 0), rules, 1, 0, METRICS_CANARY_REJECTED);
     metrics_error(metrics_worker(m, 0), PROTO_E_UNKNOWN_COMMAND);
+    metrics_denied(metrics_worker(m, 1), METRICS_DENY_REDIS_DOWN);
     for (int i = 0; i < 40; i++)
         metrics_observe_ns(metrics_worker(m, i % 2), 1500000);     /* 1.5 ms */
     metrics_tick(m, &g, 5000);
@@ -467,6 +490,8 @@ static void statsd_case(const char *prefix)
     expect_line(buf, "divvy.hit.canary-rejected:1|c");
     expect_line(buf, "divvy.hit.canary-rejected.canary-rule:1|c");
     expect_line(buf, "divvy.error.unknown-command:1|c");
+    expect_line(buf, "divvy.denied.redis-down:1|c");
+    expect_no(buf, "divvy.denied.quota");
     expect_line(buf, "divvy.connections:3|g");
     /* 20 timings per worker, 16 kept each: sent with statsd's sample rate. */
     expect_line(buf, "divvy.hit:1.500|ms|@0.8");
@@ -627,6 +652,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metrics_labels_survive_reloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_histogram_buckets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_errors_gauges_and_redis, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_denials_by_cause, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_http_endpoint, setup_http, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_listen_errors, setup_http, teardown),
         cmocka_unit_test(test_metrics_statsd_as_divvy),

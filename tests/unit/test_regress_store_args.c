@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Regression test for a stack overflow found by tests/fuzz/fuzz_redis_reply.c
- * (input tests/fuzz/corpus/redis_reply/regress-store-args): store_eval()
- * accepts an @op plus STORE_ARGS_MAX numbers, but req_send() built the
- * EVALSHA command in arrays of 4 + STORE_ARGS_MAX entries, one short of
- * "EVALSHA sha 1 key op" + STORE_ARGS_MAX, so the last number was written
- * past both arrays.  Here a fake Redis on a Unix socket reads the command
- * and checks every argument arrived; ASan (make asan) sees the overflow.
+ * (input tests/fuzz/corpus/redis_reply/regress-store-args): the untyped
+ * store_eval() of the time accepted an @op plus STORE_ARGS_MAX numbers, but
+ * req_send() built the EVALSHA command in arrays of 4 + STORE_ARGS_MAX
+ * entries, one short of "EVALSHA sha 1 key op" + STORE_ARGS_MAX, so the last
+ * number was written past both arrays.  Calls are typed now (store_script.h);
+ * here the longest one, the token bucket's, goes to a fake Redis on a Unix
+ * socket that reads the command and checks every argument arrived where the
+ * script reads it; ASan (make asan) would see an overflow.
  * The module is daemon code: this binary links it from libdivvyd.a, as
  * divvyd does.
  */
@@ -70,12 +72,15 @@ static redisReply *read_evalsha(struct event_base *base, int fd)
     return found;
 }
 
-static void test_regress_store_eval_op_and_max_args(void **state)
+static void test_regress_store_longest_call(void **state)
 {
     char dir[] = "/tmp/divvy-regress-store.XXXXXX", path[96];
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct store_opts o = { .unix_socket = path, .timeout_ms = 1000 };
-    int64_t args[STORE_ARGS_MAX];
+    const struct store_bucket_args args = { .op = STORE_TAKE, .n = 101, .limit = 102,
+                                            .refill_amount = 103, .refill_ms = 104,
+                                            .strict = true };
+    const char *want[STORE_SCRIPT_ARGV_MAX] = { "take", "101", "102", "103", "104", "1" };
     struct event_base *base;
     struct store_conn *sc = NULL;
     struct store *st = NULL;
@@ -98,19 +103,16 @@ static void test_regress_store_eval_op_and_max_args(void **state)
     fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     assert_true(fd >= 0);
 
-    for (int i = 0; i < STORE_ARGS_MAX; i++)
-        args[i] = 100 + i;
-    assert_int_equal(store_eval(sc, STORE_SCRIPT_BUCKET, "key", 3, "take", args,
-                                STORE_ARGS_MAX, clock_now_ms() + 1000, cb_count, &calls), 0);
+    assert_int_equal(store_bucket(sc, "key", 3, &args, clock_now_ms() + 1000, cb_count, &calls),
+                     0);
     cmd = read_evalsha(base, fd);
     assert_non_null(cmd);
-    assert_int_equal(cmd->elements, 5 + STORE_ARGS_MAX);
+    assert_int_equal(cmd->elements, 4 + STORE_SCRIPT_ARGV_MAX);
     assert_string_equal(cmd->element[1]->str, store_script_sha(STORE_SCRIPT_BUCKET));
     assert_string_equal(cmd->element[2]->str, "1");
     assert_string_equal(cmd->element[3]->str, "key");
-    assert_string_equal(cmd->element[4]->str, "take");
-    for (int i = 0; i < STORE_ARGS_MAX; i++)
-        assert_int_equal(strtoll(cmd->element[5 + i]->str, NULL, 10), 100 + i);
+    for (int i = 0; i < STORE_SCRIPT_ARGV_MAX; i++)
+        assert_string_equal(cmd->element[4 + i]->str, want[i]);
     freeReplyObject(cmd);
 
     store_conn_free(sc);
@@ -126,7 +128,7 @@ static void test_regress_store_eval_op_and_max_args(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_regress_store_eval_op_and_max_args),
+        cmocka_unit_test(test_regress_store_longest_call),
     };
 
     log_init(LOG_TARGET_STDERR, false);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for daemon/store.c without a Redis (those are in
- * tests/integration/test_redis_*.c): the SHA-1 that names scripts for
- * EVALSHA, the key format and its escaping (docs/redis.md "Keys"), option
- * checks, a store_conn that refuses at once while the breaker is open, and
+ * Unit tests for daemon/store.c and daemon/store_script.c without a Redis
+ * (those are in tests/integration/test_redis_*.c): the SHA-1 that names
+ * scripts for EVALSHA, the typed calls' ARGV and the replies they accept,
+ * the key format and its escaping (docs/redis.md "Keys"), option checks, a
+ * store_conn that refuses at once while the breaker is open, and
  * Sentinel discovery when no sentinel answers (refused, or silent past the
  * timeout): requests wait for the master within their deadline, then fail.
  * The module is daemon code: this binary links it from libdivvyd.a, as
@@ -71,6 +72,104 @@ static void test_store_scripts(void **state)
     assert_string_equal(store_script_name(STORE_SCRIPT_LEASE), "lease");
 }
 
+/* Each typed call packs its fields at the ARGV positions its Lua reads
+ * (store_script.c; tests/integration/test_redis_lua.c runs them in Redis). */
+static void test_store_script_pack(void **state)
+{
+    const struct store_window_args wa = { .op = STORE_PEEK, .n = 2, .limit = -1,
+                                          .reset_ms = 60000 };
+    const struct store_bucket_args ba = { .op = STORE_TAKE, .n = 3, .limit = 10,
+                                          .refill_amount = 4, .refill_ms = 500, .strict = true };
+    const struct store_sliding_args sa = { .op = STORE_TAKE, .n = 1, .limit = 7,
+                                           .window_ms = 9000 };
+    const struct store_lease_args la = { .want = UINT64_MAX, .limit = INT64_MAX,
+                                         .reset_ms = 1, .divisor = 16 };
+    struct store_call c;
+
+    (void)state;
+    store_script_window(&wa, &c);
+    assert_int_equal(c.script, STORE_SCRIPT_WINDOW);
+    assert_int_equal(c.argc, 4);
+    assert_string_equal(c.argv[0], "peek");
+    assert_string_equal(c.argv[1], "2");
+    assert_string_equal(c.argv[2], "-1");
+    assert_string_equal(c.argv[3], "60000");
+    store_script_bucket(&ba, &c);
+    assert_int_equal(c.script, STORE_SCRIPT_BUCKET);
+    assert_int_equal(c.argc, STORE_SCRIPT_ARGV_MAX);
+    assert_string_equal(c.argv[0], "take");
+    assert_string_equal(c.argv[1], "3");
+    assert_string_equal(c.argv[2], "10");
+    assert_string_equal(c.argv[3], "4");
+    assert_string_equal(c.argv[4], "500");
+    assert_string_equal(c.argv[5], "1");
+    store_script_sliding(&sa, &c);
+    assert_int_equal(c.script, STORE_SCRIPT_SLIDING);
+    assert_int_equal(c.argc, 4);
+    assert_string_equal(c.argv[3], "9000");
+    /* The widest numbers fit an argument. */
+    store_script_lease(&la, &c);
+    assert_int_equal(c.script, STORE_SCRIPT_LEASE);
+    assert_int_equal(c.argc, 4);
+    assert_string_equal(c.argv[0], "18446744073709551615");
+    assert_string_equal(c.argv[1], "9223372036854775807");
+    assert_string_equal(c.argv[2], "1");
+    assert_string_equal(c.argv[3], "16");
+}
+
+/* @resp (one RESP reply) decoded as an answer to @script. */
+static int decode(enum store_script script, const char *resp, struct store_reply *ret)
+{
+    redisReader *rd = redisReaderCreate();
+    void *reply = NULL;
+    int r;
+
+    assert_non_null(rd);
+    assert_int_equal(redisReaderFeed(rd, resp, strlen(resp)), REDIS_OK);
+    assert_int_equal(redisReaderGetReply(rd, &reply), REDIS_OK);
+    assert_non_null(reply);
+    r = store_script_decode(script, reply, ret);
+    freeReplyObject(reply);
+    redisReaderFree(rd);
+    return r;
+}
+
+/* Only the shape each script returns is an answer (docs/redis.md "Scripts"). */
+static void test_store_script_decode(void **state)
+{
+    struct store_reply rep;
+
+    (void)state;
+    assert_int_equal(decode(STORE_SCRIPT_WINDOW, "*3\r\n:1\r\n:4\r\n:59000\r\n", &rep), 0);
+    assert_int_equal(rep.kind, STORE_REPLY_VERDICT);
+    assert_true(rep.verdict.allowed);
+    assert_int_equal(rep.verdict.credit, 4);
+    assert_int_equal(rep.verdict.reset_ms, 59000);
+    /* Negative credit or time reads as none. */
+    assert_int_equal(decode(STORE_SCRIPT_BUCKET, "*3\r\n:0\r\n:-2\r\n:-1\r\n", &rep), 0);
+    assert_false(rep.verdict.allowed);
+    assert_int_equal(rep.verdict.credit, 0);
+    assert_int_equal(rep.verdict.reset_ms, 0);
+    assert_int_equal(decode(STORE_SCRIPT_LEASE, "*4\r\n:10\r\n:90\r\n:60000\r\n:1\r\n",
+                            &rep), 0);
+    assert_int_equal(rep.kind, STORE_REPLY_GRANT);
+    assert_int_equal(rep.grant.granted, 10);
+    assert_int_equal(rep.grant.remain, 90);
+    assert_int_equal(rep.grant.ttl_ms, 60000);
+    assert_true(rep.grant.created);
+    /* A lease's answer to a verdict script, and the other way round: refused. */
+    assert_int_equal(decode(STORE_SCRIPT_SLIDING, "*4\r\n:1\r\n:1\r\n:1\r\n:0\r\n", &rep),
+                     -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_LEASE, "*3\r\n:1\r\n:1\r\n:1\r\n", &rep), -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_LEASE, "*4\r\n:-1\r\n:1\r\n:1\r\n:0\r\n", &rep),
+                     -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_WINDOW, ":1\r\n", &rep), -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_WINDOW, "*3\r\n:1\r\n$1\r\n4\r\n:1\r\n", &rep),
+                     -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_WINDOW, "$-1\r\n", &rep), -EPROTO);
+    assert_int_equal(decode(STORE_N_SCRIPTS, "*3\r\n:1\r\n:1\r\n:1\r\n", &rep), -EPROTO);
+}
+
 static struct store *new_store(const char *prefix)
 {
     struct store_opts o = { .host = "127.0.0.1", .port = 6379, .timeout_ms = 100,
@@ -104,6 +203,36 @@ static void test_store_key_format(void **state)
     assert_true(store_key_max(st, 4) >= 20);
     store_free(st);
     store_free(pre);
+}
+
+/* COUNTERS' SCAN pattern (globs escaped) and the actor read back from a key. */
+static void test_store_key_pattern_and_actor(void **state)
+{
+    struct store *st = new_store("t*[x]\\:");
+    char buf[256], key[256];
+    int n, k;
+
+    (void)state;
+    n = store_key_pattern(st, NULL, buf, sizeof(buf));
+    assert_int_equal(n, (int)strlen("t\\*\\[x\\]\\\\:divvy:{*"));
+    assert_memory_equal(buf, "t\\*\\[x\\]\\\\:divvy:{*", (size_t)n);
+    n = store_key_pattern(st, "login", buf, sizeof(buf));
+    assert_memory_equal(buf, "t\\*\\[x\\]\\\\:divvy:{login:*", (size_t)n);
+    assert_int_equal(store_key_pattern(st, "login", buf, 12), -ENOBUFS);
+    /* store_key() and store_key_actor() are inverses. */
+    k = store_key(st, "login", "a:{b}%c", 7, key, sizeof(key));
+    assert_true(k > 0);
+    n = store_key_actor(st, "login", key, (size_t)k, buf, sizeof(buf));
+    assert_int_equal(n, 7);
+    assert_memory_equal(buf, "a:{b}%c", 7);
+    assert_int_equal(store_key_actor(st, "logon", key, (size_t)k, buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(store_key_actor(st, "login", key, (size_t)k - 1, buf, sizeof(buf)),
+                     -EINVAL);
+    assert_int_equal(store_key_actor(st, "login", key, (size_t)k, buf, 3), -ENOBUFS);
+    assert_int_equal(store_key_actor(st, "login", "t*[x]\\:divvy:{login:%4}", 23, buf,
+                                     sizeof(buf)), -EINVAL);
+    assert_string_equal(store_key_prefix(st), "t*[x]\\:");
+    store_free(st);
 }
 
 static void test_store_options(void **state)
@@ -141,18 +270,19 @@ static void test_store_refuses_while_open(void **state)
     struct store_conn *sc = NULL;
     struct store *st = NULL;
     struct store_stats s;
-    int64_t args[3] = { 1, 10, 1000 };
+    const struct store_window_args args = { .op = STORE_TAKE, .n = 1, .limit = 10,
+                                            .reset_ms = 1000 };
 
     (void)state;
     assert_non_null(base);
     assert_int_equal(store_new(&o, &st), 0);
     assert_int_equal(store_conn_new(st, base, &sc), 0);
     assert_false(store_breaker_open(st));
-    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3,
-                                clock_now_ms() + 100, cb_never, NULL), -ENOTCONN);
+    assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 100, cb_never, NULL),
+                     -ENOTCONN);
     assert_true(store_breaker_open(st));
-    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3,
-                                clock_now_ms() + 100, cb_never, NULL), -ENOTCONN);
+    assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 100, cb_never, NULL),
+                     -ENOTCONN);
     assert_int_equal(store_del(sc, "k", 1, clock_now_ms() - 1, cb_never, NULL), -ETIMEDOUT);
     store_stats(st, &s);
     assert_true(s.wanted);
@@ -240,7 +370,7 @@ static uint64_t run_until(struct event_base *base, struct got *g)
 
 /*
  * No sentinel answers: one path is missing, one port refuses.  The request
- * waits (store_eval() accepts it, discovery is under way), then fails with
+ * waits (store_window() accepts it, discovery is under way), then fails with
  * the breaker open; the next one is refused at once.
  */
 static void test_store_sentinel_none_answers(void **state)
@@ -256,7 +386,8 @@ static void test_store_sentinel_none_answers(void **state)
     struct store *st = NULL;
     struct store_stats s;
     struct got g = { 0 };
-    int64_t args[3] = { 1, 10, 1000 };
+    const struct store_window_args args = { .op = STORE_TAKE, .n = 1, .limit = 10,
+                                            .reset_ms = 1000 };
 
     (void)state;
     snprintf(refused, sizeof(refused), "127.0.0.1:%u", port);
@@ -264,15 +395,14 @@ static void test_store_sentinel_none_answers(void **state)
     assert_int_equal(store_new(&o, &st), 0);
     store_want(st);
     assert_int_equal(store_conn_new(st, base, &sc), 0);
-    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3,
-                                clock_now_ms() + 1000, cb_got, &g), 0);
-    assert_int_equal(g.calls, 0);       /* never from inside store_eval() */
+    assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 1000, cb_got, &g), 0);
+    assert_int_equal(g.calls, 0);       /* never from inside store_window() */
     run_until(base, &g);
     assert_int_equal(g.calls, 1);
     assert_true(g.null_reply);
     assert_true(store_breaker_open(st));
-    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3,
-                                clock_now_ms() + 1000, cb_never, NULL), -ENOTCONN);
+    assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 1000, cb_never, NULL),
+                     -ENOTCONN);
     store_stats(st, &s);
     assert_int_equal(s.trips, 1);
     assert_int_equal(s.errors, 1);
@@ -301,7 +431,8 @@ static void test_store_sentinel_silent(void **state)
     struct store *st = NULL;
     struct store_stats s;
     struct got g = { 0 };
-    int64_t args[3] = { 1, 10, 1000 };
+    const struct store_window_args args = { .op = STORE_TAKE, .n = 1, .limit = 10,
+                                            .reset_ms = 1000 };
     uint64_t t0, dt;
 
     (void)state;
@@ -310,8 +441,7 @@ static void test_store_sentinel_silent(void **state)
     assert_int_equal(store_new(&o, &st), 0);
     assert_int_equal(store_conn_new(st, base, &sc), 0);
     t0 = clock_now_ms();
-    assert_int_equal(store_eval(sc, STORE_SCRIPT_WINDOW, "k", 1, "take", args, 3, t0 + 100,
-                                cb_got, &g), 0);
+    assert_int_equal(store_window(sc, "k", 1, &args, t0 + 100, cb_got, &g), 0);
     run_until(base, &g);
     dt = clock_now_ms() - t0;
     assert_int_equal(g.calls, 1);
@@ -332,7 +462,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_sha1_vectors),
         cmocka_unit_test(test_store_scripts),
+        cmocka_unit_test(test_store_script_pack),
+        cmocka_unit_test(test_store_script_decode),
         cmocka_unit_test(test_store_key_format),
+        cmocka_unit_test(test_store_key_pattern_and_actor),
         cmocka_unit_test(test_store_options),
         cmocka_unit_test(test_store_refuses_while_open),
         cmocka_unit_test(test_store_sentinel_options),

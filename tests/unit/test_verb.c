@@ -35,7 +35,7 @@ void __wrap_admin_explain(struct conn *c, const struct proto_req *req);
 void __wrap_admin_rules(struct conn *c, const struct proto_req *req);
 void __wrap_admin_stats(struct conn *c, const struct proto_req *req);
 void __wrap_admin_reload(struct conn *c, const struct proto_req *req);
-void __wrap_admin_counters(struct conn *c, const struct proto_req *req);
+void __wrap_counters_request(struct conn *c, const struct proto_req *req);
 void __wrap_reply_err(struct conn *c, enum proto_err err, const char *reason);
 void __wrap_reply_text(struct conn *c, const char *s);
 
@@ -80,7 +80,7 @@ void __wrap_admin_reload(struct conn *c, const struct proto_req *req)
     handler_ran("reload");
 }
 
-void __wrap_admin_counters(struct conn *c, const struct proto_req *req)
+void __wrap_counters_request(struct conn *c, const struct proto_req *req)
 {
     (void)c;
     (void)req;

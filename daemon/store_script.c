@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_script: the Lua scripts divvyd runs in Redis and their typed calls
+ * (see store_script.h, docs/redis.md "Scripts").  Each script's text is
+ * followed by the function that packs its ARGV, so a reader checks the
+ * positions against the Lua in one screen; the replies are decoded at the
+ * end, one shape per kind of script.  The scripts are embedded here, so
+ * nothing depends on an install path; their SHA-1s (FIPS 180-4, below) are
+ * the names EVALSHA uses.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "store_script.h"
+
+/* Time for algorithms that need it comes from Redis (TIME), never from a
+ * host; redis.replicate_commands() lets a script write after TIME on Redis
+ * older than 5 (later versions always replicate effects). */
+#define LUA_NOW                                                                      \
+    "if redis.replicate_commands then redis.replicate_commands() end\n"              \
+    "local tm = redis.call('TIME')\n"                                                \
+    "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+
+/* A key of another type (a labelled rule whose algorithm changed) starts afresh. */
+#define LUA_HMGET(fields)                                                            \
+    "local st = redis.pcall('HMGET', key, " fields ")\n"                             \
+    "if st.err then redis.call('DEL', key); st = {} end\n"
+
+static const char lua_window[] =
+    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end.\n"
+    "-- ARGV: op (take|peek), n, limit, reset_ms -> {allowed, credit, ms to reset}\n"
+    "local key = KEYS[1]\n"
+    "local n, limit, reset = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "local got = redis.pcall('GET', key)\n"
+    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
+    "local used = tonumber(got)\n"
+    "if not used then\n"
+    "  if ARGV[1] == 'take' and n <= limit then\n"
+    "    redis.call('SET', key, n, 'PX', reset)\n"
+    "    return {1, limit - n, reset}\n"
+    "  end\n"
+    "  if n <= limit then return {1, limit, 0} end\n"
+    "  return {0, limit, 0}\n"
+    "end\n"
+    "local ttl = redis.call('PTTL', key)\n"
+    "if ttl < 0 then\n"
+    "  redis.call('PEXPIRE', key, reset)\n"
+    "  ttl = reset\n"
+    "end\n"
+    "if used > limit then used = limit end\n"
+    "if used < 0 then used = 0 end\n"
+    "if n <= limit - used then\n"
+    "  if ARGV[1] == 'take' then\n"
+    "    redis.call('INCRBY', key, n)\n"
+    "    used = used + n\n"
+    "  end\n"
+    "  return {1, limit - used, ttl}\n"
+    "end\n"
+    "return {0, limit - used, ttl}\n";
+
+static const char *op_arg(enum store_op op)
+{
+    return op == STORE_PEEK ? "peek" : "take";
+}
+
+/* Appends one argument: every ARGV entry is written through here, so none
+ * can land past the call's STORE_SCRIPT_ARGV_MAX. */
+static void arg_str(struct store_call *c, const char *s)
+{
+    if (c->argc < STORE_SCRIPT_ARGV_MAX)
+        snprintf(c->argv[c->argc++], STORE_SCRIPT_ARG_SIZE, "%s", s);
+}
+
+static void arg_u64(struct store_call *c, uint64_t v)
+{
+    if (c->argc < STORE_SCRIPT_ARGV_MAX)
+        snprintf(c->argv[c->argc++], STORE_SCRIPT_ARG_SIZE, "%" PRIu64, v);
+}
+
+static void arg_i64(struct store_call *c, int64_t v)
+{
+    if (c->argc < STORE_SCRIPT_ARGV_MAX)
+        snprintf(c->argv[c->argc++], STORE_SCRIPT_ARG_SIZE, "%" PRId64, v);
+}
+
+static void call_init(struct store_call *c, enum store_script script)
+{
+    c->script = script;
+    c->argc = 0;
+}
+
+void store_script_window(const struct store_window_args *a, struct store_call *ret)
+{
+    call_init(ret, STORE_SCRIPT_WINDOW);
+    arg_str(ret, op_arg(a->op));        /* ARGV[1] */
+    arg_u64(ret, a->n);                 /* ARGV[2] */
+    arg_i64(ret, a->limit);             /* ARGV[3] */
+    arg_u64(ret, a->reset_ms);          /* ARGV[4] */
+}
+
+static const char lua_bucket[] =
+    "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n"
+    "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n"
+    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}\n"
+    "local key = KEYS[1]\n"
+    "local n, cap = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+    "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+    LUA_NOW
+    LUA_HMGET("'d', 't'")
+    "local d, t = tonumber(st[1]), tonumber(st[2])\n"
+    "local tokens, last = cap, now\n"
+    "if d and t and d > 0 then\n"
+    "  if d > cap then d = cap end\n"
+    "  if t > now then t = now end\n"
+    "  if t + math.ceil(d / amount) * period > now then\n"
+    "    local refills = math.floor((now - t) / period)\n"
+    "    d = d - refills * amount\n"
+    "    if d < 0 then d = 0 end\n"
+    "    last = t + refills * period\n"
+    "    tokens = cap - d\n"
+    "  end\n"
+    "end\n"
+    "local fits = n <= tokens\n"
+    "if ARGV[1] == 'take' then\n"
+    "  if fits then\n"
+    "    tokens = tokens - n\n"
+    "  elseif ARGV[6] == '1' and tokens < cap then\n"
+    "    last = now\n"
+    "  end\n"
+    "  if tokens < cap then\n"
+    "    local missing = cap - tokens\n"
+    "    redis.call('HSET', key, 'd', missing, 't', last)\n"
+    "    redis.call('PEXPIRE', key, last + math.ceil(missing / amount) * period - now)\n"
+    "  end\n"
+    "end\n"
+    "local reset = 0\n"
+    "if tokens < cap then reset = last + period - now end\n"
+    "if fits then return {1, tokens, reset} end\n"
+    "return {0, tokens, reset}\n";
+
+void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret)
+{
+    call_init(ret, STORE_SCRIPT_BUCKET);
+    arg_str(ret, op_arg(a->op));        /* ARGV[1] */
+    arg_u64(ret, a->n);                 /* ARGV[2] */
+    arg_i64(ret, a->limit);             /* ARGV[3] */
+    arg_u64(ret, a->refill_amount);     /* ARGV[4] */
+    arg_u64(ret, a->refill_ms);         /* ARGV[5] */
+    arg_str(ret, a->strict ? "1" : "0");        /* ARGV[6] */
+}
+
+static const char lua_sliding[] =
+    "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n"
+    "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n"
+    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}\n"
+    "local key = KEYS[1]\n"
+    "local n, limit, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    LUA_NOW
+    LUA_HMGET("'p', 'c', 's'")
+    "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"
+    "local s = tonumber(st[3])\n"
+    "if s and s + 2 * w > now then\n"
+    "  fresh = false\n"
+    "  prev, count, start = tonumber(st[1]) or 0, tonumber(st[2]) or 0, s\n"
+    "  elapsed = now - start\n"
+    "  if elapsed < 0 then elapsed = 0 end\n"
+    "  if elapsed >= w then\n"
+    "    prev, count, start, elapsed = count, 0, start + w, elapsed - w\n"
+    "  end\n"
+    "end\n"
+    "local budget, spent = limit * w, prev * (w - elapsed) + count * w\n"
+    "local credit = 0\n"
+    "if budget > spent then credit = math.floor((budget - spent) / w) end\n"
+    "local fits = n <= credit\n"
+    "if ARGV[1] == 'take' and fits then\n"
+    "  count, credit, fresh = count + n, credit - n, false\n"
+    "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"
+    "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"
+    "end\n"
+    "local reset = 0\n"
+    "if not fresh then reset = start + w - now end\n"
+    "if fits then return {1, credit, reset} end\n"
+    "return {0, credit, reset}\n";
+
+void store_script_sliding(const struct store_sliding_args *a, struct store_call *ret)
+{
+    call_init(ret, STORE_SCRIPT_SLIDING);
+    arg_str(ret, op_arg(a->op));        /* ARGV[1] */
+    arg_u64(ret, a->n);                 /* ARGV[2] */
+    arg_i64(ret, a->limit);             /* ARGV[3] */
+    arg_u64(ret, a->window_ms);         /* ARGV[4] */
+}
+
+static const char lua_lease[] =
+    "-- lease: KEYS[1] as the window script's (credit used, PTTL = the window).\n"
+    "-- ARGV: want, limit, reset_ms, divisor.  Grants min(want, remainder,\n"
+    "-- max(1, floor(remainder / divisor))) and counts it as used.\n"
+    "-- -> {granted, remainder after, ms to the window's end, 1 if it began now}\n"
+    "local key = KEYS[1]\n"
+    "local want, limit = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    "local reset, div = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "local got = redis.pcall('GET', key)\n"
+    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
+    "local used, created = tonumber(got), 0\n"
+    "if not used then used, created = 0, 1 end\n"
+    "if used > limit then used = limit end\n"
+    "if used < 0 then used = 0 end\n"
+    "local remain = limit - used\n"
+    "local k = math.floor(remain / div)\n"
+    "if k < 1 then k = 1 end\n"
+    "local g = math.min(want, remain, k)\n"
+    "if g < 0 then g = 0 end\n"
+    "local ttl\n"
+    "if created == 1 then\n"
+    "  if g == 0 then return {0, remain, 0, 0} end\n"
+    "  redis.call('SET', key, g, 'PX', reset)\n"
+    "  ttl = reset\n"
+    "else\n"
+    "  ttl = redis.call('PTTL', key)\n"
+    "  if ttl < 0 then\n"
+    "    redis.call('PEXPIRE', key, reset)\n"
+    "    ttl = reset\n"
+    "  end\n"
+    "  if g > 0 then redis.call('INCRBY', key, g) end\n"
+    "end\n"
+    "return {g, remain - g, ttl, created}\n";
+
+void store_script_lease(const struct store_lease_args *a, struct store_call *ret)
+{
+    call_init(ret, STORE_SCRIPT_LEASE);
+    arg_u64(ret, a->want);              /* ARGV[1] */
+    arg_i64(ret, a->limit);             /* ARGV[2] */
+    arg_u64(ret, a->reset_ms);          /* ARGV[3] */
+    arg_u64(ret, a->divisor);           /* ARGV[4] */
+}
+
+static const char *const scripts[STORE_N_SCRIPTS] = {
+    lua_window, lua_bucket, lua_sliding, lua_lease,
+};
+static const char *const script_names[STORE_N_SCRIPTS] = {
+    "window", "token_bucket", "sliding_window", "lease",
+};
+static char script_sha[STORE_N_SCRIPTS][41];
+static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
+
+/* ---- SHA-1 (FIPS 180-4), for EVALSHA names ------------------------------------ */
+
+static uint32_t rol32(uint32_t v, unsigned n)
+{
+    return v << n | v >> (32 - n);
+}
+
+static void sha1_block(uint32_t h[5], const uint8_t *p)
+{
+    uint32_t w[80], a, b, c, d, e, f, k, t;
+
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 80; i++)
+        w[i] = rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    a = h[0];
+    b = h[1];
+    c = h[2];
+    d = h[3];
+    e = h[4];
+    for (int i = 0; i < 80; i++) {
+        if (i < 20) {
+            f = (b & c) | (~b & d);
+            k = 0x5a827999;
+        } else if (i < 40) {
+            f = b ^ c ^ d;
+            k = 0x6ed9eba1;
+        } else if (i < 60) {
+            f = (b & c) | (b & d) | (c & d);
+            k = 0x8f1bbcdc;
+        } else {
+            f = b ^ c ^ d;
+            k = 0xca62c1d6;
+        }
+        t = rol32(a, 5) + f + e + k + w[i];
+        e = d;
+        d = c;
+        c = rol32(b, 30);
+        b = a;
+        a = t;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+}
+
+void store_sha1_hex(const void *data, size_t len, char ret[41])
+{
+    uint32_t h[5] = { 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0 };
+    const uint8_t *p = data;
+    uint8_t tail[128];
+    size_t rest = len % 64, n_tail;
+    uint64_t bits = (uint64_t)len * 8;
+
+    for (size_t off = 0; off + 64 <= len; off += 64)
+        sha1_block(h, p + off);
+    memset(tail, 0, sizeof(tail));
+    if (rest)
+        memcpy(tail, p + len - rest, rest);
+    tail[rest] = 0x80;
+    n_tail = rest < 56 ? 64 : 128;
+    for (int i = 0; i < 8; i++)
+        tail[n_tail - 1 - i] = (uint8_t)(bits >> (8 * i));
+    sha1_block(h, tail);
+    if (n_tail == 128)
+        sha1_block(h, tail + 64);
+    for (int i = 0; i < 5; i++)
+        snprintf(ret + 8 * i, 9, "%08" PRIx32, h[i]);
+}
+
+static void sha_init(void)
+{
+    for (int i = 0; i < STORE_N_SCRIPTS; i++)
+        store_sha1_hex(scripts[i], strlen(scripts[i]), script_sha[i]);
+}
+
+const char *store_script_source(enum store_script script)
+{
+    return (unsigned)script < STORE_N_SCRIPTS ? scripts[script] : NULL;
+}
+
+const char *store_script_sha(enum store_script script)
+{
+    pthread_once(&sha_once, sha_init);
+    return (unsigned)script < STORE_N_SCRIPTS ? script_sha[script] : NULL;
+}
+
+const char *store_script_name(enum store_script script)
+{
+    return (unsigned)script < STORE_N_SCRIPTS ? script_names[script] : "?";
+}
+
+/* ---- replies (docs/redis.md "Scripts": arrays of integers) ---------------------- */
+
+/* The @n integers of array @r into @v; false when @r is something else. */
+static bool ints(const redisReply *r, size_t n, int64_t *v)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return false;
+        v[i] = r->element[i]->integer;
+    }
+    return true;
+}
+
+static uint64_t not_negative(int64_t v)
+{
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+int store_script_decode(enum store_script script, const struct redisReply *r,
+                        struct store_reply *ret)
+{
+    int64_t v[4];
+
+    memset(ret, 0, sizeof(*ret));
+    switch (script) {
+    case STORE_SCRIPT_WINDOW:
+    case STORE_SCRIPT_BUCKET:
+    case STORE_SCRIPT_SLIDING:
+        /* {allowed, credit, ms to reset} */
+        if (!ints(r, 3, v))
+            return -EPROTO;
+        ret->kind = STORE_REPLY_VERDICT;
+        ret->verdict.allowed = v[0] != 0;
+        ret->verdict.credit = not_negative(v[1]);
+        ret->verdict.reset_ms = not_negative(v[2]);
+        return 0;
+    case STORE_SCRIPT_LEASE:
+        /* {granted, remainder after, ms to the window's end, 1 if it began now} */
+        if (!ints(r, 4, v) || v[0] < 0 || v[1] < 0 || v[2] < 0)
+            return -EPROTO;
+        ret->kind = STORE_REPLY_GRANT;
+        ret->grant.granted = (uint64_t)v[0];
+        ret->grant.remain = (uint64_t)v[1];
+        ret->grant.ttl_ms = (uint64_t)v[2];
+        ret->grant.created = v[3] != 0;
+        return 0;
+    case STORE_N_SCRIPTS:
+        break;
+    }
+    return -EPROTO;
+}
+
+/* ---- DEL and SCAN, the plain commands the store sends -------------------------- */
+
+int store_script_decode_del(const struct redisReply *r, struct store_reply *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        return -EPROTO;
+    ret->kind = STORE_REPLY_DELETED;
+    ret->deleted = (uint64_t)r->integer;
+    return 0;
+}
+
+int store_script_decode_scan(const struct redisReply *r, struct store_reply *ret)
+{
+    const redisReply *keys;
+    uint64_t cursor = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || !r->element[0]->len ||
+        r->element[1]->type != REDIS_REPLY_ARRAY)
+        return -EPROTO;
+    /* Decimal digits only, as Redis sends it (strtoull() would take "-1"). */
+    for (size_t i = 0; i < r->element[0]->len; i++) {
+        unsigned d = (unsigned)(r->element[0]->str[i] - '0');
+
+        if (d > 9 || cursor > (UINT64_MAX - d) / 10)
+            return -EPROTO;
+        cursor = cursor * 10 + d;
+    }
+    keys = r->element[1];
+    for (size_t i = 0; i < keys->elements; i++) {
+        if (keys->element[i]->type != REDIS_REPLY_STRING)
+            return -EPROTO;
+    }
+    ret->keys.cursor = cursor;
+    ret->kind = STORE_REPLY_KEYS;
+    ret->keys.n = keys->elements;
+    ret->keys.elements = keys->element;
+    return 0;
+}
+
+void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key, size_t *ret_len)
+{
+    const redisReply *const *e = k->elements;
+
+    *ret_key = e[i]->str;
+    *ret_len = e[i]->len;
+}

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store_script: the Lua scripts divvyd runs in Redis (docs/redis.md
+ * "Scripts") and, beside each script's text, the typed form of a call to
+ * it: an argument struct that store_script_<name>() packs into the
+ * script's ARGV, and the reply struct store_script_decode() makes of the
+ * script's answer.  Nothing outside this module knows an ARGV position or
+ * a reply index.  Also the SHA-1 that names a script for EVALSHA.
+ *
+ * The answers of DEL and SCAN, the plain commands the store also sends, are
+ * decoded here too.
+ *
+ * Pure: no I/O, no state but the SHA-1s computed once; every function is
+ * thread-safe.  daemon/store.c sends the calls and hands the replies back.
+ */
+#ifndef DIVVY_STORE_SCRIPT_H
+#define DIVVY_STORE_SCRIPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct redisReply;
+
+enum store_script {
+    STORE_SCRIPT_WINDOW = 0,
+    STORE_SCRIPT_BUCKET,
+    STORE_SCRIPT_SLIDING,
+    STORE_SCRIPT_LEASE,
+    STORE_N_SCRIPTS
+};
+
+/* The window, token bucket and sliding window scripts take or peek. */
+enum store_op { STORE_TAKE = 0, STORE_PEEK };
+
+/* divvy's fixed window: the key holds credit used, its PTTL the window. */
+struct store_window_args {
+    enum store_op op;
+    uint64_t n;                 /* credit asked for */
+    int64_t limit;              /* credit_limit: an argument, never stored */
+    uint64_t reset_ms;          /* the window's length */
+};
+
+struct store_bucket_args {
+    enum store_op op;
+    uint64_t n;
+    int64_t limit;              /* burst */
+    uint64_t refill_amount;     /* >= 1 */
+    uint64_t refill_ms;         /* >= 1 */
+    bool strict;                /* an attempt while empty pushes the refill clock back */
+};
+
+struct store_sliding_args {
+    enum store_op op;
+    uint64_t n;
+    int64_t limit;
+    uint64_t window_ms;
+};
+
+/* A lease: credit for this host, counted as used in the window's key. */
+struct store_lease_args {
+    uint64_t want;              /* at most this much */
+    int64_t limit;
+    uint64_t reset_ms;          /* the window, when this call begins it */
+    uint64_t divisor;           /* grants at most max(1, remainder / divisor) */
+};
+
+/* The answer of the window, token bucket and sliding window scripts. */
+struct store_verdict {
+    bool allowed;
+    uint64_t credit;            /* left (tokens for a bucket) */
+    uint64_t reset_ms;          /* to the reset, next refill or window end; 0: none */
+};
+
+/* The answer of the lease script. */
+struct store_grant {
+    uint64_t granted;           /* now this host's, counted as used in Redis */
+    uint64_t remain;            /* the pool's remainder after the grant */
+    uint64_t ttl_ms;            /* to the window's end */
+    bool created;               /* this call began the window */
+};
+
+/* SCAN's answer (store_scan(), store.c): the keys live as long as the
+ * callback runs; store_keys_get() reads them. */
+struct store_keys {
+    uint64_t cursor;            /* the next SCAN's; 0: the scan is complete */
+    size_t n;
+    const void *elements;       /* hiredis's; store.c's business */
+};
+
+enum store_reply_kind {
+    STORE_REPLY_VERDICT = 0,    /* window, token_bucket, sliding_window */
+    STORE_REPLY_GRANT,          /* lease */
+    STORE_REPLY_DELETED,        /* DEL */
+    STORE_REPLY_KEYS,           /* SCAN */
+};
+
+/* What a request to the store answered: the member that @kind names. */
+struct store_reply {
+    enum store_reply_kind kind;
+    union {
+        struct store_verdict verdict;
+        struct store_grant grant;
+        uint64_t deleted;       /* keys removed */
+        struct store_keys keys;
+    };
+};
+
+/* ARGV of the longest script (the token bucket's), and one argument's room. */
+#define STORE_SCRIPT_ARGV_MAX   6
+#define STORE_SCRIPT_ARG_SIZE   24
+
+/* A call in wire form: the script and its ARGV (KEYS[1] is the caller's). */
+struct store_call {
+    enum store_script script;
+    unsigned argc;
+    char argv[STORE_SCRIPT_ARGV_MAX][STORE_SCRIPT_ARG_SIZE];
+};
+
+/* Pack @a into *ret, a call of the script of that name. */
+void store_script_window(const struct store_window_args *a, struct store_call *ret);
+void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret);
+void store_script_sliding(const struct store_sliding_args *a, struct store_call *ret);
+void store_script_lease(const struct store_lease_args *a, struct store_call *ret);
+
+/*
+ * Decodes @r, the answer to a call of @script, into *ret (STORE_REPLY_VERDICT
+ * or STORE_REPLY_GRANT).  A verdict is an array of exactly 3 integers
+ * (a negative credit or time reads as 0), a grant exactly 4 integers of
+ * which the first three are not negative.  -EPROTO for anything else:
+ * not what the script returns, so not an answer to trust.
+ */
+int store_script_decode(enum store_script script, const struct redisReply *r,
+                        struct store_reply *ret);
+
+/* DEL's answer (STORE_REPLY_DELETED: an integer >= 0) and SCAN's
+ * (STORE_REPLY_KEYS: [decimal cursor, [key strings]]), the two plain
+ * commands the store sends; -EPROTO for anything else. */
+int store_script_decode_del(const struct redisReply *r, struct store_reply *ret);
+int store_script_decode_scan(const struct redisReply *r, struct store_reply *ret);
+
+/* Key @i (< @k->n) of a SCAN reply, valid while the callback runs. */
+void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key,
+                    size_t *ret_len);
+
+/* The Lua source of @script, and its SHA-1 in hex as EVALSHA names it;
+ * NULL for an unknown one. */
+const char *store_script_source(enum store_script script);
+const char *store_script_sha(enum store_script script);
+/* "window", "token_bucket", "sliding_window", "lease"; "?" for another. */
+const char *store_script_name(enum store_script script);
+
+/* SHA-1 of @len bytes at @data as 40 hex digits plus NUL. */
+void store_sha1_hex(const void *data, size_t len, char ret[41]);
+
+#endif

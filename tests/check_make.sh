@@ -1,0 +1,70 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The build's own interface, as a first-time user meets it: a build step
+# prints one short line ("  CC      build/common/hash.o"), V=1 the whole
+# command, and a failing step its error and a non-zero status; `make help`
+# names every phony target of the Makefile; tools/deps.sh answers --help
+# with a usage text and an unknown mode with exit 2.  Compiles one file
+# three times into a temporary build directory (about a second).  Run by
+# `make check-unit`; exits 1 listing every failure.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+# Not the calling make's flags, variables (V=1, B=) or jobserver.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+fail() {
+    echo "check_make: $*" >&2
+    failed=1
+}
+mk() {
+    make --no-print-directory B="$tmp/b" "$@" >"$tmp/out" 2>&1
+}
+
+# Quiet by default: exactly one line for one object.
+obj=$tmp/b/common/hash.o
+if ! mk "$obj"; then
+    fail "make $obj failed:"; cat "$tmp/out" >&2
+elif [ "$(cat "$tmp/out")" != "  CC      $obj" ]; then
+    fail "make $obj printed, instead of one '  CC      $obj' line:"; cat "$tmp/out" >&2
+fi
+# V=1: the whole command.
+if ! mk -B V=1 "$obj" || ! grep -q -- "-c common/hash.c -o $obj" "$tmp/out"; then
+    fail "make V=1 $obj did not print its command:"; cat "$tmp/out" >&2
+fi
+# An error stays visible and fails the build.
+if mk -B CFLAGS="-include $tmp/missing.h" "$obj"; then
+    fail "a failing compile of $obj succeeded"
+elif ! grep -q "missing.h" "$tmp/out"; then
+    fail "a failing compile did not show the compiler's error:"; cat "$tmp/out" >&2
+fi
+
+# make help: every .PHONY target (continuation lines joined).
+phony=$(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' Makefile | sed -n 's/^\.PHONY *: *//p')
+[ -n "$phony" ] || fail "no .PHONY target found in the Makefile"
+if ! make --no-print-directory -s help >"$tmp/help" 2>&1; then
+    fail "make help failed"
+fi
+for t in $phony; do
+    grep -qE -- "(^|[ ,])$t([ ,:]|\$)" "$tmp/help" || fail "make help does not list '$t'"
+done
+
+# tools/deps.sh: --help, unknown modes.
+if ! tools/deps.sh --help >"$tmp/out" 2>&1 || ! grep -q '^Usage: tools/deps.sh' "$tmp/out"; then
+    fail "tools/deps.sh --help: no usage text, or not exit 0:"; cat "$tmp/out" >&2
+fi
+for m in list check install-build install; do
+    grep -q "^  $m " "$tmp/out" || fail "tools/deps.sh --help does not describe '$m'"
+done
+tools/deps.sh --bogus >"$tmp/out" 2>&1
+rc=$?
+if [ "$rc" != 2 ] || ! grep -q "unknown mode" "$tmp/out"; then
+    fail "tools/deps.sh --bogus: exit $rc (want 2 and 'unknown mode'):"; cat "$tmp/out" >&2
+fi
+
+[ "$failed" = 0 ] && echo "check_make: quiet build, make help and tools/deps.sh --help as documented"
+exit "$failed"
