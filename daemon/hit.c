@@ -17,6 +17,11 @@
  * answered, the ready prefix of the FIFO moves to the output buffer and the
  * worker's flush event writes it.  Nothing of this runs, and nothing is
  * allocated, while no rule uses Redis.
+ *
+ * hit_submit() is the same evaluation for another protocol's request (one
+ * RLS descriptor): decided at once or as a waiting hit with no connection,
+ * counted as do_hit() counts, its answer handed to the caller's callback
+ * (hit_submitted()) instead of a reply line.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -7,7 +7,10 @@
  * that the store's callback continues rule by rule and finally answers
  * (docs/daemon.md "Hits that wait for Redis").  Lease refills run in the
  * background, for this host's hits and for REFILL hints of fast-path
- * clients (verb.c).  Everything here runs on the worker's thread.
+ * clients (verb.c).  Another protocol's listener (the RLS listener, rls.h)
+ * submits requests with hit_submit(): the same evaluation, its answer to a
+ * callback instead of a connection's FIFO.  Everything here runs on the
+ * worker's thread.
  */
 #ifndef DIVVY_HIT_H
 #define DIVVY_HIT_H
