@@ -83,6 +83,7 @@ struct rls_conn {
     unsigned n_streams;
     uint64_t last_ms;           /* last byte read */
     uint64_t stall_ms;          /* pending output last made progress; 0: none pending */
+    size_t body_bytes;          /* request bodies its streams hold (RLS_CONN_BODY_MAX) */
     uint8_t *out;               /* what send() did not take */
     size_t out_len, out_off, out_cap;
 };
@@ -93,6 +94,18 @@ static void rls_settle(struct rls_conn *rc);
 static void rls_stream_answer(struct rls_stream *s);
 
 /* ---- streams ----------------------------------------------------------------------- */
+
+/* Frees @s's request body, and takes it out of its connection's count. */
+static void stream_drop_body(struct rls_stream *s)
+{
+    if (s->rc) {
+        s->rc->body_bytes -= s->body_cap;
+        admit_charge(s->rc->w->s->admit, &s->rc->slot, s->rc->out_cap + s->rc->body_bytes);
+    }
+    free(s->body);
+    s->body = NULL;
+    s->body_len = s->body_cap = 0;
+}
 
 static void stream_free(struct rls_stream *s)
 {
@@ -109,6 +122,7 @@ static void stream_orphan(struct rls_stream *s)
 {
     struct rls_conn *rc = s->rc;
 
+    stream_drop_body(s);
     if (rc) {
         if (s->prev)
             s->prev->next = s->next;
@@ -288,9 +302,7 @@ static void stream_request(struct rls_stream *s)
     r = rls_msg_unframe(s->body, s->body_len, &msg, &len);
     if (r >= 0)
         r = rls_msg_decode(msg, len, &m);
-    free(s->body);
-    s->body = NULL;
-    s->body_len = s->body_cap = 0;
+    stream_drop_body(s);
     if (r == -ENOTSUP) {
         stream_fail(s, RLS_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
         return;
@@ -419,16 +431,16 @@ static int on_data_chunk(nghttp2_session *ses, uint8_t flags, int32_t id, const 
                          size_t len, void *user)
 {
     struct rls_stream *s = nghttp2_session_get_stream_user_data(ses, id);
+    struct rls_conn *rc = user;
 
     (void)flags;
-    (void)user;
     if (!s || s->too_big || !s->receiving)
         return 0;
-    if (s->body_len + len > RLS_GRPC_PREFIX + RLS_MSG_MAX) {
+    /* Over one message, or over what the connection's streams may hold together. */
+    if (s->body_len + len > RLS_GRPC_PREFIX + RLS_MSG_MAX ||
+        rc->body_bytes - s->body_cap + 2 * (s->body_len + len) > RLS_CONN_BODY_MAX) {
         s->too_big = true;
-        free(s->body);
-        s->body = NULL;
-        s->body_len = s->body_cap = 0;
+        stream_drop_body(s);
         return 0;
     }
     if (s->body_len + len > s->body_cap) {
@@ -440,8 +452,10 @@ static int on_data_chunk(nghttp2_session *ses, uint8_t flags, int32_t id, const 
         grown = realloc(s->body, cap);
         if (!grown)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        rc->body_bytes += cap - s->body_cap;
         s->body = grown;
         s->body_cap = cap;
+        admit_charge(rc->w->s->admit, &rc->slot, rc->out_cap + rc->body_bytes);
     }
     memcpy(s->body + s->body_len, data, len);
     s->body_len += len;
@@ -543,7 +557,7 @@ static int rls_write(struct rls_conn *rc)
                 return -ENOMEM;
             rc->out = grown;
             rc->out_cap = (size_t)n;
-            admit_charge(rc->w->s->admit, &rc->slot, rc->out_cap);
+            admit_charge(rc->w->s->admit, &rc->slot, rc->out_cap + rc->body_bytes);
         }
         memcpy(rc->out, data, (size_t)n);
         rc->out_len = (size_t)n;

@@ -28,7 +28,7 @@ struct worker;
 
 #define RLS_STREAMS_MAX     100             /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define RLS_HEADERS_MAX     8192            /* bytes of one stream's header fields */
-#define RLS_OUT_HIGH        (64 * 1024)     /* unsent bytes before reading pauses */
+#define RLS_CONN_BODY_MAX   (256 * 1024)    /* request bytes one connection's streams hold */
 
 /* A connection accepted on an RLS listener @l: takes ownership of @fd and
  * of the place @slot holds (both released on failure). */
