@@ -28,12 +28,16 @@ if [ -f "$dir/.complete" ]; then
     exit 0
 fi
 mkdir -p "$base" || exit 1
+# An unreachable registry fails within seconds, not npm's minutes of retries.
+fetch="--fetch-retries=1 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=5000"
 tmp=$(mktemp -d "$base/.install.XXXXXX") || exit 1
 cp "$here/package.json" "$here/package-lock.json" "$tmp/"
 # No install scripts: the client needs none (protobufjs' only prints a notice).
-if ! (cd "$tmp" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error \
+# shellcheck disable=SC2086
+if ! (cd "$tmp" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error $fetch \
         --cache "$base/.npm" >"$tmp/npm.log" 2>&1); then
-    if ! npm ping --cache "$base/.npm" >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    if ! npm ping $fetch --cache "$base/.npm" >/dev/null 2>&1; then
         echo "npm_ensure: the npm registry is unreachable" >&2
         rm -rf "$tmp"
         exit 77
