@@ -440,10 +440,14 @@ run: deps-build
 	    --listen tcp:127.0.0.1:8321 --listen unix:$(B)/run/divvy.sock
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(B)/bench_rules
+	@$(MAKE) --no-print-directory all $(B)/bench_rules $(B)/divvy-rls-bench
 	@echo "== rule matching: ns per request for 10 .. 100,000 rules (tests/unit/bench_rules.c)"
 	$(B)/bench_rules
 	tools/bench.sh $(B)
+
+# The RLS rows' load (tools/divvy-rls-bench.c): HTTP/2 calls, libnghttp2 only.
+$(B)/divvy-rls-bench: $(B)/tools/divvy-rls-bench.o
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2)
 
 $(B)/bench_rules: tests/unit/bench_rules.c $(LIBCOMMON)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)

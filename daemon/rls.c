@@ -35,6 +35,7 @@
 
 #define RLS_PATH        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 #define RLS_READ_CHUNK  16384
+#define RLS_WRITE_BATCH 16384           /* frames gathered for one send() */
 
 struct rls_conn;
 struct rls_stream;
@@ -528,6 +529,32 @@ static int rls_write(struct rls_conn *rc)
         const uint8_t *data;
         ssize_t n;
 
+        /* nghttp2 hands out one frame at a time: gather up to RLS_WRITE_BATCH
+         * bytes of them, so a batch of answers leaves in one send(). */
+        while (rc->out_len < RLS_WRITE_BATCH) {
+            n = nghttp2_session_mem_send(rc->ses, &data);
+            if (n < 0)
+                return -EPROTO;
+            if (n == 0)
+                break;
+            if (rc->out_len + (size_t)n > rc->out_cap) {
+                size_t cap = rc->out_len + (size_t)n;
+                uint8_t *grown;
+
+                if (cap < RLS_WRITE_BATCH)
+                    cap = RLS_WRITE_BATCH;
+                grown = realloc(rc->out, cap);
+                if (!grown)
+                    return -ENOMEM;
+                rc->out = grown;
+                rc->out_cap = cap;
+                admit_charge(rc->w->s->admit, &rc->slot, rc->out_cap + rc->body_bytes);
+            }
+            memcpy(rc->out + rc->out_len, data, (size_t)n);
+            rc->out_len += (size_t)n;
+        }
+        if (rc->out_off == rc->out_len)
+            break;
         while (rc->out_off < rc->out_len) {
             n = send(rc->fd, rc->out + rc->out_off, rc->out_len - rc->out_off, MSG_NOSIGNAL);
             if (n < 0) {
@@ -545,23 +572,8 @@ static int rls_write(struct rls_conn *rc)
             progress = true;
         }
         rc->out_off = rc->out_len = 0;
-        n = nghttp2_session_mem_send(rc->ses, &data);
-        if (n < 0)
-            return -EPROTO;
-        if (n == 0)
-            break;
-        if ((size_t)n > rc->out_cap) {
-            uint8_t *grown = realloc(rc->out, (size_t)n);
-
-            if (!grown)
-                return -ENOMEM;
-            rc->out = grown;
-            rc->out_cap = (size_t)n;
-            admit_charge(rc->w->s->admit, &rc->slot, rc->out_cap + rc->body_bytes);
-        }
-        memcpy(rc->out, data, (size_t)n);
-        rc->out_len = (size_t)n;
     }
+    rc->out_off = rc->out_len = 0;
     rc->stall_ms = 0;
     event_del(rc->wev);
     return 1;
