@@ -10,10 +10,10 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/divvy-npm; one directory per lock hash.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || {
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     echo "npm_ensure: node or npm missing (apt-get install nodejs npm)" >&2
     exit 77
-}
+fi
 if [ -n "${DIVVY_NPM_CACHE:-}" ]; then
     base=$DIVVY_NPM_CACHE
 elif mkdir -p /var/cache/divvy-npm 2>/dev/null && [ -w /var/cache/divvy-npm ]; then
