@@ -243,7 +243,7 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_S
 # test_verb: the verb table alone; the handlers of other modules and the
 # replies are its fakes.
 $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
-    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=counters_request \
+    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_dropin,--wrap=counters_request \
     -Wl,--wrap=reply_err,--wrap=reply_text
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
@@ -415,12 +415,17 @@ build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ
 	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
 	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
+# fuzz_resp drives daemon/resp.c, the RESP parser (pure, no I/O).
+build-fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(COMMON_SRCS) daemon/resp.c daemon/resp.h
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -Idaemon -o $@ $< daemon/resp.c common/proto.c
+
 # fuzz_rls drives daemon/rls_msg.c with the C protoc-c generated (docs/rls.md).
 build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) daemon/rls_msg.c daemon/rls_msg.h \
                      $(PROTO_GEN_C) $(PROTO_GEN_H)
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
-	    daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< \
+	    $(COMMON_SRCS) daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
@@ -491,8 +496,11 @@ UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
 # as /usr/share/doc/divvy/..., rewritten to DOCDIR.  tests/check_docs.sh
 # (check-unit) installs this and checks it.
 COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
-MAN3_LINKS  := ${shell sed -n 's/^DIVVY_EXPORT [^(]*[ *]\(divvy_[a-z_]*\)(.*/\1/p' \
-                 libclient/divvy.h}
+# Every exported function without a page of its own links to libdivvy(3).
+DIVVY_EXPORTS := ${shell sed -n 's/^DIVVY_EXPORT [^(]*[ *]\(divvy_[a-z_]*\)(.*/\1/p' \
+                   libclient/divvy.h}
+MAN3_OWN    := $(basename $(notdir $(wildcard docs/man/divvy_*.3)))
+MAN3_LINKS  := $(filter-out $(MAN3_OWN),$(DIVVY_EXPORTS))
 DOC_FILES   := README.md LICENSE NEWS
 COMPLETIONS := $(wildcard tools/bash-completion/*)
 .PHONY: install-doc uninstall-doc

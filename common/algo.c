@@ -61,32 +61,117 @@ static void result_full(const struct table_limits *lim, uint64_t n, bool allowed
     ret->reset_ms = 0;
 }
 
+/* The idle word of a window counter with @used credit (possibly more than
+ * the limit: a debt) in the window ending at @end: the start of the first
+ * window a full quota is back in, end + (max(1, ceil(used / L)) - 1) * R. */
+static unsigned __int128 window_idle(const struct table_limits *lim, uint64_t used, uint64_t end)
+{
+    uint64_t m = used > lim->credit_limit ? div_ceil(used, lim->credit_limit) : 1;
+
+    return (unsigned __int128)end + (unsigned __int128)(m - 1) * lim->reset_ms;
+}
+
+/*
+ * A window counter at @now: credit used in the current window (*used) and
+ * its end (*end); false when no window runs (fresh).  A count above the
+ * limit (a DEBIT's debt) carries on: each window that ends pays back one
+ * limit's worth, so window k after the one that ended at E starts with
+ * used - k * L (docs/shm.md).
+ */
+static bool window_read(const struct table_limits *lim, uint64_t now,
+                        const struct algo_state *cur, uint64_t *used, uint64_t *end)
+{
+    uint64_t L = lim->credit_limit, R = lim->reset_ms, m, k;
+    unsigned __int128 back, paid;
+
+    *used = 0;
+    *end = cur->idle;
+    if (cur->idle <= now)
+        return false;
+    *used = cur->data;
+    if (cur->data <= L)
+        return true;
+    if (!cur->debt) {
+        /* Above a limit since lowered: nothing left in this window. */
+        *used = L;
+        return true;
+    }
+    m = div_ceil(cur->data, L);
+    back = (unsigned __int128)(m - 1) * R;
+    *end = back >= cur->idle ? 0 : cur->idle - (uint64_t)back;
+    if (now < *end)
+        return true;
+    k = (now - *end) / R + 1;
+    paid = (unsigned __int128)k * L;
+    if (paid >= cur->data) {
+        /* Only a corrupt word gets here (idle > now implies less). */
+        *used = 0;
+        *end = cur->idle;
+        return false;
+    }
+    *used = cur->data - (uint64_t)paid;
+    *end += k * R;
+    return true;
+}
+
 static bool apply_window(const struct table_limits *lim, enum table_op op, uint64_t n,
                          uint64_t now, const struct algo_state *cur, struct algo_state *out,
                          struct table_result *ret)
 {
-    bool fresh = cur->idle <= now;
-    uint64_t used = fresh ? 0 : cur->data;
-    uint64_t end = cur->idle;
-    bool fits;
+    uint64_t L = lim->credit_limit, used, end, most;
+    bool fresh = !window_read(lim, now, cur, &used, &end);
+    bool fits = used <= L && n <= L - used;
 
-    /* A corrupt count above the limit reads as "nothing left". */
-    if (used > lim->credit_limit)
-        used = lim->credit_limit;
-    fits = n <= lim->credit_limit - used;
     *out = *cur;
-    if (op == TABLE_TAKE && fits) {
+    if ((op == TABLE_TAKE && fits) || op == TABLE_DEBIT) {
         if (fresh)
             end = sat_add(now, lim->reset_ms);
-        used += n;
-        out->idle = end;
+        /* A debt saturates where the state word ends: count and idle. */
+        most = ALGO_DATA_MAX;
+        if (end < ALGO_IDLE_MAX &&
+            (unsigned __int128)((ALGO_IDLE_MAX - end) / lim->reset_ms + 1) * L < most)
+            most = ((ALGO_IDLE_MAX - end) / lim->reset_ms + 1) * L;
+        else if (end >= ALGO_IDLE_MAX && L < most)
+            most = L;
+        if (used < most)
+            used = n <= most - used ? used + n : most;
+        out->idle = (uint64_t)window_idle(lim, used, end);
         out->data = used;
+        out->debt = used > L;
         fresh = false;
     }
-    ret->allowed = fits;
-    ret->credit = lim->credit_limit - used;
+    ret->allowed = op == TABLE_DEBIT ? used <= L : fits;
+    ret->credit = used <= L ? L - used : 0;
     ret->reset_ms = fresh ? 0 : end - now;
-    return out->idle != cur->idle || out->data != cur->data;
+    return out->idle != cur->idle || out->data != cur->data || out->debt != cur->debt;
+}
+
+/*
+ * A token bucket at @now: the tokens missing (*deficit: more than the
+ * capacity while in debt) and the last refill step (*last).  data holds
+ * the tokens (0..cap-1), or, with the debt flag, the deficit itself (above
+ * cap: tokens cap - data < 0); without it data >= cap (a capacity since
+ * lowered), or idle <= now, is full.
+ */
+static void bucket_read(const struct table_limits *lim, uint64_t now,
+                        const struct algo_state *cur, uint64_t *deficit, uint64_t *last)
+{
+    uint64_t cap = lim->credit_limit, amount = lim->refill_amount, period = lim->refill_ms;
+    uint64_t d, refills;
+    unsigned __int128 t;
+
+    *deficit = 0;
+    *last = now;
+    if (cur->idle <= now || (!cur->debt && cur->data >= cap) || (cur->debt && cur->data <= cap))
+        return;
+    d = cur->debt ? cur->data : cap - cur->data;
+    /* last = F - ceil(deficit / amount) * period (docs/shm.md) */
+    t = (unsigned __int128)div_ceil(d, amount) * period;
+    *last = t > cur->idle ? 0 : cur->idle - (uint64_t)t;
+    refills = *last < now ? (now - *last) / period : 0;
+    t = (unsigned __int128)refills * amount;
+    *deficit = t >= d ? 0 : d - (uint64_t)t;
+    *last += refills * period;
 }
 
 static bool apply_bucket(const struct table_limits *lim, enum table_op op, uint64_t n,
@@ -94,37 +179,37 @@ static bool apply_bucket(const struct table_limits *lim, enum table_op op, uint6
                          struct table_result *ret)
 {
     uint64_t cap = lim->credit_limit, amount = lim->refill_amount, period = lim->refill_ms;
-    uint64_t tokens = cap, last = now, steps, refills;
+    uint64_t d, last, most;
     unsigned __int128 t;
     bool fits;
 
-    if (cur->idle > now && cur->data < cap) {
-        /* last = F - ceil((cap - tokens) / amount) * period (docs/shm.md) */
-        steps = div_ceil(cap - cur->data, amount);
-        t = (unsigned __int128)steps * period;
-        last = t > cur->idle ? 0 : cur->idle - (uint64_t)t;
-        refills = last < now ? (now - last) / period : 0;
-        t = (unsigned __int128)cur->data + (unsigned __int128)refills * amount;
-        tokens = t >= cap ? cap : (uint64_t)t;
-        last += refills * period;
-    }
-    fits = n <= tokens;
+    bucket_read(lim, now, cur, &d, &last);
+    fits = d <= cap && n <= cap - d;
     *out = *cur;
-    if (op == TABLE_TAKE) {
-        if (fits)
-            tokens -= n;
-        else if (lim->strict && tokens < cap)
+    if (op == TABLE_TAKE || op == TABLE_DEBIT) {
+        if (fits || op == TABLE_DEBIT) {
+            /* A debt saturates where the state word ends: data and idle. */
+            most = ALGO_DATA_MAX;
+            t = last < ALGO_IDLE_MAX ? (unsigned __int128)((ALGO_IDLE_MAX - last) / period) *
+                                       amount : 0;
+            if (t < most)
+                most = t < cap ? cap : (uint64_t)t;
+            if (d < most)
+                d = n <= most - d ? d + n : most;
+        } else if (lim->strict && d > 0) {
             last = now;
-        if (tokens < cap) {
-            t = (unsigned __int128)div_ceil(cap - tokens, amount) * period;
+        }
+        if (d > 0) {
+            t = (unsigned __int128)div_ceil(d, amount) * period;
             out->idle = t >= ALGO_IDLE_MAX ? ALGO_IDLE_MAX : sat_add(last, (uint64_t)t);
-            out->data = tokens;
+            out->data = d <= cap ? cap - d : d;
+            out->debt = d > cap;
         }
     }
-    ret->allowed = fits;
-    ret->credit = tokens;
-    ret->reset_ms = tokens >= cap ? 0 : sat_add(last, period) - now;
-    return out->idle != cur->idle || out->data != cur->data;
+    ret->allowed = op == TABLE_DEBIT ? d <= cap : fits;
+    ret->credit = d <= cap ? cap - d : 0;
+    ret->reset_ms = d == 0 ? 0 : sat_add(last, period) - now;
+    return out->idle != cur->idle || out->data != cur->data || out->debt != cur->debt;
 }
 
 static bool apply_sliding(const struct table_limits *lim, enum table_op op, uint64_t n,
@@ -161,9 +246,10 @@ static bool apply_sliding(const struct table_limits *lim, enum table_op op, uint
     credit = budget > spent ? (uint64_t)((budget - spent) / w) : 0;
     fits = n <= credit;
     *out = *cur;
-    if (op == TABLE_TAKE && fits) {
-        count += n;
-        credit -= n;
+    if ((op == TABLE_TAKE && fits) || op == TABLE_DEBIT) {
+        /* A DEBIT counts past the limit, up to what the field holds. */
+        count = n <= ALGO_SLIDING_MAX - count ? count + n : ALGO_SLIDING_MAX;
+        credit = fits ? credit - n : 0;
         fresh = false;
         out->idle = sat_add(start, 2 * w);
         out->data = prev << SLIDING_SHIFT | count;
@@ -180,13 +266,14 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
 {
     struct algo_state in = *cur;
 
-    if (op == TABLE_TAKE && n == 0)
+    if ((op == TABLE_TAKE || op == TABLE_DEBIT) && n == 0)
         op = TABLE_PEEK;
     if (op == TABLE_RESET) {
         ret_state->idle = 0;
         ret_state->data = 0;
+        ret_state->debt = false;
         result_full(lim, 0, true, ret);
-        return in.idle != 0 || in.data != 0;
+        return in.idle != 0 || in.data != 0 || in.debt;
     }
     switch (lim->algo) {
     case RULES_ALGO_TOKEN_BUCKET:
@@ -234,15 +321,41 @@ static uint64_t retry_sliding(const struct table_limits *lim, uint64_t now,
     return sat_add(wait, w - elapsed - room);
 }
 
+static uint64_t retry_window(const struct table_limits *lim, uint64_t now,
+                             const struct algo_state *cur)
+{
+    uint64_t L = lim->credit_limit, used, end, more;
+    unsigned __int128 at;
+
+    if (!window_read(lim, now, cur, &used, &end) || used < L)
+        return 0;
+    /* A window starts with one limit less each: the first to leave one credit. */
+    more = div_ceil(used - L + 1, L);
+    at = (unsigned __int128)end + (unsigned __int128)(more - 1) * lim->reset_ms;
+    return at >= ALGO_IDLE_MAX ? ALGO_IDLE_MAX - now : (uint64_t)at - now;
+}
+
+static uint64_t retry_bucket(const struct table_limits *lim, uint64_t now,
+                             const struct algo_state *cur)
+{
+    uint64_t cap = lim->credit_limit, d, last, steps;
+    unsigned __int128 at;
+
+    bucket_read(lim, now, cur, &d, &last);
+    if (d < cap)
+        return 0;
+    /* Refills pay a debt first: the first step that leaves one token. */
+    steps = div_ceil(d - cap + 1, lim->refill_amount);
+    at = (unsigned __int128)last + (unsigned __int128)steps * lim->refill_ms;
+    return at >= ALGO_IDLE_MAX ? ALGO_IDLE_MAX - now : (uint64_t)at - now;
+}
+
 uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
                        const struct algo_state *cur)
 {
-    struct algo_state out;
-    struct table_result res;
-
     if (lim->algo == RULES_ALGO_SLIDING_WINDOW)
         return retry_sliding(lim, now_ms, cur);
-    /* Window: the window's end; token bucket: the next refill step (apply_bucket()). */
-    algo_apply(lim, TABLE_PEEK, 1, now_ms, cur, &out, &res);
-    return res.allowed ? 0 : res.reset_ms;
+    if (lim->algo == RULES_ALGO_WINDOW)
+        return retry_window(lim, now_ms, cur);
+    return retry_bucket(lim, now_ms, cur);
 }

@@ -26,6 +26,10 @@
 struct algo_state {
     uint64_t idle;              /* absolute ms: when the quota is full again */
     uint64_t data;              /* 48 bits, per algorithm */
+    bool debt;                  /* window, token bucket: data holds a DEBIT's debt (the
+                                 * slot's state flag, docs/shm.md); without it a count
+                                 * above the limit (the limit was lowered) means
+                                 * "nothing left" (window) or "full" (bucket), as ever */
 };
 
 /*
@@ -42,7 +46,11 @@ int algo_check(const struct table_limits *lim);
  * @lim (which algo_check() accepted) and writes the new state to
  * *ret_state and the answer to *ret.  TAKE is all-or-nothing and a denied
  * TAKE consumes nothing (a strict token bucket does restart its refill
- * clock); TAKE of 0 is a PEEK of 0.  PEEK never changes the state.  RESET
+ * clock); TAKE of 0 is a PEEK of 0.  DEBIT always consumes @n (of 0: a
+ * PEEK): the balance may go below zero, a debt later windows or refills pay
+ * back (docs/shm.md "Algorithm state"; it saturates where the state word
+ * ends), and *ret says whether the balance is still >= 0 (credit 0 while in
+ * debt).  PEEK never changes the state.  RESET
  * answers a full quota and returns the absent state {0, 0}.  Returns true
  * when *ret_state differs from *cur.  @cur and @ret_state may alias.
  */
@@ -53,11 +61,12 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
 /*
  * How long from @now_ms until a TAKE of 1 would be allowed on the counter in
  * state @cur under @lim, if nothing else takes meanwhile: 0 when credit is
- * left now.  Window: the window's end.  Token bucket: the next refill step
- * (a strict bucket's clock as last restarted).  Sliding window: when the
- * previous window's hits, weighted down as it slides out, leave room for one
- * credit (possibly only after the current window has become the previous
- * one).  Saturates at ALGO_IDLE_MAX.
+ * left now.  Window: the window's end (in debt: the start of the first
+ * window with room).  Token bucket: the next refill step (a strict bucket's
+ * clock as last restarted; in debt: the step that leaves a token).  Sliding
+ * window: when the previous window's hits, weighted down as it slides out,
+ * leave room for one credit (possibly only after the current window has
+ * become the previous one).  Saturates at ALGO_IDLE_MAX.
  */
 uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
                        const struct algo_state *cur);

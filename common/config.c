@@ -5,6 +5,7 @@
  * in config_native.c), fills in the server and table defaults, and runs
  * rules_validate().  The format is documented in docs/config.md.  The
  * native loader's files: config_native.c (the top level and the rules),
+ * config_include.c (include_dir's drop-ins),
  * config_server.c (server, table, metrics, statsd), config_store.c (store,
  * redis), config_guard.c (what libconfig would misread); config_write.c
  * writes a config back out (divvyctl convert).  Linked into divvyd and
@@ -25,7 +26,7 @@
 
 /* ---- reading ------------------------------------------------------------ */
 
-static int conf_read(const char *path, char **ret_text, size_t *ret_len)
+int conf_read(const char *path, char **ret_text, size_t *ret_len)
 {
     char *text = NULL;
     size_t len = 0, cap = 0;
@@ -112,6 +113,7 @@ static int conf_defaults(struct config *cfg)
     cfg->table_slots = TABLE_SLOTS_DEFAULT;
     cfg->fast_table_slots = TABLE_SLOTS_DEFAULT;
     cfg->privileged_table_slots = CONFIG_DEFAULT_PRIVILEGED_SLOTS;
+    cfg->adhoc_slots = CONFIG_DEFAULT_ADHOC_SLOTS;
     cfg->when_full = CONFIG_FULL_DENY;
     cfg->on_redis_error = CONFIG_REDIS_ERROR_LOCAL;
     cfg->store_prefix = strdup("");
@@ -139,6 +141,12 @@ static enum config_format conf_format_of(const char *path)
 }
 
 int config_load(const char *path, struct config **ret, struct diag *reterr)
+{
+    return config_load_edit(path, NULL, ret, reterr);
+}
+
+int config_load_edit(const char *path, const struct config_edit *edit, struct config **ret,
+                     struct diag *reterr)
 {
     struct config *cfg;
     char *text = NULL;
@@ -188,6 +196,11 @@ int config_load(const char *path, struct config **ret, struct diag *reterr)
     /* A rule the loader could not read would only add confusing follow-ups. */
     if (r < 0)
         goto out;
+    if (cfg->include_dir || edit) {
+        r = conf_dropins(cfg, edit, reterr);
+        if (r < 0)
+            goto out;
+    }
     if (cfg->rules.n == 0) {
         diag_set(reterr, path, 0, "no rules: a config needs at least the default rule");
         r = -EINVAL;
@@ -210,6 +223,7 @@ void config_free(struct config *cfg)
     if (!cfg)
         return;
     rules_spec_free(&cfg->rules);
+    free(cfg->include_dir);
     for (size_t i = 0; i < cfg->n_listen; i++)
         free(cfg->listen[i]);
     free(cfg->listen);

@@ -22,6 +22,7 @@
 #define CONFIG_DEFAULT_UNIX       "unix:/run/divvy/divvy.sock"
 #define CONFIG_DEFAULT_STATE_DIR  "/run/divvy"
 #define CONFIG_DEFAULT_PRIVILEGED_SLOTS 65536  /* table.privileged_slots */
+#define CONFIG_DEFAULT_ADHOC_SLOTS 65536       /* table.adhoc_slots */
 
 enum config_full_policy {
     CONFIG_FULL_DENY = 0,       /* a hit that needs a new counter and finds no slot is denied */
@@ -89,10 +90,20 @@ struct config_admit {
     unsigned socket_buffer_bytes;   /* SO_SNDBUF; 0: the kernel's; default 16384 */
 };
 
+/* The protocol a listen address speaks (docs/config.md "server"): its
+ * prefix before "unix:" / "tcp:", none for divvy's line protocol. */
+enum config_proto {
+    CONFIG_PROTO_DIVVY = 0,     /* no prefix */
+    CONFIG_PROTO_RESP,          /* "resp:": the Redis protocol (docs/resp.md) */
+    CONFIG_PROTO_RLS,           /* "rls:": Envoy's rate limit service, gRPC over h2c
+                                 * (docs/rls.md) */
+};
+
 struct config {
     char *path;
     enum config_format format;
     struct rules_spec rules;
+    char *include_dir;          /* drop-in rule files (docs/config.md "Drop-ins"); NULL: none */
 
     /* server { } — all optional; divvy's INI/JSON configs carry none of these. */
     char **listen;              /* "tcp:HOST:PORT" / "unix:PATH"; default the two above */
@@ -113,6 +124,8 @@ struct config {
     uint32_t privileged_table_slots;    /* source = privileged rules' own table;
                                          * default CONFIG_DEFAULT_PRIVILEGED_SLOTS */
     enum config_full_policy when_full;  /* default deny */
+    uint32_t adhoc_slots;       /* RESP's ad-hoc buckets (docs/resp.md); default 65536 */
+    uint32_t adhoc_max_buckets; /* occupied at most; 0: 7/8 of adhoc_slots */
     unsigned snapshot_interval_ms;      /* fast table snapshot period; 0: at stop only */
 
     /* store { }: the mode itself is rules.default_store (rules carry it). */
@@ -120,6 +133,8 @@ struct config {
     /* metrics { } and statsd { } (docs/operations.md): read at start only. */
     char *metrics_listen;       /* Prometheus endpoint "tcp:HOST:PORT"; NULL: off */
     char *metrics_path;         /* NULL: "/metrics" */
+    bool metrics_divvy_names;   /* metrics.names = "divvy": divvy's names and labels;
+                                 * default "prometheus" (docs/operations.md) */
     char *statsd_host;          /* NULL: no statsd */
     unsigned statsd_port;
     char *statsd_prefix;
@@ -138,6 +153,38 @@ struct config {
 int config_load(const char *path, struct config **ret, struct diag *reterr);
 
 /*
+ * A change to include_dir's drop-ins, seen by config_load_edit() as if it
+ * were already on disk: @text (@len bytes) as the drop-in @name (the file
+ * <include_dir>/@name.conf, which problems name), or, with @text NULL, the
+ * drop-in @name taken away.  Nothing is written.
+ */
+struct config_edit {
+    const char *name;
+    const char *text;
+    size_t len;
+    bool replace;               /* @text may replace an existing @name */
+};
+
+/* config_load() with @edit (NULL: none) applied to the drop-ins.  -ENOENT
+ * (in @reterr too) when @edit removes a drop-in that does not exist,
+ * -EEXIST when it adds one that does (without replace), -ENOTDIR without
+ * include_dir. */
+int config_load_edit(const char *path, const struct config_edit *edit, struct config **ret,
+                     struct diag *reterr);
+
+#define CONFIG_DROPIN_NAME_MAX 64
+/* Whether @name is a drop-in name: two digits, '-', then 1-61 of
+ * [A-Za-z0-9_-] (the file is NAME.conf; the digits order it). */
+bool config_dropin_name_ok(const char *name);
+
+/*
+ * Writes @text as <@dir>/@name.conf through a hidden temporary file in @dir,
+ * fsync() and rename(), so no loader ever reads half a drop-in; with @text
+ * NULL removes the file.  Nothing is left behind on failure.  -errno.
+ */
+int config_dropin_write(const char *dir, const char *name, const char *text, size_t len);
+
+/*
  * The connection budgets in force: server.tcp_connections and
  * server.unix_connections default to server.max_connections when only that is
  * set (so an old config keeps its meaning), else to 4096 and 1024; the
@@ -146,19 +193,13 @@ int config_load(const char *path, struct config **ret, struct diag *reterr);
 void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *ret_unix,
                         unsigned *ret_total);
 
-/* The protocol a server.listen address speaks (docs/config.md "listen"). */
-enum config_proto {
-    CONFIG_PROTO_DIVVY = 0,     /* "unix:PATH", "tcp:HOST:PORT": divvy's line protocol */
-    CONFIG_PROTO_RLS,           /* "rls:unix:PATH", "rls:tcp:HOST:PORT": Envoy's RLS v3
-                                 * (docs/rls.md) */
-};
-
-/* The one place a listen address's prefix names its protocol: sets *ret
- * and returns the address after the prefix ("unix:..." or "tcp:..."). */
-const char *config_listen_proto(const char *addr, enum config_proto *ret);
-
 /* Frees the config and everything it owns.  NULL-safe. */
 void config_free(struct config *cfg);
+
+/* The one place a listen address's protocol prefix is read: returns @addr
+ * past the prefix ("resp:unix:/x" -> "unix:/x") and its protocol in
+ * *ret_proto (CONFIG_PROTO_DIVVY and @addr itself without one). */
+const char *config_listen_proto(const char *addr, enum config_proto *ret_proto);
 
 /* Writes @cfg's rules as a divvy.conf (libconfig) document to @f; used by
  * `divvyctl convert`.  Round-trips through config_load().  -EIO; -EINVAL

@@ -60,7 +60,7 @@ int conf_set_str(char **slot, const char *v)
 }
 
 static const char *const conf_top_names[] = {
-    "server", "table", "store", "redis", "metrics", "statsd", "rules",
+    "server", "table", "store", "redis", "metrics", "statsd", "rules", "include_dir",
 };
 
 /* "unknown setting 'GROUP.NAME'" (no GROUP. at the top), with the closest
@@ -343,8 +343,25 @@ static int conf_redis_sentinel_pairs(const char *path, const config_setting_t *r
     return r;
 }
 
-int conf_native(struct config *cfg, const char *path, const char *text,
-                struct diag *reterr)
+/* include_dir = "/ABSOLUTE/PATH"; (docs/config.md "Drop-ins") */
+static int conf_include_dir(struct config *cfg, const char *path, const config_setting_t *s,
+                            struct diag *reterr)
+{
+    const char *str;
+
+    if (conf_get_string(path, s, &str, reterr) < 0)
+        return -EINVAL;
+    if (str[0] != '/' || strlen(str) > 1024) {
+        diag_set(reterr, path, conf_line(s), "include_dir must be an absolute path, not \"%s\"",
+                 str);
+        return -EINVAL;
+    }
+    return conf_set_str(&cfg->include_dir, str);
+}
+
+/* The native loader; a @dropin holds nothing but its 'rules' list. */
+static int conf_native_doc(struct config *cfg, const char *path, const char *text, bool dropin,
+                           struct diag *reterr)
 {
     const config_setting_t *root, *rules = NULL, *redis = NULL;
     struct conf_misread bad = { 0 };
@@ -372,7 +389,13 @@ int conf_native(struct config *cfg, const char *path, const char *text,
         const char *name = conf_name(s);
         int q;
 
-        if (strcmp(name, "server") == 0) {
+        if (dropin && strcmp(name, "rules") != 0) {
+            diag_set(reterr, path, conf_line(s), "a drop-in holds only a 'rules' list, not '%s'",
+                     name);
+            q = -EINVAL;
+        } else if (strcmp(name, "include_dir") == 0) {
+            q = conf_include_dir(cfg, path, s, reterr);
+        } else if (strcmp(name, "server") == 0) {
             q = conf_each(cfg, path, s, conf_server_setting, reterr);
         } else if (strcmp(name, "table") == 0) {
             q = conf_each(cfg, path, s, conf_table_setting, reterr);
@@ -390,7 +413,8 @@ int conf_native(struct config *cfg, const char *path, const char *text,
             q = conf_rules(cfg, path, s, reterr);
         } else {
             q = conf_unknown(path, s, "", conf_top_names, CONF_N(conf_top_names),
-                             " (expected server, table, store, redis, metrics, statsd, rules)",
+                             " (expected server, table, store, redis, metrics, statsd, rules, "
+                             "include_dir)",
                              reterr);
         }
         if (q == -ENOMEM) {
@@ -404,6 +428,8 @@ int conf_native(struct config *cfg, const char *path, const char *text,
         diag_set(reterr, path, 0, "missing 'rules' list");
         r = -EINVAL;
     }
+    if (dropin)
+        goto out;
     if (cfg->statsd_host && !cfg->statsd_port) {
         diag_set(reterr, path, 0, "statsd.host needs statsd.port");
         r = -EINVAL;
@@ -421,4 +447,15 @@ int conf_native(struct config *cfg, const char *path, const char *text,
 out:
     config_destroy(&lc);
     return r;
+}
+
+int conf_native(struct config *cfg, const char *path, const char *text, struct diag *reterr)
+{
+    return conf_native_doc(cfg, path, text, false, reterr);
+}
+
+int conf_native_dropin(struct config *cfg, const char *path, const char *text,
+                       struct diag *reterr)
+{
+    return conf_native_doc(cfg, path, text, true, reterr);
 }

@@ -124,5 +124,15 @@ int conf_redis_setting(struct config *cfg, const char *path,
  * @path) into @cfg. */
 int conf_native(struct config *cfg, const char *path, const char *text,
                 struct diag *reterr);
+/* conf_native() for a drop-in: only a 'rules' list, appended to @cfg's. */
+int conf_native_dropin(struct config *cfg, const char *path, const char *text,
+                       struct diag *reterr);
+
+/* config.c: reads a whole config file (at most CONFIG_FILE_MAX bytes). */
+int conf_read(const char *path, char **ret_text, size_t *ret_len);
+
+/* config_include.c: appends include_dir's drop-ins (with @edit) to
+ * @cfg->rules, before the main file's default rule. */
+int conf_dropins(struct config *cfg, const struct config_edit *edit, struct diag *reterr);
 
 #endif

@@ -23,16 +23,18 @@ static const char *const conf_server_names[] = {
 };
 static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
+    "adhoc_slots", "adhoc_max_buckets",
 };
-static const char *const conf_metrics_names[] = { "listen", "path" };
+static const char *const conf_metrics_names[] = { "listen", "path", "names" };
 static const char *const conf_statsd_names[] = { "host", "prefix", "port", "interval_ms" };
 
-const char *config_listen_proto(const char *addr, enum config_proto *ret)
+const char *config_listen_proto(const char *addr, enum config_proto *ret_proto)
 {
     static const struct {
         const char *prefix;
         enum config_proto proto;
     } protos[] = {
+        { "resp:", CONFIG_PROTO_RESP },
         { "rls:", CONFIG_PROTO_RLS },
     };
 
@@ -40,16 +42,16 @@ const char *config_listen_proto(const char *addr, enum config_proto *ret)
         size_t n = strlen(protos[i].prefix);
 
         if (strncmp(addr, protos[i].prefix, n) == 0) {
-            *ret = protos[i].proto;
+            *ret_proto = protos[i].proto;
             return addr + n;
         }
     }
-    *ret = CONFIG_PROTO_DIVVY;
+    *ret_proto = CONFIG_PROTO_DIVVY;
     return addr;
 }
 
-/* "tcp:HOST:PORT" or "unix:PATH", after a protocol prefix ("rls:"); NULL
- * when fine, else why not. */
+/* "tcp:HOST:PORT" or "unix:PATH" after an optional protocol prefix ("resp:",
+ * "rls:"); NULL when fine, else why not. */
 static const char *conf_listen_problem(const char *a)
 {
     enum config_proto proto;
@@ -79,7 +81,8 @@ static const char *conf_listen_problem(const char *a)
             return "needs a port between 1 and 65535";
         return NULL;
     }
-    return "must start with tcp: or unix: (or rls:tcp:, rls:unix:)";
+    return "must start with tcp: or unix: (after resp: for the Redis protocol, rls: for "
+           "Envoy's rate limit service)";
 }
 
 /*
@@ -306,6 +309,14 @@ int conf_table_setting(struct config *cfg, const char *path,
             cfg->privileged_table_slots = (uint32_t)v;
         return r;
     }
+    if (strcmp(name, "adhoc_slots") == 0 || strcmp(name, "adhoc_max_buckets") == 0) {
+        r = conf_get_int(path, s, name[6] == 's' ? 1 : 0, TABLE_SLOTS_MAX, &v, reterr);
+        if (r == 0 && name[6] == 's')
+            cfg->adhoc_slots = (uint32_t)v;
+        else if (r == 0)
+            cfg->adhoc_max_buckets = (uint32_t)v;
+        return r;
+    }
     if (strcmp(name, "when_full") == 0) {
         r = conf_get_string(path, s, &str, reterr);
         if (r < 0)
@@ -350,6 +361,18 @@ int conf_metrics_setting(struct config *cfg, const char *path,
             return -EINVAL;
         }
         return conf_set_str(name[0] == 'l' ? &cfg->metrics_listen : &cfg->metrics_path, str);
+    }
+    if (strcmp(name, "names") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        if (strcmp(str, "prometheus") != 0 && strcmp(str, "divvy") != 0) {
+            diag_set(reterr, path, conf_line(s),
+                     "metrics.names must be \"prometheus\" or \"divvy\", not \"%s\"", str);
+            return -EINVAL;
+        }
+        cfg->metrics_divvy_names = str[0] == 'd';
+        return 0;
     }
     return conf_unknown(path, s, "metrics", conf_metrics_names, CONF_N(conf_metrics_names), "",
                         reterr);

@@ -321,6 +321,7 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
         conf_write_server(cfg, f);
     if (cfg->table_slots != TABLE_SLOTS_DEFAULT || cfg->fast_table_slots != TABLE_SLOTS_DEFAULT ||
         cfg->privileged_table_slots != CONFIG_DEFAULT_PRIVILEGED_SLOTS ||
+        cfg->adhoc_slots != CONFIG_DEFAULT_ADHOC_SLOTS || cfg->adhoc_max_buckets != 0 ||
         cfg->when_full != CONFIG_FULL_DENY) {
         fprintf(f, "table = {\n");
         if (cfg->table_slots != TABLE_SLOTS_DEFAULT)
@@ -329,13 +330,26 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
             fprintf(f, "    fast_slots = %" PRIu32 ";\n", cfg->fast_table_slots);
         if (cfg->privileged_table_slots != CONFIG_DEFAULT_PRIVILEGED_SLOTS)
             fprintf(f, "    privileged_slots = %" PRIu32 ";\n", cfg->privileged_table_slots);
+        if (cfg->adhoc_slots != CONFIG_DEFAULT_ADHOC_SLOTS)
+            fprintf(f, "    adhoc_slots = %" PRIu32 ";\n", cfg->adhoc_slots);
+        if (cfg->adhoc_max_buckets != 0)
+            fprintf(f, "    adhoc_max_buckets = %" PRIu32 ";\n", cfg->adhoc_max_buckets);
         if (cfg->when_full != CONFIG_FULL_DENY)
             fprintf(f, "    when_full = \"allow\";\n");
         fprintf(f, "};\n\n");
     }
     conf_write_store(cfg, f);
+    if (cfg->include_dir) {
+        fprintf(f, "include_dir = ");
+        conf_put_string(f, cfg->include_dir);
+        fprintf(f, ";\n\n");
+    }
     fprintf(f, "rules = (\n");
     for (size_t i = 0; i < cfg->rules.n; i++) {
+        /* The drop-ins' rules stay in their files: include_dir reads them. */
+        if (cfg->include_dir && cfg->rules.rules[i].file && cfg->path &&
+            strcmp(cfg->rules.rules[i].file, cfg->path) != 0)
+            continue;
         r = conf_write_rule(&cfg->rules.rules[i], i + 1 == cfg->rules.n, f);
         if (r < 0)
             return r;

@@ -79,7 +79,8 @@ int eval_rule(const struct eval_env *env, const struct rules_rule *r,
 enum table_op eval_rule_op(const struct rules_rule *r, enum table_op op, uint64_t n)
 {
     /* resettable = false: RESET reports the counter and leaves it alone. */
-    if ((op == TABLE_RESET && !r->resettable) || (op == TABLE_TAKE && n == 0))
+    if ((op == TABLE_RESET && !r->resettable) ||
+        ((op == TABLE_TAKE || op == TABLE_DEBIT) && n == 0))
         return TABLE_PEEK;
     return op;
 }
@@ -159,6 +160,37 @@ static bool tighter(const struct eval_outcome *a, const struct eval_outcome *b)
     return a->credit < b->credit || (a->credit == b->credit && a->reset_s > b->reset_s);
 }
 
+/*
+ * A DEBIT's stop rule @o (appended to @res): every rule on the path was
+ * charged, so the answer is the first non-canary rule left in debt (the
+ * rule a reply names), else the tightest limit that charged, as a TAKE's.
+ */
+static bool debit_decides(const struct eval_outcome *o, struct eval_result *res)
+{
+    const struct eval_outcome *pick = NULL;
+    bool denied = false;
+
+    for (unsigned i = 0; i < res->n && !pick; i++) {
+        if (!res->o[i].canary && !res->o[i].allowed)
+            pick = &res->o[i];
+    }
+    denied = pick != NULL;
+    for (unsigned i = 0; i < res->n && !denied; i++) {
+        const struct eval_outcome *c = &res->o[i];
+
+        if (!c->canary && c->counted && (!pick || tighter(c, pick)))
+            pick = c;
+    }
+    if (!pick)
+        pick = o;
+    res->allowed = pick->allowed;
+    res->credit = pick->credit;
+    res->reset_s = pick->reset_s;
+    res->decider = pick->allowed ? o->rule : pick->rule;
+    res->limiter = pick->rule;
+    return true;
+}
+
 bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,
                   struct eval_result *res)
 {
@@ -173,8 +205,11 @@ bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eva
     }
     if (r->policy == RULES_POLICY_CANARY)
         return false;
-    if (r->policy == RULES_POLICY_CONTINUE && (o->allowed || op == TABLE_RESET))
+    if (r->policy == RULES_POLICY_CONTINUE && (o->allowed || op == TABLE_RESET ||
+                                               op == TABLE_DEBIT))
         return false;
+    if (op == TABLE_DEBIT)
+        return debit_decides(o, res);
     /* A stop rule, or a continue rule that denies, decides. */
     res->allowed = o->allowed;
     res->credit = o->credit;

@@ -65,10 +65,12 @@ struct eval_result {
  * canary rule is charged and its answer ignored; a continue rule is charged
  * and, if it denies, decides (evaluation stops there); the first matching
  * stop rule decides.  A denied rule consumes nothing.  TABLE_RESET forgets
- * the counters of every rule on the path.  An allowed request reports the
- * tightest limit that charged (eval_decides()).  Returns 0, -ENOSPC/-EDQUOT
- * (a privileged rule found no counter, eval_rule()), or -EINVAL for an
- * inconsistent rule.  eval_walk() with the host-table step.
+ * the counters of every rule on the path.  TABLE_DEBIT charges every rule
+ * on the path down to the first stop rule, into debt if need be; its answer
+ * is the first rule left in debt, else the tightest.  An allowed request
+ * reports the tightest limit that charged (eval_decides()).  Returns 0,
+ * -ENOSPC/-EDQUOT (a privileged rule found no counter, eval_rule()), or
+ * -EINVAL for an inconsistent rule.  eval_walk() with the host-table step.
  */
 int eval_request(const struct eval_env *env, const struct rules_req *req, enum table_op op,
                  uint64_t n, uint64_t now_ms, struct eval_result *ret);
@@ -149,7 +151,9 @@ int eval_lease(const struct eval_env *env, const struct rules_rule *r,
  * aside): the least credit left, on a tie the longer reset (as Envoy's
  * rate-limit service reports its overall status); the decider's own answer
  * when none charged.  A denial is the denying rule's answer; a RESET the
- * decider's.
+ * decider's.  A DEBIT is decided by the first stop rule only (a continue
+ * rule never stops it): allowed when no rule went into debt, else the first
+ * rule in debt answers and is the decider.
  */
 bool eval_decides(const struct rules_rule *r, enum table_op op, const struct eval_outcome *o,
                   struct eval_result *res);

@@ -27,6 +27,7 @@ static const char R_EQ_IN_VALUE[] = "unexpected '=' in value";
 static const char R_AFTER_COMMAND[] = "expected whitespace after command";
 static const char R_NO_ARGS[] = "command takes no arguments";
 static const char R_TAKE_COUNT[] = "TAKE needs a count from 1 to 1000000000";
+static const char R_DEBIT_COUNT[] = "DEBIT needs a count from 1 to 1000000000000";
 static const char R_TOO_MANY_KEYS[] = "more than 32 distinct keys";
 static const char R_TOO_LONG[] = "request too long";
 
@@ -57,12 +58,14 @@ static const struct verb_name verbs[] = {
     { "EXPLAIN", PROTO_EXPLAIN, true },
     { "RULES", PROTO_RULES, false },
     { "STATS", PROTO_STATS, false },
-    { "RELOAD", PROTO_RELOAD, false },
+    { "RELOAD", PROTO_RELOAD, true },
     { "PING", PROTO_PING, false },
     { "QUIT", PROTO_QUIT, false },
     { "COUNTERS", PROTO_COUNTERS, true },
     { "REFILL", PROTO_REFILL, true },
     { "FAST", PROTO_FAST, false },
+    { "DROPIN", PROTO_DROPIN, true },
+    { "DEBIT", PROTO_DEBIT, true },
 };
 
 #define VERB_NAME_MAX 8     /* strlen("COUNTERS") */
@@ -228,22 +231,24 @@ static enum proto_err parse_pairs(struct cursor *c, struct proto_req *req)
     return PROTO_E_NONE;
 }
 
-/* TAKE's count: unquoted decimal digits, 1..PROTO_TAKE_MAX, then whitespace or end. */
+/* TAKE's count: unquoted decimal digits, 1..PROTO_TAKE_MAX (DEBIT's:
+ * 1..PROTO_DEBIT_MAX), then whitespace or end. */
 static enum proto_err parse_amount(struct cursor *c, struct proto_req *req)
 {
-    uint64_t n = 0;
+    bool debit = req->verb == PROTO_DEBIT;
+    uint64_t n = 0, max = debit ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX;
     const char *start;
 
     skip_ws(c);
     start = c->p;
     while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
         n = n * 10 + (uint64_t)(*c->p - '0');
-        if (n > PROTO_TAKE_MAX)
-            n = PROTO_TAKE_MAX + 1;     /* saturate: keeps n * 10 from overflowing */
+        if (n > max)
+            n = max + 1;                /* saturate: keeps n * 10 from overflowing */
         c->p++;
     }
-    if (c->p == start || !at_end_or_ws(c) || n < 1 || n > PROTO_TAKE_MAX) {
-        req->reason = R_TAKE_COUNT;
+    if (c->p == start || !at_end_or_ws(c) || n < 1 || n > max) {
+        req->reason = debit ? R_DEBIT_COUNT : R_TAKE_COUNT;
         return PROTO_E_BAD_REQUEST;
     }
     req->amount = n;
@@ -343,7 +348,7 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
         }
         return PROTO_E_NONE;
     }
-    if (v->verb == PROTO_TAKE) {
+    if (v->verb == PROTO_TAKE || v->verb == PROTO_DEBIT) {
         err = parse_amount(&c, req);
         if (err != PROTO_E_NONE)
             return err;

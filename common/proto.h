@@ -17,6 +17,7 @@
 #define PROTO_KV_MAX     32     /* distinct keys in one request */
 #define PROTO_REPLY_MAX  512    /* longest one-line reply proto_fmt_* writes */
 #define PROTO_TAKE_MAX   1000000000ULL  /* largest n TAKE accepts */
+#define PROTO_DEBIT_MAX  1000000000000ULL       /* largest n DEBIT accepts (10^12) */
 
 enum proto_verb {
     PROTO_NONE = 0,     /* empty line: no reply at all (as divvy) */
@@ -33,6 +34,8 @@ enum proto_verb {
     PROTO_COUNTERS,     /* admin: list live counters (divvyctl top/locked) */
     PROTO_REFILL,       /* libdivvy's lease refill hint: never answered, not even ERR */
     PROTO_FAST,         /* libdivvy asks for the fast path's memfds (Unix socket, SCM_RIGHTS) */
+    PROTO_DROPIN,       /* admin: the rules service (include_dir's drop-ins) */
+    PROTO_DEBIT,        /* TAKE that always charges: the balance may go below zero */
     PROTO_N_VERBS       /* how many: not a verb */
 };
 
@@ -65,7 +68,7 @@ struct proto_req {
     const char *reason;         /* text for err (no '"' or newline), or NULL: static, or
                                  * for unknown-command divvy's "Unrecognized command: WORD"
                                  * in buf */
-    uint64_t amount;            /* TAKE n; 1 for HIT/PEEK */
+    uint64_t amount;            /* TAKE n, DEBIT n; 1 for HIT/PEEK */
     unsigned n_kv;
     /* Sorted by key (bytewise), duplicates removed: the last value wins. */
     struct proto_kv kv[PROTO_KV_MAX];
@@ -83,7 +86,7 @@ struct proto_req {
  *                command words are case-insensitive.
  * Grammar (divvy's): unquoted strings [^"=\s]+, quoted "[^"\n]*"; keys and
  * values may be either; "k=" is an empty value.  TAKE takes a decimal
- * 1..PROTO_TAKE_MAX before its pairs.
+ * 1..PROTO_TAKE_MAX before its pairs, DEBIT one of 1..PROTO_DEBIT_MAX.
  */
 ssize_t proto_parse(const char *data, size_t len, struct proto_req *req);
 
@@ -103,7 +106,7 @@ const char *proto_err_code(enum proto_err err);
  *   proto_fmt_multi_head: "OK <n>\n", followed by exactly n lines.
  */
 int proto_fmt_ok(char *buf, size_t size, bool allowed, uint64_t credit, uint64_t reset_seconds);
-/* "OK true 57 60 <rule>\n": the reply of TAKE, PEEK and RESET, whose fifth
+/* "OK true 57 60 <rule>\n": the reply of TAKE, DEBIT, PEEK and RESET, whose fifth
  * field names the deciding rule (its label, or its 16-hex-digit id); @rule
  * must be a protocol word without spaces or quotes. */
 int proto_fmt_ok_rule(char *buf, size_t size, bool allowed, uint64_t credit,

@@ -262,13 +262,16 @@ static int update(struct table *t, struct table_slot *s, uint64_t lo,
             return -EAGAIN;
         cur.idle = st_idle(v);
         cur.data = st_data(v);
+        cur.debt = (st_flags(v) & SF_DEBT) != 0;
         changed = algo_apply(lim, op, n, now, &cur, &next, ret);
         if (op == TABLE_RESET) {
             /* Read before the CAS, which validates them (same owner). */
             key_read(s, w);
             nv = st_dead(v);
         } else if (changed) {
-            nv = st_make(st_owner(v), PHASE_LIVE, st_flags(v), next.idle, next.data);
+            nv = st_make(st_owner(v), PHASE_LIVE,
+                         (st_flags(v) & ~SF_DEBT) | (next.debt ? SF_DEBT : 0), next.idle,
+                         next.data);
         } else {
             /* Still a CAS: it turns a possibly torn read into a snapshot. */
             nv = v;
@@ -286,7 +289,7 @@ static int update(struct table *t, struct table_slot *s, uint64_t lo,
 static void fresh_result(const struct table_limits *lim, enum table_op op, uint64_t n,
                          uint64_t now, struct table_result *ret)
 {
-    struct algo_state none = { 0, 0 }, next;
+    struct algo_state none = { 0 }, next;
 
     algo_apply(lim, op == TABLE_RESET ? TABLE_RESET : TABLE_PEEK, n, now, &none, &next, ret);
 }
@@ -392,14 +395,15 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
 {
     struct table_kw kw;
     struct table_scan sc;
-    struct algo_state none = { 0, 0 }, first;
+    struct algo_state none = { 0 }, first;
     uint64_t waited_lo = 0;
+    bool charges;
     int r;
 
     if (!t || !key || !lim || !ret)
         return -EINVAL;
     r = -EINVAL;
-    if (op != TABLE_TAKE && op != TABLE_PEEK && op != TABLE_RESET)
+    if (op != TABLE_TAKE && op != TABLE_PEEK && op != TABLE_RESET && op != TABLE_DEBIT)
         goto out;
     r = algo_check(lim);
     if (r < 0)
@@ -409,8 +413,9 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
         goto out;
     if (now_ms > ALGO_IDLE_MAX)
         now_ms = ALGO_IDLE_MAX;
-    if (op == TABLE_TAKE && n == 0)
+    if ((op == TABLE_TAKE || op == TABLE_DEBIT) && n == 0)
         op = TABLE_PEEK;
+    charges = op == TABLE_TAKE || op == TABLE_DEBIT;
     kw = *key;
 
     r = -EAGAIN;
@@ -421,7 +426,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
                        now_ms, ret);
             continue;
         }
-        if (sc.claim_off >= 0 && (op == TABLE_TAKE || attempt == 0)) {
+        if (sc.claim_off >= 0 && (charges || attempt == 0)) {
             /* Someone is creating a counter with our tag, likely ours: let it
              * finish rather than race it; kill it if it seems stuck. */
             struct table_slot *s = slot_at(t, kw.bucket, (unsigned)sc.claim_off);
@@ -431,7 +436,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
             waited_lo = sc.claim_lo;
             continue;
         }
-        if (op != TABLE_TAKE) {
+        if (!charges) {
             fresh_result(lim, op, n, now_ms, ret);
             r = 0;
             continue;
@@ -446,7 +451,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
             r = -ENOSPC;
             continue;
         }
-        r = table_claim(t, &kw, lim, &sc, &first, 0, now_ms);
+        r = table_claim(t, &kw, lim, &sc, &first, first.debt ? SF_DEBT : 0, now_ms);
     }
 out:
     /* Nothing half-computed leaks out: an error answers "denied, nothing left". */
@@ -505,6 +510,45 @@ uint64_t table_last_heartbeat(const struct table *t)
 void table_add_fast_hits(struct table *t, uint64_t n)
 {
     __atomic_fetch_add(&t->hdr->fast_hits, n, __ATOMIC_RELAXED);
+}
+
+void table_add_fast_rule(struct table *t, uint64_t rule_id, const uint64_t n[TABLE_FAST_N])
+{
+    struct table_fast_rule *e = &t->hdr->fast_rules[TABLE_FAST_RULES - 1];
+    uint32_t start = (uint32_t)((rule_id * 0x9e3779b97f4a7c15ull) >> 32) % (TABLE_FAST_RULES - 1);
+
+    /* Id 0 marks a free entry, and TABLE_FAST_OTHER the last: both go there. */
+    for (uint32_t i = 0; rule_id != 0 && rule_id != TABLE_FAST_OTHER &&
+                         i < TABLE_FAST_RULES - 1; i++) {
+        struct table_fast_rule *c = &t->hdr->fast_rules[(start + i) % (TABLE_FAST_RULES - 1)];
+        uint64_t id = __atomic_load_n(&c->rule_id, __ATOMIC_ACQUIRE);
+
+        /* A free entry is claimed; a failed CAS says whose it became. */
+        if (id == 0 && __atomic_compare_exchange_n(&c->rule_id, &id, rule_id, false,
+                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            id = rule_id;
+        if (id == rule_id) {
+            e = c;
+            break;
+        }
+    }
+    for (unsigned k = 0; k < TABLE_FAST_N; k++)
+        if (n[k])
+            __atomic_fetch_add(&e->n[k], n[k], __ATOMIC_RELAXED);
+}
+
+bool table_fast_rule(const struct table *t, unsigned i, uint64_t *ret_id,
+                     uint64_t ret_n[TABLE_FAST_N])
+{
+    const struct table_fast_rule *e = &t->hdr->fast_rules[i];
+    uint64_t id = i == TABLE_FAST_RULES - 1 ? TABLE_FAST_OTHER
+                                            : __atomic_load_n(&e->rule_id, __ATOMIC_ACQUIRE);
+    uint64_t any = 0;
+
+    for (unsigned k = 0; k < TABLE_FAST_N; k++)
+        any |= ret_n[k] = __atomic_load_n(&e->n[k], __ATOMIC_RELAXED);
+    *ret_id = id;
+    return id != 0 && (id != TABLE_FAST_OTHER || any);
 }
 
 void table_set_lease_max(struct table *t, uint64_t lease_max)

@@ -156,11 +156,14 @@ enum table_op {
     TABLE_TAKE,                 /* consume @n if all are available (all-or-nothing) */
     TABLE_PEEK,                 /* report without consuming or creating a slot */
     TABLE_RESET,                /* forget the counter (back to a full quota) */
+    TABLE_DEBIT,                /* consume @n always: the balance may go below zero (debt,
+                                 * docs/shm.md "Algorithm state"); allowed: still >= 0 */
 };
 
 struct table_result {
-    bool allowed;               /* TAKE: consumed; PEEK: @n available now; RESET: true */
-    uint64_t credit;            /* credit left after the operation */
+    bool allowed;               /* TAKE: consumed; PEEK: @n available now; RESET: true;
+                                 * DEBIT: the balance is still >= 0 after it */
+    uint64_t credit;            /* credit left after the operation (0 while in debt) */
     uint64_t reset_ms;          /* ms until the window resets / the next credit (0: none) */
 };
 
@@ -313,6 +316,30 @@ uint64_t table_last_heartbeat(const struct table *t);
 void table_add_fast_hits(struct table *t, uint64_t n);
 uint64_t table_fast_hits(const struct table *t);
 
+/*
+ * Fast-path decisions per rule (docs/shm.md "Header"): TABLE_FAST_RULES
+ * entries of a rule id and a count per outcome, in the table header where
+ * fast-path clients may write.  Clients count in their own memory and add
+ * with table_add_fast_rule() when they flush their fast_hits (one atomic add
+ * per rule and outcome per batch, never per hit).  An entry is claimed for a
+ * rule id once (a CAS) and never freed; when every keyed entry is taken, the
+ * counts go to the last entry, whose id is TABLE_FAST_OTHER.
+ */
+#define TABLE_FAST_RULES    88
+#define TABLE_FAST_OTHER    UINT64_MAX  /* the last entry: rules that found no entry */
+enum table_fast_outcome {
+    TABLE_FAST_ACCEPTED = 0,            /* decided (or charged on the way) and allowed */
+    TABLE_FAST_REJECTED,                /* decided and denied */
+    TABLE_FAST_CANARY_ACCEPTED,         /* a canary rule that would have allowed */
+    TABLE_FAST_CANARY_REJECTED,
+    TABLE_FAST_N
+};
+void table_add_fast_rule(struct table *t, uint64_t rule_id, const uint64_t n[TABLE_FAST_N]);
+/* Entry @i (< TABLE_FAST_RULES): false when free, else its rule id
+ * (TABLE_FAST_OTHER for the last) and counts into @ret_n. */
+bool table_fast_rule(const struct table *t, unsigned i, uint64_t *ret_id,
+                     uint64_t ret_n[TABLE_FAST_N]);
+
 /* The daemon's store.lease_max, announced to fast-path clients so they spend
  * leases with the daemon's low-water mark; 0 (a table of an older daemon):
  * not announced, clients leave lease rules to the daemon. */
@@ -345,7 +372,8 @@ struct table_entry {
                                  * lease: 0 (see lease_left, lease_remain) */
     uint64_t expires_ms;        /* when the counter is back to a full quota */
     uint64_t data;              /* the state word's data as stored (docs/shm.md): with
-                                 * expires_ms, the algo_state algo_apply() reads */
+                                 * expires_ms and debt, the algo_state algo_apply() reads */
+    bool debt;                  /* the state's debt flag (a DEBIT's, docs/shm.md) */
     bool lease;                 /* a lease slot (HOLD slots are not reported) */
     uint64_t lease_left;        /* lease: credit this host may still spend */
     uint64_t lease_remain;      /* lease: the pool's remainder as last seen */

@@ -58,7 +58,7 @@ static int lease_update(struct table_slot *s, uint64_t lo, lease_fn fn, void *ar
 static int lease_modify(struct table *t, const struct table_key *key,
                         const struct table_limits *lim, lease_fn fn, void *arg, uint64_t now)
 {
-    struct algo_state none = { 0, 0 }, first;
+    struct algo_state none = { 0 }, first;
     struct table_kw kw;
     struct table_scan sc;
     uint64_t waited_lo = 0;

@@ -44,7 +44,7 @@ struct table_move_base {
 /* Credit a counter in state @st has left now, under @lim. */
 static uint64_t move_credit(const struct table_limits *lim, u128 st, uint64_t now)
 {
-    struct algo_state cur = { st_idle(st), st_data(st) }, next;
+    struct algo_state cur = { st_idle(st), st_data(st), (st_flags(st) & SF_DEBT) != 0 }, next;
     struct table_result res;
 
     algo_apply(lim, TABLE_PEEK, 0, now, &cur, &next, &res);
@@ -62,12 +62,15 @@ static bool move_merge(const struct table_limits *lim, u128 v, u128 st,
                        const struct table_move_base *base, uint64_t now, struct algo_state *ret)
 {
     if (base && lim->algo == RULES_ALGO_WINDOW && st_idle(st) == base->idle &&
-        st_idle(v) == base->idle && st_data(st) >= base->data) {
+        st_idle(v) == base->idle && st_data(st) >= base->data &&
+        !((st_flags(st) | st_flags(v)) & SF_DEBT)) {
+        /* (A count in debt encodes its window's end differently: below.) */
         uint64_t add = st_data(st) - base->data, used = st_data(v);
 
         if (!add)
             return false;
         ret->idle = st_idle(v);
+        ret->debt = false;
         ret->data = used + add > ALGO_DATA_MAX || used + add < used ? ALGO_DATA_MAX : used + add;
         return true;
     }
@@ -75,6 +78,7 @@ static bool move_merge(const struct table_limits *lim, u128 v, u128 st,
         return false;
     ret->idle = st_idle(st);
     ret->data = st_data(st);
+    ret->debt = (st_flags(st) & SF_DEBT) != 0;
     return true;
 }
 
@@ -86,7 +90,7 @@ static bool move_merge(const struct table_limits *lim, u128 v, u128 st,
 static int move_place(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
                       u128 st, const struct table_move_base *base, uint64_t now)
 {
-    struct algo_state first = { st_idle(st), st_data(st) }, merged;
+    struct algo_state first = { st_idle(st), st_data(st), (st_flags(st) & SF_DEBT) != 0 }, merged;
     struct table_limits uncapped = *lim;
     struct table_scan sc;
     int r = -EAGAIN;
@@ -100,8 +104,10 @@ static int move_place(struct table *t, const struct table_kw *kw, const struct t
             while (same_ident((uint64_t)v, sc.key_lo)) {
                 if (!move_merge(lim, v, st, base, now, &merged))
                     return 1;
-                got = cas128(s->state, v, st_make(st_owner(v), PHASE_LIVE, st_flags(v),
-                                                  merged.idle, merged.data));
+                got = cas128(s->state, v,
+                             st_make(st_owner(v), PHASE_LIVE,
+                                     (st_flags(v) & ~SF_DEBT) | (merged.debt ? SF_DEBT : 0),
+                                     merged.idle, merged.data));
                 if (got == v)
                     return 1;
                 v = got;
@@ -117,7 +123,7 @@ static int move_place(struct table *t, const struct table_kw *kw, const struct t
         }
         if (sc.free_off < 0)
             return -ENOSPC;
-        r = table_claim(t, kw, &uncapped, &sc, &first, 0, now);
+        r = table_claim(t, kw, &uncapped, &sc, &first, first.debt ? SF_DEBT : 0, now);
         /* At max_actors the counter still moves, uncounted (it holds no
          * quota entry count): losing it would hand the actor a fresh quota. */
         if (r == -EDQUOT) {

@@ -66,6 +66,9 @@
 #define LF_FETCH        1u
 #define LF_HOLD         2u
 
+/* Counter slots' state flags (docs/shm.md "State word"). */
+#define SF_DEBT         4u      /* data encodes a DEBIT's debt (struct algo_state debt) */
+
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define LO 0
 #define HI 1
@@ -79,6 +82,11 @@ typedef unsigned __int128 u128 __attribute__((may_alias));
 
 struct table_qent {
     _Alignas(16) uint64_t w[2];         /* u128: rule_id | (count << 1 | used) << 64 */
+};
+
+struct table_fast_rule {
+    uint64_t rule_id;                   /* 0: free; set once with a CAS, never cleared */
+    uint64_t n[TABLE_FAST_N];           /* per outcome (table.h), relaxed atomic adds */
 };
 
 struct table_hdr {
@@ -103,7 +111,10 @@ struct table_hdr {
     _Alignas(64) uint64_t lease_max;    /* the daemon's store.lease_max; 0: not announced */
     uint64_t when_full;                 /* TABLE_FULL_*: the daemon's table.when_full */
     uint64_t fast_full;                 /* full answers fast-path clients gave (atomic add) */
-    _Alignas(64) uint8_t reserved1[3584];
+    /* Fast-path decisions per rule (table_add_fast_rule()); a table created
+     * before this area existed reads zeros there (free entries). */
+    _Alignas(64) struct table_fast_rule fast_rules[TABLE_FAST_RULES];
+    uint8_t reserved1[3584 - TABLE_FAST_RULES * sizeof(struct table_fast_rule)];
     struct table_qent quota[TABLE_QUOTA_ENTRIES];
 };
 
@@ -129,6 +140,8 @@ _Static_assert(offsetof(struct table_hdr, fast_hits) == 384, "docs/shm.md header
 _Static_assert(offsetof(struct table_hdr, lease_max) == 448, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, when_full) == 456, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, fast_full) == 464, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, fast_rules) == 512, "docs/shm.md header");
+_Static_assert(sizeof(struct table_fast_rule) == 40, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota) == TABLE_QUOTA_OFFSET, "docs/shm.md header");
 _Static_assert(sizeof(struct table_hdr) == TABLE_HDR_SIZE, "docs/shm.md header");
 _Static_assert(TABLE_HDR_SIZE % 4096 == 0, "slots start on a page");

@@ -134,8 +134,11 @@ int table_foreach(struct table *t, uint64_t now_ms,
         e.algo = algo <= RULES_ALGO_SLIDING_WINDOW ? (enum rules_algo)algo : RULES_ALGO_WINDOW;
         e.used_or_tokens = st_data(v);
         e.data = st_data(v);
+        e.debt = !(w[1] >> 32 & KF_LEASE) && (st_flags(v) & SF_DEBT);
         if (e.algo == RULES_ALGO_SLIDING_WINDOW)
             e.used_or_tokens &= ALGO_SLIDING_MAX;
+        if (e.algo == RULES_ALGO_TOKEN_BUCKET && e.debt)
+            e.used_or_tokens = 0;       /* tokens below zero */
         if (w[1] >> 32 & KF_LEASE) {
             e.lease = true;
             e.lease_left = st_data(v) >> LEASE_SHIFT & LEASE_MASK;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * admin: EXPLAIN, RULES, STATS and RELOAD (see admin.h; COUNTERS is
- * counters.c's).  Each
+ * admin: EXPLAIN, RULES and STATS (see admin.h; COUNTERS is counters.c's,
+ * RELOAD and DROPIN admin_reload.c's).  Each
  * builds its reply lines on the stack and hands them to reply_text(), so
  * they keep their place among the connection's replies; none waits for
- * anything but an RCU read-side section (RELOAD: reload_run()).
+ * anything but an RCU read-side section.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 
 #include <urcu/urcu-memb.h>
 
+#include "adhoc.h"
 #include "admin.h"
 #include "admit.h"
 #include "algo.h"
@@ -272,6 +273,14 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     admin_append_fmt(buf, sizeof(buf), &pos,
                      "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
                      (unsigned long long)prv.slots, (unsigned long long)prv.live);
+    /* RESP's ad-hoc buckets (docs/resp.md): only with a resp: listener. */
+    if (s->o.adhoc) {
+        uint64_t used, slots;
+
+        adhoc_usage(s->o.adhoc, &used, &slots);
+        admin_append_fmt(buf, sizeof(buf), &pos, "adhoc_slots=%llu\nadhoc_used=%llu\n",
+                         (unsigned long long)slots, (unsigned long long)used);
+    }
     admin_append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
     /* docs/redis.md "Monitoring": where the store is, since when it is down,
      * what answers then, and how many rules keep their counters there. */
@@ -295,21 +304,4 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     snprintf(head, sizeof(head), "OK %zu\n", n_lines);
     reply_text(c, head);
     reply_text(c, buf);
-}
-
-void admin_reload(struct conn *c, const struct proto_req *req)
-{
-    char who[64], err[DIAG_FILE_MAX + DIAG_MSG_MAX + 64], line[PROTO_REPLY_MAX];
-    uint64_t gen;
-    size_t n_rules;
-
-    (void)req;
-    snprintf(who, sizeof(who), "RELOAD by uid %u", (unsigned)c->uid);
-    if (reload_run(c->w->s->o.reload, who, &gen, &n_rules, err, sizeof(err)) < 0) {
-        reply_err(c, PROTO_E_RELOAD_FAILED, err);
-        return;
-    }
-    snprintf(line, sizeof(line), "OK reloaded generation=%llu rules=%zu\n",
-             (unsigned long long)gen, n_rules);
-    reply_text(c, line);
 }

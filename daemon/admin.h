@@ -2,9 +2,9 @@
 /*
  * admin: the verbs that describe the daemon rather than count a hit:
  * EXPLAIN and RULES (the rules in force), STATS (counters summed over the
- * workers) and RELOAD; COUNTERS is counters.h's.  Handlers of the verb
- * table (verb.h), which has already refused RELOAD to peers that are not
- * admin.  Replies are docs/protocol.md's "OK <n>" and n lines.  Each reads
+ * workers), RELOAD and DROPIN (admin_reload.c); COUNTERS is counters.h's.
+ * Handlers of the verb table (verb.h), which has already refused RELOAD and
+ * DROPIN to peers that are not admin.  Replies are docs/protocol.md's "OK <n>" and n lines.  Each reads
  * the rules in its own RCU read-side section; the connection's thread.
  */
 #ifndef DIVVY_ADMIN_H
@@ -25,8 +25,14 @@ void admin_rules(struct conn *c, const struct proto_req *req);
 /* STATS: key=value lines (hits, errors, tables, Redis, admission). */
 void admin_stats(struct conn *c, const struct proto_req *req);
 
-/* RELOAD: reload_run() as SIGHUP does; ERR reload-failed says why not. */
+/* RELOAD [diff=true] [dry_run=true] (admin_reload.c): reload_apply() as
+ * SIGHUP does; with either flag the report of what changed.  ERR
+ * reload-failed says why not. */
 void admin_reload(struct conn *c, const struct proto_req *req);
+
+/* DROPIN op=list|add|remove (admin_reload.c): the rules service, include_dir's
+ * drop-ins added or removed by a reload that validates them first. */
+void admin_dropin(struct conn *c, const struct proto_req *req);
 
 /* Appends @s to the line @buf (@size bytes, *@pos used) as a quoted
  * protocol string: '"' and control bytes become '_'.  Always NUL-terminated. */

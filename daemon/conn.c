@@ -29,6 +29,8 @@
 #include "metrics.h"
 #include "peer.h"
 #include "proto.h"
+#include "resp.h"
+#include "resp_cmd.h"
 #include "rls.h"
 #include "srv_int.h"
 #include "verb.h"
@@ -146,10 +148,18 @@ void out_append(struct conn *c, const char *s, size_t len)
     out_append_direct(c, s, len);
 }
 
+int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err err,
+                 const char *reason)
+{
+    if (proto == CONFIG_PROTO_RESP)
+        return resp_fmt_proto_err(buf, size, err, reason);
+    return proto_fmt_err(buf, size, err, reason);
+}
+
 void reply_err(struct conn *c, enum proto_err err, const char *reason)
 {
     char line[PROTO_REPLY_MAX];
-    int n = proto_fmt_err(line, sizeof(line), err, reason);
+    int n = conn_fmt_err(c->proto, line, sizeof(line), err, reason);
 
     stat_inc(&c->w->st.errors);
     metrics_error(c->w->mw, err);
@@ -204,6 +214,15 @@ static void process_input(struct conn *c, bool eof)
             c->out_paused = true;
             event_del(c->rev);
             break;
+        }
+        if (c->proto == CONFIG_PROTO_RESP) {
+            /* One command answered, or nothing yet, or a protocol error
+             * answered: the connection closes (resp_cmd.h). */
+            r = resp_input(c, c->in + off, c->in_len - off);
+            if (r <= 0)
+                break;
+            off += (size_t)r;
+            continue;
         }
         r = proto_parse(c->in + off, c->in_len - off, &w->req);
         if (r == 0) {
@@ -412,6 +431,7 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
     c->w = w;
     c->fd = fd;
     c->is_unix = l->is_unix;
+    c->proto = l->proto;
     c->uid = l->is_unix ? p->uid : (uid_t)-1;
     c->privileged = l->is_unix && p->privileged;
     c->slot = *slot;
@@ -474,11 +494,19 @@ static void refuse(struct worker *w, int fd, const struct listener *l, enum admi
     static const char busy[] = "ERR busy \"too many connections\"\n";
     static const char busy_peer[] = "ERR busy \"too many connections from this peer\"\n";
     bool peer = why == ADMIT_R_PER_ADDRESS || why == ADMIT_R_PER_UID;
+    const char *text = peer ? busy_peer : busy;
+    char line[PROTO_REPLY_MAX];
+    int n = (int)strlen(text);
 
-    /* An HTTP/2 peer (rls:) cannot read divvy's line: it is only closed. */
-    if (l->proto == CONFIG_PROTO_DIVVY &&
-        send(fd, peer ? busy_peer : busy, peer ? sizeof(busy_peer) - 1 : sizeof(busy) - 1,
-             MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    /* An HTTP/2 peer (rls:) cannot read a line: it is only closed. */
+    if (l->proto == CONFIG_PROTO_RLS) {
+        n = 0;
+    } else if (l->proto != CONFIG_PROTO_DIVVY) {
+        n = conn_fmt_err(l->proto, line, sizeof(line), PROTO_E_BUSY,
+                         peer ? "too many connections from this peer" : "too many connections");
+        text = line;
+    }
+    if (n > 0 && send(fd, text, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* The refused client may already be gone; nothing to tell. */
     }
     close(fd);

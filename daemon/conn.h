@@ -28,6 +28,7 @@
 #include <event2/util.h>
 
 #include "admit.h"
+#include "config.h"
 #include "proto.h"
 
 #define IN_CAP            (2 * PROTO_LINE_MAX)
@@ -42,6 +43,7 @@ struct conn {
     struct conn *prev, *next;
     struct event *rev, *wev;
     int fd;
+    enum config_proto proto;    /* what it speaks: its listener's (divvy's lines, RESP) */
     bool is_unix;
     bool privileged;
     bool closing;               /* close once the output is flushed */
@@ -79,6 +81,11 @@ void out_append_direct(struct conn *c, const char *s, size_t len);
 
 /* "ERR <code> [reason]": counted in STATS and metrics, then out_append(). */
 void reply_err(struct conn *c, enum proto_err err, const char *reason);
+
+/* Error @err formatted as @proto speaks it (proto_fmt_err(), resp_fmt_proto_err()):
+ * for replies formatted ahead of time (a waiting hit's).  Length or -ENOBUFS. */
+int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err err,
+                 const char *reason);
 
 /* A reply line (or lines) of the caller's making. */
 void reply_text(struct conn *c, const char *s);

@@ -151,7 +151,7 @@ static int collect_counter(const struct table_entry *e, void *userdata)
     } else {
         /* As a hit would see the counter now: a bucket's refills and a sliding
          * window's slide count (the stored word is as of the last write). */
-        struct algo_state stv = { .idle = e->expires_ms, .data = e->data };
+        struct algo_state stv = { .idle = e->expires_ms, .data = e->data, .debt = e->debt };
         struct table_limits lim;
         struct table_result res;
 

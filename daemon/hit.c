@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hit: HIT, TAKE, PEEK and RESET in a worker (see hit.h), and the reply FIFO
+ * hit: HIT, TAKE, DEBIT, PEEK and RESET in a worker (see hit.h), and the reply FIFO
  * of the hits that wait.
  *
  * do_hit() decides a request on rules that live only on this host at once:
@@ -38,6 +38,7 @@
 #include "hit_int.h"
 #include "log.h"
 #include "proto.h"
+#include "resp.h"
 #include "srv_int.h"
 #include "store.h"
 #include "worker.h"
@@ -85,6 +86,10 @@ static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t
                             rules_get(rules, res->o[i].rule, &r) < 0 ? "?" : r.id_str,
                             w->s->o.full_allow ? "allowed" : "denied");
         }
+        /* A continue rule that charged on the way counts under its own label too. */
+        if (!res->o[i].canary && op == TABLE_TAKE && res->o[i].rule != res->decider &&
+            res->o[i].allowed && res->o[i].counted)
+            metrics_charged(w->mw, rules, generation, res->o[i].rule);
         if (!res->o[i].canary)
             continue;
         stat_inc(res->o[i].allowed ? &w->st.canary_accepted : &w->st.canary_rejected);
@@ -99,10 +104,15 @@ static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t
         count_denial(w, deny_cause(res));
 }
 
-/* Counts a decided request and writes its reply line; returns the length. */
-static size_t hit_format(struct worker *w, uid_t uid, enum proto_verb verb, enum table_op op,
-                         const struct eval_result *res, const char *rule, char *line,
-                         size_t size)
+bool hit_names_rule(const struct conn *c, enum proto_verb verb)
+{
+    return verb != PROTO_HIT || c->proto != CONFIG_PROTO_DIVVY;
+}
+
+/* Counts a decided request and writes its reply as @proto speaks it; returns the length. */
+static size_t hit_format(struct worker *w, enum config_proto proto, uid_t uid,
+                         enum proto_verb verb, enum table_op op, const struct eval_result *res,
+                         const char *rule, char *line, size_t size)
 {
     int n;
 
@@ -116,7 +126,9 @@ static size_t hit_format(struct worker *w, uid_t uid, enum proto_verb verb, enum
                 (unsigned)uid, res->n_reset, rule[0] ? rule : "?");
     }
     /* HIT's reply is divvy's, byte for byte; the extension verbs name the rule. */
-    if (verb == PROTO_HIT)
+    if (proto == CONFIG_PROTO_RESP)
+        n = resp_fmt_hit(line, size, res->allowed, res->credit, res->reset_s, rule);
+    else if (verb == PROTO_HIT)
         n = proto_fmt_ok(line, size, res->allowed, res->credit, res->reset_s);
     else
         n = proto_fmt_ok_rule(line, size, res->allowed, res->credit, res->reset_s, rule);
@@ -125,7 +137,16 @@ static size_t hit_format(struct worker *w, uid_t uid, enum proto_verb verb, enum
 
 static enum table_op op_of(enum proto_verb verb)
 {
-    return verb == PROTO_PEEK ? TABLE_PEEK : verb == PROTO_RESET ? TABLE_RESET : TABLE_TAKE;
+    switch (verb) {
+    case PROTO_PEEK:
+        return TABLE_PEEK;
+    case PROTO_RESET:
+        return TABLE_RESET;
+    case PROTO_DEBIT:
+        return TABLE_DEBIT;
+    default:
+        return TABLE_TAKE;
+    }
 }
 
 static void hit_start(struct conn *c, const struct proto_req *req,
@@ -190,7 +211,7 @@ void do_hit(struct conn *c, const struct proto_req *req)
     if (r >= 0) {
         count_outcomes(w, st->rules, st->generation, op, &res);
         /* The rule's strings live in the rules: copy before leaving the section. */
-        if (req->verb != PROTO_HIT && rules_get(st->rules, res.decider, &decider) >= 0)
+        if (hit_names_rule(c, req->verb) && rules_get(st->rules, res.decider, &decider) >= 0)
             snprintf(rule, sizeof(rule), "%s", decider.id_str);
     }
     urcu_memb_read_unlock();
@@ -206,7 +227,7 @@ void do_hit(struct conn *c, const struct proto_req *req)
         reply_err(c, PROTO_E_UNKNOWN, "internal error");
         return;
     }
-    n = hit_format(w, c->uid, req->verb, op, &res, rule, line, sizeof(line));
+    n = hit_format(w, c->proto, c->uid, req->verb, op, &res, rule, line, sizeof(line));
     out_append(c, line, n);
     if (op == TABLE_TAKE)
         metrics_hit_done(w->mw, start_ns);
@@ -353,22 +374,23 @@ static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, 
         metrics_error(w->mw, PROTO_E_NO_COUNTER);
         if (h->op == TABLE_TAKE)
             count_denial(w, METRICS_DENY_NO_COUNTER);
-        n = proto_fmt_err(h->reply, sizeof(h->reply), PROTO_E_NO_COUNTER,
-                          hit_no_counter_reason(r));
+        n = conn_fmt_err(h->c->proto, h->reply, sizeof(h->reply), PROTO_E_NO_COUNTER,
+                         hit_no_counter_reason(r));
         h->reply_len = n > 0 ? (size_t)n : 0;
     } else if (r < 0) {
         errno = -r;
         log_ratelimited(&rl_internal, LOG_ERR, "evaluating a request failed: %m");
         stat_inc(&w->st.errors);
-        n = proto_fmt_err(h->reply, sizeof(h->reply), PROTO_E_UNKNOWN, "internal error");
+        n = conn_fmt_err(h->c->proto, h->reply, sizeof(h->reply), PROTO_E_UNKNOWN,
+                         "internal error");
         h->reply_len = n > 0 ? (size_t)n : 0;
     } else {
         if (!h->rematched)
             count_outcomes(w, rs, h->generation, h->op, &h->res);
         if (h->op == TABLE_TAKE)
             metrics_hit_done(w->mw, h->start_ns);
-        h->reply_len = hit_format(w, h->uid, h->verb, h->op, &h->res, h->rule, h->reply,
-                                  sizeof(h->reply));
+        h->reply_len = hit_format(w, h->c->proto, h->uid, h->verb, h->op, &h->res, h->rule,
+                                  h->reply, sizeof(h->reply));
     }
     h->done = true;
 }

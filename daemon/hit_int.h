@@ -14,6 +14,10 @@
 
 struct worker;
 
+/* Whether a reply names the deciding rule: all but the line protocol's HIT
+ * (RESP's DIVVY.HIT does, docs/resp.md). */
+bool hit_names_rule(const struct conn *c, enum proto_verb verb);
+
 /* The tables of this daemon, and rules @rs, as eval.c sees them. */
 void hit_env(const struct worker *w, const struct rules *rs, struct eval_env *env);
 

@@ -195,7 +195,8 @@ static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
 static int hit_verdict_send(struct worker *w, struct hit *h, const struct rules_rule *r,
                             const struct table_limits *lim, enum table_op op, size_t klen)
 {
-    enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : STORE_PEEK;
+    enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : op == TABLE_DEBIT ? STORE_DEBIT
+                                                                           : STORE_PEEK;
 
     switch (r->algo) {
     case RULES_ALGO_TOKEN_BUCKET: {
@@ -421,6 +422,25 @@ static int hit_step(void *ctx, const struct eval_walk *at, const struct rules_ru
     return rc;
 }
 
+/*
+ * Names the rule of @h's reply: the rule of the last step (@last, @name),
+ * except for a DEBIT that an earlier rule on the path decided (the first
+ * left in debt, eval_decides()), named from @rs unless a reload re-matched
+ * the path since (then the indexes of earlier outcomes are stale).
+ */
+static void hit_name(struct hit *h, const struct rules *rs, const struct rules_rule *last,
+                     const char *name)
+{
+    struct rules_rule r;
+
+    if (!hit_names_rule(h->c, h->verb))
+        return;
+    if (h->op == TABLE_DEBIT && h->res.decider != last->index && !h->rematched &&
+        rules_get(rs, h->res.decider, &r) >= 0)
+        name = r.id_str;
+    snprintf(h->rule, sizeof(h->rule), "%s", name);
+}
+
 /* @h's walk where it stands (h->pos, kept in @h while it waits). */
 static struct eval_walk hit_walk_at(struct hit *h)
 {
@@ -445,8 +465,8 @@ int hit_run(struct worker *w, struct hit *h, const struct rules *rs)
     rc = eval_walk(&at, hit_step, &hw);
     h->pos = at.pos;
     /* The last step's rule decided; HIT's reply does not name it. */
-    if (rc == 1 && h->verb != PROTO_HIT)
-        snprintf(h->rule, sizeof(h->rule), "%s", hw.r.id_str);
+    if (rc == 1)
+        hit_name(h, rs, &hw.r, hw.r.id_str);
     return rc;
 }
 
@@ -510,8 +530,7 @@ int hit_resume(struct worker *w, struct hit *h, const struct reload_state *st,
 
         hit_mark_done(h, settled->id);
         if (eval_walk_settle(&at, settled, &o)) {
-            if (h->verb != PROTO_HIT)
-                snprintf(h->rule, sizeof(h->rule), "%s", name);
+            hit_name(h, rs, settled, name);
             return 1;
         }
         h->pos = at.pos;

@@ -118,15 +118,30 @@ out:
     return r;
 }
 
+/* "resp:" before the name bound, as the address said it. */
+static int listener_prefix_name(struct listener *l, const char *full, const char *addr)
+{
+    size_t n = (size_t)(addr - full), len = strlen(l->name);
+    char *name = malloc(n + len + 1);
+
+    if (!name)
+        return -ENOMEM;
+    memcpy(name, full, n);
+    memcpy(name + n, l->name, len + 1);
+    free(l->name);
+    l->name = name;
+    return 0;
+}
+
 int listener_open(const char *full, const struct listener_opts *o, struct listener *l)
 {
+    const char *addr;
     int backlog = o->backlog > 0 ? o->backlog : LISTENER_BACKLOG;
-    enum config_proto proto;
-    const char *addr = config_listen_proto(full, &proto);
     int r;
 
     memset(l, 0, sizeof(*l));
     l->fd = -1;
+    addr = config_listen_proto(full, &l->proto);
     if (strncmp(addr, "unix:", 5) == 0) {
         r = listen_unix(addr + 5, o->socket_mode, backlog, &l->fd);
         if (r < 0)
@@ -142,24 +157,11 @@ int listener_open(const char *full, const struct listener_opts *o, struct listen
         }
     } else if (strncmp(addr, "tcp:", 4) == 0) {
         r = listen_tcp(addr + 4, o, backlog, l);
-        if (r >= 0 && proto != CONFIG_PROTO_DIVVY) {
-            /* The name bound, with the prefix again. */
-            size_t n = (size_t)(addr - full), len = strlen(l->name);
-            char *name = malloc(n + len + 1);
-
-            if (!name) {
-                r = -ENOMEM;
-                goto out;
-            }
-            memcpy(name, full, n);
-            memcpy(name + n, l->name, len + 1);
-            free(l->name);
-            l->name = name;
-        }
+        if (r >= 0 && addr != full)
+            r = listener_prefix_name(l, full, addr);
     } else {
         r = -EINVAL;
     }
-    l->proto = proto;
 out:
     if (r < 0)
         listener_close(l);

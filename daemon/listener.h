@@ -19,8 +19,8 @@
 
 struct listener {
     int fd;                     /* -1: none */
-    enum config_proto proto;    /* what its connections speak (an "rls:" prefix: RLS) */
     bool is_unix;
+    enum config_proto proto;    /* what its connections speak (a "resp:" prefix, ...) */
     int port;                   /* TCP: the port bound (the one chosen for port 0) */
     char *path;                 /* Unix socket file we created, unlinked at close */
     char *name;                 /* "tcp:127.0.0.1:8321" as bound, or "unix:PATH" */
@@ -34,11 +34,9 @@ struct listener_opts {
 };
 
 /*
- * Binds and listens on @addr, after an optional protocol prefix
- * (config_listen_proto(): "rls:"): "unix:PATH" (a stale socket file nobody
+ * Binds and listens on @addr: "unix:PATH" (a stale socket file nobody
  * answers on is replaced; a live one is -EADDRINUSE) or "tcp:HOST:PORT" /
- * "tcp:[V6]:PORT" (numeric port; an empty host is every address); its name
- * keeps the prefix.  On
+ * "tcp:[V6]:PORT" (numeric port; an empty host is every address).  On
  * success *l owns the socket; on failure *l holds nothing (fd -1) and a
  * socket file it created is removed.  -EINVAL (neither prefix, no port),
  * -ENAMETOOLONG, -EADDRNOTAVAIL (the host does not resolve), -ENOMEM,

@@ -22,6 +22,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "clock.h"
+#include "adhoc.h"
 #include "config.h"
 #include "fastfd.h"
 #include "lock.h"
@@ -44,9 +45,9 @@ static const char usage_text[] =
     "  -c, --config=FILE     rules and settings (default " DEFAULT_CONFIG ");\n"
     "                        FILE.ini and FILE.json are read as divvy INI/JSON,\n"
     "                        anything else as libconfig (divvy.conf)\n"
-    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT, rls:unix:PATH or\n"
-    "                        rls:tcp:HOST:PORT for Envoy's rate limit service (repeatable;\n"
-    "                        replaces the config's server.listen)\n"
+    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT, resp: before\n"
+    "                        either for the Redis protocol, rls: for Envoy's rate limit\n"
+    "                        service (repeatable; replaces the config's server.listen)\n"
     "  -s, --state-dir=DIR   counter tables live here (default: the config's\n"
     "                        server.state_dir, else " CONFIG_DEFAULT_STATE_DIR ")\n"
     "  -w, --workers=N       worker threads (default: the config's, else one per CPU)\n"
@@ -92,6 +93,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
+    enum config_proto proto;
+    const char *rest;
     char *end;
     long v;
     int c;
@@ -102,13 +105,11 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'c':
             a->config = optarg;
             break;
-        case 'l': {
-            enum config_proto proto;
-            const char *bare = config_listen_proto(optarg, &proto);
-
-            if (strncmp(bare, "unix:", 5) != 0 && strncmp(bare, "tcp:", 4) != 0) {
-                fprintf(stderr, "divvyd: --listen %s: expected unix:PATH or tcp:HOST:PORT "
-                        "(rls: before either for Envoy's RLS)\n", optarg);
+        case 'l':
+            rest = config_listen_proto(optarg, &proto);
+            if (strncmp(rest, "unix:", 5) != 0 && strncmp(rest, "tcp:", 4) != 0) {
+                fprintf(stderr, "divvyd: --listen %s: expected [resp:|rls:]unix:PATH or "
+                        "[resp:|rls:]tcp:HOST:PORT\n", optarg);
                 return -EINVAL;
             }
             if (a->n_listen == MAX_LISTEN) {
@@ -117,7 +118,6 @@ static int parse_args(int argc, char **argv, struct args *a)
             }
             a->listen[a->n_listen++] = optarg;
             break;
-        }
         case 's':
             a->state_dir = optarg;
             break;
@@ -362,6 +362,7 @@ int main(int argc, char **argv)
     struct table *fast = NULL, *priv = NULL, *prv = NULL;
     struct fastfd_opts fo = { 0 };
     struct fastfd *ff = NULL;
+    struct adhoc *adhoc = NULL;
     ssize_t sidx;
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
@@ -493,6 +494,18 @@ int main(int argc, char **argv)
         goto out_rcu;
     so.listen = (char **)env_listen;
     so.n_listen = n_env_listen;
+    /* RESP's ad-hoc buckets (docs/resp.md): their own memory, only with a RESP listener. */
+    for (size_t i = 0; i < n_env_listen && !adhoc; i++) {
+        enum config_proto proto;
+
+        config_listen_proto(env_listen[i], &proto);
+        if (proto == CONFIG_PROTO_RESP &&
+            adhoc_new(cfg->adhoc_slots, cfg->adhoc_max_buckets, &adhoc) < 0) {
+            log_msg(LOG_ERR, "out of memory for %u ad-hoc buckets", cfg->adhoc_slots);
+            goto out;
+        }
+    }
+    so.adhoc = adhoc;
     ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     so.workers = a.workers ? a.workers : cfg->workers ? cfg->workers
                                                       : (unsigned)(ncpu > 0 ? ncpu : 1);
@@ -531,6 +544,7 @@ int main(int argc, char **argv)
     mo.workers = so.workers;
     mo.listen = cfg->metrics_listen;
     mo.path = cfg->metrics_path;
+    mo.divvy_names = cfg->metrics_divvy_names;
     mo.statsd_host = cfg->statsd_host;
     mo.statsd_port = cfg->statsd_port;
     mo.statsd_prefix = cfg->statsd_prefix;
@@ -592,6 +606,7 @@ out:
     notify_listeners_free(inherited, n_inherited);
     notify_stored_free(stored, n_stored);
     fastfd_free(ff);
+    adhoc_free(adhoc);
     table_close(priv);
     table_close(prv);
     lock_release(&lock, false);

@@ -30,6 +30,10 @@
 _Static_assert((LABEL_HASH & (LABEL_HASH - 1)) == 0, "LABEL_HASH is a power of two");
 _Static_assert(METRICS_LABELS_MAX % CHUNK == 0, "whole chunks");
 _Static_assert(METRICS_LABELS_MAX < 65535, "label slots fit the uint16_t hash");
+_Static_assert((int)TABLE_FAST_N == (int)METRICS_N_STATUS &&
+               (int)TABLE_FAST_ACCEPTED == (int)METRICS_ACCEPTED &&
+               (int)TABLE_FAST_CANARY_REJECTED == (int)METRICS_CANARY_REJECTED,
+               "the fast table counts per rule in metrics_status order");
 
 /* Upper bounds of divvy_hit_duration_seconds: microseconds for local hits,
  * milliseconds for Redis, and prom-client's defaults (divvy's) as a subset so
@@ -119,8 +123,10 @@ static void map_rules(struct metrics_worker *w, const struct rules *rules, uint6
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < n; i++) {
         slot = 0;
+        /* divvy's rule_label is the label ("" without one); divvyd's own is the
+         * rule's id, so the default rule and unlabelled rules stand apart. */
         if (rules_get(rules, (uint32_t)i, &r) >= 0)
-            slot = label_slot_locked(m, r.label);
+            slot = label_slot_locked(m, m->divvy_names ? r.label : r.id_str);
         if (!w->hits[slot / CHUNK]) {
             uint64_t *c = calloc(CHUNK * METRICS_N_STATUS, sizeof(*c));
 
@@ -158,6 +164,15 @@ void metrics_hit(struct metrics_worker *w, const struct rules *rules, uint64_t g
     counter_add(&w->hits[slot / CHUNK][(slot % CHUNK) * METRICS_N_STATUS + status], 1);
 }
 
+void metrics_charged(struct metrics_worker *w, const struct rules *rules, uint64_t generation,
+                     uint32_t rule)
+{
+    if (!w)
+        return;
+    metrics_hit(w, rules, generation, rule, METRICS_ACCEPTED);
+    counter_add(&w->charged, 1);
+}
+
 uint64_t metrics_clock_ns(void)
 {
     struct timespec ts;
@@ -169,7 +184,6 @@ uint64_t metrics_clock_ns(void)
 /* Records one hit that took @d nanoseconds. */
 void metrics_observe_ns(struct metrics_worker *w, uint64_t d)
 {
-    uint64_t us = d / 1000;
     size_t b = 0;
 
     /* Buckets are upper bounds, inclusive as Prometheus' `le` says. */
@@ -177,8 +191,7 @@ void metrics_observe_ns(struct metrics_worker *w, uint64_t d)
         b++;
     counter_add(&w->buckets[b], 1);
     counter_add(&w->sum_ns, d);
-    __atomic_store_n(&w->samples[w->n_samples % N_SAMPLES],
-                     (uint32_t)(us > UINT32_MAX ? UINT32_MAX : us), __ATOMIC_RELAXED);
+    __atomic_store_n(&w->samples[w->n_samples % N_SAMPLES], d, __ATOMIC_RELAXED);
     /* Release: a reader that sees the count sees the sample. */
     __atomic_store_n(&w->n_samples, w->n_samples + 1, __ATOMIC_RELEASE);
 }
@@ -238,6 +251,15 @@ uint64_t metrics_sum_errors(const struct metrics *m, unsigned err)
     return total;
 }
 
+uint64_t metrics_sum_charged(const struct metrics *m)
+{
+    uint64_t total = 0;
+
+    for (unsigned i = 0; i < m->n_workers; i++)
+        total += counter_get(&m->workers[i].charged);
+    return total;
+}
+
 uint64_t metrics_sum_denied(const struct metrics *m, unsigned cause)
 {
     uint64_t total = 0;
@@ -259,6 +281,63 @@ void metrics_gauges_get(struct metrics *m, struct metrics_gauges *ret)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* The label slot of rule id @id in @rules; false when no rule has it. Under m->lock. */
+static bool fast_name_locked(struct metrics *m, const struct rules *rules, uint64_t id,
+                             uint32_t *ret_slot)
+{
+    size_t n = rules ? rules_count(rules) : 0;
+    struct rules_rule r;
+
+    if (id == TABLE_FAST_OTHER) {
+        *ret_slot = 0;
+        return true;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (rules_get(rules, (uint32_t)i, &r) >= 0 && r.id == id) {
+            *ret_slot = label_slot_locked(m, m->divvy_names ? r.label : r.id_str);
+            return true;
+        }
+    return false;
+}
+
+void metrics_fast_rules(struct metrics *m, struct table *fast, const struct rules *rules,
+                        uint64_t generation)
+{
+    if (!m || !fast)
+        return;
+    pthread_mutex_lock(&m->lock);
+    for (unsigned i = 0; i < TABLE_FAST_RULES; i++) {
+        struct metrics_fast *e = &m->fast[i];
+        uint64_t id;
+
+        if (!table_fast_rule(fast, i, &id, e->n))
+            continue;
+        if (id != e->id) {
+            /* Entries are claimed once; a new id means a new table (a restart). */
+            e->id = id;
+            e->named = false;
+            e->tried_gen = 0;
+        }
+        if (!e->named && e->tried_gen != generation) {
+            e->named = fast_name_locked(m, rules, id, &e->slot);
+            e->tried_gen = generation;
+        }
+        m->have_fast = m->have_fast || e->named;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+bool metrics_fast_get(struct metrics *m, struct metrics_fast *ret)
+{
+    bool have;
+
+    pthread_mutex_lock(&m->lock);
+    memcpy(ret, m->fast, sizeof(m->fast));
+    have = m->have_fast;
+    pthread_mutex_unlock(&m->lock);
+    return have;
+}
+
 void metrics_tick(struct metrics *m, const struct metrics_gauges *g, uint64_t now_ms)
 {
     if (!m)
@@ -274,7 +353,7 @@ void metrics_tick(struct metrics *m, const struct metrics_gauges *g, uint64_t no
 void metrics_status_line(struct metrics *m, char *buf, size_t size)
 {
     struct metrics_gauges g;
-    uint64_t acc = 0, rej = 0;
+    uint64_t acc = 0, rej = 0, charged;
     size_t n_labels;
 
     if (!m) {
@@ -287,6 +366,9 @@ void metrics_status_line(struct metrics *m, char *buf, size_t size)
         acc += metrics_sum_hits(m, slot, METRICS_ACCEPTED);
         rej += metrics_sum_hits(m, slot, METRICS_REJECTED);
     }
+    /* Requests: not the continue rules that charged on the way. */
+    charged = metrics_sum_charged(m);
+    acc = acc > charged ? acc - charged : 0;
     snprintf(buf, size, "%llu rules (generation %llu), %llu hits (%llu accepted, %llu rejected), "
              "%llu connections", (unsigned long long)g.rules,
              (unsigned long long)g.config_generation, (unsigned long long)(acc + rej),
@@ -381,6 +463,7 @@ int metrics_new(const struct metrics_opts *opts, struct metrics **ret)
     if (!m)
         return -ENOMEM;
     m->statsd_fd = -1;
+    m->divvy_names = o.divvy_names;
     pthread_mutex_init(&m->lock, NULL);
     if (!o.ignore_env) {
         r = apply_env(&o, listen_buf, sizeof(listen_buf));

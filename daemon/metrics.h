@@ -12,9 +12,10 @@
  *     unless a listen address is given;
  *   - statsd over UDP as divvy sends it, flushed from metrics_tick().
  * Metric names are divvy's (divvy_hits_total{status,rule_label},
- * divvy_hit_duration_seconds, divvy_tcp_connections_total - a gauge despite
- * its name - and divvy_errors_total{code}) plus divvyd's own; the list is in
- * docs/operations.md.
+ * divvy_hit_duration_seconds, divvy_errors_total{code}) plus divvyd's own;
+ * the gauge of open connections is divvy_open_connections, or divvy's
+ * divvy_tcp_connections_total (a gauge despite its name) with
+ * opts.divvy_names; the list is in docs/operations.md.
  *
  * divvy's environment variables, when set, override the options:
  * HTTP_SERVICE_PORT and PROMETHEUS_METRICS_PATH (the endpoint, on every
@@ -67,6 +68,10 @@ struct metrics_opts {
     const char *statsd_prefix;  /* "" or NULL: none; a '.' is appended unless there, as
                                  * divvy's statsd client does */
     unsigned statsd_interval_ms;    /* 0: METRICS_STATSD_INTERVAL_MS */
+    bool divvy_names;           /* divvy's names and labels (metrics.names = "divvy"): the
+                                 * gauge divvy_tcp_connections_total, rule_label = the
+                                 * rule's label ("" without one); else names promtool
+                                 * accepts and rule_label = the rule's id (rules.h id_str) */
     bool ignore_env;            /* do not read divvy's variables (tests) */
 };
 
@@ -119,6 +124,13 @@ struct metrics_worker *metrics_worker(struct metrics *m, unsigned id);
 void metrics_hit(struct metrics_worker *w, const struct rules *rules, uint64_t generation,
                  uint32_t rule, enum metrics_status status);
 
+/* Counts rule @rule that charged an allowed TAKE without deciding it (a
+ * continue rule on the way): "accepted" under its rule_label, not a request
+ * of its own (statsd's hit.accepted and the status line count requests).
+ * As metrics_hit(). */
+void metrics_charged(struct metrics_worker *w, const struct rules *rules, uint64_t generation,
+                     uint32_t rule);
+
 /* CLOCK_MONOTONIC in nanoseconds: take it when a hit starts. */
 uint64_t metrics_clock_ns(void);
 
@@ -136,6 +148,16 @@ void metrics_denied(struct metrics_worker *w, enum metrics_deny cause);
 /* Hands over the gauges (copied) and, when the interval has passed, sends
  * statsd.  Main thread; call about once per second.  NULL-safe. */
 void metrics_tick(struct metrics *m, const struct metrics_gauges *g, uint64_t now_ms);
+
+/*
+ * Reads the fast-path table's per-rule counts (table_fast_rule()) and names
+ * each rule from @rules (those of generation @generation; a rule id no
+ * longer in force keeps the name it was first seen with, and one never seen
+ * is looked for again at the next generation).  Main thread, inside the RCU
+ * read-side section that yielded @rules, before metrics_tick().  NULL-safe.
+ */
+void metrics_fast_rules(struct metrics *m, struct table *fast, const struct rules *rules,
+                        uint64_t generation);
 
 /* "N rules (generation G), H hits (A accepted, R rejected), C connections" for
  * notify_status(), from the counters and the last gauges.  Any thread. */

@@ -40,9 +40,19 @@ struct metrics_worker {
     uint64_t sum_ns;
     uint64_t errors[N_ERRORS];
     uint64_t denied[METRICS_N_DENY];
-    uint32_t samples[N_SAMPLES];        /* the latest durations in microseconds, for statsd */
+    uint64_t charged;                   /* metrics_charged(): accepted, not a request */
+    uint64_t samples[N_SAMPLES];        /* the latest durations in nanoseconds, for statsd */
     uint64_t n_samples;
 } __attribute__((aligned(64)));
+
+/* One entry of the fast table's per-rule counts as metrics_fast_rules() last read it. */
+struct metrics_fast {
+    uint64_t id;                        /* its rule id; 0: free */
+    bool named;                         /* slot is id's label slot */
+    uint32_t slot;
+    uint64_t tried_gen;                 /* the generation that did not know id */
+    uint64_t n[TABLE_FAST_N];
+};
 
 struct metrics {
     unsigned n_workers;
@@ -52,7 +62,10 @@ struct metrics {
     size_t n_labels;                    /* release-published */
     uint16_t label_hash[LABEL_HASH];    /* slot + 1; 0 is empty */
     bool labels_full_logged;
+    bool divvy_names;                   /* metrics_opts.divvy_names */
     struct metrics_gauges g;
+    struct metrics_fast fast[TABLE_FAST_RULES];     /* under lock */
+    bool have_fast;                     /* some entry is named */
     double start_time;
     /* Redis hooks (atomics). */
     int redis_known, redis_up, breaker_open;
@@ -96,12 +109,14 @@ void metrics_observe_ns(struct metrics_worker *w, uint64_t d);
 
 /* Sums over the workers; any thread. */
 
-
 /* Hits of label slot @slot (< metrics_labels_published()) under @status. */
 uint64_t metrics_sum_hits(const struct metrics *m, size_t slot, unsigned status);
 
 /* ERR replies with code @err (1 .. N_ERRORS - 1). */
 uint64_t metrics_sum_errors(const struct metrics *m, unsigned err);
+
+/* Accepted counts of rules that charged without deciding (metrics_charged()). */
+uint64_t metrics_sum_charged(const struct metrics *m);
 
 /* Denied hits with cause @cause (< METRICS_N_DENY). */
 uint64_t metrics_sum_denied(const struct metrics *m, unsigned cause);
@@ -111,6 +126,10 @@ size_t metrics_labels_published(const struct metrics *m);
 
 /* The gauges of the last metrics_tick(). */
 void metrics_gauges_get(struct metrics *m, struct metrics_gauges *ret);
+
+/* The fast-path per-rule counts of the last metrics_fast_rules(), into
+ * @ret[TABLE_FAST_RULES]; false when none is named yet. */
+bool metrics_fast_get(struct metrics *m, struct metrics_fast *ret);
 
 /* ---- metrics_prom.c ------------------------------------------------------------------- */
 

@@ -110,6 +110,47 @@ static void render_admit(FILE *f, const struct admit_stats *a)
     fprintf(f, "divvy_output_paused_total %llu\n", (unsigned long long)a->output_paused);
 }
 
+/* Fast-path decisions per rule and outcome, as divvy_hits_total counts socket hits. */
+static void render_fast_rules(FILE *f, struct metrics *m)
+{
+    struct metrics_fast *fast = malloc(TABLE_FAST_RULES * sizeof(*fast));
+
+    if (!fast)
+        return;
+    if (!metrics_fast_get(m, fast)) {
+        free(fast);
+        return;
+    }
+    put_head(f, "divvy_fast_path_rule_hits_total", "counter",
+             "Hits decided by clients in shared memory, by rule and status.");
+    for (unsigned i = 0; i < TABLE_FAST_RULES; i++) {
+        uint64_t n[TABLE_FAST_N];
+        bool first = true;
+
+        if (!fast[i].named)
+            continue;
+        /* One series per label: entries of the same label (rules a reload
+         * changed) add up under the first. */
+        for (unsigned j = 0; j < i; j++)
+            if (fast[j].named && fast[j].slot == fast[i].slot)
+                first = false;
+        if (!first)
+            continue;
+        memcpy(n, fast[i].n, sizeof(n));
+        for (unsigned j = i + 1; j < TABLE_FAST_RULES; j++)
+            if (fast[j].named && fast[j].slot == fast[i].slot)
+                for (unsigned k = 0; k < TABLE_FAST_N; k++)
+                    n[k] += fast[j].n[k];
+        for (unsigned k = 0; k < TABLE_FAST_N; k++) {
+            fprintf(f, "divvy_fast_path_rule_hits_total{status=\"%s\",rule_label=\"",
+                    metrics_status_name[k]);
+            put_label_value(f, m->labels[fast[i].slot]);
+            fprintf(f, "\"} %llu\n", (unsigned long long)n[k]);
+        }
+    }
+    free(fast);
+}
+
 static void render_redis(FILE *f, struct metrics *m)
 {
     if (!__atomic_load_n(&m->redis_known, __ATOMIC_RELAXED))
@@ -143,12 +184,21 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
         return -ENOMEM;
 
     put_head(f, "divvy_hits_total", "counter", "Counter of total HITs to Divvy.");
-    for (size_t slot = 0; slot < n_labels; slot++)
+    for (size_t slot = 0; slot < n_labels; slot++) {
+        uint64_t n[METRICS_N_STATUS], any = 0;
+
+        for (unsigned s = 0; s < METRICS_N_STATUS; s++)
+            any |= n[s] = metrics_sum_hits(m, slot, s);
+        /* Under rule ids no rule has the empty label: slot 0 only holds what
+         * could not be counted apart (more than METRICS_LABELS_MAX ids). */
+        if (slot == 0 && !m->divvy_names && !any)
+            continue;
         for (unsigned s = 0; s < METRICS_N_STATUS; s++) {
             fprintf(f, "divvy_hits_total{status=\"%s\",rule_label=\"", metrics_status_name[s]);
             put_label_value(f, m->labels[slot]);
-            fprintf(f, "\"} %llu\n", (unsigned long long)metrics_sum_hits(m, slot, s));
+            fprintf(f, "\"} %llu\n", (unsigned long long)n[s]);
         }
+    }
 
     for (unsigned i = 0; i < m->n_workers; i++) {
         const struct metrics_worker *w = &m->workers[i];
@@ -170,10 +220,16 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
     fprintf(f, "divvy_hit_duration_seconds_sum %.9f\n", (double)sum_ns / 1e9);
     fprintf(f, "divvy_hit_duration_seconds_count %llu\n", (unsigned long long)cum);
 
-    /* divvy's name, kept for its dashboards although it is a gauge. */
-    put_head(f, "divvy_tcp_connections_total", "gauge",
-             "Total number of open TCP connections to Divvy (divvyd: TCP and Unix socket).");
-    fprintf(f, "divvy_tcp_connections_total %llu\n", (unsigned long long)g.connections);
+    if (m->divvy_names) {
+        /* divvy's name, for its dashboards, although a gauge (promtool objects). */
+        put_head(f, "divvy_tcp_connections_total", "gauge",
+                 "Total number of open TCP connections to Divvy (divvyd: TCP and Unix socket).");
+        fprintf(f, "divvy_tcp_connections_total %llu\n", (unsigned long long)g.connections);
+    } else {
+        put_head(f, "divvy_open_connections", "gauge",
+                 "Open client connections, TCP and Unix socket.");
+        fprintf(f, "divvy_open_connections %llu\n", (unsigned long long)g.connections);
+    }
 
     put_head(f, "divvy_errors_total", "counter", "Counter of total Divvy errors.");
     for (unsigned e = 1; e < N_ERRORS; e++)
@@ -195,6 +251,7 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
                  "Hits decided by clients in shared memory, counted in the fast-path table.");
         fprintf(f, "divvy_fast_path_hits_total %llu\n", (unsigned long long)g.fast_path_hits);
     }
+    render_fast_rules(f, m);
     put_head(f, "divvy_reloads_total", "counter", "Config reloads, by result.");
     fprintf(f, "divvy_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)g.reloads_ok);
     fprintf(f, "divvy_reloads_total{result=\"rejected\"} %llu\n",

@@ -120,6 +120,10 @@ static void statsd_flush(struct metrics *m)
                           (unsigned long long)(total - *sent));
             *sent = total;
         }
+    /* hit.<status> counts requests: not the continue rules that charged on the way. */
+    total = metrics_sum_charged(m);
+    status_total[METRICS_ACCEPTED] -= total < status_total[METRICS_ACCEPTED]
+                                      ? total : status_total[METRICS_ACCEPTED];
     for (unsigned s = 0; s < METRICS_N_STATUS; s++) {
         if (status_total[s] > m->sent_status[s])
             dgram_put(d, "hit.%s:%llu|c", metrics_status_name[s],
@@ -148,12 +152,14 @@ static void statsd_flush(struct metrics *m)
         uint64_t fresh = n - m->sent_samples[i], k = fresh < N_SAMPLES ? fresh : N_SAMPLES;
 
         for (uint64_t j = n - k; j < n; j++) {
-            uint32_t us = __atomic_load_n(&w->samples[j % N_SAMPLES], __ATOMIC_RELAXED);
+            uint64_t ns = __atomic_load_n(&w->samples[j % N_SAMPLES], __ATOMIC_RELAXED);
 
+            /* Milliseconds to the nanosecond: a local hit takes a few microseconds,
+             * which "%.3f" of whole microseconds sent as 0.000. */
             if (k < fresh)
-                dgram_put(d, "hit:%.3f|ms|@%.6g", us / 1000.0, (double)k / (double)fresh);
+                dgram_put(d, "hit:%.6f|ms|@%.6g", (double)ns / 1e6, (double)k / (double)fresh);
             else
-                dgram_put(d, "hit:%.3f|ms", us / 1000.0);
+                dgram_put(d, "hit:%.6f|ms", (double)ns / 1e6);
         }
         m->sent_samples[i] = n;
     }

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "log.h"
 #include "reload.h"
+#include "reload_diff.h"
 
 struct published {
     struct reload_state st;
@@ -32,85 +33,13 @@ struct reload {
     struct table *fast;             /* its header announces the generation */
     struct tables tables;           /* counters move when a rule changes table */
     bool have_tables;
-    char settings[1024];            /* the startup server/table settings, as text */
+    struct reload_settings settings;    /* those divvyd started with (reload_diff.h) */
     struct published *current;      /* RCU-protected */
     pthread_mutex_t lock;           /* serialises writers */
     uint64_t next_generation;
     uint64_t n_ok;
     uint64_t n_rejected;
 };
-
-/* FNV-1a over the Sentinel settings: up to 16 addresses do not fit the
- * text below, and only a change matters. */
-static unsigned long long sentinels_digest(const struct config_redis *rd)
-{
-    unsigned long long h = 0xcbf29ce484222325ULL;
-    const char *parts[CONFIG_SENTINELS_MAX + 1];
-    size_t n = 0;
-
-    for (size_t i = 0; i < rd->n_sentinels && n < CONFIG_SENTINELS_MAX; i++)
-        parts[n++] = rd->sentinels[i];
-    parts[n++] = rd->master_name ? rd->master_name : "";
-    for (size_t i = 0; i < n; i++) {
-        for (const char *p = parts[i];; p++) {
-            h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
-            if (!*p)
-                break;
-        }
-    }
-    return h;
-}
-
-/* The settings a reload cannot change, as comparable text. */
-static void settings_text(const struct config *cfg, char *buf, size_t size)
-{
-    size_t pos = 0;
-    int n;
-
-    n = snprintf(buf, size, "%s|%u|%u|%zu|%o|%s|%u|%u|%u|%d|",
-                 cfg->state_dir ? cfg->state_dir : "", cfg->workers, cfg->max_connections,
-                 cfg->max_output_bytes, cfg->socket_mode, cfg->admin_group ? cfg->admin_group : "",
-                 (unsigned)cfg->table_slots, (unsigned)cfg->fast_table_slots,
-                 (unsigned)cfg->privileged_table_slots, (int)cfg->when_full);
-    if (n < 0 || (size_t)n >= size)
-        return;
-    pos = (size_t)n;
-    n = snprintf(buf + pos, size - pos, "%u|%u|%u|%u|%u|%u|%u|%zu|%u|", cfg->admit.tcp_connections,
-                 cfg->admit.unix_connections, cfg->admit.reserved_connections,
-                 cfg->admit.per_address, cfg->admit.per_uid, cfg->admit.idle_timeout_ms,
-                 cfg->admit.request_timeout_ms, cfg->admit.output_budget_bytes,
-                 cfg->admit.socket_buffer_bytes);
-    if (n < 0 || (size_t)n >= size - pos)
-        return;
-    pos += (size_t)n;
-    /* Redis and store settings (store.mode excepted: rules carry it). */
-    n = snprintf(buf + pos, size - pos, "%s|%u|%s|%s|%s|%u|%u|%s|%d|%llu|%zu:%llx|%s|",
-                 cfg->redis.host ? cfg->redis.host : "", cfg->redis.port,
-                 cfg->redis.unix_socket ? cfg->redis.unix_socket : "",
-                 cfg->redis.username ? cfg->redis.username : "",
-                 cfg->redis.password ? "password" : "", cfg->redis.db, cfg->redis.timeout_ms,
-                 cfg->store_prefix ? cfg->store_prefix : "", (int)cfg->on_redis_error,
-                 (unsigned long long)cfg->lease_max, cfg->redis.n_sentinels,
-                 sentinels_digest(&cfg->redis),
-                 cfg->redis.sentinel_password ? "sentinel_password" : "");
-    if (n < 0 || (size_t)n >= size - pos)
-        return;
-    pos += (size_t)n;
-    n = snprintf(buf + pos, size - pos, "%s|%s|%s|%u|%s|%u|",
-                 cfg->metrics_listen ? cfg->metrics_listen : "",
-                 cfg->metrics_path ? cfg->metrics_path : "",
-                 cfg->statsd_host ? cfg->statsd_host : "", cfg->statsd_port,
-                 cfg->statsd_prefix ? cfg->statsd_prefix : "", cfg->statsd_interval_ms);
-    if (n < 0 || (size_t)n >= size - pos)
-        return;
-    pos += (size_t)n;
-    for (size_t i = 0; i < cfg->n_listen && pos < size; i++) {
-        n = snprintf(buf + pos, size - pos, "%s,", cfg->listen[i]);
-        if (n < 0)
-            return;
-        pos += (size_t)n;
-    }
-}
 
 /*
  * Writes the compiled blob to <state_dir>/rules.<generation> (through a
@@ -233,8 +162,10 @@ int reload_new(const char *config_path, const struct config *cfg, const char *st
         log_msg(LOG_ERR, "cannot write rules.%llu in %s: %m", (unsigned long long)gen, state_dir);
         goto fail;
     }
+    r = reload_settings_take(cfg, &rl->settings);
+    if (r < 0)
+        goto fail;
     pthread_mutex_init(&rl->lock, NULL);
-    settings_text(cfg, rl->settings, sizeof(rl->settings));
     p->st.rules = rules;
     p->st.generation = gen;
     rl->next_generation = gen + 1;
@@ -245,6 +176,7 @@ int reload_new(const char *config_path, const struct config *cfg, const char *st
     return 0;
 fail:
     if (rl) {
+        reload_settings_free(&rl->settings);
         free(rl->config_path);
         free(rl->state_dir);
     }
@@ -285,6 +217,7 @@ void reload_free(struct reload *rl)
     /* Wait for call_rcu() callbacks of earlier reloads. */
     urcu_memb_barrier();
     pthread_mutex_destroy(&rl->lock);
+    reload_settings_free(&rl->settings);
     free(rl->config_path);
     free(rl->state_dir);
     free(rl);
@@ -300,57 +233,131 @@ const struct reload_state *reload_current(struct reload *rl)
 int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, size_t *ret_rules,
                char *errbuf, size_t errsize)
 {
+    struct reload_result res = { 0 };
+    int r;
+
+    r = reload_apply(rl, who, NULL, &res, errbuf, errsize);
+    if (r >= 0) {
+        *ret_generation = res.generation;
+        *ret_rules = res.rules;
+    }
+    reload_result_free(&res);
+    return r;
+}
+
+/* Logs what a reload changed: one line per change, at most LOG_CHANGES_MAX. */
+#define LOG_CHANGES_MAX 32
+static void log_changes(const struct reload *rl, const char *who, const struct reload_diff *d)
+{
+    char names[512];
+    size_t pos = 0;
+
+    for (size_t i = 0; i < d->n && i < LOG_CHANGES_MAX; i++)
+        log_msg(LOG_NOTICE, "reload (%s): %s", who, d->lines[i]);
+    if (d->n + d->dropped > LOG_CHANGES_MAX)
+        log_msg(LOG_NOTICE, "reload (%s): ... and %zu more changes (RELOAD diff=true lists "
+                "up to %d)", who, d->n + d->dropped - LOG_CHANGES_MAX, RELOAD_DIFF_LINES_MAX);
+    if (!d->restart)
+        return;
+    names[0] = '\0';
+    for (size_t i = 0; i < d->n && pos < sizeof(names); i++) {
+        int w;
+
+        if (strncmp(d->lines[i], "setting=", 8) != 0)
+            continue;
+        w = snprintf(names + pos, sizeof(names) - pos, "%s%.*s", pos ? ", " : "",
+                     (int)strcspn(d->lines[i] + 8, " "), d->lines[i] + 8);
+        if (w > 0)
+            pos += (size_t)w;
+    }
+    log_msg(LOG_WARNING, "reload (%s): %zu settings in %s changed that take effect only after "
+            "a restart: %s", who, d->restart, rl->config_path, names);
+}
+
+/* "file:line: reason (and N more)" of a rejected load into @errbuf; logs it. */
+static void reject(struct reload *rl, const char *who, const struct diag *diag, int r,
+                   uint64_t gen, bool dry_run, char *errbuf, size_t errsize)
+{
+    char first[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
+
+    if (diag->n > 0)
+        diag_format(diag, 0, first, sizeof(first));
+    else
+        snprintf(first, sizeof(first), "%s: %s", rl->config_path, strerror(-r));
+    if (diag->n + diag->dropped > 1)
+        snprintf(errbuf, errsize, "%s (and %zu more)", first, diag->n + diag->dropped - 1);
+    else
+        snprintf(errbuf, errsize, "%s", first);
+    if (dry_run) {
+        log_msg(LOG_INFO, "reload dry run (%s) rejected: %s", who, errbuf);
+        return;
+    }
+    rl->n_rejected++;
+    log_msg(LOG_ERR, "reload (%s) rejected, keeping generation %llu: %s", who,
+            (unsigned long long)(gen - 1), errbuf);
+    for (size_t i = 1; i < diag->n; i++) {
+        diag_format(diag, i, first, sizeof(first));
+        log_msg(LOG_ERR, "reload: %s", first);
+    }
+}
+
+int reload_apply(struct reload *rl, const char *who, const struct reload_opts *opts,
+                 struct reload_result *ret, char *errbuf, size_t errsize)
+{
+    static const struct reload_opts none = { 0 };
     struct config *cfg = NULL;
     struct rules *rules = NULL;
     struct published *p = NULL, *old;
+    struct reload_settings now_set = { 0 };
     struct diag *diag;
     struct tables_log copied = { 0 };
     uint64_t gen;
-    bool move;
+    bool move, wrote = false;
     int r;
 
+    if (!opts)
+        opts = &none;
     diag = malloc(sizeof(*diag));
     if (!diag)
         return -ENOMEM;
     diag_init(diag);
     pthread_mutex_lock(&rl->lock);
     gen = generation_at_least(rl->next_generation);
-    r = config_load(rl->config_path, &cfg, diag);
+    r = config_load_edit(rl->config_path, opts->edit, &cfg, diag);
     if (r >= 0)
         r = rules_compile(&cfg->rules, gen, &rules, diag);
+    if (r >= 0)
+        r = reload_settings_take(cfg, &now_set);
+    if (r >= 0)
+        r = reload_diff(rl->current->st.rules, rules, &rl->settings, &now_set, &ret->diff);
+    if (r >= 0 && opts->dry_run) {
+        ret->generation = rl->current->st.generation;
+        ret->rules = rules_count(rules);
+        log_msg(LOG_INFO, "reload dry run (%s): %zu rules from %s; %zu added, %zu removed, "
+                "%zu changed, %zu settings need a restart; nothing applied", who, ret->rules,
+                rl->config_path, ret->diff.added, ret->diff.removed, ret->diff.changed,
+                ret->diff.restart);
+        goto out;
+    }
     if (r >= 0 && !(p = calloc(1, sizeof(*p))))
         r = -ENOMEM;
     if (r >= 0 && (r = write_rules_file(rl, rules, gen)) < 0)
         diag_set(diag, rl->state_dir, 0, "cannot write rules.%llu: %s", (unsigned long long)gen,
                  strerror(-r));
+    else if (r >= 0)
+        wrote = true;
+    /* The drop-in lands only once everything else is ready, and the rules
+     * that include it are published right after. */
+    if (r >= 0 && opts->edit &&
+        (r = config_dropin_write(cfg->include_dir, opts->edit->name, opts->edit->text,
+                                 opts->edit->len)) < 0)
+        diag_set(diag, cfg->include_dir, 0, "cannot write drop-in %s: %s", opts->edit->name,
+                 strerror(-r));
     if (r < 0) {
-        char first[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
-
-        if (diag->n > 0)
-            diag_format(diag, 0, first, sizeof(first));
-        else
-            snprintf(first, sizeof(first), "%s: %s", rl->config_path, strerror(-r));
-        if (diag->n + diag->dropped > 1)
-            snprintf(errbuf, errsize, "%s (and %zu more)", first, diag->n + diag->dropped - 1);
-        else
-            snprintf(errbuf, errsize, "%s", first);
-        rl->n_rejected++;
-        log_msg(LOG_ERR, "reload (%s) rejected, keeping generation %llu: %s", who,
-                (unsigned long long)(gen - 1), errbuf);
-        for (size_t i = 1; i < diag->n; i++) {
-            diag_format(diag, i, first, sizeof(first));
-            log_msg(LOG_ERR, "reload: %s", first);
-        }
+        if (wrote)
+            remove_old_rules_files(rl, rl->current->st.generation);
+        reject(rl, who, diag, r, gen, opts->dry_run, errbuf, errsize);
         goto out;
-    }
-    {
-        char now[sizeof(rl->settings)];
-
-        settings_text(cfg, now, sizeof(now));
-        if (strcmp(now, rl->settings) != 0)
-            log_msg(LOG_WARNING, "reload: server/table/redis/store settings in %s changed; "
-                    "they take effect only after a restart (rules, store.mode and per-rule "
-                    "store are reloaded now)", rl->config_path);
     }
     /*
      * Counters of rules that change table (fast_path, source) move in two
@@ -381,21 +388,35 @@ int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, siz
     }
     rl->next_generation = gen + 1;
     rl->n_ok++;
-    *ret_generation = gen;
-    *ret_rules = rules_count(p->st.rules);
-    log_msg(LOG_NOTICE, "reload (%s): generation %llu, %zu rules from %s", who,
-            (unsigned long long)gen, *ret_rules, rl->config_path);
+    ret->applied = true;
+    ret->generation = gen;
+    ret->rules = rules_count(p->st.rules);
+    log_msg(LOG_NOTICE, "reload (%s): generation %llu, %zu rules from %s: %zu added, "
+            "%zu removed, %zu changed", who, (unsigned long long)gen, ret->rules,
+            rl->config_path, ret->diff.added, ret->diff.removed, ret->diff.changed);
+    log_changes(rl, who, &ret->diff);
     p = NULL;
     if (old)
         urcu_memb_call_rcu(&old->rcu, published_free_rcu);
 out:
     pthread_mutex_unlock(&rl->lock);
     tables_log_free(&copied);
+    reload_settings_free(&now_set);
     published_free(p);
     rules_free(rules);
     config_free(cfg);
     free(diag);
     return r;
+}
+
+void reload_result_free(struct reload_result *res)
+{
+    reload_diff_free(&res->diff);
+}
+
+const char *reload_config_path(const struct reload *rl)
+{
+    return rl->config_path;
 }
 
 void reload_counts(struct reload *rl, uint64_t *ret_ok, uint64_t *ret_rejected)

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+#include "reload_diff.h"
 #include "rules.h"
 #include "table.h"
 #include "tables.h"
@@ -35,7 +37,6 @@ struct reload;
  * settings says they need a restart.  -EINVAL (invalid rules), -ENOMEM, or
  * -errno writing the file.
  */
-struct config;
 int reload_new(const char *config_path, const struct config *cfg, const char *state_dir,
                struct table *fast, struct reload **ret, struct diag *reterr);
 
@@ -66,6 +67,37 @@ const struct reload_state *reload_current(struct reload *rl);
  */
 int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, size_t *ret_rules,
                char *errbuf, size_t errsize);
+
+/* What reload_apply() does besides a plain reload. */
+struct reload_opts {
+    bool dry_run;                       /* load, validate, compare; publish nothing */
+    const struct config_edit *edit;     /* a drop-in to add or remove (the rules service) */
+};
+
+struct reload_result {
+    bool applied;                       /* false: a dry run */
+    uint64_t generation;                /* the new one; a dry run: the running one */
+    size_t rules;                       /* in the new config */
+    struct reload_diff diff;            /* from the running rules and settings */
+};
+
+/*
+ * reload_run() with @opts (NULL: none) and what changed in *@ret (zero it
+ * first; reload_result_free() it whatever the outcome).  A dry run loads,
+ * validates and compiles exactly as a reload does, then stops: nothing is
+ * written, published or counted.  With @opts->edit the config is loaded as if
+ * the drop-in change were made; only if it is valid is the drop-in written
+ * (temporary file and rename) and the result published, so a rejected edit
+ * leaves no file behind.  Logs one line per change (bounded) and names the
+ * settings that need a restart.  0, or as reload_run(), plus -EEXIST/-ENOENT
+ * for an edit of a drop-in that exists/does not, -ENOTDIR without include_dir.
+ */
+int reload_apply(struct reload *rl, const char *who, const struct reload_opts *opts,
+                 struct reload_result *ret, char *errbuf, size_t errsize);
+void reload_result_free(struct reload_result *res);
+
+/* The main config file's path, as given (constant: any thread). */
+const char *reload_config_path(const struct reload *rl);
 
 /* Reload counters for STATS. */
 void reload_counts(struct reload *rl, uint64_t *ret_ok, uint64_t *ret_rejected);

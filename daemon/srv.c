@@ -36,6 +36,19 @@
 
 /* ---- server ---------------------------------------------------------------- */
 
+/* The protocol server.listen gives the socket systemd passed as @nl ("resp:"
+ * before its address); divvy's when it is not listed. */
+static enum config_proto srv_listen_proto(const struct srv_opts *o,
+                                          const struct notify_listener *nl)
+{
+    enum config_proto proto;
+
+    for (size_t i = 0; i < o->n_listen; i++)
+        if (notify_listeners_find(nl, 1, config_listen_proto(o->listen[i], &proto)) == 0)
+            return proto;
+    return CONFIG_PROTO_DIVVY;
+}
+
 int srv_new(const struct srv_opts *opts, struct srv **ret)
 {
     struct listener_opts lo = { .socket_mode = opts->socket_mode };
@@ -62,8 +75,11 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         goto fail;
     }
     for (size_t i = 0; i < opts->n_listen; i++) {
+        enum config_proto proto;
+
         /* systemd already holds it: adopted below. */
-        if (notify_listeners_find(opts->inherited, opts->n_inherited, opts->listen[i]) >= 0)
+        if (notify_listeners_find(opts->inherited, opts->n_inherited,
+                                  config_listen_proto(opts->listen[i], &proto)) >= 0)
             continue;
         r = listener_open(opts->listen[i], &lo, &s->lis[s->n_lis]);
         s->n_lis++;
@@ -79,6 +95,7 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         struct notify_listener *nl = &opts->inherited[i];
 
         /* No path: a socket systemd created is never unlinked by us. */
+        l->proto = srv_listen_proto(opts, nl);     /* while nl holds its fd */
         l->fd = nl->fd;
         nl->fd = -1;
         l->is_unix = nl->is_unix;
@@ -133,6 +150,7 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     st = reload_current(s->o.reload);
     g->config_generation = st->generation;
     g->rules = rules_count(st->rules);
+    metrics_fast_rules(s->o.metrics, s->o.fast, st->rules, st->generation);
     urcu_memb_read_unlock();
     reload_counts(s->o.reload, &g->reloads_ok, &g->reloads_rejected);
     table_stats(s->o.fast, now, &g->fast);

@@ -33,6 +33,7 @@
 #include "store.h"
 #include "table.h"
 
+struct adhoc;
 struct fastfd;
 
 struct srv_opts {
@@ -53,6 +54,7 @@ struct srv_opts {
     uint64_t lease_max;         /* store.lease_max */
     struct metrics *metrics;    /* counters (metrics.h); NULL: none */
     struct fastfd *fastfd;      /* answers FAST (fastfd.h); NULL: FAST is forbidden */
+    struct adhoc *adhoc;        /* RESP's ad-hoc buckets (adhoc.h); NULL: no RESP listener */
     /* Sockets systemd passed (notify_listen_fds()): srv_new() adopts them all,
      * setting each fd to -1, and binds only the listen addresses not among them. */
     struct notify_listener *inherited;

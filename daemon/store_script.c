@@ -31,16 +31,61 @@
     "local st = redis.pcall('HMGET', key, " fields ")\n"                             \
     "if st.err then redis.call('DEL', key); st = {} end\n"
 
+/* A window key's value (@got): the count used, and debt true when it holds
+ * a DEBIT's debt, marked by a fraction (".5"): a reader without the mark,
+ * or from before debts, reads a count above the limit (a limit since
+ * lowered) as "nothing left until the PTTL", as ever. */
+#define LUA_WINDOW_GET                                                               \
+    "local used = tonumber(got)\n"                                                   \
+    "local debt = used ~= nil and used ~= math.floor(used)\n"                        \
+    "if debt then used = math.floor(used) end\n"
+
+/* A window key in debt (used > limit and the mark, docs/shm.md "Algorithm
+ * state"): its PTTL runs to the start of the first window with a full quota
+ * again, each window that ends pays one limit back.  In: key, used, debt,
+ * limit, reset and ttl (the key's PTTL); out (locals the caller declares):
+ * used and left (ms to the current window's end) in the current window,
+ * carried true when windows were paid. */
+#define LUA_WINDOW_CARRY                                                             \
+    "left, carried = ttl, false\n"                                                    \
+    "if used > limit and not debt then used = limit end\n"                           \
+    "if used > limit then\n"                                                         \
+    "  left = ttl - (math.ceil(used / limit) - 1) * reset\n"                           \
+    "  if left <= 0 then\n"                                                          \
+    "    local k = math.floor(-left / reset) + 1\n"                                  \
+    "    used, left, carried = used - k * limit, left + k * reset, true\n"           \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "if used < 0 then used = 0 end\n"
+
+/* Writes used (any size) in the window ending in @left ms: the key's PTTL
+ * runs to its debt's end.  The debt saturates near 2^39 ms, as divvyd's. */
+#define LUA_WINDOW_SET                                                               \
+    "local most = (math.floor(549755813888 / reset) + 1) * limit\n"                  \
+    "if used > most then used = most end\n"                                          \
+    "local m = 1\n"                                                                  \
+    "if used > limit then m = math.ceil(used / limit) end\n"                         \
+    "local v = used\n"                                                               \
+    "if used > limit then v = string.format('%.0f', used) .. '.5' end\n"             \
+    "redis.call('SET', key, v, 'PX', left + (m - 1) * reset)\n"
+
 static const char lua_window[] =
-    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end.\n"
-    "-- ARGV: op (take|peek), n, limit, reset_ms -> {allowed, credit, ms to reset}\n"
+    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n"
+    "-- (in debt: the end of the window that has a full quota again).\n"
+    "-- ARGV: op (take|peek|debit), n, limit, reset_ms -> {allowed, credit, ms to reset}\n"
     "local key = KEYS[1]\n"
     "local n, limit, reset = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "local debit = ARGV[1] == 'debit'\n"
     "local got = redis.pcall('GET', key)\n"
     "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    "local used = tonumber(got)\n"
+    LUA_WINDOW_GET
     "if not used then\n"
-    "  if ARGV[1] == 'take' and n <= limit then\n"
+    "  if debit and n > limit then\n"
+    "    local left, used = reset, n\n"
+    LUA_WINDOW_SET
+    "    return {0, 0, reset}\n"
+    "  end\n"
+    "  if (ARGV[1] == 'take' or debit) and n <= limit then\n"
     "    redis.call('SET', key, n, 'PX', reset)\n"
     "    return {1, limit - n, reset}\n"
     "  end\n"
@@ -52,20 +97,26 @@ static const char lua_window[] =
     "  redis.call('PEXPIRE', key, reset)\n"
     "  ttl = reset\n"
     "end\n"
-    "if used > limit then used = limit end\n"
-    "if used < 0 then used = 0 end\n"
-    "if n <= limit - used then\n"
-    "  if ARGV[1] == 'take' then\n"
+    "local left, carried\n"
+    LUA_WINDOW_CARRY
+    "local fits = used <= limit and n <= limit - used\n"
+    "if debit or (fits and ARGV[1] == 'take') then\n"
+    "  if debit or carried then\n"
+    "    used = used + n\n"
+    LUA_WINDOW_SET
+    "  else\n"
     "    redis.call('INCRBY', key, n)\n"
     "    used = used + n\n"
     "  end\n"
-    "  return {1, limit - used, ttl}\n"
     "end\n"
-    "return {0, limit - used, ttl}\n";
+    "local credit = 0\n"
+    "if used <= limit then credit = limit - used end\n"
+    "if (debit and used <= limit) or (not debit and fits) then return {1, credit, left} end\n"
+    "return {0, credit, left}\n";
 
 static const char *op_arg(enum store_op op)
 {
-    return op == STORE_PEEK ? "peek" : "take";
+    return op == STORE_PEEK ? "peek" : op == STORE_DEBIT ? "debit" : "take";
 }
 
 /* Appends one argument: every ARGV entry is written through here, so none
@@ -106,7 +157,8 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
 static const char lua_bucket[] =
     "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n"
     "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n"
-    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}\n"
+    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}.\n"
+    "-- A debit takes always: d may pass cap (tokens below zero, refills pay back).\n"
     "local key = KEYS[1]\n"
     "local n, cap = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
     "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
@@ -115,7 +167,6 @@ static const char lua_bucket[] =
     "local d, t = tonumber(st[1]), tonumber(st[2])\n"
     "local tokens, last = cap, now\n"
     "if d and t and d > 0 then\n"
-    "  if d > cap then d = cap end\n"
     "  if t > now then t = now end\n"
     "  if t + math.ceil(d / amount) * period > now then\n"
     "    local refills = math.floor((now - t) / period)\n"
@@ -126,9 +177,13 @@ static const char lua_bucket[] =
     "  end\n"
     "end\n"
     "local fits = n <= tokens\n"
-    "if ARGV[1] == 'take' then\n"
-    "  if fits then\n"
+    "local debit = ARGV[1] == 'debit'\n"
+    "if ARGV[1] == 'take' or debit then\n"
+    "  if fits or debit then\n"
     "    tokens = tokens - n\n"
+    "    local most = math.floor(549755813888 / period) * amount\n"
+    "    if most < cap then most = cap end\n"
+    "    if cap - tokens > most then tokens = cap - most end\n"
     "  elseif ARGV[6] == '1' and tokens < cap then\n"
     "    last = now\n"
     "  end\n"
@@ -140,7 +195,9 @@ static const char lua_bucket[] =
     "end\n"
     "local reset = 0\n"
     "if tokens < cap then reset = last + period - now end\n"
+    "if debit then fits = tokens >= 0 end\n"
     "if fits then return {1, tokens, reset} end\n"
+    "if tokens < 0 then tokens = 0 end\n"
     "return {0, tokens, reset}\n";
 
 void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret)
@@ -157,7 +214,8 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
 static const char lua_sliding[] =
     "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n"
     "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n"
-    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}\n"
+    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}.\n"
+    "-- A debit counts past the limit (up to 2^24 - 1, as divvyd's table).\n"
     "local key = KEYS[1]\n"
     "local n, limit, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
     LUA_NOW
@@ -177,8 +235,10 @@ static const char lua_sliding[] =
     "local credit = 0\n"
     "if budget > spent then credit = math.floor((budget - spent) / w) end\n"
     "local fits = n <= credit\n"
-    "if ARGV[1] == 'take' and fits then\n"
-    "  count, credit, fresh = count + n, credit - n, false\n"
+    "local debit = ARGV[1] == 'debit'\n"
+    "if (ARGV[1] == 'take' and fits) or debit then\n"
+    "  count, fresh = math.min(count + n, 16777215), false\n"
+    "  if fits then credit = credit - n else credit = 0 end\n"
     "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"
     "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"
     "end\n"
@@ -199,36 +259,42 @@ void store_script_sliding(const struct store_sliding_args *a, struct store_call 
 static const char lua_lease[] =
     "-- lease: KEYS[1] as the window script's (credit used, PTTL = the window).\n"
     "-- ARGV: want, limit, reset_ms, divisor.  Grants min(want, remainder,\n"
-    "-- max(1, floor(remainder / divisor))) and counts it as used.\n"
+    "-- max(1, floor(remainder / divisor))) and counts it as used; nothing while\n"
+    "-- the window is in debt (a debit's).\n"
     "-- -> {granted, remainder after, ms to the window's end, 1 if it began now}\n"
     "local key = KEYS[1]\n"
     "local want, limit = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
     "local reset, div = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
     "local got = redis.pcall('GET', key)\n"
     "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    "local used, created = tonumber(got), 0\n"
-    "if not used then used, created = 0, 1 end\n"
-    "if used > limit then used = limit end\n"
-    "if used < 0 then used = 0 end\n"
-    "local remain = limit - used\n"
-    "local k = math.floor(remain / div)\n"
-    "if k < 1 then k = 1 end\n"
-    "local g = math.min(want, remain, k)\n"
-    "if g < 0 then g = 0 end\n"
-    "local ttl\n"
-    "if created == 1 then\n"
-    "  if g == 0 then return {0, remain, 0, 0} end\n"
-    "  redis.call('SET', key, g, 'PX', reset)\n"
-    "  ttl = reset\n"
-    "else\n"
+    LUA_WINDOW_GET
+    "local created = 0\n"
+    "local ttl, left, carried = reset, reset, false\n"
+    "if used then\n"
     "  ttl = redis.call('PTTL', key)\n"
     "  if ttl < 0 then\n"
     "    redis.call('PEXPIRE', key, reset)\n"
     "    ttl = reset\n"
     "  end\n"
-    "  if g > 0 then redis.call('INCRBY', key, g) end\n"
+    LUA_WINDOW_CARRY
+    "else\n"
+    "  used, created = 0, 1\n"
     "end\n"
-    "return {g, remain - g, ttl, created}\n";
+    "if used > limit then used = limit end\n"
+    "local remain = limit - used\n"
+    "local k = math.floor(remain / div)\n"
+    "if k < 1 then k = 1 end\n"
+    "local g = math.min(want, remain, k)\n"
+    "if g < 0 then g = 0 end\n"
+    "if created == 1 then\n"
+    "  if g == 0 then return {0, remain, 0, 0} end\n"
+    "  redis.call('SET', key, g, 'PX', reset)\n"
+    "elseif g > 0 and carried then\n"
+    "  redis.call('SET', key, used + g, 'PX', left)\n"
+    "elseif g > 0 then\n"
+    "  redis.call('INCRBY', key, g)\n"
+    "end\n"
+    "return {g, remain - g, left, created}\n";
 
 void store_script_lease(const struct store_lease_args *a, struct store_call *ret)
 {

@@ -30,8 +30,9 @@ enum store_script {
     STORE_N_SCRIPTS
 };
 
-/* The window, token bucket and sliding window scripts take or peek. */
-enum store_op { STORE_TAKE = 0, STORE_PEEK };
+/* The window, token bucket and sliding window scripts take, peek or debit
+ * (take always, into debt: docs/redis.md "Scripts"). */
+enum store_op { STORE_TAKE = 0, STORE_PEEK, STORE_DEBIT };
 
 /* divvy's fixed window: the key holds credit used, its PTTL the window. */
 struct store_window_args {

@@ -147,6 +147,8 @@ static const struct verb commands[] = {
     [PROTO_COUNTERS] = { "COUNTERS", true, false, counters_request },
     [PROTO_REFILL] = { "REFILL", false, true, verb_refill },
     [PROTO_FAST] = { "FAST", false, false, verb_fast },
+    [PROTO_DROPIN] = { "DROPIN", true, false, admin_dropin },
+    [PROTO_DEBIT] = { "DEBIT", false, false, do_hit },
 };
 
 _Static_assert(sizeof(commands) / sizeof(commands[0]) == PROTO_N_VERBS,

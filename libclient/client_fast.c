@@ -35,12 +35,59 @@
  * CLIENT_HITS_BATCH hits, not one per hit. */
 #define CLIENT_HITS_BATCH 1024
 
+/* The counts of every rule decided here since the last flush, per outcome. */
+static void flush_rules(struct client_fast *f)
+{
+    for (size_t i = 0; i < f->n_dirty; i++) {
+        struct client_rule *cr = &f->rule[f->dirty[i]];
+
+        if (f->table)
+            table_add_fast_rule(f->table, cr->rr.id, cr->fast_n);
+        memset(cr->fast_n, 0, sizeof(cr->fast_n));
+        cr->dirty = false;
+    }
+    f->n_dirty = 0;
+}
+
 static void flush_hits(struct client_fast *f)
 {
     if (f->table && f->unflushed_hits) {
         table_add_fast_hits(f->table, f->unflushed_hits);
         f->unflushed_hits = 0;
     }
+    flush_rules(f);
+}
+
+/* One outcome @k of rule @idx, in this process's memory until the flush. */
+static inline void count_rule(struct client_fast *f, uint32_t idx, enum table_fast_outcome k)
+{
+    struct client_rule *cr = &f->rule[idx];
+
+    cr->fast_n[k]++;
+    if (!cr->dirty) {
+        cr->dirty = true;
+        f->dirty[f->n_dirty++] = idx;
+    }
+}
+
+/* A decided TAKE as divvyd's metrics count a socket hit (hit.c count_outcomes()):
+ * every canary rule, every rule that charged on the way, and the decider. */
+static inline void count_rules(struct client_fast *f, const struct eval_result *er,
+                               size_t n_rules)
+{
+    /* Most paths are one rule: only the decider. */
+    for (unsigned i = 0; i < er->n && (er->n > 1 || er->o[0].canary); i++) {
+        const struct eval_outcome *o = &er->o[i];
+
+        if (o->rule >= n_rules)
+            continue;
+        if (o->canary)
+            count_rule(f, o->rule, o->allowed ? TABLE_FAST_CANARY_ACCEPTED
+                                              : TABLE_FAST_CANARY_REJECTED);
+        else if (o->rule != er->decider && o->allowed && o->counted)
+            count_rule(f, o->rule, TABLE_FAST_ACCEPTED);
+    }
+    count_rule(f, er->decider, er->allowed ? TABLE_FAST_ACCEPTED : TABLE_FAST_REJECTED);
 }
 
 void client_fast_close(struct client_fast *f)
@@ -52,6 +99,8 @@ void client_fast_close(struct client_fast *f)
     f->rules = NULL;
     free(f->rule);
     f->rule = NULL;
+    free(f->dirty);
+    f->dirty = NULL;
     f->gen = 0;
 }
 
@@ -111,6 +160,7 @@ static int remap(struct client_fast *f, uint64_t gen)
 {
     struct client_rule *rule = NULL;
     struct rules *rules = NULL;
+    uint32_t *dirty = NULL;
     char path[PATH_MAX];
     void *data = NULL;
     size_t len = 0, n;
@@ -155,7 +205,8 @@ static int remap(struct client_fast *f, uint64_t gen)
     if (lease_max > TABLE_LEASE_MAX)
         lease_max = TABLE_LEASE_MAX;
     rule = calloc(n ? n : 1, sizeof(*rule));
-    if (!rule) {
+    dirty = calloc(n ? n : 1, sizeof(*dirty));
+    if (!rule || !dirty) {
         r = client_err(f->err, -ENOMEM, "out of memory");
         goto out;
     }
@@ -188,19 +239,25 @@ static int remap(struct client_fast *f, uint64_t gen)
                             rr.credit_limit == 0 ||
                             (rr.algo != RULES_ALGO_TOKEN_BUCKET && rr.reset_seconds == 0));
     }
+    /* The old rules' counts first: the indexes change with the rules. */
+    flush_rules(f);
     rules_free(f->rules);
     free(f->rule);
+    free(f->dirty);
     f->rules = rules;
     f->rule = rule;
+    f->dirty = dirty;
     f->gen = gen;
     if (gen > f->max_gen)
         f->max_gen = gen;
     f->loads++;
     rules = NULL;                       /* the handle owns them now */
     rule = NULL;
+    dirty = NULL;
     r = 0;
 out:
     free(data);
+    free(dirty);
     free(rule);
     rules_free(rules);
     return r;
@@ -531,8 +588,11 @@ int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
     memcpy(res->rule, cr->id_str, cr->id_len);
     res->rule[cr->id_len] = '\0';
     res->fast_path = 1;
-    if (op == TABLE_TAKE && ++f->unflushed_hits >= CLIENT_HITS_BATCH)
-        flush_hits(f);
+    if (op == TABLE_TAKE) {
+        count_rules(f, &er, fs.n_rules);
+        if (++f->unflushed_hits >= CLIENT_HITS_BATCH)
+            flush_hits(f);
+    }
     return 1;
 }
 

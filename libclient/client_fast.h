@@ -44,6 +44,11 @@ struct client_rule {
     uint8_t hot_len;
     char hot_actor[CLIENT_HOT_ACTOR_MAX];
     struct table_kw hot_kw;
+    /* TAKEs decided here for this rule, per outcome, not yet added to the
+     * table's per-rule counts (table_add_fast_rule()); dirty: listed in
+     * client_fast.dirty. */
+    bool dirty;
+    uint64_t fast_n[TABLE_FAST_N];
 };
 
 /* A handle's fast path.  Set up by its owner (zeroed, then conn, err,
@@ -66,6 +71,9 @@ struct client_fast {
     uint64_t remap_at_ms;       /* earliest next rules load after a failure */
     uint64_t remap_failed_gen;  /* the generation that failed to load */
     uint64_t unflushed_hits;    /* decided here, not yet added to the table's fast_hits */
+    uint32_t *dirty;            /* indexes of the rules with unflushed fast_n, n_dirty of
+                                 * them; rules_count() entries */
+    size_t n_dirty;
     /* REFILL hints sent lately: a hash of (rule, actor) and until when no
      * other is sent for it (client_fast.c). */
     uint64_t hint_key[CLIENT_HINT_SLOTS];

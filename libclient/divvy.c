@@ -145,9 +145,10 @@ static int prepare(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, cons
         return batch ? client_err(&h->err, -EINVAL, "results[%zu].size is not set", index)
                      : client_err(&h->err, -EINVAL,
                                   "res->size must be sizeof(struct divvy_result)");
-    if (amount > PROTO_TAKE_MAX)
+    if (amount > (strcmp(verb, "DEBIT") == 0 ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX))
         return client_err(&h->err, -EINVAL, "amount %llu is out of range 1..%llu",
-                          (unsigned long long)amount, PROTO_TAKE_MAX);
+                          (unsigned long long)amount,
+                          strcmp(verb, "DEBIT") == 0 ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX);
     r = client_req_prepare(kv, n_kv, req);
     if (r < 0)
         return prepare_err(h, r, index, batch);
@@ -197,7 +198,7 @@ static int request(struct divvy *h, const char *verb, enum table_op op, uint64_t
                    const struct divvy_kv *kv, size_t n_kv, struct divvy_result *res)
 {
     /* On the wire: HIT is sent as "TAKE 1" so the reply names the rule. */
-    uint64_t wire_amount = op == TABLE_TAKE ? amount : 0;
+    uint64_t wire_amount = op == TABLE_TAKE || op == TABLE_DEBIT ? amount : 0;
     uint32_t path[RULES_MATCH_MAX];
     struct client_req req;
     const char *why = NULL;
@@ -209,9 +210,13 @@ static int request(struct divvy *h, const char *verb, enum table_op op, uint64_t
     client_err_clear(&h->err);
     if (op == TABLE_TAKE && amount == 0)
         return client_err(&h->err, -EINVAL, "amount 0 is out of range 1..%llu", PROTO_TAKE_MAX);
+    if (op == TABLE_DEBIT && (amount == 0 || amount > PROTO_DEBIT_MAX))
+        return client_err(&h->err, -EINVAL, "amount %llu is out of range 1..%llu",
+                          (unsigned long long)amount, PROTO_DEBIT_MAX);
     /* A shape seen before skips normalising and matching (client_memo.c). */
     if (h->mode != DIVVY_SOCKET_ONLY && op != TABLE_RESET && res &&
-        res->size >= CLIENT_RESULT_MIN_SIZE && amount <= PROTO_TAKE_MAX &&
+        res->size >= CLIENT_RESULT_MIN_SIZE &&
+        amount <= (op == TABLE_DEBIT ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX) &&
         client_memo_decide(h->memo, &h->fast, kv, n_kv, verb, wire_amount, op, amount, res) > 0)
         return 0;
     r = prepare(h, kv, n_kv, verb, wire_amount, res, &req, 0, false);
@@ -246,6 +251,12 @@ int divvy_take(struct divvy *h, uint64_t amount, const struct divvy_kv *kv, size
                struct divvy_result *res)
 {
     return request(h, "TAKE", TABLE_TAKE, amount, kv, n_kv, res);
+}
+
+int divvy_debit(struct divvy *h, uint64_t amount, const struct divvy_kv *kv, size_t n_kv,
+                struct divvy_result *res)
+{
+    return request(h, "DEBIT", TABLE_DEBIT, amount, kv, n_kv, res);
 }
 
 int divvy_peek(struct divvy *h, const struct divvy_kv *kv, size_t n_kv, struct divvy_result *res)

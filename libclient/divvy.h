@@ -122,6 +122,17 @@ DIVVY_EXPORT int divvy_hit(struct divvy *h, const struct divvy_kv *kv, size_t n_
 DIVVY_EXPORT int divvy_take(struct divvy *h, uint64_t amount, const struct divvy_kv *kv,
                             size_t n_kv, struct divvy_result *res);
 
+/*
+ * DEBIT: charge @amount credits (1 .. 1000000000000) that were already
+ * spent (bytes sent, tokens generated): always charged, even past what is
+ * left, so the balance may go below zero; later hits are denied until the
+ * window or bucket has paid the debt back (docs/protocol.md "DEBIT").
+ * @res->allowed: the balance is still >= 0 after the charge; credit 0
+ * while in debt.  Decided in-process on fast_path rules, like divvy_take().
+ */
+DIVVY_EXPORT int divvy_debit(struct divvy *h, uint64_t amount, const struct divvy_kv *kv,
+                             size_t n_kv, struct divvy_result *res);
+
 /* PEEK: report without consuming; allowed means at least one credit is left. */
 DIVVY_EXPORT int divvy_peek(struct divvy *h, const struct divvy_kv *kv, size_t n_kv,
                             struct divvy_result *res);

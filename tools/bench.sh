@@ -7,7 +7,9 @@
 # table), on a temp Unix socket and a free loopback TCP port; runs
 # BUILDDIR/divvy-bench for unix 1x1, unix 8x32, tcp 1x1 and tcp 8x32
 # (connections x pipeline depth), then through libdivvy: its socket path 8x32
-# and its shared-memory fast path with 1 and 2 threads (the rule is fast_path).
+# and its shared-memory fast path with 1 and 2 threads (the rule is fast_path),
+# then the same hits as RESP DIVVY.HIT arrays on a resp: Unix listener
+# (docs/resp.md) 1x1 and 8x32, and a ratio to the unix rows.
 #
 # Redis stores (docs/redis.md §9): starts its own redis-server in the temp dir
 # (a Unix socket, no persistence), then one divvyd with store.mode = "strict"
@@ -148,18 +150,18 @@ stat_of() {
 }
 
 # start_divvyd CONFIG DIR TCP(0|1): a foreground divvyd with its state and
-# Unix socket ($sock) in DIR, and with TCP 1 also on a free loopback port
-# ($port) and, with divvy-rls-bench built, an RLS listener on the next free
-# one ($rport, else empty).  Ready when every listener answers (15 s deadline); a daemon with
+# Unix socket ($sock) in DIR, a RESP Unix socket ($resp, docs/resp.md), and
+# with TCP 1 also on a free loopback port ($port) and, with divvy-rls-bench
+# built, an RLS listener on the next free one ($rport, else empty).  Ready when every listener answers (15 s deadline); a daemon with
 # a Redis rule also waits (5 s) for STATS redis_state up.  Sets $pid; on
 # failure prints the log and returns 1.
 start_divvyd() {
     conf=$1 dir=$2 tcp=$3
-    sock=$dir/divvy.sock log=$dir.log
+    sock=$dir/divvy.sock resp=$dir/resp.sock log=$dir.log
     mkdir -p "$dir"
     started=0
     for _ in 1 2 3 4 5; do
-        set -- --listen "unix:$sock"
+        set -- --listen "unix:$sock" --listen "resp:unix:$resp"
         if [ "$tcp" = 1 ]; then
             port=$(( $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 30000 + 30000 ))
             port_in_use "$port" && continue
@@ -260,7 +262,15 @@ fi
 row local lib-unix 8 32 --unix "$sock" --lib socket
 row local shm 1 1 --unix "$sock" --lib fast
 row local shm 2 1 --unix "$sock" --lib fast
+row local resp-unix 1 1 --unix "$resp" --resp
+row local resp-unix 8 32 --unix "$resp" --resp
 alive local || exit 1
+# RESP against the line protocol, same load shape (docs/resp.md).
+r1=$("$BENCH" --unix "$sock" -c 8 -d 32 -t "$DUR" -k "$KEYS" -q 2>/dev/null | cut -d' ' -f1)
+r2=$("$BENCH" --unix "$resp" --resp -c 8 -d 32 -t "$DUR" -k "$KEYS" -q 2>/dev/null | cut -d' ' -f1)
+[ -n "$r1" ] && [ -n "$r2" ] && [ "$r1" -gt 0 ] 2>/dev/null &&
+    notes="$notes
+resp: unix 8x32 over RESP at $(awk -v a="$r2" -v b="$r1" 'BEGIN { printf "%.2f", a / b }') x the line protocol's hits/s (measured back to back)"
 stop_daemon
 
 # ---- Redis stores ----------------------------------------------------------------

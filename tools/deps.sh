@@ -52,7 +52,8 @@ test_cmds="clang:clang redis-server:redis-server promtool:prometheus
 systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pamtester
 strace:strace git:git valgrind:valgrind gcovr:gcovr
 systemd-nspawn:systemd-container mmdebstrap:mmdebstrap
-dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian node:nodejs npm:npm"
+dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian redis-cli:redis-tools node:nodejs
+npm:npm"
 # files -> Debian package
 ma=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 test_files="/usr/lib/$ma/libpam_wrapper.so:libpam-wrapper

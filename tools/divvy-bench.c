@@ -8,7 +8,9 @@
  * By default it speaks the protocol itself (libc, pthreads, common/clock.h),
  * so it measures the server and the socket, nothing else; with --lib it goes
  * through libdivvy instead, and --lib fast measures the shared-memory fast
- * path (one handle per thread, hits decided in the benchmark's process).
+ * path (one handle per thread, hits decided in the benchmark's process);
+ * with --resp it sends the same hits as RESP DIVVY.HIT arrays to a "resp:"
+ * listener (docs/resp.md), as a Redis client library would.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -46,6 +48,7 @@ struct bench_opts {
     const char *pairs;          /* fixed pairs before the actor */
     const char *actor_key;
     int lib;                    /* -1: raw protocol; else DIVVY_AUTO/SOCKET_ONLY/FAST_ONLY */
+    bool resp;                  /* DIVVY.HIT over RESP instead of HIT lines */
     bool quiet;
 };
 
@@ -59,6 +62,7 @@ struct bench_thread {
     uint64_t *lat;              /* per-batch round trips, ns */
     size_t n_lat, cap_lat;
     int setup_error;            /* -errno when the first connect failed */
+    unsigned resp_left;         /* --resp: lines left of the reply array being read */
 };
 
 static const char bench_usage[] =
@@ -100,6 +104,8 @@ static const char bench_usage[] =
 "                        needs fast_path rules, a Unix socket and membership\n"
 "                        of divvyd's fast group) or auto (DIVVY_AUTO)\n"
 "        --shm           the same as --lib fast\n"
+"        --resp          send DIVVY.HIT k v ... as RESP arrays, for a resp:\n"
+"                        listener (docs/resp.md), instead of HIT lines\n"
 "    -q, --quiet         print one line: hits/s p50 p99 p999 errors\n"
 "    -h, --help          show this text\n"
 "\n"
@@ -241,19 +247,80 @@ static void classify(struct bench_thread *t, const char *line, size_t len)
         t->other++;
 }
 
+/* --resp: counts one reply line; 1 when it ends a reply.  DIVVY.HIT's reply
+ * is "*4", ":allowed", ":credit", ":reset", "$len", the rule. */
+static int classify_resp(struct bench_thread *t, const char *line, size_t len)
+{
+    if (t->resp_left > 0) {
+        if (t->resp_left == 5) {
+            t->hits++;
+            if (len >= 2 && memcmp(line, ":1", 2) == 0)
+                t->allowed++;
+            else if (len >= 2 && memcmp(line, ":0", 2) == 0)
+                t->denied++;
+            else
+                t->other++;
+        }
+        return --t->resp_left == 0;
+    }
+    if (len >= 2 && memcmp(line, "*4", 2) == 0) {
+        t->resp_left = 5;
+        return 0;
+    }
+    t->hits++;
+    if (len >= 1 && line[0] == '-')
+        t->err_replies++;
+    else
+        t->other++;
+    return 1;
+}
+
+/* --resp: "*N\r\n$9\r\nDIVVY.HIT\r\n" and each pair of @pairs as two bulk
+ * strings, the actor's two still to come; the length, or 0 if it does not fit. */
+static size_t resp_prefix(const char *pairs, char *buf, size_t size)
+{
+    char args[BENCH_LINE_MAX];
+    size_t n = 0, pos;
+    unsigned argc = 3;
+    const char *p = pairs;
+
+    while (*p) {
+        size_t w = strcspn(p, " "), k = strcspn(p, "=");
+
+        if (w > 0 && k < w) {
+            n += (size_t)snprintf(args + n, sizeof(args) - n, "$%zu\r\n%.*s\r\n$%zu\r\n%.*s\r\n",
+                                  k, (int)k, p, w - k - 1, (int)(w - k - 1), p + k + 1);
+            argc += 2;
+            if (n >= sizeof(args))
+                return 0;
+        }
+        p += w;
+        p += strspn(p, " ");
+    }
+    pos = (size_t)snprintf(buf, size, "*%u\r\n$9\r\nDIVVY.HIT\r\n%.*s", argc, (int)n, args);
+    return pos < size ? pos : 0;
+}
+
 static void *bench_thread_main(void *arg)
 {
     struct bench_thread *t = arg;
     const struct bench_opts *o = t->o;
-    size_t line_cap = strlen(o->pairs) + strlen(o->actor_key) + 32;
-    size_t batch_cap = line_cap * o->depth, rbuf_cap = 65536, rlen = 0;
-    char *batch = malloc(batch_cap), *rbuf = malloc(rbuf_cap);
+    size_t line_cap = 3 * strlen(o->pairs) + 2 * strlen(o->actor_key) + 128;
+    size_t batch_cap = line_cap * o->depth, rbuf_cap = 65536, rlen = 0, pre_len = 0;
+    char *batch = malloc(batch_cap), *rbuf = malloc(rbuf_cap), prefix[BENCH_LINE_MAX * 2];
     uint64_t x = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)t->id * 0xbf58476d1ce4e5b9ULL);
     int fd = -1, r;
 
     if (!batch || !rbuf) {
         t->setup_error = -ENOMEM;
         goto out;
+    }
+    if (o->resp) {
+        pre_len = resp_prefix(o->pairs, prefix, sizeof(prefix));
+        if (!pre_len) {
+            t->setup_error = -EINVAL;
+            goto out;
+        }
     }
     r = bench_connect(t, &fd);
     if (r < 0) {
@@ -270,8 +337,19 @@ static void *bench_thread_main(void *arg)
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            len += (size_t)snprintf(batch + len, batch_cap - len, "HIT %s %s=%lu\n", o->pairs,
-                                    o->actor_key, (unsigned long)(x % o->keys));
+            if (o->resp) {
+                char num[24];
+                int nl = snprintf(num, sizeof(num), "%lu", (unsigned long)(x % o->keys));
+
+                memcpy(batch + len, prefix, pre_len);
+                len += pre_len;
+                len += (size_t)snprintf(batch + len, batch_cap - len,
+                                        "$%zu\r\n%s\r\n$%d\r\n%s\r\n", strlen(o->actor_key),
+                                        o->actor_key, nl, num);
+            } else {
+                len += (size_t)snprintf(batch + len, batch_cap - len, "HIT %s %s=%lu\n",
+                                        o->pairs, o->actor_key, (unsigned long)(x % o->keys));
+            }
         }
         t0 = clock_now_ns();
         if (write_all(fd, batch, len) < 0) {
@@ -290,8 +368,12 @@ static void *bench_thread_main(void *arg)
             }
             rlen += (size_t)n;
             while ((nl = memchr(p, '\n', rlen - (size_t)(p - rbuf))) != NULL) {
-                classify(t, p, (size_t)(nl - p));
-                got++;
+                if (!o->resp) {
+                    classify(t, p, (size_t)(nl - p));
+                    got++;
+                } else {
+                    got += (unsigned)classify_resp(t, p, (size_t)(nl - p));
+                }
                 p = nl + 1;
             }
             rlen -= (size_t)(p - rbuf);
@@ -532,7 +614,7 @@ static int bench_run(const struct bench_opts *o)
                (unsigned long long)(errs + conn_errs + other + failed));
         goto out;
     }
-    printf("target           %s%s%s\n", o->unix_path ? "unix:" : "tcp:",
+    printf("target           %s%s%s%s\n", o->resp ? "resp:" : "", o->unix_path ? "unix:" : "tcp:",
            o->unix_path ? o->unix_path : o->tcp_addr,
            o->lib < 0 ? "" : o->lib == (int)DIVVY_FAST_ONLY ? " (libdivvy, fast path)"
                            : o->lib == (int)DIVVY_SOCKET_ONLY ? " (libdivvy, socket)"
@@ -573,6 +655,7 @@ int main(int argc, char **argv)
         { "actor-key", required_argument, NULL, 'A' },
         { "lib", required_argument, NULL, 'L' },
         { "shm", no_argument, NULL, 'S' },
+        { "resp", no_argument, NULL, 'R' },
         { "quiet", no_argument, NULL, 'q' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -633,6 +716,9 @@ int main(int argc, char **argv)
         case 'S':
             o.lib = (int)DIVVY_FAST_ONLY;
             break;
+        case 'R':
+            o.resp = true;
+            break;
         case 'q':
             o.quiet = true;
             break;
@@ -643,7 +729,7 @@ int main(int argc, char **argv)
             goto usage;
         }
     }
-    if (optind != argc || !o.unix_path == !o.tcp_addr ||
+    if (optind != argc || !o.unix_path == !o.tcp_addr || (o.resp && o.lib >= 0) ||
         strlen(o.pairs) + strlen(o.actor_key) + 32 > BENCH_LINE_MAX)
         goto usage;
     r = bench_run(&o);

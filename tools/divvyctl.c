@@ -70,11 +70,13 @@ static const char ctl_help_main[] =
     "\n"
     "The full reference is divvyctl(8) (`man divvyctl`).\n";
 
-/* hit, take, peek and reset share cmd_hit(); it tells them apart by name. */
+/* hit, take, debit, peek and reset share cmd_hit(); it tells them apart by name. */
 static const struct ctl_cmd ctl_cmds[] = {
     { "status", cmd_status, "is divvyd up? uptime, rules, hits, table use", ctl_help_status },
     { "hit", cmd_hit, "take one credit, as an application would", ctl_help_hit },
     { "take", cmd_hit, "take N credits, all or nothing", ctl_help_take },
+    { "debit", cmd_hit, "charge N credits already spent, into debt if need be",
+      ctl_help_debit },
     { "peek", cmd_hit, "show what a request would see, taking nothing", ctl_help_peek },
     { "reset", cmd_hit, "forget the counters a request touches (admin)", ctl_help_reset },
     { "rules", cmd_rules, "list the loaded rules", ctl_help_rules },

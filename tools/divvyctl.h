@@ -140,11 +140,12 @@ struct ctl_cmd {
 
 /* ---- divvyctl_request.c ------------------------------------------------ */
 
-/* hit, take, peek and reset share cmd_hit(); it tells them apart by name. */
+/* hit, take, debit, peek and reset share cmd_hit(); it tells them apart by name. */
 int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 extern const char ctl_help_hit[];
 extern const char ctl_help_take[];
+extern const char ctl_help_debit[];
 extern const char ctl_help_peek[];
 extern const char ctl_help_reset[];
 extern const char ctl_help_explain[];
@@ -154,7 +155,12 @@ extern const char ctl_help_explain[];
 int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 int cmd_stats(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+/* divvyctl_rules.c: reload, and rules add|remove|list (the rules service). */
 int cmd_reload(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+int cmd_rules_edit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+/* Whether `rules` was given add, remove or list (its first operand). */
+bool ctl_rules_edit_wanted(int argc, char **argv);
+extern const char ctl_help_rules_edit[];
 extern const char ctl_help_status[];
 extern const char ctl_help_stats[];
 extern const char ctl_help_rules[];

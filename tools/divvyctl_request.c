@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * divvyctl's request verbs: hit, take, peek and reset (one cmd_hit(), told
+ * divvyctl's request verbs: hit, take, debit, peek and reset (one cmd_hit(), told
  * apart by name) send a request as an application would and print the
  * answer; explain asks divvyd which rule decides a request and why not the
  * others.  KEY=VALUE operands become the request's pairs here.
@@ -61,6 +61,27 @@ const char ctl_help_take[] =
     "\n"
     "Example:\n"
     "  divvyctl take 5 service=sshd user=alice rhost=203.0.113.9 event=authfail\n";
+
+const char ctl_help_debit[] =
+    "Usage: divvyctl debit [OPTIONS] N KEY=VALUE...\n"
+    "\n"
+    "Charges N credits (1 to 1000000000000) already spent (bytes sent, tokens a\n"
+    "model generated) to the request, even more than is left: the balance may\n"
+    "go below zero, and later hits are denied until the window or bucket has\n"
+    "paid the debt back (divvy_debit(3), divvyctl(8)).  Prints allowed when the\n"
+    "balance is still zero or more after the charge, denied when it went into\n"
+    "debt (credit 0); the charge is made either way.  Output and JSON as for\n"
+    "hit (see divvyctl hit --help).\n"
+    "\n"
+    "Options:\n"
+    "  -j, --json          as for hit\n"
+    "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
+    "\n"
+    "Exit status: 0 charged, balance not negative, 1 charged into debt, 2 usage,\n"
+    "3 divvyd unreachable, 4 no access to the socket.\n"
+    "\n"
+    "Example:\n"
+    "  divvyctl debit 1500 model=small user=alice\n";
 
 const char ctl_help_peek[] =
     "Usage: divvyctl peek [OPTIONS] KEY=VALUE...\n"
@@ -199,11 +220,12 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
     struct divvy_kv kv[DIVVY_MAX_KEYS * 4];
     struct divvy_result res = { .size = sizeof(res) };
-    bool take = strcmp(cmd->name, "take") == 0;
+    bool debit = strcmp(cmd->name, "debit") == 0;
+    bool take = debit || strcmp(cmd->name, "take") == 0;
     bool reset = strcmp(cmd->name, "reset") == 0;
-    const char *verb = reset ? "RESET" : take ? "TAKE" : strcmp(cmd->name, "peek") == 0 ? "PEEK"
-                                                                                       : "HIT";
-    long amount = 1;
+    const char *verb = reset ? "RESET" : debit ? "DEBIT" : take ? "TAKE"
+                     : strcmp(cmd->name, "peek") == 0 ? "PEEK" : "HIT";
+    long amount = 1, most = debit ? 1000000000000L : 1000000000L;
     size_t n_kv = 0;
     json_t *doc;
     int r, first;
@@ -214,8 +236,8 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     if (take) {
         if (first >= argc)
             return ctl_usage(cmd, "needs a count N and KEY=VALUE arguments");
-        if (ctl_parse_int(argv[first], 1, 1000000000, &amount) < 0)
-            return ctl_usage(cmd, "N must be a number from 1 to 1000000000, not '%s'",
+        if (ctl_parse_int(argv[first], 1, most, &amount) < 0)
+            return ctl_usage(cmd, "N must be a number from 1 to %ld, not '%s'", most,
                              argv[first]);
         first++;
     }
@@ -236,6 +258,9 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
         break;
     case 'T':
         r = divvy_take(ctl->h, (uint64_t)amount, kv, n_kv, &res);
+        break;
+    case 'D':
+        r = divvy_debit(ctl->h, (uint64_t)amount, kv, n_kv, &res);
         break;
     case 'P':
         r = divvy_peek(ctl->h, kv, n_kv, &res);

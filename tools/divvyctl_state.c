@@ -56,7 +56,10 @@ const char ctl_help_rules[] =
     "                      false, \"actor\": []}, ...]}\n"
     "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
     "\n"
-    "Exit status: 0 listed, 3 divvyd unreachable, 4 no access to the socket.\n";
+    "Exit status: 0 listed, 3 divvyd unreachable, 4 no access to the socket.\n"
+    "\n"
+    "divvyctl rules add|remove|list manage drop-in rules (admin): see\n"
+    "`divvyctl rules add --help`.\n";
 
 const char ctl_help_stats[] =
     "Usage: divvyctl stats [OPTIONS]\n"
@@ -75,24 +78,6 @@ const char ctl_help_stats[] =
     "\n"
     "Exit status: 0 printed, 3 divvyd unreachable, 4 no access to the socket.\n";
 
-const char ctl_help_reload[] =
-    "Usage: divvyctl reload [OPTIONS]\n"
-    "\n"
-    "Admin command.  Makes divvyd re-read its configuration file (as SIGHUP does,\n"
-    "but with an answer).  A valid config is in use for every request that\n"
-    "follows; counters of rules whose id did not change keep their counts.  An\n"
-    "invalid config is rejected and the running rules stay; the reason\n"
-    "(file:line: problem) is printed on stderr and the exit status is 1.  Run\n"
-    "`divvyctl check FILE` first to see every problem at once.  systemd's\n"
-    "ExecReload runs this command.\n"
-    "\n"
-    "Options:\n"
-    "  -j, --json          {\"reloaded\": true, \"generation\": 4, \"rules\": 43} or\n"
-    "                      {\"reloaded\": false, \"error\": \"FILE:LINE: ...\"}\n"
-    "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
-    "\n"
-    "Exit status: 0 reloaded, 1 rejected (old rules kept), 3 divvyd unreachable,\n"
-    "4 permission denied (not root or divvy-admin, or over TCP).\n";
 
 /* ---- status ------------------------------------------------------------------ */
 
@@ -281,6 +266,9 @@ int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     json_t *doc = NULL, *arr = NULL;
     int r;
 
+    /* rules add|remove|list: the rules service (divvyctl_rules.c). */
+    if (ctl_rules_edit_wanted(argc, argv))
+        return cmd_rules_edit(ctl, cmd, argc, argv);
     r = ctl_simple_opts(ctl, cmd, argc, argv);
     if (r < 0)
         return ctl_opts_exit(r);
@@ -390,56 +378,3 @@ int cmd_stats(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     return ctl->json ? ctl_json_print(doc) : CTL_EXIT_OK;
 }
 
-/* ---- reload --------------------------------------------------------------------------------- */
-
-int cmd_reload(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
-{
-    char **lines = NULL, code[64], reason[600];
-    size_t n = 0;
-    struct ctl_fields f;
-    uint64_t gen = 0, rules = 0;
-    json_t *doc;
-    int r;
-
-    r = ctl_simple_opts(ctl, cmd, argc, argv);
-    if (r < 0)
-        return ctl_opts_exit(r);
-    if (r != argc)
-        return ctl_usage(cmd, "takes no arguments");
-    r = ctl_connect(ctl);
-    if (r > 0)
-        return r;
-    r = divvy_command(ctl->h, "RELOAD", &lines, &n);
-    if (r < 0)
-        return ctl_client_error(ctl, "RELOAD", r);
-    if (n > 0 && strncmp(lines[0], "ERR reload-failed", 17) == 0) {
-        ctl_parse_err(lines[0], code, sizeof(code), reason, sizeof(reason));
-        divvy_lines_free(lines, n);
-        if (ctl->json) {
-            ctl_json_print(json_pack("{s:b, s:s}", "reloaded", 0, "error", reason));
-            fprintf(stderr, "divvyctl: reload rejected, the running rules stay: %s\n", reason);
-            return CTL_EXIT_NO;
-        }
-        return ctl_fail(CTL_EXIT_NO, "reload rejected, the running rules stay: %s", reason);
-    }
-    if (n == 0 || strncmp(lines[0], "OK reloaded", 11) != 0) {
-        r = n > 0 && strncmp(lines[0], "ERR ", 4) == 0
-                ? ctl_err_reply(ctl, "RELOAD", lines[0])
-                : ctl_fail(CTL_EXIT_UNAVAILABLE, "unexpected reply to RELOAD: %s",
-                           n ? lines[0] : "(nothing)");
-        divvy_lines_free(lines, n);
-        return r;
-    }
-    if (ctl_fields_parse(lines[0] + 11, &f) == 0) {
-        ctl_field_u64(&f, "generation", &gen);
-        ctl_field_u64(&f, "rules", &rules);
-    }
-    divvy_lines_free(lines, n);
-    if (ctl->json) {
-        doc = json_pack("{s:b, s:I, s:I}", "reloaded", 1, "generation", (json_int_t)gen,
-                        "rules", (json_int_t)rules);
-        return ctl_json_print(doc);
-    }
-    printf("reloaded: generation %" PRIu64 ", %" PRIu64 " rules\n", gen, rules);
-    return CTL_EXIT_OK;
-}

@@ -32,7 +32,7 @@ static const char *const verb_names[] = {
     [PROTO_RESET] = "RESET", [PROTO_EXPLAIN] = "EXPLAIN", [PROTO_RULES] = "RULES",
     [PROTO_STATS] = "STATS", [PROTO_RELOAD] = "RELOAD", [PROTO_PING] = "PING",
     [PROTO_QUIT] = "QUIT", [PROTO_COUNTERS] = "COUNTERS", [PROTO_REFILL] = "REFILL",
-    [PROTO_FAST] = "FAST",
+    [PROTO_FAST] = "FAST", [PROTO_DEBIT] = "DEBIT",
 };
 
 static bool in_buf(const struct proto_req *req, const char *s, size_t len)
@@ -69,7 +69,7 @@ static void check_round_trip(const struct proto_req *req)
     n = snprintf(line, sizeof(line), "%s", verb_names[req->verb]);
     CHECK(n > 0);
     pos = (size_t)n;
-    if (req->verb == PROTO_TAKE) {
+    if (req->verb == PROTO_TAKE || req->verb == PROTO_DEBIT) {
         n = snprintf(line + pos, sizeof(line) - pos, " %" PRIu64, req->amount);
         CHECK(n > 0);
         pos += (size_t)n;
@@ -136,13 +136,15 @@ static void check_request(const struct proto_req *req, const uint8_t *line, size
         CHECK(req->n_kv == 0);
         return;
     }
-    CHECK(req->verb > PROTO_NONE && req->verb <= PROTO_FAST);
+    CHECK(req->verb > PROTO_NONE && req->verb < PROTO_N_VERBS);
     CHECK(req->n_kv <= PROTO_KV_MAX);
-    CHECK(req->amount >= 1 && req->amount <= PROTO_TAKE_MAX);
-    if (req->verb != PROTO_TAKE)
+    CHECK(req->amount >= 1 &&
+          req->amount <= (req->verb == PROTO_DEBIT ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX));
+    if (req->verb != PROTO_TAKE && req->verb != PROTO_DEBIT)
         CHECK(req->amount == 1);
-    /* COUNTERS and REFILL take pairs */
-    if (req->verb >= PROTO_RULES && req->verb != PROTO_COUNTERS && req->verb != PROTO_REFILL)
+    /* COUNTERS, REFILL and DEBIT take pairs */
+    if (req->verb >= PROTO_RULES && req->verb != PROTO_COUNTERS && req->verb != PROTO_REFILL &&
+        req->verb != PROTO_DEBIT)
         CHECK(req->n_kv == 0);
     for (unsigned i = 0; i < req->n_kv; i++) {
         const struct proto_kv *kv = &req->kv[i];

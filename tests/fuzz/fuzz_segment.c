@@ -21,7 +21,7 @@
  *      (generation, heartbeat, lease_max and when_full from the input) and
  *      the state directory holding a patched rules.<generation>; the handle,
  *      opened with divvy_open(DIVVY_FAST_ONLY), is driven through
- *      divvy_hit/take/peek/hit_many while the input also writes into the
+ *      divvy_hit/take/debit/peek/hit_many while the input also writes into the
  *      table, publishes new generations (or any 8 bytes as one) and stops
  *      the heartbeat between calls.
  * Mode 4 needs libdivvy (the sources in libclient/) linked in besides
@@ -72,6 +72,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 #pragma weak divvy_close
 #pragma weak divvy_hit
 #pragma weak divvy_take
+#pragma weak divvy_debit
 #pragma weak divvy_peek
 #pragma weak divvy_hit_many
 #pragma weak divvy_errmsg
@@ -440,7 +441,9 @@ static void exercise_table(struct fz *f, struct table *t)
         case 0:
         case 1:
         case 2:
-            r = table_hit(t, &key, &lim, (enum table_op)(op % 3), n, now, &res);
+            /* TAKE, PEEK, RESET, and DEBIT (charges into debt) */
+            r = table_hit(t, &key, &lim, op & 0x40 ? TABLE_DEBIT : (enum table_op)(op % 3), n,
+                          now, &res);
             CHECK(r == 0 || r == -ENOSPC || r == -EDQUOT || r == -EINVAL || r == -EAGAIN);
             break;
         case 3:
@@ -720,7 +723,10 @@ static void run_client(struct fz *f)
             r = divvy_hit(h, q.dkv, q.n_dkv, &res);
             break;
         case 1:
-            r = divvy_take(h, 1 + fz_below(f, 1000), q.dkv, q.n_dkv, &res);
+            if ((verb & 0x80) && divvy_debit)
+                r = divvy_debit(h, 1 + fz_below(f, 1000), q.dkv, q.n_dkv, &res);
+            else
+                r = divvy_take(h, 1 + fz_below(f, 1000), q.dkv, q.n_dkv, &res);
             break;
         case 2:
             r = divvy_peek(h, q.dkv, q.n_dkv, &res);

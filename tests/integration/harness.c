@@ -277,7 +277,8 @@ out:
 static int spawn_daemon(struct harness_daemon *d)
 {
     char listen_unix[HARNESS_PATH + 8], listen_tcp[64], workers[16];
-    const char *argv[24];
+    char resp_unix[HARNESS_PATH + 16], resp_tcp[64];
+    const char *argv[32];
     sigset_t none;
     pid_t parent = getpid(), pid;
     int n = 0, logfd;
@@ -292,6 +293,14 @@ static int spawn_daemon(struct harness_daemon *d)
         snprintf(listen_tcp, sizeof(listen_tcp), "tcp:127.0.0.1:%d", d->tcp_port);
         argv[n++] = "--listen";
         argv[n++] = listen_tcp;
+    }
+    if (d->opts.resp) {
+        snprintf(resp_unix, sizeof(resp_unix), "resp:unix:%s", d->resp_sock);
+        snprintf(resp_tcp, sizeof(resp_tcp), "resp:tcp:127.0.0.1:%d", d->resp_port);
+        argv[n++] = "--listen";
+        argv[n++] = resp_unix;
+        argv[n++] = "--listen";
+        argv[n++] = resp_tcp;
     }
     for (size_t i = 0; i < sizeof(d->opts.listen) / sizeof(d->opts.listen[0]) &&
                        d->opts.listen[i]; i++) {
@@ -413,6 +422,11 @@ static int start_process(struct harness_daemon *d)
             if (d->tcp_port < 0)
                 return d->tcp_port;
         }
+        if (d->opts.resp) {
+            d->resp_port = free_tcp_port();
+            if (d->resp_port < 0)
+                return d->resp_port;
+        }
         r = spawn_daemon(d);
         if (r < 0)
             return r;
@@ -456,6 +470,7 @@ int harness_start(const struct harness_opts *opts, struct harness_daemon **ret)
     reg_add_daemon(d);
     if (harness_path_join(d->config, d->dir, d->opts.config_name) < 0 ||
         harness_path_join(d->sock, d->dir, "divvy.sock") < 0 ||
+        harness_path_join(d->resp_sock, d->dir, "resp.sock") < 0 ||
         harness_path_join(d->state, d->dir, "state") < 0 ||
         harness_path_join(d->log, d->dir, "divvyd.log") < 0) {
         r = -ENAMETOOLONG;

@@ -51,6 +51,8 @@ struct harness_opts {
     unsigned workers;           /* 0: no -w */
     bool no_tcp;                /* no TCP listener */
     bool no_state_dir;          /* no -s (the config's state_dir applies) */
+    bool resp;                  /* also the Redis protocol (docs/resp.md): resp:unix:
+                                 * <dir>/resp.sock and resp:tcp:127.0.0.1:<resp_port> */
     const char *listen[4];      /* more --listen addresses ("rls:tcp:..."), NULL-ended;
                                  * borrowed: they must outlive the daemon */
 };
@@ -58,12 +60,14 @@ struct harness_opts {
 struct harness_daemon {
     pid_t pid;                  /* 0 when not running */
     int tcp_port;               /* 0 without a TCP listener */
+    int resp_port;              /* opts.resp: the RESP TCP listener's port */
     int status;                 /* wait status of the last exit */
     bool expect_exit;           /* set before a test makes divvyd exit on purpose */
     struct harness_opts opts;
     char dir[HARNESS_PATH];
     char config[HARNESS_PATH];
     char sock[HARNESS_PATH];
+    char resp_sock[HARNESS_PATH];   /* opts.resp: the RESP Unix socket */
     char state[HARNESS_PATH];
     char log[HARNESS_PATH];
 };

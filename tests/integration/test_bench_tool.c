@@ -351,6 +351,22 @@ static void test_bench_tool_unix_pipelined(void **state)
     assert_int_equal(stat_of(d, "fast_path_hits"), 0);
 }
 
+/* --resp: DIVVY.HIT arrays to a resp: listener (docs/resp.md), counted by divvyd. */
+static void test_bench_tool_resp(void **state)
+{
+    struct harness_opts o = { .config_name = "bench.conf", .config_text = bench_conf,
+                              .workers = 2, .resp = true };
+    struct harness_daemon *d = NULL;
+    struct run *r;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    r = BENCH(NULL, 0, "--unix", d->resp_sock, "--resp", "-c", "2", "-d", "8", "-k", "1000", "-t",
+              DURATION, "-q");
+    expect_quiet_ok(r);
+    expect_stat(d, "hits_total", 16, (long long)1e15);
+}
+
 static void test_bench_tool_tcp(void **state)
 {
     struct harness_daemon *d = start_bench();
@@ -575,6 +591,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bench_tool_unix_pipelined, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_bench_tool_tcp, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_bench_tool_resp, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_bench_tool_lib_socket, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_bench_tool_lib_fast, harness_setup,

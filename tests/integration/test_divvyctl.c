@@ -184,8 +184,8 @@ static const char *sock_of(struct harness_daemon *d)
 
 static void test_divvyctl_help_and_usage(void **state)
 {
-    static const char *const cmds[] = { "status", "hit", "take", "peek", "reset", "rules",
-                                        "explain", "check", "convert", "reload", "stats",
+    static const char *const cmds[] = { "status", "hit", "take", "debit", "peek", "reset",
+                                        "rules", "explain", "check", "convert", "reload", "stats",
                                         "top", "counters", "locked" };
     struct run *r;
 
@@ -222,6 +222,10 @@ static void test_divvyctl_help_and_usage(void **state)
     CTL(2, "counters", "--interval", "1");
     CTL(2, "take", "0", "a=b");
     CTL(2, "take", "many", "a=b");
+    CTL(2, "debit", "0", "a=b");
+    CTL(2, "debit", "1000000000001", "a=b");
+    r = CTL(2, "debit", "3");
+    expect_in(r->err, "needs KEY=VALUE arguments");
     CTL(2, "rules", "extra");
     CTL(2, "check");
     CTL(2, "convert");
@@ -318,6 +322,16 @@ static void test_divvyctl_hit_take_peek_reset(void **state)
     CTL(2, "-s", s, "take", "1");
     r = CTL(0, "-s", s, "peek", "path=/take");
     expect_in(r->out, "allowed credit=9 ");
+    /* debit: charged always; into debt it says denied (exit 1), credit 0. */
+    r = CTL(0, "-s", s, "debit", "2", "path=/take");
+    expect_in(r->out, "allowed credit=7 ");
+    r = CTL(1, "-s", s, "debit", "12", "path=/take", "--json");
+    doc = parse_json(r);
+    assert_true(json_is_false(json_object_get(doc, "allowed")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "credit")), 0);
+    json_decref(doc);
+    r = CTL(1, "-s", s, "hit", "path=/take");
+    expect_in(r->out, "denied credit=0 ");
     /* Bad requests. */
     CTL(2, "-s", s, "hit", "path=a\"b");
     CTL(2, "-s", s, "hit", "=novalue");

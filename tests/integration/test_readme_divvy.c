@@ -8,7 +8,8 @@
  * kills it: `nc` without -q1/-N hung) and print exactly the README's lines
  * (the seconds field may differ by one: a second may tick during the run).
  * The README is read as it is, so editing the transcript without the
- * daemon agreeing fails here.
+ * daemon agreeing fails here.  The redis-cli transcript runs the same way
+ * against a resp: listener (docs/resp.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,10 +193,42 @@ static void test_readme_divvy_talk_to_it(void **state)
     harness_free(d);
 }
 
+/* The redis-cli transcript (docs/resp.md) on a fresh divvyd that also
+ * listens on a resp: socket; --no-raw gives redis-cli's terminal format,
+ * which the README shows, when its output is not a terminal. */
+static void test_readme_divvy_redis_cli(void **state)
+{
+    struct harness_opts o = { .config_name = "divvy.conf", .resp = true };
+    struct harness_daemon *d = NULL;
+    char src[512], **lines;
+    struct transcript t;
+    size_t n, at = 0;
+
+    (void)state;
+    if (system("command -v redis-cli >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "SKIP: redis-cli not installed (Debian: redis-tools)\n");
+        skip();
+    }
+    CHECK(harness_src_path("etc/divvy.conf", src, sizeof(src)));
+    o.config_src = src;
+    CHECK(harness_start(&o, &d));
+    lines = readme_lines(&n);
+    for (int i = 0; i < 4; i++) {
+        char *cmd;
+
+        find_transcript(lines, n, &at, "redis-cli ", &t);
+        cmd = replace(t.cmd, "redis-cli ", "redis-cli --no-raw ");
+        run_transcript(d, &t, replace(cmd, "/run/divvy/resp.sock", d->resp_sock));
+    }
+    harness_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_readme_divvy_talk_to_it, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_readme_divvy_redis_cli, harness_setup,
                                         harness_teardown),
     };
 

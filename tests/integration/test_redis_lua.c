@@ -330,6 +330,89 @@ static void test_redis_lua_sha(void **state)
     redis_stop(rs);
 }
 
+/* DEBIT (docs/redis.md "Scripts"): charged past the limit, paid back as
+ * divvyd's table does.  Time passes by moving the key's clock (PTTL, t). */
+static void test_redis_lua_debit(void **state)
+{
+    struct redis_srv *rs;
+    redisContext *c = connect_fresh(&rs);
+    const char *k = "divvy:{d:w}";
+    struct store_verdict ew;
+    struct store_grant eg;
+
+    (void)state;
+    /* window 10 per 60 s: 4 taken, 23 debited: 17 over, two windows pay it. */
+    ew = window(c, k, STORE_TAKE, 4, 10, 60000);
+    assert_true(ew.allowed && ew.credit == 6);
+    ew = window(c, k, STORE_DEBIT, 23, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0 && ew.reset_ms > 59000 && ew.reset_ms <= 60000);
+    assert_int_equal(cmd_int(c, "GET %s", k), 27);
+    {
+        /* The debt's mark: a fraction no INCRBY-ing script writes. */
+        redisReply *rep = redisCommand(c, "GET %s", k);
+
+        assert_true(rep && rep->type == REDIS_REPLY_STRING);
+        assert_string_equal(rep->str, "27.5");
+        freeReplyObject(rep);
+    }
+    assert_true(cmd_int(c, "PTTL %s", k) > 179000);
+    ew = window(c, k, STORE_TAKE, 1, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0);
+    /* A lease gets nothing from a window in debt. */
+    eg = lease(c, k, 5, 10, 60000);
+    assert_true(eg.granted == 0 && eg.remain == 0 && eg.ttl_ms <= 60000);
+    /* One window later: 17 used, still 7 over. */
+    cmd(c, "PEXPIRE %s 119000", k);
+    ew = window(c, k, STORE_PEEK, 1, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0 && ew.reset_ms > 58000 && ew.reset_ms <= 59000);
+    /* Two windows later: 7 used, 3 left, taken (the key now holds 10). */
+    cmd(c, "PEXPIRE %s 59000", k);
+    ew = window(c, k, STORE_TAKE, 3, 10, 60000);
+    assert_true(ew.allowed && ew.credit == 0 && ew.reset_ms <= 59000);
+    assert_int_equal(cmd_int(c, "GET %s", k), 10);
+    assert_ttl(c, k, 59000);
+    /* A count above a limit since lowered (no mark) is no debt: nothing left
+     * until the PTTL, as before debts existed. */
+    cmd(c, "SET %s 15 PX 60000", "divvy:{d:low}");
+    ew = window(c, "divvy:{d:low}", STORE_PEEK, 1, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0 && ew.reset_ms > 59000);
+    eg = lease(c, "divvy:{d:low}", 5, 10, 60000);
+    assert_true(eg.granted == 0 && eg.remain == 0 && eg.ttl_ms > 59000);
+    /* A debit that fits answers allowed, on a fresh key too. */
+    ew = window(c, "divvy:{d:w2}", STORE_DEBIT, 10, 10, 60000);
+    assert_true(ew.allowed && ew.credit == 0 && ew.reset_ms == 60000);
+    ew = window(c, "divvy:{d:w3}", STORE_DEBIT, 25, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0 && ew.reset_ms == 60000);
+    assert_ttl(c, "divvy:{d:w3}", 180000);
+
+    /* token bucket 5, 1 per second: tokens -4 after a debit of 7 on 3. */
+    k = "divvy:{d:tb}";
+    ew = bucket(c, k, STORE_TAKE, 2, 5, 1, 1000, false);
+    assert_true(ew.allowed && ew.credit == 3);
+    ew = bucket(c, k, STORE_DEBIT, 7, 5, 1, 1000, false);
+    assert_true(!ew.allowed && ew.credit == 0);
+    assert_int_equal(cmd_int(c, "HGET %s d", k), 9);
+    assert_true(cmd_int(c, "PTTL %s", k) > 8000);
+    /* 4.5 s later: 4 refills paid 4 of the debt: tokens 0. */
+    cmd(c, "HINCRBY %s t -4500", k);
+    ew = bucket(c, k, STORE_TAKE, 1, 5, 1, 1000, false);
+    assert_true(!ew.allowed && ew.credit == 0);
+    assert_int_equal(cmd_int(c, "HGET %s d", k), 5);
+    cmd(c, "HINCRBY %s t -1000", k);
+    ew = bucket(c, k, STORE_TAKE, 1, 5, 1, 1000, false);
+    assert_true(ew.allowed && ew.credit == 0);
+
+    /* sliding window: the excess is counted. */
+    k = "divvy:{d:sw}";
+    ew = sliding(c, k, STORE_DEBIT, 25, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0);
+    assert_int_equal(cmd_int(c, "HGET %s c", k), 25);
+    ew = sliding(c, k, STORE_TAKE, 1, 10, 60000);
+    assert_false(ew.allowed);
+    redisFree(c);
+    redis_stop(rs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +421,7 @@ int main(void)
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_lua_sliding, harness_setup, redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_lua_lease, harness_setup, redis_teardown),
+        cmocka_unit_test_setup_teardown(test_redis_lua_debit, harness_setup, redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_lua_sha, harness_setup, redis_teardown),
     };
 

@@ -339,7 +339,7 @@ static bool log_has(const char *log_path, const char *needle)
 static void test_systemd_socket_activation(void **state)
 {
     char *dir = scratch_dir(), conf[128], sock[128], own[128], state_dir[128], logp[128];
-    char listen_tcp[64], fdnames[64], line[512];
+    char listen_tcp[64], fdnames[64], line[512], resp[128];
     struct stat sb;
     pid_t pid;
     int port = free_port(), st, logfd;
@@ -351,17 +351,19 @@ static void test_systemd_socket_activation(void **state)
     snprintf(conf, sizeof(conf), "%s/divvy.conf", dir);
     snprintf(sock, sizeof(sock), "%s/divvy.sock", dir);
     snprintf(own, sizeof(own), "%s/own.sock", dir);
+    snprintf(resp, sizeof(resp), "%s/resp.sock", dir);
     snprintf(state_dir, sizeof(state_dir), "%s/state", dir);
     snprintf(logp, sizeof(logp), "%s/divvyd.log", dir);
     snprintf(listen_tcp, sizeof(listen_tcp), "127.0.0.1:%d", port);
-    snprintf(fdnames, sizeof(fdnames), "--fdname=divvy:tcp");
+    snprintf(fdnames, sizeof(fdnames), "--fdname=divvy:tcp:resp");
     assert_int_equal(mkdir(state_dir, 0755), 0);
     /* The config names the passed socket (adopted, not bound again) and one
-     * more (bound by divvyd itself); the passed TCP socket is not named. */
+     * more (bound by divvyd itself); the passed TCP socket is not named; the
+     * passed resp.sock is named with "resp:", so it speaks RESP. */
     f = fopen(conf, "w");
     assert_non_null(f);
-    fprintf(f, "server = { listen = [ \"unix:%s\", \"unix:%s\" ]; };\n%s", sock, own,
-            config_text);
+    fprintf(f, "server = { listen = [ \"unix:%s\", \"unix:%s\", \"resp:unix:%s\" ]; };\n%s",
+            sock, own, resp, config_text);
     assert_int_equal(fclose(f), 0);
 
     logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -377,8 +379,8 @@ static void test_systemd_socket_activation(void **state)
         dup2(logfd, 1);
         dup2(logfd, 2);
         execlp("systemd-socket-activate", "systemd-socket-activate", "-l", sock, "-l",
-               listen_tcp, fdnames, harness_divvyd(), "--config", conf, "--state-dir",
-               state_dir, (char *)NULL);
+               listen_tcp, "-l", resp, fdnames, harness_divvyd(), "--config", conf,
+               "--state-dir", state_dir, (char *)NULL);
         _exit(127);
     }
     close(logfd);
@@ -398,6 +400,16 @@ static void test_systemd_socket_activation(void **state)
     assert_true(log_has(logp, line));
     snprintf(line, sizeof(line), "listening on unix:%s", own);
     assert_true(log_has(logp, line));
+    {
+        struct harness_conn *c;
+        char reply[64];
+
+        CHECK(harness_connect_unix(resp, &c));
+        CHECK(harness_send(c, "PING\r\n", 6));
+        CHECK(harness_recv_line(c, reply, sizeof(reply), HARNESS_TIMEOUT_MS));
+        assert_string_equal(reply, "+PONG\r");
+        harness_close(c);
+    }
 
     assert_int_equal(kill(pid, SIGTERM), 0);
     assert_int_equal(waitpid(pid, &st, 0), pid);

@@ -68,7 +68,7 @@ static void expect(struct table_result res, bool allowed, uint64_t credit, uint6
 static void test_algo_window_first_take(void **state)
 {
     struct table_limits lim = window(3, 60000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 1, 1000), true, 2, 60000);
@@ -83,7 +83,7 @@ static void test_algo_window_first_take(void **state)
 static void test_algo_window_reset_timing(void **state)
 {
     struct table_limits lim = window(2, 1000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 2, 500), true, 0, 1000);
@@ -97,7 +97,7 @@ static void test_algo_window_reset_timing(void **state)
 static void test_algo_window_all_or_nothing(void **state)
 {
     struct table_limits lim = window(5, 1000);
-    struct algo_state st = { 0, 0 }, before;
+    struct algo_state st = { 0 }, before;
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 3, 0), true, 2, 1000);
@@ -110,7 +110,7 @@ static void test_algo_window_all_or_nothing(void **state)
 static void test_algo_window_denied_fresh_starts_nothing(void **state)
 {
     struct table_limits lim = window(5, 1000);
-    struct algo_state st = { 0, 0 }, next;
+    struct algo_state st = { 0 }, next;
     struct table_result res;
 
     (void)state;
@@ -123,7 +123,7 @@ static void test_algo_window_denied_fresh_starts_nothing(void **state)
 static void test_algo_peek_and_take_zero_change_nothing(void **state)
 {
     struct table_limits lim = window(5, 1000);
-    struct algo_state st = { 0, 0 }, next;
+    struct algo_state st = { 0 }, next;
     struct table_result res;
 
     (void)state;
@@ -143,7 +143,7 @@ static void test_algo_peek_and_take_zero_change_nothing(void **state)
 static void test_algo_reset_forgets(void **state)
 {
     struct table_limits lim = bucket(4, 1, 1000, false);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
     struct table_result res;
 
     (void)state;
@@ -157,7 +157,7 @@ static void test_algo_reset_forgets(void **state)
 static void test_algo_bucket_discrete_refill(void **state)
 {
     struct table_limits lim = bucket(5, 1, 1000, false);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 1, 0), true, 4, 1000);
@@ -177,7 +177,7 @@ static void test_algo_bucket_discrete_refill(void **state)
 static void test_algo_bucket_amount_above_one(void **state)
 {
     struct table_limits lim = bucket(10, 3, 100, false);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 10, 0), true, 0, 100);
@@ -191,7 +191,7 @@ static void test_algo_bucket_amount_above_one(void **state)
 static void test_algo_bucket_all_or_nothing(void **state)
 {
     struct table_limits lim = bucket(5, 1, 1000, false);
-    struct algo_state st = { 0, 0 }, next;
+    struct algo_state st = { 0 }, next;
     struct table_result res;
 
     (void)state;
@@ -207,7 +207,7 @@ static void test_algo_bucket_strict_restarts_clock(void **state)
 {
     struct table_limits strict = bucket(2, 1, 1000, true);
     struct table_limits plain = bucket(2, 1, 1000, false);
-    struct algo_state s = { 0, 0 }, p = { 0, 0 };
+    struct algo_state s = { 0 }, p = { 0 };
 
     (void)state;
     run(&strict, &s, TABLE_TAKE, 2, 0);
@@ -225,7 +225,7 @@ static void test_algo_bucket_strict_restarts_clock(void **state)
 static void test_algo_sliding_weighted_estimate(void **state)
 {
     struct table_limits lim = sliding(10, 1000);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
 
     (void)state;
     expect(run(&lim, &st, TABLE_TAKE, 10, 0), true, 0, 1000);
@@ -248,7 +248,7 @@ static void test_algo_sliding_weighted_estimate(void **state)
 static void test_algo_sliding_all_or_nothing(void **state)
 {
     struct table_limits lim = sliding(4, 100);
-    struct algo_state st = { 0, 0 }, next;
+    struct algo_state st = { 0 }, next;
     struct table_result res;
 
     (void)state;
@@ -293,7 +293,7 @@ static void test_algo_check_limits(void **state)
 static void test_algo_times_saturate(void **state)
 {
     struct table_limits lim = window(3, ALGO_SPAN_MAX);
-    struct algo_state st = { 0, 0 };
+    struct algo_state st = { 0 };
     struct table_result res;
 
     (void)state;
@@ -335,7 +335,7 @@ static void test_algo_retry_matches_stepping(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
-        struct algo_state st = { 0, 0 };
+        struct algo_state st = { 0 };
         uint64_t now = 1000;
 
         for (int step = 0; step < 400; step++) {
@@ -345,6 +345,184 @@ static void test_algo_retry_matches_stepping(void **state)
             assert_int_equal(algo_retry_ms(&lims[i], now, &st), first_allowed(&lims[i], &st, now));
         }
     }
+}
+
+/* The same with DEBITs among the TAKEs: a debt's pay-back time too. */
+static void test_algo_retry_after_debit(void **state)
+{
+    const struct table_limits lims[] = {
+        window(3, 700), window(1, 50), bucket(10, 1, 200, false), bucket(7, 3, 90, false),
+        bucket(4, 1, 100, true), sliding(10, 1000), sliding(1, 300), sliding(3, 70),
+    };
+    uint32_t seed = 4242;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
+        struct algo_state st = { 0 };
+        uint64_t now = 1000, limit = lims[i].credit_limit;
+
+        for (int step = 0; step < 400; step++) {
+            seed = seed * 1103515245u + 12345u;
+            now += (seed >> 16) % 40;
+            if ((seed >> 28) % 4 == 0)
+                run(&lims[i], &st, TABLE_DEBIT, 1 + (seed >> 8) % (3 * limit), now);
+            else
+                run(&lims[i], &st, TABLE_TAKE, 1 + (seed >> 8) % 3, now);
+            assert_int_equal(algo_retry_ms(&lims[i], now, &st), first_allowed(&lims[i], &st, now));
+        }
+    }
+}
+
+/* DEBIT: a fixed window's count passes the limit; each window that ends
+ * pays one limit back, so the following windows start with the excess. */
+static void test_algo_window_debit_carries(void **state)
+{
+    struct table_limits lim = window(10, 1000);
+    struct algo_state st = { 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 4, 0), true, 6, 1000);
+    /* Charged whatever is left: 4 + 23 = 27 used, 17 over. */
+    expect(run(&lim, &st, TABLE_DEBIT, 23, 100), false, 0, 900);
+    assert_int_equal(st.data, 27);
+    assert_int_equal(st.idle, 3000);            /* windows [1000,2000) and [2000,3000) pay */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 999), false, 0, 1);
+    assert_int_equal(algo_retry_ms(&lim, 999, &st), 1001);    /* window 3 has room */
+    /* Window 2 starts with 17 used: still 7 over. */
+    expect(run(&lim, &st, TABLE_PEEK, 1, 1000), false, 0, 1000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1500), false, 0, 500);
+    /* Window 3 starts with 7 used: 3 left. */
+    expect(run(&lim, &st, TABLE_TAKE, 3, 2000), true, 0, 1000);
+    assert_int_equal(st.data, 10);
+    assert_int_equal(st.idle, 3000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 2999), false, 0, 1);
+    /* Paid back: a full window again. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 3000), true, 9, 1000);
+    assert_int_equal(st.idle, 4000);
+}
+
+/* A DEBIT that fits answers allowed; one on a fresh counter starts a window. */
+static void test_algo_window_debit_fits(void **state)
+{
+    struct table_limits lim = window(10, 1000);
+    struct algo_state st = { 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_DEBIT, 10, 50), true, 0, 1000);
+    expect(run(&lim, &st, TABLE_DEBIT, 1, 60), false, 0, 990);
+    assert_int_equal(st.data, 11);
+    assert_int_equal(st.idle, 2050);
+    /* The next window starts with 1 used. */
+    expect(run(&lim, &st, TABLE_TAKE, 9, 1050), true, 0, 1000);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1051), false, 0, 999);
+    /* DEBIT 0 is a PEEK of 0: nothing changes. */
+    expect(run(&lim, &st, TABLE_DEBIT, 0, 1052), true, 0, 998);
+    assert_int_equal(st.data, 10);
+}
+
+/* A token bucket's tokens go negative; refills pay the debt back first. */
+static void test_algo_bucket_debit_pays_back(void **state)
+{
+    struct table_limits lim = bucket(5, 1, 100, false);
+    struct algo_state st = { 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_TAKE, 2, 0), true, 3, 100);
+    expect(run(&lim, &st, TABLE_DEBIT, 7, 10), false, 0, 90);     /* tokens -4 */
+    assert_int_equal(st.data, 9);                                   /* deficit 9 > cap */
+    assert_int_equal(st.idle, 900);
+    assert_int_equal(algo_retry_ms(&lim, 10, &st), 490);    /* the refill at 500 */
+    /* Refills at 100, 200, 300, 400 bring it back to 0, at 500 to 1. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 450), false, 0, 50);
+    assert_int_equal(st.data, 0);       /* deficit 5 = cap: tokens 0, encoded as tokens */
+    assert_int_equal(algo_retry_ms(&lim, 450, &st), 50);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 500), true, 0, 100);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 900), true, 4, 100);
+    expect(run(&lim, &st, TABLE_PEEK, 1, 1000), true, 5, 0);
+}
+
+static void test_algo_bucket_debit_strict(void **state)
+{
+    struct table_limits lim = bucket(3, 1, 100, true);
+    struct algo_state st = { 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_DEBIT, 5, 0), false, 0, 100);      /* tokens -2 */
+    /* A denied TAKE restarts a strict bucket's clock, debt and all. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 150), false, 0, 100);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 250), false, 0, 100);
+    /* The refill at 250 paid the debt (tokens 0); left alone, 350 gives one. */
+    expect(run(&lim, &st, TABLE_PEEK, 1, 349), false, 0, 1);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 350), true, 0, 100);
+}
+
+/* The sliding window counts the excess: denied until it slides out. */
+static void test_algo_sliding_debit_counts(void **state)
+{
+    struct table_limits lim = sliding(10, 1000);
+    struct algo_state st = { 0 };
+
+    (void)state;
+    expect(run(&lim, &st, TABLE_DEBIT, 25, 0), false, 0, 1000);
+    assert_int_equal(st.data & 0xffffff, 25);
+    expect(run(&lim, &st, TABLE_TAKE, 1, 999), false, 0, 1);
+    /* Next window: 25 * (1000 - 600) / 1000 = 10 of the previous still count. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1600), false, 0, 400);
+    /* At 1640 the previous weighs 25 * 0.36 = 9: one credit. */
+    expect(run(&lim, &st, TABLE_TAKE, 1, 1640), true, 0, 360);
+    expect(run(&lim, &st, TABLE_DEBIT, 1, 1641), false, 0, 359);
+}
+
+/* A count above a limit since lowered (no debt flag) keeps its old meaning:
+ * a window has nothing left until its end, a bucket is full; only a
+ * DEBIT's state (the flag) carries a debt. */
+static void test_algo_lowered_limit_is_no_debt(void **state)
+{
+    struct table_limits w = window(10, 1000), b = bucket(5, 1, 100, false);
+    struct algo_state st = { .idle = 1500, .data = 15 };
+
+    (void)state;
+    expect(run(&w, &st, TABLE_PEEK, 1, 900), false, 0, 600);
+    assert_int_equal(algo_retry_ms(&w, 900, &st), 600);
+    expect(run(&w, &st, TABLE_TAKE, 1, 1499), false, 0, 1);
+    expect(run(&w, &st, TABLE_TAKE, 1, 1500), true, 9, 1000);
+    st = (struct algo_state){ .idle = 1500, .data = 15, .debt = true };
+    /* The same words as a debt: 15 used in the window that ends at 1500 - 1000. */
+    expect(run(&w, &st, TABLE_PEEK, 1, 900), true, 5, 600);
+    st = (struct algo_state){ .idle = 1500, .data = 7 };
+    expect(run(&b, &st, TABLE_PEEK, 1, 900), true, 5, 0);
+    st = (struct algo_state){ .idle = 1500, .data = 7, .debt = true };
+    expect(run(&b, &st, TABLE_PEEK, 1, 900), false, 0, 100);   /* 1 refill to go: -1 */
+    expect(run(&b, &st, TABLE_DEBIT, 1, 900), false, 0, 100);  /* the refill at 900 was in */
+    assert_true(st.debt);
+    assert_int_equal(st.data, 7);
+    expect(run(&b, &st, TABLE_TAKE, 1, 1400), true, 2, 100);   /* 5 refills: 3 tokens */
+    assert_false(st.debt);
+}
+
+/* A debt saturates where the state word ends, never wraps. */
+static void test_algo_debit_saturates(void **state)
+{
+    struct table_limits w = window(1, 1);
+    struct table_limits b = bucket(1, 1, 1, false);
+    struct table_limits s = sliding(1, 1000);
+    struct algo_state st = { 0 };
+
+    (void)state;
+    run(&w, &st, TABLE_DEBIT, UINT64_MAX, 0);
+    assert_true(st.data <= ALGO_DATA_MAX);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    expect(run(&w, &st, TABLE_TAKE, 1, 1000000), false, 0, 1);
+    run(&w, &st, TABLE_DEBIT, UINT64_MAX, 5);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    memset(&st, 0, sizeof(st));
+    run(&b, &st, TABLE_DEBIT, UINT64_MAX, 0);
+    assert_true(st.data <= ALGO_DATA_MAX && st.data > 1);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    expect(run(&b, &st, TABLE_TAKE, 1, 1000000), false, 0, 1);
+    memset(&st, 0, sizeof(st));
+    run(&s, &st, TABLE_DEBIT, UINT64_MAX, 0);
+    assert_int_equal(st.data, ALGO_SLIDING_MAX);
 }
 
 int main(void)
@@ -365,6 +543,14 @@ int main(void)
         cmocka_unit_test(test_algo_check_limits),
         cmocka_unit_test(test_algo_times_saturate),
         cmocka_unit_test(test_algo_retry_matches_stepping),
+        cmocka_unit_test(test_algo_retry_after_debit),
+        cmocka_unit_test(test_algo_window_debit_carries),
+        cmocka_unit_test(test_algo_window_debit_fits),
+        cmocka_unit_test(test_algo_bucket_debit_pays_back),
+        cmocka_unit_test(test_algo_bucket_debit_strict),
+        cmocka_unit_test(test_algo_sliding_debit_counts),
+        cmocka_unit_test(test_algo_debit_saturates),
+        cmocka_unit_test(test_algo_lowered_limit_is_no_debt),
     };
 
     return cmocka_run_group_tests_name("algo", tests, NULL, NULL);

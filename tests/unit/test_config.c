@@ -684,6 +684,38 @@ static void test_config_error_native_typos(void **state)
                     "unknown setting 'resetSecond' (did you mean 'resetSeconds'?)");
 }
 
+/* metrics.names: "prometheus" (the default) or "divvy", nothing else. */
+static void test_config_metrics_names(void **state)
+{
+    static const char rules[] = "rules = ( { default = true; credit_limit = 1; "
+                                "reset_seconds = 1; } );\n";
+    char text[512], path[1024];
+    struct config *cfg;
+    struct diag d;
+
+    (void)state;
+    cfg = load_text(".conf", rules);
+    assert_false(cfg->metrics_divvy_names);
+    config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = { names = \"divvy\"; };\n%s", rules);
+    cfg = load_text(".conf", text);
+    assert_true(cfg->metrics_divvy_names);
+    config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = { names = \"prometheus\"; };\n%s", rules);
+    cfg = load_text(".conf", text);
+    assert_false(cfg->metrics_divvy_names);
+    config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = { names = \"Divvy\"; };\n%s", rules);
+    tmp_write(path, sizeof(path), ".conf", text, strlen(text));
+    cfg = NULL;
+    diag_init(&d);
+    assert_int_equal(config_load(path, &cfg, &d), -EINVAL);
+    unlink(path);
+    assert_null(cfg);
+    assert_int_equal(d.e[0].line, 1);
+    assert_non_null(strstr(d.e[0].msg, "metrics.names must be \"prometheus\" or \"divvy\""));
+}
+
 static void test_config_error_negative(void **state)
 {
     (void)state;
@@ -916,7 +948,46 @@ static void round_trip(const struct config *cfg)
     assert_int_equal(again->fast_table_slots, cfg->fast_table_slots);
     assert_int_equal(again->privileged_table_slots, cfg->privileged_table_slots);
     assert_int_equal(again->when_full, cfg->when_full);
+    assert_int_equal(again->adhoc_slots, cfg->adhoc_slots);
+    assert_int_equal(again->adhoc_max_buckets, cfg->adhoc_max_buckets);
     config_free(again);
+}
+
+/* "resp:" listen addresses (docs/resp.md) and the ad-hoc bucket settings:
+ * read, checked, written back; a bad address after the prefix is refused. */
+static void test_config_resp_listen_adhoc(void **state)
+{
+    const char text[] = "server = { listen = [ \"resp:unix:/run/r.sock\",\n"
+                        "  \"resp:tcp:127.0.0.1:6380\", \"unix:/run/d.sock\" ];\n"
+                        "  state_dir = \"/run/divvy\"; admin_group = \"a\"; };\n"
+                        "table = { adhoc_slots = 1000; adhoc_max_buckets = 500; };\n"
+                        "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n";
+    const char bad_text[] = "server = { listen = [ \"resp:udp:1.2.3.4:5\" ]; };\n"
+                            "table = { adhoc_slots = 0; };\n"
+                            "rules = ( { default = true; credit_limit = 0;"
+                            " reset_seconds = 0; } );\n";
+    struct config *cfg = load_text(".conf", text);
+    enum config_proto proto;
+    char path[1024];
+    struct config *bad;
+    struct diag d;
+
+    (void)state;
+    assert_int_equal(cfg->n_listen, 3);
+    assert_string_equal(config_listen_proto(cfg->listen[0], &proto), "unix:/run/r.sock");
+    assert_int_equal(proto, CONFIG_PROTO_RESP);
+    assert_string_equal(config_listen_proto(cfg->listen[2], &proto), "unix:/run/d.sock");
+    assert_int_equal(proto, CONFIG_PROTO_DIVVY);
+    assert_int_equal(cfg->adhoc_slots, 1000);
+    assert_int_equal(cfg->adhoc_max_buckets, 500);
+    round_trip(cfg);
+    config_free(cfg);
+    tmp_write(path, sizeof(path), ".conf", bad_text, sizeof(bad_text) - 1);
+    diag_init(&d);
+    assert_int_equal(config_load(path, &bad, &d), -EINVAL);
+    unlink(path);
+    assert_true(d.n >= 2);
+    assert_non_null(strstr(d.e[0].msg, "resp:udp:1.2.3.4:5"));
 }
 
 static void test_config_round_trip_ini(void **state)
@@ -1027,6 +1098,7 @@ int main(void)
         cmocka_unit_test(test_config_error_huge_int),
         cmocka_unit_test(test_config_error_every_number),
         cmocka_unit_test(test_config_error_native_typos),
+        cmocka_unit_test(test_config_metrics_names),
         cmocka_unit_test(test_config_error_negative),
         cmocka_unit_test(test_config_error_bad_policy),
         cmocka_unit_test(test_config_error_duplicate_ini_key),
@@ -1041,6 +1113,7 @@ int main(void)
         cmocka_unit_test(test_config_round_trip_ini),
         cmocka_unit_test(test_config_round_trip_everything),
         cmocka_unit_test(test_config_round_trip_odd_strings),
+        cmocka_unit_test(test_config_resp_listen_adhoc),
         cmocka_unit_test(test_config_write_unrepresentable_key),
         cmocka_unit_test(test_config_password_file_written_by_name),
     };

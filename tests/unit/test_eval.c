@@ -409,6 +409,49 @@ static void test_eval_ms_to_s_rounds_like_redis_ttl(void **state)
     assert_int_equal(eval_ms_to_s(3600000), 3600);
 }
 
+/* DEBIT charges every rule down to the stop rule, into debt; the reply is
+ * the first non-canary rule in debt, else the tightest limit. */
+static void test_eval_debit_charges_whole_path(void **state)
+{
+    struct fixture *f = *state;
+    static struct proto_req preq;
+    struct rules_req req;
+    struct eval_result res;
+
+    req_of(&preq, &req, "DEBIT 5 k=a user=u src=s\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 5, T0, &res), 0);
+    assert_false(res.allowed);
+    assert_int_equal(res.n, 3);                  /* canary, continue and stop: all charged */
+    assert_int_equal(res.decider, 1);            /* the continue rule, first in debt */
+    assert_int_equal(res.credit, 0);
+    assert_int_equal(res.reset_s, 60);
+    assert_false(res.o[0].allowed);
+    assert_false(res.o[2].allowed);
+    /* The stop rule was charged despite the continue rule's debt. */
+    res = hit(f, "PEEK src=s\n", TABLE_PEEK, T0 + 1);
+    assert_false(res.allowed);
+    assert_int_equal(res.credit, 0);
+    res = hit(f, "HIT user=v src=s\n", TABLE_TAKE, T0 + 2);
+    assert_false(res.allowed);
+    assert_int_equal(res.decider, 2);
+    /* Within every limit: allowed, the stop rule decides, the tightest answers. */
+    req_of(&preq, &req, "DEBIT 1 user=w src=t\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 1, T0, &res), 0);
+    assert_true(res.allowed);
+    assert_int_equal(res.decider, 2);
+    assert_int_equal(res.limiter, 1);
+    assert_int_equal(res.credit, 1);
+    /* Zero semantics: nothing to charge, credit_limit 0 denies. */
+    req_of(&preq, &req, "DEBIT 1 method=DELETE\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 1, T0, &res), 0);
+    assert_false(res.allowed);
+    assert_false(res.o[0].counted);
+    /* The window pays the debt back: 5 - 3 = 2 over, 1 left a window later. */
+    res = hit(f, "PEEK src=s\n", TABLE_PEEK, T0 + 60000);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +469,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eval_reset_skips_unresettable_rules, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_eval_full_table_applies_policy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_debit_charges_whole_path, setup, teardown),
         cmocka_unit_test(test_eval_ms_to_s_rounds_like_redis_ttl),
     };
 

@@ -92,6 +92,24 @@ static int setup(void **state)
     return setup_opts(state, &o);
 }
 
+/* metrics.names = "divvy". */
+static int setup_divvy(void **state)
+{
+    struct metrics_opts o = { .workers = 2, .ignore_env = true, .divvy_names = true };
+
+    return setup_opts(state, &o);
+}
+
+/* Rule @i's id (its label, else 16 hex digits) in @rules, into @buf. */
+static const char *rule_id(const struct rules *rules, uint32_t i, char *buf, size_t size)
+{
+    struct rules_rule r;
+
+    assert_int_equal(rules_get(rules, i, &r), 0);
+    snprintf(buf, size, "%s", r.id_str);
+    return buf;
+}
+
 static int teardown(void **state)
 {
     struct fixture *f = *state;
@@ -139,20 +157,16 @@ static void test_metrics_exposition_when_idle(void **state)
 
     expect_line(t, "# HELP divvy_hits_total Counter of total HITs to Divvy.");
     expect_line(t, "# TYPE divvy_hits_total counter");
-    for (unsigned s = 0; s < METRICS_N_STATUS; s++) {
-        char line[128];
-
-        snprintf(line, sizeof(line), "divvy_hits_total{status=\"%s\",rule_label=\"\"} 0",
-                 metrics_status_name[s]);
-        expect_line(t, line);
-    }
+    /* No rule is named "": the empty slot shows only once it counted something. */
+    expect_no(t, "rule_label=\"\"");
     expect_line(t, "# TYPE divvy_hit_duration_seconds histogram");
     expect_line(t, "divvy_hit_duration_seconds_bucket{le=\"1e-05\"} 0");
     expect_line(t, "divvy_hit_duration_seconds_bucket{le=\"10\"} 0");
     expect_line(t, "divvy_hit_duration_seconds_bucket{le=\"+Inf\"} 0");
     expect_line(t, "divvy_hit_duration_seconds_count 0");
-    expect_line(t, "# TYPE divvy_tcp_connections_total gauge");
-    expect_line(t, "divvy_tcp_connections_total 0");
+    expect_line(t, "# TYPE divvy_open_connections gauge");
+    expect_line(t, "divvy_open_connections 0");
+    expect_no(t, "divvy_tcp_connections_total");
     expect_line(t, "# TYPE divvy_errors_total counter");
     expect_line(t, "divvy_errors_total{code=\"unknown-command\"} 0");
     expect_line(t, "divvy_errors_total{code=\"unknown\"} 0");
@@ -184,6 +198,7 @@ static void test_metrics_hits_by_status_and_label(void **state)
 {
     struct fixture *f = *state;
     struct metrics_worker *w0 = metrics_worker(f->m, 0), *w1 = metrics_worker(f->m, 1);
+    char line[160], id[32];
     const char *t;
 
     assert_non_null(w0);
@@ -207,8 +222,52 @@ static void test_metrics_hits_by_status_and_label(void **state)
     expect_line(t, "divvy_hits_total{status=\"accepted\",rule_label=\"canary-rule\"} 0");
     expect_line(t, "divvy_hits_total{status=\"accepted\",rule_label=\"cookies\"} 3");
     expect_line(t, "divvy_hits_total{status=\"rejected\",rule_label=\"cookies\"} 1");
-    expect_line(t, "divvy_hits_total{status=\"rejected\",rule_label=\"\"} 1");
+    /* The default rule by its id; "" holds only the index no rule has. */
+    snprintf(line, sizeof(line), "divvy_hits_total{status=\"rejected\",rule_label=\"%s\"} 1",
+             rule_id(f->rules, 2, id, sizeof(id)));
+    assert_int_equal(strlen(id), 16);
+    expect_line(t, line);
+    expect_line(t, "divvy_hits_total{status=\"rejected\",rule_label=\"\"} 0");
     expect_line(t, "divvy_hits_total{status=\"accepted\",rule_label=\"\"} 1");
+}
+
+/* metrics.names = "divvy": divvy's names, and rule_label = the label, "" without one. */
+static void test_metrics_divvy_names(void **state)
+{
+    struct fixture *f = *state;
+    struct metrics_gauges g = { .connections = 2 };
+    const char *t;
+
+    metrics_hit(metrics_worker(f->m, 0), f->rules, 1, 1, METRICS_ACCEPTED);
+    metrics_hit(metrics_worker(f->m, 1), f->rules, 1, 2, METRICS_REJECTED);
+    metrics_tick(f->m, &g, 1);
+    t = scrape(f);
+    expect_line(t, "divvy_hits_total{status=\"accepted\",rule_label=\"cookies\"} 1");
+    expect_line(t, "divvy_hits_total{status=\"rejected\",rule_label=\"\"} 1");
+    expect_line(t, "divvy_hits_total{status=\"canary-accepted\",rule_label=\"\"} 0");
+    expect_line(t, "# TYPE divvy_tcp_connections_total gauge");
+    expect_line(t, "divvy_tcp_connections_total 2");
+    expect_no(t, "divvy_open_connections");
+}
+
+/* A continue rule that charged counts under its label, not as a request. */
+static void test_metrics_charged(void **state)
+{
+    struct fixture *f = *state;
+    struct metrics_gauges g = { .rules = 3 };
+    char status[256];
+    const char *t;
+
+    metrics_charged(metrics_worker(f->m, 0), f->rules, 1, 1);
+    metrics_charged(metrics_worker(f->m, 1), f->rules, 1, 1);
+    metrics_hit(metrics_worker(f->m, 1), f->rules, 1, 2, METRICS_ACCEPTED);
+    metrics_charged(NULL, f->rules, 1, 1);
+    metrics_tick(f->m, &g, 1);
+    t = scrape(f);
+    expect_line(t, "divvy_hits_total{status=\"accepted\",rule_label=\"cookies\"} 2");
+    metrics_status_line(f->m, status, sizeof(status));
+    assert_string_equal(status, "3 rules (generation 0), 1 hits (1 accepted, 0 rejected), "
+                                "0 connections");
 }
 
 static void test_metrics_labels_survive_reloads(void **state)
@@ -298,7 +357,7 @@ static void test_metrics_errors_gauges_and_redis(void **state)
     expect_line(t, "divvy_errors_total{code=\"unknown-command\"} 2");
     expect_line(t, "divvy_errors_total{code=\"line-too-long\"} 1");
     expect_line(t, "divvy_errors_total{code=\"forbidden\"} 0");
-    expect_line(t, "divvy_tcp_connections_total 3");
+    expect_line(t, "divvy_open_connections 3");
     expect_line(t, "divvy_config_generation 7");
     expect_line(t, "divvy_rules 5");
     expect_line(t, "divvy_reloads_total{result=\"ok\"} 2");
@@ -460,10 +519,11 @@ static void recv_all(int fd, char *buf, size_t size, int quiet_ms)
     }
 }
 
-static void statsd_case(const char *prefix)
+static void statsd_case(const char *prefix, bool divvy_names)
 {
     struct metrics_opts o = { .workers = 2, .ignore_env = true, .statsd_host = "127.0.0.1",
-                              .statsd_prefix = prefix };
+                              .statsd_prefix = prefix, .divvy_names = divvy_names };
+    char line[160], id[32];
     struct metrics_gauges g = { .connections = 3 };
     struct rules *rules = compile(1, 1);
     struct metrics *m = NULL;
@@ -480,12 +540,14 @@ static void statsd_case(const char *prefix)
     metrics_hit(metrics_worker(m, 0), rules, 1, 0, METRICS_CANARY_REJECTED);
     metrics_error(metrics_worker(m, 0), PROTO_E_UNKNOWN_COMMAND);
     metrics_denied(metrics_worker(m, 1), METRICS_DENY_REDIS_DOWN);
+    /* A continue rule that charged on the way: its label's count, no request. */
+    metrics_charged(metrics_worker(m, 0), rules, 1, 1);
     for (int i = 0; i < 40; i++)
         metrics_observe_ns(metrics_worker(m, i % 2), 1500000);     /* 1.5 ms */
     metrics_tick(m, &g, 5000);
     recv_all(fd, buf, BIG, 500);
     expect_line(buf, "divvy.hit.accepted:3|c");
-    expect_line(buf, "divvy.hit.accepted.cookies:2|c");
+    expect_line(buf, "divvy.hit.accepted.cookies:3|c");
     expect_line(buf, "divvy.hit.rejected:1|c");
     expect_line(buf, "divvy.hit.canary-rejected:1|c");
     expect_line(buf, "divvy.hit.canary-rejected.canary-rule:1|c");
@@ -494,9 +556,15 @@ static void statsd_case(const char *prefix)
     expect_no(buf, "divvy.denied.quota");
     expect_line(buf, "divvy.connections:3|g");
     /* 20 timings per worker, 16 kept each: sent with statsd's sample rate. */
-    expect_line(buf, "divvy.hit:1.500|ms|@0.8");
-    /* No label for unlabelled rules; nothing unchanged. */
-    expect_no(buf, "divvy.hit.rejected.");
+    expect_line(buf, "divvy.hit:1.500000|ms|@0.8");
+    /* divvy's names: no label for unlabelled rules; else the rule's id. */
+    if (divvy_names) {
+        expect_no(buf, "divvy.hit.rejected.");
+    } else {
+        snprintf(line, sizeof(line), "divvy.hit.rejected.%s:1|c", rule_id(rules, 2, id, 32));
+        expect_line(buf, line);
+    }
+    /* Nothing unchanged. */
     expect_no(buf, "divvy.error.unknown:");
     expect_no(buf, "divvy.hit.accepted.canary-rule");
 
@@ -524,8 +592,8 @@ static void test_metrics_statsd_as_divvy(void **state)
 {
     (void)state;
     /* divvy's statsd client adds the dot after the prefix when it is missing. */
-    statsd_case("divvy");
-    statsd_case("divvy.");
+    statsd_case("divvy", true);
+    statsd_case("divvy.", false);
 }
 
 static void test_metrics_statsd_splits_datagrams(void **state)
@@ -622,6 +690,8 @@ static void test_metrics_promtool_clean(void **state)
     }
     metrics_hit(metrics_worker(f->m, 0), f->rules, 1, 1, METRICS_ACCEPTED);
     metrics_hit(metrics_worker(f->m, 1), f->rules, 1, 0, METRICS_CANARY_ACCEPTED);
+    metrics_hit(metrics_worker(f->m, 1), f->rules, 1, 2, METRICS_REJECTED);
+    metrics_charged(metrics_worker(f->m, 1), f->rules, 1, 1);
     metrics_error(metrics_worker(f->m, 1), PROTO_E_UNKNOWN);
     metrics_observe_ns(metrics_worker(f->m, 0), 12345);
     metrics_tick(f->m, &g, 1);
@@ -638,9 +708,13 @@ static void test_metrics_promtool_clean(void **state)
     out[len] = '\0';
     pclose(p);
     unlink(path);
-    /* The one expected complaint: divvy's gauge with a counter's suffix. */
-    assert_string_equal(out, "divvy_tcp_connections_total non-counter metrics should not have "
-                             "\"_total\" suffix\n");
+    /* The default names: not one complaint.  divvy's: its gauge with a
+     * counter's suffix, the one. */
+    if (f->m->divvy_names)
+        assert_string_equal(out, "divvy_tcp_connections_total non-counter metrics should not "
+                                 "have \"_total\" suffix\n");
+    else
+        assert_string_equal(out, "");
     free(out);
 }
 
@@ -658,7 +732,10 @@ int main(void)
         cmocka_unit_test(test_metrics_statsd_as_divvy),
         cmocka_unit_test(test_metrics_statsd_splits_datagrams),
         cmocka_unit_test(test_metrics_divvy_environment),
+        cmocka_unit_test_setup_teardown(test_metrics_divvy_names, setup_divvy, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_charged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_promtool_clean, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_promtool_clean, setup_divvy, teardown),
     };
 
     log_init(LOG_TARGET_STDERR, false);

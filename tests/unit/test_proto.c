@@ -100,6 +100,8 @@ static void test_proto_every_verb(void **state)
         { "RULES\n", PROTO_RULES },
         { "STATS\n", PROTO_STATS },
         { "RELOAD\n", PROTO_RELOAD },
+        { "RELOAD dry_run=true diff=true\n", PROTO_RELOAD },
+        { "DROPIN op=list\n", PROTO_DROPIN },
         { "PING\n", PROTO_PING },
         { "QUIT\n", PROTO_QUIT },
         { "COUNTERS exhausted=true max=10\n", PROTO_COUNTERS },
@@ -115,6 +117,12 @@ static void test_proto_every_verb(void **state)
         } else if (cases[i].verb == PROTO_REFILL) {
             assert_int_equal(req.n_kv, 3);
             assert_kv(&req, 0, "actor", "a");
+        } else if (cases[i].verb == PROTO_RELOAD && req.n_kv) {
+            assert_int_equal(req.n_kv, 2);
+            assert_kv(&req, 0, "diff", "true");
+        } else if (cases[i].verb == PROTO_DROPIN) {
+            assert_int_equal(req.n_kv, 1);
+            assert_kv(&req, 0, "op", "list");
         } else if (cases[i].verb >= PROTO_RULES) {
             assert_int_equal(req.n_kv, 0);
         } else {
@@ -470,10 +478,38 @@ static void test_proto_take_bad_amount(void **state)
     }
 }
 
+/* DEBIT: TAKE's grammar, counts 1..10^12; bad counts name DEBIT's range. */
+static void test_proto_debit_amount(void **state)
+{
+    static const char *const bad[] = {
+        "DEBIT 0 a=b\n", "DEBIT 1000000000001 a=b\n", "DEBIT 18446744073709551617 a=b\n",
+        "DEBIT 99999999999999999999999999 a=b\n", "DEBIT a=b\n", "DEBIT\n", "DEBIT -1 a=b\n",
+        "DEBIT +1 a=b\n", "DEBIT 1.5 a=b\n", "DEBIT \"5\" a=b\n", "DEBIT 0x10 a=b\n",
+    };
+    struct proto_req req;
+
+    (void)state;
+    assert_ok("DEBIT 1 a=b\n", PROTO_DEBIT, &req);
+    assert_int_equal(req.amount, 1);
+    assert_kv(&req, 0, "a", "b");
+    assert_ok("debit 1000000000000 a=b\n", PROTO_DEBIT, &req);
+    assert_int_equal(req.amount, PROTO_DEBIT_MAX);
+    assert_ok("DEBIT 1000000001\n", PROTO_DEBIT, &req);
+    assert_int_equal(req.amount, 1000000001);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_err(bad[i], PROTO_E_BAD_REQUEST, &req);
+        assert_int_equal(req.verb, PROTO_DEBIT);
+        assert_string_equal(req.reason, "DEBIT needs a count from 1 to 1000000000000");
+    }
+    /* TAKE keeps its own range. */
+    assert_err("TAKE 1000000001 a=b\n", PROTO_E_BAD_REQUEST, &req);
+    assert_string_equal(req.reason, "TAKE needs a count from 1 to 1000000000");
+}
+
 static void test_proto_args_on_argless_verbs(void **state)
 {
     static const char *const lines[] = {
-        "RULES a=b\n", "PING x\n", "STATS now\n", "RELOAD force=1\n", "QUIT bye\n",
+        "RULES a=b\n", "PING x\n", "STATS now\n", "RELOAD force\n", "QUIT bye\n",
         "PING \"\"\n", "RULES=\n",
     };
     struct proto_req req;
@@ -885,6 +921,7 @@ int main(void)
         cmocka_unit_test(test_proto_33_keys_too_many),
         cmocka_unit_test(test_proto_take_amount),
         cmocka_unit_test(test_proto_take_bad_amount),
+        cmocka_unit_test(test_proto_debit_amount),
         cmocka_unit_test(test_proto_args_on_argless_verbs),
         cmocka_unit_test(test_proto_nul_byte),
         cmocka_unit_test(test_proto_partial_line_needs_more),

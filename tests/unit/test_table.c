@@ -1146,6 +1146,50 @@ static void test_table_memfd_sealed(void **state)
     table_close(t);
 }
 
+/* Fast-path decisions per rule: one entry per rule id, claimed once; ids
+ * beyond the keyed entries (and 0) add up in the last one; nothing is lost. */
+static void test_table_fast_rules(void **state)
+{
+    struct table *t = NULL, *c = NULL;
+    const uint64_t one[TABLE_FAST_N] = { 1, 2, 0, 1 };
+    uint64_t n[TABLE_FAST_N], id, sum[TABLE_FAST_N] = { 0 }, seen = 0;
+    bool five = false;
+
+    (void)state;
+    assert_int_equal(table_create_memfd(64, &t), 0);
+    assert_int_equal(table_attach_fd(dup(table_fd(t)), 0, &c, NULL, 0), 0);
+    for (unsigned i = 0; i < TABLE_FAST_RULES; i++)
+        assert_false(table_fast_rule(t, i, &id, n));
+    for (uint64_t r = 1; r <= 100; r++)
+        table_add_fast_rule(c, r * 0x1234567ull, one);
+    table_add_fast_rule(c, 5 * 0x1234567ull, one);     /* a client of another process */
+    table_add_fast_rule(t, 0, one);
+    for (unsigned i = 0; i < TABLE_FAST_RULES; i++) {
+        if (!table_fast_rule(t, i, &id, n))
+            continue;
+        seen++;
+        for (unsigned k = 0; k < TABLE_FAST_N; k++)
+            sum[k] += n[k];
+        if (id == 5 * 0x1234567ull) {
+            assert_int_equal(n[TABLE_FAST_ACCEPTED], 2);
+            five = true;
+        }
+        if (i == TABLE_FAST_RULES - 1) {
+            assert_true(id == TABLE_FAST_OTHER);
+            /* 100 ids, 87 keyed entries: 13 ids and id 0 here. */
+            assert_int_equal(n[TABLE_FAST_ACCEPTED], 14);
+        }
+    }
+    assert_int_equal(seen, TABLE_FAST_RULES);
+    assert_true(five);          /* the fifth id found an entry: 82 were free */
+    assert_int_equal(sum[TABLE_FAST_ACCEPTED], 102);
+    assert_int_equal(sum[TABLE_FAST_REJECTED], 204);
+    assert_int_equal(sum[TABLE_FAST_CANARY_ACCEPTED], 0);
+    assert_int_equal(sum[TABLE_FAST_CANARY_REJECTED], 102);
+    table_close(c);
+    table_close(t);
+}
+
 /* The control page: divvyd's words, read-only to everybody else whatever
  * fd they hold (F_SEAL_FUTURE_WRITE). */
 static void test_table_ctl_page(void **state)
@@ -1433,6 +1477,7 @@ int main(void)
         T(test_table_create),
         T(test_table_memfd_sealed),
         T(test_table_ctl_page),
+        T(test_table_fast_rules),
         T(test_table_snapshot_restore),
         T(test_table_take_window),
         T(test_table_reopen_keeps_counts),

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for daemon/verb.c, the verb table: every verb of the protocol
- * reaches its handler, the admin verbs (RESET, RELOAD, COUNTERS) are refused
- * to peers that are not admin before their handler runs, a rejected line
+ * reaches its handler, the admin verbs (RESET, RELOAD, COUNTERS, DROPIN) are
+ * refused to peers that are not admin before their handler runs, a rejected line
  * gets its ERR, an empty line gets nothing, and REFILL is never answered,
  * not even when malformed.  Links libdivvyd.a; the handlers of other modules
  * and the reply functions are fakes (-Wl,--wrap, Makefile) that record what
@@ -35,6 +35,7 @@ void __wrap_admin_explain(struct conn *c, const struct proto_req *req);
 void __wrap_admin_rules(struct conn *c, const struct proto_req *req);
 void __wrap_admin_stats(struct conn *c, const struct proto_req *req);
 void __wrap_admin_reload(struct conn *c, const struct proto_req *req);
+void __wrap_admin_dropin(struct conn *c, const struct proto_req *req);
 void __wrap_counters_request(struct conn *c, const struct proto_req *req);
 void __wrap_reply_err(struct conn *c, enum proto_err err, const char *reason);
 void __wrap_reply_text(struct conn *c, const char *s);
@@ -78,6 +79,13 @@ void __wrap_admin_reload(struct conn *c, const struct proto_req *req)
     (void)c;
     (void)req;
     handler_ran("reload");
+}
+
+void __wrap_admin_dropin(struct conn *c, const struct proto_req *req)
+{
+    (void)c;
+    (void)req;
+    handler_ran("dropin");
 }
 
 void __wrap_counters_request(struct conn *c, const struct proto_req *req)
@@ -155,6 +163,7 @@ static void test_verb_each_verb_reaches_its_handler(void **state)
         { "EXPLAIN user=a", "explain" }, { "RULES", "rules" },
         { "STATS", "stats" },            { "RELOAD", "reload" },
         { "COUNTERS max=5", "counters" },
+        { "RELOAD dry_run=true", "reload" }, { "DROPIN op=list", "dropin" },
     };
     struct fixture *f = *state;
 
@@ -171,8 +180,9 @@ static void test_verb_each_verb_reaches_its_handler(void **state)
 
 static void test_verb_admin_verbs_refused_before_their_handler(void **state)
 {
-    static const char *const admin[] = { "RESET user=a", "RELOAD", "COUNTERS" };
-    static const char *const words[] = { "RESET", "RELOAD", "COUNTERS" };
+    static const char *const admin[] = { "RESET user=a", "RELOAD", "COUNTERS",
+                                         "RELOAD dry_run=true", "DROPIN op=list" };
+    static const char *const words[] = { "RESET", "RELOAD", "COUNTERS", "RELOAD", "DROPIN" };
     struct fixture *f = *state;
     char want[128];
 
