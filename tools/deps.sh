@@ -17,6 +17,8 @@ make deps-build and every build call it).  MODE:
   install-build   install the missing build dependencies (root: apt-get)
   install         install the missing build and test dependencies (root)
   list            print every Debian package divvy builds and tests with
+                  (nodejs and npm only when node or npm is missing: a Node.js
+                  from elsewhere, such as NodeSource's, conflicts with them)
   -h, --help      print this help
 
 Exit status: 0 nothing missing (or installed), 1 something is missing or
@@ -52,8 +54,11 @@ test_cmds="clang:clang redis-server:redis-server promtool:prometheus
 systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pamtester
 strace:strace git:git valgrind:valgrind gcovr:gcovr
 systemd-nspawn:systemd-container mmdebstrap:mmdebstrap
-dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian redis-cli:redis-tools node:nodejs
-npm:npm"
+dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian redis-cli:redis-tools"
+# Listed only when the command is missing: a machine may have Node.js from
+# elsewhere (NodeSource's nodejs ships npm and conflicts with Debian's npm,
+# so naming both would make apt-get refuse the whole list).
+test_cmds_if_missing="node:nodejs npm:npm"
 # files -> Debian package
 ma=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 test_files="/usr/lib/$ma/libpam_wrapper.so:libpam-wrapper
@@ -65,9 +70,14 @@ clang_rt() {
 }
 
 if [ "$mode" = list ]; then
-    for e in $build_cmds $build_pkgs $build_headers $test_pkgs $test_cmds $test_files; do
-        echo "${e#*:}"
-    done | sort -u | tr '\n' ' '
+    {
+        for e in $build_cmds $build_pkgs $build_headers $test_pkgs $test_cmds $test_files; do
+            echo "${e#*:}"
+        done
+        for c in $test_cmds_if_missing; do
+            command -v "${c%%:*}" >/dev/null 2>&1 || echo "${c#*:}"
+        done
+    } | sort -u | tr '\n' ' '
     clang_rt
     echo
     exit 0
@@ -81,7 +91,9 @@ missing() {
     for h in $build_headers; do [ -e "/usr/include/${h%%:*}" ] || add "${h#*:}"; done
     if [ "$mode" = install ]; then
         for m in $test_pkgs; do pkg-config --exists "${m%%:*}" 2>/dev/null || add "${m#*:}"; done
-        for c in $test_cmds; do command -v "${c%%:*}" >/dev/null 2>&1 || add "${c#*:}"; done
+        for c in $test_cmds $test_cmds_if_missing; do
+            command -v "${c%%:*}" >/dev/null 2>&1 || add "${c#*:}"
+        done
         for f in $test_files; do [ -e "${f%%:*}" ] || add "${f#*:}"; done
         # clang's sanitizer and libFuzzer runtimes (known once clang is there)
         if command -v clang >/dev/null 2>&1 &&
