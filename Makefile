@@ -19,7 +19,8 @@ VERSION   := 0.1.0
 SOVERSION := 0
 
 # Dependencies of the daemon and of common/'s config loaders.
-PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis libsystemd libmicrohttpd
+PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis libsystemd \
+             libmicrohttpd libnghttp2 libprotobuf-c
 TEST_PKGS := cmocka
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -29,7 +30,7 @@ WARN += -Werror
 endif
 ARCH_FLAGS := $(if $(filter x86_64,$(shell uname -m)),-mcx16,)
 BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden $(ARCH_FLAGS) $(WARN) -MMD -MP \
-               -D_GNU_SOURCE -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon -Ilibclient
+               -D_GNU_SOURCE -DDIVVY_VERSION='"$(VERSION)"' -I. -Icommon -Ilibclient -I$(B)/gen
 SAN_FLAGS ?=
 # Quiet by default: a build step prints one line ("  CC      build/common/hash.o")
 # and its errors; V=1 prints every command, make -s nothing but errors.  Recipes
@@ -56,7 +57,13 @@ ITEST_SRCS  := $(wildcard tests/integration/test_*.c)
 ITEST_LIB   := $(filter-out $(ITEST_SRCS),$(wildcard tests/integration/*.c))
 
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
-DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(B)/%.o)
+# The RLS listener's messages (daemon/rls_msg.c): C generated from proto/ by
+# protoc-c at build time into $(B)/gen/ (docs/rls.md).
+PROTO_SRCS  := $(shell find proto -name '*.proto' 2>/dev/null | sort)
+PROTO_GEN_C := $(PROTO_SRCS:proto/%.proto=$(B)/gen/%.pb-c.c)
+PROTO_GEN_H := $(PROTO_GEN_C:%.c=%.h)
+PROTO_OBJS  := $(PROTO_GEN_C:%.c=%.o)
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(B)/%.o) $(PROTO_OBJS)
 # Every daemon module but main.c, in an archive the daemon's tests link.
 DAEMON_LIB_OBJS := $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS))
 CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o)
@@ -146,6 +153,14 @@ deps-check:
 $(B)/%.o: %.c Makefile
 	@mkdir -p $(@D)
 	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# protoc-c (Debian's protobuf-c-compiler) writes each .proto's .pb-c.c/.h.
+$(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(B)/gen
+	$(call quiet,PROTOC)protoc-c -Iproto --c_out=$(B)/gen $<
+$(B)/gen/%.o: $(B)/gen/%.c Makefile
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(PROTO_OBJS) $(filter $(B)/daemon/rls%.o,$(DAEMON_OBJS)): $(PROTO_GEN_H)
 
 $(LIBCOMMON): $(COMMON_OBJS)
 	@mkdir -p $(@D)
@@ -405,6 +420,13 @@ build-fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(COMMON_SRCS) daemon/resp.c daemon
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -Idaemon -o $@ $< daemon/resp.c common/proto.c
 
+# fuzz_rls drives daemon/rls_msg.c with the C protoc-c generated (docs/rls.md).
+build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) daemon/rls_msg.c daemon/rls_msg.h \
+                     $(PROTO_GEN_C) $(PROTO_GEN_H)
+	@mkdir -p $(@D)
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< \
+	    $(COMMON_SRCS) daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
+
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
 	    tmp=$$(mktemp -d); mkdir $$tmp/corpus; \
@@ -423,10 +445,14 @@ run: deps-build
 	    --listen tcp:127.0.0.1:8321 --listen unix:$(B)/run/divvy.sock
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(B)/bench_rules
+	@$(MAKE) --no-print-directory all $(B)/bench_rules $(B)/divvy-rls-bench
 	@echo "== rule matching: ns per request for 10 .. 100,000 rules (tests/unit/bench_rules.c)"
 	$(B)/bench_rules
 	tools/bench.sh $(B)
+
+# The RLS rows' load (tools/divvy-rls-bench.c): HTTP/2 calls, libnghttp2 only.
+$(B)/divvy-rls-bench: $(B)/tools/divvy-rls-bench.o
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2)
 
 $(B)/bench_rules: tests/unit/bench_rules.c $(LIBCOMMON)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)

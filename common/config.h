@@ -95,6 +95,8 @@ struct config_admit {
 enum config_proto {
     CONFIG_PROTO_DIVVY = 0,     /* no prefix */
     CONFIG_PROTO_RESP,          /* "resp:": the Redis protocol (docs/resp.md) */
+    CONFIG_PROTO_RLS,           /* "rls:": Envoy's rate limit service, gRPC over h2c
+                                 * (docs/rls.md) */
 };
 
 struct config {

@@ -35,6 +35,7 @@ const char *config_listen_proto(const char *addr, enum config_proto *ret_proto)
         enum config_proto proto;
     } protos[] = {
         { "resp:", CONFIG_PROTO_RESP },
+        { "rls:", CONFIG_PROTO_RLS },
     };
 
     for (size_t i = 0; i < sizeof(protos) / sizeof(protos[0]); i++) {
@@ -49,7 +50,8 @@ const char *config_listen_proto(const char *addr, enum config_proto *ret_proto)
     return addr;
 }
 
-/* "[resp:]tcp:HOST:PORT" or "[resp:]unix:PATH"; NULL when fine, else why not. */
+/* "tcp:HOST:PORT" or "unix:PATH" after an optional protocol prefix ("resp:",
+ * "rls:"); NULL when fine, else why not. */
 static const char *conf_listen_problem(const char *a)
 {
     enum config_proto proto;
@@ -79,7 +81,8 @@ static const char *conf_listen_problem(const char *a)
             return "needs a port between 1 and 65535";
         return NULL;
     }
-    return "must start with tcp: or unix: (after resp: for the Redis protocol)";
+    return "must start with tcp: or unix: (after resp: for the Redis protocol, rls: for "
+           "Envoy's rate limit service)";
 }
 
 /*

@@ -31,6 +31,7 @@
 #include "proto.h"
 #include "resp.h"
 #include "resp_cmd.h"
+#include "rls.h"
 #include "srv_int.h"
 #include "verb.h"
 #include "worker.h"
@@ -84,7 +85,7 @@ void conn_free(struct conn *c)
     free(c->out);
     admit_leave(w->s->admit, &c->slot);
     free(c);
-    if (w->stopping && !w->conns)
+    if (w->stopping && !w->conns && !w->rls)
         event_base_loopbreak(w->base);
 }
 
@@ -497,7 +498,10 @@ static void refuse(struct worker *w, int fd, const struct listener *l, enum admi
     char line[PROTO_REPLY_MAX];
     int n = (int)strlen(text);
 
-    if (l->proto != CONFIG_PROTO_DIVVY) {
+    /* An HTTP/2 peer (rls:) cannot read a line: it is only closed. */
+    if (l->proto == CONFIG_PROTO_RLS) {
+        n = 0;
+    } else if (l->proto != CONFIG_PROTO_DIVVY) {
         n = conn_fmt_err(l->proto, line, sizeof(line), PROTO_E_BUSY,
                          peer ? "too many connections from this peer" : "too many connections");
         text = line;
@@ -555,7 +559,10 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
             close(fd);
             continue;
         }
-        conn_new(w, fd, l, &p, &slot);
+        if (l->proto == CONFIG_PROTO_RLS)
+            rls_conn_new(w, fd, l, &p, &slot);
+        else
+            conn_new(w, fd, l, &p, &slot);
     }
 }
 
@@ -592,6 +599,7 @@ void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
         c->dead = true;
         conn_settle(c);
     }
+    rls_sweep(w, now);
 }
 
 /* After store callbacks: resume paused input, write, free dead connections. */

@@ -17,6 +17,11 @@
  * answered, the ready prefix of the FIFO moves to the output buffer and the
  * worker's flush event writes it.  Nothing of this runs, and nothing is
  * allocated, while no rule uses Redis.
+ *
+ * hit_submit() is the same evaluation for another protocol's request (one
+ * RLS descriptor): decided at once or as a waiting hit with no connection,
+ * counted as do_hit() counts, its answer handed to the caller's callback
+ * (hit_submitted()) instead of a reply line.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -254,6 +259,7 @@ static struct hit *hit_get(struct worker *w)
     h->lease_tries = 0;
     h->actor_len = 0;
     h->rule[0] = '\0';
+    h->done_fn = NULL;
     /* Only the count: eval_decides() appends outcomes and sets the answer. */
     h->res.n = 0;
     h->res.n_reset = 0;
@@ -389,6 +395,32 @@ static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, 
     h->done = true;
 }
 
+/* A hit_submit() hit decided (@r as hit_run()'s): counted as hit_finish()
+ * counts, answered to its caller instead of a connection. */
+static void hit_submitted(struct worker *w, struct hit *h, const struct rules *rs, int r)
+{
+    if (r == -ENOSPC || r == -EDQUOT) {
+        stat_inc(&w->st.errors);
+        metrics_error(w->mw, PROTO_E_NO_COUNTER);
+        if (h->op == TABLE_TAKE)
+            count_denial(w, METRICS_DENY_NO_COUNTER);
+        hit_no_counter_reason(r);
+    } else if (r < 0) {
+        errno = -r;
+        log_ratelimited(&rl_internal, LOG_ERR, "evaluating a request failed: %m");
+        stat_inc(&w->st.errors);
+    } else {
+        if (!h->rematched)
+            count_outcomes(w, rs, h->generation, h->op, &h->res);
+        if (h->op == TABLE_TAKE) {
+            stat_inc(&w->st.hits);
+            stat_inc(h->res.allowed ? &w->st.accepted : &w->st.rejected);
+            metrics_hit_done(w->mw, h->start_ns);
+        }
+    }
+    h->done_fn(h->done_arg, r < 0 ? r : 0, rs, r < 0 ? NULL : &h->res);
+}
+
 void hit_on_store(void *arg, const struct store_reply *rep)
 {
     struct hit *h = arg;
@@ -400,6 +432,12 @@ void hit_on_store(void *arg, const struct store_reply *rep)
     urcu_memb_read_lock();
     st = reload_current(w->s->o.reload);
     r = hit_resume(w, h, st, rep);
+    if (r != 0 && h->done_fn) {
+        hit_submitted(w, h, st->rules, r);
+        urcu_memb_read_unlock();
+        hit_put(w, h);
+        return;
+    }
     if (r != 0)
         hit_finish(w, h, st->rules, r);
     urcu_memb_read_unlock();
@@ -489,4 +527,58 @@ void hit_answer(struct hit *h, char *text, size_t len)
     conn_pend_flush(c);
     /* Written (and a dead connection freed) by the flush event, not here. */
     conn_mark_dirty(c);
+}
+
+void hit_submit(struct worker *w, const struct proto_req *req, bool privileged, uid_t uid,
+                hit_done_fn *done, void *arg)
+{
+    struct rules_req rq = { .kv = req->kv, .n_kv = req->n_kv, .privileged = privileged };
+    const struct reload_state *st;
+    struct hit *h;
+    int r;
+
+    urcu_memb_read_lock();
+    st = reload_current(w->s->o.reload);
+    h = hit_get(w);
+    if (!h) {
+        urcu_memb_read_unlock();
+        stat_inc(&w->st.errors);
+        done(arg, -ENOMEM, NULL, NULL);
+        return;
+    }
+    h->done_fn = done;
+    h->done_arg = arg;
+    h->verb = req->verb;
+    h->op = op_of(req->verb);
+    h->start_ns = metrics_clock_ns();
+    h->n = req->amount;
+    h->privileged = privileged;
+    h->uid = uid;
+    h->generation = st->generation;
+    h->req = req;
+    if (w->sc && rules_uses_store(st->rules)) {
+        /* The Redis path from the first rule, as hit_start() takes it. */
+        h->deadline = store_deadline(w->s->o.store, clock_now_ms());
+        h->n_path = rules_match(st->rules, &rq, h->path);
+        h->pos = 0;
+        r = hit_run(w, h, st->rules);
+        if (r == 0) {
+            memcpy(&h->own, req, sizeof(*req));
+            for (unsigned i = 0; i < req->n_kv; i++) {
+                h->own.kv[i].key = h->own.buf + (req->kv[i].key - req->buf);
+                h->own.kv[i].value = h->own.buf + (req->kv[i].value - req->buf);
+            }
+            h->req = &h->own;
+            urcu_memb_read_unlock();
+            return;             /* hit_on_store() answers */
+        }
+    } else {
+        struct eval_env env;
+
+        hit_env(w, st->rules, &env);
+        r = eval_request(&env, &rq, h->op, h->n, clock_now_ms(), &h->res);
+    }
+    hit_submitted(w, h, st->rules, r);
+    urcu_memb_read_unlock();
+    hit_put(w, h);
 }

@@ -7,7 +7,10 @@
  * that the store's callback continues rule by rule and finally answers
  * (docs/daemon.md "Hits that wait for Redis").  Lease refills run in the
  * background, for this host's hits and for REFILL hints of fast-path
- * clients (verb.c).  Everything here runs on the worker's thread.
+ * clients (verb.c).  Another protocol's listener (the RLS listener, rls.h)
+ * submits requests with hit_submit(): the same evaluation, its answer to a
+ * callback instead of a connection's FIFO.  Everything here runs on the
+ * worker's thread.
  */
 #ifndef DIVVY_HIT_H
 #define DIVVY_HIT_H
@@ -24,6 +27,15 @@
 
 struct conn;
 struct worker;
+
+/*
+ * Where the answer of a request from another protocol goes (hit_submit()):
+ * called once, inside an RCU read-side section, with the rules @res's
+ * indexes refer to; @r < 0 when no answer could be made (-ENOSPC/-EDQUOT:
+ * a privileged rule found no counter, as ERR no-counter; -errno).
+ */
+typedef void hit_done_fn(void *arg, int r, const struct rules *rs,
+                         const struct eval_result *res);
 
 /* The step a waiting hit waits for. */
 enum hit_step {
@@ -77,11 +89,23 @@ struct hit {
 
     const struct proto_req *req;                /* the worker's scratch until it waits */
     struct proto_req own;
+
+    hit_done_fn *done_fn;       /* hit_submit(): the answer goes here, not to c (NULL) */
+    void *done_arg;
 };
 
 /* HIT, TAKE, PEEK and RESET (the verb table's handler): answered now, or a
  * waiting hit appended to @c's FIFO when the path reaches Redis. */
 void do_hit(struct conn *c, const struct proto_req *req);
+
+/*
+ * A TAKE (or PEEK) of another protocol's listener (rls.h): evaluated as
+ * do_hit() evaluates one (the same walk, stores, statistics and metrics),
+ * its answer handed to @done once: before this returns when it is decided
+ * at once, else from the store's callback.  @req is copied if it waits.
+ */
+void hit_submit(struct worker *w, const struct proto_req *req, bool privileged, uid_t uid,
+                hit_done_fn *done, void *arg);
 
 /* Gives slot @h back to @w's free list (or frees it past HIT_FREE_MAX). */
 void hit_put(struct worker *w, struct hit *h);

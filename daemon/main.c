@@ -46,8 +46,8 @@ static const char usage_text[] =
     "                        FILE.ini and FILE.json are read as divvy INI/JSON,\n"
     "                        anything else as libconfig (divvy.conf)\n"
     "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT, resp: before\n"
-    "                        either for the Redis protocol (repeatable; replaces the\n"
-    "                        config's server.listen)\n"
+    "                        either for the Redis protocol, rls: for Envoy's rate limit\n"
+    "                        service (repeatable; replaces the config's server.listen)\n"
     "  -s, --state-dir=DIR   counter tables live here (default: the config's\n"
     "                        server.state_dir, else " CONFIG_DEFAULT_STATE_DIR ")\n"
     "  -w, --workers=N       worker threads (default: the config's, else one per CPU)\n"
@@ -108,8 +108,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'l':
             rest = config_listen_proto(optarg, &proto);
             if (strncmp(rest, "unix:", 5) != 0 && strncmp(rest, "tcp:", 4) != 0) {
-                fprintf(stderr, "divvyd: --listen %s: expected [resp:]unix:PATH or "
-                        "[resp:]tcp:HOST:PORT\n", optarg);
+                fprintf(stderr, "divvyd: --listen %s: expected [resp:|rls:]unix:PATH or "
+                        "[resp:|rls:]tcp:HOST:PORT\n", optarg);
                 return -EINVAL;
             }
             if (a->n_listen == MAX_LISTEN) {

@@ -16,6 +16,7 @@
 #include "hit.h"
 #include "listener.h"
 #include "metrics.h"
+#include "rls.h"
 #include "rules.h"
 #include "srv_int.h"
 #include "store.h"
@@ -53,7 +54,8 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
         c->closing = true;
         conn_settle(c);
     }
-    if (!w->conns) {
+    rls_stop(w);
+    if (!w->conns && !w->rls) {
         event_base_loopbreak(w->base);
         return;
     }
@@ -86,6 +88,7 @@ void *worker_main(void *arg)
     }
     while (w->conns)
         conn_free(w->conns);
+    rls_free_all(w);
     hits_free(w);
     urcu_memb_unregister_thread();
     return NULL;

@@ -20,6 +20,7 @@
 struct srv;
 struct conn;
 struct hit;
+struct rls_conn;
 
 /* Per-worker counters: written by the owner only, read by STATS. */
 struct wstats {
@@ -53,6 +54,7 @@ struct worker {
     struct event *grace_ev;     /* forces the stop after STOP_GRACE_MS */
     struct event *sweep_ev;     /* closes connections whose timeout expired (admit.h) */
     struct conn *conns;
+    struct rls_conn *rls;       /* connections of RLS listeners (rls.h) */
     struct wstats st;
     struct store_conn *sc;      /* this worker's Redis connection; NULL without a store */
     struct event *flush_ev;     /* settles connections touched by store callbacks */

@@ -21,6 +21,12 @@
 # sends the hits at the low-water mark, or beyond the lease, to divvyd).
 # Without redis-server on PATH those rows say so and are skipped.
 #
+# Envoy's rate limit service (docs/rls.md): the local divvyd also listens on
+# rls:tcp:, and BUILDDIR/divvy-rls-bench (built by make bench) runs rls-tcp
+# 1x1 and 8x32 (HTTP/2 connections x calls in flight, one descriptor per
+# call) on the same rule; the notes give each as a ratio to the tcp row of
+# the same shape.
+#
 # BENCH_DURATION seconds per row (default 5), BENCH_KEYS actors (default
 # 10000); prints one table.  Stops every process it started (divvyds,
 # redis-server) by PID and removes the temp dir on any exit.  Numbers are
@@ -31,6 +37,7 @@ set -eu
 B=${1:?usage: tools/bench.sh BUILDDIR}
 DIVVYD=$B/divvyd
 BENCH=$B/divvy-bench
+RLSBENCH=$B/divvy-rls-bench
 CTL=$B/divvyctl
 DUR=${BENCH_DURATION:-5}
 KEYS=${BENCH_KEYS:-10000}
@@ -86,16 +93,40 @@ trap 'exit 143' TERM
 cols() {
     printf '%-6s %-9s %5s %5s %12s %10s %10s %10s %7s\n' "$@"
 }
-# row STORE TRANSPORT CONNS DEPTH DIVVY-BENCH-ARGS...: one line of the table.
+# row STORE TRANSPORT CONNS DEPTH DIVVY-BENCH-ARGS...: one line of the table;
+# its hits/s in $rate.
 row() {
     store=$1 tr=$2 c=$3 d=$4
     shift 4
+    rate=
     if out=$("$BENCH" "$@" -c "$c" -d "$d" -t "$DUR" -k "$KEYS" -q); then
         # shellcheck disable=SC2086 # split "hits/s p50 p99 p999 errors"
         set -- $out
+        rate=$1
         cols "$store" "$tr" "$c" "$d" "$1" "$2" "$3" "$4" "$5"
     else
         printf '%-6s %-9s %5s %5s %12s\n' "$store" "$tr" "$c" "$d" "failed"
+    fi
+}
+# rls_row STORE CONNS DEPTH HOST:PORT: an rls-tcp line (divvy-rls-bench); its
+# calls/s in $rate.
+rls_row() {
+    rate=
+    if out=$("$RLSBENCH" "$4" -c "$2" -d "$3" -t "$DUR" -k "$KEYS" -q); then
+        # shellcheck disable=SC2086 # split "calls/s p50 p99 p999 errors"
+        set -- "$1" "$2" "$3" $out
+        rate=$4
+        cols "$1" rls-tcp "$2" "$3" "$4" "$5" "$6" "$7" "$8"
+    else
+        printf '%-6s %-9s %5s %5s %12s\n' "$1" rls-tcp "$2" "$3" "failed"
+    fi
+}
+# ratio A B: A / B to two decimals ("?" when either is missing).
+ratio() {
+    if [ -n "$1" ] && [ -n "$2" ]; then
+        awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
+    else
+        echo "?"
     fi
 }
 # skip STORE TRANSPORT CONNS DEPTH REASON
@@ -120,7 +151,8 @@ stat_of() {
 
 # start_divvyd CONFIG DIR TCP(0|1): a foreground divvyd with its state and
 # Unix socket ($sock) in DIR, a RESP Unix socket ($resp, docs/resp.md), and
-# with TCP 1 also on a free loopback port ($port).  Ready when every listener answers (15 s deadline); a daemon with
+# with TCP 1 also on a free loopback port ($port) and, with divvy-rls-bench
+# built, an RLS listener on the next free one ($rport, else empty).  Ready when every listener answers (15 s deadline); a daemon with
 # a Redis rule also waits (5 s) for STATS redis_state up.  Sets $pid; on
 # failure prints the log and returns 1.
 start_divvyd() {
@@ -134,6 +166,11 @@ start_divvyd() {
             port=$(( $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 30000 + 30000 ))
             port_in_use "$port" && continue
             set -- "$@" --listen "tcp:127.0.0.1:$port"
+            rport=
+            if [ -x "$RLSBENCH" ] && ! port_in_use $((port + 1)); then
+                rport=$((port + 1))
+                set -- "$@" --listen "rls:tcp:127.0.0.1:$rport"
+            fi
         fi
         "$DIVVYD" --config "$conf" --state-dir "$dir" "$@" 2>"$log" &
         pid=$!
@@ -208,7 +245,20 @@ cols store transport conns depth hits/s p50 p99 p99.9 errors
 row local unix 1 1 --unix "$sock"
 row local unix 8 32 --unix "$sock"
 row local tcp 1 1 --tcp "127.0.0.1:$port"
+tcp11=$rate
 row local tcp 8 32 --tcp "127.0.0.1:$port"
+tcp832=$rate
+if [ -n "$rport" ]; then
+    rls_row local 1 1 "127.0.0.1:$rport"
+    notes="$notes
+rls-tcp 1x1: $(ratio "$rate" "$tcp11") x the tcp 1x1 row's rate"
+    rls_row local 8 32 "127.0.0.1:$rport"
+    notes="$notes
+rls-tcp 8x32: $(ratio "$rate" "$tcp832") x the tcp 8x32 row's rate (an RLS call: HTTP/2 + gRPC +
+  protobuf, one descriptor, versus one pipelined line)"
+else
+    skip local rls-tcp 8 32 "$RLSBENCH not built (make bench builds it)"
+fi
 row local lib-unix 8 32 --unix "$sock" --lib socket
 row local shm 1 1 --unix "$sock" --lib fast
 row local shm 2 1 --unix "$sock" --lib fast

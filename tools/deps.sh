@@ -43,11 +43,12 @@ esac
 # pkg-config module -> Debian package
 build_pkgs="libconfig:libconfig-dev liburcu-memb:liburcu-dev libevent:libevent-dev
 libevent_pthreads:libevent-dev jansson:libjansson-dev hiredis:libhiredis-dev
-libsystemd:libsystemd-dev libmicrohttpd:libmicrohttpd-dev"
+libsystemd:libsystemd-dev libmicrohttpd:libmicrohttpd-dev libnghttp2:libnghttp2-dev
+libprotobuf-c:libprotobuf-c-dev"
 # header (libpam has no .pc on Debian) -> Debian package
 build_headers="security/pam_modules.h:libpam0g-dev"
 # commands -> Debian package
-build_cmds="pkg-config:pkg-config cc:gcc make:make"
+build_cmds="pkg-config:pkg-config cc:gcc make:make protoc-c:protobuf-c-compiler"
 test_pkgs="cmocka:libcmocka-dev"
 test_cmds="clang:clang redis-server:redis-server promtool:prometheus
 systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pamtester

@@ -278,7 +278,7 @@ static int spawn_daemon(struct harness_daemon *d)
 {
     char listen_unix[HARNESS_PATH + 8], listen_tcp[64], workers[16];
     char resp_unix[HARNESS_PATH + 16], resp_tcp[64];
-    const char *argv[24];
+    const char *argv[32];
     sigset_t none;
     pid_t parent = getpid(), pid;
     int n = 0, logfd;
@@ -301,6 +301,11 @@ static int spawn_daemon(struct harness_daemon *d)
         argv[n++] = resp_unix;
         argv[n++] = "--listen";
         argv[n++] = resp_tcp;
+    }
+    for (size_t i = 0; i < sizeof(d->opts.listen) / sizeof(d->opts.listen[0]) &&
+                       d->opts.listen[i]; i++) {
+        argv[n++] = "--listen";
+        argv[n++] = d->opts.listen[i];
     }
     if (!d->opts.no_state_dir) {
         argv[n++] = "--state-dir";

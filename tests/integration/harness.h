@@ -53,6 +53,8 @@ struct harness_opts {
     bool no_state_dir;          /* no -s (the config's state_dir applies) */
     bool resp;                  /* also the Redis protocol (docs/resp.md): resp:unix:
                                  * <dir>/resp.sock and resp:tcp:127.0.0.1:<resp_port> */
+    const char *listen[4];      /* more --listen addresses ("rls:tcp:..."), NULL-ended;
+                                 * borrowed: they must outlive the daemon */
 };
 
 struct harness_daemon {
