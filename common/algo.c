@@ -114,25 +114,44 @@ static bool window_read(const struct table_limits *lim, uint64_t now,
     return true;
 }
 
+/* The most credit a window counter may hold as used from the window ending
+ * at @end: a DEBIT's debt saturates where the state word ends (count and
+ * idle, window_idle()). */
+static uint64_t window_most(const struct table_limits *lim, uint64_t end)
+{
+    uint64_t L = lim->credit_limit, most = ALGO_DATA_MAX;
+
+    if (end < ALGO_IDLE_MAX &&
+        (unsigned __int128)((ALGO_IDLE_MAX - end) / lim->reset_ms + 1) * L < most)
+        most = ((ALGO_IDLE_MAX - end) / lim->reset_ms + 1) * L;
+    else if (end >= ALGO_IDLE_MAX && L < most)
+        most = L;
+    return most;
+}
+
 static bool apply_window(const struct table_limits *lim, enum table_op op, uint64_t n,
                          uint64_t now, const struct algo_state *cur, struct algo_state *out,
                          struct table_result *ret)
 {
-    uint64_t L = lim->credit_limit, used, end, most;
-    bool fresh = !window_read(lim, now, cur, &used, &end);
+    uint64_t L = lim->credit_limit, used = cur->data, end = cur->idle, most;
+    /* The common case inline: a window running, within its limit. */
+    bool fresh = cur->idle > now && cur->data <= L ? false
+                                                   : !window_read(lim, now, cur, &used, &end);
     bool fits = used <= L && n <= L - used;
 
     *out = *cur;
-    if ((op == TABLE_TAKE && fits) || op == TABLE_DEBIT) {
+    if (op == TABLE_TAKE && fits) {
         if (fresh)
             end = sat_add(now, lim->reset_ms);
-        /* A debt saturates where the state word ends: count and idle. */
-        most = ALGO_DATA_MAX;
-        if (end < ALGO_IDLE_MAX &&
-            (unsigned __int128)((ALGO_IDLE_MAX - end) / lim->reset_ms + 1) * L < most)
-            most = ((ALGO_IDLE_MAX - end) / lim->reset_ms + 1) * L;
-        else if (end >= ALGO_IDLE_MAX && L < most)
-            most = L;
+        out->idle = end;                /* within the limit: no debt */
+        out->data = used + n;
+        out->debt = false;
+        used += n;
+        fresh = false;
+    } else if (op == TABLE_DEBIT) {
+        if (fresh)
+            end = sat_add(now, lim->reset_ms);
+        most = window_most(lim, end);
         if (used < most)
             used = n <= most - used ? used + n : most;
         out->idle = (uint64_t)window_idle(lim, used, end);
@@ -187,7 +206,9 @@ static bool apply_bucket(const struct table_limits *lim, enum table_op op, uint6
     fits = d <= cap && n <= cap - d;
     *out = *cur;
     if (op == TABLE_TAKE || op == TABLE_DEBIT) {
-        if (fits || op == TABLE_DEBIT) {
+        if (op == TABLE_TAKE && fits) {
+            d += n;                     /* within the capacity: no debt to bound */
+        } else if (op == TABLE_DEBIT) {
             /* A debt saturates where the state word ends: data and idle. */
             most = ALGO_DATA_MAX;
             t = last < ALGO_IDLE_MAX ? (unsigned __int128)((ALGO_IDLE_MAX - last) / period) *

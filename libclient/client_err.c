@@ -17,8 +17,3 @@ int client_err(struct client_err *e, int r, const char *fmt, ...)
     va_end(ap);
     return r;
 }
-
-void client_err_clear(struct client_err *e)
-{
-    e->msg[0] = '\0';
-}

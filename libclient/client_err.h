@@ -24,7 +24,11 @@ struct client_err {
 int client_err(struct client_err *e, int r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Empties @e's message (a call starts, or a fallback made it moot). */
-void client_err_clear(struct client_err *e);
+/* Empties @e's message (a call starts, or a fallback made it moot); inline:
+ * every call of the API does it. */
+static inline void client_err_clear(struct client_err *e)
+{
+    e->msg[0] = '\0';
+}
 
 #endif
