@@ -32,8 +32,12 @@ static const char *const verb_names[] = {
     [PROTO_RESET] = "RESET", [PROTO_EXPLAIN] = "EXPLAIN", [PROTO_RULES] = "RULES",
     [PROTO_STATS] = "STATS", [PROTO_RELOAD] = "RELOAD", [PROTO_PING] = "PING",
     [PROTO_QUIT] = "QUIT", [PROTO_COUNTERS] = "COUNTERS", [PROTO_REFILL] = "REFILL",
-    [PROTO_FAST] = "FAST", [PROTO_DEBIT] = "DEBIT",
+    [PROTO_FAST] = "FAST", [PROTO_DROPIN] = "DROPIN", [PROTO_DEBIT] = "DEBIT",
 };
+
+/* A verb added to proto.h needs its name here (the round trip writes it). */
+_Static_assert(sizeof(verb_names) / sizeof(verb_names[0]) == PROTO_N_VERBS,
+               "verb_names[] must name every verb of enum proto_verb");
 
 static bool in_buf(const struct proto_req *req, const char *s, size_t len)
 {
@@ -66,6 +70,7 @@ static void check_round_trip(const struct proto_req *req)
     ssize_t r;
     int n;
 
+    CHECK(verb_names[req->verb] != NULL);
     n = snprintf(line, sizeof(line), "%s", verb_names[req->verb]);
     CHECK(n > 0);
     pos = (size_t)n;
@@ -142,9 +147,10 @@ static void check_request(const struct proto_req *req, const uint8_t *line, size
           req->amount <= (req->verb == PROTO_DEBIT ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX));
     if (req->verb != PROTO_TAKE && req->verb != PROTO_DEBIT)
         CHECK(req->amount == 1);
-    /* COUNTERS, REFILL and DEBIT take pairs */
-    if (req->verb >= PROTO_RULES && req->verb != PROTO_COUNTERS && req->verb != PROTO_REFILL &&
-        req->verb != PROTO_DEBIT)
+    /* RULES, STATS, PING, QUIT and FAST take no pairs (RELOAD's diff=/dry_run=,
+     * COUNTERS', REFILL's, DROPIN's and DEBIT's are the verbs' own). */
+    if (req->verb == PROTO_RULES || req->verb == PROTO_STATS || req->verb == PROTO_PING ||
+        req->verb == PROTO_QUIT || req->verb == PROTO_FAST)
         CHECK(req->n_kv == 0);
     for (unsigned i = 0; i < req->n_kv; i++) {
         const struct proto_kv *kv = &req->kv[i];
