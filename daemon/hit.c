@@ -461,6 +461,33 @@ static void hit_enqueue(struct conn *c, struct hit *h)
     c->n_waiting++;
 }
 
+/* Slot @h for request @req of a peer (@privileged, @uid) under the rules of
+ * @generation: what every waiting hit starts with. */
+static void hit_setup(struct hit *h, const struct proto_req *req, bool privileged, uid_t uid,
+                      uint64_t generation)
+{
+    h->verb = req->verb;
+    h->op = op_of(req->verb);
+    h->start_ns = metrics_clock_ns();
+    h->n = req->amount;
+    h->privileged = privileged;
+    h->uid = uid;
+    h->generation = generation;
+    h->req = req;
+}
+
+/* @h waits: its own copy of @req, whose pairs point into the worker's
+ * scratch that the next request reuses. */
+static void hit_keep_request(struct hit *h, const struct proto_req *req)
+{
+    memcpy(&h->own, req, sizeof(*req));
+    for (unsigned i = 0; i < req->n_kv; i++) {
+        h->own.kv[i].key = h->own.buf + (req->kv[i].key - req->buf);
+        h->own.kv[i].value = h->own.buf + (req->kv[i].value - req->buf);
+    }
+    h->req = &h->own;
+}
+
 /* A request on a config that uses Redis; inside the RCU section of @st. */
 static void hit_start(struct conn *c, const struct proto_req *req, const struct reload_state *st)
 {
@@ -475,27 +502,15 @@ static void hit_start(struct conn *c, const struct proto_req *req, const struct 
         return;
     }
     h->c = c;
-    h->verb = req->verb;
-    h->op = op_of(req->verb);
-    h->start_ns = metrics_clock_ns();
-    h->n = req->amount;
-    h->privileged = c->privileged;
-    h->uid = c->uid;
+    hit_setup(h, req, c->privileged, c->uid, st->generation);
     h->deadline = store_deadline(w->s->o.store, clock_now_ms());
-    h->generation = st->generation;
-    h->req = req;
     rq = hit_rq(h);
     h->n_path = rules_match(st->rules, &rq, h->path);
     h->pos = 0;
     r = hit_run(w, h, st->rules);
     if (r == 0) {
         /* It waits: keep the request (the scratch is reused) and take a slot. */
-        memcpy(&h->own, req, sizeof(*req));
-        for (unsigned i = 0; i < req->n_kv; i++) {
-            h->own.kv[i].key = h->own.buf + (req->kv[i].key - req->buf);
-            h->own.kv[i].value = h->own.buf + (req->kv[i].value - req->buf);
-        }
-        h->req = &h->own;
+        hit_keep_request(h, req);
         hit_enqueue(c, h);
         return;
     }
@@ -548,14 +563,7 @@ void hit_submit(struct worker *w, const struct proto_req *req, bool privileged, 
     }
     h->done_fn = done;
     h->done_arg = arg;
-    h->verb = req->verb;
-    h->op = op_of(req->verb);
-    h->start_ns = metrics_clock_ns();
-    h->n = req->amount;
-    h->privileged = privileged;
-    h->uid = uid;
-    h->generation = st->generation;
-    h->req = req;
+    hit_setup(h, req, privileged, uid, st->generation);
     if (w->sc && rules_uses_store(st->rules)) {
         /* The Redis path from the first rule, as hit_start() takes it. */
         h->deadline = store_deadline(w->s->o.store, clock_now_ms());
@@ -563,12 +571,7 @@ void hit_submit(struct worker *w, const struct proto_req *req, bool privileged, 
         h->pos = 0;
         r = hit_run(w, h, st->rules);
         if (r == 0) {
-            memcpy(&h->own, req, sizeof(*req));
-            for (unsigned i = 0; i < req->n_kv; i++) {
-                h->own.kv[i].key = h->own.buf + (req->kv[i].key - req->buf);
-                h->own.kv[i].value = h->own.buf + (req->kv[i].value - req->buf);
-            }
-            h->req = &h->own;
+            hit_keep_request(h, req);
             urcu_memb_read_unlock();
             return;             /* hit_on_store() answers */
         }
