@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <setjmp.h>
+#include <sys/socket.h>           /* SOCK_STREAM, SOCK_DGRAM for harness_free_port() */
 #include <sys/types.h>
 
 #include <cmocka.h>
@@ -138,6 +139,21 @@ void harness_wait_fast(struct divvy *h, const struct divvy_kv *kv, size_t n_kv);
 int harness_connect(struct harness_daemon *d, enum harness_via via, struct harness_conn **ret);
 int harness_connect_unix(const char *path, struct harness_conn **ret);
 int harness_connect_tcp(int port, struct harness_conn **ret);
+
+/* A loopback port of @type (SOCK_STREAM, SOCK_DGRAM) nobody uses right now
+ * (someone may take it before the caller binds it); fails the test when
+ * the kernel gives none. */
+int harness_free_port(int type);
+
+/* GET @path from 127.0.0.1:@port (HTTP/1.0): the body's lines into @buf;
+ * returns the HTTP status, -1 when the reply had no status line. */
+int harness_http_get(int port, const char *path, char *buf, size_t size);
+
+/* GETs @path until its body has the line @line (metrics gauges follow
+ * divvyd's one-second tick), the last body in @buf; fails the test after
+ * 10 s, or on a status other than 200. */
+void harness_scrape_until(int port, const char *path, const char *line, char *buf,
+                          size_t size);
 /* Closes and frees.  NULL-safe. */
 void harness_close(struct harness_conn *c);
 /* Writes all of @data, reading replies into the buffer meanwhile so a big

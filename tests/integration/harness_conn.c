@@ -73,6 +73,69 @@ int harness_connect_unix(const char *path, struct harness_conn **ret)
     return r;
 }
 
+int harness_free_port(int type)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0), port = -1;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    if (port <= 0)
+        fail_msg("no free loopback port: %s", strerror(errno));
+    return port;
+}
+
+int harness_http_get(int port, const char *path, char *buf, size_t size)
+{
+    struct harness_conn *c = NULL;
+    char line[HARNESS_LINE];
+    size_t len = 0;
+    int status = -1;
+    ssize_t n;
+
+    CHECK(harness_connect_tcp(port, &c));
+    CHECK(harness_sendf(c, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path));
+    n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
+    if (n > 9 && strncmp(line, "HTTP/1.", 7) == 0)
+        status = atoi(line + 9);
+    /* Headers up to the empty line, then the body up to EOF. */
+    while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) > 0 &&
+           strcmp(line, "\r") != 0)
+        ;
+    buf[0] = '\0';
+    while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) >= 0 &&
+           len + (size_t)n + 2 < size)
+        len += (size_t)snprintf(buf + len, size - len, "%s\n", line);
+    harness_close(c);
+    return status;
+}
+
+void harness_scrape_until(int port, const char *path, const char *line, char *buf,
+                          size_t size)
+{
+    uint64_t deadline = harness_now_ms() + 10000;
+    size_t n = strlen(line);
+
+    for (;;) {
+        int status = harness_http_get(port, path, buf, size);
+
+        if (status != 200)
+            fail_msg("GET %s: HTTP status %d", path, status);
+        for (const char *p = buf; (p = strstr(p, line)) != NULL; p += n)
+            if ((p == buf || p[-1] == '\n') && p[n] == '\n')
+                return;
+        if (harness_now_ms() > deadline)
+            fail_msg("no line \"%s\" within 10 s in:\n%s", line, buf);
+        /* Waiting for divvyd's next tick; nothing to wait on but time. */
+        harness_pause_ms(100);
+    }
+}
+
 int harness_connect_tcp(int port, struct harness_conn **ret)
 {
     struct sockaddr_in sa = { .sin_family = AF_INET };

@@ -171,25 +171,6 @@ long long redis_int(const struct redis_srv *r, const char *fmt, ...)
     return v;
 }
 
-/* A loopback port nobody listens on right now (it may be taken before
- * the server binds it: redis_start_ex() retries). */
-int redis_free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET };
-    socklen_t sl = sizeof(sa);
-    int fd, port = -EADDRNOTAVAIL;
-
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-        port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 /* A sentinel's config file: sentinels rewrite it, so it is a file of its own. */
 static int redis_write_sentinel_conf(struct redis_srv *r)
 {
@@ -370,13 +351,8 @@ int redis_start_ex(const struct redis_start_opts *o, struct redis_srv **ret)
     r->o.password = NULL;
     /* A free port may be taken before the server binds it: try another. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf) {
-            r->port = redis_free_port();
-            if (r->port < 0) {
-                rc = r->port;
-                break;
-            }
-        }
+        if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf)
+            r->port = harness_free_port(SOCK_STREAM);
         rc = redis_spawn(r);
         if (rc >= 0)
             rc = redis_wait_ready(r);

@@ -73,9 +73,6 @@ void redis_stop_all(void);
 /* A cmocka teardown: redis_stop_all(), then harness_teardown(). */
 int redis_teardown(void **state);
 
-/* A loopback port nobody listens on right now (it may be taken before
- * the server binds it: redis_start_ex() retries); -errno. */
-int redis_free_port(void);
 /* 1 when the server's log contains @needle, 0 when not. */
 int redis_log_contains(const struct redis_srv *r, const char *needle);
 /* Copies the server's log to stderr (after a failed start). */

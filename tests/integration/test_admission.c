@@ -385,48 +385,14 @@ static void test_admission_flood_root_served(void **state)
     harness_close(probe);
 }
 
-static int free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET };
-    socklen_t sl = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
-
-    assert_true(fd >= 0);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 /* Scrapes 127.0.0.1:@port/metrics until it has the line @want (the gauges
  * follow divvyd's one-second tick). */
 static void scrape_until(int port, const char *want)
 {
-    uint64_t deadline = harness_now_ms() + 10000;
-    char *body = harness_scratch(262144), line[HARNESS_LINE];
-    struct harness_conn *c;
-    size_t len;
-    ssize_t n;
+    char *body = harness_scratch(262144);
 
     assert_non_null(body);
-    for (;;) {
-        len = 0;
-        body[0] = '\n';
-        CHECK(harness_connect_tcp(port, &c));
-        CHECK(harness_sendf(c, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n"));
-        while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) >= 0 &&
-               len + (size_t)n + 3 < 262144)
-            len += (size_t)snprintf(body + 1 + len, 262144 - 1 - len, "%s\n", line);
-        harness_close(c);
-        snprintf(line, sizeof(line), "\n%s\n", want);
-        if (strstr(body, line))
-            return;
-        if (harness_now_ms() > deadline)
-            fail_msg("no metric line \"%s\" within 10 s in:\n%s", want, body);
-        harness_pause_ms(100);  /* divvyd's next tick: nothing to wait on but time */
-    }
+    harness_scrape_until(port, "/metrics", want, body, 262144);
 }
 
 /* Per-uid and per-address caps, the per-listener budgets, the bounded reserve. */
@@ -441,7 +407,7 @@ static void test_admission_caps_and_reserve(void **state)
         "};\n"
         "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n" LOGIN_RULES;
     char conf[sizeof(conf_fmt) + 16];
-    int mport = free_port();
+    int mport = harness_free_port(SOCK_STREAM);
     struct harness_daemon *d;
     struct harness_conn *probe, *extra[5];
     struct flood a = { .uid = FLOOD_UID, .src = { "127.0.0.2", "127.0.0.3" }, .n = { 210, 150 },

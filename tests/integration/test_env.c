@@ -25,21 +25,6 @@ static const char config[] =
     "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
     ");\n";
 
-/* A loopback port nobody listens on right now. */
-static int free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
-
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 /* PORT replaces the config's TCP listener (which would fail: port 1). */
 static void test_env_port_replaces_tcp_listeners(void **state)
 {
@@ -47,7 +32,7 @@ static void test_env_port_replaces_tcp_listeners(void **state)
     struct harness_daemon *d = NULL;
     struct harness_conn *c = NULL;
     char port[16], reply[HARNESS_LINE];
-    int p = free_port();
+    int p = harness_free_port(SOCK_STREAM);
 
     (void)state;
     snprintf(port, sizeof(port), "%d", p);

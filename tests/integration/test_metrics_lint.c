@@ -50,46 +50,6 @@ static const char config_fmt[] =
     "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
     ");\n";
 
-static int free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET };
-    socklen_t sl = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
-
-    assert_true(fd >= 0);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
-/* GET /metrics on 127.0.0.1:@port; the body into @buf; the HTTP status. */
-static int http_get(int port, char *buf, size_t size)
-{
-    struct harness_conn *c = NULL;
-    char line[HARNESS_LINE];
-    size_t len = 0;
-    int status = -1;
-    ssize_t n;
-
-    CHECK(harness_connect_tcp(port, &c));
-    CHECK(harness_sendf(c, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n"));
-    n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
-    if (n > 9 && strncmp(line, "HTTP/1.", 7) == 0)
-        status = atoi(line + 9);
-    while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) > 0 &&
-           strcmp(line, "\r") != 0)
-        ;
-    buf[0] = '\0';
-    while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) >= 0 &&
-           len + (size_t)n + 2 < size)
-        len += (size_t)snprintf(buf + len, size - len, "%s\n", line);
-    harness_close(c);
-    return status;
-}
-
 /* Sends @req on @c and asserts that the reply starts with @prefix. */
 static void cmd_prefix(struct harness_conn *c, const char *req, const char *prefix)
 {
@@ -124,7 +84,7 @@ static void scrape_until(int port, const char *const *lines, size_t n, char *buf
     size_t i;
 
     for (;;) {
-        assert_int_equal(http_get(port, buf, size), 200);
+        assert_int_equal(harness_http_get(port, "/metrics", buf, size), 200);
         for (i = 0; i < n && has_line(buf, lines[i]); i++)
             ;
         if (i == n)
@@ -167,7 +127,7 @@ static struct harness_daemon *start(const char *names, int *ret_port)
     struct harness_opts o = { .workers = 2 };
     struct harness_daemon *d = NULL;
     char *text = harness_scratch(8192);
-    int port = free_port();
+    int port = harness_free_port(SOCK_STREAM);
 
     assert_non_null(text);
     /* A socket in a directory that does not exist: Redis is down. */

@@ -38,47 +38,6 @@ static const char config_text[] =
     "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
     ");\n";
 
-static int free_port(int type)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET };
-    socklen_t sl = sizeof(sa);
-    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0), port;
-
-    assert_true(fd >= 0);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
-/* GET @path on 127.0.0.1:@port; the body into @buf; the HTTP status. */
-static int http_get(int port, const char *path, char *buf, size_t size)
-{
-    struct harness_conn *c = NULL;
-    char line[HARNESS_LINE];
-    size_t len = 0;
-    int status = -1;
-    ssize_t n;
-
-    CHECK(harness_connect_tcp(port, &c));
-    CHECK(harness_sendf(c, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path));
-    n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
-    if (n > 9 && strncmp(line, "HTTP/1.", 7) == 0)
-        status = atoi(line + 9);
-    /* Headers up to the empty line, then the body up to EOF. */
-    while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) > 0 &&
-           strcmp(line, "\r") != 0)
-        ;
-    buf[0] = '\0';
-    while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) >= 0 &&
-           len + (size_t)n + 2 < size)
-        len += (size_t)snprintf(buf + len, size - len, "%s\n", line);
-    harness_close(c);
-    return status;
-}
-
 static void expect_line(const char *text, const char *line)
 {
     size_t n = strlen(line);
@@ -87,24 +46,6 @@ static void expect_line(const char *text, const char *line)
         if ((p == text || p[-1] == '\n') && p[n] == '\n')
             return;
     fail_msg("no line \"%s\" in:\n%s", line, text);
-}
-
-/* Scrapes until @line is there (gauges follow a 1 s tick); the last body in @buf. */
-static void scrape_until(int port, const char *path, const char *line, char *buf, size_t size)
-{
-    uint64_t deadline = harness_now_ms() + 10000;
-    size_t n = strlen(line);
-
-    for (;;) {
-        assert_int_equal(http_get(port, path, buf, size), 200);
-        for (const char *p = buf; (p = strstr(p, line)) != NULL; p += n)
-            if ((p == buf || p[-1] == '\n') && p[n] == '\n')
-                return;
-        if (harness_now_ms() > deadline)
-            fail_msg("no line \"%s\" within 10 s in:\n%s", line, buf);
-        /* Waiting for divvyd's next tick; nothing to wait on but time. */
-        harness_pause_ms(100);
-    }
 }
 
 /* The hits every test sends: see the expectations in each test. */
@@ -138,7 +79,7 @@ static void test_metrics_prometheus_scrape(void **state)
     struct harness_conn *kept = NULL;
     char *body = harness_scratch(BIG), path[300], cmd[400], out[4096], port_s[16];
     char *text = harness_scratch(4096);
-    int port = free_port(SOCK_STREAM), st;
+    int port = harness_free_port(SOCK_STREAM), st;
     size_t len;
     FILE *f;
 
@@ -154,11 +95,11 @@ static void test_metrics_prometheus_scrape(void **state)
     unsetenv("HTTP_SERVICE_PORT");
     unsetenv("PROMETHEUS_METRICS_PATH");
     CHECK(st);
-    assert_int_equal(http_get(port, "/metrics", body, BIG), 404);
+    assert_int_equal(harness_http_get(port, "/metrics", body, BIG), 404);
 
     send_hits(d, &kept);
     /* Gauges follow the main loop's tick: wait until the closed connection is gone. */
-    scrape_until(port, "/prometheus", "divvy_tcp_connections_total 1", body, BIG);
+    harness_scrape_until(port, "/prometheus", "divvy_tcp_connections_total 1", body, BIG);
     expect_line(body, "divvy_hits_total{status=\"accepted\",rule_label=\"status\"} 2");
     expect_line(body, "divvy_hits_total{status=\"accepted\",rule_label=\"cookies\"} 5");
     expect_line(body, "divvy_hits_total{status=\"rejected\",rule_label=\"cookies\"} 1");
@@ -299,7 +240,7 @@ static void test_metrics_config_listen(void **state)
     struct harness_opts o = { .workers = 1 };
     struct harness_daemon *d = NULL;
     char *text = harness_scratch(4096), *body = harness_scratch(BIG);
-    int port = free_port(SOCK_STREAM);
+    int port = harness_free_port(SOCK_STREAM);
 
     (void)state;
     assert_non_null(text);
@@ -308,11 +249,11 @@ static void test_metrics_config_listen(void **state)
              port, config_text);
     o.config_text = text;
     CHECK(harness_start(&o, &d));
-    scrape_until(port, "/m", "divvy_rules 4", body, BIG);
+    harness_scrape_until(port, "/m", "divvy_rules 4", body, BIG);
     /* The default names: promtool's name for the gauge, not divvy's.  The
      * gauge follows the 1 s tick: the harness's own readiness connection
      * may still count in the first scrape. */
-    scrape_until(port, "/m", "divvy_open_connections 0", body, BIG);
+    harness_scrape_until(port, "/m", "divvy_open_connections 0", body, BIG);
     assert_null(strstr(body, "divvy_tcp_connections_total"));
 }
 

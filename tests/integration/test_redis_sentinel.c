@@ -411,7 +411,7 @@ static void test_redis_sentinel_strict(void **state)
     struct harness_conn *c;
     struct trio t;
     char list[HARNESS_PATH * 2], said[HARNESS_PATH * 2], role[32], *conf;
-    int dead = redis_free_port();
+    int dead = harness_free_port(SOCK_STREAM);
     uint64_t end;
 
     (void)state;

@@ -227,22 +227,6 @@ static void expect_overall(json_t *resp, const char *code, size_t n)
 
 /* ---- divvyd with RLS listeners ---------------------------------------------------- */
 
-static int free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET };
-    socklen_t sl = sizeof(sa);
-    int fd, port = -1;
-
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 struct rls_daemon {
     struct harness_daemon *d;
     int port;
@@ -257,7 +241,7 @@ static struct rls_daemon *start_rls(const char *conf)
     static unsigned seq;
 
     assert_non_null(r);
-    r->port = free_port();
+    r->port = harness_free_port(SOCK_STREAM);
     assert_true(r->port > 0);
     snprintf(r->tcp, sizeof(r->tcp), "127.0.0.1:%d", r->port);
     snprintf(r->unix_sock, sizeof(r->unix_sock), "unix:%s/rls%u.sock", tmpdir, seq++);

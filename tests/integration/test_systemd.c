@@ -289,21 +289,6 @@ static void test_systemd_notify_ready_watchdog_stopping(void **state)
 
 /* ---- socket activation ---------------------------------------------------------------- */
 
-static int free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET };
-    socklen_t sl = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
-
-    assert_true(fd >= 0);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 /* PING on @addr ("unix:PATH" or a TCP port) until it answers or @timeout_ms pass. */
 static int ping_until(const char *path, int port, int timeout_ms)
 {
@@ -342,7 +327,7 @@ static void test_systemd_socket_activation(void **state)
     char listen_tcp[64], fdnames[64], line[512], resp[128];
     struct stat sb;
     pid_t pid;
-    int port = free_port(), st, logfd;
+    int port = harness_free_port(SOCK_STREAM), st, logfd;
     FILE *f;
 
     (void)state;
