@@ -211,6 +211,23 @@ int harness_reap(pid_t pid, int timeout_ms, int *ret_status);
 
 /* ---- one-shot runs ---------------------------------------------------------- */
 
+/* A divvyctl run: its exit code (or 128 + signal) and its output, each
+ * NUL-terminated in harness_scratch() memory (at most 256 KiB). */
+struct harness_ctl {
+    int status;
+    char *out, *err;
+};
+
+/*
+ * Runs divvyctl ($DIVVYCTL, else build/divvyctl) with @args (NULL-terminated,
+ * without argv[0], at most 32), DIVVY_ADDRESS unset, stdin from @stdin_path
+ * (NULL: /dev/null); as uid and gid 65534 with no groups when @as_nobody
+ * (from a copy nobody may run: the tree may sit in a 0700 dir).  Fails the
+ * test, showing both outputs, when the exit code is not @want (< 0: any).
+ */
+struct harness_ctl *harness_ctl_run(bool as_nobody, const char *stdin_path, int want,
+                                    const char *const *args);
+
 /* Runs divvyd with @args (NULL-terminated, without argv[0]) and waits up to
  * @timeout_ms (then SIGKILL).  *ret_status is the exit code, or 128 + signal.
  * Its stdout and stderr are collected, NUL-terminated, into @out and @err

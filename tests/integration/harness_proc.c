@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -181,4 +182,100 @@ bool harness_same_reply(const char *a, const char *b)
             return false;
     }
     return !fa && !fb;
+}
+
+/* ---- divvyctl ---------------------------------------------------------------- */
+
+#define CTL_NOBODY   65534
+#define CTL_OUT_MAX  (256 * 1024)
+#define CTL_ARGS_MAX 32
+
+struct ctl_child {
+    const char *argv[CTL_ARGS_MAX + 2];
+    const char *stdin_path;
+    bool as_nobody;
+    char out_path[HARNESS_PATH], err_path[HARNESS_PATH];
+};
+
+static int ctl_child(void *arg)
+{
+    struct ctl_child *r = arg;
+    int fo, fe, in;
+
+    if (r->as_nobody &&
+        (setgroups(0, NULL) < 0 || setgid(CTL_NOBODY) < 0 || setuid(CTL_NOBODY) < 0))
+        return 120;
+    fo = open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    fe = open(r->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    in = open(r->stdin_path ? r->stdin_path : "/dev/null", O_RDONLY);
+    if (fo < 0 || fe < 0 || in < 0)
+        return 121;
+    dup2(in, 0);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    unsetenv("DIVVY_ADDRESS");
+    execv(r->argv[0], (char *const *)r->argv);
+    return 122;
+}
+
+/* The file at @path in scratch memory, NUL-terminated; the file removed. */
+static char *ctl_slurp(const char *path)
+{
+    char *buf = harness_scratch(CTL_OUT_MAX);
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+
+    assert_non_null(buf);
+    if (f) {
+        n = fread(buf, 1, CTL_OUT_MAX - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    unlink(path);
+    return buf;
+}
+
+struct harness_ctl *harness_ctl_run(bool as_nobody, const char *stdin_path, int want,
+                                    const char *const *args)
+{
+    static unsigned seq;
+    const char *env = getenv("DIVVYCTL"), *dir = getenv("TMPDIR");
+    const char *ctl = env && env[0] ? env : "build/divvyctl";
+    struct ctl_child *r = harness_scratch(sizeof(*r));
+    struct harness_ctl *ret = harness_scratch(sizeof(*ret));
+    size_t n = 0;
+    pid_t pid = -1;
+
+    assert_non_null(r);
+    assert_non_null(ret);
+    memset(r, 0, sizeof(*r));
+    r->argv[n++] = as_nobody ? harness_public_copy(ctl) : ctl;
+    if (!r->argv[0])
+        fail_msg("copying %s for nobody: %s", ctl, strerror(errno));
+    for (size_t i = 0; args[i]; i++) {
+        if (n > CTL_ARGS_MAX)
+            fail_msg("divvyctl: more than %d arguments", CTL_ARGS_MAX);
+        r->argv[n++] = args[i];
+    }
+    r->stdin_path = stdin_path;
+    r->as_nobody = as_nobody;
+    if (!dir || !dir[0])
+        dir = "/tmp";
+    snprintf(r->out_path, sizeof(r->out_path), "%s/divvyctl-run.%d.%u.out", dir, (int)getpid(),
+             seq);
+    snprintf(r->err_path, sizeof(r->err_path), "%s/divvyctl-run.%d.%u.err", dir, (int)getpid(),
+             seq++);
+    CHECK(harness_spawn(ctl_child, r, &pid));
+    CHECK(harness_reap(pid, 30000, &ret->status));
+    ret->out = ctl_slurp(r->out_path);
+    ret->err = ctl_slurp(r->err_path);
+    if (want >= 0 && ret->status != want) {
+        char cmd[1024] = "";
+
+        for (size_t i = 0; args[i]; i++)
+            snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", args[i]);
+        fail_msg("divvyctl%s: exit %d, want %d\nstdout: %s\nstderr: %s", cmd, ret->status, want,
+                 ret->out, ret->err);
+    }
+    return ret;
 }

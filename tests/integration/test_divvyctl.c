@@ -30,7 +30,6 @@
 
 #include "harness.h"
 
-#define NOBODY   65534
 #define OUT_MAX  (256 * 1024)
 
 static const char ctl_conf[] =
@@ -50,15 +49,6 @@ static const char ctl_conf[] =
 
 /* ---- running divvyctl ------------------------------------------------------------- */
 
-struct run {
-    const char *args[32];
-    bool as_nobody;
-    const char *prog;           /* divvyctl, or a copy nobody may run */
-    char out_path[HARNESS_PATH], err_path[HARNESS_PATH];
-    int status;
-    char *out, *err;            /* NUL-terminated, harness_scratch() */
-};
-
 static const char *divvyctl_path(void)
 {
     const char *p = getenv("DIVVYCTL");
@@ -66,87 +56,12 @@ static const char *divvyctl_path(void)
     return p && p[0] ? p : "build/divvyctl";
 }
 
-static int run_child(void *arg)
-{
-    struct run *r = arg;
-    const char *argv[34];
-    int n = 0, fo, fe, devnull;
+#define CTL(want, ...) \
+    harness_ctl_run(false, NULL, (want), (const char *const[]){ __VA_ARGS__, NULL })
+#define CTL_NOBODY(want, ...) \
+    harness_ctl_run(true, NULL, (want), (const char *const[]){ __VA_ARGS__, NULL })
 
-    if (r->as_nobody &&
-        (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0))
-        return 120;
-    fo = open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    fe = open(r->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    devnull = open("/dev/null", O_RDONLY);
-    if (fo < 0 || fe < 0 || devnull < 0)
-        return 121;
-    dup2(devnull, 0);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    argv[n++] = r->prog;
-    for (size_t i = 0; r->args[i] && n < 33; i++)
-        argv[n++] = r->args[i];
-    argv[n] = NULL;
-    unsetenv("DIVVY_ADDRESS");
-    execv(argv[0], (char *const *)argv);
-    return 122;
-}
-
-static char *slurp(const char *path)
-{
-    char *buf = harness_scratch(OUT_MAX);
-    FILE *f = fopen(path, "r");
-    size_t n = 0;
-
-    assert_non_null(buf);
-    if (f) {
-        n = fread(buf, 1, OUT_MAX - 1, f);
-        fclose(f);
-    }
-    buf[n] = '\0';
-    unlink(path);
-    return buf;
-}
-
-/* Runs divvyctl with @args (NULL-terminated) and checks its exit status. */
-static struct run *ctl_run(bool as_nobody, int want, const char *const *args)
-{
-    static unsigned seq;
-    struct run *r = harness_scratch(sizeof(*r));
-    const char *dir = getenv("TMPDIR");
-    pid_t pid;
-
-    assert_non_null(r);
-    for (size_t i = 0; args[i] && i < 31; i++)
-        r->args[i] = args[i];
-    r->as_nobody = as_nobody;
-    /* nobody cannot reach the build tree when it sits in a 0700 dir (/root/...). */
-    r->prog = as_nobody ? harness_public_copy(divvyctl_path()) : divvyctl_path();
-    if (!r->prog)
-        fail_msg("copying %s for nobody: %s", divvyctl_path(), strerror(errno));
-    snprintf(r->out_path, sizeof(r->out_path), "%s/divvyctl-test.%d.%u.out",
-             dir && dir[0] ? dir : "/tmp", (int)getpid(), seq);
-    snprintf(r->err_path, sizeof(r->err_path), "%s/divvyctl-test.%d.%u.err",
-             dir && dir[0] ? dir : "/tmp", (int)getpid(), seq++);
-    CHECK(harness_spawn(run_child, r, &pid));
-    CHECK(harness_reap(pid, 30000, &r->status));
-    r->out = slurp(r->out_path);
-    r->err = slurp(r->err_path);
-    if (want >= 0 && r->status != want) {
-        char cmd[1024] = "";
-
-        for (size_t i = 0; args[i]; i++)
-            snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", args[i]);
-        fail_msg("divvyctl%s: exit %d, want %d\nstdout: %s\nstderr: %s", cmd, r->status, want,
-                 r->out, r->err);
-    }
-    return r;
-}
-
-#define CTL(want, ...) ctl_run(false, (want), (const char *const[]){ __VA_ARGS__, NULL })
-#define CTL_NOBODY(want, ...) ctl_run(true, (want), (const char *const[]){ __VA_ARGS__, NULL })
-
-static json_t *parse_json(const struct run *r)
+static json_t *parse_json(const struct harness_ctl *r)
 {
     json_error_t e;
     json_t *doc = json_loads(r->out, 0, &e);
@@ -187,7 +102,7 @@ static void test_divvyctl_help_and_usage(void **state)
     static const char *const cmds[] = { "status", "hit", "take", "debit", "peek", "reset",
                                         "rules", "explain", "check", "convert", "reload", "stats",
                                         "top", "counters", "locked" };
-    struct run *r;
+    struct harness_ctl *r;
 
     (void)state;
     r = CTL(0, "--help");
@@ -204,7 +119,7 @@ static void test_divvyctl_help_and_usage(void **state)
         expect_in(r->out, want);
     }
     CTL(0, "--version");
-    ctl_run(false, 2, (const char *const[]){ NULL });
+    harness_ctl_run(false, NULL, 2, (const char *const[]){ NULL });
     r = CTL(2, "frobnicate");
     expect_in(r->err, "unknown command");
     r = CTL(2, "rules", "--bogus");
@@ -239,7 +154,7 @@ static void test_divvyctl_help_and_usage(void **state)
 static void test_divvyctl_status(void **state)
 {
     struct harness_daemon *d;
-    struct run *r;
+    struct harness_ctl *r;
     json_t *doc;
 
     (void)state;
@@ -268,7 +183,7 @@ static void test_divvyctl_hit_take_peek_reset(void **state)
 {
     struct harness_daemon *d;
     const char *s;
-    struct run *r;
+    struct harness_ctl *r;
     json_t *doc;
 
     (void)state;
@@ -344,7 +259,7 @@ static void test_divvyctl_rules_explain_stats(void **state)
 {
     struct harness_daemon *d;
     const char *s;
-    struct run *r;
+    struct harness_ctl *r;
     json_t *doc, *arr, *first;
 
     (void)state;
@@ -397,7 +312,7 @@ static void test_divvyctl_locked_and_top(void **state)
 {
     struct harness_daemon *d;
     const char *s;
-    struct run *r;
+    struct harness_ctl *r;
     json_t *doc, *row;
 
     (void)state;
@@ -518,7 +433,7 @@ static void test_divvyctl_locked_next_credit(void **state)
     struct harness_opts o = { .config_name = "divvy.conf", .config_text = retry_conf };
     struct harness_daemon *d = NULL;
     const char *s, *when;
-    struct run *r;
+    struct harness_ctl *r;
     json_t *doc, *row;
     json_int_t retry;
 
@@ -565,7 +480,7 @@ static void test_divvyctl_reload(void **state)
 {
     struct harness_daemon *d;
     const char *s;
-    struct run *r;
+    struct harness_ctl *r;
     json_t *doc;
     char *bad, *changed;
 
@@ -610,7 +525,7 @@ static void test_divvyctl_non_admin(void **state)
 {
     struct harness_daemon *d;
     const char *s;
-    struct run *r;
+    struct harness_ctl *r;
     char tcp[64];
 
     (void)state;
@@ -655,7 +570,7 @@ static void test_divvyctl_timeout(void **state)
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     char addr[HARNESS_PATH + 8];
     uint64_t t0;
-    struct run *r;
+    struct harness_ctl *r;
     int fd;
 
     (void)state;
@@ -845,7 +760,7 @@ static void test_divvyctl_check(void **state)
         { "tests/fixtures/bad-typo.json", 7 },
     };
     char path[HARNESS_PATH], marks[8][HARNESS_PATH + 16];
-    struct run *r;
+    struct harness_ctl *r;
     json_t *doc, *problems;
 
     (void)state;
@@ -896,7 +811,7 @@ static json_t *rules_of(const char *config_name, const char *config_src)
 {
     struct harness_opts o = { .config_name = config_name, .config_src = config_src };
     struct harness_daemon *d = NULL;
-    struct run *r;
+    struct harness_ctl *r;
     json_t *doc;
 
     json_t *rules;
@@ -918,7 +833,7 @@ static void test_divvyctl_convert_round_trip(void **state)
                                          "tests/fixtures/extensions.json" };
     char src[HARNESS_PATH], out[HARNESS_PATH];
     const char *dir = getenv("TMPDIR");
-    struct run *r;
+    struct harness_ctl *r;
 
     (void)state;
     snprintf(out, sizeof(out), "%s/divvyctl-convert.%d.conf", dir && dir[0] ? dir : "/tmp",

@@ -21,8 +21,6 @@
 
 #include "harness.h"
 
-#define NOBODY  65534
-#define OUT_MAX (64 * 1024)
 
 static const char base_conf[] =
     "server = { socket_mode = \"0666\"; };\n"
@@ -271,100 +269,10 @@ static void test_reload_report_restart_setting(void **state)
 
 /* ---- the rules service, through divvyctl ------------------------------------------------ */
 
-struct run {
-    const char *args[16];
-    const char *stdin_path;
-    bool as_nobody;
-    const char *prog;
-    char out_path[HARNESS_PATH], err_path[HARNESS_PATH];
-    int status;
-    char *out, *err;
-};
-
-static const char *divvyctl_path(void)
-{
-    const char *p = getenv("DIVVYCTL");
-
-    return p && p[0] ? p : "build/divvyctl";
-}
-
-static int run_child(void *arg)
-{
-    struct run *r = arg;
-    const char *argv[18];
-    int n = 0, fo, fe, in;
-
-    if (r->as_nobody &&
-        (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0))
-        return 120;
-    fo = open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    fe = open(r->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    in = open(r->stdin_path ? r->stdin_path : "/dev/null", O_RDONLY);
-    if (fo < 0 || fe < 0 || in < 0)
-        return 121;
-    dup2(in, 0);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    argv[n++] = r->prog;
-    for (size_t i = 0; r->args[i] && n < 17; i++)
-        argv[n++] = r->args[i];
-    argv[n] = NULL;
-    unsetenv("DIVVY_ADDRESS");
-    execv(argv[0], (char *const *)argv);
-    return 122;
-}
-
-static char *slurp(const char *path)
-{
-    char *buf = harness_scratch(OUT_MAX);
-    FILE *f = fopen(path, "r");
-    size_t n = 0;
-
-    assert_non_null(buf);
-    if (f) {
-        n = fread(buf, 1, OUT_MAX - 1, f);
-        fclose(f);
-    }
-    buf[n] = '\0';
-    unlink(path);
-    return buf;
-}
-
-static struct run *ctl_run(bool as_nobody, const char *in, int want, const char *const *args)
-{
-    static unsigned seq;
-    struct run *r = harness_scratch(sizeof(*r));
-    const char *dir = getenv("TMPDIR");
-    pid_t pid;
-
-    assert_non_null(r);
-    memset(r, 0, sizeof(*r));
-    for (size_t i = 0; args[i] && i < 15; i++)
-        r->args[i] = args[i];
-    r->stdin_path = in;
-    r->as_nobody = as_nobody;
-    r->prog = as_nobody ? harness_public_copy(divvyctl_path()) : divvyctl_path();
-    if (!r->prog)
-        fail_msg("copying %s for nobody: %s", divvyctl_path(), strerror(errno));
-    snprintf(r->out_path, sizeof(r->out_path), "%s/reload-report.%d.%u.out",
-             dir && dir[0] ? dir : "/tmp", (int)getpid(), seq);
-    snprintf(r->err_path, sizeof(r->err_path), "%s/reload-report.%d.%u.err",
-             dir && dir[0] ? dir : "/tmp", (int)getpid(), seq++);
-    CHECK(harness_spawn(run_child, r, &pid));
-    CHECK(harness_reap(pid, 30000, &r->status));
-    r->out = slurp(r->out_path);
-    r->err = slurp(r->err_path);
-    if (r->status != want)
-        fail_msg("divvyctl %s %s %s: exit %d, want %d\nstdout: %s\nstderr: %s", args[2],
-                 args[3] ? args[3] : "", args[3] && args[4] ? args[4] : "", r->status, want,
-                 r->out, r->err);
-    return r;
-}
-
 #define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
-#define CTL(want, ...) ctl_run(false, NULL, (want), ARGS(__VA_ARGS__))
-#define CTL_IN(in, want, ...) ctl_run(false, (in), (want), ARGS(__VA_ARGS__))
-#define CTL_NOBODY(want, ...) ctl_run(true, NULL, (want), ARGS(__VA_ARGS__))
+#define CTL(want, ...) harness_ctl_run(false, NULL, (want), ARGS(__VA_ARGS__))
+#define CTL_IN(in, want, ...) harness_ctl_run(false, (in), (want), ARGS(__VA_ARGS__))
+#define CTL_NOBODY(want, ...) harness_ctl_run(true, NULL, (want), ARGS(__VA_ARGS__))
 
 static void expect_in(const char *text, const char *needle)
 {
@@ -394,7 +302,7 @@ static void test_reload_report_rules_service(void **state)
     struct harness_conn *c;
     char sock[HARNESS_PATH + 8], dir[HARNESS_PATH + 16], conf[2048], path[HARNESS_PATH + 64];
     char list[1024], in[HARNESS_PATH + 16], r[HARNESS_LINE];
-    struct run *run;
+    struct harness_ctl *run;
 
     (void)state;
     if (geteuid() != 0)
