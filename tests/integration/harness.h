@@ -258,6 +258,8 @@ void harness_rm_tree(const char *dir);
 /* The names in @dir, sorted, space-separated ("" if empty, "-" if @dir does
  * not exist; at most 64 names). */
 void harness_list_dir(const char *dir, char *buf, size_t size);
+/* Process @pid's resident set (VmRSS) in kB, from /proc; -1 when unknown. */
+long long harness_rss_kb(pid_t pid);
 void *harness_scratch(size_t size);
 
 /* ---- misc ----------------------------------------------------------------- */

@@ -222,3 +222,20 @@ void harness_list_dir(const char *dir, char *buf, size_t size)
         free(names[i]);
     }
 }
+
+long long harness_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}

@@ -563,23 +563,6 @@ static void test_admission_timeouts(void **state)
     harness_close(probe);
 }
 
-static long long vmrss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    long long kb = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb;
-}
-
 /* A well-behaved pipelining client: 2000 requests in one send, all replies read. */
 static void pipeline_ok(struct harness_conn *c)
 {
@@ -634,7 +617,7 @@ static void test_admission_output_budget(void **state)
     CHECK(harness_connect(d, HARNESS_TCP, &pipe_c));
     n_rules = (size_t)harness_multi(reader, "RULES", buf, sizeof(buf));
     assert_true(n_rules > 0);
-    base = vmrss_kb(d->pid);
+    base = harness_rss_kb(d->pid);
     assert_true(base > 0);
     /* As many RULES as keep each connection just under max_output_bytes
      * (1 MiB): 440 with the rules of the issue's report. */
@@ -658,7 +641,7 @@ static void test_admission_output_budget(void **state)
      * output stopped moving): memory bounded, everyone else served. */
     deadline = harness_now_ms() + 40000;
     while (harness_now_ms() < deadline) {
-        rss = vmrss_kb(d->pid);
+        rss = harness_rss_kb(d->pid);
         if (rss > peak)
             peak = rss;
         if (peak >= RSS_MAX_KB)

@@ -223,24 +223,6 @@ static void expect_fast_size(struct harness_daemon *d)
     expect_size("the fast table's memfd", &st);
 }
 
-/* divvyd's resident set in kB, from /proc. */
-static long rss_kb(struct harness_daemon *d)
-{
-    char path[64], line[256];
-    long kb = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
-    f = fopen(path, "r");
-    assert_non_null(f);
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-            break;
-    fclose(f);
-    assert_true(kb > 0);
-    return kb;
-}
-
 static void full_run(bool allow)
 {
     struct harness_opts o = { .config_name = "full.conf", .config_text = full_conf(allow),
@@ -252,7 +234,8 @@ static void full_run(bool allow)
     char addr[HARNESS_PATH + 8], stats[HARNESS_LINE];
     pid_t pids[FLOOD_PROCS + 2];
     long long v, live, fast_live;
-    long total, newcomers, rss0, rss1;
+    long total, newcomers;
+    long long rss0, rss1;
     uint64_t t0;
     int status;
 
@@ -279,7 +262,8 @@ static void full_run(bool allow)
     expect_file_size(d, "private.table");
     expect_fast_size(d);
 
-    rss0 = rss_kb(d);
+    rss0 = harness_rss_kb(d->pid);
+    assert_true(rss0 > 0);
     t0 = harness_now_ms();
     for (int i = 0; i < FLOOD_PROCS + 2; i++) {
         args[i] = (struct full_arg){ .d = d, .sh = sh, .id = i, .allow = allow };
@@ -294,8 +278,9 @@ static void full_run(bool allow)
             fail_msg("client process %d exited %d", i, status);
     }
     total = (long)FLOOD_PROCS * FLOOD_EACH;
-    rss1 = rss_kb(d);
-    fprintf(stderr, "  divvyd RSS %ld kB before the flood, %ld kB after\n", rss0, rss1);
+    rss1 = harness_rss_kb(d->pid);
+    assert_true(rss1 > 0);
+    fprintf(stderr, "  divvyd RSS %lld kB before the flood, %lld kB after\n", rss0, rss1);
     fprintf(stderr,
             "  when_full=%s: %ld socket newcomers (%ld counted, %ld allowed, %ld denied), "
             "%d fast-path newcomers (%ld counted, %ld allowed, %ld denied) in %llu ms\n",
@@ -321,7 +306,7 @@ static void full_run(bool allow)
     /* Nothing grows with the number of actors: 2 MB is connection buffers
      * and noise; keeping 12,000 refused actors at 170+ bytes each is not. */
     if (rss1 - rss0 > 2 * 1024)
-        fail_msg("divvyd grew from %ld kB to %ld kB under the flood", rss0, rss1);
+        fail_msg("divvyd grew from %lld kB to %lld kB under the flood", rss0, rss1);
     /* The files never grew; the counters are what the table holds. */
     expect_file_size(d, "private.table");
     expect_fast_size(d);

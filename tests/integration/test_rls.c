@@ -787,23 +787,6 @@ static void test_rls_garbage(void **state)
     stop_rls(r);
 }
 
-static long long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    long long kb = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb;
-}
-
 struct flood {
     int port;
     const uint8_t *req;
@@ -883,7 +866,7 @@ static void test_rls_never_reading_client(void **state)
     r = start_rls(conf);
     fl.port = r->port;
     fl.req = request_bytes(2, 1, &fl.req_len);
-    before = rss_kb(r->d->pid);
+    before = harness_rss_kb(r->d->pid);
     CHECK(harness_spawn(flood_child, &fl, &pid));
     /* divvyd stops reading it, then closes it for its stalled output; others
      * are answered meanwhile. */
@@ -903,7 +886,7 @@ static void test_rls_never_reading_client(void **state)
         }
     }
     harness_close(probe);
-    after = rss_kb(r->d->pid);
+    after = harness_rss_kb(r->d->pid);
     if (after - before > 64 * 1024)
         fail_msg("divvyd grew from %lld to %lld kB", before, after);
     kill(pid, SIGKILL);
