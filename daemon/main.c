@@ -541,7 +541,7 @@ int main(int argc, char **argv)
     so.store = store;
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
-    mo.workers = so.workers;
+    mo.workers = so.workers + 1;        /* and the privileged lane (srv.h) */
     mo.listen = cfg->metrics_listen;
     mo.path = cfg->metrics_path;
     mo.divvy_names = cfg->metrics_divvy_names;
