@@ -591,6 +591,21 @@ static void refuse(struct worker *w, int fd, const struct listener *l, enum admi
                     l->name, admit_refusal_name(why));
 }
 
+/* A root socket's peer that is neither root nor an admin: divvyd's own
+ * user, the only other one its mode lets in. */
+static void refuse_unprivileged(struct worker *w, int fd, const struct listener *l)
+{
+    static const char text[] = "ERR forbidden \"this socket is for root and admins\"\n";
+
+    if (send(fd, text, sizeof(text) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* The refused client may already be gone; nothing to tell. */
+    }
+    close(fd);
+    metrics_error(w->mw, PROTO_E_FORBIDDEN);
+    log_ratelimited(&rl_accept, LOG_WARNING, "connection on %s refused: not root or an admin",
+                    l->name);
+}
+
 void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
 {
     struct worker *w = arg;
@@ -625,6 +640,10 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
         p.is_unix = l->is_unix;
         if (l->is_unix)
             peer_privilege(fd, s->o.admin_gid, &p);
+        if (l->root_only && !p.privileged) {
+            refuse_unprivileged(w, fd, l);
+            continue;
+        }
         r = admit_enter(s->admit, &p, &slot, &why);
         if (r == -EBUSY) {
             refuse(w, fd, l, why);
@@ -635,12 +654,10 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
             close(fd);
             continue;
         }
-        /* The lane keeps privileged peers; the others go to the workers in turn. */
-        if (w->lane && !p.privileged) {
-            struct worker *to = &s->workers[w->next_worker++ % s->o.workers];
-
-            if (handoff_push(to, fd, l, &p, &slot) < 0)
-                log_ratelimited(&rl_accept, LOG_ERR, "cannot pass a connection to a worker");
+        /* A privileged peer on a shared socket is served by the lane. */
+        if (!w->lane && p.privileged) {
+            if (handoff_push(&s->workers[s->o.workers], fd, l, &p, &slot) < 0)
+                log_ratelimited(&rl_accept, LOG_ERR, "cannot pass a connection to the lane");
             continue;
         }
         conn_adopt(w, fd, l, &p, &slot);

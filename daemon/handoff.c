@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * handoff: the lane's accepted connections, queued for the workers that will
- * serve them (see handoff.h).  The queue holds only a descriptor, its
+ * handoff: accepted connections queued for the worker that will serve them
+ * (see handoff.h).  The queue holds only a descriptor, its
  * listener, the peer and the admission slot; the connection itself is made
  * by the worker that owns it.
  */

@@ -2,14 +2,13 @@
 /*
  * handoff: passes an accepted, admitted connection from the thread that
  * accepted it to the worker that will serve it (docs/daemon.md "The
- * privileged lane").  The privileged lane alone accepts on Unix listeners,
- * so that a busy worker can never delay root's, an admin's or pam_divvy's
- * connect; it keeps the privileged peers and hands every other connection to
- * the workers in turn.
+ * privileged lane"): a privileged peer (uid 0, an admin) that connected to
+ * a shared Unix socket goes from the worker that accepted it to the lane.
  *
- * Each worker owns one queue: a mutex-protected list the lane appends to and
- * an event the lane activates (libevent's cross-thread event_active()).  The
- * worker's loop drains it and adopts each connection (conn_adopt()).  A
+ * Each worker owns one queue (only the lane's is used): a mutex-protected
+ * list other threads append to and an event they activate (libevent's
+ * cross-thread event_active()).  The owner's loop drains it and adopts each
+ * connection (conn_adopt()).  A
  * queue closes when its worker's loop ends; what is still in it is closed and
  * its admission slot released, so no path leaks a descriptor or a place.
  */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -49,6 +50,42 @@ static enum config_proto srv_listen_proto(const struct srv_opts *o,
     return CONFIG_PROTO_DIVVY;
 }
 
+/*
+ * Beside each line-protocol Unix socket, one only root and the admin group
+ * can connect to (listener_open_root()): their connections, pam_divvy's
+ * among them, then never queue behind an unprivileged peer's in the kernel's
+ * accept queue (docs/daemon.md "The privileged lane").  Without it they are
+ * served through the shared socket, so a failure is logged, not fatal.
+ */
+static void srv_root_sockets(struct srv *s)
+{
+    size_t n = s->n_lis;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct listener *l = &s->lis[i];
+        struct listener *root = &s->lis[s->n_lis];
+        int r;
+
+        if (!l->is_unix || l->proto != CONFIG_PROTO_DIVVY || strncmp(l->name, "unix:@", 6) == 0)
+            continue;
+        r = listener_open_root(l, &s->lis[s->n_lis]);
+        if (r < 0) {
+            errno = -r;
+            log_msg(LOG_WARNING, "no root socket beside %s: %m; root is served on it", l->name);
+            continue;
+        }
+        s->n_lis++;
+        /* The admin group may connect too: divvyd must be a member to give
+         * the socket to it (the unit's SupplementaryGroups=). */
+        if (s->o.admin_gid != (gid_t)-1 && root->path &&
+            (chown(root->path, (uid_t)-1, s->o.admin_gid) < 0 || chmod(root->path, 0660) < 0)) {
+            log_msg(LOG_WARNING, "%s: cannot give it to the admin group: %m; only root may "
+                    "use it", root->name);
+        }
+        log_msg(LOG_NOTICE, "listening on %s", root->name);
+    }
+}
+
 int srv_new(const struct srv_opts *opts, struct srv **ret)
 {
     struct listener_opts lo = { .socket_mode = opts->socket_mode };
@@ -69,7 +106,8 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
     r = admit_new(&s->o.admit, &s->admit);
     if (r < 0)
         goto fail;
-    s->lis = calloc(opts->n_listen + opts->n_inherited, sizeof(*s->lis));
+    /* Room for a root socket beside each listener (srv_root_sockets()). */
+    s->lis = calloc(2 * (opts->n_listen + opts->n_inherited), sizeof(*s->lis));
     s->n_workers = opts->workers + 1;
     s->workers = calloc(s->n_workers, sizeof(*s->workers));
     if (!s->lis || !s->workers) {
@@ -109,6 +147,7 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         log_msg(LOG_NOTICE, "listening on %s (socket activation%s%s)", l->name,
                 nl->name[0] ? ", " : "", nl->name);
     }
+    srv_root_sockets(s);
     for (unsigned i = 0; i < s->n_workers; i++) {
         r = worker_init(s, &s->workers[i], i, i == opts->workers);
         if (r < 0)

@@ -113,8 +113,8 @@ int worker_init(struct srv *s, struct worker *w, unsigned id, bool lane)
     if (!w->lev)
         return -ENOMEM;
     for (size_t i = 0; i < s->n_lis; i++) {
-        /* Unix peers' credentials decide their thread: only the lane accepts them. */
-        if (s->lis[i].is_unix != lane)
+        /* The lane accepts on the root sockets alone; the workers on the others. */
+        if (s->lis[i].root_only != lane)
             continue;
         w->lev[i] = event_new(w->base, s->lis[i].fd, EV_READ | EV_PERSIST, conn_on_accept, w);
         if (!w->lev[i] || event_add(w->lev[i], NULL) < 0)

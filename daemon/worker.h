@@ -6,11 +6,12 @@
  * only through event_active() (stop, watchdog probe, handoff.h) and relaxed
  * atomic counter reads (STATS).
  *
- * The workers accept on the TCP listeners.  One more worker, the privileged
- * lane (docs/daemon.md "The privileged lane"), alone accepts on the Unix
- * listeners: it serves the connections of uid 0 and admin peers (pam_divvy
- * among them) and hands every other one to the workers in turn (handoff.h),
- * so no unprivileged connection ever shares a thread with a privileged one.
+ * The workers accept on every listener but the root sockets.  One more
+ * worker, the privileged lane (docs/daemon.md "The privileged lane"),
+ * accepts on those alone and serves the connections of uid 0 and admin peers
+ * (pam_divvy among them): a worker that accepts one on a shared socket hands
+ * it over (handoff.h).  So no unprivileged connection ever shares a thread,
+ * or an accept queue, with root's.
  */
 #ifndef DIVVY_WORKER_H
 #define DIVVY_WORKER_H
@@ -54,11 +55,10 @@ struct worker {
     pthread_t thread;
     bool started;
     bool stopping;
-    bool lane;                  /* the privileged lane: accepts on Unix listeners only */
-    unsigned next_worker;       /* the lane: the worker the next handoff goes to */
+    bool lane;                  /* the privileged lane: accepts on root sockets only */
     struct event_base *base;
     struct event **lev;         /* one per listener; NULL for those it does not accept on */
-    struct handoff hand;        /* connections the lane passed to this worker */
+    struct handoff hand;        /* the lane's: privileged connections workers accepted */
     struct event *stop_ev;
     struct event *resume_ev;    /* re-arms listeners after EMFILE */
     struct event *grace_ev;     /* forces the stop after STOP_GRACE_MS */
@@ -93,8 +93,8 @@ static inline uint64_t stat_get(const uint64_t *c)
 }
 
 /*
- * Worker @id of @s: its event loop with an accept event on each TCP listener
- * of s->lis (each Unix listener when @lane: the privileged lane),
+ * Worker @id of @s: its event loop with an accept event on each listener of
+ * s->lis but the root sockets (only those when @lane: the privileged lane),
  * its timers, and its Redis connection when s->o.store is set.  Main thread,
  * before any worker runs.  0 or -errno (-ENOMEM, store_conn_new()'s); on
  * failure worker_fini() frees what was made.
