@@ -18,6 +18,9 @@
 #define PROTO_REPLY_MAX  512    /* longest one-line reply proto_fmt_* writes */
 #define PROTO_TAKE_MAX   1000000000ULL  /* largest n TAKE accepts */
 #define PROTO_DEBIT_MAX  1000000000000ULL       /* largest n DEBIT accepts (10^12) */
+/* divvyd's socket for root and admins beside each line-protocol Unix socket
+ * PATH: PATH followed by this (docs/daemon.md "The privileged lane"). */
+#define PROTO_ROOT_SUFFIX ".root"
 
 enum proto_verb {
     PROTO_NONE = 0,     /* empty line: no reply at all (as divvy) */

@@ -201,7 +201,7 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     size_t pos = 0, n_lines = 0, n_strict = 0, n_lease = 0;
 
     (void)req;
-    for (unsigned i = 0; i < s->o.workers; i++) {
+    for (unsigned i = 0; i < s->n_workers; i++) {
         const struct wstats *ws = &s->workers[i].st;
 
         sum.hits += stat_get(&ws->hits);

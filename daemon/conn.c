@@ -10,6 +10,7 @@
  * flush event, never inside a store callback).
  */
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "admit.h"
 #include "clock.h"
 #include "conn.h"
+#include "handoff.h"
 #include "hit.h"
 #include "listener.h"
 #include "log.h"
@@ -56,6 +58,47 @@ static void conn_undirty(struct conn *c)
     c->dirty = false;
 }
 
+/* Puts @c at the end of its worker's backlog and stops reading it: it has
+ * requests left after its turn (conn.h "Fairness"). */
+static void conn_backlog(struct conn *c)
+{
+    struct worker *w = c->w;
+    static const struct timeval now = { 0, 0 };
+
+    if (c->backlogged)
+        return;
+    c->backlogged = true;
+    if (c->rev)
+        event_del(c->rev);
+    c->bl_next = NULL;
+    c->bl_prev = w->backlog_tail;
+    if (w->backlog_tail)
+        w->backlog_tail->bl_next = c;
+    else
+        w->backlog_head = c;
+    w->backlog_tail = c;
+    if (!evtimer_pending(w->backlog_ev, NULL))
+        evtimer_add(w->backlog_ev, &now);
+}
+
+static void conn_unbacklog(struct conn *c)
+{
+    struct worker *w = c->w;
+
+    if (!c->backlogged)
+        return;
+    if (c->bl_prev)
+        c->bl_prev->bl_next = c->bl_next;
+    else
+        w->backlog_head = c->bl_next;
+    if (c->bl_next)
+        c->bl_next->bl_prev = c->bl_prev;
+    else
+        w->backlog_tail = c->bl_prev;
+    c->bl_prev = c->bl_next = NULL;
+    c->backlogged = false;
+}
+
 void conn_free(struct conn *c)
 {
     struct worker *w;
@@ -64,6 +107,7 @@ void conn_free(struct conn *c)
         return;
     w = c->w;
     conn_undirty(c);
+    conn_unbacklog(c);
     while (c->pend_head) {
         struct hit *h = c->pend_head;
 
@@ -172,14 +216,21 @@ void reply_text(struct conn *c, const char *s)
     out_append(c, s, strlen(s));
 }
 
-/* Answers every complete line in the input buffer. */
-static void process_input(struct conn *c, bool eof)
+/* Answers the complete lines in the input buffer: at most @turn of them
+ * (CONN_TURN_MAX for a turn; the rest waits on the backlog). */
+static void process_input_n(struct conn *c, bool eof, unsigned turn)
 {
     struct worker *w = c->w;
+    unsigned answered = 0;
     size_t off = 0;
     ssize_t r;
 
     while (off < c->in_len && !c->closing && !c->dead && !c->out_paused) {
+        /* Its turn is over: the others' come first (conn.h "Fairness"). */
+        if (answered == turn) {
+            conn_backlog(c);
+            break;
+        }
         /* Enough hits wait for Redis: leave the rest until they are answered. */
         if (c->n_pend >= CONN_PEND_MAX) {
             if (!c->paused) {
@@ -222,6 +273,7 @@ static void process_input(struct conn *c, bool eof)
             if (r <= 0)
                 break;
             off += (size_t)r;
+            answered++;
             continue;
         }
         r = proto_parse(c->in + off, c->in_len - off, &w->req);
@@ -239,6 +291,7 @@ static void process_input(struct conn *c, bool eof)
             /* Skip to the end of this line; requests after it are still answered. */
             reply_err(c, PROTO_E_LINE_TOO_LONG, "request line longer than 4096 bytes");
             c->discarding = true;
+            answered++;
             continue;
         }
         if (r < 0) {
@@ -248,11 +301,36 @@ static void process_input(struct conn *c, bool eof)
         }
         verb_handle(c, &w->req);
         off += (size_t)r;
+        answered++;
     }
     if (off > 0) {
         memmove(c->in, c->in + off, c->in_len - off);
         c->in_len -= off;
     }
+}
+
+static void process_input(struct conn *c, bool eof)
+{
+    process_input_n(c, eof, CONN_TURN_MAX);
+}
+
+void conn_finish_input(struct conn *c)
+{
+    conn_unbacklog(c);
+    process_input_n(c, c->eof, UINT_MAX);
+    conn_unbacklog(c);
+}
+
+/* Reads again, unless something still holds @c's input back; after the
+ * peer's EOF there is nothing to read: @c closes once answered. */
+static void conn_rearm(struct conn *c)
+{
+    if (c->out_paused || c->paused || c->backlogged || c->dead)
+        return;
+    if (c->eof)
+        c->closing = true;
+    else if (!c->closing && c->rev)
+        event_add(c->rev, NULL);
 }
 
 /* Writes what is pending; arms the write event if the socket is full.
@@ -305,12 +383,7 @@ static void conn_resume(struct conn *c)
     /* What is left arrived while we were not reading: its clock starts now. */
     if (!c->discarding)
         c->partial_ms = c->in_len > 0 ? clock_coarse_ms() : 0;
-    if (c->out_paused || c->paused || c->dead)
-        return;
-    if (c->eof)
-        c->closing = true;
-    else if (!c->closing && c->rev)
-        event_add(c->rev, NULL);
+    conn_rearm(c);
 }
 
 /* Dead, but store callbacks still point at it: close the socket now, free
@@ -357,6 +430,7 @@ void conn_settle(struct conn *c)
     if (!c->dead)
         conn_charge(c);
     if (c->dead) {
+        conn_unbacklog(c);
         if (c->n_waiting > 0)
             conn_zombie(c);
         else
@@ -392,7 +466,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         c->eof = true;
         event_del(c->rev);
         process_input(c, true);
-        if (!c->paused && !c->out_paused)
+        if (!c->paused && !c->out_paused && !c->backlogged)
             c->closing = true;
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         c->dead = true;
@@ -472,7 +546,8 @@ static void pause_accepting(struct worker *w)
     struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
 
     for (size_t i = 0; i < w->s->n_lis; i++)
-        event_del(w->lev[i]);
+        if (w->lev[i])
+            event_del(w->lev[i]);
     event_add(w->resume_ev, &tv);
 }
 
@@ -485,7 +560,8 @@ void conn_on_resume(evutil_socket_t fd, short what, void *arg)
     if (w->stopping)
         return;
     for (size_t i = 0; i < w->s->n_lis; i++)
-        event_add(w->lev[i], NULL);
+        if (w->lev[i])
+            event_add(w->lev[i], NULL);
 }
 
 /* Tells a refused client why (best effort) and closes it. */
@@ -513,6 +589,21 @@ static void refuse(struct worker *w, int fd, const struct listener *l, enum admi
     metrics_error(w->mw, PROTO_E_BUSY);
     log_ratelimited(&rl_accept, LOG_WARNING, "connection on %s refused: server.%s reached",
                     l->name, admit_refusal_name(why));
+}
+
+/* A root socket's peer that is neither root nor an admin: divvyd's own
+ * user, the only other one its mode lets in. */
+static void refuse_unprivileged(struct worker *w, int fd, const struct listener *l)
+{
+    static const char text[] = "ERR forbidden \"this socket is for root and admins\"\n";
+
+    if (send(fd, text, sizeof(text) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* The refused client may already be gone; nothing to tell. */
+    }
+    close(fd);
+    metrics_error(w->mw, PROTO_E_FORBIDDEN);
+    log_ratelimited(&rl_accept, LOG_WARNING, "connection on %s refused: not root or an admin",
+                    l->name);
 }
 
 void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
@@ -549,6 +640,10 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
         p.is_unix = l->is_unix;
         if (l->is_unix)
             peer_privilege(fd, s->o.admin_gid, &p);
+        if (l->root_only && !p.privileged) {
+            refuse_unprivileged(w, fd, l);
+            continue;
+        }
         r = admit_enter(s->admit, &p, &slot, &why);
         if (r == -EBUSY) {
             refuse(w, fd, l, why);
@@ -559,11 +654,28 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
             close(fd);
             continue;
         }
-        if (l->proto == CONFIG_PROTO_RLS)
-            rls_conn_new(w, fd, l, &p, &slot);
-        else
-            conn_new(w, fd, l, &p, &slot);
+        /* A privileged peer on a shared socket is served by the lane. */
+        if (!w->lane && p.privileged) {
+            if (handoff_push(&s->workers[s->o.workers], fd, l, &p, &slot) < 0)
+                log_ratelimited(&rl_accept, LOG_ERR, "cannot pass a connection to the lane");
+            continue;
+        }
+        conn_adopt(w, fd, l, &p, &slot);
     }
+}
+
+void conn_adopt(struct worker *w, int fd, const struct listener *l, const struct admit_peer *p,
+                struct admit_slot *slot)
+{
+    if (w->stopping) {
+        close(fd);
+        admit_leave(w->s->admit, slot);
+        return;
+    }
+    if (l->proto == CONFIG_PROTO_RLS)
+        rls_conn_new(w, fd, l, p, slot);
+    else
+        conn_new(w, fd, l, p, slot);
 }
 
 /* Closes the connections whose timeout (admit.h) has expired.  A connection
@@ -583,7 +695,8 @@ void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
         int why;
 
         next = c->next;
-        if (c->dead || c->fd < 0 || c->n_pend > 0 || c->paused)
+        /* Waiting on the backlog is our delay, not the client's. */
+        if (c->dead || c->fd < 0 || c->n_pend > 0 || c->paused || c->backlogged)
             continue;
         pending = c->out_off < c->out_len;
         partial = !c->out_paused && (c->in_len > 0 || c->discarding);
@@ -617,13 +730,30 @@ void conn_on_flush(evutil_socket_t fd, short what, void *arg)
         if (c->paused && !c->dead && c->n_pend < CONN_PEND_MAX / 2) {
             c->paused = false;
             process_input(c, c->eof);
-            if (!c->paused && !c->out_paused) {
-                if (c->eof)
-                    c->closing = true;
-                else if (!c->closing && c->rev)
-                    event_add(c->rev, NULL);
-            }
+            conn_rearm(c);
         }
         conn_settle(c);
     }
+}
+
+void conn_on_backlog(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct conn *c, *last = w->backlog_tail;
+    static const struct timeval now = { 0, 0 };
+    bool done = false;
+
+    (void)fd;
+    (void)what;
+    /* One turn each for those waiting now; a connection whose turn ends
+     * with requests left goes to the back, after @last. */
+    while (!done && (c = w->backlog_head) != NULL) {
+        done = c == last;
+        conn_unbacklog(c);
+        process_input(c, c->eof);
+        conn_rearm(c);
+        conn_settle(c);
+    }
+    if (w->backlog_head && !evtimer_pending(w->backlog_ev, NULL))
+        evtimer_add(w->backlog_ev, &now);
 }

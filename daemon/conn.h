@@ -12,6 +12,13 @@
  * of that FIFO to the output buffer, so replies always leave in request
  * order (docs/daemon.md "Hits that wait for Redis").
  *
+ * Fairness: one turn of a connection (a read, a resumption) answers at most
+ * CONN_TURN_MAX requests.  One with more already read goes on its worker's
+ * backlog and stops being read; the backlog's turns come once per loop
+ * iteration, after the next poll, so a client that pipelines thousands of
+ * requests in one read waits its turn like everyone else (docs/daemon.md
+ * "The privileged lane").
+ *
  * Ownership: a connection belongs to its worker's thread.  It is freed only
  * by conn_settle() at the end of a callback (or conn_free() once its worker
  * has stopped), never inside a store callback: one whose hits still wait is
@@ -34,9 +41,11 @@
 #define IN_CAP            (2 * PROTO_LINE_MAX)
 #define OUT_INITIAL       4096
 #define CONN_PEND_MAX     1024      /* waiting hits per connection before reading pauses */
+#define CONN_TURN_MAX     32        /* requests answered per connection per turn */
 
 struct worker;
 struct hit;
+struct listener;
 
 struct conn {
     struct worker *w;
@@ -53,12 +62,14 @@ struct conn {
     bool paused;                /* CONN_PEND_MAX hits wait: input is left unparsed */
     bool dirty;                 /* on the worker's flush list */
     bool out_paused;            /* over its share of a spent output budget: not read */
+    bool backlogged;            /* on the worker's backlog: requests left, not read */
     uid_t uid;
     struct admit_slot slot;     /* its place (admit.h), released by conn_free() only */
     uint64_t last_ms;           /* last byte read (clock_coarse_ms()) */
     uint64_t partial_ms;        /* the current partial request line started; 0: none */
     uint64_t stall_ms;          /* pending output last made progress; 0: none pending */
     struct conn *dirty_next;
+    struct conn *bl_prev, *bl_next;     /* the worker's backlog */
     struct hit *pend_head, *pend_tail;  /* waiting hits, in request order */
     size_t pend_bytes;          /* reply bytes queued in their trailers */
     unsigned n_pend;            /* hits in the FIFO */
@@ -109,8 +120,22 @@ void conn_free(struct conn *c);
 
 /* ---- the worker's events (@arg is the struct worker) ------------------------------------ */
 
-/* A listener is readable: accepts up to a batch, admits or refuses each. */
+/* A listener is readable: accepts up to a batch, admits or refuses each.  On
+ * the privileged lane, keeps privileged peers and hands the others on. */
 void conn_on_accept(evutil_socket_t lfd, short what, void *arg);
+
+/* Makes the connection @fd, accepted on @l from @p, one of @w's (a line or
+ * RESP connection, or an RLS one); takes ownership of @fd and of what @slot
+ * holds.  A stopping worker closes it instead. */
+void conn_adopt(struct worker *w, int fd, const struct listener *l, const struct admit_peer *p,
+                struct admit_slot *slot);
+
+/* Answers every request already read, ignoring the turn's bound: before a
+ * stopping worker closes @c. */
+void conn_finish_input(struct conn *c);
+
+/* The backlog's turn: each connection on it answers its next CONN_TURN_MAX. */
+void conn_on_backlog(evutil_socket_t fd, short what, void *arg);
 
 /* Re-arms the listeners after accept() ran out of descriptors or memory. */
 void conn_on_resume(evutil_socket_t fd, short what, void *arg);

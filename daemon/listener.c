@@ -17,6 +17,7 @@
 
 #include "addr.h"
 #include "listener.h"
+#include "proto.h"
 
 static int listen_unix(const char *path, unsigned mode, int backlog, int *ret_fd)
 {
@@ -166,6 +167,22 @@ out:
     if (r < 0)
         listener_close(l);
     return r;
+}
+
+int listener_open_root(const struct listener *shared, struct listener *l)
+{
+    const struct listener_opts o = { .socket_mode = 0600 };
+    char full[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+    int r;
+
+    if (snprintf(full, sizeof(full), "%s%s", shared->name, PROTO_ROOT_SUFFIX) >=
+        (int)sizeof(full))
+        return -ENAMETOOLONG;
+    r = listener_open(full, &o, l);
+    if (r < 0)
+        return r;
+    l->root_only = true;
+    return 0;
 }
 
 void listener_close(struct listener *l)

@@ -24,6 +24,7 @@ struct listener {
     int port;                   /* TCP: the port bound (the one chosen for port 0) */
     char *path;                 /* Unix socket file we created, unlinked at close */
     char *name;                 /* "tcp:127.0.0.1:8321" as bound, or "unix:PATH" */
+    bool root_only;             /* PATH.root: privileged peers only, mode 0600 */
 };
 
 struct listener_opts {
@@ -48,5 +49,14 @@ int listener_open(const char *addr, const struct listener_opts *o, struct listen
  * strings; *l holds nothing afterwards (fd -1).  Safe after a failed
  * listener_open() and on a listener already closed. */
 void listener_close(struct listener *l);
+
+/*
+ * Opens the root socket of the line-protocol Unix listener @shared: its
+ * path followed by PROTO_ROOT_SUFFIX, mode 0600, so that only root (and
+ * divvyd's own user, which is refused) can connect and no unprivileged
+ * connection ever waits in its accept queue (srv.c gives it to the admin
+ * group too).  0, -ENAMETOOLONG, or listener_open()'s errors.
+ */
+int listener_open_root(const struct listener *shared, struct listener *l);
 
 #endif

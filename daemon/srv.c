@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -49,6 +50,42 @@ static enum config_proto srv_listen_proto(const struct srv_opts *o,
     return CONFIG_PROTO_DIVVY;
 }
 
+/*
+ * Beside each line-protocol Unix socket, one only root and the admin group
+ * can connect to (listener_open_root()): their connections, pam_divvy's
+ * among them, then never queue behind an unprivileged peer's in the kernel's
+ * accept queue (docs/daemon.md "The privileged lane").  Without it they are
+ * served through the shared socket, so a failure is logged, not fatal.
+ */
+static void srv_root_sockets(struct srv *s)
+{
+    size_t n = s->n_lis;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct listener *l = &s->lis[i];
+        struct listener *root = &s->lis[s->n_lis];
+        int r;
+
+        if (!l->is_unix || l->proto != CONFIG_PROTO_DIVVY || strncmp(l->name, "unix:@", 6) == 0)
+            continue;
+        r = listener_open_root(l, &s->lis[s->n_lis]);
+        if (r < 0) {
+            errno = -r;
+            log_msg(LOG_WARNING, "no root socket beside %s: %m; root is served on it", l->name);
+            continue;
+        }
+        s->n_lis++;
+        /* The admin group may connect too: divvyd must be a member to give
+         * the socket to it (the unit's SupplementaryGroups=). */
+        if (s->o.admin_gid != (gid_t)-1 && root->path &&
+            (chown(root->path, (uid_t)-1, s->o.admin_gid) < 0 || chmod(root->path, 0660) < 0)) {
+            log_msg(LOG_WARNING, "%s: cannot give it to the admin group: %m; only root may "
+                    "use it", root->name);
+        }
+        log_msg(LOG_NOTICE, "listening on %s", root->name);
+    }
+}
+
 int srv_new(const struct srv_opts *opts, struct srv **ret)
 {
     struct listener_opts lo = { .socket_mode = opts->socket_mode };
@@ -64,12 +101,15 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         return -ENOMEM;
     s->o = *opts;
     /* Descriptors besides connections: listeners, Redis, metrics, epoll, ... */
-    s->o.admit.fd_reserve = 64 + 8 * opts->workers + (unsigned)(opts->n_listen + opts->n_inherited);
+    s->o.admit.fd_reserve = 64 + 8 * (opts->workers + 1) +
+                            (unsigned)(opts->n_listen + opts->n_inherited);
     r = admit_new(&s->o.admit, &s->admit);
     if (r < 0)
         goto fail;
-    s->lis = calloc(opts->n_listen + opts->n_inherited, sizeof(*s->lis));
-    s->workers = calloc(opts->workers, sizeof(*s->workers));
+    /* Room for a root socket beside each listener (srv_root_sockets()). */
+    s->lis = calloc(2 * (opts->n_listen + opts->n_inherited), sizeof(*s->lis));
+    s->n_workers = opts->workers + 1;
+    s->workers = calloc(s->n_workers, sizeof(*s->workers));
     if (!s->lis || !s->workers) {
         r = -ENOMEM;
         goto fail;
@@ -107,8 +147,9 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         log_msg(LOG_NOTICE, "listening on %s (socket activation%s%s)", l->name,
                 nl->name[0] ? ", " : "", nl->name);
     }
-    for (unsigned i = 0; i < opts->workers; i++) {
-        r = worker_init(s, &s->workers[i], i);
+    srv_root_sockets(s);
+    for (unsigned i = 0; i < s->n_workers; i++) {
+        r = worker_init(s, &s->workers[i], i, i == opts->workers);
         if (r < 0)
             goto fail;
     }
@@ -181,13 +222,13 @@ static bool workers_alive(void *userdata)
     struct srv *s = userdata;
     bool alive = true;
 
-    for (unsigned i = 0; i < s->o.workers; i++)
+    for (unsigned i = 0; i < s->n_workers; i++)
         if (__atomic_load_n(&s->workers[i].pong, __ATOMIC_ACQUIRE) != s->ping)
             alive = false;
     if (!alive)
         return false;
     __atomic_store_n(&s->ping, s->ping + 1, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < s->o.workers; i++)
+    for (unsigned i = 0; i < s->n_workers; i++)
         event_active(s->workers[i].ping_ev, EV_READ, 0);
     return true;
 }
@@ -237,7 +278,7 @@ int srv_run(struct srv *s)
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    for (unsigned i = 0; i < s->o.workers; i++) {
+    for (unsigned i = 0; i < s->n_workers; i++) {
         r = -pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]);
         if (r < 0)
             break;
@@ -248,17 +289,17 @@ int srv_run(struct srv *s)
         errno = -r;
         log_msg(LOG_ERR, "cannot start worker threads: %m");
     } else {
-        log_msg(LOG_NOTICE, "ready: %u workers", s->o.workers);
+        log_msg(LOG_NOTICE, "ready: %u workers and the privileged lane", s->o.workers);
         publish(s, clock_now_ms());
         notify_ready("%s", s->status);
         if (notify_watchdog_new(s->main_base, workers_alive, s, &wd) < 0)
             log_msg(LOG_ERR, "cannot start the watchdog timer: out of memory");
         event_base_dispatch(s->main_base);
     }
-    for (unsigned i = 0; i < s->o.workers; i++)
+    for (unsigned i = 0; i < s->n_workers; i++)
         if (s->workers[i].started)
             event_active(s->workers[i].stop_ev, EV_READ, 0);
-    for (unsigned i = 0; i < s->o.workers; i++)
+    for (unsigned i = 0; i < s->n_workers; i++)
         if (s->workers[i].started)
             pthread_join(s->workers[i].thread, NULL);
 out:
@@ -279,7 +320,7 @@ void srv_free(struct srv *s)
     if (!s)
         return;
     if (s->workers)
-        for (unsigned i = 0; i < s->o.workers; i++)
+        for (unsigned i = 0; i < s->n_workers; i++)
             worker_fini(&s->workers[i]);
     free(s->workers);
     for (size_t i = 0; s->lis && i < s->n_lis; i++)

@@ -43,14 +43,16 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     (void)what;
     w->stopping = true;
     for (size_t i = 0; i < w->s->n_lis; i++)
-        event_del(w->lev[i]);
+        if (w->lev[i])
+            event_del(w->lev[i]);
     event_del(w->resume_ev);
     event_del(w->sweep_ev);
-    /* Requests already read were answered when they arrived; flush, then close. */
+    /* Answer the requests already read, flush, then close. */
     for (c = w->conns; c; c = next) {
         next = c->next;
         if (c->rev)
             event_del(c->rev);
+        conn_finish_input(c);
         c->closing = true;
         conn_settle(c);
     }
@@ -78,6 +80,7 @@ void *worker_main(void *arg)
 
     urcu_memb_register_thread();
     event_base_dispatch(w->base);
+    handoff_close(w);           /* what the lane passed too late: closed, never served */
     /* Hits still waiting are answered by on_redis_error before anything is
      * freed, and their replies get one last chance to be written. */
     store_conn_free(w->sc);
@@ -94,13 +97,14 @@ void *worker_main(void *arg)
     return NULL;
 }
 
-int worker_init(struct srv *s, struct worker *w, unsigned id)
+int worker_init(struct srv *s, struct worker *w, unsigned id, bool lane)
 {
     unsigned sweep_ms;
     int r;
 
     w->s = s;
     w->id = id;
+    w->lane = lane;
     w->mw = metrics_worker(s->o.metrics, id);
     w->base = event_base_new();
     if (!w->base)
@@ -109,6 +113,9 @@ int worker_init(struct srv *s, struct worker *w, unsigned id)
     if (!w->lev)
         return -ENOMEM;
     for (size_t i = 0; i < s->n_lis; i++) {
+        /* The lane accepts on the root sockets alone; the workers on the others. */
+        if (s->lis[i].root_only != lane)
+            continue;
         w->lev[i] = event_new(w->base, s->lis[i].fd, EV_READ | EV_PERSIST, conn_on_accept, w);
         if (!w->lev[i] || event_add(w->lev[i], NULL) < 0)
             return -ENOMEM;
@@ -119,8 +126,9 @@ int worker_init(struct srv *s, struct worker *w, unsigned id)
     w->flush_ev = event_new(w->base, -1, 0, conn_on_flush, w);
     w->ping_ev = event_new(w->base, -1, 0, on_ping, w);
     w->sweep_ev = event_new(w->base, -1, EV_PERSIST, conn_on_sweep, w);
+    w->backlog_ev = evtimer_new(w->base, conn_on_backlog, w);
     if (!w->stop_ev || !w->resume_ev || !w->grace_ev || !w->flush_ev || !w->ping_ev ||
-        !w->sweep_ev)
+        !w->sweep_ev || !w->backlog_ev || handoff_init(w) < 0)
         return -ENOMEM;
     sweep_ms = admit_sweep_ms(s->admit);
     if (sweep_ms > 0) {
@@ -160,6 +168,9 @@ void worker_fini(struct worker *w)
         event_free(w->ping_ev);
     if (w->sweep_ev)
         event_free(w->sweep_ev);
+    if (w->backlog_ev)
+        event_free(w->backlog_ev);
+    handoff_fini(w);
     store_conn_free(w->sc);     /* NULL after a run; set when srv_run never ran */
     w->sc = NULL;
     if (w->flush_ev)

@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * worker: one of divvyd's worker threads.  Each owns a libevent loop that
- * accepts from every listener, its connections (conn.h), its Redis
- * connection (store.h), its recycled hit slots (hit.h) and its statistics.
- * A worker touches another thread's data only through event_active() (stop,
- * watchdog probe) and relaxed atomic counter reads (STATS).
+ * worker: one of divvyd's worker threads.  Each owns a libevent loop, its
+ * connections (conn.h), its Redis connection (store.h), its recycled hit
+ * slots (hit.h) and its statistics.  A worker touches another thread's data
+ * only through event_active() (stop, watchdog probe, handoff.h) and relaxed
+ * atomic counter reads (STATS).
+ *
+ * The workers accept on every listener but the root sockets.  One more
+ * worker, the privileged lane (docs/daemon.md "The privileged lane"),
+ * accepts on those alone and serves the connections of uid 0 and admin peers
+ * (pam_divvy among them): a worker that accepts one on a shared socket hands
+ * it over (handoff.h).  So no unprivileged connection ever shares a thread,
+ * or an accept queue, with root's.
  */
 #ifndef DIVVY_WORKER_H
 #define DIVVY_WORKER_H
@@ -14,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "handoff.h"
 #include "metrics.h"
 #include "proto.h"
 
@@ -47,8 +55,10 @@ struct worker {
     pthread_t thread;
     bool started;
     bool stopping;
+    bool lane;                  /* the privileged lane: accepts on root sockets only */
     struct event_base *base;
-    struct event **lev;         /* one per listener */
+    struct event **lev;         /* one per listener; NULL for those it does not accept on */
+    struct handoff hand;        /* the lane's: privileged connections workers accepted */
     struct event *stop_ev;
     struct event *resume_ev;    /* re-arms listeners after EMFILE */
     struct event *grace_ev;     /* forces the stop after STOP_GRACE_MS */
@@ -60,6 +70,9 @@ struct worker {
     struct event *flush_ev;     /* settles connections touched by store callbacks */
     bool flush_active;
     struct conn *dirty;         /* connections for flush_ev */
+    struct conn *backlog_head;  /* connections with requests left after their turn (conn.h) */
+    struct conn *backlog_tail;
+    struct event *backlog_ev;   /* a 0 s timer: their next turn, after the next poll */
     struct hit *hit_free;       /* recycled hit slots */
     unsigned n_hit_free;
     char *actor_buf;            /* RULES_ACTOR_MAX */
@@ -80,12 +93,13 @@ static inline uint64_t stat_get(const uint64_t *c)
 }
 
 /*
- * Worker @id of @s: its event loop with an accept event on each of s->lis,
+ * Worker @id of @s: its event loop with an accept event on each listener of
+ * s->lis but the root sockets (only those when @lane: the privileged lane),
  * its timers, and its Redis connection when s->o.store is set.  Main thread,
  * before any worker runs.  0 or -errno (-ENOMEM, store_conn_new()'s); on
  * failure worker_fini() frees what was made.
  */
-int worker_init(struct srv *s, struct worker *w, unsigned id);
+int worker_init(struct srv *s, struct worker *w, unsigned id, bool lane);
 
 /* Frees what worker_init() made; after worker_main() returned, or when it
  * never ran.  Safe on a worker worker_init() failed on. */

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,6 +24,7 @@
 
 #include "client_conn.h"
 #include "clock.h"
+#include "proto.h"
 
 int client_conn_remaining(uint64_t deadline)
 {
@@ -54,17 +56,22 @@ void client_conn_free(struct client_conn *c)
     c->wlen = c->wcap = 0;
 }
 
-int client_conn_unix(struct client_conn *c, int *ret_fd)
+/* A blocking connect() to the Unix socket @path, waiting at most
+ * c->connect_ms for room in its backlog.  The socket, or -errno. */
+static int connect_unix_path(const struct client_conn *c, const char *path)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct timeval tv = { .tv_sec = c->connect_ms / 1000,
                           .tv_usec = (c->connect_ms % 1000) * 1000 };
+    size_t len = strlen(path);
     int fd, r;
 
-    memcpy(sa.sun_path, c->addr.path, strlen(c->addr.path) + 1);
+    if (len >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, len + 1);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return client_err(c->err, -errno, "socket: %s", strerror(errno));
+        return -errno;
     /*
      * A non-blocking connect() to a Unix socket whose backlog is full fails
      * with EAGAIN at once instead of waiting; a blocking one waits at most
@@ -84,8 +91,27 @@ int client_conn_unix(struct client_conn *c, int *ret_fd)
 out:
     if (r < 0) {
         close(fd);
-        return client_err(c->err, r, "connect unix:%s: %s", c->addr.path, strerror(-r));
+        return r;
     }
+    return fd;
+}
+
+int client_conn_unix(struct client_conn *c, int *ret_fd)
+{
+    char root[CLIENT_UNIX_PATH_MAX + sizeof(PROTO_ROOT_SUFFIX)];
+    int fd = -1;
+
+    /* Root and admins go to divvyd's root socket, whose accept queue no
+     * unprivileged peer can fill (its mode refuses them at once: EACCES);
+     * without one (an older divvyd, divvyd restarting, a socket of another
+     * protocol), to the shared socket. */
+    if (snprintf(root, sizeof(root), "%s%s", c->addr.path, PROTO_ROOT_SUFFIX) <
+        (int)sizeof(root))
+        fd = connect_unix_path(c, root);
+    if (fd < 0)
+        fd = connect_unix_path(c, c->addr.path);
+    if (fd < 0)
+        return client_err(c->err, fd, "connect unix:%s: %s", c->addr.path, strerror(-fd));
     *ret_fd = fd;
     return 0;
 }

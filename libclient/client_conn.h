@@ -60,8 +60,9 @@ void client_conn_close(struct client_conn *c);
 void client_conn_free(struct client_conn *c);
 
 /* A new blocking-connect Unix stream socket to c->addr (a unix: address),
- * connected within c->connect_ms, in *@ret_fd (SOCK_CLOEXEC).  -errno with
- * c->err set. */
+ * connected within c->connect_ms, in *@ret_fd (SOCK_CLOEXEC): to divvyd's
+ * root socket beside it (PROTO_ROOT_SUFFIX) when the caller may use it.
+ * -errno with c->err set. */
 int client_conn_unix(struct client_conn *c, int *ret_fd);
 
 /* Milliseconds from now to @deadline (clock_now_ms()), 0 once past, for poll(). */

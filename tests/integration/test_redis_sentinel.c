@@ -32,6 +32,8 @@
 
 #include "harness_redis.h"
 
+#define WORKERS         2
+#define REDIS_CONNS     (WORKERS + 1)   /* each worker's and the privileged lane's */
 #define TIMEOUT_MS      500
 #define FOLLOW_MS       60000       /* generous: Sentinel demotes a live master after ~10 s */
 #define LIMIT           5
@@ -277,7 +279,7 @@ static struct harness_daemon *start_divvyd(const char *sentinels, const char *ex
     struct harness_daemon *d;
     char *conf = config_text(sentinels, "mymaster", extra);
 
-    d = redis_divvyd(conf, 2);
+    d = redis_divvyd(conf, WORKERS);
     free(conf);
     return d;
 }
@@ -427,10 +429,10 @@ static void test_redis_sentinel_strict(void **state)
     assert_string_equal(role_of(t.master, role, sizeof(role)), "master");
     assert_int_equal(used_in(t.master, "alice"), 3);
     expect_strict_window(c, "bob", t.master);
-    wait_stat(d, "redis_connections", 2, 10000);
+    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
     assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
     assert_int_equal(stat_of(d, "redis_fallbacks"), 0);
-    /* Both workers asked; the master was logged once, with the sentinel that said so. */
+    /* Every worker asked; the master was logged once, with the sentinel that said so. */
     snprintf(said, sizeof(said), "redis: sentinel unix:%s says master mymaster is 127.0.0.1:%d",
              t.sentinel->sock, t.master->port);
     assert_int_equal(log_count(d, said), 1);
@@ -492,7 +494,7 @@ static void test_redis_sentinel_master_killed(void **state)
     /* divvyd follows: alice's third hit is counted in the promoted replica. */
     hit_until_allowed(c, "alice", 2, FOLLOW_MS);
     assert_int_equal(used_in(t.replica, "alice"), 3);
-    wait_stat(d, "redis_connections", 2, 10000);
+    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
     assert_true(stat_of(d, "redis_breaker_trips") >= 1);
     /* Strict again, on every worker: a window per connection, all in the new master. */
     for (int i = 0; i < 4; i++)
@@ -554,7 +556,7 @@ static void test_redis_sentinel_failover_live(void **state)
             fail_msg("hits never reached the new master");
         harness_pause_ms(50);
     }
-    wait_stat(d, "redis_connections", 2, 10000);
+    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
     for (int i = 0; i < 4; i++)
         CHECK(harness_connect(d, HARNESS_UNIX, &cs[i]));
     for (int i = 0; i < 4; i++) {
@@ -602,11 +604,11 @@ static void test_redis_sentinel_switch_event(void **state)
     expect_allowed(c, "erin", 4);
     expect_allowed(c, "erin", 3);
     assert_int_equal(used_in(t.master, "erin"), 2);
-    wait_stat(d, "redis_connections", 2, 10000);
-    /* Both workers are on the old master and subscribed to the sentinel. */
-    if (!wait_for(subscribers_at_least, t.sentinel, 2, 20000))
+    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
+    /* Every worker is on the old master and subscribed to the sentinel. */
+    if (!wait_for(subscribers_at_least, t.sentinel, REDIS_CONNS, 20000))
         fail_msg("divvyd's workers never subscribed to the sentinel");
-    assert_int_equal(divvyd_clients_on(t.master), 2);
+    assert_int_equal(divvyd_clients_on(t.master), REDIS_CONNS);
     if (!wait_for(has_erin_at_2, t.replica, 0, 20000))
         fail_msg("the replica never got erin's count");
 
@@ -639,7 +641,7 @@ static void test_redis_sentinel_switch_event(void **state)
         fail_msg("divvyd still has %d connection(s) on the old master",
                  divvyd_clients_on(t.master));
     assert_string_equal(role_of(t.master, role, sizeof(role)), "master");
-    wait_stat(d, "redis_connections", 2, 10000);
+    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
     hit_until_allowed(c, "late", 4, FOLLOW_MS);
     assert_int_equal(used_in(t.replica, "late"), 1);
     assert_int_equal(used_in(t.master, "late"), LLONG_MIN);
