@@ -12,6 +12,8 @@
  *   - restart: divvyd stopped and started (snapshot), killed and started,
  *     and started with a config where the legitimate fast_path rule `f` is
  *     not fast_path any more (its counter moves at that start);
+ *   - fd store: divvyd killed and started with the member-written memfd
+ *     handed back as systemd's fd store does (LISTEN_FDS, fast-table);
  *   - reload: a reload that moves `f` out of the fast table (fast_path true
  *     -> false), which walks the whole fast table.
  * After each: the victim is still allowed by `pantry` and by the login
@@ -233,7 +235,7 @@ static void run_member(struct harness_daemon *d)
  * by the login rule, neither COUNTERS nor `divvyctl locked` shows them, and
  * `f`'s honest counter still has 3 of 5 (and is listed).
  */
-static void expect_unplanted(struct harness_daemon *d, const char *when)
+static void expect_unplanted_at(const char *sock, const char *when)
 {
     struct harness_conn *c;
     struct harness_ctl *ctl;
@@ -242,7 +244,7 @@ static void expect_unplanted(struct harness_daemon *d, const char *when)
     long long credit, secs;
 
     fprintf(stderr, "  checking %s\n", when);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_connect_unix(sock, &c));
     CHECK(harness_cmd(c, "PEEK method=GET path=/pantry/jam ip=" VICTIM, r, sizeof(r)));
     if (strcmp(r, "OK true 1 0 pantry") != 0)
         fail_msg("%s: the victim under rule pantry: \"%s\", want \"OK true 1 0 pantry\"",
@@ -261,9 +263,14 @@ static void expect_unplanted(struct harness_daemon *d, const char *when)
     if (!strstr(buf, "rule=f actor=\"" HONEST "\" credit=3 used=2"))
         fail_msg("%s: COUNTERS does not list rule f's counter:\n%s", when, buf);
     harness_close(c);
-    ctl = harness_ctl_run(false, NULL, 0, (const char *const[]){ "-s", d->sock, "locked", NULL });
+    ctl = harness_ctl_run(false, NULL, 0, (const char *const[]){ "-s", sock, "locked", NULL });
     if (strstr(ctl->out, VICTIM) || strstr(ctl->out, "login") || strstr(ctl->out, "pantry"))
         fail_msg("%s: divvyctl locked lists a planted slot:\n%s", when, ctl->out);
+}
+
+static void expect_unplanted(struct harness_daemon *d, const char *when)
+{
+    expect_unplanted_at(d->sock, when);
 }
 
 static void stop_ok(struct harness_daemon *d)
@@ -312,6 +319,78 @@ static void test_fast_plant_restart(void **state)
                                              "not fast_path"), 1);
 }
 
+/* ---- systemd's fd store ----------------------------------------------------------------- */
+
+struct store_start {
+    const struct harness_daemon *d;
+    const char *listen;         /* "unix:<dir>/store.sock" */
+    int table_fd;               /* the memfd, as the store hands it back */
+};
+
+/* The child: divvyd with the stored memfd as fd 3, as systemd passes it. */
+static int store_child(void *arg)
+{
+    const struct store_start *s = arg;
+    char pid[16];
+    int log = open(s->d->log, O_WRONLY | O_APPEND | O_CLOEXEC);
+
+    if (log < 0 || dup2(log, 2) < 0 || dup2(s->table_fd, 3) != 3)
+        return 120;
+    snprintf(pid, sizeof(pid), "%d", (int)getpid());
+    if (setenv("LISTEN_FDS", "1", 1) < 0 || setenv("LISTEN_PID", pid, 1) < 0 ||
+        setenv("LISTEN_FDNAMES", "fast-table", 1) < 0)
+        return 121;
+    unsetenv("NOTIFY_SOCKET");
+    execl(harness_divvyd(), "divvyd", "-c", s->d->config, "-s", s->d->state, "-l", s->listen,
+          "-w", "1", (char *)NULL);
+    return 127;
+}
+
+/* A crash under systemd: the next divvyd takes the very memfd the member
+ * wrote back from the fd store. */
+static void test_fast_plant_fd_store(void **state)
+{
+    struct harness_daemon *d = start_plant();
+    struct store_start s = { .d = d };
+    struct harness_conn *c = NULL;
+    char listen[HARNESS_PATH + 32], reply[HARNESS_LINE];
+    int cfd = -1, status;
+    pid_t pid;
+
+    (void)state;
+    run_member(d);
+    CHECK(fast_fds_get(d->sock, &s.table_fd, &cfd));
+    close(cfd);
+    d->expect_exit = true;
+    CHECK(harness_kill(d, SIGKILL));
+    for (uint64_t end = harness_now_ms() + HARNESS_STOP_MS; harness_alive(d);)
+        if (harness_now_ms() > end)
+            fail_msg("divvyd survived SIGKILL");
+        else
+            harness_pause_ms(10);
+    snprintf(listen, sizeof(listen), "unix:%s/store.sock", d->dir);
+    s.listen = listen;
+    CHECK(harness_spawn(store_child, &s, &pid));
+    close(s.table_fd);
+    for (uint64_t end = harness_now_ms() + HARNESS_START_MS;; harness_pause_ms(20)) {
+        if (harness_now_ms() > end)
+            fail_msg("divvyd with the stored memfd did not answer PING");
+        if (harness_connect_unix(listen + 5, &c) < 0)
+            continue;
+        if (harness_cmd(c, "PING", reply, sizeof(reply)) >= 0 && strcmp(reply, "OK pong") == 0)
+            break;
+        harness_close(c);
+        c = NULL;
+    }
+    harness_close(c);
+    assert_int_equal(harness_log_contains(d, "taken back from the service manager's fd store"),
+                     1);
+    expect_unplanted_at(listen + 5, "after a crash and a start with the fd store's memfd");
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    CHECK(harness_reap(pid, HARNESS_STOP_MS, &status));
+    assert_int_equal(status, 0);
+}
+
 static void test_fast_plant_reload(void **state)
 {
     struct harness_daemon *d = start_plant();
@@ -337,6 +416,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fast_plant_restart, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fast_plant_fd_store, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_fast_plant_reload, harness_setup,
                                         harness_teardown),
