@@ -282,6 +282,18 @@ static void stop_ok(struct harness_daemon *d)
         fail_msg("divvyd did not exit 0 on SIGTERM: status 0x%x", status);
 }
 
+/* A crash: SIGKILL, and divvyd is gone. */
+static void crash(struct harness_daemon *d)
+{
+    d->expect_exit = true;
+    CHECK(harness_kill(d, SIGKILL));
+    for (uint64_t end = harness_now_ms() + HARNESS_STOP_MS; harness_alive(d);)
+        if (harness_now_ms() > end)
+            fail_msg("divvyd survived SIGKILL");
+        else
+            harness_pause_ms(10);
+}
+
 /* ---- the tests -------------------------------------------------------------------------- */
 
 static void test_fast_plant_restart(void **state)
@@ -298,13 +310,7 @@ static void test_fast_plant_restart(void **state)
     expect_unplanted(d, "after a restart");
 
     /* A crash: whatever the last snapshot held (the planted slots too). */
-    d->expect_exit = true;
-    CHECK(harness_kill(d, SIGKILL));
-    for (uint64_t end = harness_now_ms() + HARNESS_STOP_MS; harness_alive(d);)
-        if (harness_now_ms() > end)
-            fail_msg("divvyd survived SIGKILL");
-        else
-            harness_pause_ms(10);
+    crash(d);
     CHECK(harness_restart(d));
     expect_unplanted(d, "after a crash and a start");
 
@@ -361,13 +367,7 @@ static void test_fast_plant_fd_store(void **state)
     run_member(d);
     CHECK(fast_fds_get(d->sock, &s.table_fd, &cfd));
     close(cfd);
-    d->expect_exit = true;
-    CHECK(harness_kill(d, SIGKILL));
-    for (uint64_t end = harness_now_ms() + HARNESS_STOP_MS; harness_alive(d);)
-        if (harness_now_ms() > end)
-            fail_msg("divvyd survived SIGKILL");
-        else
-            harness_pause_ms(10);
+    crash(d);
     snprintf(listen, sizeof(listen), "unix:%s/store.sock", d->dir);
     s.listen = listen;
     CHECK(harness_spawn(store_child, &s, &pid));

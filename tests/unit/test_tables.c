@@ -82,16 +82,17 @@ static void add_rule(struct rules_spec *spec, const char *label, bool fast, enum
     r->source = source;
 }
 
-/* Rule a (fast_path @a_fast, algorithm @a_algo), rule b (private) and rule
- * p (source = privileged), then the default rule. */
-static struct rules *compile(bool a_fast, enum rules_algo a_algo)
+/* Rule a (fast_path @a_fast, algorithm @a_algo, source @a_source), rule b
+ * (private) and rule p (source = privileged), then the default rule. */
+static struct rules *compile_source(bool a_fast, enum rules_algo a_algo,
+                                    enum rules_source a_source)
 {
     struct rules_spec spec = { 0 };
     struct rules_rule_spec *r;
     struct rules *rules = NULL;
     struct diag diag;
 
-    add_rule(&spec, "a", a_fast, a_algo, RULES_SOURCE_ANY);
+    add_rule(&spec, "a", a_fast, a_algo, a_source);
     add_rule(&spec, "b", false, RULES_ALGO_WINDOW, RULES_SOURCE_ANY);
     add_rule(&spec, "p", false, RULES_ALGO_WINDOW, RULES_SOURCE_PRIVILEGED);
     assert_int_equal(rules_spec_add(&spec, "test.conf", 4, &r), 0);
@@ -103,6 +104,11 @@ static struct rules *compile(bool a_fast, enum rules_algo a_algo)
         fail_msg("%s", diag.n ? diag.e[0].msg : "rules_compile failed");
     rules_spec_free(&spec);
     return rules;
+}
+
+static struct rules *compile(bool a_fast, enum rules_algo a_algo)
+{
+    return compile_source(a_fast, a_algo, RULES_SOURCE_ANY);
 }
 
 static struct rules_rule rule_of(const struct rules *rules, const char *label)
@@ -222,24 +228,15 @@ static void test_tables_settle_algorithm_must_match(void **state)
 static void test_tables_settle_never_into_privileged(void **state)
 {
     struct fixture *f = *state;
-    struct rules_spec spec = { 0 };
-    struct rules *old = compile(true, RULES_ALGO_WINDOW), *now;
-    struct rules_rule_spec *r;
+    struct rules *old = compile(true, RULES_ALGO_WINDOW);
+    struct rules *now = compile_source(false, RULES_ALGO_WINDOW, RULES_SOURCE_PRIVILEGED);
     struct fastrules trusted = { 0 };
-    struct diag diag;
 
-    add_rule(&spec, "a", false, RULES_ALGO_WINDOW, RULES_SOURCE_PRIVILEGED);
-    assert_int_equal(rules_spec_add(&spec, "test.conf", 2, &r), 0);
-    r->credit_limit = 0;
-    r->reset_seconds = 0;
-    r->is_default = true;
-    diag_init(&diag);
-    assert_int_equal(rules_compile(&spec, 2, &now, &diag), 0);
-    rules_spec_free(&spec);
     assert_int_equal(hit(f->tb.fast, old, "a", TABLE_TAKE, 3), 7);
     assert_int_equal(tables_fast_rules(&f->tb, old, 1, &trusted), 0);
     assert_int_equal(tables_settle(&f->tb, now, &trusted, true, NULL, "test"), 0);
     assert_int_equal(hit(f->tb.privileged, now, "a", TABLE_PEEK, 0), 10);
+    assert_int_equal(hit(f->tb.fast, now, "a", TABLE_PEEK, 0), 7);
     fastrules_free(&trusted);
     rules_free(old);
     rules_free(now);
