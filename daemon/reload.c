@@ -404,9 +404,9 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     move = rl->have_tables && tables_changed(&rl->tables, rl->current->st.rules, rules) != 0;
     /* A fast-table counter leaves it only for a rule that was fast_path
      * under the rules it was written under, the current ones (fastrules.h);
-     * out of memory, none does.  The record of the last run's fast_path
-     * rules goes until the new one is written: a crash in between trusts
-     * none at the next start, rather than rules that may no longer be. */
+     * out of memory, none does.  Their record (fast.rules) goes until the
+     * new rules' is written: a crash in between trusts none at the next
+     * start, rather than rules that may no longer be fast_path. */
     if (move && tables_fast_rules(&rl->tables, rl->current->st.rules,
                                   rl->current->st.generation, &trusted) < 0)
         log_msg(LOG_ERR, "reload (%s): out of memory: no counter leaves the fast-path table",
