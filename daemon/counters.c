@@ -76,6 +76,8 @@ struct counters_job {
     uint64_t only_rule;         /* its id */
     /* This host's tables: sorted rule ids and their indexes, to find rules. */
     const struct rules *rules;  /* inside the first RCU section only */
+    struct eval_env env;        /* ... with the tables, to tell where a rule's counters are */
+    const struct table *walked; /* the table table_foreach() walks now */
     const uint64_t *ids;
     const uint32_t *idx;
     size_t n_ids;
@@ -134,9 +136,13 @@ static int collect_counter(const struct table_entry *e, void *userdata)
     int idx = find_rule_id(job->ids, job->idx, job->n_ids, e->rule_id);
     uint64_t limit, used, retry_ms;
 
-    /* Counters of rules a reload removed are not reported. */
+    /* Counters of rules a reload removed are not reported.  Nor is a slot
+     * in a table where its rule keeps no counter, or of another algorithm
+     * (no hit reads it): in the fast table any divvy-fast member can write
+     * one naming any rule, a login rule's included. */
     if (idx < 0 || (job->one_rule && e->rule_id != job->only_rule) ||
-        rules_get(job->rules, (uint32_t)idx, &r) < 0)
+        rules_get(job->rules, (uint32_t)idx, &r) < 0 || eval_table(&job->env, &r) != job->walked ||
+        e->algo != r.algo)
         return 0;
     limit = (uint64_t)r.credit_limit;
     retry_ms = 0;
@@ -543,6 +549,7 @@ void counters_request(struct conn *c, const struct proto_req *req)
     struct counters_job *job;
     const struct proto_kv *kv, *rule_kv = proto_find(req, "rule", 4);
     const struct reload_state *st;
+    struct table *all[3] = { c->w->s->o.fast, c->w->s->o.priv, c->w->s->o.privileged };
     uint64_t *ids = NULL;
     uint32_t *idx = NULL;
     struct rules_rule r;
@@ -616,9 +623,13 @@ void counters_request(struct conn *c, const struct proto_req *req)
     job->rules = st->rules;
     job->ids = ids;
     job->idx = idx;
-    table_foreach(c->w->s->o.fast, job->now, collect_counter, job);
-    table_foreach(c->w->s->o.priv, job->now, collect_counter, job);
-    table_foreach(c->w->s->o.privileged, job->now, collect_counter, job);
+    job->env = (struct eval_env){ .rules = st->rules, .fast = all[0], .priv = all[1],
+                                  .privileged = all[2] };
+    for (size_t t = 0; t < 3; t++) {
+        job->walked = all[t];
+        if (all[t])
+            table_foreach(all[t], job->now, collect_counter, job);
+    }
     job->rules = NULL;
     job->ids = NULL;
     job->idx = NULL;

@@ -25,6 +25,7 @@
 #include "adhoc.h"
 #include "config.h"
 #include "fastfd.h"
+#include "fastrules.h"
 #include "lock.h"
 #include "log.h"
 #include "metrics.h"
@@ -601,8 +602,11 @@ out:
                            sizeof(path))
             unlink(path);
         lock_release(&lock, true);
-        if (made_dir)
+        /* The record reload_set_tables() wrote (fastrules.h) goes with the dir. */
+        if (made_dir) {
+            fastrules_forget(state_dir);
             rmdir(state_dir);
+        }
     }
     notify_listeners_free(inherited, n_inherited);
     notify_stored_free(stored, n_stored);

@@ -59,15 +59,18 @@ out:
     return r;
 }
 
-int persist_load(const char *path, void *base, size_t len)
+/* The whole of @path into *ret_buf (malloc'd, at least one byte) and its
+ * size into *ret_len, when @path is a regular file of @min to @max bytes
+ * that keeps its size while read. */
+static int load_regular(const char *path, size_t min, size_t max, uint8_t **ret_buf,
+                        size_t *ret_len)
 {
     struct stat st;
     uint8_t *buf = NULL, extra;
+    size_t len;
     ssize_t n;
     int fd, r;
 
-    if (!path || (!base && len > 0))
-        return -EINVAL;
     /* O_NONBLOCK: a FIFO planted under the name must not hang the daemon. */
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
@@ -76,11 +79,12 @@ int persist_load(const char *path, void *base, size_t len)
         r = -errno;
         goto out;
     }
-    if (!S_ISREG(st.st_mode) || st.st_size < 0 || (uintmax_t)st.st_size != len) {
+    if (!S_ISREG(st.st_mode) || st.st_size < 0 || (uintmax_t)st.st_size < min ||
+        (uintmax_t)st.st_size > max) {
         r = -EBADMSG;
         goto out;
     }
-    /* Into a buffer first: @base changes only when the whole file was read. */
+    len = (size_t)st.st_size;
     buf = malloc(len > 0 ? len : 1);
     if (!buf) {
         r = -ENOMEM;
@@ -100,11 +104,46 @@ int persist_load(const char *path, void *base, size_t len)
         r = n < 0 ? (int)n : -EBADMSG;  /* grew under us */
         goto out;
     }
-    if (len > 0)
-        memcpy(base, buf, len);
+    *ret_buf = buf;
+    *ret_len = len;
+    buf = NULL;
     r = 0;
 out:
     free(buf);
     close(fd);
     return r;
+}
+
+int persist_load(const char *path, void *base, size_t len)
+{
+    uint8_t *buf = NULL;
+    size_t got;
+    int r;
+
+    if (!path || (!base && len > 0))
+        return -EINVAL;
+    /* Into a buffer first: @base changes only when the whole file was read. */
+    r = load_regular(path, len, len, &buf, &got);
+    if (r < 0)
+        return r;
+    if (len > 0)
+        memcpy(base, buf, len);
+    free(buf);
+    return 0;
+}
+
+int persist_load_any(const char *path, size_t max, void **ret_buf, size_t *ret_len)
+{
+    uint8_t *buf = NULL;
+    size_t len;
+    int r;
+
+    if (!path || !ret_buf || !ret_len)
+        return -EINVAL;
+    r = load_regular(path, 0, max, &buf, &len);
+    if (r < 0)
+        return r;
+    *ret_buf = buf;
+    *ret_len = len;
+    return 0;
 }

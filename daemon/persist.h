@@ -33,4 +33,13 @@ int persist_save(const char *path, const void *base, size_t len);
  */
 int persist_load(const char *path, void *base, size_t len);
 
+/*
+ * The same for a file of any size up to @max bytes: on success *ret_buf is
+ * its contents (malloc'd, the caller frees it; never NULL, also for an empty
+ * file) and *ret_len their size.  -ENOENT, -EBADMSG (not a regular file,
+ * over @max bytes, or it changed size while read), -ENOMEM, another -errno;
+ * *ret_buf and *ret_len are left untouched unless 0 is returned.
+ */
+int persist_load_any(const char *path, size_t max, void **ret_buf, size_t *ret_len);
+
 #endif

@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "fastrules.h"
 #include "fdio.h"
 #include "log.h"
 #include "reload.h"
@@ -177,9 +178,33 @@ fail:
     return r;
 }
 
+/*
+ * Records the fast_path rules of generation @gen (@rules), just published,
+ * as those the fast table's counters may leave it for (fastrules.h).  A
+ * record that cannot be written is removed: a stale one could name a rule
+ * that is not fast_path any more.
+ */
+static void record_fast_rules(const struct reload *rl, const struct rules *rules, uint64_t gen)
+{
+    struct fastrules fr = { 0 };
+    int r;
+
+    r = tables_fast_rules(&rl->tables, rules, gen, &fr);
+    if (r >= 0)
+        r = fastrules_save(rl->state_dir, &fr);
+    fastrules_free(&fr);
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_WARNING, "cannot write %s/%s: %m; until it is written, no counter leaves "
+                "the fast-path table at a restart", rl->state_dir, FASTRULES_FILE);
+        fastrules_forget(rl->state_dir);
+    }
+}
+
 int reload_set_tables(struct reload *rl, const struct tables *tb)
 {
-    int r;
+    struct fastrules last = { 0 };
+    int r, lr;
 
     pthread_mutex_lock(&rl->lock);
     rl->tables = *tb;
@@ -190,8 +215,22 @@ int reload_set_tables(struct reload *rl, const struct tables *tb)
         table_adopt_digests(tb->priv, tb->fast);
     if (tb->privileged && tb->fast)
         table_adopt_digests(tb->privileged, tb->fast);
-    /* No reader runs yet at start: one pass that removes as it moves. */
-    r = tables_settle(&rl->tables, rl->current->st.rules, true, NULL, "start");
+    /* The fast table was last written under the previous run's rules: its
+     * counters leave it only for the rules that were fast_path then, as
+     * that run recorded them (never as the member-writable table says). */
+    lr = fastrules_load(rl->state_dir, &last);
+    if (lr < 0 && lr != -ENOENT) {
+        errno = -lr;
+        log_msg(LOG_WARNING, "%s/%s not used (%m): no counter leaves the fast-path table "
+                "at this start", rl->state_dir, FASTRULES_FILE);
+    }
+    /* No reader runs yet at start: one pass that removes as it moves.  No
+     * client has the new rules yet either: the record changes only after. */
+    r = tables_settle(&rl->tables, rl->current->st.rules, lr >= 0 ? &last : NULL, true, NULL,
+                      "start");
+    if (r >= 0)
+        record_fast_rules(rl, rl->current->st.rules, rl->current->st.generation);
+    fastrules_free(&last);
     pthread_mutex_unlock(&rl->lock);
     return r;
 }
@@ -302,6 +341,7 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     struct reload_settings now_set = { 0 };
     struct diag *diag;
     struct tables_log copied = { 0 };
+    struct fastrules trusted = { 0 };
     uint64_t gen;
     bool move, wrote = false;
     int r;
@@ -362,8 +402,19 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     /* Only a reload that changes some rule's table walks the tables (at
      * start they always are: the last run's config is unknown). */
     move = rl->have_tables && tables_changed(&rl->tables, rl->current->st.rules, rules) != 0;
+    /* A fast-table counter leaves it only for a rule that was fast_path
+     * under the rules it was written under, the current ones (fastrules.h);
+     * out of memory, none does.  Their record (fast.rules) goes until the
+     * new rules' is written: a crash in between trusts none at the next
+     * start, rather than rules that may no longer be fast_path. */
+    if (move && tables_fast_rules(&rl->tables, rl->current->st.rules,
+                                  rl->current->st.generation, &trusted) < 0)
+        log_msg(LOG_ERR, "reload (%s): out of memory: no counter leaves the fast-path table",
+                who);
+    if (rl->have_tables)
+        fastrules_forget(rl->state_dir);
     if (move)
-        tables_settle(&rl->tables, rules, false, &copied, who);
+        tables_settle(&rl->tables, rules, &trusted, false, &copied, who);
     p->st.rules = rules;
     p->st.generation = gen;
     rules = NULL;
@@ -371,11 +422,14 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     /* The file is complete before the generation that names it is visible. */
     table_set_generation(rl->fast, gen);
     remove_old_rules_files(rl, gen);
+    if (rl->have_tables)
+        record_fast_rules(rl, p->st.rules, gen);
     if (move) {
         urcu_memb_synchronize_rcu();
-        if (tables_settle(&rl->tables, p->st.rules, true, &copied, who) < 0)
+        if (tables_settle(&rl->tables, p->st.rules, &trusted, true, &copied, who) < 0)
             log_msg(LOG_ERR, "reload (%s): out of memory moving counters between tables; "
-                    "they move at the next reload or start", who);
+                    "those of the private tables move at the next reload or start, those of "
+                    "the fast table stay there and expire", who);
     }
     rl->next_generation = gen + 1;
     rl->n_ok++;
@@ -392,6 +446,7 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
 out:
     pthread_mutex_unlock(&rl->lock);
     tables_log_free(&copied);
+    fastrules_free(&trusted);
     reload_settings_free(&now_set);
     published_free(p);
     rules_free(rules);

@@ -45,7 +45,10 @@ int reload_new(const char *config_path, const struct config *cfg, const char *st
  * reload_free()), so that a reload that moves a rule to another table
  * (fast_path or source changed) carries its counters over.  Also moves, at
  * once, the counters the current rules find in the wrong table (a config
- * changed between two runs).  Call before any reader runs.  0 or -ENOMEM.
+ * changed between two runs): those of the fast table only for the rules the
+ * last run recorded as fast_path in <state_dir>/fast.rules (fastrules.h),
+ * which then records the current rules'; every reload rewrites it.  Call
+ * before any reader runs.  0 or -ENOMEM.
  */
 int reload_set_tables(struct reload *rl, const struct tables *tb);
 

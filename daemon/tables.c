@@ -6,7 +6,9 @@
  * actor would start afresh.  The rules are indexed by id once; each table
  * is then walked once per other table with table_move(), which decides per
  * counter through move_pick().  docs/daemon.md "Counter tables" says how the
- * two passes of a reload bound what racing hits can change.
+ * two passes of a reload bound what racing hits can change.  What a slot of
+ * the fast table says is only what some divvy-fast member may have written:
+ * move_pick() lets it out only for a rule of the trusted set (fastrules.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -27,8 +29,11 @@ struct move_rule {
 struct move_ctx {
     struct move_rule *rules;    /* sorted by id */
     size_t n;
+    const struct table *fast;
     const struct table *privileged;
+    const struct fastrules *trusted;    /* may leave the fast table; NULL: none */
     bool from_fast;             /* the walk is over the fast table */
+    uint64_t untrusted;         /* fast-table counters kept there: not trusted to leave */
 };
 
 static int move_rule_cmp(const void *a, const void *b)
@@ -41,7 +46,7 @@ static int move_rule_cmp(const void *a, const void *b)
 static struct table *move_pick(uint64_t rule_id, enum rules_algo algo, void *arg,
                                struct table_limits *ret_lim)
 {
-    const struct move_ctx *ctx = arg;
+    struct move_ctx *ctx = arg;
     struct move_rule key = { .id = rule_id };
     const struct move_rule *m;
 
@@ -50,11 +55,21 @@ static struct table *move_pick(uint64_t rule_id, enum rules_algo algo, void *arg
      * stays where it is and expires there. */
     if (!m || m->lim.algo != algo)
         return NULL;
-    /* Any fast-group member can write the fast table's slots, so nothing of
-     * it ever becomes a login counter: a rule that goes from fast_path to
-     * source = privileged starts afresh there (docs/daemon.md). */
-    if (ctx->from_fast && m->table == ctx->privileged)
-        return NULL;
+    if (ctx->from_fast && m->table != ctx->fast) {
+        /* Any fast-group member can write the fast table's slots, so nothing
+         * of it ever becomes a login counter: a rule that goes from
+         * fast_path to source = privileged starts afresh there
+         * (docs/daemon.md).  Nor does a slot leave it for a rule that was
+         * not fast_path (with this algorithm) in the generation that owned
+         * it: the member could plant it with any state for any rule id,
+         * and here it would become a counter members cannot touch. */
+        if (m->table == ctx->privileged)
+            return NULL;
+        if (!fastrules_has(ctx->trusted, rule_id, algo)) {
+            ctx->untrusted++;
+            return NULL;
+        }
+    }
     *ret_lim = m->lim;
     return m->table;
 }
@@ -115,8 +130,30 @@ out:
     return r;
 }
 
-int tables_settle(const struct tables *tb, const struct rules *rules, bool remove,
-                  struct tables_log *log, const char *who)
+int tables_fast_rules(const struct tables *tb, const struct rules *rules, uint64_t generation,
+                      struct fastrules *ret)
+{
+    struct move_ctx ctx = { 0 };
+    struct fastrules fr = { .generation = generation };
+    int r;
+
+    r = index_rules(tb, rules, &ctx);
+    for (size_t i = 0; r >= 0 && i < ctx.n; i++)
+        if (tb->fast && ctx.rules[i].table == tb->fast)
+            r = fastrules_add(&fr, ctx.rules[i].id, ctx.rules[i].lim.algo);
+    free(ctx.rules);
+    if (r < 0) {
+        fastrules_free(&fr);
+        return r;
+    }
+    fastrules_sort(&fr);
+    *ret = fr;
+    return 0;
+}
+
+int tables_settle(const struct tables *tb, const struct rules *rules,
+                  const struct fastrules *trusted, bool remove, struct tables_log *log,
+                  const char *who)
 {
     struct table *all[3] = { tb->fast, tb->priv, tb->privileged };
     struct move_ctx ctx = { 0 };
@@ -126,7 +163,9 @@ int tables_settle(const struct tables *tb, const struct rules *rules, bool remov
     r = index_rules(tb, rules, &ctx);
     if (r < 0)
         return r;
+    ctx.fast = tb->fast;
     ctx.privileged = tb->privileged;
+    ctx.trusted = trusted;
     for (size_t f = 0; f < 3; f++) {
         struct table_move_stats st;
 
@@ -146,6 +185,11 @@ int tables_settle(const struct tables *tb, const struct rules *rules, bool remov
                     "table: those actors start afresh", who, (unsigned long long)st.digest,
                     (unsigned long long)st.full, table_name(tb, all[f]));
     }
+    if (ctx.untrusted && remove)
+        log_msg(LOG_WARNING, "%s: %llu counters in the fast table name rules that were not "
+                "fast_path when it was written (a divvy-fast member's, or left behind by "
+                "an earlier move): they stay there, unused, and expire", who,
+                (unsigned long long)ctx.untrusted);
 out:
     free(ctx.rules);
     return r;

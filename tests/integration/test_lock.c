@@ -84,9 +84,10 @@ static void test_lock_second_daemon_refused(void **state)
     struct harness_opts o = { .config_text = lock_conf, .workers = 1 };
     struct harness_daemon *d = NULL;
     struct harness_conn *c;
-    struct stat before[4], after[4];
+    struct stat before[5], after[5];
     char rules_name[64];
-    const char *names[4] = { "private.table", "privileged.table", rules_name, "divvyd.lock" };
+    const char *names[5] = { "private.table", "privileged.table", rules_name, "divvyd.lock",
+                             "fast.rules" };
     char listing[512], listing2[512], err[4096], want[HARNESS_PATH + 128];
     long long gen, gen2;
     int status;
@@ -98,12 +99,14 @@ static void test_lock_second_daemon_refused(void **state)
     EXPECT_OK(c, "HIT path=/u user=a", true, 99, 3599, 3600);
     CHECK(harness_get_stat(c, "config_generation", &gen));
     assert_lock_holds(d, d->pid);
-    /* The fast table is a memfd (docs/shm.md): no file of its own. */
+    /* The fast table is a memfd (docs/shm.md): no file of its own, only the
+     * record of the rules its counters belong to (fast.rules). */
     snprintf(rules_name, sizeof(rules_name), "rules.%lld", gen);
-    snprintf(want, sizeof(want), "divvyd.lock private.table privileged.table %s", rules_name);
+    snprintf(want, sizeof(want), "divvyd.lock fast.rules private.table privileged.table %s",
+             rules_name);
     harness_list_dir(d->state, listing, sizeof(listing));
     assert_string_equal(listing, want);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         stat_in(d, names[i], &before[i]);
 
     /* The second one: exit 1, quickly, one line naming the first. */
@@ -122,7 +125,7 @@ static void test_lock_second_daemon_refused(void **state)
     assert_int_equal(gen2, gen);
     harness_list_dir(d->state, listing2, sizeof(listing2));
     assert_string_equal(listing2, listing);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         stat_in(d, names[i], &after[i]);
         assert_same_file(&before[i], &after[i]);
     }

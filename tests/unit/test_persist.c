@@ -5,8 +5,8 @@
  * buffer only from a regular file of exactly the expected size (-ENOENT,
  * -EBADMSG otherwise, the buffer untouched); a save that fails part-way
  * (a short write, then EFBIG, under RLIMIT_FSIZE) keeps the old file and
- * removes its temp file.  The module is linked from libdivvyd.a, as divvyd
- * links it.
+ * removes its temp file; persist_load_any() reads any size up to its bound.
+ * The module is linked from libdivvyd.a, as divvyd links it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -143,6 +143,33 @@ static void test_persist_load_refuses(void **state)
     assert_memory_equal(buf, "ABCDEFGHIJKLMNOP", 16);
 }
 
+/* persist_load_any(): any size up to the bound, the same refusals. */
+static void test_persist_load_any(void **state)
+{
+    struct fixture *f = *state;
+    void *buf = (void *)&buf;
+    size_t len = 99;
+    char other[160];
+
+    assert_int_equal(persist_load_any(f->path, 64, &buf, &len), -ENOENT);
+    assert_int_equal(persist_save(f->path, "0123456789", 10), 0);
+    assert_int_equal(persist_load_any(f->path, 9, &buf, &len), -EBADMSG);
+    assert_true(buf == (void *)&buf && len == 99);      /* untouched */
+    assert_int_equal(persist_load_any(f->path, 10, &buf, &len), 0);
+    assert_int_equal(len, 10);
+    assert_memory_equal(buf, "0123456789", 10);
+    free(buf);
+    assert_int_equal(persist_save(f->path, NULL, 0), 0);
+    assert_int_equal(persist_load_any(f->path, 10, &buf, &len), 0);
+    assert_non_null(buf);
+    assert_int_equal(len, 0);
+    free(buf);
+    snprintf(other, sizeof(other), "%s/fifo", f->dir);
+    assert_int_equal(mkfifo(other, 0600), 0);
+    assert_int_equal(persist_load_any(other, 10, &buf, &len), -EBADMSG);
+    assert_int_equal(persist_load_any(NULL, 10, &buf, &len), -EINVAL);
+}
+
 static void test_persist_save_failures_keep_old_file(void **state)
 {
     struct fixture *f = *state;
@@ -185,6 +212,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_persist_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persist_load_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_persist_load_any, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persist_save_failures_keep_old_file, setup,
                                         teardown),
     };
