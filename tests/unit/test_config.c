@@ -716,6 +716,39 @@ static void test_config_metrics_names(void **state)
     assert_non_null(strstr(d.e[0].msg, "metrics.names must be \"prometheus\" or \"divvy\""));
 }
 
+static void round_trip(const struct config *cfg);
+
+/* metrics.privileged: false by default, true or false only (file:line), and
+ * written back by divvyctl convert with the rest of metrics { }. */
+static void test_config_metrics_privileged(void **state)
+{
+    static const char rules[] = "rules = ( { default = true; credit_limit = 1; "
+                                "reset_seconds = 1; } );\n";
+    char text[512], path[1024];
+    struct config *cfg;
+    struct diag d;
+
+    (void)state;
+    cfg = load_text(".conf", rules);
+    assert_false(cfg->metrics_privileged);
+    config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = { listen = \"tcp:127.0.0.1:9321\"; path = \"/m\";\n"
+             "  names = \"divvy\"; privileged = true; };\n%s", rules);
+    cfg = load_text(".conf", text);
+    assert_true(cfg->metrics_privileged);
+    round_trip(cfg);
+    config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = {\n  privileged = \"yes\"; };\n%s", rules);
+    tmp_write(path, sizeof(path), ".conf", text, strlen(text));
+    cfg = NULL;
+    diag_init(&d);
+    assert_int_equal(config_load(path, &cfg, &d), -EINVAL);
+    unlink(path);
+    assert_null(cfg);
+    assert_int_equal(d.e[0].line, 2);
+    assert_non_null(strstr(d.e[0].msg, "metrics.privileged must be true or false"));
+}
+
 static void test_config_error_negative(void **state)
 {
     (void)state;
@@ -834,8 +867,6 @@ static void test_config_error_server_ranges(void **state)
     assert_non_null(strstr(d.e[9].msg, "privileged_slots"));
 }
 
-static void round_trip(const struct config *cfg);
-
 /* Admission settings: values, the budgets config_connections() derives, and
  * bad values rejected with their line. */
 static void test_config_admission(void **state)
@@ -950,6 +981,12 @@ static void round_trip(const struct config *cfg)
     assert_int_equal(again->when_full, cfg->when_full);
     assert_int_equal(again->adhoc_slots, cfg->adhoc_slots);
     assert_int_equal(again->adhoc_max_buckets, cfg->adhoc_max_buckets);
+    assert_string_equal(again->metrics_listen ? again->metrics_listen : "-",
+                        cfg->metrics_listen ? cfg->metrics_listen : "-");
+    assert_string_equal(again->metrics_path ? again->metrics_path : "-",
+                        cfg->metrics_path ? cfg->metrics_path : "-");
+    assert_int_equal(again->metrics_divvy_names, cfg->metrics_divvy_names);
+    assert_int_equal(again->metrics_privileged, cfg->metrics_privileged);
     config_free(again);
 }
 
@@ -1099,6 +1136,7 @@ int main(void)
         cmocka_unit_test(test_config_error_every_number),
         cmocka_unit_test(test_config_error_native_typos),
         cmocka_unit_test(test_config_metrics_names),
+        cmocka_unit_test(test_config_metrics_privileged),
         cmocka_unit_test(test_config_error_negative),
         cmocka_unit_test(test_config_error_bad_policy),
         cmocka_unit_test(test_config_error_duplicate_ini_key),
