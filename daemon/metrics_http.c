@@ -11,13 +11,15 @@
  * of the connections libmicrohttpd holds (its connection notifications) and
  * settles it each time a connection arrives, before that one is read
  * (metrics_http_admit()): it closes every connection that has waited more
- * than HTTP_REQUEST_MS for a complete request, then the oldest connections
- * of the newcomer's address beyond HTTP_PER_ADDRESS, then, while more than
- * HTTP_CONN_MAX remain, the oldest connection of the address that holds the
- * most.  The newcomer itself always stays, and a scraper sends its request
- * with its connection, so whatever holds the endpoint's connections, a
- * scrape from an address holding few of them is read and answered.  Room
- * is needed only when a connection arrives, so no timer runs.
+ * than HTTP_REQUEST_MS for a complete request, then connections of the
+ * newcomer's address beyond HTTP_PER_ADDRESS, then, while more than
+ * HTTP_CONN_MAX remain, connections of the address that holds the most;
+ * of those, connections still waiting for a request go before those being
+ * answered, and the oldest first.  The newcomer itself always stays, and a
+ * scraper sends its request with its connection, so whatever holds the
+ * endpoint's connections, a scrape from an address holding few of them is
+ * read and answered.  Room is needed only when a connection arrives, so no
+ * timer runs.
  *
  * A connection is closed with shutdown(): libmicrohttpd reads the end of
  * the stream and frees it as it frees any other.  Every callback runs on
@@ -144,28 +146,27 @@ static unsigned acct_count(const struct metrics_http_acct *a, const struct metri
     return n;
 }
 
-/* The oldest open connection, other than @keep, of the address that holds the
- * most (of those addresses, the one whose oldest came first); NULL if none. */
+/*
+ * The connection to close next, other than @keep: of @addr's (NULL: of the
+ * address that holds the most), one still waiting for its request before
+ * one whose request is in (a scrape being answered), then the oldest.
+ * NULL if none.
+ */
 static struct metrics_http_conn *acct_victim(const struct metrics_http_acct *a,
-                                             const struct metrics_http_conn *keep)
+                                             const struct metrics_http_conn *keep,
+                                             const struct metrics_http_addr *addr)
 {
     struct metrics_http_conn *best = NULL;
     unsigned best_n = 0;
 
     for (struct metrics_http_conn *c = a->head; c; c = c->next) {
         unsigned n;
-        bool first = true;
 
-        if (c->closing || c == keep)
+        if (c->closing || c == keep || (addr && !same_addr(&c->addr, addr)))
             continue;
-        /* Each address is weighed at its oldest connection only. */
-        for (const struct metrics_http_conn *p = a->head; p != c; p = p->next)
-            if (!p->closing && p != keep && same_addr(&p->addr, &c->addr))
-                first = false;
-        if (!first)
-            continue;
-        n = acct_count(a, &c->addr);
-        if (n > best_n) {
+        n = addr ? 1 : acct_count(a, &c->addr);
+        /* In order of arrival: a later one wins only by more, or by waiting. */
+        if (!best || n > best_n || (n == best_n && best->busy && !c->busy)) {
             best = c;
             best_n = n;
         }
@@ -183,12 +184,10 @@ void metrics_http_admit(struct metrics_http_acct *a, struct metrics_http_conn *f
         if (c != fresh && !c->closing && !c->busy && now - c->since_ms > HTTP_REQUEST_MS)
             acct_close(a, c, METRICS_HTTP_CLOSE_SLOW);
     }
-    for (c = a->head; c && acct_count(a, &fresh->addr) > HTTP_PER_ADDRESS; c = next) {
-        next = c->next;
-        if (c != fresh && !c->closing && same_addr(&c->addr, &fresh->addr))
-            acct_close(a, c, METRICS_HTTP_CLOSE_ADDRESS);
-    }
-    while (a->n > HTTP_CONN_MAX && (c = acct_victim(a, fresh)) != NULL)
+    while (acct_count(a, &fresh->addr) > HTTP_PER_ADDRESS &&
+           (c = acct_victim(a, fresh, &fresh->addr)) != NULL)
+        acct_close(a, c, METRICS_HTTP_CLOSE_ADDRESS);
+    while (a->n > HTTP_CONN_MAX && (c = acct_victim(a, fresh, NULL)) != NULL)
         acct_close(a, c, METRICS_HTTP_CLOSE_FULL);
 }
 

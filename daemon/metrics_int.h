@@ -29,8 +29,8 @@ struct MHD_Daemon;
 struct sockaddr;
 
 /* The endpoint's connections (metrics_http.c, docs/operations.md "Prometheus"). */
-#define HTTP_CONN_MAX       64      /* kept at once; past it the greediest address's oldest goes */
-#define HTTP_PER_ADDRESS    8       /* per IPv4 address or IPv6 /64; past it its oldest goes */
+#define HTTP_CONN_MAX       64      /* kept at once; past it the greediest address's go */
+#define HTTP_PER_ADDRESS    8       /* per IPv4 address or IPv6 /64; past it its own go */
 #define HTTP_REQUEST_MS     5000    /* a complete request within this of connecting, or of
                                      * the last reply on the connection */
 
@@ -201,9 +201,11 @@ void metrics_http_untrack(struct metrics_http_acct *a, struct metrics_http_conn 
 /*
  * Settles @a for the newcomer @fresh (tracked) at @now (ms): shuts down every
  * other connection that waited more than HTTP_REQUEST_MS for a request, then
- * the oldest of @fresh's address beyond HTTP_PER_ADDRESS, then, while more
- * than HTTP_CONN_MAX remain, the oldest of the address that holds the most.
- * Closed ones are marked closing and counted in @a->closed; @fresh stays.
+ * connections of @fresh's address beyond HTTP_PER_ADDRESS, then, while more
+ * than HTTP_CONN_MAX remain, connections of the address that holds the most
+ * (ties: the address of the oldest); each time one still waiting for its
+ * request before one being answered, the oldest first.  Closed ones are
+ * marked closing and counted in @a->closed; @fresh stays.
  */
 void metrics_http_admit(struct metrics_http_acct *a, struct metrics_http_conn *fresh,
                         uint64_t now);

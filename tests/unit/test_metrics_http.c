@@ -179,12 +179,40 @@ static void test_metrics_http_full(void **state)
     assert_int_equal(f->a.n, HTTP_CONN_MAX);
 }
 
+/* A connection whose request is in (a scrape being answered) goes after
+ * every one of its kind still waiting for a request, though it is older. */
+static void test_metrics_http_answers_stay(void **state)
+{
+    struct fixture *f = *state;
+    unsigned scrape, slow;
+
+    scrape = arrive(f, "127.0.0.1", 0);
+    f->c[scrape].busy = true;
+    slow = arrive(f, "127.0.0.1", 0);
+    for (unsigned i = 1; i < HTTP_PER_ADDRESS; i++)
+        arrive(f, "127.0.0.1", 0);
+    assert_true(closed(f, slow));
+    assert_false(closed(f, scrape));
+    /* Past HTTP_CONN_MAX, among addresses that hold as many, too. */
+    for (unsigned i = 0; f->a.n < HTTP_CONN_MAX; i++) {
+        char ip[32];
+
+        snprintf(ip, sizeof(ip), "127.0.2.%u", i / HTTP_PER_ADDRESS);
+        slow = arrive(f, ip, 0);
+    }
+    arrive(f, "127.0.0.5", 0);
+    assert_false(closed(f, scrape));
+    assert_true(closed(f, scrape + 2));         /* 127.0.0.1's oldest still waiting */
+    assert_false(closed(f, slow));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_metrics_http_slow_requests_go, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_http_per_address, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_http_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_http_answers_stay, setup, teardown),
     };
 
     log_init(LOG_TARGET_STDERR, false);
