@@ -216,7 +216,8 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
     for (unsigned e = 1; e < N_ERRORS; e++)
         if (m->privileged || e != PROTO_E_NO_COUNTER)
             fprintf(f, "divvy_errors_total{code=\"%s\"} %llu\n",
-                    proto_err_code((enum proto_err)e), (unsigned long long)metrics_sum_errors(m, e));
+                    proto_err_code((enum proto_err)e),
+                    (unsigned long long)metrics_sum_errors(m, e));
 
     put_head(f, "divvy_denials_total", "counter",
              "Denied hits by cause (quota, zero-limit, table-full, redis-down, no-counter).");

@@ -368,9 +368,10 @@ static void test_metrics_privileged_lane_by_option(void **state)
         CHECK(harness_connect(d, HARNESS_UNIX, &u));
         EXPECT_OK_RULE(u, "TAKE 1 service=sshd user=alice", true, 2, 899, 900, "login-user");
         EXPECT_OK_RULE(u, "TAKE 1 path=/status", true, 99, 59, 60, "status");
-        /* The privileged table's fill follows divvyd's tick. */
-        harness_scrape_until(port, "/metrics", shown ? "divvy_table_live_slots{table=\"privileged\"} 1"
-                                                     : "divvy_table_live_slots{table=\"private\"} 1",
+        /* The tables' fill follows divvyd's tick. */
+        harness_scrape_until(port, "/metrics",
+                             shown ? "divvy_table_live_slots{table=\"privileged\"} 1"
+                                   : "divvy_table_live_slots{table=\"private\"} 1",
                              body, BIG);
         /* Totals count every hit, the login rule's too. */
         expect_line(body, "divvy_hit_duration_seconds_count 2", true);
