@@ -181,7 +181,7 @@ void metrics_http_admit(struct metrics_http_acct *a, struct metrics_http_conn *f
 
     for (c = a->head; c; c = next) {
         next = c->next;
-        if (c != fresh && !c->closing && !c->busy && now - c->since_ms > HTTP_REQUEST_MS)
+        if (c != fresh && !c->closing && !c->busy && c->since_ms + HTTP_REQUEST_MS < now)
             acct_close(a, c, METRICS_HTTP_CLOSE_SLOW);
     }
     while (acct_count(a, &fresh->addr) > HTTP_PER_ADDRESS &&
