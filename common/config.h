@@ -135,6 +135,9 @@ struct config {
     char *metrics_path;         /* NULL: "/metrics" */
     bool metrics_divvy_names;   /* metrics.names = "divvy": divvy's names and labels;
                                  * default "prometheus" (docs/operations.md) */
+    bool metrics_privileged;    /* metrics.privileged: the privileged rules' series and
+                                 * table in the exposition; default false (docs/operations.md
+                                 * "What STATS and metrics reveal") */
     char *statsd_host;          /* NULL: no statsd */
     unsigned statsd_port;
     char *statsd_prefix;

@@ -25,7 +25,7 @@ static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
     "adhoc_slots", "adhoc_max_buckets",
 };
-static const char *const conf_metrics_names[] = { "listen", "path", "names" };
+static const char *const conf_metrics_names[] = { "listen", "path", "names", "privileged" };
 static const char *const conf_statsd_names[] = { "host", "prefix", "port", "interval_ms" };
 
 const char *config_listen_proto(const char *addr, enum config_proto *ret_proto)
@@ -372,6 +372,14 @@ int conf_metrics_setting(struct config *cfg, const char *path,
             return -EINVAL;
         }
         cfg->metrics_divvy_names = str[0] == 'd';
+        return 0;
+    }
+    if (strcmp(name, "privileged") == 0) {
+        if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
+            diag_set(reterr, path, conf_line(s), "metrics.privileged must be true or false");
+            return -EINVAL;
+        }
+        cfg->metrics_privileged = config_setting_get_bool(s) != 0;
         return 0;
     }
     return conf_unknown(path, s, "metrics", conf_metrics_names, CONF_N(conf_metrics_names), "",

@@ -2,7 +2,7 @@
 /*
  * config_write: writes a loaded config back out in the native format
  * (config_write_libconfig(), for divvyctl convert): the server, table,
- * store and redis groups that differ from the defaults, and every rule with
+ * store, redis and metrics groups that differ from the defaults, and every rule with
  * its settings in native spelling.
  */
 #include <errno.h>
@@ -265,6 +265,24 @@ static void conf_write_store(const struct config *cfg, FILE *f)
     }
 }
 
+/* metrics { }, when a setting differs from its default. */
+static void conf_write_metrics(const struct config *cfg, FILE *f)
+{
+    if (!cfg->metrics_listen && !cfg->metrics_path && !cfg->metrics_divvy_names &&
+        !cfg->metrics_privileged)
+        return;
+    fprintf(f, "metrics = {\n");
+    if (cfg->metrics_listen)
+        conf_put_setting(f, "    listen", cfg->metrics_listen);
+    if (cfg->metrics_path)
+        conf_put_setting(f, "    path", cfg->metrics_path);
+    if (cfg->metrics_divvy_names)
+        fprintf(f, "    names = \"divvy\";\n");
+    if (cfg->metrics_privileged)
+        fprintf(f, "    privileged = true;\n");
+    fprintf(f, "};\n\n");
+}
+
 int config_write_libconfig(const struct config *cfg, FILE *f)
 {
     int r;
@@ -301,6 +319,7 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
         fprintf(f, "};\n\n");
     }
     conf_write_store(cfg, f);
+    conf_write_metrics(cfg, f);
     if (cfg->include_dir) {
         conf_put_setting(f, "include_dir", cfg->include_dir);
         fputc('\n', f);

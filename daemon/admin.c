@@ -270,9 +270,12 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                      (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
                      (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
                      (unsigned long long)sum.refill_dropped);
-    admin_append_fmt(buf, sizeof(buf), &pos,
-                     "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
-                     (unsigned long long)prv.slots, (unsigned long long)prv.live);
+    /* The privileged lane's figures (login counters, ERR no-counter) are
+     * theirs only: docs/operations.md "What STATS and metrics reveal". */
+    if (c->privileged)
+        admin_append_fmt(buf, sizeof(buf), &pos,
+                         "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
+                         (unsigned long long)prv.slots, (unsigned long long)prv.live);
     /* RESP's ad-hoc buckets (docs/resp.md): only with a resp: listener. */
     if (s->o.adhoc) {
         uint64_t used, slots;
@@ -293,6 +296,8 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     for (unsigned d = 0; d < METRICS_N_DENY; d++) {
         char name[32];
 
+        if (d == METRICS_DENY_NO_COUNTER && !c->privileged)
+            continue;
         snprintf(name, sizeof(name), "%s", metrics_deny_name((enum metrics_deny)d));
         for (char *p = name; *p; p++)
             *p = *p == '-' ? '_' : *p;

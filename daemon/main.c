@@ -547,6 +547,7 @@ int main(int argc, char **argv)
     mo.listen = cfg->metrics_listen;
     mo.path = cfg->metrics_path;
     mo.divvy_names = cfg->metrics_divvy_names;
+    mo.privileged = cfg->metrics_privileged;
     mo.statsd_host = cfg->statsd_host;
     mo.statsd_port = cfg->statsd_port;
     mo.statsd_prefix = cfg->statsd_prefix;

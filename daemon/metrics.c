@@ -101,6 +101,19 @@ static uint64_t *chunk_get(const struct metrics_worker *w, size_t c)
     return __atomic_load_n(&w->hits[c], __ATOMIC_ACQUIRE);
 }
 
+/*
+ * The label slot rule @r counts in.  Unless the privileged lane is exposed
+ * (metrics_opts.privileged), every source = privileged rule shares the
+ * hidden slot: its hits add to the totals (histogram, statsd's hit.<status>,
+ * the status line), never to a series of its own.  Under m->lock.
+ */
+static uint32_t rule_slot_locked(struct metrics *m, const struct rules_rule *r)
+{
+    if (r->source == RULES_SOURCE_PRIVILEGED && m->hidden)
+        return m->hidden;
+    return label_slot_locked(m, m->divvy_names ? r->label : r->id_str);
+}
+
 /* Maps every rule of @rules to its label slot; runs once per worker and reload. */
 static void map_rules(struct metrics_worker *w, const struct rules *rules, uint64_t generation)
 {
@@ -126,7 +139,7 @@ static void map_rules(struct metrics_worker *w, const struct rules *rules, uint6
         /* divvy's rule_label is the label ("" without one); divvyd's own is the
          * rule's id, so the default rule and unlabelled rules stand apart. */
         if (rules_get(rules, (uint32_t)i, &r) >= 0)
-            slot = label_slot_locked(m, m->divvy_names ? r.label : r.id_str);
+            slot = rule_slot_locked(m, &r);
         if (!w->hits[slot / CHUNK]) {
             uint64_t *c = calloc(CHUNK * METRICS_N_STATUS, sizeof(*c));
 
@@ -294,7 +307,7 @@ static bool fast_name_locked(struct metrics *m, const struct rules *rules, uint6
     }
     for (size_t i = 0; i < n; i++)
         if (rules_get(rules, (uint32_t)i, &r) >= 0 && r.id == id) {
-            *ret_slot = label_slot_locked(m, m->divvy_names ? r.label : r.id_str);
+            *ret_slot = rule_slot_locked(m, &r);
             return true;
         }
     return false;
@@ -464,6 +477,7 @@ int metrics_new(const struct metrics_opts *opts, struct metrics **ret)
         return -ENOMEM;
     m->statsd_fd = -1;
     m->divvy_names = o.divvy_names;
+    m->privileged = o.privileged;
     pthread_mutex_init(&m->lock, NULL);
     if (!o.ignore_env) {
         r = apply_env(&o, listen_buf, sizeof(listen_buf));
@@ -498,6 +512,11 @@ int metrics_new(const struct metrics_opts *opts, struct metrics **ret)
         r = -ENOMEM;
         goto out;
     }
+    /* No rule label or id has a space: this one is nobody's. */
+    if (!o.privileged && (m->hidden = label_slot_locked(m, "privileged rules")) != 1) {
+        r = -ENOMEM;
+        goto out;
+    }
     clock_gettime(CLOCK_REALTIME, &now);
     m->start_time = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 
@@ -507,11 +526,11 @@ int metrics_new(const struct metrics_opts *opts, struct metrics **ret)
             goto out;
     }
     if (o.listen) {
-        r = metrics_prom_start(m, o.listen);
+        r = metrics_http_start(m, o.listen);
         /* divvy listens on every address; without IPv6, every IPv4 one. */
         if ((r == -EAFNOSUPPORT || r == -EADDRNOTAVAIL) && strncmp(o.listen, "tcp:[::]:", 9) == 0) {
             snprintf(listen_buf, sizeof(listen_buf), "tcp:0.0.0.0:%s", o.listen + 9);
-            r = metrics_prom_start(m, listen_buf);
+            r = metrics_http_start(m, listen_buf);
         }
         if (r < 0)
             goto out;
@@ -528,7 +547,7 @@ void metrics_free(struct metrics *m)
 {
     if (!m)
         return;
-    metrics_prom_stop(m);
+    metrics_http_stop(m);
     /* The last counts, so a stop loses nothing that was counted. */
     metrics_statsd_fini(m);
     if (m->workers) {

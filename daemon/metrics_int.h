@@ -2,8 +2,8 @@
 /*
  * metrics_int: the counters as metrics' own modules see them.  metrics.c
  * owns them (the per-worker blocks, the label registry, the gauges) and sums
- * them; metrics_prom.c renders them as Prometheus text and serves it over
- * HTTP; metrics_statsd.c sends them to statsd.  Concurrency as in metrics.c:
+ * them; metrics_prom.c renders them as Prometheus text, metrics_http.c
+ * serves it over HTTP; metrics_statsd.c sends them to statsd.  Concurrency as in metrics.c:
  * one writer per worker block, relaxed loads for readers.
  */
 #ifndef DIVVY_METRICS_INT_H
@@ -26,6 +26,44 @@
 #define DGRAM_MAX        1432                       /* statsd datagrams: statsd's advice for a LAN MTU */
 
 struct MHD_Daemon;
+struct sockaddr;
+
+/* The endpoint's connections (metrics_http.c, docs/operations.md "Prometheus"). */
+#define HTTP_CONN_MAX       64      /* kept at once; past it the greediest address's go */
+#define HTTP_PER_ADDRESS    8       /* per IPv4 address or IPv6 /64; past it its own go */
+#define HTTP_REQUEST_MS     5000    /* a complete request within this of connecting, or of
+                                     * the last reply on the connection */
+
+/* A client address as the endpoint counts it: IPv4 (a mapped one too), or an IPv6 /64. */
+struct metrics_http_addr {
+    int family;                         /* AF_INET, AF_INET6; 0: unknown */
+    unsigned char bytes[8];             /* the address, or the /64; zero-padded */
+};
+
+/* Why the endpoint closed a connection. */
+enum metrics_http_close {
+    METRICS_HTTP_CLOSE_SLOW = 0,        /* no complete request within HTTP_REQUEST_MS */
+    METRICS_HTTP_CLOSE_ADDRESS,         /* its address over HTTP_PER_ADDRESS */
+    METRICS_HTTP_CLOSE_FULL,            /* over HTTP_CONN_MAX */
+    METRICS_HTTP_N_CLOSE
+};
+
+/* One connection libmicrohttpd holds. */
+struct metrics_http_conn {
+    struct metrics_http_conn *prev, *next;  /* the account, in order of arrival */
+    struct metrics_http_addr addr;
+    int fd;                             /* libmicrohttpd's socket; -1: unknown */
+    uint64_t since_ms;                  /* CLOCK_MONOTONIC: accepted, or its last reply sent */
+    bool busy;                          /* its request is in, the reply not yet sent */
+    bool closing;                       /* shut down by the account, not yet freed */
+};
+
+/* The account; libmicrohttpd's thread only. */
+struct metrics_http_acct {
+    struct metrics_http_conn *head, *tail;
+    unsigned n;                         /* not closing */
+    uint64_t closed[METRICS_HTTP_N_CLOSE];
+};
 
 struct metrics_worker {
     struct metrics *m;
@@ -63,6 +101,9 @@ struct metrics {
     uint16_t label_hash[LABEL_HASH];    /* slot + 1; 0 is empty */
     bool labels_full_logged;
     bool divvy_names;                   /* metrics_opts.divvy_names */
+    bool privileged;                    /* metrics_opts.privileged */
+    uint32_t hidden;                    /* !privileged: the label slot every privileged
+                                         * rule counts in, never published; else 0 */
     struct metrics_gauges g;
     struct metrics_fast fast[TABLE_FAST_RULES];     /* under lock */
     bool have_fast;                     /* some entry is named */
@@ -74,6 +115,7 @@ struct metrics {
     struct MHD_Daemon *mhd;
     char *path;
     int http_port;
+    struct metrics_http_acct http;      /* its thread's */
     /* statsd (metrics_statsd.c): the main thread only. */
     int statsd_fd;
     char *statsd_host;
@@ -137,13 +179,36 @@ bool metrics_fast_get(struct metrics *m, struct metrics_fast *ret);
  * caller frees; *ret_len bytes).  Any thread.  -ENOMEM. */
 int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len);
 
+/* ---- metrics_http.c ------------------------------------------------------------------- */
+
 /* Binds "tcp:HOST:PORT" (listener.h; "[::]" serves IPv4 too) and starts the
  * libmicrohttpd thread serving m->path; logs either way.  Main thread, from
  * metrics_new().  -EINVAL, -ENOMEM, listener_open()'s -errno. */
-int metrics_prom_start(struct metrics *m, const char *address);
+int metrics_http_start(struct metrics *m, const char *address);
 
-/* Stops the endpoint (joins its thread, closes its socket).  Safe when none. */
-void metrics_prom_stop(struct metrics *m);
+/* Stops the endpoint (joins its thread, closes its socket, frees the
+ * account).  Safe when none. */
+void metrics_http_stop(struct metrics *m);
+
+/* @sa (NULL: unknown) as the account counts addresses. */
+void metrics_http_addr(const struct sockaddr *sa, struct metrics_http_addr *ret);
+
+/* Adds @c (its addr, fd and since_ms set) to @a as the newest; takes it from
+ * @a again (the caller frees it). */
+void metrics_http_track(struct metrics_http_acct *a, struct metrics_http_conn *c);
+void metrics_http_untrack(struct metrics_http_acct *a, struct metrics_http_conn *c);
+
+/*
+ * Settles @a for the newcomer @fresh (tracked) at @now (ms): shuts down every
+ * other connection that waited more than HTTP_REQUEST_MS for a request, then
+ * connections of @fresh's address beyond HTTP_PER_ADDRESS, then, while more
+ * than HTTP_CONN_MAX remain, connections of the address that holds the most
+ * (ties: the address of the oldest); each time one still waiting for its
+ * request before one being answered, the oldest first.  Closed ones are
+ * marked closing and counted in @a->closed; @fresh stays.
+ */
+void metrics_http_admit(struct metrics_http_acct *a, struct metrics_http_conn *fresh,
+                        uint64_t now);
 
 /* ---- metrics_statsd.c: the main thread ------------------------------------------------- */
 

@@ -1,33 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * metrics_prom: the Prometheus side of metrics (see metrics.h): the text
- * exposition of every counter and gauge (names in docs/operations.md), and
- * the libmicrohttpd endpoint that serves it on its own thread.  A scrape
- * reads the counters with relaxed loads (metrics_int.h) and the gauges under
- * the lock; it never waits for a worker.
+ * metrics_prom: the Prometheus text exposition of every counter and gauge
+ * (names in docs/operations.md); metrics_http.c serves it.  A scrape reads
+ * the counters with relaxed loads (metrics_int.h) and the gauges under the
+ * lock; it never waits for a worker.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <microhttpd.h>
-
-#include "listener.h"
-#include "log.h"
 #include "metrics.h"
 #include "metrics_int.h"
-
-#define HTTP_CONN_MAX    16
-#define HTTP_TIMEOUT_S   10
-#define HTTP_BACKLOG     64
-#define CONTENT_TYPE     "text/plain; version=0.0.4; charset=utf-8"
-
-static struct log_ratelimit rl_http;
 
 /* ---- Prometheus text format --------------------------------------------------------- */
 
@@ -49,35 +33,31 @@ static void put_head(FILE *f, const char *name, const char *type, const char *he
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void render_table(FILE *f, const struct metrics_gauges *g)
+/* The counter tables; the privileged one only with metrics_opts.privileged. */
+static void render_table(FILE *f, const struct metrics_gauges *g, bool privileged)
 {
+    const struct table_stats *t[] = { &g->fast, &g->priv, &g->privileged };
+    static const char *const name[] = { "fast", "private", "privileged" };
+    unsigned n = privileged ? 3 : 2;
+
     put_head(f, "divvy_table_slots", "gauge", "Counter slots of each counter table.");
-    fprintf(f, "divvy_table_slots{table=\"fast\"} %llu\n", (unsigned long long)g->fast.slots);
-    fprintf(f, "divvy_table_slots{table=\"private\"} %llu\n", (unsigned long long)g->priv.slots);
-    fprintf(f, "divvy_table_slots{table=\"privileged\"} %llu\n",
-            (unsigned long long)g->privileged.slots);
+    for (unsigned i = 0; i < n; i++)
+        fprintf(f, "divvy_table_slots{table=\"%s\"} %llu\n", name[i],
+                (unsigned long long)t[i]->slots);
     put_head(f, "divvy_table_live_slots", "gauge",
              "Slots holding a counter that has not expired (table fill).");
-    fprintf(f, "divvy_table_live_slots{table=\"fast\"} %llu\n", (unsigned long long)g->fast.live);
-    fprintf(f, "divvy_table_live_slots{table=\"private\"} %llu\n",
-            (unsigned long long)g->priv.live);
-    fprintf(f, "divvy_table_live_slots{table=\"privileged\"} %llu\n",
-            (unsigned long long)g->privileged.live);
+    for (unsigned i = 0; i < n; i++)
+        fprintf(f, "divvy_table_live_slots{table=\"%s\"} %llu\n", name[i],
+                (unsigned long long)t[i]->live);
     put_head(f, "divvy_table_full_total", "counter",
              "Hits that needed a new counter and got none: no free slot (full) or the "
              "rule's max_actors reached, since the table was created.");
-    fprintf(f, "divvy_table_full_total{table=\"fast\",reason=\"full\"} %llu\n",
-            (unsigned long long)g->fast.full_events);
-    fprintf(f, "divvy_table_full_total{table=\"fast\",reason=\"max_actors\"} %llu\n",
-            (unsigned long long)g->fast.quota_events);
-    fprintf(f, "divvy_table_full_total{table=\"private\",reason=\"full\"} %llu\n",
-            (unsigned long long)g->priv.full_events);
-    fprintf(f, "divvy_table_full_total{table=\"private\",reason=\"max_actors\"} %llu\n",
-            (unsigned long long)g->priv.quota_events);
-    fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"full\"} %llu\n",
-            (unsigned long long)g->privileged.full_events);
-    fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"max_actors\"} %llu\n",
-            (unsigned long long)g->privileged.quota_events);
+    for (unsigned i = 0; i < n; i++) {
+        fprintf(f, "divvy_table_full_total{table=\"%s\",reason=\"full\"} %llu\n", name[i],
+                (unsigned long long)t[i]->full_events);
+        fprintf(f, "divvy_table_full_total{table=\"%s\",reason=\"max_actors\"} %llu\n", name[i],
+                (unsigned long long)t[i]->quota_events);
+    }
 }
 
 /* Admission (docs/daemon.md "Admission"). */
@@ -191,7 +171,7 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
             any |= n[s] = metrics_sum_hits(m, slot, s);
         /* Under rule ids no rule has the empty label: slot 0 only holds what
          * could not be counted apart (more than METRICS_LABELS_MAX ids). */
-        if (slot == 0 && !m->divvy_names && !any)
+        if ((slot == 0 && !m->divvy_names && !any) || (m->hidden && slot == m->hidden))
             continue;
         for (unsigned s = 0; s < METRICS_N_STATUS; s++) {
             fprintf(f, "divvy_hits_total{status=\"%s\",rule_label=\"", metrics_status_name[s]);
@@ -232,18 +212,22 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
     }
 
     put_head(f, "divvy_errors_total", "counter", "Counter of total Divvy errors.");
+    /* no-counter: only privileged rules answer it (their table full). */
     for (unsigned e = 1; e < N_ERRORS; e++)
-        fprintf(f, "divvy_errors_total{code=\"%s\"} %llu\n", proto_err_code((enum proto_err)e),
-                (unsigned long long)metrics_sum_errors(m, e));
+        if (m->privileged || e != PROTO_E_NO_COUNTER)
+            fprintf(f, "divvy_errors_total{code=\"%s\"} %llu\n",
+                    proto_err_code((enum proto_err)e),
+                    (unsigned long long)metrics_sum_errors(m, e));
 
     put_head(f, "divvy_denials_total", "counter",
              "Denied hits by cause (quota, zero-limit, table-full, redis-down, no-counter).");
     for (unsigned d = 0; d < METRICS_N_DENY; d++)
-        fprintf(f, "divvy_denials_total{cause=\"%s\"} %llu\n",
-                metrics_deny_name((enum metrics_deny)d),
-                (unsigned long long)metrics_sum_denied(m, d));
+        if (m->privileged || d != METRICS_DENY_NO_COUNTER)
+            fprintf(f, "divvy_denials_total{cause=\"%s\"} %llu\n",
+                    metrics_deny_name((enum metrics_deny)d),
+                    (unsigned long long)metrics_sum_denied(m, d));
 
-    render_table(f, &g);
+    render_table(f, &g, m->privileged);
     if (g.have_admit)
         render_admit(f, &g.admit);
     if (g.have_fast_path_hits) {
@@ -274,115 +258,4 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
     *ret_buf = buf;
     *ret_len = len;
     return 0;
-}
-
-/* ---- HTTP endpoint ---------------------------------------------------------------- */
-
-static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const char *url,
-                               const char *method, const char *version, const char *upload_data,
-                               size_t *upload_data_size, void **con_cls)
-{
-    static char not_found[] = "not found\n", not_allowed[] = "method not allowed\n",
-                failed[] = "out of memory\n";
-    struct metrics *m = cls;
-    struct MHD_Response *resp;
-    unsigned status = MHD_HTTP_OK;
-    char *body = NULL;
-    size_t len = 0;
-    enum MHD_Result ret;
-
-    (void)version;
-    (void)upload_data;
-    (void)upload_data_size;
-    (void)con_cls;
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        status = MHD_HTTP_METHOD_NOT_ALLOWED;
-        resp = MHD_create_response_from_buffer(strlen(not_allowed), not_allowed,
-                                               MHD_RESPMEM_PERSISTENT);
-        if (resp)
-            MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-    } else if (strcmp(url, m->path) != 0) {
-        status = MHD_HTTP_NOT_FOUND;
-        resp = MHD_create_response_from_buffer(strlen(not_found), not_found,
-                                               MHD_RESPMEM_PERSISTENT);
-    } else if (metrics_prom_render(m, &body, &len) < 0) {
-        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        resp = MHD_create_response_from_buffer(strlen(failed), failed, MHD_RESPMEM_PERSISTENT);
-    } else {
-        resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-        if (resp)
-            body = NULL;        /* the response frees it */
-        else
-            free(body);
-    }
-    if (!resp)
-        return MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            status == MHD_HTTP_OK ? CONTENT_TYPE : "text/plain; charset=utf-8");
-    ret = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    size_t len;
-
-    (void)cls;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    len = strlen(msg);
-    while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
-        msg[--len] = '\0';
-    log_ratelimited(&rl_http, LOG_WARNING, "metrics endpoint: %s", msg);
-}
-
-
-int metrics_prom_start(struct metrics *m, const char *address)
-{
-    struct listener_opts lo = { .backlog = HTTP_BACKLOG, .dual_stack = true };
-    struct listener l = { .fd = -1 };
-    sigset_t all, old;
-    int r;
-
-    r = strncmp(address, "tcp:", 4) == 0 ? listener_open(address, &lo, &l) : -EINVAL;
-    if (r < 0) {
-        errno = -r;
-        log_msg(LOG_ERR, "metrics: cannot listen on %s: %m", address);
-        return r;
-    }
-    m->http_port = l.port;
-    /* Its thread must not take the signals the main loop handles. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG,
-                              0, NULL, NULL, on_http, m,
-                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-                              MHD_OPTION_LISTEN_SOCKET, (MHD_socket)l.fd,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
-                              MHD_OPTION_END);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!m->mhd) {
-        listener_close(&l);
-        log_msg(LOG_ERR, "metrics: cannot start the HTTP endpoint on %s", address);
-        return -ENOMEM;
-    }
-    l.fd = -1;                          /* libmicrohttpd's now: closed by MHD_stop_daemon() */
-    listener_close(&l);
-    log_msg(LOG_NOTICE, "metrics: Prometheus endpoint on %s (port %d), path %s", address,
-            m->http_port, m->path);
-    return 0;
-}
-
-int metrics_http_port(const struct metrics *m)
-{
-    return m && m->mhd ? m->http_port : 0;
-}
-
-void metrics_prom_stop(struct metrics *m)
-{
-    if (m->mhd)
-        MHD_stop_daemon(m->mhd);       /* joins its thread and closes the socket */
-    m->mhd = NULL;
 }

@@ -114,8 +114,9 @@ static void statsd_flush(struct metrics *m)
 
             total = metrics_sum_hits(m, slot, s);
             status_total[s] += total;
-            /* hit.<status>.<label> only for rules with a label, as divvy does. */
-            if (slot > 0 && total > *sent)
+            /* hit.<status>.<label> only for rules with a label, as divvy does,
+             * and not for the hidden privileged rules (metrics_opts.privileged). */
+            if (slot > 0 && slot != m->hidden && total > *sent)
                 dgram_put(d, "hit.%s.%s:%llu|c", metrics_status_name[s], m->labels[slot],
                           (unsigned long long)(total - *sent));
             *sent = total;
@@ -132,14 +133,15 @@ static void statsd_flush(struct metrics *m)
     }
     for (unsigned e = 1; e < N_ERRORS; e++) {
         total = metrics_sum_errors(m, e);
-        if (total > m->sent_errors[e])
+        /* no-counter is the privileged lane's, as in the exposition. */
+        if (total > m->sent_errors[e] && (m->privileged || e != PROTO_E_NO_COUNTER))
             dgram_put(d, "error.%s:%llu|c", proto_err_code((enum proto_err)e),
                       (unsigned long long)(total - m->sent_errors[e]));
         m->sent_errors[e] = total;
     }
     for (unsigned c = 0; c < METRICS_N_DENY; c++) {
         total = metrics_sum_denied(m, c);
-        if (total > m->sent_denied[c])
+        if (total > m->sent_denied[c] && (m->privileged || c != METRICS_DENY_NO_COUNTER))
             dgram_put(d, "denied.%s:%llu|c", metrics_deny_name((enum metrics_deny)c),
                       (unsigned long long)(total - m->sent_denied[c]));
         m->sent_denied[c] = total;

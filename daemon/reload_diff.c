@@ -123,6 +123,7 @@ int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
     r |= set_add(&s, "metrics.listen", "%s", str_or(cfg->metrics_listen));
     r |= set_add(&s, "metrics.path", "%s", str_or(cfg->metrics_path));
     r |= set_add(&s, "metrics.names", "%s", cfg->metrics_divvy_names ? "divvy" : "prometheus");
+    r |= set_add(&s, "metrics.privileged", "%s", cfg->metrics_privileged ? "true" : "false");
     r |= set_add(&s, "statsd.host", "%s", str_or(cfg->statsd_host));
     r |= set_add(&s, "statsd.port", "%u", cfg->statsd_port);
     r |= set_add(&s, "statsd.prefix", "%s", str_or(cfg->statsd_prefix));

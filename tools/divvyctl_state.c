@@ -69,7 +69,8 @@ const char ctl_help_stats[] =
     "reloads_ok, reloads_rejected, config_generation, rules, table_slots,\n"
     "table_live, fast_table_slots, fast_table_live, table_full_events,\n"
     "privileged_table_slots, privileged_table_live, and any that a newer divvyd\n"
-    "adds).\n"
+    "adds).  The privileged table and denials_no_counter are shown to root and\n"
+    "the admin group only.\n"
     "\n"
     "Options:\n"
     "  -j, --json          {\"uptime_seconds\": 86400, \"connections\": 12, ...}\n"
@@ -139,7 +140,7 @@ static void ctl_status_redis(char **lines, size_t n)
 
 int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
-    char **lines = NULL, up[32];
+    char **lines = NULL, up[32], prv[64] = "(admins only)", no_counter[32] = "(admins only)";
     size_t n = 0;
     uint64_t t0, ping_us;
     json_t *doc, *stats;
@@ -203,17 +204,24 @@ int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
     printf("  hits         %" PRIu64 " (%" PRIu64 " allowed, %" PRIu64 " denied); errors %"
            PRIu64 "\n", ctl_stat(lines, n, "hits_total"), ctl_stat(lines, n, "hits_accepted"),
            ctl_stat(lines, n, "hits_rejected"), ctl_stat(lines, n, "errors_total"));
+    /* divvyd shows the privileged lane's figures to root and admins only. */
+    if (ctl_stat_str(lines, n, "privileged_table_slots")[0])
+        snprintf(prv, sizeof(prv), "%" PRIu64 " of %" PRIu64,
+                 ctl_stat(lines, n, "privileged_table_live"),
+                 ctl_stat(lines, n, "privileged_table_slots"));
+    if (ctl_stat_str(lines, n, "denials_no_counter")[0])
+        snprintf(no_counter, sizeof(no_counter), "%" PRIu64,
+                 ctl_stat(lines, n, "denials_no_counter"));
     printf("  counters     %" PRIu64 " of %" PRIu64 " slots; fast path %" PRIu64 " of %" PRIu64
-           "; privileged %" PRIu64 " of %" PRIu64 "; table full %" PRIu64 " times\n",
+           "; privileged %s; table full %" PRIu64 " times\n",
            ctl_stat(lines, n, "table_live"), ctl_stat(lines, n, "table_slots"),
-           ctl_stat(lines, n, "fast_table_live"), ctl_stat(lines, n, "fast_table_slots"),
-           ctl_stat(lines, n, "privileged_table_live"),
-           ctl_stat(lines, n, "privileged_table_slots"), ctl_stat(lines, n, "table_full_events"));
+           ctl_stat(lines, n, "fast_table_live"), ctl_stat(lines, n, "fast_table_slots"), prv,
+           ctl_stat(lines, n, "table_full_events"));
     printf("  denials      quota %" PRIu64 ", redis-down %" PRIu64 ", zero-limit %" PRIu64
-           ", table-full %" PRIu64 ", no-counter %" PRIu64 "\n",
+           ", table-full %" PRIu64 ", no-counter %s\n",
            ctl_stat(lines, n, "denials_quota"), ctl_stat(lines, n, "denials_redis_down"),
            ctl_stat(lines, n, "denials_zero_limit"), ctl_stat(lines, n, "denials_table_full"),
-           ctl_stat(lines, n, "denials_no_counter"));
+           no_counter);
     ctl_status_redis(lines, n);
     divvy_lines_free(lines, n);
     return CTL_EXIT_OK;

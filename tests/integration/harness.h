@@ -148,6 +148,9 @@ int harness_free_port(int type);
 /* GET @path from 127.0.0.1:@port (HTTP/1.0): the body's lines into @buf;
  * returns the HTTP status, -1 when the reply had no status line. */
 int harness_http_get(int port, const char *path, char *buf, size_t size);
+/* The same, waiting at most @timeout_ms for each line, and without failing
+ * the test: -errno when it cannot connect or send. */
+int harness_http_get_ms(int port, const char *path, char *buf, size_t size, int timeout_ms);
 
 /* GETs @path until its body has the line @line (metrics gauges follow
  * divvyd's one-second tick), the last body in @buf; fails the test after

@@ -7,6 +7,7 @@
  * failed test closes it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -73,6 +74,44 @@ int harness_connect_unix(const char *path, struct harness_conn **ret)
     return r;
 }
 
+/* Connects to 127.0.0.1:@port, waiting at most @timeout_ms (< 0: as long as
+ * connect() takes; a full backlog makes it retry for minutes). */
+static int connect_tcp(int port, int timeout_ms, struct harness_conn **ret)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    int fd, r, one = 1, err = 0;
+    socklen_t len = sizeof(err);
+
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (timeout_ms < 0 ? 0 : SOCK_NONBLOCK), 0);
+    if (fd < 0)
+        return -errno;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+    if (r == -EINPROGRESS) {
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+
+        r = poll(&pfd, 1, timeout_ms);
+        if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0)
+            r = -err;
+        else
+            r = r == 0 ? -ETIMEDOUT : -errno;
+    }
+    if (r == 0 && timeout_ms >= 0 && fcntl(fd, F_SETFL, 0) < 0)
+        r = -errno;
+    if (r == 0)
+        r = conn_new(fd, ret);
+    if (r < 0)
+        close(fd);
+    return r;
+}
+
+int harness_connect_tcp(int port, struct harness_conn **ret)
+{
+    return connect_tcp(port, -1, ret);
+}
+
 int harness_free_port(int type)
 {
     struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -90,28 +129,42 @@ int harness_free_port(int type)
     return port;
 }
 
-int harness_http_get(int port, const char *path, char *buf, size_t size)
+int harness_http_get_ms(int port, const char *path, char *buf, size_t size, int timeout_ms)
 {
     struct harness_conn *c = NULL;
     char line[HARNESS_LINE];
     size_t len = 0;
-    int status = -1;
+    int status = -1, r;
     ssize_t n;
 
-    CHECK(harness_connect_tcp(port, &c));
-    CHECK(harness_sendf(c, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path));
-    n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
+    buf[0] = '\0';
+    r = connect_tcp(port, timeout_ms, &c);
+    if (r < 0)
+        return r;
+    r = harness_sendf(c, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+    if (r < 0) {
+        harness_close(c);
+        return r;
+    }
+    n = harness_recv_line(c, line, sizeof(line), timeout_ms);
     if (n > 9 && strncmp(line, "HTTP/1.", 7) == 0)
         status = atoi(line + 9);
     /* Headers up to the empty line, then the body up to EOF. */
-    while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) > 0 &&
+    while ((n = harness_recv_line(c, line, sizeof(line), timeout_ms)) > 0 &&
            strcmp(line, "\r") != 0)
         ;
-    buf[0] = '\0';
-    while ((n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS)) >= 0 &&
+    while ((n = harness_recv_line(c, line, sizeof(line), timeout_ms)) >= 0 &&
            len + (size_t)n + 2 < size)
         len += (size_t)snprintf(buf + len, size - len, "%s\n", line);
     harness_close(c);
+    return status;
+}
+
+int harness_http_get(int port, const char *path, char *buf, size_t size)
+{
+    int status = harness_http_get_ms(port, path, buf, size, HARNESS_TIMEOUT_MS);
+
+    CHECK(status < -1 ? status : 0);
     return status;
 }
 
@@ -134,28 +187,6 @@ void harness_scrape_until(int port, const char *path, const char *line, char *bu
         /* Waiting for divvyd's next tick; nothing to wait on but time. */
         harness_pause_ms(100);
     }
-}
-
-int harness_connect_tcp(int port, struct harness_conn **ret)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET };
-    int fd, r, one = 1;
-
-    sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        r = -errno;
-        close(fd);
-        return r;
-    }
-    r = conn_new(fd, ret);
-    if (r < 0)
-        close(fd);
-    return r;
 }
 
 int harness_connect(struct harness_daemon *d, enum harness_via via, struct harness_conn **ret)

@@ -86,7 +86,10 @@ static void test_metrics_prometheus_scrape(void **state)
     (void)state;
     assert_non_null(body);
     assert_non_null(text);
-    snprintf(text, 4096, "metrics = { names = \"divvy\"; };\n%s", config_text);
+    /* privileged: the privileged table's figures too (test_metrics_trust
+     * holds the default to leaving them out). */
+    snprintf(text, 4096, "metrics = { names = \"divvy\"; privileged = true; };\n%s",
+             config_text);
     o.config_text = text;
     snprintf(port_s, sizeof(port_s), "%d", port);
     setenv("HTTP_SERVICE_PORT", port_s, 1);

@@ -89,6 +89,24 @@ static struct config *load_text(const char *suffix, const char *text)
     return cfg;
 }
 
+/* Loading @text fails, the first error at @line saying @msg. */
+static void load_text_error(const char *suffix, const char *text, unsigned line,
+                            const char *msg)
+{
+    char path[1024];
+    struct config *cfg = NULL;
+    struct diag d;
+
+    tmp_write(path, sizeof(path), suffix, text, strlen(text));
+    diag_init(&d);
+    assert_int_equal(config_load(path, &cfg, &d), -EINVAL);
+    unlink(path);
+    assert_null(cfg);
+    assert_int_equal(d.e[0].line, line);
+    if (!strstr(d.e[0].msg, msg))
+        fail_msg("error \"%s\", want \"%s\"", d.e[0].msg, msg);
+}
+
 static const struct rules_rule_spec *rule(const struct config *cfg, size_t i)
 {
     assert_true(i < cfg->rules.n);
@@ -684,18 +702,22 @@ static void test_config_error_native_typos(void **state)
                     "unknown setting 'resetSecond' (did you mean 'resetSeconds'?)");
 }
 
-/* metrics.names: "prometheus" (the default) or "divvy", nothing else. */
+static void round_trip(const struct config *cfg);
+
+/* metrics.names: "prometheus" (the default) or "divvy", nothing else;
+ * metrics.privileged: false by default, true or false only.  Both are
+ * written back by divvyctl convert with the rest of metrics { }. */
 static void test_config_metrics_names(void **state)
 {
     static const char rules[] = "rules = ( { default = true; credit_limit = 1; "
                                 "reset_seconds = 1; } );\n";
-    char text[512], path[1024];
+    char text[512];
     struct config *cfg;
-    struct diag d;
 
     (void)state;
     cfg = load_text(".conf", rules);
     assert_false(cfg->metrics_divvy_names);
+    assert_false(cfg->metrics_privileged);
     config_free(cfg);
     snprintf(text, sizeof(text), "metrics = { names = \"divvy\"; };\n%s", rules);
     cfg = load_text(".conf", text);
@@ -705,15 +727,16 @@ static void test_config_metrics_names(void **state)
     cfg = load_text(".conf", text);
     assert_false(cfg->metrics_divvy_names);
     config_free(cfg);
+    snprintf(text, sizeof(text), "metrics = { listen = \"tcp:127.0.0.1:9321\"; path = \"/m\";\n"
+             "  names = \"divvy\"; privileged = true; };\n%s", rules);
+    cfg = load_text(".conf", text);
+    assert_true(cfg->metrics_privileged);
+    round_trip(cfg);
+    config_free(cfg);
     snprintf(text, sizeof(text), "metrics = { names = \"Divvy\"; };\n%s", rules);
-    tmp_write(path, sizeof(path), ".conf", text, strlen(text));
-    cfg = NULL;
-    diag_init(&d);
-    assert_int_equal(config_load(path, &cfg, &d), -EINVAL);
-    unlink(path);
-    assert_null(cfg);
-    assert_int_equal(d.e[0].line, 1);
-    assert_non_null(strstr(d.e[0].msg, "metrics.names must be \"prometheus\" or \"divvy\""));
+    load_text_error(".conf", text, 1, "metrics.names must be \"prometheus\" or \"divvy\"");
+    snprintf(text, sizeof(text), "metrics = {\n  privileged = \"yes\"; };\n%s", rules);
+    load_text_error(".conf", text, 2, "metrics.privileged must be true or false");
 }
 
 static void test_config_error_negative(void **state)
@@ -834,8 +857,6 @@ static void test_config_error_server_ranges(void **state)
     assert_non_null(strstr(d.e[9].msg, "privileged_slots"));
 }
 
-static void round_trip(const struct config *cfg);
-
 /* Admission settings: values, the budgets config_connections() derives, and
  * bad values rejected with their line. */
 static void test_config_admission(void **state)
@@ -950,6 +971,10 @@ static void round_trip(const struct config *cfg)
     assert_int_equal(again->when_full, cfg->when_full);
     assert_int_equal(again->adhoc_slots, cfg->adhoc_slots);
     assert_int_equal(again->adhoc_max_buckets, cfg->adhoc_max_buckets);
+    assert_true(str_eq(again->metrics_listen, cfg->metrics_listen));
+    assert_true(str_eq(again->metrics_path, cfg->metrics_path));
+    assert_int_equal(again->metrics_divvy_names, cfg->metrics_divvy_names);
+    assert_int_equal(again->metrics_privileged, cfg->metrics_privileged);
     config_free(again);
 }
 

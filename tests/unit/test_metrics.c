@@ -433,9 +433,56 @@ static void test_metrics_denials_by_cause(void **state)
     expect_line(t, "divvy_denials_total{cause=\"redis-down\"} 1");
     expect_line(t, "divvy_denials_total{cause=\"zero-limit\"} 0");
     expect_line(t, "divvy_denials_total{cause=\"table-full\"} 0");
-    expect_line(t, "divvy_denials_total{cause=\"no-counter\"} 0");
+    /* no-counter is the privileged lane's: test_metrics_privileged_lane. */
+    expect_no(t, "cause=\"no-counter\"");
     assert_string_equal(metrics_deny_name(METRICS_DENY_REDIS_DOWN), "redis-down");
     assert_string_equal(metrics_deny_name(METRICS_N_DENY), "?");
+}
+
+/* A source = privileged rule counts in the totals only, unless
+ * metrics.privileged; then it has its series, and the privileged table and
+ * no-counter are shown. */
+static void test_metrics_privileged_lane(void **state)
+{
+    struct rules_spec spec = { 0 };
+    struct rules *rules = NULL;
+    struct metrics *m;
+    struct diag diag;
+    char *t = NULL;
+    size_t len;
+
+    (void)state;
+    add_rule(&spec, 1, "user", "login", RULES_POLICY_STOP);
+    spec.rules[0].source = RULES_SOURCE_PRIVILEGED;
+    add_rule(&spec, 2, NULL, NULL, RULES_POLICY_STOP);
+    diag_init(&diag);
+    assert_int_equal(rules_compile(&spec, 1, &rules, &diag), 0);
+    rules_spec_free(&spec);
+    for (int shown = 0; shown <= 1; shown++) {
+        struct metrics_opts o = { .workers = 1, .ignore_env = true, .privileged = shown };
+
+        assert_int_equal(metrics_new(&o, &m), 0);
+        metrics_hit(metrics_worker(m, 0), rules, 1, 0, METRICS_REJECTED);
+        metrics_hit_done(metrics_worker(m, 0), metrics_clock_ns());
+        assert_int_equal(metrics_prom_render(m, &t, &len), 0);
+        expect_line(t, "divvy_hit_duration_seconds_count 1");
+        if (shown) {
+            expect_line(t, "divvy_hits_total{status=\"rejected\",rule_label=\"login\"} 1");
+            expect_line(t, "divvy_table_live_slots{table=\"privileged\"} 0");
+            expect_line(t, "divvy_denials_total{cause=\"no-counter\"} 0");
+            expect_line(t, "divvy_errors_total{code=\"no-counter\"} 0");
+        } else {
+            expect_no(t, "login");
+            expect_no(t, "privileged rules");
+            expect_no(t, "table=\"privileged\"");
+            expect_no(t, "cause=\"no-counter\"");
+            expect_no(t, "code=\"no-counter\"");
+        }
+        free(t);
+        t = NULL;
+        metrics_free(m);
+    }
+    rules_free(rules);
 }
 
 static void test_metrics_http_endpoint(void **state)
@@ -727,6 +774,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metrics_histogram_buckets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_errors_gauges_and_redis, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_denials_by_cause, setup, teardown),
+        cmocka_unit_test(test_metrics_privileged_lane),
         cmocka_unit_test_setup_teardown(test_metrics_http_endpoint, setup_http, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_listen_errors, setup_http, teardown),
         cmocka_unit_test(test_metrics_statsd_as_divvy),
