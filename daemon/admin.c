@@ -270,8 +270,8 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                      (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
                      (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
                      (unsigned long long)sum.refill_dropped);
-    /* The privileged lane's figures (login counters, ERR no-counter) are
-     * theirs only: docs/operations.md "What STATS and metrics reveal". */
+    /* The login figures (login counters, ERR no-counter) are privileged
+     * peers' only: docs/operations.md "What STATS and metrics reveal". */
     if (c->privileged)
         admin_append_fmt(buf, sizeof(buf), &pos,
                          "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",

@@ -120,8 +120,8 @@ void conn_free(struct conn *c);
 
 /* ---- the worker's events (@arg is the struct worker) ------------------------------------ */
 
-/* A listener is readable: accepts up to a batch, admits or refuses each.  On
- * the privileged lane, keeps privileged peers and hands the others on. */
+/* A listener is readable: accepts up to a batch, admits or refuses each.  A
+ * worker hands a privileged peer to the lane (handoff.h). */
 void conn_on_accept(evutil_socket_t lfd, short what, void *arg);
 
 /* Makes the connection @fd, accepted on @l from @p, one of @w's (a line or

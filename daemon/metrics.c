@@ -102,7 +102,7 @@ static uint64_t *chunk_get(const struct metrics_worker *w, size_t c)
 }
 
 /*
- * The label slot rule @r counts in.  Unless the privileged lane is exposed
+ * The label slot rule @r counts in.  Unless the login figures are exposed
  * (metrics_opts.privileged), every source = privileged rule shares the
  * hidden slot: its hits add to the totals (histogram, statsd's hit.<status>,
  * the status line), never to a series of its own.  Under m->lock.

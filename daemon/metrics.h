@@ -72,7 +72,7 @@ struct metrics_opts {
                                  * gauge divvy_tcp_connections_total, rule_label = the
                                  * rule's label ("" without one); else names promtool
                                  * accepts and rule_label = the rule's id (rules.h id_str) */
-    bool privileged;            /* metrics.privileged: expose the privileged lane (per-rule
+    bool privileged;            /* metrics.privileged: expose the login figures (per-rule
                                  * series of source = privileged rules, the privileged
                                  * table, no-counter); else they count only in totals */
     bool ignore_env;            /* do not read divvy's variables (tests) */

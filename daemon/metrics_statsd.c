@@ -133,7 +133,7 @@ static void statsd_flush(struct metrics *m)
     }
     for (unsigned e = 1; e < N_ERRORS; e++) {
         total = metrics_sum_errors(m, e);
-        /* no-counter is the privileged lane's, as in the exposition. */
+        /* no-counter is a login figure, as in the exposition. */
         if (total > m->sent_errors[e] && (m->privileged || e != PROTO_E_NO_COUNTER))
             dgram_put(d, "error.%s:%llu|c", proto_err_code((enum proto_err)e),
                       (unsigned long long)(total - m->sent_errors[e]));

@@ -204,7 +204,7 @@ int cmd_status(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
     printf("  hits         %" PRIu64 " (%" PRIu64 " allowed, %" PRIu64 " denied); errors %"
            PRIu64 "\n", ctl_stat(lines, n, "hits_total"), ctl_stat(lines, n, "hits_accepted"),
            ctl_stat(lines, n, "hits_rejected"), ctl_stat(lines, n, "errors_total"));
-    /* divvyd shows the privileged lane's figures to root and admins only. */
+    /* divvyd shows the login figures to root and admins only. */
     if (ctl_stat_str(lines, n, "privileged_table_slots")[0])
         snprintf(prv, sizeof(prv), "%" PRIu64 " of %" PRIu64,
                  ctl_stat(lines, n, "privileged_table_live"),

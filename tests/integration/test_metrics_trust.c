@@ -12,7 +12,7 @@
  *   request alone on its address is closed once it has waited
  *   HTTP_REQUEST_MS (5 s) and another connection arrives.
  * - STATS: an unprivileged peer (TCP, and a Unix peer that is no admin) gets
- *   no figure of the privileged lane (privileged_table_*,
+ *   none of the login figures (privileged_table_*,
  *   denials_no_counter); root on the Unix socket gets them
  *   (docs/operations.md "What STATS and metrics reveal").
  * - Metrics: privileged rules' series and the privileged table's figures
@@ -269,7 +269,7 @@ static const char *const lane_lines[] = {
     "privileged_table_slots", "privileged_table_live", "denials_no_counter",
 };
 
-/* 0 when STATS over @c lacks every line of the privileged lane (and has the
+/* 0 when STATS over @c lacks every login figure (and has the
  * others), else the index of the first line it has plus 20. */
 static int stats_lacks_lane(struct harness_conn *c)
 {
@@ -311,7 +311,7 @@ static int stats_child(void *arg)
     return r ? r + 10 : 0;
 }
 
-static void test_stats_privileged_lane_for_privileged_only(void **state)
+static void test_stats_login_figures_for_privileged_only(void **state)
 {
     struct harness_opts o = { .workers = 2 };
     struct harness_daemon *d = NULL;
@@ -354,7 +354,7 @@ static void test_stats_privileged_lane_for_privileged_only(void **state)
 }
 
 /* The privileged rules' series and table only with metrics.privileged = true. */
-static void test_metrics_privileged_lane_by_option(void **state)
+static void test_metrics_login_figures_by_option(void **state)
 {
     struct harness_daemon *d = NULL;
     struct harness_conn *u = NULL;
@@ -382,7 +382,7 @@ static void test_metrics_privileged_lane_by_option(void **state)
         expect_line(body, "divvy_denials_total{cause=\"no-counter\"} 0", shown);
         expect_line(body, "divvy_errors_total{code=\"no-counter\"} 0", shown);
         if (!shown && (strstr(body, "login-user") || strstr(body, "table=\"privileged\"")))
-            fail_msg("the privileged lane in the exposition");
+            fail_msg("the login figures in the exposition");
         harness_close(u);
         harness_free(d);
     }
@@ -395,9 +395,9 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_slow_request_closed, harness_setup,
                                         harness_teardown),
-        cmocka_unit_test_setup_teardown(test_stats_privileged_lane_for_privileged_only,
+        cmocka_unit_test_setup_teardown(test_stats_login_figures_for_privileged_only,
                                         harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_metrics_privileged_lane_by_option, harness_setup,
+        cmocka_unit_test_setup_teardown(test_metrics_login_figures_by_option, harness_setup,
                                         harness_teardown),
     };
 

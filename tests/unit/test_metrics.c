@@ -433,7 +433,7 @@ static void test_metrics_denials_by_cause(void **state)
     expect_line(t, "divvy_denials_total{cause=\"redis-down\"} 1");
     expect_line(t, "divvy_denials_total{cause=\"zero-limit\"} 0");
     expect_line(t, "divvy_denials_total{cause=\"table-full\"} 0");
-    /* no-counter is the privileged lane's: test_metrics_privileged_lane. */
+    /* no-counter is a login figure: test_metrics_login_figures. */
     expect_no(t, "cause=\"no-counter\"");
     assert_string_equal(metrics_deny_name(METRICS_DENY_REDIS_DOWN), "redis-down");
     assert_string_equal(metrics_deny_name(METRICS_N_DENY), "?");
@@ -442,7 +442,7 @@ static void test_metrics_denials_by_cause(void **state)
 /* A source = privileged rule counts in the totals only, unless
  * metrics.privileged; then it has its series, and the privileged table and
  * no-counter are shown. */
-static void test_metrics_privileged_lane(void **state)
+static void test_metrics_login_figures(void **state)
 {
     struct rules_spec spec = { 0 };
     struct rules *rules = NULL;
@@ -774,7 +774,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metrics_histogram_buckets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_errors_gauges_and_redis, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_denials_by_cause, setup, teardown),
-        cmocka_unit_test(test_metrics_privileged_lane),
+        cmocka_unit_test(test_metrics_login_figures),
         cmocka_unit_test_setup_teardown(test_metrics_http_endpoint, setup_http, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_listen_errors, setup_http, teardown),
         cmocka_unit_test(test_metrics_statsd_as_divvy),
