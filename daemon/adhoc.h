@@ -10,7 +10,8 @@
  * random secret: peers cannot aim collisions); one whose state has become
  * the same as no bucket at all (full again, GCRA's TAT passed) is reused.
  * The table is split in shards, each under its own mutex: thread-safe.
- * The algorithms themselves (adhoc_tb_step(), adhoc_gcra_step()) are pure.
+ * The algorithms themselves (adhoc_tb_step(), adhoc_gcra_step(), in
+ * adhoc_algo.c) are pure.
  */
 #ifndef DIVVY_ADHOC_H
 #define DIVVY_ADHOC_H
