@@ -125,7 +125,9 @@ struct config {
                                          * default CONFIG_DEFAULT_PRIVILEGED_SLOTS */
     enum config_full_policy when_full;  /* default deny */
     uint32_t adhoc_slots;       /* RESP's ad-hoc buckets (docs/resp.md); default 65536 */
-    uint32_t adhoc_max_buckets; /* occupied at most; 0: 7/8 of adhoc_slots */
+    uint32_t adhoc_max_buckets; /* occupied at most; 0: all of adhoc_slots */
+    uint32_t adhoc_reserved_buckets;    /* ... of which only privileged peers'; 0: 1/16 */
+    uint32_t adhoc_buckets_per_peer;    /* one unprivileged peer's share; 0: 1/8 of the rest */
     unsigned snapshot_interval_ms;      /* fast table snapshot period; 0: at stop only */
 
     /* store { }: the mode itself is rules.default_store (rules carry it). */

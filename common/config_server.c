@@ -23,7 +23,7 @@ static const char *const conf_server_names[] = {
 };
 static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
-    "adhoc_slots", "adhoc_max_buckets",
+    "adhoc_slots", "adhoc_max_buckets", "adhoc_reserved_buckets", "adhoc_buckets_per_peer",
 };
 static const char *const conf_metrics_names[] = { "listen", "path", "names", "privileged" };
 static const char *const conf_statsd_names[] = { "host", "prefix", "port", "interval_ms" };
@@ -295,6 +295,7 @@ int conf_table_setting(struct config *cfg, const char *path,
                        const config_setting_t *s, struct diag *reterr)
 {
     const char *name = conf_name(s), *str;
+    uint32_t *adhoc;
     int64_t v;
     int r;
 
@@ -309,12 +310,17 @@ int conf_table_setting(struct config *cfg, const char *path,
             cfg->privileged_table_slots = (uint32_t)v;
         return r;
     }
-    if (strcmp(name, "adhoc_slots") == 0 || strcmp(name, "adhoc_max_buckets") == 0) {
-        r = conf_get_int(path, s, name[6] == 's' ? 1 : 0, TABLE_SLOTS_MAX, &v, reterr);
-        if (r == 0 && name[6] == 's')
-            cfg->adhoc_slots = (uint32_t)v;
-        else if (r == 0)
-            cfg->adhoc_max_buckets = (uint32_t)v;
+    adhoc = strcmp(name, "adhoc_slots") == 0              ? &cfg->adhoc_slots
+            : strcmp(name, "adhoc_max_buckets") == 0      ? &cfg->adhoc_max_buckets
+            : strcmp(name, "adhoc_reserved_buckets") == 0 ? &cfg->adhoc_reserved_buckets
+            : strcmp(name, "adhoc_buckets_per_peer") == 0 ? &cfg->adhoc_buckets_per_peer
+                                                          : NULL;
+    if (adhoc) {
+        /* 0 is "the default" for all but the size (docs/config.md). */
+        r = conf_get_int(path, s, adhoc == &cfg->adhoc_slots ? 1 : 0, TABLE_SLOTS_MAX, &v,
+                         reterr);
+        if (r == 0)
+            *adhoc = (uint32_t)v;
         return r;
     }
     if (strcmp(name, "when_full") == 0) {

@@ -302,6 +302,7 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
     if (cfg->table_slots != TABLE_SLOTS_DEFAULT || cfg->fast_table_slots != TABLE_SLOTS_DEFAULT ||
         cfg->privileged_table_slots != CONFIG_DEFAULT_PRIVILEGED_SLOTS ||
         cfg->adhoc_slots != CONFIG_DEFAULT_ADHOC_SLOTS || cfg->adhoc_max_buckets != 0 ||
+        cfg->adhoc_reserved_buckets != 0 || cfg->adhoc_buckets_per_peer != 0 ||
         cfg->when_full != CONFIG_FULL_DENY) {
         fprintf(f, "table = {\n");
         if (cfg->table_slots != TABLE_SLOTS_DEFAULT)
@@ -314,6 +315,10 @@ int config_write_libconfig(const struct config *cfg, FILE *f)
             fprintf(f, "    adhoc_slots = %" PRIu32 ";\n", cfg->adhoc_slots);
         if (cfg->adhoc_max_buckets != 0)
             fprintf(f, "    adhoc_max_buckets = %" PRIu32 ";\n", cfg->adhoc_max_buckets);
+        if (cfg->adhoc_reserved_buckets != 0)
+            fprintf(f, "    adhoc_reserved_buckets = %" PRIu32 ";\n", cfg->adhoc_reserved_buckets);
+        if (cfg->adhoc_buckets_per_peer != 0)
+            fprintf(f, "    adhoc_buckets_per_peer = %" PRIu32 ";\n", cfg->adhoc_buckets_per_peer);
         if (cfg->when_full != CONFIG_FULL_DENY)
             fprintf(f, "    when_full = \"allow\";\n");
         fprintf(f, "};\n\n");

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * adhoc: ad-hoc buckets for RESP clients (see adhoc.h).  Each shard is an
- * open-addressing table under its own mutex; a key lives within
- * ADHOC_PROBE slots of its home and is never deleted, only reused once its
- * state is the same as no bucket (idle_ms passed on the server's clock).
+ * adhoc: the table of ad-hoc buckets for RESP clients (see adhoc.h; the
+ * algorithms are adhoc_algo.c).  Each shard is a chained hash table over a
+ * fixed array of slots, with a free list, under its own mutex.  Every
+ * occupied slot is charged to an owner (a peer) and sits in that owner's
+ * list of buckets by last use; the unprivileged owners are also listed by
+ * how many buckets they hold, so the one holding the most and its least
+ * recently used bucket are found in O(1).  Nothing here allocates after
+ * adhoc_new(): a shard's owners never outnumber its slots.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -14,143 +18,125 @@
 #include "adhoc.h"
 #include "hash.h"
 
-#define ADHOC_SHARDS   64
-#define NS_PER_MS      1000000LL
-#define NS_PER_S       1000000000LL
+#define ADHOC_SHARDS_MAX   64
+#define ADHOC_SHARD_MIN    256          /* slots per shard at least, once there are several */
+#define NIL                UINT32_MAX
+#define NS_PER_MS          1000000LL
 
 struct adhoc_slot {
-    uint64_t h[2];              /* SipHash-128 of the key and parameters; 0, 0: empty */
+    uint64_t h[2];              /* SipHash-128 of the key and parameters */
     int64_t a, b;               /* token bucket: amount, refilled_ms; GCRA: tat_ns */
     int64_t idle_ms;            /* the state is the same as none from this server time */
+    uint32_t next;              /* the hash chain; a free slot: the free list */
+    uint32_t owner;             /* the owner it is charged to */
+    uint32_t older, newer;      /* the owner's buckets by last use */
+};
+
+/* A peer holding buckets in a shard; freed with its last bucket. */
+struct adhoc_owner {
+    uint8_t key[16];
+    bool is_unix, privileged;
+    uint32_t count;             /* buckets charged to it, >= 1 while in use */
+    uint32_t oldest, newest;    /* its least and most recently used bucket */
+    uint32_t home;              /* its chain in owner_index */
+    uint32_t next;              /* the hash chain; a free entry: the free list */
+    uint32_t cprev, cnext;      /* unprivileged: the others holding as many (by_count) */
 };
 
 struct adhoc_shard {
     pthread_mutex_t lock;
-    struct adhoc_slot *slots;
+    struct adhoc_slot *slots;   /* per_shard of them */
+    struct adhoc_owner *owners; /* as many: one bucket each at least */
+    uint32_t *index;            /* slot chains by hash, index_mask + 1 */
+    uint32_t *owner_index;      /* owner chains by peer, index_mask + 1 */
+    uint32_t *by_count;         /* [share + 1]: unprivileged owners holding that many */
+    uint32_t free_slot, free_owner;
+    uint32_t used, used_unpriv; /* buckets held; ... by unprivileged owners */
+    uint32_t max_count;         /* the most one unprivileged owner holds */
+    uint32_t n_owners;
+    uint64_t evictions, busy;
 };
 
 struct adhoc {
     uint8_t secret[HASH_KEY_LEN];
-    uint32_t per_shard, max_buckets;
-    uint32_t used;              /* occupied slots, all shards (atomic) */
-    struct adhoc_shard shards[ADHOC_SHARDS];
+    uint32_t n_shards;          /* a power of two */
+    uint32_t per_shard;         /* slots */
+    uint32_t cap, reserve, share;       /* per shard */
+    uint32_t index_mask;
+    struct adhoc_shard shards[ADHOC_SHARDS_MAX];
 };
 
-/* ---- algorithms ------------------------------------------------------------------------ */
-
-int64_t adhoc_tb_step(const struct adhoc_tb *p, bool exists, int64_t now_ms,
-                      struct adhoc_tb_state *st, int64_t *ret_idle_ms)
+static uint32_t ceil_div(uint64_t n, uint32_t d)
 {
-    int64_t before, refills, left, need;
+    return (uint32_t)((n + d - 1) / d);
+}
 
-    if (!exists) {
-        before = p->max;
-        st->refilled_ms = now_ms;
-    } else {
-        int64_t span = now_ms > st->refilled_ms ? now_ms - st->refilled_ms : 0;
+/* ---- life cycle ------------------------------------------------------------------------ */
 
-        refills = span / p->refill_ms;
-        st->refilled_ms += refills * p->refill_ms;
-        /* min(max, amount + refills * refill) without overflow */
-        left = p->max - st->amount;
-        before = left <= 0 || refills >= (left + p->refill - 1) / p->refill
-                     ? p->max
-                     : st->amount + refills * p->refill;
+static int shard_init(struct adhoc *a, struct adhoc_shard *sh)
+{
+    size_t n_index = (size_t)a->index_mask + 1;
+
+    sh->slots = calloc(a->per_shard, sizeof(*sh->slots));
+    sh->owners = calloc(a->per_shard, sizeof(*sh->owners));
+    sh->index = malloc(n_index * sizeof(*sh->index));
+    sh->owner_index = malloc(n_index * sizeof(*sh->owner_index));
+    sh->by_count = malloc(((size_t)a->share + 1) * sizeof(*sh->by_count));
+    if (!sh->slots || !sh->owners || !sh->index || !sh->owner_index || !sh->by_count)
+        return -ENOMEM;
+    memset(sh->index, 0xff, n_index * sizeof(*sh->index));
+    memset(sh->owner_index, 0xff, n_index * sizeof(*sh->owner_index));
+    memset(sh->by_count, 0xff, ((size_t)a->share + 1) * sizeof(*sh->by_count));
+    for (uint32_t i = 0; i < a->per_shard; i++) {
+        sh->slots[i].next = i + 1 < a->per_shard ? i + 1 : NIL;
+        sh->owners[i].next = i + 1 < a->per_shard ? i + 1 : NIL;
     }
-    st->amount = before;
-    /* Check and take: a call that asks for more than is left takes nothing. */
-    if (p->take > 0 && before >= p->take)
-        st->amount = before - p->take;
-    if (p->take > 0 && p->strict && st->amount == 0)
-        st->refilled_ms = now_ms;
-    /* When it is full again; never, as far as 64 bits can tell, past that. */
-    need = (p->max - st->amount + p->refill - 1) / p->refill;
-    if (__builtin_mul_overflow(need, p->refill_ms, &need) ||
-        __builtin_add_overflow(st->refilled_ms, need, ret_idle_ms))
-        *ret_idle_ms = INT64_MAX;
-    return before;
-}
-
-/* Redis-cell's Rate::per_period(): the period over count, in floating point. */
-static int64_t gcra_interval(const struct adhoc_gcra *p)
-{
-    return (int64_t)((double)(p->period_s * NS_PER_S) / (double)p->count);
-}
-
-int adhoc_gcra_check(const struct adhoc_gcra *p)
-{
-    int64_t t, dvt, inc;
-
-    if (p->max_burst < 0 || p->count < 1 || p->period_s < 1 || p->quantity < 0 ||
-        p->period_s > INT64_MAX / NS_PER_S / 4)
-        return -ERANGE;
-    t = gcra_interval(p);
-    if (t < 1 || __builtin_mul_overflow(t, p->max_burst + 1, &dvt) ||
-        __builtin_mul_overflow(t, p->quantity, &inc) || dvt > INT64_MAX / 4 ||
-        inc > INT64_MAX / 4)
-        return -ERANGE;
+    sh->free_slot = 0;
+    sh->free_owner = 0;
     return 0;
 }
 
-void adhoc_gcra_step(const struct adhoc_gcra *p, bool exists, int64_t now_ns, int64_t *tat_ns,
-                     struct adhoc_gcra_result *ret, int64_t *ret_idle_ms)
-{
-    int64_t t = gcra_interval(p), dvt = t * (p->max_burst + 1), inc = t * p->quantity;
-    int64_t tat = exists ? *tat_ns : now_ns, new_tat, diff, ttl, next;
-
-    ret->limit = p->max_burst + 1;
-    ret->remaining = 0;
-    ret->retry_after_ns = -NS_PER_S;
-    new_tat = (now_ns > tat ? now_ns : tat) + inc;
-    diff = now_ns - (new_tat - dvt);
-    if (diff < 0) {
-        if (inc <= dvt)
-            ret->retry_after_ns = -diff;
-        ret->limited = true;
-        ttl = tat - now_ns;
-    } else {
-        ret->limited = false;
-        ttl = new_tat - now_ns;
-        tat = new_tat;
-    }
-    next = dvt - ttl;
-    /* Redis-cell divides whole microseconds in floating point. */
-    if (next > -t)
-        ret->remaining = (int64_t)((double)(next / 1000) / (double)(t / 1000 ? t / 1000 : 1));
-    ret->reset_after_ns = ttl;
-    *tat_ns = tat;
-    *ret_idle_ms = tat / NS_PER_MS + (tat % NS_PER_MS != 0);
-}
-
-/* ---- the table ------------------------------------------------------------------------- */
-
-int adhoc_new(uint32_t slots, uint32_t max_buckets, struct adhoc **ret)
+int adhoc_new(const struct adhoc_opts *o, struct adhoc **ret)
 {
     struct adhoc *a;
-    uint32_t per = (slots + ADHOC_SHARDS - 1) / ADHOC_SHARDS;
+    uint32_t n = 1, cap_total, reserved, pool;
+    uint64_t per_peer;
+    int r;
 
-    if (slots == 0)
+    if (o->slots == 0)
         return -EINVAL;
-    if (max_buckets == 0)
-        max_buckets = slots - slots / 8;
-    if (max_buckets > slots)
-        max_buckets = slots;
+    /* Shards keep threads apart; each must stay big enough for its share
+     * of the reserve and of a peer's share to mean something. */
+    while (n < ADHOC_SHARDS_MAX && o->slots / (2 * n) >= ADHOC_SHARD_MIN)
+        n *= 2;
+    cap_total = o->max_buckets && o->max_buckets < o->slots ? o->max_buckets : o->slots;
     a = calloc(1, sizeof(*a));
     if (!a)
         return -ENOMEM;
-    if (getrandom(a->secret, sizeof(a->secret), 0) != sizeof(a->secret)) {
-        free(a);
-        return -EIO;
-    }
-    a->per_shard = per;
-    a->max_buckets = max_buckets;
-    for (int i = 0; i < ADHOC_SHARDS; i++) {
+    a->n_shards = n;
+    a->per_shard = ceil_div(o->slots, n);
+    a->cap = ceil_div(cap_total, n);
+    reserved = o->reserved ? o->reserved : cap_total / ADHOC_RESERVE_DIV;
+    a->reserve = ceil_div(reserved ? reserved : 1, n);
+    if (a->reserve >= a->cap)
+        a->reserve = a->cap - 1;
+    pool = a->cap - a->reserve;
+    per_peer = o->per_peer ? o->per_peer : (uint64_t)pool * n / ADHOC_PER_PEER_DIV;
+    a->share = ceil_div(per_peer ? per_peer : 1, n);
+    if (a->share > pool)
+        a->share = pool;
+    a->index_mask = 1;
+    while (a->index_mask < a->per_shard)
+        a->index_mask <<= 1;
+    a->index_mask--;
+    for (uint32_t i = 0; i < n; i++)
         pthread_mutex_init(&a->shards[i].lock, NULL);
-        a->shards[i].slots = calloc(per, sizeof(struct adhoc_slot));
-        if (!a->shards[i].slots) {
-            adhoc_free(a);
-            return -ENOMEM;
-        }
+    r = getrandom(a->secret, sizeof(a->secret), 0) == sizeof(a->secret) ? 0 : -EIO;
+    for (uint32_t i = 0; i < n && r == 0; i++)
+        r = shard_init(a, &a->shards[i]);
+    if (r < 0) {
+        adhoc_free(a);
+        return r;
     }
     *ret = a;
     return 0;
@@ -160,21 +146,245 @@ void adhoc_free(struct adhoc *a)
 {
     if (!a)
         return;
-    for (int i = 0; i < ADHOC_SHARDS; i++) {
-        pthread_mutex_destroy(&a->shards[i].lock);
-        free(a->shards[i].slots);
+    for (uint32_t i = 0; i < a->n_shards; i++) {
+        struct adhoc_shard *sh = &a->shards[i];
+
+        pthread_mutex_destroy(&sh->lock);
+        free(sh->slots);
+        free(sh->owners);
+        free(sh->index);
+        free(sh->owner_index);
+        free(sh->by_count);
     }
     free(a);
 }
 
+/* ---- owners ---------------------------------------------------------------------------- */
+
+static uint32_t owner_home(const struct adhoc *a, const struct adhoc_peer *who)
+{
+    uint8_t buf[18];
+
+    memcpy(buf, who->key, 16);
+    buf[16] = who->is_unix;
+    buf[17] = who->privileged;
+    /* Keyed: TCP peers choose their addresses, so they must not choose chains. */
+    return (uint32_t)hash_siphash(a->secret, buf, sizeof(buf)) & a->index_mask;
+}
+
+static uint32_t owner_find(const struct adhoc_shard *sh, const struct adhoc_peer *who,
+                           uint32_t home)
+{
+    for (uint32_t i = sh->owner_index[home]; i != NIL; i = sh->owners[i].next) {
+        const struct adhoc_owner *o = &sh->owners[i];
+
+        if (o->is_unix == who->is_unix && o->privileged == who->privileged &&
+            memcmp(o->key, who->key, 16) == 0)
+            return i;
+    }
+    return NIL;
+}
+
+/* Sets owner @oi's count to @to, moving an unprivileged one between the
+ * by_count lists and keeping max_count (counts change by one at a time). */
+static void owner_count(struct adhoc_shard *sh, uint32_t oi, uint32_t to)
+{
+    struct adhoc_owner *o = &sh->owners[oi];
+
+    if (!o->privileged) {
+        if (o->count > 0) {
+            if (o->cprev != NIL)
+                sh->owners[o->cprev].cnext = o->cnext;
+            else
+                sh->by_count[o->count] = o->cnext;
+            if (o->cnext != NIL)
+                sh->owners[o->cnext].cprev = o->cprev;
+        }
+        if (to > 0) {
+            o->cprev = NIL;
+            o->cnext = sh->by_count[to];
+            if (o->cnext != NIL)
+                sh->owners[o->cnext].cprev = oi;
+            sh->by_count[to] = oi;
+        }
+        if (to > sh->max_count)
+            sh->max_count = to;
+        while (sh->max_count > 0 && sh->by_count[sh->max_count] == NIL)
+            sh->max_count--;
+    }
+    o->count = to;
+}
+
+/* @who's entry (its chain @home), made when it holds nothing yet (there is
+ * always a free one: owners hold a bucket each, and a slot is free when
+ * this is called). */
+static uint32_t owner_get(struct adhoc_shard *sh, const struct adhoc_peer *who, uint32_t home)
+{
+    uint32_t oi = owner_find(sh, who, home);
+    struct adhoc_owner *o;
+
+    if (oi != NIL)
+        return oi;
+    oi = sh->free_owner;
+    o = &sh->owners[oi];
+    sh->free_owner = o->next;
+    memcpy(o->key, who->key, 16);
+    o->is_unix = who->is_unix;
+    o->privileged = who->privileged;
+    o->count = 0;
+    o->oldest = o->newest = NIL;
+    o->home = home;
+    o->next = sh->owner_index[home];
+    sh->owner_index[home] = oi;
+    sh->n_owners++;
+    return oi;
+}
+
+static void owner_put(struct adhoc_shard *sh, uint32_t oi)
+{
+    uint32_t *pp = &sh->owner_index[sh->owners[oi].home];
+
+    while (*pp != oi)
+        pp = &sh->owners[*pp].next;
+    *pp = sh->owners[oi].next;
+    sh->owners[oi].next = sh->free_owner;
+    sh->free_owner = oi;
+    sh->n_owners--;
+}
+
+/* ---- slots ----------------------------------------------------------------------------- */
+
+static void lru_unlink(struct adhoc_shard *sh, struct adhoc_owner *o, uint32_t i)
+{
+    struct adhoc_slot *s = &sh->slots[i];
+
+    if (s->older != NIL)
+        sh->slots[s->older].newer = s->newer;
+    else
+        o->oldest = s->newer;
+    if (s->newer != NIL)
+        sh->slots[s->newer].older = s->older;
+    else
+        o->newest = s->older;
+}
+
+static void lru_push(struct adhoc_shard *sh, struct adhoc_owner *o, uint32_t i)
+{
+    struct adhoc_slot *s = &sh->slots[i];
+
+    s->newer = NIL;
+    s->older = o->newest;
+    if (o->newest != NIL)
+        sh->slots[o->newest].newer = i;
+    else
+        o->oldest = i;
+    o->newest = i;
+}
+
+static uint32_t slot_find(const struct adhoc *a, const struct adhoc_shard *sh,
+                          const uint64_t h[2])
+{
+    for (uint32_t i = sh->index[h[0] & a->index_mask]; i != NIL; i = sh->slots[i].next)
+        if (sh->slots[i].h[0] == h[0] && sh->slots[i].h[1] == h[1])
+            return i;
+    return NIL;
+}
+
+/* Frees slot @i: out of its chain, its owner's list and count.  A bucket
+ * dropped before it was idle is an eviction. */
+static void slot_drop(const struct adhoc *a, struct adhoc_shard *sh, uint32_t i,
+                      uint64_t clock_ms)
+{
+    struct adhoc_slot *s = &sh->slots[i];
+    uint32_t oi = s->owner, *pp = &sh->index[s->h[0] & a->index_mask];
+    struct adhoc_owner *o = &sh->owners[oi];
+
+    while (*pp != i)
+        pp = &sh->slots[*pp].next;
+    *pp = s->next;
+    lru_unlink(sh, o, i);
+    if (s->idle_ms > (int64_t)clock_ms)
+        sh->evictions++;
+    sh->used--;
+    if (!o->privileged)
+        sh->used_unpriv--;
+    owner_count(sh, oi, o->count - 1);
+    if (o->count == 0)
+        owner_put(sh, oi);
+    s->next = sh->free_slot;
+    sh->free_slot = i;
+}
+
+/* The bucket a privileged peer's new one replaces when privileged peers
+ * hold the whole shard: its own oldest, else another's (a rare scan). */
+static uint32_t slot_privileged_victim(const struct adhoc *a, const struct adhoc_shard *sh,
+                                       uint32_t mine)
+{
+    if (mine != NIL)
+        return sh->owners[mine].oldest;
+    for (uint32_t i = 0; i < a->per_shard; i++)
+        if (sh->owners[i].count > 0)
+            return sh->owners[i].oldest;
+    return NIL;
+}
+
+/*
+ * A slot for a new bucket @h of @who, or NIL (adhoc.h says when).  The
+ * order of adhoc.h's file comment: a peer at its share gives up its own
+ * least recently used bucket; else a free slot within the capacity (less
+ * the reserve for an unprivileged peer); else the least recently used
+ * bucket of the unprivileged peer holding the most (the asker's own on a
+ * tie, so nobody loses a bucket to a peer holding as many).
+ */
+static uint32_t slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct adhoc_peer *who,
+                         const uint64_t h[2], uint64_t clock_ms)
+{
+    uint32_t home = owner_home(a, who), mine = owner_find(sh, who, home), victim = NIL, i, oi;
+    uint32_t held = mine == NIL ? 0 : sh->owners[mine].count;
+    struct adhoc_slot *s;
+    bool room = who->privileged ? sh->used < a->cap
+                                : sh->used < a->cap && sh->used_unpriv < a->cap - a->reserve;
+
+    if (!who->privileged && held >= a->share) {
+        victim = sh->owners[mine].oldest;
+    } else if (!room) {
+        if (sh->max_count > 0)
+            victim = !who->privileged && held >= sh->max_count
+                         ? sh->owners[mine].oldest
+                         : sh->owners[sh->by_count[sh->max_count]].oldest;
+        else if (who->privileged)
+            victim = slot_privileged_victim(a, sh, mine);
+        if (victim == NIL)
+            return NIL;
+    }
+    if (victim != NIL)
+        slot_drop(a, sh, victim, clock_ms);
+    i = sh->free_slot;
+    s = &sh->slots[i];
+    sh->free_slot = s->next;
+    s->h[0] = h[0];
+    s->h[1] = h[1];
+    s->next = sh->index[h[0] & a->index_mask];
+    sh->index[h[0] & a->index_mask] = i;
+    oi = owner_get(sh, who, home);
+    s->owner = oi;
+    lru_push(sh, &sh->owners[oi], i);
+    owner_count(sh, oi, sh->owners[oi].count + 1);
+    sh->used++;
+    if (!who->privileged)
+        sh->used_unpriv++;
+    return i;
+}
+
+/* ---- lookups --------------------------------------------------------------------------- */
+
 /* The hash of @key with @params (the algorithm's, so different parameters
- * never share a bucket); never 0, 0 (an empty slot). */
+ * never share a bucket). */
 static void adhoc_hash(const struct adhoc *a, char kind, const char *key, size_t len,
                        const int64_t *params, size_t n_params, uint64_t h[2])
 {
     uint8_t buf[1 + 4 * 8], hk[16], out[16];
     size_t pos = 0;
-    uint64_t k[2];
 
     /* The key's keyed hash keys the hash of the kind and the fixed-width
      * parameters: a key and its parameters can never run into each other. */
@@ -184,123 +394,118 @@ static void adhoc_hash(const struct adhoc *a, char kind, const char *key, size_t
             buf[pos++] = (uint8_t)((uint64_t)params[i] >> (8 * j));
     hash_siphash128(a->secret, key, len, hk);
     hash_siphash128(hk, buf, pos, out);
-    memcpy(k, out, 16);
-    if (k[0] == 0 && k[1] == 0)
-        k[0] = 1;
-    h[0] = k[0];
-    h[1] = k[1];
+    memcpy(h, out, 16);
 }
 
-/* Counts one more occupied slot unless max_buckets are: exact across shards. */
-static bool adhoc_claim(struct adhoc *a)
+/* Locks @h's shard and finds its bucket: NIL when there is none, or when
+ * it was idle (then dropped: its state is the same as none).  A bucket
+ * found becomes its owner's most recently used. */
+static struct adhoc_shard *adhoc_lookup(struct adhoc *a, const uint64_t h[2], uint64_t clock_ms,
+                                        uint32_t *ret_slot)
 {
-    uint32_t u = __atomic_load_n(&a->used, __ATOMIC_RELAXED);
+    struct adhoc_shard *sh = &a->shards[h[1] & (a->n_shards - 1)];
+    uint32_t i;
 
-    while (u < a->max_buckets)
-        if (__atomic_compare_exchange_n(&a->used, &u, u + 1, false, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED))
-            return true;
-    return false;
-}
-
-/* The slot of @h in its shard (locked on return: the caller unlocks), or
- * NULL when there is no room.  *ret_live: it holds a live state of @h. */
-static struct adhoc_slot *adhoc_find(struct adhoc *a, const uint64_t h[2], uint64_t clock_ms,
-                                     struct adhoc_shard **ret_shard, bool *ret_live)
-{
-    struct adhoc_shard *sh = &a->shards[h[1] % ADHOC_SHARDS];
-    struct adhoc_slot *empty = NULL, *idle = NULL, *e;
-    uint32_t home = (uint32_t)(h[0] % a->per_shard);
-
-    *ret_shard = sh;
-    *ret_live = false;
     pthread_mutex_lock(&sh->lock);
-    for (uint32_t i = 0; i < ADHOC_PROBE && i < a->per_shard; i++) {
-        e = &sh->slots[(home + i) % a->per_shard];
-        if (e->h[0] == 0 && e->h[1] == 0) {
-            empty = e;
-            break;              /* nothing is stored past an empty slot */
-        }
-        if (e->h[0] == h[0] && e->h[1] == h[1]) {
-            *ret_live = e->idle_ms > (int64_t)clock_ms;
-            return e;
-        }
-        if (!idle && e->idle_ms <= (int64_t)clock_ms)
-            idle = e;
+    i = slot_find(a, sh, h);
+    if (i != NIL && sh->slots[i].idle_ms <= (int64_t)clock_ms) {
+        slot_drop(a, sh, i, clock_ms);
+        i = NIL;
+    } else if (i != NIL) {
+        struct adhoc_owner *o = &sh->owners[sh->slots[i].owner];
+
+        lru_unlink(sh, o, i);
+        lru_push(sh, o, i);
     }
-    if (empty && adhoc_claim(a)) {
-        empty->h[0] = h[0];
-        empty->h[1] = h[1];
-        return empty;
-    }
-    if (idle) {
-        idle->h[0] = h[0];
-        idle->h[1] = h[1];
-        return idle;
-    }
-    pthread_mutex_unlock(&sh->lock);
-    return NULL;
+    *ret_slot = i;
+    return sh;
 }
 
-int adhoc_tb(struct adhoc *a, const char *key, size_t len, const struct adhoc_tb *p,
-             int64_t now_ms, uint64_t clock_ms, int64_t *ret_before)
+int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
+             const struct adhoc_tb *p, int64_t now_ms, uint64_t clock_ms, int64_t *ret_before)
 {
     int64_t params[3] = { p->max, p->refill, p->refill_ms }, idle;
     struct adhoc_tb_state st = { 0 };
     struct adhoc_shard *sh;
-    struct adhoc_slot *e;
     uint64_t h[2];
+    uint32_t i;
     bool live;
+    int r = 0;
 
     adhoc_hash(a, 'S', key, len, params, 3, h);
-    e = adhoc_find(a, h, clock_ms, &sh, &live);
-    if (!e)
-        return -ENOSPC;
+    sh = adhoc_lookup(a, h, clock_ms, &i);
+    live = i != NIL;
     if (live) {
-        st.amount = e->a;
-        st.refilled_ms = e->b;
+        st.amount = sh->slots[i].a;
+        st.refilled_ms = sh->slots[i].b;
     }
     *ret_before = adhoc_tb_step(p, live, now_ms, &st, &idle);
-    /* RL.GET writes nothing (a new bucket stays as good as absent). */
-    if (p->take > 0) {
-        e->a = st.amount;
-        e->b = st.refilled_ms;
-        e->idle_ms = idle;
-    } else if (!live) {
-        e->idle_ms = 0;
+    /* RL.GET writes nothing; a new bucket that is still full is as good
+     * as absent and takes no slot. */
+    if (p->take > 0 && (live || st.amount < p->max)) {
+        if (!live)
+            i = slot_new(a, sh, who, h, clock_ms);
+        if (i != NIL) {
+            sh->slots[i].a = st.amount;
+            sh->slots[i].b = st.refilled_ms;
+            sh->slots[i].idle_ms = idle;
+        } else {
+            sh->busy++;
+            r = -ENOSPC;
+        }
     }
     pthread_mutex_unlock(&sh->lock);
-    return 0;
+    return r;
 }
 
-int adhoc_gcra(struct adhoc *a, const char *key, size_t len, const struct adhoc_gcra *p,
-               int64_t now_ns, struct adhoc_gcra_result *ret)
+int adhoc_gcra(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
+               const struct adhoc_gcra *p, int64_t now_ns, struct adhoc_gcra_result *ret)
 {
     int64_t params[3] = { p->max_burst, p->count, p->period_s }, idle, tat = 0;
+    uint64_t h[2], clock_ms = (uint64_t)(now_ns / NS_PER_MS);
     struct adhoc_shard *sh;
-    struct adhoc_slot *e;
-    uint64_t h[2];
+    uint32_t i;
     bool live;
+    int r = 0;
 
     adhoc_hash(a, 'G', key, len, params, 3, h);
-    e = adhoc_find(a, h, (uint64_t)(now_ns / NS_PER_MS), &sh, &live);
-    if (!e)
-        return -ENOSPC;
+    sh = adhoc_lookup(a, h, clock_ms, &i);
+    live = i != NIL;
     if (live)
-        tat = e->a;
+        tat = sh->slots[i].a;
     adhoc_gcra_step(p, live, now_ns, &tat, ret, &idle);
-    if (live || !ret->limited) {
-        e->a = tat;
-        e->idle_ms = idle;
-    } else {
-        e->idle_ms = 0;
+    /* A new key that was refused, or only looked at, is as good as absent. */
+    if (live || (!ret->limited && idle > (int64_t)clock_ms)) {
+        if (!live)
+            i = slot_new(a, sh, who, h, clock_ms);
+        if (i != NIL) {
+            sh->slots[i].a = tat;
+            sh->slots[i].idle_ms = idle;
+        } else {
+            sh->busy++;
+            r = -ENOSPC;
+        }
     }
     pthread_mutex_unlock(&sh->lock);
-    return 0;
+    return r;
 }
 
-void adhoc_usage(struct adhoc *a, uint64_t *ret_used, uint64_t *ret_slots)
+void adhoc_stats(struct adhoc *a, struct adhoc_stats *ret)
 {
-    *ret_used = __atomic_load_n(&a->used, __ATOMIC_RELAXED);
-    *ret_slots = (uint64_t)a->per_shard * ADHOC_SHARDS;
+    memset(ret, 0, sizeof(*ret));
+    ret->slots = (uint64_t)a->per_shard * a->n_shards;
+    ret->capacity = (uint64_t)a->cap * a->n_shards;
+    ret->reserved = (uint64_t)a->reserve * a->n_shards;
+    ret->per_peer = (uint64_t)a->share * a->n_shards;
+    for (uint32_t i = 0; i < a->n_shards; i++) {
+        struct adhoc_shard *sh = &a->shards[i];
+
+        pthread_mutex_lock(&sh->lock);
+        ret->used += sh->used;
+        ret->privileged += sh->used - sh->used_unpriv;
+        ret->peers += sh->n_owners;
+        ret->evictions += sh->evictions;
+        ret->busy += sh->busy;
+        pthread_mutex_unlock(&sh->lock);
+    }
 }

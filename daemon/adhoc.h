@@ -2,15 +2,29 @@
 /*
  * adhoc: the buckets RESP clients name themselves (docs/resp.md "Ad-hoc
  * buckets"): Smyte's token buckets (RL.REDUCE, RL.GET) and redis-cell's GCRA
- * (CL.THROTTLE).  They live in a table of their own, in divvyd's memory,
- * sized by table.adhoc_slots and capped at table.adhoc_max_buckets occupied
- * slots, so however many keys clients invent they never take a slot of the
- * rule counters' tables, least of all the privileged one.  A bucket is
- * found by a keyed SipHash-128 of its key and parameters (a per-process
- * random secret: peers cannot aim collisions); one whose state has become
- * the same as no bucket at all (full again, GCRA's TAT passed) is reused.
- * The table is split in shards, each under its own mutex: thread-safe.
- * The algorithms themselves (adhoc_tb_step(), adhoc_gcra_step()) are pure.
+ * (CL.THROTTLE).  They live in a table of their own, in divvyd's memory, so
+ * however many keys clients invent they never take a slot of the rule
+ * counters' tables, least of all the privileged one.  A bucket is found by a
+ * keyed SipHash-128 of its key and parameters (a per-process random secret:
+ * peers cannot aim collisions); one whose state has become the same as no
+ * bucket at all (full again, GCRA's TAT passed) is dropped when next met.
+ *
+ * Who may hold how much (docs/resp.md "Shares, reserve and eviction"): each
+ * bucket is charged to the peer that created it (struct adhoc_peer: a uid on
+ * a Unix socket, a source address on TCP).  An unprivileged peer holds at
+ * most its share (per_peer buckets: past it, its own least recently used
+ * bucket gives its slot to the new one); all unprivileged peers together
+ * hold at most the capacity less the reserve; when that is taken, a new
+ * bucket takes the least recently used bucket of the peer holding the most
+ * (its own, when that is the asker).  Privileged peers (root, the admin
+ * group) may use every slot, the reserve included, and their buckets are
+ * never taken for an unprivileged peer's.  So no unprivileged peer can make
+ * another peer's command fail, and root always gets a bucket.
+ *
+ * The table is split in shards (up to 64, by the bucket's hash), each under
+ * its own mutex with its own share of every number above: thread-safe.  The
+ * algorithms themselves (adhoc_tb_step(), adhoc_gcra_step(), in
+ * adhoc_algo.c) are pure.
  */
 #ifndef DIVVY_ADHOC_H
 #define DIVVY_ADHOC_H
@@ -20,7 +34,11 @@
 #include <stdint.h>
 
 #define ADHOC_SLOTS_DEFAULT   65536
-#define ADHOC_PROBE           32        /* slots one key may occupy away from its home */
+#define ADHOC_RESERVE_DIV     16        /* default reserve: 1/16 of the capacity */
+#define ADHOC_PER_PEER_DIV    8         /* default share: 1/8 of what is not reserved */
+/* The longest refill time (RL.*) or period (CL.THROTTLE) divvyd accepts:
+ * 31 days.  Longer ones are refused (resp_rl.c), not capped. */
+#define ADHOC_PERIOD_MAX_MS   (31LL * 24 * 3600 * 1000)
 
 struct adhoc;
 
@@ -84,25 +102,58 @@ void adhoc_gcra_step(const struct adhoc_gcra *p, bool exists, int64_t now_ns, in
 
 /* ---- the table ------------------------------------------------------------------------- */
 
-/* A table of @slots buckets (rounded to the shards), at most @max_buckets
- * of them occupied (0: 7/8 of @slots).  -ENOMEM, -EINVAL (no slots). */
-int adhoc_new(uint32_t slots, uint32_t max_buckets, struct adhoc **ret);
+struct adhoc_opts {
+    uint32_t slots;             /* buckets the table has room for, >= 1 */
+    uint32_t max_buckets;       /* of them, occupied at most; 0 or more than slots: all */
+    uint32_t reserved;          /* of those, only for privileged peers;
+                                 * 0: 1/ADHOC_RESERVE_DIV (at least 1) */
+    uint32_t per_peer;          /* one unprivileged peer's share;
+                                 * 0: 1/ADHOC_PER_PEER_DIV of the rest (at least 1) */
+};
+
+/* Who asks: the bucket it creates is charged to it. */
+struct adhoc_peer {
+    uint8_t key[16];            /* admit_peer_key(): a uid, or an address (IPv6 /64) */
+    bool is_unix;
+    bool privileged;            /* root or the admin group, on a Unix socket */
+};
+
+/* What STATS and the metrics show. */
+struct adhoc_stats {
+    uint64_t slots;             /* room, all shards */
+    uint64_t capacity;          /* occupied at most (max_buckets, rounded to the shards) */
+    uint64_t reserved;          /* ... of which only for privileged peers */
+    uint64_t per_peer;          /* a peer's share (per_peer, rounded to the shards) */
+    uint64_t used;              /* buckets held now */
+    uint64_t privileged;        /* ... by privileged peers */
+    uint64_t peers;             /* peers holding at least one (counted once per shard) */
+    uint64_t evictions;         /* buckets dropped before they were idle, for another */
+    uint64_t busy;              /* commands refused: no bucket could be had */
+};
+
+/* A table from @o (copied; rounded to its shards).  -ENOMEM, -EINVAL (no
+ * slots).  The reserve is cut to leave unprivileged peers one bucket per
+ * shard, the share to what they may hold together. */
+int adhoc_new(const struct adhoc_opts *o, struct adhoc **ret);
 void adhoc_free(struct adhoc *a);
 
 /*
- * RL.REDUCE / RL.GET on bucket @key (@len bytes) with @p at @now_ms (the
- * client's AT, or the clock): the return value of adhoc_tb_step() into
- * *ret_before.  -ENOSPC: the table is full (no free slot near the key's
- * home, or adhoc_max_buckets reached) and nothing was counted.
+ * RL.REDUCE / RL.GET by @who on bucket @key (@len bytes) with @p at @now_ms
+ * (the client's AT, or the clock), @clock_ms divvyd's clock: the return
+ * value of adhoc_tb_step() into *ret_before.  A call that leaves a bucket
+ * as good as absent (RL.GET, a refused take on a new bucket) stores
+ * nothing.  A new bucket may take the slot of another, as the file comment
+ * says.  -ENOSPC: none could be had (only for an unprivileged peer when
+ * privileged peers hold every slot of the shard) and nothing was counted.
  */
-int adhoc_tb(struct adhoc *a, const char *key, size_t len, const struct adhoc_tb *p,
-             int64_t now_ms, uint64_t clock_ms, int64_t *ret_before);
+int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
+             const struct adhoc_tb *p, int64_t now_ms, uint64_t clock_ms, int64_t *ret_before);
 
-/* CL.THROTTLE on @key with @p at @now_ns; -ENOSPC as adhoc_tb(). */
-int adhoc_gcra(struct adhoc *a, const char *key, size_t len, const struct adhoc_gcra *p,
-               int64_t now_ns, struct adhoc_gcra_result *ret);
+/* CL.THROTTLE by @who on @key with @p at @now_ns; as adhoc_tb(). */
+int adhoc_gcra(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
+               const struct adhoc_gcra *p, int64_t now_ns, struct adhoc_gcra_result *ret);
 
-/* Occupied slots and capacity, for STATS. */
-void adhoc_usage(struct adhoc *a, uint64_t *ret_used, uint64_t *ret_slots);
+/* Sums the shards (each locked in turn). */
+void adhoc_stats(struct adhoc *a, struct adhoc_stats *ret);
 
 #endif

@@ -278,11 +278,15 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                          (unsigned long long)prv.slots, (unsigned long long)prv.live);
     /* RESP's ad-hoc buckets (docs/resp.md): only with a resp: listener. */
     if (s->o.adhoc) {
-        uint64_t used, slots;
+        struct adhoc_stats ah;
 
-        adhoc_usage(s->o.adhoc, &used, &slots);
-        admin_append_fmt(buf, sizeof(buf), &pos, "adhoc_slots=%llu\nadhoc_used=%llu\n",
-                         (unsigned long long)slots, (unsigned long long)used);
+        adhoc_stats(s->o.adhoc, &ah);
+        admin_append_fmt(buf, sizeof(buf), &pos,
+                         "adhoc_slots=%llu\nadhoc_used=%llu\nadhoc_privileged=%llu\n"
+                         "adhoc_peers=%llu\nadhoc_evictions=%llu\nadhoc_busy=%llu\n",
+                         (unsigned long long)ah.slots, (unsigned long long)ah.used,
+                         (unsigned long long)ah.privileged, (unsigned long long)ah.peers,
+                         (unsigned long long)ah.evictions, (unsigned long long)ah.busy);
     }
     admin_append_fmt(buf, sizeof(buf), &pos, "%s", admit_text);
     /* docs/redis.md "Monitoring": where the store is, since when it is down,

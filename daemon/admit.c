@@ -138,9 +138,9 @@ void admit_free(struct admit *a)
     free(a);
 }
 
-/* The per-peer key: the uid, or the address with IPv6 cut to its /64 (one
- * host is given a /64, so a cap per full address would be no cap at all). */
-static void peer_key(const struct admit_peer *p, uint8_t key[16])
+/* The per-peer key (admit.h): the uid, or the address with IPv6 cut to its
+ * /64 (one host is given a /64, so a cap per full address would be no cap at all). */
+void admit_peer_key(const struct admit_peer *p, uint8_t key[16])
 {
     memset(key, 0, 16);
     if (p->is_unix) {
@@ -242,7 +242,7 @@ int admit_enter(struct admit *a, const struct admit_peer *p, struct admit_slot *
 
     pthread_mutex_lock(&a->lock);
     if (!slot.privileged) {
-        peer_key(p, key);
+        admit_peer_key(p, key);
         e = peer_find(a, p->is_unix, key);
     }
     why = decide(a, p, e, &reserve);

@@ -68,6 +68,11 @@ struct admit_peer {
     struct sockaddr_storage addr;       /* TCP: accept()'s peer address */
 };
 
+/* Who @p is for the per-peer caps, in 16 bytes: its uid on a Unix socket, its
+ * address on TCP (IPv4 /32, IPv4-mapped IPv6 as IPv4, IPv6 /64).  Also the
+ * identity of RESP's ad-hoc bucket shares (adhoc.h).  Pure. */
+void admit_peer_key(const struct admit_peer *p, uint8_t key[16]);
+
 struct admit_entry;
 
 /* What one admitted connection holds; embedded in the connection.  Zeroed

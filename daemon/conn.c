@@ -508,6 +508,7 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
     c->proto = l->proto;
     c->uid = l->is_unix ? p->uid : (uid_t)-1;
     c->privileged = l->is_unix && p->privileged;
+    admit_peer_key(p, c->peer_key);
     c->slot = *slot;
     memset(slot, 0, sizeof(*slot));
     c->last_ms = clock_coarse_ms();

@@ -64,6 +64,7 @@ struct conn {
     bool out_paused;            /* over its share of a spent output budget: not read */
     bool backlogged;            /* on the worker's backlog: requests left, not read */
     uid_t uid;
+    uint8_t peer_key[16];       /* admit_peer_key(): uid or address, for per-peer shares */
     struct admit_slot slot;     /* its place (admit.h), released by conn_free() only */
     uint64_t last_ms;           /* last byte read (clock_coarse_ms()) */
     uint64_t partial_ms;        /* the current partial request line started; 0: none */

@@ -499,10 +499,12 @@ int main(int argc, char **argv)
     /* RESP's ad-hoc buckets (docs/resp.md): their own memory, only with a RESP listener. */
     for (size_t i = 0; i < n_env_listen && !adhoc; i++) {
         enum config_proto proto;
+        struct adhoc_opts ao = { .slots = cfg->adhoc_slots, .max_buckets = cfg->adhoc_max_buckets,
+                                 .reserved = cfg->adhoc_reserved_buckets,
+                                 .per_peer = cfg->adhoc_buckets_per_peer };
 
         config_listen_proto(env_listen[i], &proto);
-        if (proto == CONFIG_PROTO_RESP &&
-            adhoc_new(cfg->adhoc_slots, cfg->adhoc_max_buckets, &adhoc) < 0) {
+        if (proto == CONFIG_PROTO_RESP && adhoc_new(&ao, &adhoc) < 0) {
             log_msg(LOG_ERR, "out of memory for %u ad-hoc buckets", cfg->adhoc_slots);
             goto out;
         }

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "adhoc.h"
 #include "admit.h"
 #include "proto.h"
 #include "rules.h"
@@ -92,6 +93,8 @@ struct metrics_gauges {
     struct table_stats privileged;  /* ... and of the privileged rules' table */
     bool have_fast_path_hits;   /* false until the table counts clients' hits */
     uint64_t fast_path_hits;
+    bool have_adhoc;            /* RESP's ad-hoc buckets (adhoc.h): a resp: listener */
+    struct adhoc_stats adhoc;
 };
 
 struct metrics;

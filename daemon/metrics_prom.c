@@ -90,6 +90,25 @@ static void render_admit(FILE *f, const struct admit_stats *a)
     fprintf(f, "divvy_output_paused_total %llu\n", (unsigned long long)a->output_paused);
 }
 
+/* RESP's ad-hoc buckets (docs/resp.md "Shares, reserve and eviction"). */
+static void render_adhoc(FILE *f, const struct adhoc_stats *a)
+{
+    put_head(f, "divvy_adhoc_buckets", "gauge",
+             "Ad-hoc buckets (RL.*, CL.THROTTLE) held, by unprivileged or privileged peers.");
+    fprintf(f, "divvy_adhoc_buckets{peer=\"unprivileged\"} %llu\n",
+            (unsigned long long)(a->used - a->privileged));
+    fprintf(f, "divvy_adhoc_buckets{peer=\"privileged\"} %llu\n",
+            (unsigned long long)a->privileged);
+    put_head(f, "divvy_adhoc_slots", "gauge", "Slots of the ad-hoc bucket table.");
+    fprintf(f, "divvy_adhoc_slots %llu\n", (unsigned long long)a->slots);
+    put_head(f, "divvy_adhoc_evictions_total", "counter",
+             "Ad-hoc buckets dropped before they were idle to make room for another.");
+    fprintf(f, "divvy_adhoc_evictions_total %llu\n", (unsigned long long)a->evictions);
+    put_head(f, "divvy_adhoc_busy_total", "counter",
+             "Ad-hoc bucket commands answered busy: no bucket could be had.");
+    fprintf(f, "divvy_adhoc_busy_total %llu\n", (unsigned long long)a->busy);
+}
+
 /* Fast-path decisions per rule and outcome, as divvy_hits_total counts socket hits. */
 static void render_fast_rules(FILE *f, struct metrics *m)
 {
@@ -230,6 +249,8 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
     render_table(f, &g, m->privileged);
     if (g.have_admit)
         render_admit(f, &g.admit);
+    if (g.have_adhoc)
+        render_adhoc(f, &g.adhoc);
     if (g.have_fast_path_hits) {
         put_head(f, "divvy_fast_path_hits_total", "counter",
                  "Hits decided by clients in shared memory, counted in the fast-path table.");

@@ -99,6 +99,8 @@ int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
     r |= set_add(&s, "table.snapshot_interval_ms", "%u", cfg->snapshot_interval_ms);
     r |= set_add(&s, "table.adhoc_slots", "%" PRIu32, cfg->adhoc_slots);
     r |= set_add(&s, "table.adhoc_max_buckets", "%" PRIu32, cfg->adhoc_max_buckets);
+    r |= set_add(&s, "table.adhoc_reserved_buckets", "%" PRIu32, cfg->adhoc_reserved_buckets);
+    r |= set_add(&s, "table.adhoc_buckets_per_peer", "%" PRIu32, cfg->adhoc_buckets_per_peer);
     r |= set_add(&s, "store.on_redis_error", "%s",
                  cfg->on_redis_error == CONFIG_REDIS_ERROR_OPEN     ? "open"
                  : cfg->on_redis_error == CONFIG_REDIS_ERROR_CLOSED ? "closed"

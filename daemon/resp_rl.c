@@ -3,12 +3,15 @@
  * resp_rl: the ad-hoc bucket commands of a RESP connection (docs/resp.md):
  * Smyte's RL.REDUCE, RL.GET (and their millisecond forms RL.PREDUCE,
  * RL.PGET) and redis-cell's CL.THROTTLE.  Arguments are read and checked
- * here as those servers read them; the buckets are adhoc.c's.  Counted in
- * STATS as hits like the rules' (accepted or rejected).
+ * here as those servers read them, with one bound of divvyd's own: a refill
+ * time or period of at most ADHOC_PERIOD_MAX_MS; the buckets are adhoc.c's,
+ * each charged to the connection's peer (its uid, or its address).  Counted
+ * in STATS as hits like the rules' (accepted or rejected).
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "adhoc.h"
 #include "clock.h"
@@ -45,10 +48,29 @@ static void rl_count(struct conn *c, bool allowed)
     stat_inc(allowed ? &c->w->st.accepted : &c->w->st.rejected);
 }
 
+/* Only when privileged peers hold every slot a new bucket could take (adhoc.h). */
 static void rl_full(struct conn *c)
 {
     rl_error(c, PROTO_E_BUSY, "ERR busy ad-hoc bucket table full "
                               "(table.adhoc_slots, table.adhoc_max_buckets)");
+}
+
+/* "-ERR ... over 31 days": the bound that keeps absurd buckets out (docs/resp.md). */
+static void rl_too_long(struct conn *c, const char *what)
+{
+    char text[160];
+
+    snprintf(text, sizeof(text), "ERR %s over %lld seconds (31 days): divvyd's bound for "
+             "ad-hoc buckets", what, ADHOC_PERIOD_MAX_MS / 1000);
+    rl_error(c, PROTO_E_BAD_REQUEST, text);
+}
+
+/* Whom a new bucket is charged to: the peer admission knows (conn.h). */
+static void rl_peer(const struct conn *c, struct adhoc_peer *ret)
+{
+    memcpy(ret->key, c->peer_key, sizeof(ret->key));
+    ret->is_unix = c->is_unix;
+    ret->privileged = c->privileged;
 }
 
 /*
@@ -61,6 +83,7 @@ static void rl_bucket(struct conn *c, const struct resp_cmd *cmd, bool reduce, b
     struct adhoc *a = c->w->s->o.adhoc;
     int64_t unit = ms ? 1 : 1000, refill_time, at = -1, before;
     struct adhoc_tb p = { .take = reduce ? 1 : 0 };
+    struct adhoc_peer who;
     bool refill_set = false;
     char buf[32];
     int r;
@@ -73,6 +96,10 @@ static void rl_bucket(struct conn *c, const struct resp_cmd *cmd, bool reduce, b
         resp_arg_int(cmd, 3, 1, INT32_MAX, &refill_time) < 0)
         goto bad_int;
     p.refill_ms = refill_time * unit;
+    if (p.refill_ms > ADHOC_PERIOD_MAX_MS) {
+        rl_too_long(c, "refilltime");
+        return;
+    }
     for (unsigned i = 4; i < cmd->argc; i++) {
         int64_t *slot;
         int64_t min = 0, max = RL_INT_MAX;
@@ -101,7 +128,8 @@ static void rl_bucket(struct conn *c, const struct resp_cmd *cmd, bool reduce, b
     }
     if (!refill_set)
         p.refill = p.max;
-    r = adhoc_tb(a, cmd->argv[1], cmd->len[1], &p,
+    rl_peer(c, &who);
+    r = adhoc_tb(a, &who, cmd->argv[1], cmd->len[1], &p,
                  at >= 0 ? at * unit : (int64_t)clock_now_ms(), clock_now_ms(), &before);
     if (r == -ENOSPC) {
         rl_full(c);
@@ -148,6 +176,7 @@ void resp_cl_throttle(struct conn *c, const struct resp_cmd *cmd)
     struct adhoc *a = c->w->s->o.adhoc;
     struct adhoc_gcra p = { .quantity = 1 };
     struct adhoc_gcra_result res;
+    struct adhoc_peer who;
     char buf[128];
     int n, r;
 
@@ -166,11 +195,17 @@ void resp_cl_throttle(struct conn *c, const struct resp_cmd *cmd)
         rl_error(c, PROTO_E_BAD_REQUEST, "ERR Cell error: Zero rates are not supported");
         return;
     }
+    if (p.period_s > ADHOC_PERIOD_MAX_MS / 1000) {
+        rl_too_long(c, "period");
+        return;
+    }
     if (adhoc_gcra_check(&p) < 0) {
         rl_error(c, PROTO_E_BAD_REQUEST, "ERR value is not an integer or out of range");
         return;
     }
-    r = adhoc_gcra(a, cmd->argv[1], cmd->len[1], &p, (int64_t)clock_now_ms() * 1000000, &res);
+    rl_peer(c, &who);
+    r = adhoc_gcra(a, &who, cmd->argv[1], cmd->len[1], &p, (int64_t)clock_now_ms() * 1000000,
+                   &res);
     if (r == -ENOSPC) {
         rl_full(c);
         return;

@@ -199,6 +199,10 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     table_stats(s->o.privileged, now, &g->privileged);
     g->have_fast_path_hits = true;
     g->fast_path_hits = table_fast_hits(s->o.fast);
+    if (s->o.adhoc) {
+        adhoc_stats(s->o.adhoc, &g->adhoc);
+        g->have_adhoc = true;
+    }
 }
 
 /* Metrics' gauges and statsd, and systemd's STATUS= when it changed. */

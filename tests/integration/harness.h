@@ -139,6 +139,12 @@ void harness_wait_fast(struct divvy *h, const struct divvy_kv *kv, size_t n_kv);
 int harness_connect(struct harness_daemon *d, enum harness_via via, struct harness_conn **ret);
 int harness_connect_unix(const char *path, struct harness_conn **ret);
 int harness_connect_tcp(int port, struct harness_conn **ret);
+/* A bare blocking socket (SOCK_CLOEXEC) connected to the Unix socket @path,
+ * or -errno: for floods from children that dropped privileges. */
+int harness_unix_fd(const char *path);
+/* The same over TCP to 127.0.0.1:@port from the local address @src (a
+ * loopback address such as "127.0.0.2": another peer to divvyd), or -errno. */
+int harness_tcp_fd_from(const char *src, int port);
 
 /* A loopback port of @type (SOCK_STREAM, SOCK_DGRAM) nobody uses right now
  * (someone may take it before the caller binds it); fails the test when

@@ -54,20 +54,10 @@ static int conn_new(int fd, struct harness_conn **ret)
 
 int harness_connect_unix(const char *path, struct harness_conn **ret)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    int fd, r;
+    int fd = harness_unix_fd(path), r;
 
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    strcpy(sa.sun_path, path);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        r = -errno;
-        close(fd);
-        return r;
-    }
+        return fd;
     r = conn_new(fd, ret);
     if (r < 0)
         close(fd);
@@ -562,4 +552,46 @@ void harness_wait_fast(struct divvy *h, const struct divvy_kv *kv, size_t n_kv)
         harness_pause_ms(20);
     } while (harness_now_ms() < deadline);
     fail_msg("the fast path never answered: %s", divvy_errmsg(h));
+}
+
+/* ---- bare sockets ---------------------------------------------------------------- */
+
+int harness_unix_fd(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd, r;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+int harness_tcp_fd_from(const char *src, int port)
+{
+    struct sockaddr_in from = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
+    int fd, r;
+
+    if (inet_pton(AF_INET, src, &from.sin_addr) != 1)
+        return -EINVAL;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons((uint16_t)port);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0 ||
+        connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
 }

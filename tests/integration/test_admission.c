@@ -87,43 +87,6 @@ static int flood_check(int fd)
     return strncmp(buf, "ERR busy", 8) == 0 ? 0 : -EPROTO;
 }
 
-static int flood_tcp(const char *src, int port)
-{
-    struct sockaddr_in from = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return -errno;
-    inet_pton(AF_INET, src, &from.sin_addr);
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    to.sin_port = htons((uint16_t)port);
-    if (bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0 ||
-        connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
-        int r = -errno;
-
-        close(fd);
-        return r;
-    }
-    return fd;
-}
-
-static int flood_unix(const char *path)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return -errno;
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        int r = -errno;
-
-        close(fd);
-        return r;
-    }
-    return fd;
-}
-
 static int flood_child(void *arg)
 {
     struct flood *f = arg;
@@ -134,7 +97,7 @@ static int flood_child(void *arg)
         return 100;
     for (int s = 0; s < MAX_SRC; s++)
         for (unsigned i = 0; f->src[s] && i < f->n[s]; i++) {
-            fd = flood_tcp(f->src[s], f->port);
+            fd = harness_tcp_fd_from(f->src[s], f->port);
             r = fd < 0 ? fd : flood_check(fd);
             if (r < 0) {
                 fprintf(stderr, "flood: tcp from %s: %s\n", f->src[s], strerror(-r));
@@ -144,7 +107,7 @@ static int flood_child(void *arg)
             opened++;
         }
     for (unsigned i = 0; i < f->n_unix; i++) {
-        fd = flood_unix(f->sock);
+        fd = harness_unix_fd(f->sock);
         r = fd < 0 ? fd : flood_check(fd);
         if (r < 0) {
             fprintf(stderr, "flood: unix: %s\n", strerror(-r));

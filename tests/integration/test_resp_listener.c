@@ -432,64 +432,92 @@ static void test_resp_attacks(void **state)
 
 /* ---- ad-hoc buckets -------------------------------------------------------------------- */
 
-/* RL.* and CL.THROTTLE in their own small table: past its cap new keys get
- * -ERR busy, the rules' counters (privileged ones included) are untouched,
- * and STATS shows the table. */
+/* RL.* and CL.THROTTLE in their own small table (docs/resp.md "Shares,
+ * reserve and eviction"): a TCP peer past its share is never busy, it gives
+ * up its own oldest buckets; root takes the rest of the table, the
+ * unprivileged peer's included; only then is that peer busy.  The rules'
+ * counters (privileged ones included) are untouched, STATS shows the
+ * table, and refill times past 31 days are refused. */
 static void test_resp_adhoc_full(void **state)
 {
     struct harness_daemon *d;
-    struct harness_conn *c, *line;
+    struct harness_conn *c, *tcp, *line;
     char conf[2048], got[256];
     long long v;
-    int busy = 0, ok = 0;
+    int ok = 0;
 
     (void)state;
-    snprintf(conf, sizeof(conf), "table = { adhoc_slots = 64; adhoc_max_buckets = 32; };\n%s",
-             RULES);
+    snprintf(conf, sizeof(conf), "table = { adhoc_slots = 64; adhoc_max_buckets = 32;\n"
+             "  adhoc_reserved_buckets = 4; adhoc_buckets_per_peer = 8; };\n%s", RULES);
     d = start_resp(conf);
     CHECK(harness_connect_unix(d->resp_sock, &c));
+    CHECK(harness_connect_tcp(d->resp_port, &tcp));
     CHECK(harness_connect(d, HARNESS_UNIX, &line));
-    for (int i = 0; i < 200; i++) {
-        char key[16];
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 200; i++) {
+            struct harness_conn *via = pass == 0 ? tcp : c;
+            char key[16];
 
-        snprintf(key, sizeof(key), "k%d", i);
-        if (i % 2)
-            SEND_CMD(c, "RL.REDUCE", key, "5", "3600");
-        else
-            SEND_CMD(c, "CL.THROTTLE", key, "4", "1", "3600");
-        got[0] = '\0';
-        CHECK(resp_read(c, got, sizeof(got)));
-        if (strncmp(got, "-ERR busy ad-hoc bucket table full", 34) == 0)
-            busy++;
-        else if (strcmp(got, ":5") == 0 || strncmp(got, "*5 :0 :5 :4 :-1 ", 16) == 0)
-            ok++;
-        else
-            fail_msg("key %d: %s", i, got);
+            snprintf(key, sizeof(key), "%c%d", pass == 0 ? 't' : 'r', i);
+            if (i % 2)
+                SEND_CMD(via, "RL.REDUCE", key, "5", "3600");
+            else
+                SEND_CMD(via, "CL.THROTTLE", key, "4", "1", "3600");
+            got[0] = '\0';
+            CHECK(resp_read(via, got, sizeof(got)));
+            if (strcmp(got, ":5") == 0 || strncmp(got, "*5 :0 :5 :4 :-1 ", 16) == 0)
+                ok++;
+            else
+                fail_msg("%s key %d: %s", pass == 0 ? "TCP" : "root", i, got);
+        }
+        CHECK(harness_get_stat(line, "adhoc_used", &v));
+        assert_int_equal(v, pass == 0 ? 8 : 32);
+        CHECK(harness_get_stat(line, "adhoc_privileged", &v));
+        assert_int_equal(v, pass == 0 ? 0 : 32);
     }
-    assert_int_equal(ok + busy, 200);
-    assert_true(ok <= 32 && ok >= 16);
-    assert_true(busy >= 168);
+    assert_int_equal(ok, 400);
     CHECK(harness_get_stat(line, "adhoc_slots", &v));
     assert_int_equal(v, 64);
-    CHECK(harness_get_stat(line, "adhoc_used", &v));
-    assert_int_equal(v, ok);
+    CHECK(harness_get_stat(line, "adhoc_evictions", &v));
+    assert_int_equal(v, 192 + 8 + 168);     /* root: 24 free slots, 8 taken, 168 its own */
+    /* Root holds every slot: only now is an unprivileged peer busy. */
+    SEND_CMD(tcp, "RL.REDUCE", "t-late", "5", "3600");
+    expect_resp(tcp, "-ERR busy ad-hoc bucket table full (table.adhoc_slots, "
+                     "table.adhoc_max_buckets)");
+    CHECK(harness_get_stat(line, "adhoc_busy", &v));
+    assert_int_equal(v, 1);
     /* The rules still count, privileged ones too (root on the Unix socket). */
     SEND_CMD(c, "DIVVY.TAKE", "1", "app", "full");
     expect_resp(c, "*4 :1 :2 :60 $r1");
     if (geteuid() == 0)
         EXPECT_OK_RULE(line, "TAKE 1 event=x", true, 0, 59, 60, "priv");
-    /* Errors in the arguments, as Smyte and redis-cell word them. */
+    /* Errors in the arguments, as Smyte and redis-cell word them, and
+     * divvyd's bound on refill times and periods (31 days). */
     SEND_CMD(c, "RL.REDUCE", "k", "0", "60");
     SEND_CMD(c, "RL.GET", "k", "2", "60", "TAKE", "1");
     SEND_CMD(c, "RL.REDUCE", "k", "2", "60", "BOGUS");
     SEND_CMD(c, "CL.THROTTLE", "k", "1", "0", "60");
     SEND_CMD(c, "CL.THROTTLE", "k", "1", "x", "60");
+    SEND_CMD(c, "RL.REDUCE", "k", "2", "2678401");
+    SEND_CMD(c, "CL.THROTTLE", "k", "1", "1", "2678401");
+    SEND_CMD(c, "RL.REDUCE", "k", "2", "2678400");
+    SEND_CMD(c, "RL.PREDUCE", "k", "2", "2678400000");
+    SEND_CMD(c, "CL.THROTTLE", "k", "1", "1", "2678400");
     expect_resp(c, "-ERR value is not an integer or out of range");
     expect_resp(c, "-ERR syntax error");
     expect_resp(c, "-ERR syntax error");
     expect_resp(c, "-ERR Cell error: Zero rates are not supported");
     expect_resp(c, "-ERR value is not an integer or out of range");
+    expect_resp(c, "-ERR refilltime over 2678400 seconds (31 days): divvyd's bound for "
+                   "ad-hoc buckets");
+    expect_resp(c, "-ERR period over 2678400 seconds (31 days): divvyd's bound for ad-hoc "
+                   "buckets");
+    expect_resp(c, ":2");
+    /* RL.P*'s refill time in ms is Smyte's int: at most 2^31-1 ms (24.8 days). */
+    expect_resp(c, "-ERR value is not an integer or out of range");
+    expect_resp_prefix(c, "*5 :0 :2 :1 :-1 ");
     harness_close(c);
+    harness_close(tcp);
     harness_close(line);
     harness_free(d);
 }

@@ -4,7 +4,11 @@
  * server define it (refills in whole refill times, check and take, STRICT,
  * client timestamps), redis-cell's GCRA on redis-cell's own test table (to
  * the nanosecond, from a fixed start), and the table: parameters are part
- * of a bucket's name, a full table refuses new keys, idle buckets are reused.
+ * of a bucket's name, idle buckets are dropped, and who may hold how much
+ * (docs/resp.md "Shares, reserve and eviction"): a peer at its share gives
+ * up its own least recently used bucket, a full pool takes from the peer
+ * holding the most, privileged peers have a reserve and are never taken
+ * from.  Tables under 512 slots have one shard, so the counts are exact.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -12,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -145,46 +151,354 @@ static void test_adhoc_gcra_check(void **state)
     assert_int_equal(adhoc_gcra_check(&(struct adhoc_gcra){ 15, 30, 60, 1 }), 0);
 }
 
-static void test_adhoc_table(void **state)
+/* A TCP peer at 10.0.0.@n, a Unix peer @uid (privileged or not). */
+static struct adhoc_peer tcp_peer(unsigned n)
 {
-    struct adhoc_tb p = { .max = 2, .refill = 2, .refill_ms = 60000, .take = 1 };
+    struct adhoc_peer p = { .key = { 10, 0, (uint8_t)(n >> 8), (uint8_t)n } };
+
+    return p;
+}
+
+static struct adhoc_peer unix_peer(unsigned uid, bool privileged)
+{
+    struct adhoc_peer p = { .is_unix = true, .privileged = privileged };
+
+    memcpy(p.key, &uid, sizeof(uid));
+    return p;
+}
+
+static struct adhoc *table(uint32_t slots, uint32_t reserved, uint32_t per_peer)
+{
+    struct adhoc_opts o = { .slots = slots, .reserved = reserved, .per_peer = per_peer };
     struct adhoc *a = NULL;
-    int64_t before;
+
+    assert_int_equal(adhoc_new(&o, &a), 0);
+    return a;
+}
+
+/* RL.REDUCE "<prefix><i>" 5 3600 by @who: the tokens before, -1 when busy. */
+static int64_t reduce(struct adhoc *a, const struct adhoc_peer *who, const char *prefix, int i)
+{
+    struct adhoc_tb p = { .max = 5, .refill = 5, .refill_ms = 3600000, .take = 1 };
     char key[32];
-    int full = 0;
+    int64_t before;
+    int n = snprintf(key, sizeof(key), "%s%d", prefix, i);
+
+    if (adhoc_tb(a, who, key, (size_t)n, &p, 1000, 1000, &before) < 0)
+        return -1;
+    return before;
+}
+
+/* Whether bucket "<prefix><i>" is held: RL.GET (which stores nothing) sees
+ * a token taken. */
+static bool held(struct adhoc *a, const char *prefix, int i)
+{
+    struct adhoc_tb p = { .max = 5, .refill = 5, .refill_ms = 3600000, .take = 0 };
+    struct adhoc_peer anyone = tcp_peer(999);
+    char key[32];
+    int64_t before;
+    int n = snprintf(key, sizeof(key), "%s%d", prefix, i);
+
+    assert_int_equal(adhoc_tb(a, &anyone, key, (size_t)n, &p, 1000, 1000, &before), 0);
+    return before < 5;
+}
+
+static int n_held(struct adhoc *a, const char *prefix, int n)
+{
+    int k = 0;
+
+    for (int i = 0; i < n; i++)
+        k += held(a, prefix, i);
+    return k;
+}
+
+static struct adhoc_stats stats(struct adhoc *a)
+{
+    struct adhoc_stats st;
+
+    adhoc_stats(a, &st);
+    return st;
+}
+
+/* Sizes: the defaults, one shard below 512 slots, the reserve cut to leave
+ * unprivileged peers room, the share cut to what they may hold. */
+static void test_adhoc_table_sizes(void **state)
+{
+    struct adhoc_opts o = { .slots = 65536 };
+    struct adhoc_stats st;
+    struct adhoc *a = NULL;
 
     (void)state;
-    assert_int_equal(adhoc_new(64, 64, &a), 0);
-    assert_int_equal(adhoc_tb(a, "k", 1, &p, 1000, 1000, &before), 0);
+    assert_int_equal(adhoc_new(&(struct adhoc_opts){ .slots = 0 }, &a), -EINVAL);
+    assert_int_equal(adhoc_new(&o, &a), 0);
+    adhoc_stats(a, &st);
+    assert_int_equal(st.slots, 65536);
+    assert_int_equal(st.capacity, 65536);
+    assert_int_equal(st.reserved, 4096);
+    assert_int_equal(st.per_peer, 7680);
+    assert_int_equal(st.used + st.peers + st.evictions + st.busy, 0);
+    adhoc_free(a);
+    a = table(64, 0, 0);
+    adhoc_stats(a, &st);
+    assert_int_equal(st.slots, 64);
+    assert_int_equal(st.reserved, 4);
+    assert_int_equal(st.per_peer, 7);
+    adhoc_free(a);
+    o = (struct adhoc_opts){ .slots = 100, .max_buckets = 40, .reserved = 500, .per_peer = 500 };
+    assert_int_equal(adhoc_new(&o, &a), 0);
+    adhoc_stats(a, &st);
+    assert_int_equal(st.capacity, 40);
+    assert_int_equal(st.reserved, 39);
+    assert_int_equal(st.per_peer, 1);
+    adhoc_free(a);
+}
+
+/* A bucket is named by its key and parameters; RL.GET and a refused take
+ * on a new bucket store nothing; an idle bucket is dropped when met. */
+static void test_adhoc_table_names(void **state)
+{
+    struct adhoc_tb p = { .max = 2, .refill = 2, .refill_ms = 60000, .take = 1 };
+    struct adhoc_peer me = unix_peer(1000, false);
+    struct adhoc *a = table(64, 0, 0);
+    int64_t before;
+
+    (void)state;
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, 1000, 1000, &before), 0);
     assert_int_equal(before, 2);
-    assert_int_equal(adhoc_tb(a, "k", 1, &p, 1000, 1000, &before), 0);
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, 1000, 1000, &before), 0);
     assert_int_equal(before, 1);
-    /* Other parameters: another bucket. */
     p.max = 3;
-    assert_int_equal(adhoc_tb(a, "k", 1, &p, 1000, 1000, &before), 0);
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, 1000, 1000, &before), 0);
     assert_int_equal(before, 3);
-    /* 64 slots: more live keys than that are refused, never evicted. */
-    for (int i = 0; i < 200; i++) {
-        int n = snprintf(key, sizeof(key), "key%d", i);
-
-        if (adhoc_tb(a, key, (size_t)n, &p, 1000, 1000, &before) == -ENOSPC)
-            full++;
-    }
-    assert_true(full >= 200 - 64);
-    /* The first bucket is still there, with its count. */
+    assert_int_equal(stats(a).used, 2);
+    p.take = 0;
+    assert_int_equal(adhoc_tb(a, &me, "new", 3, &p, 1000, 1000, &before), 0);
+    p.take = 4;
+    assert_int_equal(adhoc_tb(a, &me, "new", 3, &p, 1000, 1000, &before), 0);
+    assert_int_equal(before, 3);
+    assert_int_equal(stats(a).used, 2);
+    /* Full again two refill times later: both are dropped when met, and
+     * that is no eviction. */
+    p.take = 1;
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, 200000, 200000, &before), 0);
+    assert_int_equal(before, 3);
     p.max = 2;
-    assert_int_equal(adhoc_tb(a, "k", 1, &p, 1000, 1000, &before), 0);
-    assert_int_equal(before, 0);
-    /* Once they are full again their slots are reused: one new key per
-     * shard of one slot (40 keys land in about 30 of the 64). */
-    full = 0;
-    for (int i = 200; i < 240; i++) {
-        int n = snprintf(key, sizeof(key), "key%d", i);
+    p.take = 0;
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, 200000, 200000, &before), 0);
+    assert_int_equal(before, 2);
+    assert_int_equal(stats(a).used, 1);
+    assert_int_equal(stats(a).evictions, 0);
+    adhoc_free(a);
+}
 
-        if (adhoc_tb(a, key, (size_t)n, &p, 500000, 500000, &before) == 0)
-            full++;
+/* One peer, however many keys: never busy, it holds its share, and each new
+ * key past it takes the slot of its own least recently used bucket. */
+static void test_adhoc_table_share_own_lru(void **state)
+{
+    struct adhoc_peer me = unix_peer(64401, false), other = unix_peer(64402, false);
+    struct adhoc *a = table(64, 8, 16);
+    struct adhoc_stats st;
+
+    (void)state;
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(reduce(a, &me, "a", i), 5);
+    st = stats(a);
+    assert_int_equal(st.used, 16);
+    assert_int_equal(st.evictions, 84);
+    assert_int_equal(st.busy, 0);
+    assert_int_equal(st.peers, 1);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(held(a, "a", i), i >= 84);
+    /* Used again, a84 is no longer the least recent: a85 goes. */
+    assert_int_equal(reduce(a, &me, "a", 84), 4);
+    assert_int_equal(reduce(a, &me, "a", 100), 5);
+    assert_true(held(a, "a", 84));
+    assert_false(held(a, "a", 85));
+    /* Another peer loses nothing to it and has room. */
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(reduce(a, &other, "b", i), 5);
+    assert_int_equal(n_held(a, "b", 16), 16);
+    assert_int_equal(n_held(a, "a", 101), 16);
+    assert_int_equal(stats(a).evictions, 85);
+    adhoc_free(a);
+}
+
+/* The pool is full (4 peers x 14 = 56 = 64 - 8): a new peer's buckets come
+ * from the peer holding the most, until it holds as many (max-min). */
+static void test_adhoc_table_pool_full(void **state)
+{
+    struct adhoc_peer q = unix_peer(2, false), t[4];
+    struct adhoc *a = table(64, 8, 16);
+    char prefix[8];
+
+    (void)state;
+    for (unsigned k = 0; k < 4; k++) {
+        t[k] = tcp_peer(k + 1);
+        snprintf(prefix, sizeof(prefix), "t%u-", k);
+        for (int i = 0; i < 14; i++)
+            assert_int_equal(reduce(a, &t[k], prefix, i), 5);
     }
-    assert_true(full >= 20);
+    assert_int_equal(stats(a).used, 56);
+    assert_int_equal(stats(a).evictions, 0);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(reduce(a, &q, "q", i), 5);
+    /* 56 among five: q rose to 12 (from the largest each time), then gave
+     * up its own; the others kept 11 each, their most recent. */
+    assert_int_equal(n_held(a, "q", 20), 12);
+    for (int i = 8; i < 20; i++)
+        assert_true(held(a, "q", i));
+    for (unsigned k = 0; k < 4; k++) {
+        snprintf(prefix, sizeof(prefix), "t%u-", k);
+        assert_int_equal(n_held(a, prefix, 14), 11);
+        for (int i = 3; i < 14; i++)
+            assert_true(held(a, prefix, i));
+    }
+    assert_int_equal(stats(a).used, 56);
+    assert_int_equal(stats(a).evictions, 20);
+    assert_int_equal(stats(a).busy, 0);
+    adhoc_free(a);
+}
+
+/* A peer holding a few buckets keeps them through a flood from four
+ * addresses: each flooder is held to its share, then to what the others
+ * hold, and never takes from a smaller peer. */
+static void test_adhoc_table_modest_peer_kept(void **state)
+{
+    struct adhoc_peer m = unix_peer(3, false);
+    struct adhoc *a = table(64, 8, 16);
+
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(reduce(a, &m, "m", i), 5);
+    for (int round = 0; round < 100; round++)
+        for (unsigned k = 0; k < 4; k++) {
+            struct adhoc_peer f = tcp_peer(k + 1);
+
+            assert_int_equal(reduce(a, &f, "f", round * 4 + (int)k), 5);
+        }
+    assert_int_equal(n_held(a, "m", 3), 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(reduce(a, &m, "m", i), 4);
+    assert_int_equal(stats(a).used, 56);
+    assert_int_equal(n_held(a, "f", 400), 53);
+    assert_int_equal(stats(a).busy, 0);
+    adhoc_free(a);
+}
+
+/* Privileged peers: the reserve first (no eviction), then the largest
+ * unprivileged peer's bucket; theirs are never taken for an unprivileged
+ * peer.  Only when privileged peers hold everything is anyone busy, and
+ * then only unprivileged peers. */
+static void test_adhoc_table_privileged(void **state)
+{
+    struct adhoc_peer root = unix_peer(0, true), admin = unix_peer(5, true);
+    struct adhoc_peer x = unix_peer(64403, false);
+    struct adhoc *a = table(64, 8, 16);
+    char prefix[8];
+
+    (void)state;
+    for (unsigned k = 0; k < 4; k++) {
+        struct adhoc_peer t = tcp_peer(k + 1);
+
+        snprintf(prefix, sizeof(prefix), "t%u-", k);
+        for (int i = 0; i < 14; i++)
+            assert_int_equal(reduce(a, &t, prefix, i), 5);
+    }
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(reduce(a, &root, "r", i), 5);
+    assert_int_equal(stats(a).evictions, 0);
+    assert_int_equal(reduce(a, &root, "r", 8), 5);
+    assert_int_equal(stats(a).evictions, 1);
+    assert_int_equal(stats(a).privileged, 9);
+    /* A flood from 40 addresses takes none of root's. */
+    for (int i = 0; i < 4000; i++) {
+        struct adhoc_peer f = tcp_peer(100 + (unsigned)(i % 40));
+
+        assert_int_equal(reduce(a, &f, "f", i), 5);
+    }
+    assert_int_equal(n_held(a, "r", 9), 9);
+    assert_int_equal(stats(a).used, 64);
+    assert_int_equal(stats(a).busy, 0);
+    adhoc_free(a);
+
+    /* Privileged peers hold every slot: only an unprivileged peer is busy. */
+    a = table(16, 4, 4);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(reduce(a, &root, "r", i), 5);
+    assert_int_equal(reduce(a, &x, "x", 0), -1);
+    assert_int_equal(stats(a).busy, 1);
+    assert_int_equal(reduce(a, &root, "r", 16), 5);
+    assert_false(held(a, "r", 0));
+    assert_int_equal(reduce(a, &admin, "s", 0), 5);
+    assert_false(held(a, "r", 1));
+    assert_int_equal(stats(a).used, 16);
+    assert_int_equal(stats(a).peers, 2);
+    adhoc_free(a);
+}
+
+/* CL.THROTTLE keys are charged like RL.* buckets; a refused or look-only
+ * call on a new key stores nothing. */
+static void test_adhoc_table_gcra(void **state)
+{
+    struct adhoc_gcra p = { .max_burst = 4, .count = 1, .period_s = 60, .quantity = 1 };
+    struct adhoc_peer me = tcp_peer(7);
+    struct adhoc_gcra_result res;
+    struct adhoc *a = table(64, 8, 16);
+    int64_t now = 1000 * MS;
+    char key[16];
+
+    (void)state;
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(reduce(a, &me, "a", i), 5);
+    for (int i = 0; i < 10; i++) {
+        int n = snprintf(key, sizeof(key), "g%d", i);
+
+        assert_int_equal(adhoc_gcra(a, &me, key, (size_t)n, &p, now, &res), 0);
+        assert_false(res.limited);
+    }
+    /* Sixteen at most: the four oldest token buckets went. */
+    assert_int_equal(stats(a).used, 16);
+    assert_int_equal(n_held(a, "a", 10), 6);
+    assert_false(held(a, "a", 3));
+    assert_true(held(a, "a", 4));
+    p.quantity = 6;
+    assert_int_equal(adhoc_gcra(a, &me, "big", 3, &p, now, &res), 0);
+    assert_true(res.limited);
+    p.quantity = 0;
+    assert_int_equal(adhoc_gcra(a, &me, "look", 4, &p, now, &res), 0);
+    assert_false(res.limited);
+    assert_int_equal(stats(a).used, 16);
+    assert_int_equal(stats(a).evictions, 4);
+    adhoc_free(a);
+}
+
+/* Random traffic from 30 peers (3 privileged) on a small table: an
+ * unprivileged peer is busy only while privileged peers hold every slot of
+ * its shard, a privileged one never; the counts stay within bounds (and
+ * ASan watches the lists). */
+static void test_adhoc_table_random(void **state)
+{
+    struct adhoc *a = table(2048, 256, 200);
+    struct adhoc_stats st;
+    unsigned seed = 18;
+
+    (void)state;
+    for (int i = 0; i < 200000; i++) {
+        unsigned who = (unsigned)rand_r(&seed) % 30;
+        struct adhoc_peer p = who < 3 ? unix_peer(who, true) : tcp_peer(who);
+        int key = rand_r(&seed) % (who < 3 ? 300 : 5000);
+        char prefix[8];
+
+        snprintf(prefix, sizeof(prefix), "%u-", who);
+        if (reduce(a, &p, prefix, key) < 0)
+            fail_msg("step %d: peer %u busy", i, who);
+    }
+    st = stats(a);
+    assert_true(st.used <= st.capacity);
+    assert_true(st.used - st.privileged <= st.capacity - st.reserved);
+    assert_true(st.peers <= 30 * 8);
+    assert_int_equal(st.busy, 0);
+    assert_true(st.evictions > 0);
     adhoc_free(a);
 }
 
@@ -196,7 +510,14 @@ int main(void)
         cmocka_unit_test(test_adhoc_tb_strict),
         cmocka_unit_test(test_adhoc_gcra_cell_cases),
         cmocka_unit_test(test_adhoc_gcra_check),
-        cmocka_unit_test(test_adhoc_table),
+        cmocka_unit_test(test_adhoc_table_sizes),
+        cmocka_unit_test(test_adhoc_table_names),
+        cmocka_unit_test(test_adhoc_table_share_own_lru),
+        cmocka_unit_test(test_adhoc_table_pool_full),
+        cmocka_unit_test(test_adhoc_table_modest_peer_kept),
+        cmocka_unit_test(test_adhoc_table_privileged),
+        cmocka_unit_test(test_adhoc_table_gcra),
+        cmocka_unit_test(test_adhoc_table_random),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

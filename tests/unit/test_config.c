@@ -975,6 +975,8 @@ static void round_trip(const struct config *cfg)
     assert_true(str_eq(again->metrics_path, cfg->metrics_path));
     assert_int_equal(again->metrics_divvy_names, cfg->metrics_divvy_names);
     assert_int_equal(again->metrics_privileged, cfg->metrics_privileged);
+    assert_int_equal(again->adhoc_reserved_buckets, cfg->adhoc_reserved_buckets);
+    assert_int_equal(again->adhoc_buckets_per_peer, cfg->adhoc_buckets_per_peer);
     config_free(again);
 }
 
@@ -985,10 +987,11 @@ static void test_config_resp_listen_adhoc(void **state)
     const char text[] = "server = { listen = [ \"resp:unix:/run/r.sock\",\n"
                         "  \"resp:tcp:127.0.0.1:6380\", \"unix:/run/d.sock\" ];\n"
                         "  state_dir = \"/run/divvy\"; admin_group = \"a\"; };\n"
-                        "table = { adhoc_slots = 1000; adhoc_max_buckets = 500; };\n"
+                        "table = { adhoc_slots = 1000; adhoc_max_buckets = 500;\n"
+                        "  adhoc_reserved_buckets = 40; adhoc_buckets_per_peer = 60; };\n"
                         "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n";
     const char bad_text[] = "server = { listen = [ \"resp:udp:1.2.3.4:5\" ]; };\n"
-                            "table = { adhoc_slots = 0; };\n"
+                            "table = { adhoc_slots = 0; adhoc_buckets_per_peer = -1; };\n"
                             "rules = ( { default = true; credit_limit = 0;"
                             " reset_seconds = 0; } );\n";
     struct config *cfg = load_text(".conf", text);
@@ -1005,14 +1008,24 @@ static void test_config_resp_listen_adhoc(void **state)
     assert_int_equal(proto, CONFIG_PROTO_DIVVY);
     assert_int_equal(cfg->adhoc_slots, 1000);
     assert_int_equal(cfg->adhoc_max_buckets, 500);
+    assert_int_equal(cfg->adhoc_reserved_buckets, 40);
+    assert_int_equal(cfg->adhoc_buckets_per_peer, 60);
     round_trip(cfg);
     config_free(cfg);
     tmp_write(path, sizeof(path), ".conf", bad_text, sizeof(bad_text) - 1);
     diag_init(&d);
     assert_int_equal(config_load(path, &bad, &d), -EINVAL);
     unlink(path);
-    assert_true(d.n >= 2);
+    assert_true(d.n >= 3);
     assert_non_null(strstr(d.e[0].msg, "resp:udp:1.2.3.4:5"));
+    /* A negative share is refused at its line. */
+    {
+        bool seen = false;
+
+        for (size_t i = 0; i < d.n; i++)
+            seen |= strstr(d.e[i].msg, "adhoc_buckets_per_peer") != NULL && d.e[i].line == 2;
+        assert_true(seen);
+    }
 }
 
 static void test_config_round_trip_ini(void **state)

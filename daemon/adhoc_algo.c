@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * adhoc_algo: the algorithms of the ad-hoc buckets (see adhoc.h), pure:
+ * Smyte's token bucket (adhoc_tb_step()) and redis-cell's GCRA
+ * (adhoc_gcra_check(), adhoc_gcra_step()).  No state, no lock; the table
+ * that keeps their states is adhoc.c.
+ */
+#include <errno.h>
+
+#include "adhoc.h"
+
+#define NS_PER_MS      1000000LL
+#define NS_PER_S       1000000000LL
+
+int64_t adhoc_tb_step(const struct adhoc_tb *p, bool exists, int64_t now_ms,
+                      struct adhoc_tb_state *st, int64_t *ret_idle_ms)
+{
+    int64_t before, refills, left, need;
+
+    if (!exists) {
+        before = p->max;
+        st->refilled_ms = now_ms;
+    } else {
+        int64_t span = now_ms > st->refilled_ms ? now_ms - st->refilled_ms : 0;
+
+        refills = span / p->refill_ms;
+        st->refilled_ms += refills * p->refill_ms;
+        /* min(max, amount + refills * refill) without overflow */
+        left = p->max - st->amount;
+        before = left <= 0 || refills >= (left + p->refill - 1) / p->refill
+                     ? p->max
+                     : st->amount + refills * p->refill;
+    }
+    st->amount = before;
+    /* Check and take: a call that asks for more than is left takes nothing. */
+    if (p->take > 0 && before >= p->take)
+        st->amount = before - p->take;
+    if (p->take > 0 && p->strict && st->amount == 0)
+        st->refilled_ms = now_ms;
+    /* When it is full again; never, as far as 64 bits can tell, past that. */
+    need = (p->max - st->amount + p->refill - 1) / p->refill;
+    if (__builtin_mul_overflow(need, p->refill_ms, &need) ||
+        __builtin_add_overflow(st->refilled_ms, need, ret_idle_ms))
+        *ret_idle_ms = INT64_MAX;
+    return before;
+}
+
+/* Redis-cell's Rate::per_period(): the period over count, in floating point. */
+static int64_t gcra_interval(const struct adhoc_gcra *p)
+{
+    return (int64_t)((double)(p->period_s * NS_PER_S) / (double)p->count);
+}
+
+int adhoc_gcra_check(const struct adhoc_gcra *p)
+{
+    int64_t t, dvt, inc;
+
+    if (p->max_burst < 0 || p->count < 1 || p->period_s < 1 || p->quantity < 0 ||
+        p->period_s > INT64_MAX / NS_PER_S / 4)
+        return -ERANGE;
+    t = gcra_interval(p);
+    if (t < 1 || __builtin_mul_overflow(t, p->max_burst + 1, &dvt) ||
+        __builtin_mul_overflow(t, p->quantity, &inc) || dvt > INT64_MAX / 4 ||
+        inc > INT64_MAX / 4)
+        return -ERANGE;
+    return 0;
+}
+
+void adhoc_gcra_step(const struct adhoc_gcra *p, bool exists, int64_t now_ns, int64_t *tat_ns,
+                     struct adhoc_gcra_result *ret, int64_t *ret_idle_ms)
+{
+    int64_t t = gcra_interval(p), dvt = t * (p->max_burst + 1), inc = t * p->quantity;
+    int64_t tat = exists ? *tat_ns : now_ns, new_tat, diff, ttl, next;
+
+    ret->limit = p->max_burst + 1;
+    ret->remaining = 0;
+    ret->retry_after_ns = -NS_PER_S;
+    new_tat = (now_ns > tat ? now_ns : tat) + inc;
+    diff = now_ns - (new_tat - dvt);
+    if (diff < 0) {
+        if (inc <= dvt)
+            ret->retry_after_ns = -diff;
+        ret->limited = true;
+        ttl = tat - now_ns;
+    } else {
+        ret->limited = false;
+        ttl = new_tat - now_ns;
+        tat = new_tat;
+    }
+    next = dvt - ttl;
+    /* Redis-cell divides whole microseconds in floating point. */
+    if (next > -t)
+        ret->remaining = (int64_t)((double)(next / 1000) / (double)(t / 1000 ? t / 1000 : 1));
+    ret->reset_after_ns = ttl;
+    *tat_ns = tat;
+    *ret_idle_ms = tat / NS_PER_MS + (tat % NS_PER_MS != 0);
+}
