@@ -178,9 +178,11 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
  * Writes the counter's actor string of rule @idx for @req into @buf
  * (NUL-terminated): "" without actor keys; the value itself for one key
  * (a missing key counts as ""); for several keys each value with '%' and
- * ',' percent-escaped, joined by ','.  IP values are masked to
- * actor_prefix4/actor_prefix6 and written as "addr/len".  Returns the length,
- * or -ENOBUFS.
+ * ',' percent-escaped, joined by ','.  On a rule with actor_prefix4 or
+ * actor_prefix6, IP values are masked and written as "addr/len"; an IPv6
+ * address carrying an IPv4 one (::ffff:a.b.c.d, 64:ff9b::a.b.c.d) as that
+ * IPv4 address, and ::1 and the rest of ::/96 whole (docs/rules.md
+ * "Actors").  Returns the length, or -ENOBUFS.
  */
 int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
                 char *buf, size_t size);
