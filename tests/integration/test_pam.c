@@ -376,6 +376,21 @@ static void socket_arg(const char *sock, const char *extra, char *buf, size_t si
     snprintf(buf, size, "socket=unix:%s %s", sock, extra);
 }
 
+/* divvyd on the shipped config, and service "dv" on it with @extra module
+ * arguments; skips the test without root or pam_matrix. */
+static struct harness_daemon *start_dv(const char *extra)
+{
+    struct harness_daemon *d;
+    char args[512];
+
+    if (!have_matrix())
+        skip();
+    d = start_shipped();
+    socket_arg(d->sock, extra, args, sizeof(args));
+    write_service("dv", args);
+    return d;
+}
+
 /* ---- (a) the shared object ---------------------------------------------------------- */
 
 static void test_pam_exports_only_pam_sm(void **state)
@@ -421,15 +436,8 @@ static void test_pam_exports_only_pam_sm(void **state)
 
 static void test_pam_lockout_and_wait_time(void **state)
 {
-    struct harness_daemon *d;
-    char args[512];
-
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "timeout_ms=2000", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("timeout_ms=2000");
     /* login-user-source: 5 failures per user and source. */
     for (int i = 0; i < 5; i++)
         EXPECT_LOGIN("dv", "alice", WRONG, "192.0.2.1", PAM_AUTH_ERR);
@@ -473,15 +481,8 @@ static void test_pam_lockout_and_wait_time(void **state)
  */
 static void test_pam_mapped_sources(void **state)
 {
-    struct harness_daemon *d;
-    char args[512];
-
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("");
     /* root: 3 failures from one mapped IPv4 client lock that client ... */
     for (int i = 0; i < 3; i++)
         EXPECT_LOGIN("dv", "root", WRONG, "::ffff:192.0.2.1", PAM_AUTH_ERR);
@@ -509,15 +510,8 @@ static void test_pam_mapped_sources(void **state)
 
 static void test_pam_success_resets(void **state)
 {
-    struct harness_daemon *d;
-    char args[512];
-
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("");
     for (int i = 0; i < 4; i++)
         EXPECT_LOGIN("dv", "alice", WRONG, "192.0.2.2", PAM_AUTH_ERR);
     EXPECT_LOGIN("dv", "alice", PASSWORD, "192.0.2.2", PAM_SUCCESS);
@@ -534,15 +528,8 @@ static void test_pam_success_resets(void **state)
 
 static void test_pam_attacker_elsewhere(void **state)
 {
-    struct harness_daemon *d;
-    char args[512];
-
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("");
     for (int i = 0; i < 8; i++)
         EXPECT_LOGIN("dv", "bob", WRONG, "198.51.100.7", PAM_AUTH_ERR);
     expect_locked("dv", "bob", "198.51.100.7");
@@ -552,16 +539,11 @@ static void test_pam_attacker_elsewhere(void **state)
 
 static void test_pam_password_spraying(void **state)
 {
-    struct harness_daemon *d;
-    char args[512], user[64], odd[1200];
+    char user[64], odd[1200];
     struct attempt a;
 
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "audit debug", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("audit debug");
     /* Odd user names still reach divvyd: '"' and newlines are replaced, long
      * ones cut.  Each counts against the source. */
     login("dv", "evil\"user with spaces\n", WRONG, "203.0.113.50", false, &a);
