@@ -64,6 +64,7 @@ struct rules_rule_spec {
     int prefix4;            /* actor_prefix4: 0..32, -1 none */
     int prefix6;            /* actor_prefix6: 0..128, -1 none */
     int64_t max_actors;     /* 0: no cap */
+    int64_t max_debit;      /* 0..PROTO_DEBIT_MAX; -1: not set (the credit_limit) */
     bool strict;            /* token_bucket: denied attempts push the refill clock back */
     bool no_reset;          /* resettable = false: RESET leaves this rule's counters alone */
     bool fast_path;
@@ -146,6 +147,7 @@ struct rules_rule {
     int64_t refill_amount;
     int64_t refill_seconds;
     int64_t max_actors;
+    int64_t max_debit;          /* as configured; -1: the credit_limit (rules_max_debit()) */
     int prefix4, prefix6;
     unsigned n_actor;
     bool strict, fast_path, is_default;
@@ -156,6 +158,13 @@ struct rules_rule {
     enum rules_store store;     /* effective: the rule's own, else the config's store.mode */
 };
 int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
+
+/* The most one DEBIT from an unprivileged peer may charge rule @r
+ * (docs/rules.md "DEBIT bounds"): its max_debit, else its credit_limit. */
+static inline int64_t rules_max_debit(const struct rules_rule *r)
+{
+    return r->max_debit >= 0 ? r->max_debit : r->credit_limit;
+}
 
 /* A request as the matcher sees it: kv sorted by key, unique keys (as
  * proto_parse() leaves them). */

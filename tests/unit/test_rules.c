@@ -403,6 +403,12 @@ static void test_rules_validate_token_bucket(void **state)
     expect_error(&spec, 10, "refill_amount 0");
     one_bad(&spec, "a=1")->strict = true;
     expect_error(&spec, 10, "strict needs algorithm token_bucket");
+    one_bad(&spec, "a=1")->max_debit = -2;
+    expect_error(&spec, 10, "max_debit -2 is out of range 0..1000000000000");
+    one_bad(&spec, "a=1")->max_debit = 1000000000001LL;
+    expect_error(&spec, 10, "max_debit 1000000000001 is out of range");
+    one_bad(&spec, "a=1")->max_debit = 1000000000000LL;
+    expect_valid(&spec);
     one_bad(&spec, "a=1")->refill_amount = 2;
     expect_error(&spec, 10, "need algorithm token_bucket");
     one_bad(&spec, "a=1")->refill_seconds = 2;
@@ -817,6 +823,8 @@ static void test_rules_blob_round_trip(void **state)
     (void)state;
     divvy_example(&spec);
     spec.rules[2].label = strdup("cookies");
+    spec.rules[1].max_debit = 0;
+    spec.rules[2].max_debit = 1000000000000LL;
     rules = compile_ok(&spec);
     rules_blob(rules, &data, &len);
     assert_true(len > 128);
@@ -836,6 +844,10 @@ static void test_rules_blob_round_trip(void **state)
         assert_string_equal(x.id_str, y.id_str);
         assert_string_equal(x.label, y.label);
         assert_int_equal(x.credit_limit, y.credit_limit);
+        assert_int_equal(x.max_debit, y.max_debit);
+        assert_int_equal(rules_max_debit(&x), i == 1   ? 0
+                                              : i == 2 ? 1000000000000LL
+                                                       : x.credit_limit);
         assert_int_equal(rules_describe(rules, i, a, sizeof(a)),
                          rules_describe(copy, i, b, sizeof(b)));
         assert_string_equal(a, b);
