@@ -25,6 +25,14 @@ static uint64_t div_ceil(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
+/* What a DEBIT may leave charged on a counter of limit @L (DEBIT only: a
+ * TAKE never passes the limit): the limit and ALGO_DEBT_WINDOWS limits of
+ * debt, at most @field_max, what the state's field holds. */
+static uint64_t debt_most(uint64_t L, uint64_t field_max)
+{
+    return L <= field_max / (ALGO_DEBT_WINDOWS + 1) ? (ALGO_DEBT_WINDOWS + 1) * L : field_max;
+}
+
 int algo_check(const struct table_limits *lim)
 {
     unsigned __int128 span;
@@ -115,11 +123,12 @@ static bool window_read(const struct table_limits *lim, uint64_t now,
 }
 
 /* The most credit a window counter may hold as used from the window ending
- * at @end: a DEBIT's debt saturates where the state word ends (count and
- * idle, window_idle()). */
+ * at @end: a DEBIT's debt saturates at ALGO_DEBT_WINDOWS limits, or sooner
+ * where the state word ends (count and idle, window_idle()).  DEBIT only:
+ * TAKE never passes the limit. */
 static uint64_t window_most(const struct table_limits *lim, uint64_t end)
 {
-    uint64_t L = lim->credit_limit, most = ALGO_DATA_MAX;
+    uint64_t L = lim->credit_limit, most = debt_most(L, ALGO_DATA_MAX);
 
     if (end < ALGO_IDLE_MAX &&
         (unsigned __int128)((ALGO_IDLE_MAX - end) / lim->reset_ms + 1) * L < most)
@@ -152,8 +161,7 @@ static bool apply_window(const struct table_limits *lim, enum table_op op, uint6
         if (fresh)
             end = sat_add(now, lim->reset_ms);
         most = window_most(lim, end);
-        if (used < most)
-            used = n <= most - used ? used + n : most;
+        used = used < most && n <= most - used ? used + n : most;
         out->idle = (uint64_t)window_idle(lim, used, end);
         out->data = used;
         out->debt = used > L;
@@ -209,14 +217,14 @@ static bool apply_bucket(const struct table_limits *lim, enum table_op op, uint6
         if (op == TABLE_TAKE && fits) {
             d += n;                     /* within the capacity: no debt to bound */
         } else if (op == TABLE_DEBIT) {
-            /* A debt saturates where the state word ends: data and idle. */
-            most = ALGO_DATA_MAX;
+            /* A debt saturates at ALGO_DEBT_WINDOWS capacities, or sooner
+             * where the state word ends: data and idle. */
+            most = debt_most(cap, ALGO_DATA_MAX);
             t = last < ALGO_IDLE_MAX ? (unsigned __int128)((ALGO_IDLE_MAX - last) / period) *
                                        amount : 0;
             if (t < most)
                 most = t < cap ? cap : (uint64_t)t;
-            if (d < most)
-                d = n <= most - d ? d + n : most;
+            d = d < most && n <= most - d ? d + n : most;
         } else if (lim->strict && d > 0) {
             last = now;
         }
@@ -268,8 +276,16 @@ static bool apply_sliding(const struct table_limits *lim, enum table_op op, uint
     fits = n <= credit;
     *out = *cur;
     if ((op == TABLE_TAKE && fits) || op == TABLE_DEBIT) {
-        /* A DEBIT counts past the limit, up to what the field holds. */
-        count = n <= ALGO_SLIDING_MAX - count ? count + n : ALGO_SLIDING_MAX;
+        /* A TAKE that fits stays within the limit; a DEBIT counts past it,
+         * up to ALGO_DEBT_WINDOWS limits more or what the field holds. */
+        uint64_t most;
+
+        if (op == TABLE_TAKE) {
+            count += n;
+        } else {
+            most = debt_most(limit, ALGO_SLIDING_MAX);
+            count = count < most && n <= most - count ? count + n : most;
+        }
         credit = fits ? credit - n : 0;
         fresh = false;
         out->idle = sat_add(start, 2 * w);

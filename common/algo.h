@@ -20,6 +20,11 @@
 #define ALGO_DATA_MAX     (((uint64_t)1 << 48) - 1)     /* window used, bucket tokens */
 #define ALGO_SLIDING_MAX  (((uint64_t)1 << 24) - 1)     /* sliding_window prev and cur */
 #define ALGO_SPAN_MAX     ((uint64_t)1 << 39)           /* longest window / full refill, ms */
+/* A DEBIT's debt is at most this many credit_limits (docs/protocol.md
+ * "DEBIT"): paid back within as many windows (full refills) after the
+ * current one, whoever charged it.  A plain 4: store_script.c writes it
+ * into its Lua text. */
+#define ALGO_DEBT_WINDOWS 4
 
 /* A counter's state.  idle <= now means "full quota" for every algorithm;
  * {0, 0} is the state of an absent counter. */
@@ -48,11 +53,14 @@ int algo_check(const struct table_limits *lim);
  * TAKE consumes nothing (a strict token bucket does restart its refill
  * clock); TAKE of 0 is a PEEK of 0.  DEBIT always consumes @n (of 0: a
  * PEEK): the balance may go below zero, a debt later windows or refills pay
- * back (docs/shm.md "Algorithm state"; it saturates where the state word
- * ends), and *ret says whether the balance is still >= 0 (credit 0 while in
- * debt).  PEEK never changes the state.  RESET
- * answers a full quota and returns the absent state {0, 0}.  Returns true
- * when *ret_state differs from *cur.  @cur and @ret_state may alias.
+ * back (docs/shm.md "Algorithm state").  The debt saturates at
+ * ALGO_DEBT_WINDOWS x credit_limit (a sliding window's count at
+ * (ALGO_DEBT_WINDOWS + 1) x credit_limit), or sooner where the state word
+ * ends; a DEBIT on a counter past that (a debt from before the bound, a
+ * limit lowered since) leaves it at the bound.  *ret says whether the
+ * balance is still >= 0 (credit 0 while in debt).  PEEK never changes the
+ * state.  RESET answers a full quota and returns the absent state {0, 0}.
+ * Returns true when *ret_state differs from *cur.  @cur and @ret_state may alias.
  */
 bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, uint64_t now_ms,
                 const struct algo_state *cur, struct algo_state *ret_state,

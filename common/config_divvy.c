@@ -26,6 +26,7 @@ static const struct config_divvy_field config_divvy_fields[] = {
     { CONFIG_DIVVY_F_PREFIX4, CONFIG_DIVVY_INT, "actor_prefix4", "actorPrefix4" },
     { CONFIG_DIVVY_F_PREFIX6, CONFIG_DIVVY_INT, "actor_prefix6", "actorPrefix6" },
     { CONFIG_DIVVY_F_MAX_ACTORS, CONFIG_DIVVY_INT, "max_actors", "maxActors" },
+    { CONFIG_DIVVY_F_MAX_DEBIT, CONFIG_DIVVY_INT, "max_debit", "maxDebit" },
     { CONFIG_DIVVY_F_STRICT, CONFIG_DIVVY_BOOL, "strict", "strict" },
     { CONFIG_DIVVY_F_FAST_PATH, CONFIG_DIVVY_BOOL, "fast_path", "fastPath" },
     { CONFIG_DIVVY_F_RESETTABLE, CONFIG_DIVVY_BOOL, "resettable", "resettable" },
@@ -100,6 +101,9 @@ int config_divvy_set_int(struct rules_rule_spec *r, const struct config_divvy_fi
     case CONFIG_DIVVY_F_PREFIX6:
         max = 128;
         break;
+    case CONFIG_DIVVY_F_MAX_DEBIT:
+        max = (int64_t)PROTO_DEBIT_MAX;
+        break;
     default:
         max = RULES_LIMIT_MAX;
         break;
@@ -133,6 +137,9 @@ int config_divvy_set_int(struct rules_rule_spec *r, const struct config_divvy_fi
         break;
     case CONFIG_DIVVY_F_MAX_ACTORS:
         r->max_actors = v;
+        break;
+    case CONFIG_DIVVY_F_MAX_DEBIT:
+        r->max_debit = v;
         break;
     default:
         return -EINVAL;

@@ -28,6 +28,25 @@ void eval_limits(const struct rules_rule *r, struct table_limits *lim)
     lim->max_actors = (uint64_t)(r->max_actors > 0 ? r->max_actors : 0);
 }
 
+int eval_debit_check(const struct rules *rules, const uint32_t *path, size_t n_path, uint64_t n,
+                     bool privileged, struct rules_rule *ret_rule)
+{
+    struct eval_outcome o;
+    int rc;
+
+    if (privileged)
+        return 0;
+    for (size_t i = 0; i < n_path; i++) {
+        rc = rules_get(rules, path[i], ret_rule);
+        if (rc < 0)
+            return rc;
+        /* A rule with zero semantics keeps no counter: nothing to charge. */
+        if (!eval_zero(ret_rule, &o) && n > (uint64_t)rules_max_debit(ret_rule))
+            return -ERANGE;
+    }
+    return 0;
+}
+
 bool eval_zero(const struct rules_rule *r, struct eval_outcome *o)
 {
     memset(o, 0, sizeof(*o));
@@ -262,12 +281,27 @@ int eval_request(const struct eval_env *env, const struct rules_req *req, enum t
                  uint64_t n, uint64_t now_ms, struct eval_result *ret)
 {
     uint32_t idx[RULES_MATCH_MAX];
-    struct host_step hs = { .env = env, .req = req, .op = op, .n = n, .now_ms = now_ms };
+    struct host_step hs;
     struct eval_walk w = { .path = idx, .op = op, .res = ret };
     int rc;
 
+    /* Field by field: hs.r is rules_get()'s to fill, no need to zero it on
+     * every hit. */
+    hs.env = env;
+    hs.req = req;
+    hs.op = op;
+    hs.n = n;
+    hs.now_ms = now_ms;
+
     memset(ret, 0, sizeof(*ret));
     w.n_path = rules_match(env->rules, req, idx);
+    if (op == TABLE_DEBIT) {
+        rc = eval_debit_check(env->rules, idx, w.n_path, n, req->privileged, &hs.r);
+        if (rc < 0) {
+            ret->decider = ret->limiter = hs.r.index;
+            return rc;
+        }
+    }
     rc = eval_walk(&w, host_step, &hs);
     /* No step of the host tables waits (env->full_from is libdivvy's). */
     if (rc == 0)

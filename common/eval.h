@@ -67,13 +67,28 @@ struct eval_result {
  * stop rule decides.  A denied rule consumes nothing.  TABLE_RESET forgets
  * the counters of every rule on the path.  TABLE_DEBIT charges every rule
  * on the path down to the first stop rule, into debt if need be; its answer
- * is the first rule left in debt, else the tightest.  An allowed request
+ * is the first rule left in debt, else the tightest; a DEBIT above a rule's
+ * max_debit charges nothing (eval_debit_check()).  An allowed request
  * reports the tightest limit that charged (eval_decides()).  Returns 0,
- * -ENOSPC/-EDQUOT (a privileged rule found no counter, eval_rule()), or
- * -EINVAL for an inconsistent rule.  eval_walk() with the host-table step.
+ * -ERANGE (that DEBIT: ret->decider is the rule), -ENOSPC/-EDQUOT (a
+ * privileged rule found no counter, eval_rule()), or -EINVAL for an
+ * inconsistent rule.  eval_walk() with the host-table step.
  */
 int eval_request(const struct eval_env *env, const struct rules_req *req, enum table_op op,
                  uint64_t n, uint64_t now_ms, struct eval_result *ret);
+
+/*
+ * Whether a DEBIT of @n may charge the rules of @path (rules_match()'s
+ * indexes): every evaluator calls this before its walk, so a refused DEBIT
+ * charges nothing anywhere.  0 when every rule that keeps a counter has a
+ * max_debit of at least @n (rules_max_debit()), or when the peer is
+ * @privileged (uid 0 and admins may charge more; the bound on a debt,
+ * ALGO_DEBT_WINDOWS, holds for them too); else -ERANGE with *ret_rule the
+ * first rule whose max_debit is below @n.  -ENOENT for an index without a
+ * rule.  DEBIT only: not on the path of any other verb.
+ */
+int eval_debit_check(const struct rules *rules, const uint32_t *path, size_t n_path, uint64_t n,
+                     bool privileged, struct rules_rule *ret_rule);
 
 /* Remaining milliseconds as nextResetSeconds: (ms + 500) / 1000, like Redis TTL. */
 uint64_t eval_ms_to_s(uint64_t ms);

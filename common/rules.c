@@ -50,7 +50,8 @@ static bool blob_ok(const struct rules *rs)
             r->source > RULES_SOURCE_PRIVILEGED || r->store > RULES_STORE_STRICT ||
             (r->flags & ~(FLAG_STRICT | FLAG_FAST_PATH | FLAG_DEFAULT | FLAG_NO_RESET)))
             return false;
-        if (r->prefix4 < -1 || r->prefix4 > 32 || r->prefix6 < -1 || r->prefix6 > 128)
+        if (r->prefix4 < -1 || r->prefix4 > 32 || r->prefix6 < -1 || r->prefix6 > 128 ||
+            r->max_debit < -1 || r->max_debit > (int64_t)PROTO_DEBIT_MAX)
             return false;
         if (r->policy != RULES_POLICY_STOP)
             n_side++;
@@ -219,6 +220,7 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
     ret->refill_amount = r->refill_amount;
     ret->refill_seconds = r->refill_seconds;
     ret->max_actors = r->max_actors;
+    ret->max_debit = r->max_debit;
     ret->prefix4 = r->prefix4;
     ret->prefix6 = r->prefix6;
     ret->n_actor = r->n_actor;

@@ -64,6 +64,7 @@ struct rules_rule_spec {
     int prefix4;            /* actor_prefix4: 0..32, -1 none */
     int prefix6;            /* actor_prefix6: 0..128, -1 none */
     int64_t max_actors;     /* 0: no cap */
+    int64_t max_debit;      /* 0..PROTO_DEBIT_MAX; -1: not set (the credit_limit) */
     bool strict;            /* token_bucket: denied attempts push the refill clock back */
     bool no_reset;          /* resettable = false: RESET leaves this rule's counters alone */
     bool fast_path;
@@ -146,6 +147,7 @@ struct rules_rule {
     int64_t refill_amount;
     int64_t refill_seconds;
     int64_t max_actors;
+    int64_t max_debit;          /* as configured; -1: the credit_limit (rules_max_debit()) */
     int prefix4, prefix6;
     unsigned n_actor;
     bool strict, fast_path, is_default;
@@ -156,6 +158,13 @@ struct rules_rule {
     enum rules_store store;     /* effective: the rule's own, else the config's store.mode */
 };
 int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
+
+/* The most one DEBIT from an unprivileged peer may charge rule @r
+ * (docs/rules.md "DEBIT bounds"): its max_debit, else its credit_limit. */
+static inline int64_t rules_max_debit(const struct rules_rule *r)
+{
+    return r->max_debit >= 0 ? r->max_debit : r->credit_limit;
+}
 
 /* A request as the matcher sees it: kv sorted by key, unique keys (as
  * proto_parse() leaves them). */
@@ -178,9 +187,11 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
  * Writes the counter's actor string of rule @idx for @req into @buf
  * (NUL-terminated): "" without actor keys; the value itself for one key
  * (a missing key counts as ""); for several keys each value with '%' and
- * ',' percent-escaped, joined by ','.  IP values are masked to
- * actor_prefix4/actor_prefix6 and written as "addr/len".  Returns the length,
- * or -ENOBUFS.
+ * ',' percent-escaped, joined by ','.  On a rule with actor_prefix4 or
+ * actor_prefix6, IP values are masked and written as "addr/len"; an IPv6
+ * address carrying an IPv4 one (::ffff:a.b.c.d, 64:ff9b::a.b.c.d) as that
+ * IPv4 address, and ::1 and the rest of ::/96 whole (docs/rules.md
+ * "Actors").  Returns the length, or -ENOBUFS.
  */
 int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req *req,
                 char *buf, size_t size);

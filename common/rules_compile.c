@@ -98,6 +98,7 @@ static int emit(const struct build *b, uint64_t generation, struct rules **ret)
         o->refill_amount = p->refill_amount;
         o->refill_seconds = p->refill_seconds;
         o->max_actors = s->max_actors;
+        o->max_debit = s->max_debit;
         o->line = s->line;
         o->prefix4 = (int16_t)s->prefix4;
         o->prefix6 = (int16_t)s->prefix6;

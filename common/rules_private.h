@@ -21,7 +21,7 @@
 /* ---- blob layout (docs/rules.md "Compiled form") ------------------------ */
 
 #define BLOB_MAGIC      "DIVVYRL1"
-#define BLOB_LAYOUT     2
+#define BLOB_LAYOUT     3
 #define BLOB_ALIGN      8
 /* Longest "key\0value" the index files; longer pairs cannot arrive in one
  * request line anyway, so their rules go on the scan list. */
@@ -62,6 +62,7 @@ struct blob_rule {
     uint8_t policy, algo, source, flags;
     uint8_t store;                      /* enum rules_store, effective (docs/rules.md) */
     uint8_t reserved[3];
+    int64_t max_debit;                  /* -1: the credit_limit */
 };
 
 struct blob_match {
@@ -80,11 +81,12 @@ struct blob_bucket {
 _Static_assert(sizeof(struct blob_str) == 8, "blob_str layout");
 _Static_assert(sizeof(struct blob_hdr) == 128, "blob_hdr layout");
 _Static_assert(offsetof(struct blob_hdr, rule_off) == 64, "blob_hdr layout");
-_Static_assert(sizeof(struct blob_rule) == 112, "blob_rule layout");
+_Static_assert(sizeof(struct blob_rule) == 120, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, store) == 108, "blob_rule layout");
+_Static_assert(offsetof(struct blob_rule, max_debit) == 112, "blob_rule layout");
 _Static_assert(sizeof(struct blob_match) == 24, "blob_match layout");
 _Static_assert(sizeof(struct blob_bucket) == 32, "blob_bucket layout");
 

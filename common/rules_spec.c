@@ -36,6 +36,7 @@ int rules_spec_add(struct rules_spec *spec, const char *file, unsigned line,
     r->refill_seconds = -1;
     r->prefix4 = -1;
     r->prefix6 = -1;
+    r->max_debit = -1;
     r->policy = RULES_POLICY_STOP;
     r->algo = RULES_ALGO_WINDOW;
     r->source = RULES_SOURCE_ANY;

@@ -84,24 +84,15 @@ static void out_pattern(struct out *o, const struct rules *rs, const struct blob
     out_value(o, rs->pool + m->value.off, m->value.len, m->kind == KIND_EXACT);
 }
 
-/*
- * Writes @v masked to @prefix bits as "addr/len" into @dst (>= 64 bytes) and
- * returns its length, or 0 when @v is not an address of that family.
- */
-static size_t mask_ip(const char *v, size_t len, int af, int prefix, char *dst)
+/* Writes @addr (@n_bytes: 4 or 16) masked to @prefix bits as "addr/len", or
+ * as it is without "/len" when @prefix < 0, into @dst (>= 64 bytes); returns
+ * the length, 0 on failure. */
+static size_t put_masked(int af, unsigned char *addr, size_t n_bytes, int prefix, char *dst)
 {
-    unsigned char addr[sizeof(struct in6_addr)];
     char text[INET6_ADDRSTRLEN + 1];
-    size_t n_bytes = af == AF_INET ? 4 : 16;
     int n;
 
-    if (prefix < 0 || len >= sizeof(text))
-        return 0;
-    memcpy(text, v, len);
-    text[len] = '\0';
-    if (inet_pton(af, text, addr) != 1)
-        return 0;
-    for (size_t i = 0; i < n_bytes; i++) {
+    for (size_t i = 0; prefix >= 0 && i < n_bytes; i++) {
         int bits = prefix - (int)i * 8;
 
         if (bits <= 0)
@@ -111,8 +102,42 @@ static size_t mask_ip(const char *v, size_t len, int af, int prefix, char *dst)
     }
     if (!inet_ntop(af, addr, text, sizeof(text)))
         return 0;
-    n = snprintf(dst, 64, "%s/%d", text, prefix);
+    n = prefix < 0 ? snprintf(dst, 64, "%s", text) : snprintf(dst, 64, "%s/%d", text, prefix);
     return n > 0 && n < 64 ? (size_t)n : 0;
+}
+
+/*
+ * The actor text of value @v on a rule with @prefix4 and @prefix6 (-1: not
+ * set; docs/rules.md "Actors") into @dst (>= 64 bytes): its length, or 0
+ * when @v stays as it is (not an address, no prefix for its family, or no
+ * prefix at all).  An IPv6 address that carries an IPv4 one (IPv4-mapped
+ * ::ffff:0:0/96, NAT64's well-known 64:ff9b::/96) is that IPv4 address:
+ * masked to @prefix4, or its dotted text without one, so it counts with
+ * the plain form.  Other addresses of ::/96 (::1, ::, the deprecated
+ * IPv4-compatible ::a.b.c.d) are single hosts, kept whole (/128), so that
+ * no prefix merges them.
+ */
+static size_t mask_ip(const char *v, size_t len, int prefix4, int prefix6, char *dst)
+{
+    static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    static const unsigned char nat64[12] = { 0, 0x64, 0xff, 0x9b };
+    static const unsigned char zero[12];
+    unsigned char addr[sizeof(struct in6_addr)];
+    char text[INET6_ADDRSTRLEN + 1];
+
+    if ((prefix4 < 0 && prefix6 < 0) || len >= sizeof(text))
+        return 0;
+    memcpy(text, v, len);
+    text[len] = '\0';
+    if (inet_pton(AF_INET, text, addr) == 1)
+        return prefix4 < 0 ? 0 : put_masked(AF_INET, addr, 4, prefix4, dst);
+    if (inet_pton(AF_INET6, text, addr) != 1)
+        return 0;
+    if (memcmp(addr, mapped, 12) == 0 || memcmp(addr, nat64, 12) == 0)
+        return put_masked(AF_INET, addr + 12, 4, prefix4, dst);
+    if (prefix6 < 0)
+        return 0;
+    return put_masked(AF_INET6, addr, 16, memcmp(addr, zero, 12) == 0 ? 128 : prefix6, dst);
 }
 
 int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
@@ -131,9 +156,7 @@ int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto
         char masked[64];
         size_t m;
 
-        m = mask_ip(v, len, AF_INET, r->prefix4, masked);
-        if (!m)
-            m = mask_ip(v, len, AF_INET6, r->prefix6, masked);
+        m = mask_ip(v, len, r->prefix4, r->prefix6, masked);
         if (m) {
             v = masked;
             len = m;

@@ -305,6 +305,9 @@ static void prep_settings(struct pr *p, struct diag *d)
     if (s->max_actors < 0 || s->max_actors > RULES_LIMIT_MAX)
         RULE_ERR(p, 0, "max_actors %" PRId64 " is out of range 0..%" PRId64, s->max_actors,
                  RULES_LIMIT_MAX);
+    if (s->max_debit < -1 || s->max_debit > (int64_t)PROTO_DEBIT_MAX)
+        RULE_ERR(p, 0, "max_debit %" PRId64 " is out of range 0..%llu", s->max_debit,
+                 PROTO_DEBIT_MAX);
     if (s->label && !label_ok(s->label))
         RULE_ERR(p, 0, "label '%s' is not [A-Za-z0-9_-]{1,%d}", s->label, RULES_LABEL_MAX);
     /* Fast-path counters live in a table every divvy-fast member can write:

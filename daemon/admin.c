@@ -175,11 +175,12 @@ void admin_rules(struct conn *c, const struct proto_req *req)
         admin_append_quoted(line, sizeof(line), &pos, desc);
         admin_append_fmt(line, sizeof(line), &pos,
                          " credit_limit=%lld reset_seconds=%lld algorithm=%s policy=%s source=%s"
-                         " fast_path=%s store=%s actor=",
+                         " fast_path=%s store=%s max_debit=%lld actor=",
                          (long long)r.credit_limit, (long long)r.reset_seconds, algo_name(r.algo),
                          policy_name(r.policy),
                          r.source == RULES_SOURCE_PRIVILEGED ? "privileged" : "any",
-                         r.fast_path ? "true" : "false", store_name(r.store));
+                         r.fast_path ? "true" : "false", store_name(r.store),
+                         (long long)rules_max_debit(&r));
         admin_append_quoted(line, sizeof(line), &pos, actor);
         admin_append_fmt(line, sizeof(line), &pos, "\n");
         reply_text(c, line);

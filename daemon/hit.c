@@ -24,6 +24,7 @@
  * (hit_submitted()) instead of a reply line.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,21 @@ struct table *hit_table_of(const struct worker *w, const struct rules_rule *r)
     return eval_table(&env, r);
 }
 
+/* ERR bad-request's reason for a DEBIT of @n above the max_debit of rule
+ * @idx of @rs (eval_debit_check(); docs/protocol.md "DEBIT"); inside the
+ * RCU section of @rs. */
+static void debit_refused(const struct rules *rs, uint32_t idx, uint64_t n, char *buf,
+                          size_t size)
+{
+    struct rules_rule r;
+
+    if (rules_get(rs, idx, &r) < 0)
+        snprintf(buf, size, "DEBIT %" PRIu64 " above a rule's max_debit", n);
+    else
+        snprintf(buf, size, "DEBIT %" PRIu64 " above max_debit %" PRId64 " of rule %s", n,
+                 rules_max_debit(&r), r.id_str);
+}
+
 /* ERR no-counter's reason (docs/protocol.md "Errors"), logged (rate-limited):
  * the operator must size table.privileged_slots / max_actors (docs/pam.md). */
 const char *hit_no_counter_reason(int r)
@@ -189,7 +205,7 @@ void do_hit(struct conn *c, const struct proto_req *req)
     struct eval_env env;
     struct eval_result res;
     struct rules_rule decider;
-    char rule[RULES_LABEL_MAX + 1] = "", line[PROTO_REPLY_MAX];
+    char rule[RULES_LABEL_MAX + 1] = "", line[PROTO_REPLY_MAX], why[128];
     uint64_t start_ns = metrics_clock_ns();
     size_t n;
     int r;
@@ -213,8 +229,14 @@ void do_hit(struct conn *c, const struct proto_req *req)
         /* The rule's strings live in the rules: copy before leaving the section. */
         if (hit_names_rule(c, req->verb) && rules_get(st->rules, res.decider, &decider) >= 0)
             snprintf(rule, sizeof(rule), "%s", decider.id_str);
+    } else if (r == -ERANGE) {
+        debit_refused(st->rules, res.decider, req->amount, why, sizeof(why));
     }
     urcu_memb_read_unlock();
+    if (r == -ERANGE) {
+        reply_err(c, PROTO_E_BAD_REQUEST, why);
+        return;
+    }
     if (r == -ENOSPC || r == -EDQUOT) {
         if (op == TABLE_TAKE)
             count_denial(w, METRICS_DENY_NO_COUNTER);
@@ -367,9 +389,16 @@ struct rules_req hit_rq(const struct hit *h)
 
 static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, int r)
 {
+    char why[128];
     int n;
 
-    if (r == -ENOSPC || r == -EDQUOT) {
+    if (r == -ERANGE) {
+        stat_inc(&w->st.errors);
+        metrics_error(w->mw, PROTO_E_BAD_REQUEST);
+        debit_refused(rs, h->res.decider, h->n, why, sizeof(why));
+        n = conn_fmt_err(h->c->proto, h->reply, sizeof(h->reply), PROTO_E_BAD_REQUEST, why);
+        h->reply_len = n > 0 ? (size_t)n : 0;
+    } else if (r == -ENOSPC || r == -EDQUOT) {
         stat_inc(&w->st.errors);
         metrics_error(w->mw, PROTO_E_NO_COUNTER);
         if (h->op == TABLE_TAKE)
@@ -399,7 +428,10 @@ static void hit_finish(struct worker *w, struct hit *h, const struct rules *rs, 
  * counts, answered to its caller instead of a connection. */
 static void hit_submitted(struct worker *w, struct hit *h, const struct rules *rs, int r)
 {
-    if (r == -ENOSPC || r == -EDQUOT) {
+    if (r == -ERANGE) {
+        stat_inc(&w->st.errors);
+        metrics_error(w->mw, PROTO_E_BAD_REQUEST);
+    } else if (r == -ENOSPC || r == -EDQUOT) {
         stat_inc(&w->st.errors);
         metrics_error(w->mw, PROTO_E_NO_COUNTER);
         if (h->op == TABLE_TAKE)
@@ -488,11 +520,35 @@ static void hit_keep_request(struct hit *h, const struct proto_req *req)
     h->req = &h->own;
 }
 
+/*
+ * Starts @h (set up by hit_setup()) on the Redis path: its rule path under
+ * @rs, run from the first rule (hit_run()'s result).  A DEBIT above a
+ * rule's max_debit is -ERANGE, h->res.decider that rule, nothing charged
+ * (eval_debit_check(), as eval_request() does on the local path).
+ */
+static int hit_begin(struct worker *w, struct hit *h, const struct rules *rs)
+{
+    struct rules_req rq = hit_rq(h);
+    struct rules_rule r;
+    int rc;
+
+    h->deadline = store_deadline(w->s->o.store, clock_now_ms());
+    h->n_path = rules_match(rs, &rq, h->path);
+    h->pos = 0;
+    if (h->op == TABLE_DEBIT) {
+        rc = eval_debit_check(rs, h->path, h->n_path, h->n, h->privileged, &r);
+        if (rc < 0) {
+            h->res.decider = h->res.limiter = r.index;
+            return rc;
+        }
+    }
+    return hit_run(w, h, rs);
+}
+
 /* A request on a config that uses Redis; inside the RCU section of @st. */
 static void hit_start(struct conn *c, const struct proto_req *req, const struct reload_state *st)
 {
     struct worker *w = c->w;
-    struct rules_req rq;
     struct hit *h;
     int r;
 
@@ -503,11 +559,7 @@ static void hit_start(struct conn *c, const struct proto_req *req, const struct 
     }
     h->c = c;
     hit_setup(h, req, c->privileged, c->uid, st->generation);
-    h->deadline = store_deadline(w->s->o.store, clock_now_ms());
-    rq = hit_rq(h);
-    h->n_path = rules_match(st->rules, &rq, h->path);
-    h->pos = 0;
-    r = hit_run(w, h, st->rules);
+    r = hit_begin(w, h, st->rules);
     if (r == 0) {
         /* It waits: keep the request (the scratch is reused) and take a slot. */
         hit_keep_request(h, req);
@@ -566,10 +618,7 @@ void hit_submit(struct worker *w, const struct proto_req *req, bool privileged, 
     hit_setup(h, req, privileged, uid, st->generation);
     if (w->sc && rules_uses_store(st->rules)) {
         /* The Redis path from the first rule, as hit_start() takes it. */
-        h->deadline = store_deadline(w->s->o.store, clock_now_ms());
-        h->n_path = rules_match(st->rules, &rq, h->path);
-        h->pos = 0;
-        r = hit_run(w, h, st->rules);
+        r = hit_begin(w, h, st->rules);
         if (r == 0) {
             hit_keep_request(h, req);
             urcu_memb_read_unlock();

@@ -239,6 +239,7 @@ static void put_fields(struct line *l, const struct rules *ra, const struct rule
     FIELD(a->refill_amount != b->refill_amount, "refill_amount");
     FIELD(a->refill_seconds != b->refill_seconds, "refill_seconds");
     FIELD(a->max_actors != b->max_actors, "max_actors");
+    FIELD(a->max_debit != b->max_debit, "max_debit");
     FIELD(a->strict != b->strict, "strict");
     FIELD(a->resettable != b->resettable, "resettable");
     FIELD(a->fast_path != b->fast_path, "fast_path");

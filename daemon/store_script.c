@@ -16,6 +16,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "algo.h"
 #include "store_script.h"
 
 /* Time for algorithms that need it comes from Redis (TIME), never from a
@@ -58,10 +59,18 @@
     "end\n"                                                                          \
     "if used < 0 then used = 0 end\n"
 
+/* A DEBIT's debt is at most ALGO_DEBT_WINDOWS limits, as in divvyd's table
+ * (common/algo.h): LUA_DEBT_MOST is the most a key may hold as used. */
+#define LUA_STR_(x) #x
+#define LUA_STR(x) LUA_STR_(x)
+#define LUA_DEBT_MOST "(" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * limit"
+
 /* Writes used (any size) in the window ending in @left ms: the key's PTTL
- * runs to its debt's end.  The debt saturates near 2^39 ms, as divvyd's. */
+ * runs to its debt's end.  The debt saturates at ALGO_DEBT_WINDOWS limits,
+ * or where its pay-back would pass 2^39 ms. */
 #define LUA_WINDOW_SET                                                               \
     "local most = (math.floor(549755813888 / reset) + 1) * limit\n"                  \
+    "if most > " LUA_DEBT_MOST " then most = " LUA_DEBT_MOST " end\n"                \
     "if used > most then used = most end\n"                                          \
     "local m = 1\n"                                                                  \
     "if used > limit then m = math.ceil(used / limit) end\n"                         \
@@ -158,7 +167,8 @@ static const char lua_bucket[] =
     "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n"
     "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n"
     "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}.\n"
-    "-- A debit takes always: d may pass cap (tokens below zero, refills pay back).\n"
+    "-- A debit takes always: d may pass cap (tokens below zero, refills pay back),\n"
+    "-- at most " LUA_STR(ALGO_DEBT_WINDOWS) " capacities of debt.\n"
     "local key = KEYS[1]\n"
     "local n, cap = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
     "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
@@ -183,6 +193,9 @@ static const char lua_bucket[] =
     "    tokens = tokens - n\n"
     "    local most = math.floor(549755813888 / period) * amount\n"
     "    if most < cap then most = cap end\n"
+    "    if most > (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap then\n"
+    "      most = (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap\n"
+    "    end\n"
     "    if cap - tokens > most then tokens = cap - most end\n"
     "  elseif ARGV[6] == '1' and tokens < cap then\n"
     "    last = now\n"
@@ -215,7 +228,8 @@ static const char lua_sliding[] =
     "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n"
     "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n"
     "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}.\n"
-    "-- A debit counts past the limit (up to 2^24 - 1, as divvyd's table).\n"
+    "-- A debit counts past the limit, with at most " LUA_STR(ALGO_DEBT_WINDOWS)
+    " limits of debt and\n-- at most 2^24 - 1, as divvyd's table.\n"
     "local key = KEYS[1]\n"
     "local n, limit, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
     LUA_NOW
@@ -237,7 +251,7 @@ static const char lua_sliding[] =
     "local fits = n <= credit\n"
     "local debit = ARGV[1] == 'debit'\n"
     "if (ARGV[1] == 'take' and fits) or debit then\n"
-    "  count, fresh = math.min(count + n, 16777215), false\n"
+    "  count, fresh = math.min(count + n, 16777215, " LUA_DEBT_MOST "), false\n"
     "  if fits then credit = credit - n else credit = 0 end\n"
     "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"
     "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"

@@ -570,8 +570,16 @@ int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
     struct eval_result er;
     struct eval_walk w = { .path = path, .n_path = n_path, .op = op, .res = &er };
     const struct client_rule *cr;
+    struct rules_rule over;
     int r;
 
+    /* A DEBIT above a rule's max_debit charges nothing: divvyd refuses it
+     * with its reason (and knows an admin peer, who may). */
+    if (op == TABLE_DEBIT &&
+        eval_debit_check(f->rules, path, n_path, amount, f->privileged, &over) < 0) {
+        *ret_why = "a DEBIT above a rule's max_debit is divvyd's to answer";
+        return 0;
+    }
     er.n = 0;
     er.n_reset = 0;
     r = eval_walk(&w, fast_step, &fs);

@@ -119,7 +119,9 @@ int client_fast_ready(struct client_fast *f, uint64_t now, const char **ret_why)
  * fills @res: 1 decided, 0 not (*@ret_why).  Each rule's actor comes from
  * @rq (the sorted request) when it is not NULL, else from @actor_kv: for the
  * path's i-th rule, @actor_kv[i * RULES_ACTOR_KEYS_MAX + j] is the pair of
- * its j-th actor key, NULL when absent.
+ * its j-th actor key, NULL when absent.  A DEBIT above a rule's max_debit
+ * is not decided here (eval_debit_check()): divvyd refuses it, or, for an
+ * admin peer, charges it.
  */
 int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
                     const struct rules_req *rq, const struct proto_kv *const *actor_kv,

@@ -189,7 +189,8 @@ static bool ctl_same_rule(const struct rules *ra, const struct rules *rb, uint32
            strcmp(x.comment, y.comment) == 0 && strcmp(ma, mb) == 0 && strcmp(aa, ab) == 0 &&
            x.credit_limit == y.credit_limit && x.reset_seconds == y.reset_seconds &&
            x.refill_amount == y.refill_amount && x.refill_seconds == y.refill_seconds &&
-           x.max_actors == y.max_actors && x.prefix4 == y.prefix4 && x.prefix6 == y.prefix6 &&
+           x.max_actors == y.max_actors && x.max_debit == y.max_debit &&
+           x.prefix4 == y.prefix4 && x.prefix6 == y.prefix6 &&
            x.strict == y.strict && x.fast_path == y.fast_path && x.is_default == y.is_default &&
            x.policy == y.policy && x.algo == y.algo && x.source == y.source &&
            x.store == y.store;

@@ -243,6 +243,7 @@ static void check_same_rule(const struct rules_rule_spec *a, const struct rules_
     CHECK(a->refill_seconds == b->refill_seconds);
     CHECK(a->prefix4 == b->prefix4 && a->prefix6 == b->prefix6);
     CHECK(a->max_actors == b->max_actors);
+    CHECK(a->max_debit == b->max_debit);
     CHECK(a->strict == b->strict && a->fast_path == b->fast_path);
     CHECK(a->is_default == b->is_default);
     CHECK(a->no_reset == b->no_reset);

@@ -16,7 +16,8 @@
  * Checks: only pam_sm_* exported and dlopen(RTLD_NOW) works; 5 wrong
  * passwords lock a user from one source and the 6th attempt is refused
  * before the password prompt with "try again in N seconds"; root is locked
- * after 3; a good password resets the count; an attacker elsewhere does not
+ * after 3; an IPv4 client in IPv6 form (::ffff:a.b.c.d) counts as its IPv4
+ * address, not with every other IPv4 client; a good password resets the count; an attacker elsewhere does not
  * lock the user out; 30 failures from one source lock that source for every
  * user; account phase; silent; daemon down and daemon hung, fail_open and
  * fail_closed, within the timeout; pamtester under pam_wrapper; 10,000
@@ -375,6 +376,21 @@ static void socket_arg(const char *sock, const char *extra, char *buf, size_t si
     snprintf(buf, size, "socket=unix:%s %s", sock, extra);
 }
 
+/* divvyd on the shipped config, and service "dv" on it with @extra module
+ * arguments; skips the test without root or pam_matrix. */
+static struct harness_daemon *start_dv(const char *extra)
+{
+    struct harness_daemon *d;
+    char args[512];
+
+    if (!have_matrix())
+        skip();
+    d = start_shipped();
+    socket_arg(d->sock, extra, args, sizeof(args));
+    write_service("dv", args);
+    return d;
+}
+
 /* ---- (a) the shared object ---------------------------------------------------------- */
 
 static void test_pam_exports_only_pam_sm(void **state)
@@ -420,15 +436,8 @@ static void test_pam_exports_only_pam_sm(void **state)
 
 static void test_pam_lockout_and_wait_time(void **state)
 {
-    struct harness_daemon *d;
-    char args[512];
-
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "timeout_ms=2000", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("timeout_ms=2000");
     /* login-user-source: 5 failures per user and source. */
     for (int i = 0; i < 5; i++)
         EXPECT_LOGIN("dv", "alice", WRONG, "192.0.2.1", PAM_AUTH_ERR);
@@ -464,17 +473,45 @@ static void test_pam_lockout_and_wait_time(void **state)
     EXPECT_LOGIN("dv", "carol", PASSWORD, "2001:db8:1:3::1", PAM_SUCCESS);
 }
 
+/*
+ * IPv4 clients that a service reports in IPv6 form (::ffff:a.b.c.d, as a
+ * dual-stack socket gives them; sshd normalises, other services do not)
+ * count per IPv4 address, together with the plain form, not all in one
+ * ::/64; ::1 is one host of its own.
+ */
+static void test_pam_mapped_sources(void **state)
+{
+    (void)state;
+    start_dv("");
+    /* root: 3 failures from one mapped IPv4 client lock that client ... */
+    for (int i = 0; i < 3; i++)
+        EXPECT_LOGIN("dv", "root", WRONG, "::ffff:192.0.2.1", PAM_AUTH_ERR);
+    expect_locked("dv", "root", "::ffff:192.0.2.1");
+    /* ... in every spelling of its address ... */
+    expect_locked("dv", "root", "192.0.2.1");
+    expect_locked("dv", "root", "64:ff9b::192.0.2.1");
+    /* ... and no other IPv4 client, mapped or not. */
+    EXPECT_LOGIN("dv", "root", PASSWORD, "::ffff:192.0.2.2", PAM_SUCCESS);
+    EXPECT_LOGIN("dv", "root", PASSWORD, "192.0.2.3", PAM_SUCCESS);
+    /* The two forms count together: 3 + 2 failures lock alice (5). */
+    for (int i = 0; i < 3; i++)
+        EXPECT_LOGIN("dv", "alice", WRONG, "::ffff:198.51.100.9", PAM_AUTH_ERR);
+    for (int i = 0; i < 2; i++)
+        EXPECT_LOGIN("dv", "alice", WRONG, "198.51.100.9", PAM_AUTH_ERR);
+    expect_locked("dv", "alice", "198.51.100.9");
+    expect_locked("dv", "alice", "::ffff:198.51.100.9");
+    /* ::1 is one host: its failures lock neither IPv4 clients nor ::2. */
+    for (int i = 0; i < 3; i++)
+        EXPECT_LOGIN("dv", "root", WRONG, "::1", PAM_AUTH_ERR);
+    expect_locked("dv", "root", "::1");
+    EXPECT_LOGIN("dv", "root", PASSWORD, "::ffff:192.0.2.4", PAM_SUCCESS);
+    EXPECT_LOGIN("dv", "root", PASSWORD, "::2", PAM_SUCCESS);
+}
+
 static void test_pam_success_resets(void **state)
 {
-    struct harness_daemon *d;
-    char args[512];
-
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("");
     for (int i = 0; i < 4; i++)
         EXPECT_LOGIN("dv", "alice", WRONG, "192.0.2.2", PAM_AUTH_ERR);
     EXPECT_LOGIN("dv", "alice", PASSWORD, "192.0.2.2", PAM_SUCCESS);
@@ -491,15 +528,8 @@ static void test_pam_success_resets(void **state)
 
 static void test_pam_attacker_elsewhere(void **state)
 {
-    struct harness_daemon *d;
-    char args[512];
-
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("");
     for (int i = 0; i < 8; i++)
         EXPECT_LOGIN("dv", "bob", WRONG, "198.51.100.7", PAM_AUTH_ERR);
     expect_locked("dv", "bob", "198.51.100.7");
@@ -509,16 +539,11 @@ static void test_pam_attacker_elsewhere(void **state)
 
 static void test_pam_password_spraying(void **state)
 {
-    struct harness_daemon *d;
-    char args[512], user[64], odd[1200];
+    char user[64], odd[1200];
     struct attempt a;
 
     (void)state;
-    if (!have_matrix())
-        skip();
-    d = start_shipped();
-    socket_arg(d->sock, "audit debug", args, sizeof(args));
-    write_service("dv", args);
+    start_dv("audit debug");
     /* Odd user names still reach divvyd: '"' and newlines are replaced, long
      * ones cut.  Each counts against the source. */
     login("dv", "evil\"user with spaces\n", WRONG, "203.0.113.50", false, &a);
@@ -964,6 +989,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pam_exports_only_pam_sm),
         cmocka_unit_test_setup_teardown(test_pam_lockout_and_wait_time, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_pam_mapped_sources, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_pam_success_resets, harness_setup,
                                         harness_teardown),

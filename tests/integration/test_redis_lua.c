@@ -330,8 +330,9 @@ static void test_redis_lua_sha(void **state)
     redis_stop(rs);
 }
 
-/* DEBIT (docs/redis.md "Scripts"): charged past the limit, paid back as
- * divvyd's table does.  Time passes by moving the key's clock (PTTL, t). */
+/* DEBIT (docs/redis.md "Scripts"): charged past the limit, at most 4
+ * limits of debt, paid back as divvyd's table does.  Time passes by moving
+ * the key's clock (PTTL, t). */
 static void test_redis_lua_debit(void **state)
 {
     struct redis_srv *rs;
@@ -409,6 +410,26 @@ static void test_redis_lua_debit(void **state)
     assert_int_equal(cmd_int(c, "HGET %s c", k), 25);
     ew = sliding(c, k, STORE_TAKE, 1, 10, 60000);
     assert_false(ew.allowed);
+
+    /* A debt is at most ALGO_DEBT_WINDOWS (4) limits, as in divvyd's table:
+     * the key holds 50 of 10 used, paid back after 4 more windows. */
+    k = "divvy:{d:big}";
+    ew = window(c, k, STORE_DEBIT, 1000000000000ULL, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0 && ew.reset_ms == 60000);
+    assert_int_equal(cmd_int(c, "GET %s", k), 50);
+    assert_ttl(c, k, 300000);
+    assert_true(cmd_int(c, "PTTL %s", k) > 299000);
+    ew = window(c, k, STORE_DEBIT, 10, 10, 60000);
+    assert_int_equal(cmd_int(c, "GET %s", k), 50);
+    k = "divvy:{d:bigtb}";
+    ew = bucket(c, k, STORE_DEBIT, 1000000000000ULL, 5, 1, 1000, false);
+    assert_true(!ew.allowed && ew.credit == 0);
+    assert_int_equal(cmd_int(c, "HGET %s d", k), 25);
+    assert_true(cmd_int(c, "PTTL %s", k) <= 25000);
+    k = "divvy:{d:bigsw}";
+    ew = sliding(c, k, STORE_DEBIT, 1000000000000ULL, 10, 60000);
+    assert_true(!ew.allowed && ew.credit == 0);
+    assert_int_equal(cmd_int(c, "HGET %s c", k), 50);
     redisFree(c);
     redis_stop(rs);
 }

@@ -14,6 +14,8 @@
 
 #include "algo.h"
 
+#define RULES_SLIDING_BIG ((uint64_t)1 << 23)     /* 5 of them pass 2^24 - 1 */
+
 static struct table_limits window(uint64_t limit, uint64_t reset_ms)
 {
     struct table_limits lim;
@@ -500,29 +502,74 @@ static void test_algo_lowered_limit_is_no_debt(void **state)
     assert_false(st.debt);
 }
 
-/* A debt saturates where the state word ends, never wraps. */
-static void test_algo_debit_saturates(void **state)
+/* A debt is at most ALGO_DEBT_WINDOWS limits, whatever was charged, so the
+ * counter pays it back within as many windows (refills) after the current
+ * one (docs/protocol.md "DEBIT"). */
+static void test_algo_debit_bounded(void **state)
 {
-    struct table_limits w = window(1, 1);
-    struct table_limits b = bucket(1, 1, 1, false);
-    struct table_limits s = sliding(1, 1000);
+    struct table_limits w = window(10, 1000), b = bucket(5, 1, 100, false);
+    struct table_limits s = sliding(10, 1000), big = sliding(RULES_SLIDING_BIG, 1000);
     struct algo_state st = { 0 };
 
     (void)state;
-    run(&w, &st, TABLE_DEBIT, UINT64_MAX, 0);
-    assert_true(st.data <= ALGO_DATA_MAX);
-    assert_true(st.idle <= ALGO_IDLE_MAX);
-    expect(run(&w, &st, TABLE_TAKE, 1, 1000000), false, 0, 1);
-    run(&w, &st, TABLE_DEBIT, UINT64_MAX, 5);
-    assert_true(st.idle <= ALGO_IDLE_MAX);
+    assert_int_equal(ALGO_DEBT_WINDOWS, 4);
+    /* window: 10 used + 40 of debt; windows ending at 1000..4000 pay it. */
+    expect(run(&w, &st, TABLE_DEBIT, UINT64_MAX, 0), false, 0, 1000);
+    assert_int_equal(st.data, 50);
+    assert_true(st.debt);
+    assert_int_equal(st.idle, 5000);
+    expect(run(&w, &st, TABLE_DEBIT, 1000000000000ULL, 10), false, 0, 990);
+    assert_int_equal(st.data, 50);
+    assert_int_equal(algo_retry_ms(&w, 10, &st), 4990);
+    expect(run(&w, &st, TABLE_TAKE, 1, 4999), false, 0, 1);
+    expect(run(&w, &st, TABLE_TAKE, 1, 5000), true, 9, 1000);
+    /* A counter past the bound (a debt from before it) is brought down to it. */
+    st = (struct algo_state){ .idle = 100000, .data = 1000, .debt = true };
+    expect(run(&w, &st, TABLE_DEBIT, 1, 0), false, 0, 1000);
+    assert_int_equal(st.data, 50);
+    assert_int_equal(st.idle, 5000);
+    /* token bucket: tokens down to -20 (a deficit of 25), 21 refills to one. */
     memset(&st, 0, sizeof(st));
-    run(&b, &st, TABLE_DEBIT, UINT64_MAX, 0);
-    assert_true(st.data <= ALGO_DATA_MAX && st.data > 1);
-    assert_true(st.idle <= ALGO_IDLE_MAX);
-    expect(run(&b, &st, TABLE_TAKE, 1, 1000000), false, 0, 1);
+    expect(run(&b, &st, TABLE_DEBIT, UINT64_MAX, 0), false, 0, 100);
+    assert_int_equal(st.data, 25);
+    assert_int_equal(st.idle, 2500);
+    expect(run(&b, &st, TABLE_DEBIT, 7, 50), false, 0, 50);
+    assert_int_equal(st.data, 25);
+    assert_int_equal(algo_retry_ms(&b, 50, &st), 2050);
+    expect(run(&b, &st, TABLE_TAKE, 1, 2099), false, 0, 1);
+    expect(run(&b, &st, TABLE_TAKE, 1, 2100), true, 0, 100);
+    /* sliding window: the count stops at 5 limits, or at what the field holds. */
     memset(&st, 0, sizeof(st));
     run(&s, &st, TABLE_DEBIT, UINT64_MAX, 0);
-    assert_int_equal(st.data, ALGO_SLIDING_MAX);
+    assert_int_equal(st.data & ALGO_SLIDING_MAX, 50);
+    run(&s, &st, TABLE_DEBIT, 3, 1);
+    assert_int_equal(st.data & ALGO_SLIDING_MAX, 50);
+    memset(&st, 0, sizeof(st));
+    run(&big, &st, TABLE_DEBIT, UINT64_MAX, 0);
+    assert_int_equal(st.data & ALGO_SLIDING_MAX, ALGO_SLIDING_MAX);
+}
+
+/* Where a window or a refill is so long that the bound does not fit in
+ * the state word, the debt saturates where the word ends, never wraps. */
+static void test_algo_debit_saturates(void **state)
+{
+    struct table_limits w = window(1, ALGO_SPAN_MAX);
+    struct table_limits b = bucket(1, 1, ALGO_SPAN_MAX, false);
+    uint64_t late = ALGO_IDLE_MAX - ALGO_SPAN_MAX - 5;
+    struct algo_state st = { 0 };
+
+    (void)state;
+    run(&w, &st, TABLE_DEBIT, UINT64_MAX, late);
+    assert_true(st.data <= 5);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    expect(run(&w, &st, TABLE_TAKE, 1, late + 1000), false, 0, ALGO_SPAN_MAX - 1000);
+    run(&w, &st, TABLE_DEBIT, UINT64_MAX, late + 5);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    memset(&st, 0, sizeof(st));
+    run(&b, &st, TABLE_DEBIT, UINT64_MAX, late);
+    assert_true(st.data <= 5);
+    assert_true(st.idle <= ALGO_IDLE_MAX);
+    expect(run(&b, &st, TABLE_TAKE, 1, late + 1000), false, 0, ALGO_SPAN_MAX - 1000);
 }
 
 int main(void)
@@ -549,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_algo_bucket_debit_pays_back),
         cmocka_unit_test(test_algo_bucket_debit_strict),
         cmocka_unit_test(test_algo_sliding_debit_counts),
+        cmocka_unit_test(test_algo_debit_bounded),
         cmocka_unit_test(test_algo_debit_saturates),
         cmocka_unit_test(test_algo_lowered_limit_is_no_debt),
     };

@@ -107,6 +107,23 @@ static void load_text_error(const char *suffix, const char *text, unsigned line,
         fail_msg("error \"%s\", want \"%s\"", d.e[0].msg, msg);
 }
 
+/* Loads the native config @text, which must be refused with exactly one
+ * problem at each of @lines[0..n), in order; the problems in *@ret. */
+static void load_refused(const char *text, const unsigned *lines, size_t n, struct diag *ret)
+{
+    struct config *cfg = NULL;
+    char path[1024];
+
+    tmp_write(path, sizeof(path), ".conf", text, strlen(text));
+    diag_init(ret);
+    assert_int_equal(config_load(path, &cfg, ret), -EINVAL);
+    unlink(path);
+    assert_null(cfg);
+    assert_int_equal(ret->n, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ret->e[i].line, lines[i]);
+}
+
 static const struct rules_rule_spec *rule(const struct config *cfg, size_t i)
 {
     assert_true(i < cfg->rules.n);
@@ -154,6 +171,7 @@ static void assert_rule_equal(const struct rules_rule_spec *a, const struct rule
     assert_int_equal(a->prefix4, b->prefix4);
     assert_int_equal(a->prefix6, b->prefix6);
     assert_int_equal(a->max_actors, b->max_actors);
+    assert_int_equal(a->max_debit, b->max_debit);
     assert_int_equal(a->strict, b->strict);
     assert_int_equal(a->fast_path, b->fast_path);
     assert_int_equal(a->is_default, b->is_default);
@@ -880,7 +898,6 @@ static void test_config_admission(void **state)
     static const unsigned lines[] = { 2, 3, 4, 5, 6 };
     struct config *cfg = load_text(".conf", text), *old;
     unsigned tcp, un, total;
-    char path[1024];
     struct diag d;
 
     (void)state;
@@ -914,15 +931,7 @@ static void test_config_admission(void **state)
     assert_int_equal(total, 5120);
     config_free(old);
 
-    cfg = NULL;
-    tmp_write(path, sizeof(path), ".conf", bad, strlen(bad));
-    diag_init(&d);
-    assert_int_equal(config_load(path, &cfg, &d), -EINVAL);
-    unlink(path);
-    assert_null(cfg);
-    assert_int_equal(d.n, sizeof(lines) / sizeof(lines[0]));
-    for (size_t i = 0; i < d.n; i++)
-        assert_int_equal(d.e[i].line, lines[i]);
+    load_refused(bad, lines, sizeof(lines) / sizeof(lines[0]), &d);
     assert_non_null(strstr(d.e[0].msg, "reserved_connections"));
     assert_non_null(strstr(d.e[4].msg, "server.tcp_connection"));
 }
@@ -1068,6 +1077,56 @@ static void test_config_round_trip_odd_strings(void **state)
     config_free(cfg);
 }
 
+/* max_debit (docs/rules.md "DEBIT bounds"): read in the three formats, not
+ * set is -1 (the credit_limit), written back only when set, and a bad value
+ * is refused at its line. */
+static void test_config_max_debit(void **state)
+{
+    const char bad[] = "rules = (\n"
+                       "  { match = { a = \"1\"; }; credit_limit = 5; reset_seconds = 60;\n"
+                       "    max_debit = -1; },\n"
+                       "  { match = { a = \"2\"; }; credit_limit = 5; reset_seconds = 60;\n"
+                       "    max_debit = 1000000000001L; },\n"
+                       "  { match = { a = \"3\"; }; credit_limit = 5; reset_seconds = 60;\n"
+                       "    max_debit = \"7\"; },\n"
+                       "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+                       ");\n";
+    static const unsigned lines[] = { 3, 5, 7 };
+    struct config *cfg;
+    struct diag d;
+
+    (void)state;
+    cfg = load_text(".conf", "rules = (\n"
+                             "  { match = { a = \"1\"; }; credit_limit = 5; reset_seconds = 60;\n"
+                             "    max_debit = 1000000000000L; },\n"
+                             "  { match = { a = \"2\"; }; credit_limit = 5; reset_seconds = 60;\n"
+                             "    max_debit = 0; },\n"
+                             "  { match = { a = \"3\"; }; credit_limit = 5;"
+                             " reset_seconds = 60; },\n"
+                             "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+                             ");\n");
+    assert_int_equal(rule(cfg, 0)->max_debit, 1000000000000LL);
+    assert_int_equal(rule(cfg, 1)->max_debit, 0);
+    assert_int_equal(rule(cfg, 2)->max_debit, -1);
+    round_trip(cfg);
+    config_free(cfg);
+    cfg = load_text(".ini", "[a=1]\ncreditLimit = 5\nresetSeconds = 60\nmaxDebit = 12\n"
+                            "[default]\ncreditLimit = 0\nresetSeconds = 0\n");
+    assert_int_equal(rule(cfg, 0)->max_debit, 12);
+    round_trip(cfg);
+    config_free(cfg);
+    cfg = load_text(".json", "{ \"overrides\": [ { \"operation\": { \"a\": \"1\" },"
+                             " \"creditLimit\": 5, \"resetSeconds\": 60, \"maxDebit\": 3 } ],"
+                             " \"default\": { \"creditLimit\": 0, \"resetSeconds\": 0 } }");
+    assert_int_equal(rule(cfg, 0)->max_debit, 3);
+    config_free(cfg);
+
+    load_refused(bad, lines, sizeof(lines) / sizeof(lines[0]), &d);
+    assert_non_null(strstr(d.e[0].msg, "max_debit must not be negative"));
+    assert_non_null(strstr(d.e[1].msg, "max_debit is out of range (at most 1000000000000)"));
+    assert_non_null(strstr(d.e[2].msg, "max_debit must be an integer"));
+}
+
 static void test_config_write_unrepresentable_key(void **state)
 {
     struct config *cfg = load_text(".json",
@@ -1152,6 +1211,7 @@ int main(void)
         cmocka_unit_test(test_config_round_trip_everything),
         cmocka_unit_test(test_config_round_trip_odd_strings),
         cmocka_unit_test(test_config_resp_listen_adhoc),
+        cmocka_unit_test(test_config_max_debit),
         cmocka_unit_test(test_config_write_unrepresentable_key),
         cmocka_unit_test(test_config_password_file_written_by_name),
     };

@@ -410,7 +410,8 @@ static void test_eval_ms_to_s_rounds_like_redis_ttl(void **state)
 }
 
 /* DEBIT charges every rule down to the stop rule, into debt; the reply is
- * the first non-canary rule in debt, else the tightest limit. */
+ * the first non-canary rule in debt, else the tightest limit.  (A
+ * privileged peer: 5 is above these rules' max_debit, their limits.) */
 static void test_eval_debit_charges_whole_path(void **state)
 {
     struct fixture *f = *state;
@@ -419,6 +420,7 @@ static void test_eval_debit_charges_whole_path(void **state)
     struct eval_result res;
 
     req_of(&preq, &req, "DEBIT 5 k=a user=u src=s\n");
+    req.privileged = true;
     assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 5, T0, &res), 0);
     assert_false(res.allowed);
     assert_int_equal(res.n, 3);                  /* canary, continue and stop: all charged */
@@ -452,6 +454,81 @@ static void test_eval_debit_charges_whole_path(void **state)
     assert_int_equal(res.credit, 1);
 }
 
+/* A DEBIT above the max_debit of a rule on its path (default: the rule's
+ * credit_limit) is refused before anything is charged, unless the peer is
+ * privileged; a rule that keeps no counter bounds nothing; the debt itself
+ * stops at ALGO_DEBT_WINDOWS limits for everyone. */
+static void test_eval_debit_above_max_debit(void **state)
+{
+    struct fixture *f = *state;
+    struct rules_spec spec = { 0 };
+    struct rules *rules;
+    struct diag diag;
+    static struct proto_req preq;
+    struct rules_req req;
+    struct eval_result res;
+
+    add_rule(&spec, 1, "k", "big", NULL, NULL, 10, 60, RULES_POLICY_STOP, NULL);
+    spec.rules[0].max_debit = 100;
+    add_rule(&spec, 2, "k", "none", NULL, NULL, 10, 60, RULES_POLICY_STOP, NULL);
+    spec.rules[1].max_debit = 0;
+    add_rule(&spec, 3, "k", "zero", NULL, NULL, 0, 60, RULES_POLICY_STOP, NULL);
+    add_rule(&spec, 4, "user", "*", NULL, NULL, 1000, 60, RULES_POLICY_CONTINUE, "user");
+    add_rule(&spec, 5, "src", "*", NULL, NULL, 3, 60, RULES_POLICY_STOP, "src");
+    add_rule(&spec, 6, NULL, NULL, NULL, NULL, 0, 0, RULES_POLICY_STOP, NULL);
+    diag_init(&diag);
+    assert_int_equal(rules_compile(&spec, 2, &rules, &diag), 0);
+    rules_spec_free(&spec);
+    f->env.rules = rules;
+
+    /* An explicit max_debit above the limit: charged, the debt at 4 limits. */
+    req_of(&preq, &req, "DEBIT 100 k=big\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 100, T0, &res), 0);
+    assert_false(res.allowed);
+    req_of(&preq, &req, "DEBIT 101 k=big\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 101, T0, &res), -ERANGE);
+    assert_int_equal(res.decider, 0);
+    assert_int_equal(res.n, 0);
+    /* Paid back four windows after the current one, not later. */
+    res = hit(f, "PEEK k=big\n", TABLE_PEEK, T0 + 4 * 60000 - 1);
+    assert_false(res.allowed);
+    res = hit(f, "PEEK k=big\n", TABLE_PEEK, T0 + 5 * 60000);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 10);
+    /* max_debit = 0: no unprivileged DEBIT at all; a privileged one charges. */
+    req_of(&preq, &req, "DEBIT 1 k=none\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 1, T0, &res), -ERANGE);
+    assert_int_equal(res.decider, 1);
+    req.privileged = true;
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 1000000, T0, &res), 0);
+    assert_false(res.allowed);
+    res = hit(f, "PEEK k=none\n", TABLE_PEEK, T0 + 5 * 60000 - 1);
+    assert_false(res.allowed);
+    /* Zero semantics keep no counter: no bound to pass. */
+    req_of(&preq, &req, "DEBIT 1000 k=zero\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 1000, T0, &res), 0);
+    assert_false(res.allowed);
+    /* The default max_debit is each rule's credit_limit; the first rule on
+     * the path below @n refuses, and the continue rule before it is not
+     * charged either. */
+    req_of(&preq, &req, "DEBIT 4 user=u src=s\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 4, T0, &res), -ERANGE);
+    assert_int_equal(res.decider, 4);
+    res = hit(f, "PEEK user=u src=s\n", TABLE_PEEK, T0);
+    assert_true(res.allowed);
+    assert_int_equal(res.credit, 3);
+    assert_int_equal(res.o[0].credit, 1000);
+    req_of(&preq, &req, "DEBIT 3 user=u src=s\n");
+    assert_int_equal(eval_request(&f->env, &req, TABLE_DEBIT, 3, T0, &res), 0);
+    assert_true(res.allowed);
+    assert_int_equal(res.o[0].credit, 997);
+    /* Other verbs never meet max_debit (0 here): a TAKE is just denied. */
+    res = hit(f, "TAKE 1 k=none\n", TABLE_TAKE, T0);
+    assert_false(res.allowed);
+    f->env.rules = f->rules;
+    rules_free(rules);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +547,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_eval_full_table_applies_policy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_debit_charges_whole_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_debit_above_max_debit, setup, teardown),
         cmocka_unit_test(test_eval_ms_to_s_rounds_like_redis_ttl),
     };
 

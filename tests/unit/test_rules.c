@@ -403,6 +403,12 @@ static void test_rules_validate_token_bucket(void **state)
     expect_error(&spec, 10, "refill_amount 0");
     one_bad(&spec, "a=1")->strict = true;
     expect_error(&spec, 10, "strict needs algorithm token_bucket");
+    one_bad(&spec, "a=1")->max_debit = -2;
+    expect_error(&spec, 10, "max_debit -2 is out of range 0..1000000000000");
+    one_bad(&spec, "a=1")->max_debit = 1000000000001LL;
+    expect_error(&spec, 10, "max_debit 1000000000001 is out of range");
+    one_bad(&spec, "a=1")->max_debit = 1000000000000LL;
+    expect_valid(&spec);
     one_bad(&spec, "a=1")->refill_amount = 2;
     expect_error(&spec, 10, "need algorithm token_bucket");
     one_bad(&spec, "a=1")->refill_seconds = 2;
@@ -817,6 +823,8 @@ static void test_rules_blob_round_trip(void **state)
     (void)state;
     divvy_example(&spec);
     spec.rules[2].label = strdup("cookies");
+    spec.rules[1].max_debit = 0;
+    spec.rules[2].max_debit = 1000000000000LL;
     rules = compile_ok(&spec);
     rules_blob(rules, &data, &len);
     assert_true(len > 128);
@@ -836,6 +844,10 @@ static void test_rules_blob_round_trip(void **state)
         assert_string_equal(x.id_str, y.id_str);
         assert_string_equal(x.label, y.label);
         assert_int_equal(x.credit_limit, y.credit_limit);
+        assert_int_equal(x.max_debit, y.max_debit);
+        assert_int_equal(rules_max_debit(&x), i == 1   ? 0
+                                              : i == 2 ? 1000000000000LL
+                                                       : x.credit_limit);
         assert_int_equal(rules_describe(rules, i, a, sizeof(a)),
                          rules_describe(copy, i, b, sizeof(b)));
         assert_string_equal(a, b);
@@ -1013,6 +1025,78 @@ static void test_rules_actor_values(void **state)
     assert_int_equal(rules_actor(rules, 1, mkreq(&q, "ip=1.2.3.4", false), buf, sizeof(buf)), 7);
     assert_int_equal(rules_actor(rules, 1, mkreq(&q, "ip=1.2.3", false), buf, sizeof(buf)), 5);
     assert_int_equal(rules_actor(rules, 99, mkreq(&q, "", false), buf, sizeof(buf)), -ENOENT);
+    rules_free(rules);
+    rules_spec_free(&spec);
+}
+
+/* IPv4 in IPv6 counts as the IPv4 address it is (actor_prefix4), so the
+ * mapped and the plain forms share one actor and IPv4 clients never share
+ * ::/64; ::1 and the rest of ::/96 stay whole (docs/rules.md "Actors"). */
+static void test_rules_actor_mapped(void **state)
+{
+    struct rules_spec spec = { 0 };
+    struct rules_rule_spec *r;
+    struct rules *rules;
+    int n;
+
+    (void)state;
+    r = add(&spec, 1, "k=both", 1, 60);             /* rule 0: /32 and /64 */
+    assert_int_equal(rules_spec_add_actor(r, "ip"), 0);
+    r->prefix4 = 32;
+    r->prefix6 = 64;
+    r = add(&spec, 2, "k=six", 1, 60);              /* rule 1: only actor_prefix6 */
+    assert_int_equal(rules_spec_add_actor(r, "ip"), 0);
+    r->prefix6 = 64;
+    r = add(&spec, 3, "k=four", 1, 60);             /* rule 2: only actor_prefix4 */
+    assert_int_equal(rules_spec_add_actor(r, "ip"), 0);
+    r->prefix4 = 24;
+    r = add(&spec, 4, "k=pair", 1, 60);             /* rule 3: user x source */
+    assert_int_equal(rules_spec_add_actor(r, "user"), 0);
+    assert_int_equal(rules_spec_add_actor(r, "ip"), 0);
+    r->prefix4 = 32;
+    r->prefix6 = 64;
+    r = add(&spec, 5, "k=none", 1, 60);             /* rule 4: no prefix: as sent */
+    assert_int_equal(rules_spec_add_actor(r, "ip"), 0);
+    add_default(&spec, 6);
+    rules = compile_ok(&spec);
+
+    /* Mapped: the IPv4 address, as the plain form gives it. */
+    assert_string_equal(actor_of(rules, 0, "ip=::ffff:192.0.2.1", &n), "192.0.2.1/32");
+    assert_string_equal(actor_of(rules, 0, "ip=192.0.2.1", &n), "192.0.2.1/32");
+    assert_string_equal(actor_of(rules, 0, "ip=::ffff:192.0.2.2", &n), "192.0.2.2/32");
+    assert_string_equal(actor_of(rules, 0, "ip=::FFFF:c000:201", &n), "192.0.2.1/32");
+    assert_string_equal(actor_of(rules, 0, "ip=0:0:0:0:0:ffff:192.0.2.1", &n), "192.0.2.1/32");
+    /* NAT64's well-known prefix: the same. */
+    assert_string_equal(actor_of(rules, 0, "ip=64:ff9b::192.0.2.1", &n), "192.0.2.1/32");
+    assert_string_equal(actor_of(rules, 0, "ip=64:ff9b::c000:202", &n), "192.0.2.2/32");
+    /* Outside those /96s: IPv6 per /64 (64:ff9b:1::/48 is a local-use
+     * prefix whose IPv4 position divvyd cannot know). */
+    assert_string_equal(actor_of(rules, 0, "ip=64:ff9b:1::192.0.2.1", &n), "64:ff9b:1::/64");
+    assert_string_equal(actor_of(rules, 0, "ip=::fffe:192.0.2.1", &n), "::/64");
+    /* ::/96 (loopback, unspecified, IPv4-compatible): whole, one host each. */
+    assert_string_equal(actor_of(rules, 0, "ip=::1", &n), "::1/128");
+    assert_int_equal(n, 7);
+    assert_string_equal(actor_of(rules, 0, "ip=::", &n), "::/128");
+    assert_string_equal(actor_of(rules, 0, "ip=::192.0.2.1", &n), "::192.0.2.1/128");
+    assert_string_equal(actor_of(rules, 0, "ip=::192.0.2.2", &n), "::192.0.2.2/128");
+    /* Without actor_prefix4 the mapped address is its dotted text: the
+     * plain form's actor, which stays as sent. */
+    assert_string_equal(actor_of(rules, 1, "ip=::ffff:192.0.2.1", &n), "192.0.2.1");
+    assert_string_equal(actor_of(rules, 1, "ip=192.0.2.1", &n), "192.0.2.1");
+    assert_string_equal(actor_of(rules, 1, "ip=::1", &n), "::1/128");
+    assert_string_equal(actor_of(rules, 1, "ip=2001:db8::1", &n), "2001:db8::/64");
+    /* Without actor_prefix6 the mapped address is still IPv4; IPv6 as sent. */
+    assert_string_equal(actor_of(rules, 2, "ip=::ffff:192.0.2.77", &n), "192.0.2.0/24");
+    assert_string_equal(actor_of(rules, 2, "ip=192.0.2.77", &n), "192.0.2.0/24");
+    assert_string_equal(actor_of(rules, 2, "ip=::1", &n), "::1");
+    assert_string_equal(actor_of(rules, 2, "ip=2001:db8::1", &n), "2001:db8::1");
+    /* Several actor keys: each value the same way. */
+    assert_string_equal(actor_of(rules, 3, "k=pair user=root ip=::ffff:192.0.2.1", &n),
+                        "root,192.0.2.1/32");
+    assert_string_equal(actor_of(rules, 3, "k=pair user=root ip=192.0.2.1", &n),
+                        "root,192.0.2.1/32");
+    /* No prefix: the value as sent, parsed by nobody. */
+    assert_string_equal(actor_of(rules, 4, "ip=::ffff:192.0.2.1", &n), "::ffff:192.0.2.1");
     rules_free(rules);
     rules_spec_free(&spec);
 }
@@ -1291,6 +1375,7 @@ int main(void)
         cmocka_unit_test(test_rules_blob_round_trip),
         cmocka_unit_test(test_rules_blob_corrupt),
         cmocka_unit_test(test_rules_actor_values),
+        cmocka_unit_test(test_rules_actor_mapped),
         cmocka_unit_test(test_rules_describe_and_why_not),
         cmocka_unit_test(test_rules_match_agrees_with_naive_scan),
     };
