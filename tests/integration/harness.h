@@ -258,6 +258,18 @@ int harness_run_divvyd(const char *const *args, int timeout_ms, int *ret_status,
  */
 const char *harness_public_copy(const char *path);
 
+/* ---- PAM --------------------------------------------------------------------- */
+
+/*
+ * Runs the real pam_divvy.so ($PAM_DIVVY, else $DIVVY_BUILD/pam_divvy.so) in
+ * this process for @user from @rhost: writes the service file @service into
+ * @d's directory ("auth @control <module> @args", then the lines @rest, or
+ * none when NULL) and returns pam_authenticate()'s result.  Fails the test
+ * when the module or the service cannot be set up.
+ */
+int harness_pam_auth(struct harness_daemon *d, const char *service, const char *control,
+                     const char *args, const char *rest, const char *user, const char *rhost);
+
 /* ---- memory ---------------------------------------------------------------- */
 
 /* Zeroed memory that lives until harness_teardown(), so a failed assertion

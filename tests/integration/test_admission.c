@@ -223,46 +223,17 @@ static void pam_style_take(struct harness_daemon *d, long long want_credit)
     assert_int_equal((long long)res.credit, want_credit);
 }
 
-static int no_conv(int n, const struct pam_message **msg, struct pam_response **resp, void *data)
-{
-    (void)n;
-    (void)msg;
-    (void)resp;
-    (void)data;
-    return PAM_CONV_ERR;
-}
-
 /* The real pam_divvy.so in @mode (fail_closed: an unanswered divvyd shows as
  * PAM_AUTHINFO_UNAVAIL) for root from @rhost; pam_authenticate()'s result. */
 static int pam_login(struct harness_daemon *d, const char *mode, const char *rhost)
 {
-    const char *env = getenv("PAM_DIVVY"), *build = getenv("DIVVY_BUILD");
-    struct pam_conv c = { no_conv, NULL };
-    char module[HARNESS_PATH], guess[HARNESS_PATH], path[HARNESS_PATH * 2];
-    pam_handle_t *pamh = NULL;
-    FILE *f;
-    int rv;
+    bool preauth = strcmp(mode, "preauth") == 0;
+    char args[HARNESS_PATH + 64], service[64];
 
-    if (env && env[0])
-        snprintf(guess, sizeof(guess), "%s", env);
-    else
-        snprintf(guess, sizeof(guess), "%s/pam_divvy.so", build && build[0] ? build : "build");
-    if (!realpath(guess, module))
-        fail_msg("pam_divvy.so: %s: %s (set PAM_DIVVY)", guess, strerror(errno));
-    snprintf(path, sizeof(path), "%s/admit-%s", d->dir, mode);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fprintf(f, "auth %s %s %s socket=unix:%s fail_closed timeout_ms=5000\n",
-            strcmp(mode, "preauth") == 0 ? "requisite" : "required", module, mode, d->sock);
-    if (strcmp(mode, "preauth") == 0)
-        fprintf(f, "auth required pam_permit.so\n");
-    assert_int_equal(fclose(f), 0);
-    snprintf(path, sizeof(path), "admit-%s", mode);
-    assert_int_equal(pam_start_confdir(path, "root", &c, d->dir, &pamh), PAM_SUCCESS);
-    pam_set_item(pamh, PAM_RHOST, rhost);
-    rv = pam_authenticate(pamh, 0);
-    pam_end(pamh, rv);
-    return rv;
+    snprintf(args, sizeof(args), "%s socket=unix:%s fail_closed timeout_ms=5000", mode, d->sock);
+    snprintf(service, sizeof(service), "admit-%s", mode);
+    return harness_pam_auth(d, service, preauth ? "requisite" : "required", args,
+                            preauth ? "auth required pam_permit.so\n" : NULL, "root", rhost);
 }
 
 static int divvyctl_child(void *arg)

@@ -313,44 +313,16 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int no_conv(int n, const struct pam_message **msg, struct pam_response **resp, void *data)
-{
-    (void)n;
-    (void)msg;
-    (void)resp;
-    (void)data;
-    return PAM_CONV_ERR;
-}
-
 /* The real pam_divvy.so as shipped in etc/pam.d (preauth, fail-open,
  * timeout_ms=1000) for root from @rhost: pam_authenticate()'s result, where
  * PAM_SUCCESS means the password check would have been reached. */
 static int pam_preauth(struct harness_daemon *d, const char *rhost)
 {
-    const char *env = getenv("PAM_DIVVY"), *build = getenv("DIVVY_BUILD");
-    struct pam_conv c = { no_conv, NULL };
-    char module[HARNESS_PATH], guess[HARNESS_PATH], path[HARNESS_PATH * 2];
-    pam_handle_t *pamh = NULL;
-    FILE *f;
-    int rv;
+    char args[HARNESS_PATH + 64];
 
-    if (env && env[0])
-        snprintf(guess, sizeof(guess), "%s", env);
-    else
-        snprintf(guess, sizeof(guess), "%s/pam_divvy.so", build && build[0] ? build : "build");
-    if (!realpath(guess, module))
-        fail_msg("pam_divvy.so: %s: %s (set PAM_DIVVY)", guess, strerror(errno));
-    snprintf(path, sizeof(path), "%s/lane-preauth", d->dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fprintf(f, "auth requisite %s preauth socket=unix:%s timeout_ms=1000\n"
-            "auth required pam_permit.so\n", module, d->sock);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(pam_start_confdir("lane-preauth", "root", &c, d->dir, &pamh), PAM_SUCCESS);
-    pam_set_item(pamh, PAM_RHOST, rhost);
-    rv = pam_authenticate(pamh, 0);
-    pam_end(pamh, rv);
-    return rv;
+    snprintf(args, sizeof(args), "preauth socket=unix:%s timeout_ms=1000", d->sock);
+    return harness_pam_auth(d, "lane-preauth", "requisite", args, "auth required pam_permit.so\n",
+                            "root", rhost);
 }
 
 /* What root saw while @n_flood flooders (and the churner, when @churn)
