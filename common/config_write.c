@@ -138,6 +138,8 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         conf_put_int(f, "actor_prefix6", r->prefix6);
     if (r->max_actors > 0)
         conf_put_int(f, "max_actors", r->max_actors);
+    if (r->when_full != RULES_FULL_TABLE)
+        fprintf(f, "        when_full = \"%s\";\n", config_divvy_when_full_name(r->when_full));
     if (r->label)
         conf_put_setting(f, "        label", r->label);
     if (r->comment)

@@ -271,8 +271,10 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                      (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
                      (unsigned long long)sum.refill_dropped);
     admin_append_fmt(buf, sizeof(buf), &pos,
-                     "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
-                     (unsigned long long)prv.slots, (unsigned long long)prv.live);
+                     "privileged_table_slots=%llu\nprivileged_table_live=%llu\n"
+                     "table_evictions=%llu\n",
+                     (unsigned long long)prv.slots, (unsigned long long)prv.live,
+                     (unsigned long long)(fast.evictions + priv.evictions + prv.evictions));
     /* RESP's ad-hoc buckets (docs/resp.md): only with a resp: listener. */
     if (s->o.adhoc) {
         uint64_t used, slots;

@@ -78,6 +78,15 @@ static void render_table(FILE *f, const struct metrics_gauges *g)
             (unsigned long long)g->privileged.full_events);
     fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"max_actors\"} %llu\n",
             (unsigned long long)g->privileged.quota_events);
+    put_head(f, "divvy_table_evictions_total", "counter",
+             "Counters forgotten to make room for a new one (a rule's when_full = \"evict\"), "
+             "since the table was created.");
+    fprintf(f, "divvy_table_evictions_total{table=\"fast\"} %llu\n",
+            (unsigned long long)g->fast.evictions);
+    fprintf(f, "divvy_table_evictions_total{table=\"private\"} %llu\n",
+            (unsigned long long)g->priv.evictions);
+    fprintf(f, "divvy_table_evictions_total{table=\"privileged\"} %llu\n",
+            (unsigned long long)g->privileged.evictions);
 }
 
 /* Admission (docs/daemon.md "Admission"). */
