@@ -184,6 +184,7 @@ static void test_config_example_ini_values(void **state)
     assert_int_equal(r->n_actor, 1);
     assert_string_equal(r->actor[0], "ip");
     assert_int_equal(r->max_actors, 20000);
+    assert_int_equal(r->when_full, RULES_FULL_EVICT);
     assert_int_equal(r->policy, RULES_POLICY_STOP);
     r = rule(cfg, 4);
     assert_string_equal(match_of(r, "foo"), "3");
@@ -191,7 +192,7 @@ static void test_config_example_ini_values(void **state)
     assert_true(r->is_default);
     assert_int_equal(r->n_match, 0);
     assert_int_equal(r->credit_limit, 0);
-    assert_int_equal(r->line, 33);
+    assert_int_equal(r->line, 36);
     assert_string_equal(r->comment, "Default deny!");
     assert_string_equal(r->file, cfg->path);
     /* Server settings keep their defaults in a divvy config. */
@@ -274,8 +275,8 @@ static void test_config_json_lines(void **state)
     (void)state;
     assert_int_equal(rule(cfg, 0)->line, 3);
     assert_int_equal(rule(cfg, 1)->line, 13);
-    assert_int_equal(rule(cfg, 4)->line, 47);
-    assert_int_equal(rule(cfg, 5)->line, 60);
+    assert_int_equal(rule(cfg, 4)->line, 49);
+    assert_int_equal(rule(cfg, 5)->line, 63);
     assert_int_equal(rule(cfg, 0)->match[0].line, 5);
     config_free(cfg);
 }
