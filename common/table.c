@@ -441,13 +441,15 @@ struct evict_pick {
 };
 
 /*
- * The counter of @kw's rule to evict: of the first TABLE_EVICT_PICK among
- * the first @span slots from the key's bucket that can go without giving
- * their actor more than a new counter would (LIVE, not a lease, and at a
- * full quota or neither in debt nor REFUSED), the one back at a full quota
- * soonest.  Never the key's own counter or claim: another hit may have
- * made it since the lookup, and then ret->again is set instead (a lookup
- * finds it).  Writes nothing; ret->s is NULL when there is none.
+ * The counter of @kw's rule to evict, among those that can go without
+ * giving their actor more than a new counter would (LIVE, not a lease, and
+ * at a full quota or neither in debt nor REFUSED): the one back at a full
+ * quota soonest of the first TABLE_EVICT_PICK found from the key's bucket,
+ * looking at @span slots at most, and past TABLE_EVICT_SPAN only until one
+ * is found (a rule whose counters are sparse in the table).  Never the
+ * key's own counter or claim: another hit may have made it since the
+ * lookup, and then ret->again is set instead (a lookup finds it).  Writes
+ * nothing; ret->s is NULL when there is none.
  */
 static void evict_pick(struct table *t, const struct table_kw *kw, unsigned span, uint64_t now,
                        struct evict_pick *ret)
@@ -458,7 +460,8 @@ static void evict_pick(struct table *t, const struct table_kw *kw, unsigned span
     ret->again = false;
     if (span > t->n_slots)
         span = t->n_slots;
-    for (unsigned off = 0; off < span && found < TABLE_EVICT_PICK; off++) {
+    for (unsigned off = 0; off < span && found < TABLE_EVICT_PICK &&
+                           !(found && off >= TABLE_EVICT_SPAN); off++) {
         struct table_slot *s = slot_at(t, kw->bucket, off);
         u128 v = load128(s->state);
         uint64_t rule, kw1;
@@ -512,7 +515,7 @@ static int evict_one(struct table *t, const struct table_kw *kw, unsigned span, 
  * the window is full (-ENOSPC), else (-EDQUOT) in a wider sample. */
 static unsigned evict_span(int no_room)
 {
-    return no_room == -ENOSPC ? TABLE_PROBE : TABLE_EVICT_SPAN;
+    return no_room == -ENOSPC ? TABLE_PROBE : TABLE_EVICT_FAR;
 }
 
 /*

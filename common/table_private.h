@@ -44,8 +44,9 @@
 #define TABLE_SPIN_PAUSE    64          /* busy polls before yielding while waiting */
 #define TABLE_SPIN_MAX      4096        /* polls before a waited-for claim counts as stalled */
 #define TABLE_RETRY_MAX     100000      /* restarts before giving up on a slot that never settles */
-#define TABLE_EVICT_SPAN    256u        /* eviction: slots sampled for a rule at max_actors, */
-#define TABLE_EVICT_PICK    8u          /* ... stopping at this many candidates */
+#define TABLE_EVICT_PICK    8u          /* eviction: candidates a sample stops at ... */
+#define TABLE_EVICT_SPAN    256u        /* ... or, for a rule at max_actors, at one past */
+#define TABLE_EVICT_FAR     4096u       /* this many slots, and at this many in any case */
 #define TABLE_EVICT_MAX     8           /* a hit evicts only in its first attempts, this many */
 
 #define PHASE_FREE      0u

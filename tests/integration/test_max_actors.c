@@ -8,7 +8,9 @@
  * rule is still served (its when_full = "evict" makes room by forgetting one
  * of the made-up counters), while a real client that had used its credit
  * and been refused before the flood is still refused: eviction never takes
- * a counter that has refused someone (docs/rules.md "Full").
+ * a counter that has refused someone (docs/rules.md "Full").  The same
+ * through libdivvy's fast path, which evicts in-process with the same table
+ * code: a flood past max_actors is served there, without divvyd.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "divvy.h"
 #include "harness.h"
 
 #define FLOOD_UID       64501   /* throwaway uid and gid: no passwd entry needed */
@@ -132,10 +135,69 @@ static void test_max_actors_flood_keeps_serving(void **state)
     harness_close(c);
 }
 
+#define FAST_MAX    100
+
+/* A fast table of 4096 slots: the eviction's sample reaches the rule's
+ * 100 counters wherever they are (docs/shm.md "Eviction"). */
+static const char fast_conf[] =
+    "table = { fast_slots = 4096; };\n"
+    "rules = (\n"
+    "    { match = { path = \"/f\"; ip = \"*\"; }; actor = \"ip\"; credit_limit = 1;\n"
+    "      reset_seconds = 3600; max_actors = 100; when_full = \"evict\";\n"
+    "      fast_path = true; label = \"f\"; },\n"
+    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+    ");\n";
+
+/* One fast-path hit of ip @ip: 1 allowed, 0 refused; fails the test when
+ * divvyd, not this process, decided. */
+static int fast_hit(struct divvy *h, const char *ip)
+{
+    struct divvy_kv kv[2] = { { "path", "/f" }, { "ip", ip } };
+    struct divvy_result res = { .size = sizeof(res) };
+
+    if (divvy_hit(h, kv, 2, &res) < 0 || !res.fast_path)
+        fail_msg("ip=%s: not decided in-process: %s", ip, divvy_errmsg(h));
+    return res.allowed;
+}
+
+static void test_max_actors_fast_path_evicts(void **state)
+{
+    struct harness_opts o = { .config_text = fast_conf };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c;
+    struct divvy *h = NULL;
+    long long evictions = -1;
+    char ip[32];
+    int allowed = 0;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_divvy_env(d));
+    CHECK(divvy_open(NULL, DIVVY_FAST_ONLY, &h));
+    harness_wait_fast(h, (struct divvy_kv[]){ { "path", "/f" }, { "ip", "warm" } }, 2);
+    assert_int_equal(fast_hit(h, "192.0.2.1"), 1);
+    assert_int_equal(fast_hit(h, "192.0.2.1"), 0);
+    for (int i = 0; i < 3 * FAST_MAX; i++) {
+        snprintf(ip, sizeof(ip), "10.0.%d.%d", i >> 8, i & 255);
+        allowed += fast_hit(h, ip);
+    }
+    assert_int_equal(allowed, 3 * FAST_MAX);
+    assert_int_equal(fast_hit(h, "198.51.100.7"), 1);
+    assert_int_equal(fast_hit(h, "192.0.2.1"), 0);
+    divvy_close(h);
+    /* divvyd sees the evictions the client made in the shared table. */
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_get_stat(c, "table_evictions", &evictions));
+    assert_true(evictions >= 2 * FAST_MAX);
+    harness_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_max_actors_flood_keeps_serving, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_max_actors_fast_path_evicts, harness_setup,
                                         harness_teardown),
     };
 

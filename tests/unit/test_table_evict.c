@@ -5,10 +5,11 @@
  * finds no room for a new actor forgets the counter of one of its actors
  * that has refused nobody, the one back at a full quota soonest, and never
  * a counter that refused a request (until its quota is full again), one in
- * debt, or one of another rule; with nothing to evict the answer is
- * -EDQUOT/-ENOSPC as before.  Then hammers: threads (and processes) take a
- * hot key of one rule and a refused key of the flooded rule while others
- * flood the rule with new actors, and the counts stay exact.
+ * debt, or one of another rule, and reaches a rule's sparse counters; with
+ * nothing to evict the answer is -EDQUOT/-ENOSPC as before.  Then hammers:
+ * threads (and processes) take a hot key of one rule and a refused key of
+ * the flooded rule while others flood the rule with new actors, and the
+ * counts stay exact; racing hits on one new key never evict each other.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -259,6 +260,23 @@ static void test_table_evict_full_window_own_rule_only(void **state)
     assert_int_equal(stats(t, NOW).evictions, 1);
     assert_int_equal(stats(t, NOW).full_events, 1);
     assert_int_equal(counters_of(t, RULE, NOW + 71), 64);
+    table_close(t);
+}
+
+/* A rule with few counters in a large table: the sample goes on past its
+ * first 256 slots until it finds one (up to 4096). */
+static void test_table_evict_sparse_rule(void **state)
+{
+    struct table_limits lim = window(1, 4, true);
+    struct table *t = new_table(4096);
+    char a[32];
+
+    (void)state;
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(take1(t, RULE, name(a, sizeof(a), "ip", i), &lim, NOW + i), 1);
+    assert_int_equal(stats(t, NOW).evictions, 36);
+    assert_int_equal(stats(t, NOW).quota_events, 0);
+    assert_int_equal(counters_of(t, RULE, NOW + 40), 4);
     table_close(t);
 }
 
@@ -526,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_table_evict_spares_refused),
         cmocka_unit_test(test_table_evict_debt_expired_and_refill),
         cmocka_unit_test(test_table_evict_full_window_own_rule_only),
+        cmocka_unit_test(test_table_evict_sparse_rule),
         cmocka_unit_test(test_table_evict_room),
         cmocka_unit_test(test_table_evict_never_own_key),
         cmocka_unit_test(test_table_evict_threads_exact),
