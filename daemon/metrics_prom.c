@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,44 +50,40 @@ static void put_head(FILE *f, const char *name, const char *type, const char *he
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* @name{table="...",@label} for each counter table: the field at offset
+ * @field of its struct table_stats. */
+static void put_tables(FILE *f, const char *name, const char *label,
+                       const struct metrics_gauges *g, size_t field)
+{
+    static const char *const tables[] = { "fast", "private", "privileged" };
+    const struct table_stats *st[] = { &g->fast, &g->priv, &g->privileged };
+
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        uint64_t v;
+
+        memcpy(&v, (const char *)st[i] + field, sizeof(v));
+        fprintf(f, "%s{table=\"%s\"%s} %llu\n", name, tables[i], label, (unsigned long long)v);
+    }
+}
+
 static void render_table(FILE *f, const struct metrics_gauges *g)
 {
     put_head(f, "divvy_table_slots", "gauge", "Counter slots of each counter table.");
-    fprintf(f, "divvy_table_slots{table=\"fast\"} %llu\n", (unsigned long long)g->fast.slots);
-    fprintf(f, "divvy_table_slots{table=\"private\"} %llu\n", (unsigned long long)g->priv.slots);
-    fprintf(f, "divvy_table_slots{table=\"privileged\"} %llu\n",
-            (unsigned long long)g->privileged.slots);
+    put_tables(f, "divvy_table_slots", "", g, offsetof(struct table_stats, slots));
     put_head(f, "divvy_table_live_slots", "gauge",
              "Slots holding a counter that has not expired (table fill).");
-    fprintf(f, "divvy_table_live_slots{table=\"fast\"} %llu\n", (unsigned long long)g->fast.live);
-    fprintf(f, "divvy_table_live_slots{table=\"private\"} %llu\n",
-            (unsigned long long)g->priv.live);
-    fprintf(f, "divvy_table_live_slots{table=\"privileged\"} %llu\n",
-            (unsigned long long)g->privileged.live);
+    put_tables(f, "divvy_table_live_slots", "", g, offsetof(struct table_stats, live));
     put_head(f, "divvy_table_full_total", "counter",
              "Hits that needed a new counter and got none: no free slot (full) or the "
              "rule's max_actors reached, since the table was created.");
-    fprintf(f, "divvy_table_full_total{table=\"fast\",reason=\"full\"} %llu\n",
-            (unsigned long long)g->fast.full_events);
-    fprintf(f, "divvy_table_full_total{table=\"fast\",reason=\"max_actors\"} %llu\n",
-            (unsigned long long)g->fast.quota_events);
-    fprintf(f, "divvy_table_full_total{table=\"private\",reason=\"full\"} %llu\n",
-            (unsigned long long)g->priv.full_events);
-    fprintf(f, "divvy_table_full_total{table=\"private\",reason=\"max_actors\"} %llu\n",
-            (unsigned long long)g->priv.quota_events);
-    fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"full\"} %llu\n",
-            (unsigned long long)g->privileged.full_events);
-    fprintf(f, "divvy_table_full_total{table=\"privileged\",reason=\"max_actors\"} %llu\n",
-            (unsigned long long)g->privileged.quota_events);
+    put_tables(f, "divvy_table_full_total", ",reason=\"full\"", g,
+               offsetof(struct table_stats, full_events));
+    put_tables(f, "divvy_table_full_total", ",reason=\"max_actors\"", g,
+               offsetof(struct table_stats, quota_events));
     put_head(f, "divvy_table_evictions_total", "counter",
              "Counters forgotten to make room for a new one (a rule's when_full = \"evict\"), "
              "since the table was created.");
-    fprintf(f, "divvy_table_evictions_total{table=\"fast\"} %llu\n",
-            (unsigned long long)g->fast.evictions);
-    fprintf(f, "divvy_table_evictions_total{table=\"private\"} %llu\n",
-            (unsigned long long)g->priv.evictions);
-    fprintf(f, "divvy_table_evictions_total{table=\"privileged\"} %llu\n",
-            (unsigned long long)g->privileged.evictions);
+    put_tables(f, "divvy_table_evictions_total", "", g, offsetof(struct table_stats, evictions));
 }
 
 /* Admission (docs/daemon.md "Admission"). */
