@@ -36,12 +36,15 @@ static const struct config_divvy_field config_divvy_fields[] = {
     { CONFIG_DIVVY_F_ALGO, CONFIG_DIVVY_STRING, "algorithm", "algorithm" },
     { CONFIG_DIVVY_F_SOURCE, CONFIG_DIVVY_STRING, "source", "source" },
     { CONFIG_DIVVY_F_STORE, CONFIG_DIVVY_STRING, "store", "store" },
+    { CONFIG_DIVVY_F_WHEN_FULL, CONFIG_DIVVY_STRING, "when_full", "whenFull" },
 };
 
 static const char *const config_divvy_policies[] = { "stop", "canary", "continue" };
 static const char *const config_divvy_algos[] = { "window", "token_bucket", "sliding_window" };
 static const char *const config_divvy_sources[] = { "any", "privileged" };
 static const char *const config_divvy_stores[] = { "local", "lease", "strict" };
+/* enum rules_full from RULES_FULL_DENY on (RULES_FULL_TABLE is "not set"). */
+static const char *const config_divvy_when_fulls[] = { "deny", "allow", "evict" };
 
 const struct config_divvy_field *config_divvy_field(const char *name, bool native)
 {
@@ -73,6 +76,14 @@ const char *config_divvy_source_name(enum rules_source s)
 const char *config_divvy_store_name(enum rules_store s)
 {
     return (size_t)s < CONFIG_DIVVY_N(config_divvy_stores) ? config_divvy_stores[s] : "?";
+}
+
+const char *config_divvy_when_full_name(enum rules_full w)
+{
+    if (w == RULES_FULL_TABLE)
+        return "";
+    return (size_t)w - 1 < CONFIG_DIVVY_N(config_divvy_when_fulls)
+               ? config_divvy_when_fulls[w - 1] : "?";
 }
 
 int config_divvy_store_parse(const char *v)
@@ -272,6 +283,12 @@ int config_divvy_set_string(struct rules_rule_spec *r, const struct config_divvy
             r->store = (enum rules_store)i;
             r->store_set = true;
         }
+        return i < 0 ? i : 0;
+    case CONFIG_DIVVY_F_WHEN_FULL:
+        i = config_divvy_keyword(config_divvy_when_fulls, CONFIG_DIVVY_N(config_divvy_when_fulls),
+                                 name, v, file, line, reterr);
+        if (i >= 0)
+            r->when_full = (enum rules_full)(i + 1);
         return i < 0 ? i : 0;
     default:
         return -EINVAL;

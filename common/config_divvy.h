@@ -46,6 +46,7 @@ enum config_divvy_id {
     CONFIG_DIVVY_F_ALGO,
     CONFIG_DIVVY_F_SOURCE,
     CONFIG_DIVVY_F_STORE,
+    CONFIG_DIVVY_F_WHEN_FULL,
 };
 
 struct config_divvy_field {
@@ -87,6 +88,8 @@ const char *config_divvy_policy_name(enum rules_policy p);
 const char *config_divvy_algo_name(enum rules_algo a);
 const char *config_divvy_source_name(enum rules_source s);
 const char *config_divvy_store_name(enum rules_store s);
+/* "deny", "allow", "evict"; "" for RULES_FULL_TABLE (not set). */
+const char *config_divvy_when_full_name(enum rules_full w);
 /* The store keyword @v as an enum rules_store (>= 0), or -EINVAL. */
 int config_divvy_store_parse(const char *v);
 

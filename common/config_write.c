@@ -140,6 +140,8 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         conf_put_int(f, "max_actors", r->max_actors);
     if (r->max_debit >= 0)
         conf_put_int(f, "max_debit", r->max_debit);
+    if (r->when_full != RULES_FULL_TABLE)
+        fprintf(f, "        when_full = \"%s\";\n", config_divvy_when_full_name(r->when_full));
     if (r->label)
         conf_put_setting(f, "        label", r->label);
     if (r->comment)

@@ -26,6 +26,7 @@ void eval_limits(const struct rules_rule *r, struct table_limits *lim)
     lim->refill_ms = (uint64_t)(r->refill_seconds > 0 ? r->refill_seconds : 0) * 1000;
     lim->strict = r->strict;
     lim->max_actors = (uint64_t)(r->max_actors > 0 ? r->max_actors : 0);
+    lim->evict = r->when_full == RULES_FULL_EVICT;
 }
 
 int eval_debit_check(const struct rules *rules, const uint32_t *path, size_t n_path, uint64_t n,
@@ -113,7 +114,11 @@ int eval_full(const struct eval_env *env, const struct rules_rule *r, int rc,
     if (env->privileged && eval_table(env, r) == env->privileged)
         return rc;
     o->table_full = true;
-    allow = env->full_from ? table_when_full(env->full_from) : env->full_allow;
+    /* The rule's own when_full first; "evict" found nothing to evict: deny. */
+    if (r->when_full != RULES_FULL_TABLE)
+        allow = r->when_full == RULES_FULL_ALLOW;
+    else
+        allow = env->full_from ? table_when_full(env->full_from) : env->full_allow;
     if (allow < 0)
         return EVAL_WAIT;
     o->allowed = allow == 1;

@@ -115,7 +115,8 @@ enum table_op eval_rule_op(const struct rules_rule *r, enum table_op op, uint64_
 /*
  * The full-table policy, for rule @r whose counter found no slot (@rc is
  * -ENOSPC, or -EDQUOT: the rule at max_actors): 0 with *@o (its rule
- * already set) a table_full outcome answered by env->full_allow or
+ * already set) a table_full outcome answered by the rule's own when_full
+ * ("evict" that found nothing to evict denies), else by env->full_allow or
  * env->full_from; @rc for a privileged rule with env->privileged set (login
  * counters are never silently not counted, DESIGN §4: the requester is told
  * ERR no-counter); EVAL_WAIT with o->table_full set when env->full_from

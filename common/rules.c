@@ -48,6 +48,7 @@ static bool blob_ok(const struct rules *rs)
             return false;
         if (r->policy > RULES_POLICY_CONTINUE || r->algo > RULES_ALGO_SLIDING_WINDOW ||
             r->source > RULES_SOURCE_PRIVILEGED || r->store > RULES_STORE_STRICT ||
+            r->when_full > RULES_FULL_EVICT ||
             (r->flags & ~(FLAG_STRICT | FLAG_FAST_PATH | FLAG_DEFAULT | FLAG_NO_RESET)))
             return false;
         if (r->prefix4 < -1 || r->prefix4 > 32 || r->prefix6 < -1 || r->prefix6 > 128 ||
@@ -232,5 +233,6 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
     ret->algo = (enum rules_algo)r->algo;
     ret->source = (enum rules_source)r->source;
     ret->store = (enum rules_store)r->store;
+    ret->when_full = (enum rules_full)r->when_full;
     return 0;
 }

@@ -41,6 +41,11 @@ enum rules_source { RULES_SOURCE_ANY = 0, RULES_SOURCE_PRIVILEGED };
 /* Where a rule's counters live (docs/redis.md): the host table alone, the
  * host table spending credit leased from Redis, or Redis for every hit. */
 enum rules_store { RULES_STORE_LOCAL = 0, RULES_STORE_LEASE, RULES_STORE_STRICT };
+/* A rule's when_full (docs/rules.md "Full"): what a hit that needs a new
+ * counter and finds no room gets.  TABLE: the config's table.when_full;
+ * EVICT: room made by forgetting a counter of the rule that refused nobody
+ * (docs/shm.md "Eviction"), else denied. */
+enum rules_full { RULES_FULL_TABLE = 0, RULES_FULL_DENY, RULES_FULL_ALLOW, RULES_FULL_EVICT };
 
 /* ---- spec: what loaders build ------------------------------------------ */
 
@@ -74,6 +79,7 @@ struct rules_rule_spec {
     enum rules_source source;
     enum rules_store store; /* meaningful when store_set */
     bool store_set;         /* false: the config's store.mode (rules_spec.default_store) */
+    enum rules_full when_full;  /* RULES_FULL_TABLE: not set */
     char *label;            /* NULL or [A-Za-z0-9_-]{1,64} */
     char *comment;
 };
@@ -156,6 +162,7 @@ struct rules_rule {
     enum rules_algo algo;
     enum rules_source source;
     enum rules_store store;     /* effective: the rule's own, else the config's store.mode */
+    enum rules_full when_full;  /* RULES_FULL_TABLE: the daemon's table.when_full */
 };
 int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
 

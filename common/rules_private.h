@@ -61,7 +61,8 @@ struct blob_rule {
     int16_t prefix4, prefix6;
     uint8_t policy, algo, source, flags;
     uint8_t store;                      /* enum rules_store, effective (docs/rules.md) */
-    uint8_t reserved[3];
+    uint8_t when_full;                  /* enum rules_full */
+    uint8_t reserved[2];
     int64_t max_debit;                  /* -1: the credit_limit */
 };
 
@@ -86,6 +87,7 @@ _Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout"
 _Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, store) == 108, "blob_rule layout");
+_Static_assert(offsetof(struct blob_rule, when_full) == 109, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, max_debit) == 112, "blob_rule layout");
 _Static_assert(sizeof(struct blob_match) == 24, "blob_match layout");
 _Static_assert(sizeof(struct blob_bucket) == 32, "blob_bucket layout");

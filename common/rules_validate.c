@@ -225,6 +225,31 @@ static void prep_store(struct pr *p, struct diag *d)
                  "(credit_limit * reset_seconds * 1000 must be at most 2^52)");
 }
 
+/* when_full (docs/rules.md "Full"): only what can apply to the rule. */
+static void prep_when_full(struct pr *p, struct diag *d)
+{
+    const struct rules_rule_spec *s = p->s;
+
+    if ((unsigned)s->when_full > RULES_FULL_EVICT) {
+        RULE_ERR(p, 0, "unknown when_full");
+        return;
+    }
+    if (s->when_full == RULES_FULL_TABLE)
+        return;
+    if (s->when_full != RULES_FULL_EVICT && s->source == RULES_SOURCE_PRIVILEGED)
+        RULE_ERR(p, 0, "when_full \"%s\" does not apply to a source = privileged rule (one that "
+                 "finds no counter answers ERR no-counter); only \"evict\" does",
+                 s->when_full == RULES_FULL_DENY ? "deny" : "allow");
+    if (s->when_full != RULES_FULL_EVICT)
+        return;
+    if (s->n_actor == 0)
+        RULE_ERR(p, 0, "when_full \"evict\" needs an actor (a rule without one has no other "
+                 "counter to evict)");
+    if (p->store == RULES_STORE_LEASE)
+        RULE_ERR(p, 0, "when_full \"evict\" does not apply to %s \"lease\" (a lease slot "
+                 "holds credit leased from Redis)", s->store_set ? "store" : "store.mode");
+}
+
 /* Per-rule checks of everything but the match set. */
 static void prep_settings(struct pr *p, struct diag *d)
 {
@@ -315,6 +340,7 @@ static void prep_settings(struct pr *p, struct diag *d)
     if (s->fast_path && s->source == RULES_SOURCE_PRIVILEGED)
         RULE_ERR(p, 0, "a source = privileged rule cannot be fast_path");
     prep_store(p, d);
+    prep_when_full(p, d);
 }
 
 /* True when every request rule @b matches is also matched by rule @a. */

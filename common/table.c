@@ -8,7 +8,9 @@
  * (docs/shm.md: the 128-bit state word and the claim protocol), so no process
  * ever holds a lock in the table and one killed at any instruction leaves
  * nothing that others wait for forever; also the per-rule live counts
- * (max_actors) and the words divvyd publishes in the header or control page.
+ * (max_actors), evicting a counter that refused nobody to make room for a
+ * new one (when_full = "evict"), and the words divvyd publishes in the
+ * header or control page.
  * The algorithms themselves are in algo.c; leases in table_lease.c; checking
  * and mapping an existing table in table_map.c.  What only divvyd does
  * (creating tables, sweeping, moving counters, snapshots) is in
@@ -271,6 +273,7 @@ static u128 update_step(void *arg, u128 v)
     struct update_arg *a = arg;
     struct algo_state cur = { .idle = st_idle(v), .data = st_data(v),
                               .debt = (st_flags(v) & SF_DEBT) != 0 }, next;
+    unsigned flags = st_flags(v);
     bool changed;
 
     changed = algo_apply(a->lim, a->op, a->n, a->now, &cur, &next, a->ret);
@@ -279,9 +282,18 @@ static u128 update_step(void *arg, u128 v)
         key_read(a->s, a->w);
         return st_dead(v);
     }
+    /* REFUSED, kept for when_full = "evict" (docs/shm.md "Eviction"): refused
+     * someone since the quota was last full (idle <= now). */
+    if (a->lim->evict) {
+        if (!a->ret->allowed)
+            flags |= SF_REFUSED;
+        else if (cur.idle <= a->now)
+            flags &= ~SF_REFUSED;
+        changed |= flags != st_flags(v);
+    }
     if (!changed)
         return v;       /* still a CAS: it turns a possibly torn read into a snapshot */
-    return st_make(st_owner(v), PHASE_LIVE, (st_flags(v) & ~SF_DEBT) | (next.debt ? SF_DEBT : 0),
+    return st_make(st_owner(v), PHASE_LIVE, (flags & ~SF_DEBT) | (next.debt ? SF_DEBT : 0),
                    next.idle, next.data);
 }
 
@@ -310,37 +322,54 @@ static void fresh_result(const struct table_limits *lim, enum table_op op, uint6
 }
 
 /*
- * Claims the reclaimable slot sc->free_off for a new counter of @kw whose first
- * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT;
- * -ENOSPC when the scan found no reclaimable slot (counted in full_events).
+ * Room for a new counter of @kw: a reclaimable slot (sc->free_off) and, for a
+ * capped rule, a quota count, reserved in *ret_qidx (-1: none reserved).
+ * -ENOSPC, -EDQUOT (the caller counts them).
  */
-int table_claim(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
-                const struct table_scan *sc, const struct algo_state *first, unsigned flags,
-                uint64_t now)
+static int claim_room(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
+                      const struct table_scan *sc, int *ret_qidx)
 {
-    struct table_slot *s;
+    int qidx, r;
+
+    *ret_qidx = -1;
+    if (sc->free_off < 0)
+        return -ENOSPC;
+    if (!lim->max_actors)
+        return 0;
+    qidx = table_quota_find(t, kw->w[0], true);
+    /* No entry left (over 1024 capped rules): the rule goes uncapped. */
+    if (qidx < 0)
+        return 0;
+    r = quota_add(t, (uint32_t)qidx, 1, lim->max_actors);
+    if (r < 0)
+        return r;
+    *ret_qidx = qidx;
+    return 0;
+}
+
+/* A claim that found no room (-ENOSPC or -EDQUOT), in the header's counts. */
+static void count_no_room(struct table *t, int r)
+{
+    __atomic_fetch_add(r == -ENOSPC ? &t->hdr->full_events : &t->hdr->quota_events, 1,
+                       __ATOMIC_RELAXED);
+}
+
+/*
+ * Claims the reclaimable slot sc->free_off for a new counter of @kw whose
+ * first state is @first, with the quota count @qidx that claim_room()
+ * reserved (or -1), which it gives back when it fails.  0: claimed and LIVE;
+ * -EAGAIN: start over.
+ */
+static int claim_slot(struct table *t, const struct table_kw *kw, const struct table_scan *sc,
+                      const struct algo_state *first, unsigned flags, uint64_t now, int qidx)
+{
+    struct table_slot *s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
     u128 old = sc->free_state, mine, got;
     uint64_t oldkey[6], lo = 0;
     enum rescan_verdict verdict;
     unsigned other_off = 0;
-    int qidx = -1, r;
+    int r;
 
-    if (sc->free_off < 0) {
-        __atomic_fetch_add(&t->hdr->full_events, 1, __ATOMIC_RELAXED);
-        return -ENOSPC;
-    }
-    s = slot_at(t, kw->bucket, (unsigned)sc->free_off);
-    if (lim->max_actors) {
-        qidx = table_quota_find(t, kw->w[0], true);
-        /* No entry left (over 1024 capped rules): the rule goes uncapped. */
-        if (qidx >= 0) {
-            r = quota_add(t, (uint32_t)qidx, 1, lim->max_actors);
-            if (r < 0) {
-                __atomic_fetch_add(&t->hdr->quota_events, 1, __ATOMIC_RELAXED);
-                return r;
-            }
-        }
-    }
     if (st_phase(old) == PHASE_LIVE)
         key_read(s, oldkey);
     mine = st_make(kw->tag | ((st_owner(old) >> 24) + 1u) % 256u << 24, PHASE_CLAIMING, 0,
@@ -381,6 +410,132 @@ int table_claim(struct table *t, const struct table_kw *kw, const struct table_l
 out:
     if (qidx >= 0)
         quota_add(t, (uint32_t)qidx, -1, 0);
+    return r;
+}
+
+/*
+ * Claims the reclaimable slot sc->free_off for a new counter of @kw whose first
+ * state is @first.  0: claimed and LIVE; -EAGAIN: start over; -EDQUOT;
+ * -ENOSPC when the scan found no reclaimable slot (counted in full_events).
+ */
+int table_claim(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
+                const struct table_scan *sc, const struct algo_state *first, unsigned flags,
+                uint64_t now)
+{
+    int qidx, r = claim_room(t, kw, lim, sc, &qidx);
+
+    if (r < 0) {
+        count_no_room(t, r);
+        return r;
+    }
+    return claim_slot(t, kw, sc, first, flags, now, qidx);
+}
+
+/* ---- eviction (when_full = "evict", docs/shm.md "Eviction") --------------- */
+
+struct evict_pick {
+    struct table_slot *s;       /* NULL: none found */
+    u128 v;                     /* its state as seen */
+    uint64_t kflags;
+    bool again;                 /* the key itself appeared meanwhile: look it up again */
+};
+
+/*
+ * The counter of @kw's rule to evict, among those that can go without
+ * giving their actor more than a new counter would (LIVE, not a lease, and
+ * at a full quota or neither in debt nor REFUSED): the one back at a full
+ * quota soonest of the first TABLE_EVICT_PICK found from the key's bucket,
+ * looking at @span slots at most, and past TABLE_EVICT_SPAN only until one
+ * is found (a rule whose counters are sparse in the table).  Never the
+ * key's own counter or claim: another hit may have made it since the
+ * lookup, and then ret->again is set instead (a lookup finds it).  Writes
+ * nothing; ret->s is NULL when there is none.
+ */
+static void evict_pick(struct table *t, const struct table_kw *kw, unsigned span, uint64_t now,
+                       struct evict_pick *ret)
+{
+    unsigned found = 0;
+
+    ret->s = NULL;
+    ret->again = false;
+    if (span > t->n_slots)
+        span = t->n_slots;
+    for (unsigned off = 0; off < span && found < TABLE_EVICT_PICK &&
+                           !(found && off >= TABLE_EVICT_SPAN); off++) {
+        struct table_slot *s = slot_at(t, kw->bucket, off);
+        u128 v = load128(s->state);
+        uint64_t rule, kw1;
+
+        if (off < TABLE_PROBE && st_tag(v) == kw->tag &&
+            ((st_phase(v) == PHASE_CLAIMING && !claim_stale(v, now)) ||
+             (st_phase(v) == PHASE_LIVE && key_match(s, (uint64_t)v, kw) != 0))) {
+            ret->s = NULL;
+            ret->again = true;
+            return;
+        }
+        if (st_phase(v) != PHASE_LIVE ||
+            (st_idle(v) > now && (st_flags(v) & (SF_DEBT | SF_REFUSED))))
+            continue;
+        rule = __atomic_load_n(&s->key[0], __ATOMIC_ACQUIRE);
+        kw1 = __atomic_load_n(&s->key[1], __ATOMIC_ACQUIRE);
+        /* The key words are the state's owner's (seqlock, as key_match()). */
+        if (!same_ident(load_lo(s), (uint64_t)v) || rule != kw->w[0] ||
+            (kw1 >> 32 & KF_LEASE))
+            continue;
+        found++;
+        if (!ret->s || st_idle(v) < st_idle(ret->v)) {
+            ret->s = s;
+            ret->v = v;
+            ret->kflags = (uint32_t)(kw1 >> 32);
+        }
+    }
+}
+
+/* Evicts what evict_pick() chose: one CAS to DEAD from the state it saw, so
+ * a hit in between keeps the counter.  0, -ENOENT (nothing to evict), or
+ * -EAGAIN (the counter changed). */
+static int evict_one(struct table *t, const struct table_kw *kw, unsigned span, uint64_t now)
+{
+    struct evict_pick p;
+
+    evict_pick(t, kw, span, now, &p);
+    if (p.again)
+        return -EAGAIN;
+    if (!p.s)
+        return -ENOENT;
+    if (cas128(p.s->state, p.v, st_dead(p.v)) != p.v)
+        return -EAGAIN;
+    if (p.kflags & KF_COUNTED)
+        table_quota_release(t, kw->w[0]);
+    __atomic_fetch_add(&t->hdr->evictions, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* Where an eviction must look for room for @kw: in its probe window when
+ * the window is full (-ENOSPC), else (-EDQUOT) in a wider sample. */
+static unsigned evict_span(int no_room)
+{
+    return no_room == -ENOSPC ? TABLE_PROBE : TABLE_EVICT_FAR;
+}
+
+/*
+ * table_claim() for a hit's attempt @attempt.  With lim->evict, no room
+ * (-ENOSPC, -EDQUOT) evicts a counter of the rule and answers -EAGAIN (start
+ * over), in the hit's first TABLE_EVICT_MAX attempts; only when there is
+ * nothing to evict, or after those, is the answer -ENOSPC or -EDQUOT.
+ */
+static int claim_new(struct table *t, const struct table_kw *kw, const struct table_limits *lim,
+                     const struct table_scan *sc, const struct algo_state *first, unsigned flags,
+                     uint64_t now, int attempt)
+{
+    int qidx, r = claim_room(t, kw, lim, sc, &qidx);
+
+    if (r == 0)
+        return claim_slot(t, kw, sc, first, flags, now, qidx);
+    if (lim->evict && attempt < TABLE_EVICT_MAX &&
+        evict_one(t, kw, evict_span(r), now) != -ENOENT)
+        return -EAGAIN;
+    count_no_room(t, r);
     return r;
 }
 
@@ -461,7 +616,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
             r = 0;
             continue;
         }
-        r = table_claim(t, &kw, lim, &sc, &first, first.debt ? SF_DEBT : 0, now_ms);
+        r = claim_new(t, &kw, lim, &sc, &first, first.debt ? SF_DEBT : 0, now_ms, attempt);
     }
 out:
     /* Nothing half-computed leaks out: an error answers "denied, nothing left". */
@@ -475,7 +630,8 @@ int table_room_prepared(struct table *t, const struct table_kw *key,
                         const struct table_limits *lim, uint64_t now_ms)
 {
     struct table_scan sc;
-    int q;
+    struct evict_pick p;
+    int q, r = 0;
 
     if (!t || !key || !lim)
         return -EINVAL;
@@ -485,9 +641,17 @@ int table_room_prepared(struct table *t, const struct table_kw *key,
     if (lim->max_actors) {
         q = table_quota_find(t, key->w[0], false);
         if (q >= 0 && (uint64_t)(load128(qent(t, (uint32_t)q)) >> 64) >> 1 >= lim->max_actors)
-            return -EDQUOT;
+            r = -EDQUOT;
     }
-    return sc.free_off >= 0 ? 0 : -ENOSPC;
+    if (r == 0 && sc.free_off < 0)
+        r = -ENOSPC;
+    /* A TAKE would make room by evicting a counter of the rule. */
+    if (r < 0 && lim->evict) {
+        evict_pick(t, key, evict_span(sc.free_off < 0 ? -ENOSPC : r), now_ms, &p);
+        if (p.s || p.again)
+            r = 0;
+    }
+    return r;
 }
 
 /* ---- the header and control-page words ------------------------------------ */

@@ -148,6 +148,9 @@ struct table_limits {
     uint64_t refill_ms;         /* token_bucket */
     bool strict;                /* token_bucket: a denied attempt restarts the refill clock */
     uint64_t max_actors;        /* 0: no cap on live counters for this rule id */
+    bool evict;                 /* when_full = "evict": a new counter that finds no room (no
+                                 * reclaimable slot, or max_actors reached) forgets one of the
+                                 * rule's counters that refused nothing (docs/shm.md "Eviction") */
     bool lease;                 /* a lease slot (window only; table_lease_*): its own key */
     uint64_t lease_max;         /* lease: most credit one host holds, 1..TABLE_LEASE_MAX */
 };
@@ -171,10 +174,14 @@ struct table_result {
  * Applies @op for @n credits to the counter @key under @lim at time @now_ms
  * and fills *ret.  A denied TAKE consumes nothing.  For a lease key
  * (lim->lease) only TABLE_RESET is valid: it forgets this host's lease.
+ * A TAKE, PEEK or DEBIT that the counter refuses marks it REFUSED until its
+ * quota is full again, which keeps it from being evicted.
  * Returns 0, or:
  *   -ENOSPC   a new counter found no free or reclaimable slot in its probe
  *             window (the caller applies the configured full-table policy);
  *   -EDQUOT   the rule already holds lim->max_actors live counters;
+ *             with lim->evict, either only when no counter of the rule could
+ *             be evicted to make room (docs/shm.md "Eviction");
  *   -EINVAL   @lim inconsistent (or not representable, algo_check());
  *   -EAGAIN   the key's slots never settled (only a process corrupting the
  *             table can cause this).
@@ -299,6 +306,7 @@ struct table_stats {
     uint64_t live;              /* slots holding a counter that has not expired */
     uint64_t full_events;       /* -ENOSPC answers since the table was created */
     uint64_t quota_events;      /* -EDQUOT answers since the table was created */
+    uint64_t evictions;         /* counters evicted to make room (lim->evict) since then */
 };
 void table_stats(struct table *t, uint64_t now_ms, struct table_stats *ret);
 

@@ -44,6 +44,10 @@
 #define TABLE_SPIN_PAUSE    64          /* busy polls before yielding while waiting */
 #define TABLE_SPIN_MAX      4096        /* polls before a waited-for claim counts as stalled */
 #define TABLE_RETRY_MAX     100000      /* restarts before giving up on a slot that never settles */
+#define TABLE_EVICT_PICK    8u          /* eviction: candidates a sample stops at ... */
+#define TABLE_EVICT_SPAN    256u        /* ... or, for a rule at max_actors, at one past */
+#define TABLE_EVICT_FAR     4096u       /* this many slots, and at this many in any case */
+#define TABLE_EVICT_MAX     8           /* a hit evicts only in its first attempts, this many */
 
 #define PHASE_FREE      0u
 #define PHASE_CLAIMING  1u
@@ -69,6 +73,7 @@
 
 /* Counter slots' state flags (docs/shm.md "State word"). */
 #define SF_DEBT         4u      /* data encodes a DEBIT's debt (struct algo_state debt) */
+#define SF_REFUSED      8u      /* refused a request since its quota was last full (eviction) */
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define LO 0
@@ -112,6 +117,7 @@ struct table_hdr {
     _Alignas(64) uint64_t lease_max;    /* the daemon's store.lease_max; 0: not announced */
     uint64_t when_full;                 /* TABLE_FULL_*: the daemon's table.when_full */
     uint64_t fast_full;                 /* full answers fast-path clients gave (atomic add) */
+    uint64_t evictions;                 /* counters when_full = "evict" forgot (atomic add) */
     /* Fast-path decisions per rule (table_add_fast_rule()); a table created
      * before this area existed reads zeros there (free entries). */
     _Alignas(64) struct table_fast_rule fast_rules[TABLE_FAST_RULES];
@@ -141,6 +147,7 @@ _Static_assert(offsetof(struct table_hdr, fast_hits) == 384, "docs/shm.md header
 _Static_assert(offsetof(struct table_hdr, lease_max) == 448, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, when_full) == 456, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, fast_full) == 464, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, evictions) == 472, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, fast_rules) == 512, "docs/shm.md header");
 _Static_assert(sizeof(struct table_fast_rule) == 40, "docs/shm.md header");
 _Static_assert(offsetof(struct table_hdr, quota) == TABLE_QUOTA_OFFSET, "docs/shm.md header");

@@ -98,6 +98,7 @@ void table_stats(struct table *t, uint64_t now_ms, struct table_stats *ret)
     ret->live = live;
     ret->full_events = __atomic_load_n(&t->hdr->full_events, __ATOMIC_RELAXED);
     ret->quota_events = __atomic_load_n(&t->hdr->quota_events, __ATOMIC_RELAXED);
+    ret->evictions = __atomic_load_n(&t->hdr->evictions, __ATOMIC_RELAXED);
 }
 
 int table_foreach(struct table *t, uint64_t now_ms,

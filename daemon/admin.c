@@ -271,12 +271,16 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                      (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
                      (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
                      (unsigned long long)sum.refill_dropped);
+    admin_append_fmt(buf, sizeof(buf), &pos, "table_evictions=%llu\n",
+                     (unsigned long long)(fast.evictions + priv.evictions));
     /* The login figures (login counters, ERR no-counter) are privileged
      * peers' only: docs/operations.md "What STATS and metrics reveal". */
     if (c->privileged)
         admin_append_fmt(buf, sizeof(buf), &pos,
-                         "privileged_table_slots=%llu\nprivileged_table_live=%llu\n",
-                         (unsigned long long)prv.slots, (unsigned long long)prv.live);
+                         "privileged_table_slots=%llu\nprivileged_table_live=%llu\n"
+                         "privileged_table_evictions=%llu\n",
+                         (unsigned long long)prv.slots, (unsigned long long)prv.live,
+                         (unsigned long long)prv.evictions);
     /* RESP's ad-hoc buckets (docs/resp.md): only with a resp: listener. */
     if (s->o.adhoc) {
         struct adhoc_stats ah;

@@ -85,7 +85,7 @@ static void count_outcomes(struct worker *w, const struct rules *rules, uint64_t
             log_ratelimited(&rl_full, LOG_WARNING,
                             "counter table full or max_actors reached (rule %s): %s",
                             rules_get(rules, res->o[i].rule, &r) < 0 ? "?" : r.id_str,
-                            w->s->o.full_allow ? "allowed" : "denied");
+                            res->o[i].allowed ? "allowed" : "denied");
         }
         /* A continue rule that charged on the way counts under its own label too. */
         if (!res->o[i].canary && op == TABLE_TAKE && res->o[i].rule != res->decider &&

@@ -6,6 +6,7 @@
  * lock; it never waits for a worker.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,31 +34,44 @@ static void put_head(FILE *f, const char *name, const char *type, const char *he
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* @name{table="...",@label} for the first @n counter tables (fast, private,
+ * privileged): the field at offset @field of its struct table_stats. */
+static void put_tables(FILE *f, const char *name, const char *label,
+                       const struct metrics_gauges *g, unsigned n, size_t field)
+{
+    static const char *const tables[] = { "fast", "private", "privileged" };
+    const struct table_stats *st[] = { &g->fast, &g->priv, &g->privileged };
+
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t v;
+
+        memcpy(&v, (const char *)st[i] + field, sizeof(v));
+        fprintf(f, "%s{table=\"%s\"%s} %llu\n", name, tables[i], label, (unsigned long long)v);
+    }
+}
+
 /* The counter tables; the privileged one only with metrics_opts.privileged. */
 static void render_table(FILE *f, const struct metrics_gauges *g, bool privileged)
 {
-    const struct table_stats *t[] = { &g->fast, &g->priv, &g->privileged };
-    static const char *const name[] = { "fast", "private", "privileged" };
     unsigned n = privileged ? 3 : 2;
 
     put_head(f, "divvy_table_slots", "gauge", "Counter slots of each counter table.");
-    for (unsigned i = 0; i < n; i++)
-        fprintf(f, "divvy_table_slots{table=\"%s\"} %llu\n", name[i],
-                (unsigned long long)t[i]->slots);
+    put_tables(f, "divvy_table_slots", "", g, n, offsetof(struct table_stats, slots));
     put_head(f, "divvy_table_live_slots", "gauge",
              "Slots holding a counter that has not expired (table fill).");
-    for (unsigned i = 0; i < n; i++)
-        fprintf(f, "divvy_table_live_slots{table=\"%s\"} %llu\n", name[i],
-                (unsigned long long)t[i]->live);
+    put_tables(f, "divvy_table_live_slots", "", g, n, offsetof(struct table_stats, live));
     put_head(f, "divvy_table_full_total", "counter",
              "Hits that needed a new counter and got none: no free slot (full) or the "
              "rule's max_actors reached, since the table was created.");
-    for (unsigned i = 0; i < n; i++) {
-        fprintf(f, "divvy_table_full_total{table=\"%s\",reason=\"full\"} %llu\n", name[i],
-                (unsigned long long)t[i]->full_events);
-        fprintf(f, "divvy_table_full_total{table=\"%s\",reason=\"max_actors\"} %llu\n", name[i],
-                (unsigned long long)t[i]->quota_events);
-    }
+    put_tables(f, "divvy_table_full_total", ",reason=\"full\"", g, n,
+               offsetof(struct table_stats, full_events));
+    put_tables(f, "divvy_table_full_total", ",reason=\"max_actors\"", g, n,
+               offsetof(struct table_stats, quota_events));
+    put_head(f, "divvy_table_evictions_total", "counter",
+             "Counters forgotten to make room for a new one (a rule's when_full = \"evict\"), "
+             "since the table was created.");
+    put_tables(f, "divvy_table_evictions_total", "", g, n,
+               offsetof(struct table_stats, evictions));
 }
 
 /* Admission (docs/daemon.md "Admission"). */

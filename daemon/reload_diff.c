@@ -246,6 +246,7 @@ static void put_fields(struct line *l, const struct rules *ra, const struct rule
     FIELD(a->policy != b->policy, "match_policy");
     FIELD(a->source != b->source, "source");
     FIELD(a->store != b->store, "store");
+    FIELD(a->when_full != b->when_full, "when_full");
     FIELD(strcmp(a->label, b->label) != 0, "label");
     FIELD(strcmp(a->comment, b->comment) != 0, "comment");
 #undef FIELD

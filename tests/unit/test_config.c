@@ -178,6 +178,7 @@ static void assert_rule_equal(const struct rules_rule_spec *a, const struct rule
     assert_int_equal(a->policy, b->policy);
     assert_int_equal(a->algo, b->algo);
     assert_int_equal(a->source, b->source);
+    assert_int_equal(a->when_full, b->when_full);
     assert_true(str_eq(a->label, b->label));
     /* divvy treats a missing comment and "" alike. */
     assert_true(str_eq(a->comment ? a->comment : "", b->comment ? b->comment : ""));
@@ -219,6 +220,7 @@ static void test_config_example_ini_values(void **state)
     assert_int_equal(r->n_actor, 1);
     assert_string_equal(r->actor[0], "ip");
     assert_int_equal(r->max_actors, 20000);
+    assert_int_equal(r->when_full, RULES_FULL_EVICT);
     assert_int_equal(r->policy, RULES_POLICY_STOP);
     r = rule(cfg, 4);
     assert_string_equal(match_of(r, "foo"), "3");
@@ -226,7 +228,7 @@ static void test_config_example_ini_values(void **state)
     assert_true(r->is_default);
     assert_int_equal(r->n_match, 0);
     assert_int_equal(r->credit_limit, 0);
-    assert_int_equal(r->line, 33);
+    assert_int_equal(r->line, 36);
     assert_string_equal(r->comment, "Default deny!");
     assert_string_equal(r->file, cfg->path);
     /* Server settings keep their defaults in a divvy config. */
@@ -309,8 +311,8 @@ static void test_config_json_lines(void **state)
     (void)state;
     assert_int_equal(rule(cfg, 0)->line, 3);
     assert_int_equal(rule(cfg, 1)->line, 13);
-    assert_int_equal(rule(cfg, 4)->line, 47);
-    assert_int_equal(rule(cfg, 5)->line, 60);
+    assert_int_equal(rule(cfg, 4)->line, 49);
+    assert_int_equal(rule(cfg, 5)->line, 63);
     assert_int_equal(rule(cfg, 0)->match[0].line, 5);
     config_free(cfg);
 }
@@ -376,6 +378,7 @@ static void test_config_full_native(void **state)
     assert_int_equal(r->prefix6, 64);
     assert_int_equal(r->prefix4, 24);
     assert_int_equal(r->max_actors, 100000);
+    assert_int_equal(r->when_full, RULES_FULL_EVICT);
     assert_int_equal(r->algo, RULES_ALGO_TOKEN_BUCKET);
     assert_int_equal(r->credit_limit, 5000000000LL);
     assert_int_equal(r->reset_seconds, -1);
@@ -395,6 +398,8 @@ static void test_config_full_native(void **state)
     r = rule(cfg, 2);
     assert_string_equal(match_of(r, "port"), "8080");
     assert_string_equal(match_of(r, "big"), "5000000000");
+    assert_int_equal(r->when_full, RULES_FULL_ALLOW);
+    assert_int_equal(rule(cfg, 1)->when_full, RULES_FULL_TABLE);
     assert_true(rule(cfg, 3)->is_default);
     config_free(cfg);
 }
@@ -531,10 +536,11 @@ static void test_config_extensions_json(void **state)
     assert_int_equal(r->prefix4, 32);
     assert_int_equal(r->prefix6, 64);
     assert_int_equal(r->max_actors, 500);
+    assert_int_equal(r->when_full, RULES_FULL_EVICT);
     assert_null(r->comment);
     /* "operation" may be left out of the default rule. */
     assert_true(rule(cfg, 1)->is_default);
-    assert_int_equal(rule(cfg, 1)->line, 23);
+    assert_int_equal(rule(cfg, 1)->line, 24);
     config_free(cfg);
 }
 
@@ -989,6 +995,83 @@ static void round_trip(const struct config *cfg)
     config_free(again);
 }
 
+/* Loads @text (libconfig) expecting -EINVAL and exactly the problems
+ * @msgs (substrings) at @lines, in order. */
+static void expect_problems(const char *text, size_t n, const unsigned *lines,
+                            const char *const *msgs)
+{
+    struct config *cfg = NULL;
+    char path[1024];
+    struct diag d;
+
+    tmp_write(path, sizeof(path), ".conf", text, strlen(text));
+    diag_init(&d);
+    assert_int_equal(config_load(path, &cfg, &d), -EINVAL);
+    unlink(path);
+    assert_null(cfg);
+    assert_int_equal(d.n, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(d.e[i].line, lines[i]);
+        if (!strstr(d.e[i].msg, msgs[i]))
+            fail_msg("line %u: \"%s\", wanted \"%s\"", lines[i], d.e[i].msg, msgs[i]);
+    }
+}
+
+/* A rule's when_full (docs/rules.md "Full"): the INI spelling (native and
+ * JSON: tests/fixtures/full.conf, extensions.json), the compiled rule, the
+ * loader's errors and what validation refuses, each at its line. */
+static void test_config_rule_when_full(void **state)
+{
+    static const char bad_values[] =
+        "rules = (\n"
+        "  { match = { a = \"1\"; }; credit_limit = 1; reset_seconds = 1;\n"
+        "    when_full = \"evicts\"; },\n"
+        "  { match = { a = \"2\"; }; credit_limit = 1; reset_seconds = 1; when_full = 1; },\n"
+        "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+        ");\n";
+    static const unsigned value_lines[] = { 3, 4 };
+    static const char *const value_msgs[] = {
+        "when_full must be \"deny\", \"allow\" or \"evict\", not \"evicts\"",
+        "when_full must be a string",
+    };
+    static const char bad_rules[] =
+        "rules = (\n"
+        "  { match = { a = \"2\"; }; credit_limit = 1; reset_seconds = 1;"
+        " when_full = \"evict\"; },\n"
+        "  { match = { a = \"3\"; }; credit_limit = 1; reset_seconds = 1; actor = \"u\";\n"
+        "    source = \"privileged\"; when_full = \"deny\"; },\n"
+        "  { match = { a = \"4\"; }; credit_limit = 1; reset_seconds = 1; actor = \"u\";\n"
+        "    store = \"lease\"; when_full = \"evict\"; },\n"
+        "  { match = { a = \"5\"; }; credit_limit = 1; reset_seconds = 1; actor = \"u\";\n"
+        "    source = \"privileged\"; when_full = \"evict\"; },\n"
+        "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+        ");\n";
+    static const unsigned rule_lines[] = { 2, 3, 5 };
+    static const char *const rule_msgs[] = {
+        "when_full \"evict\" needs an actor",
+        "when_full \"deny\" does not apply to a source = privileged rule",
+        "when_full \"evict\" does not apply to store \"lease\"",
+    };
+    struct config *cfg = load_text(".ini", "[ip=*]\ncreditLimit = 1\nresetSeconds = 60\n"
+                                           "actorField = ip\nwhenFull = evict\n"
+                                           "[default]\ncreditLimit = 0\nresetSeconds = 0\n");
+    struct rules *rules = NULL;
+    struct rules_rule rr;
+
+    (void)state;
+    assert_int_equal(rule(cfg, 0)->when_full, RULES_FULL_EVICT);
+    assert_int_equal(rules_compile(&cfg->rules, 1, &rules, NULL), 0);
+    assert_int_equal(rules_get(rules, 0, &rr), 0);
+    assert_int_equal(rr.when_full, RULES_FULL_EVICT);
+    assert_int_equal(rules_get(rules, 1, &rr), 0);
+    assert_int_equal(rr.when_full, RULES_FULL_TABLE);
+    rules_free(rules);
+    round_trip(cfg);
+    config_free(cfg);
+    expect_problems(bad_values, 2, value_lines, value_msgs);
+    expect_problems(bad_rules, 3, rule_lines, rule_msgs);
+}
+
 /* "resp:" listen addresses (docs/resp.md) and the ad-hoc bucket settings:
  * read, checked, written back; a bad address after the prefix is refused. */
 static void test_config_resp_listen_adhoc(void **state)
@@ -1202,6 +1285,7 @@ int main(void)
         cmocka_unit_test(test_config_error_missing_rules),
         cmocka_unit_test(test_config_error_syntax),
         cmocka_unit_test(test_config_error_settings),
+        cmocka_unit_test(test_config_rule_when_full),
         cmocka_unit_test(test_config_error_validation),
         cmocka_unit_test(test_config_error_missing_file),
         cmocka_unit_test(test_config_error_many_reported),

@@ -398,6 +398,64 @@ static void test_eval_full_table_applies_policy(void **state)
     assert_true(saw_full);
 }
 
+/*
+ * A rule's own when_full decides over the table's (docs/rules.md "Full"):
+ * deny and allow as the table's would, evict makes room from the rule's own
+ * counters and denies once every one of them has refused someone, whatever
+ * table.when_full says; a fast-path client needs no announced policy then.
+ */
+static void test_eval_rule_when_full(void **state)
+{
+    static const enum rules_full fulls[] = { RULES_FULL_TABLE, RULES_FULL_DENY,
+                                             RULES_FULL_ALLOW, RULES_FULL_EVICT };
+    static const char *const keys[] = { "t", "d", "a", "e" };
+    struct fixture *f = *state;
+    struct rules_spec spec = { 0 };
+    struct rules *rules = NULL;
+    struct rules_rule rr;
+    struct eval_outcome o;
+    struct eval_result res;
+    char line[64];
+
+    for (unsigned i = 0; i < 4; i++) {
+        add_rule(&spec, i + 1, keys[i], "*", NULL, NULL, 1, 60, RULES_POLICY_STOP, "ip");
+        spec.rules[i].max_actors = 1;
+        spec.rules[i].when_full = fulls[i];
+    }
+    add_rule(&spec, 5, NULL, NULL, NULL, NULL, 0, 0, RULES_POLICY_STOP, NULL);
+    assert_int_equal(rules_compile(&spec, 2, &rules, NULL), 0);
+    rules_spec_free(&spec);
+    f->env.rules = rules;
+    f->env.full_allow = true;
+    for (unsigned i = 0; i < 4; i++) {
+        snprintf(line, sizeof(line), "HIT %s=1 ip=first\n", keys[i]);
+        assert_true(hit(f, line, TABLE_TAKE, T0).allowed);
+        snprintf(line, sizeof(line), "HIT %s=1 ip=second\n", keys[i]);
+        res = hit(f, line, TABLE_TAKE, T0 + 1);
+        assert_int_equal(res.allowed, fulls[i] != RULES_FULL_DENY);
+        assert_int_equal(res.o[0].table_full, fulls[i] != RULES_FULL_EVICT);
+    }
+    /* evict: "second" took the place of "first"; once it refuses, no room. */
+    assert_false(hit(f, "HIT e=1 ip=second\n", TABLE_TAKE, T0 + 2).allowed);
+    res = hit(f, "HIT e=1 ip=third\n", TABLE_TAKE, T0 + 3);
+    assert_false(res.allowed);
+    assert_true(res.o[0].table_full);
+
+    /* A fast-path client's table announces no policy: only "table" waits. */
+    f->env.full_from = f->fast;
+    for (unsigned i = 0; i < 4; i++) {
+        assert_int_equal(rules_get(rules, i, &rr), 0);
+        memset(&o, 0, sizeof(o));
+        assert_int_equal(eval_full(&f->env, &rr, -EDQUOT, &o),
+                         fulls[i] == RULES_FULL_TABLE ? EVAL_WAIT : 0);
+        assert_true(o.table_full);
+        assert_int_equal(o.allowed, fulls[i] == RULES_FULL_ALLOW);
+    }
+    f->env.full_from = NULL;
+    f->env.rules = f->rules;
+    rules_free(rules);
+}
+
 static void test_eval_ms_to_s_rounds_like_redis_ttl(void **state)
 {
     (void)state;
@@ -546,6 +604,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eval_reset_skips_unresettable_rules, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_eval_full_table_applies_policy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_rule_when_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_debit_charges_whole_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_debit_above_max_debit, setup, teardown),
         cmocka_unit_test(test_eval_ms_to_s_rounds_like_redis_ttl),
