@@ -245,6 +245,8 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_S
 $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
     -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_dropin,--wrap=counters_request \
     -Wl,--wrap=reply_err,--wrap=reply_text
+# test_memtrim: counts the trims instead of making them.
+$(B)/tests/test_memtrim: TEST_WRAP := -Wl,--wrap=malloc_trim
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
 # libdivvy through its shared library, divvyctl and pam_divvy.so from build/.

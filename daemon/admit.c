@@ -25,6 +25,7 @@
 #define PEER_BUCKETS    4096    /* per-peer hash chains (a power of two) */
 #define SWEEP_MIN_MS    25
 #define SWEEP_MAX_MS    1000
+#define CONN_BYTES      (16 * 1024)    /* what an open connection holds uncharged, about */
 
 /* One peer with at least one unprivileged connection open. */
 struct admit_entry {
@@ -54,7 +55,7 @@ static const char *const refusal_name[ADMIT_N_REFUSALS] = {
 };
 
 static const char *const close_name[ADMIT_N_CLOSES] = {
-    "idle", "slow_request", "slow_output", "output_limit",
+    "idle", "slow_request", "slow_output", "output_limit", "input_limit",
 };
 
 const char *admit_refusal_name(enum admit_refusal why)
@@ -314,20 +315,37 @@ void admit_charge(struct admit *a, struct admit_slot *slot, size_t bytes)
     slot->charged = bytes;
 }
 
-bool admit_out_pause_shared(struct admit *a, const struct admit_slot *slot, size_t own)
+size_t admit_allowance(struct admit *a, const struct admit_slot *slot, size_t cap)
 {
     uint64_t n, share;
 
-    if (slot->privileged || own <= ADMIT_SHARE_MIN)
-        return false;
-    if (__atomic_load_n(&a->out_bytes, __ATOMIC_RELAXED) <= a->o.output_budget)
-        return false;
+    if (slot->privileged ||
+        __atomic_load_n(&a->out_bytes, __ATOMIC_RELAXED) <= a->o.output_budget)
+        return cap;
     n = __atomic_load_n(&a->n_open, __ATOMIC_RELAXED);
     share = a->o.output_budget / (n ? n : 1);
-    if (own <= share)
+    if (share < ADMIT_SHARE_MIN)
+        share = ADMIT_SHARE_MIN;
+    return share < cap ? (size_t)share : cap;
+}
+
+bool admit_out_pause_shared(struct admit *a, const struct admit_slot *slot, size_t own)
+{
+    if (own <= admit_allowance(a, slot, SIZE_MAX))
         return false;
     count_inc(&a->paused);
     return true;
+}
+
+void admit_paused(struct admit *a)
+{
+    count_inc(&a->paused);
+}
+
+uint64_t admit_held(struct admit *a)
+{
+    return __atomic_load_n(&a->n_open, __ATOMIC_RELAXED) * CONN_BYTES +
+           __atomic_load_n(&a->out_bytes, __ATOMIC_RELAXED);
 }
 
 void admit_closed(struct admit *a, enum admit_close why)

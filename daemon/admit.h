@@ -5,9 +5,11 @@
  * shares: one connection budget per kind of listener (TCP, Unix), an overall
  * cap on unprivileged connections, a reserve only privileged Unix peers (uid
  * 0, the admin group) may use, per-peer caps (per uid on Unix, per source
- * address on TCP: IPv4 /32, IPv6 /64), and one budget for the output all
- * connections buffer.  It also holds the timeout policy (idle, slow request,
- * stalled output) that conn.c's per-worker sweep applies.
+ * address on TCP: IPv4 /32, IPv6 /64), and one budget for what all
+ * connections buffer: their output, and the input a protocol keeps while a
+ * request arrives (RLS bodies, streams and HTTP/2 state, rls.h).  It also
+ * holds the timeout policy (idle, slow request, stalled output) that the
+ * per-worker sweeps apply, and says what connections hold (memtrim.h).
  *
  * Owns the per-peer table and every count.  Accept and close take one small
  * mutex (never the hit path); the output budget and the statistics are
@@ -57,6 +59,7 @@ enum admit_close {
     ADMIT_C_REQUEST,            /* a partial request line older than request_ms */
     ADMIT_C_OUTPUT,             /* output pending, none of it written for request_ms */
     ADMIT_C_OUTPUT_LIMIT,       /* over server.max_output_bytes */
+    ADMIT_C_INPUT_LIMIT,        /* its input went past what it may hold (rls.h) */
     ADMIT_N_CLOSES
 };
 
@@ -128,12 +131,19 @@ void admit_leave(struct admit *a, struct admit_slot *slot);
 void admit_charge(struct admit *a, struct admit_slot *slot, size_t bytes);
 
 /*
+ * The most a connection may hold (@cap, its own bound) now: @cap while the
+ * budget is not spent or the connection is privileged; else its share of
+ * the budget (divided among the open connections, at least
+ * ADMIT_SHARE_MIN), or @cap when smaller.  O(1), lock-free.
+ */
+size_t admit_allowance(struct admit *a, const struct admit_slot *slot, size_t cap);
+
+/*
  * True when a connection with @own bytes its client has not read (replies,
- * and hits waiting for Redis) must stop being read: the output budget is
- * exhausted and @own is above this connection's share (the budget divided
- * among the open connections, at least ADMIT_SHARE_MIN).  Privileged
- * connections never pause.  Counts the pause when it says so.  O(1),
- * lock-free; admit_out_pause_shared() is the part that reads shared counts.
+ * and hits waiting for Redis) must stop being read: @own is over its
+ * allowance (admit_allowance() without a cap of its own).  Counts the pause
+ * when it says so.  O(1), lock-free; admit_out_pause_shared() is the part
+ * that reads shared counts.
  */
 bool admit_out_pause_shared(struct admit *a, const struct admit_slot *slot, size_t own);
 
@@ -144,6 +154,13 @@ static inline bool admit_out_pause(struct admit *a, const struct admit_slot *slo
         return false;
     return admit_out_pause_shared(a, slot, own);
 }
+
+/* Counts a connection that stopped being read for the budget (output_paused). */
+void admit_paused(struct admit *a);
+
+/* What connections hold now, about: a fresh connection's buffers for each
+ * one open, plus every charge.  Lock-free, any thread (memtrim.h). */
+uint64_t admit_held(struct admit *a);
 
 /* Counts a connection closed for @why.  Thread-safe. */
 void admit_closed(struct admit *a, enum admit_close why);

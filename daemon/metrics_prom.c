@@ -90,7 +90,7 @@ static void render_admit(FILE *f, const struct admit_stats *a)
                 admit_refusal_name((enum admit_refusal)i), (unsigned long long)a->refused[i]);
     put_head(f, "divvy_connections_closed_total", "counter",
              "Connections divvyd closed: idle or slow-request timeout, output that made no "
-             "progress, or over max_output_bytes.");
+             "progress, over max_output_bytes, or input past what they may hold.");
     for (int i = 0; i < ADMIT_N_CLOSES; i++)
         fprintf(f, "divvy_connections_closed_total{reason=\"%s\"} %llu\n",
                 admit_close_name((enum admit_close)i), (unsigned long long)a->closed[i]);

@@ -1,23 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rls: the Envoy RLS v3 listener's connections and streams (see rls.h).
+ * rls: the Envoy RLS v3 listener's connections (see rls.h, rls_int.h).
  * nghttp2 does HTTP/2 (framing, HPACK, flow control, the connection
  * preface, flood limits); this file reads into it, writes what it queues,
- * and turns each complete request stream into hit_submit() calls, one per
- * descriptor, whose answers it collects into one RateLimitResponse.
+ * keeps what each connection holds within bounds, and closes connections
+ * whose timeout expired.  rls_stream.c turns streams into calls.
  *
- * Bounds on what a peer can make divvyd hold: RLS_STREAMS_MAX concurrent
- * streams, RLS_HEADERS_MAX bytes of headers and one RLS_MSG_MAX message per
- * stream, nothing read while output is pending (nghttp2 queues no more than
- * the streams it answers and its own ack limits), and admission's timeouts.
+ * Memory (docs/rls.md "Limits", docs/daemon.md "Admission"): everything a
+ * connection holds beyond a fresh one (rls_held()) is its charge in the
+ * shared budget.  It may hold at most RLS_CONN_MEM_MAX, and once the budget
+ * is spent no more than its share of it (admit_allowance()): past that a new
+ * stream is refused and a body stops growing (rls_stream.c), and the
+ * connection is not read until it is back under.  nghttp2 allocates through
+ * the connection's own allocator, so what the library keeps for a peer
+ * (HPACK state, header fields being decoded, streams, queued frames) counts
+ * too; one read may make nghttp2 allocate at most RLS_READ_SLACK beyond the
+ * connection's allowance, else the allocation fails and the connection is
+ * closed (closed_input_limit): a peer cannot make a connection hold more
+ * whatever it sends.  An idle connection holds no output buffer: answers
+ * are gathered in a per-thread batch, and only what the socket did not take
+ * is kept.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -25,479 +37,114 @@
 
 #include "admit.h"
 #include "clock.h"
-#include "hit.h"
 #include "listener.h"
 #include "log.h"
 #include "rls.h"
-#include "rls_msg.h"
+#include "rls_int.h"
 #include "srv_int.h"
 #include "worker.h"
 
-#define RLS_PATH        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 #define RLS_READ_CHUNK  16384
 #define RLS_WRITE_BATCH 16384           /* frames gathered for one send() */
-
-struct rls_conn;
-struct rls_stream;
-
-/* One descriptor of a stream: where its hit's answer lands. */
-struct rls_desc {
-    struct rls_stream *s;
-    struct rls_status st;
-};
-
-struct rls_stream {
-    struct rls_conn *rc;        /* NULL: orphaned (closed, or its connection gone) */
-    struct rls_stream *prev, *next;     /* the connection's streams, oldest first */
-    int32_t id;
-    bool receiving;             /* no END_STREAM yet */
-    bool answered;              /* a response (or an error) is submitted */
-    bool post, path_ok, grpc_ct;
-    bool too_big;               /* the body went over one message: dropped */
-    size_t header_bytes;
-    uint64_t start_ms;
-    uint64_t timeout_ms;        /* grpc-timeout; 0: none */
-    struct event *deadline_ev;
-    uint8_t *body;
-    size_t body_len, body_cap;
-    size_t n_desc, n_left;      /* descriptors; those not answered yet (+1 while submitting) */
-    int err;                    /* a grpc-status to answer instead; 0: none */
-    const char *err_msg;
-    struct rls_desc *desc;
-    uint8_t *resp;              /* the framed response message */
-    size_t resp_len, resp_off;
-};
-
-struct rls_conn {
-    struct worker *w;
-    struct rls_conn *prev, *next;
-    int fd;
-    bool is_unix;
-    bool privileged;
-    bool dead;
-    uid_t uid;
-    struct admit_slot slot;
-    struct event *rev, *wev, *flush_ev;
-    bool reading;               /* rev is armed */
-    nghttp2_session *ses;
-    struct rls_stream *head, *tail;
-    unsigned n_streams;
-    uint64_t last_ms;           /* last byte read */
-    uint64_t stall_ms;          /* pending output last made progress; 0: none pending */
-    size_t body_bytes;          /* request bodies its streams hold (RLS_CONN_BODY_MAX) */
-    uint8_t *out;               /* what send() did not take */
-    size_t out_len, out_off, out_cap;
-};
+#define RLS_READ_SLACK  (16 * 1024)     /* nghttp2's allocations one read may add (above) */
+#define RLS_ACKS_MAX    128             /* queued SETTINGS/PING acks and resets */
 
 static struct log_ratelimit rl_rls;
 
-static void rls_settle(struct rls_conn *rc);
-static void rls_stream_answer(struct rls_stream *s);
+/* ---- memory ---------------------------------------------------------------------------- */
 
-/* ---- streams ----------------------------------------------------------------------- */
-
-/* Frees @s's request body, and takes it out of its connection's count. */
-static void stream_drop_body(struct rls_stream *s)
+size_t rls_held(const struct rls_conn *rc)
 {
-    if (s->rc) {
-        s->rc->body_bytes -= s->body_cap;
-        admit_charge(s->rc->w->s->admit, &s->rc->slot, s->rc->out_cap + s->rc->body_bytes);
-    }
-    free(s->body);
-    s->body = NULL;
-    s->body_len = s->body_cap = 0;
+    size_t ng = rc->ng_bytes > rc->ng_base ? rc->ng_bytes - rc->ng_base : 0;
+
+    return ng + rc->body_bytes + rc->stream_bytes + rc->out_len;
 }
 
-static void stream_free(struct rls_stream *s)
+/* The most @rc may hold now. */
+static size_t rls_allowance(struct rls_conn *rc)
 {
-    if (s->deadline_ev)
-        event_free(s->deadline_ev);
-    free(s->body);
-    free(s->desc);
-    free(s->resp);
-    free(s);
+    return admit_allowance(rc->w->s->admit, &rc->slot, RLS_CONN_MEM_MAX);
 }
 
-/* Off its connection: freed now, or by the last descriptor's answer. */
-static void stream_orphan(struct rls_stream *s)
+bool rls_input_ok(struct rls_conn *rc, size_t more)
 {
-    struct rls_conn *rc = s->rc;
-
-    stream_drop_body(s);
-    if (rc) {
-        if (s->prev)
-            s->prev->next = s->next;
-        else
-            rc->head = s->next;
-        if (s->next)
-            s->next->prev = s->prev;
-        else
-            rc->tail = s->prev;
-        rc->n_streams--;
-        s->rc = NULL;
-    }
-    if (s->deadline_ev) {
-        event_free(s->deadline_ev);
-        s->deadline_ev = NULL;
-    }
-    if (s->n_left == 0)
-        stream_free(s);
+    return rls_held(rc) + more <= rls_allowance(rc);
 }
 
-/* Asks for the connection's output to be written at the end of this turn. */
-static void rls_wake(struct rls_conn *rc)
+void rls_charge(struct rls_conn *rc)
 {
-    event_active(rc->flush_ev, 0, 0);
+    admit_charge(rc->w->s->admit, &rc->slot, rls_held(rc));
 }
 
-/* A trailers-only answer: the call failed with grpc-status @code. */
-static void stream_fail(struct rls_stream *s, int code, const char *msg)
+/* nghttp2's allocator for @rc (nghttp2_mem).  While a read is processed,
+ * what nghttp2 allocates for the peer's input is held to rc->recv_limit;
+ * our own answers (rc->submitting) and everything outside a read are
+ * bounded elsewhere (streams, and nothing read while output is pending). */
+static bool mem_room(struct rls_conn *rc, size_t more)
 {
-    char status[16];
-    nghttp2_nv nv[] = {
-        { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE },
-        { (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
-          NGHTTP2_NV_FLAG_NONE },
-        { (uint8_t *)"grpc-status", (uint8_t *)status, 11, 0, NGHTTP2_NV_FLAG_NONE },
-        { (uint8_t *)"grpc-message", (uint8_t *)msg, 12, strlen(msg), NGHTTP2_NV_FLAG_NONE },
-    };
-
-    if (s->answered || !s->rc)
-        return;
-    s->answered = true;
-    nv[2].valuelen = (size_t)snprintf(status, sizeof(status), "%d", code);
-    if (nghttp2_submit_response(s->rc->ses, s->id, nv, 4, NULL) != 0)
-        s->rc->dead = true;
-    rls_wake(s->rc);
+    if (!rc->receiving || rc->submitting || rls_held(rc) + more <= rc->recv_limit)
+        return true;
+    rc->over = true;
+    return false;
 }
 
-static ssize_t resp_read(nghttp2_session *ses, int32_t id, uint8_t *buf, size_t length,
-                         uint32_t *flags, nghttp2_data_source *src, void *user)
-{
-    static const nghttp2_nv ok[] = {
-        { (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NONE },
-    };
-    struct rls_stream *s = src->ptr;
-    size_t n = s->resp_len - s->resp_off;
-
-    (void)user;
-    if (n > length)
-        n = length;
-    memcpy(buf, s->resp + s->resp_off, n);
-    s->resp_off += n;
-    if (s->resp_off == s->resp_len) {
-        *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        if (nghttp2_submit_trailer(ses, id, ok, 1) != 0)
-            return NGHTTP2_ERR_CALLBACK_FAILURE;
-    }
-    return (ssize_t)n;
-}
-
-/* Every descriptor answered: the response, or the error one of them met. */
-static void rls_stream_answer(struct rls_stream *s)
-{
-    static const nghttp2_nv hdrs[] = {
-        { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE },
-        { (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
-          NGHTTP2_NV_FLAG_NONE },
-    };
-    struct rls_status *st;
-    nghttp2_data_provider prd = { .source.ptr = s, .read_callback = resp_read };
-    int r;
-
-    if (!s->rc) {
-        stream_free(s);
-        return;
-    }
-    if (s->answered)
-        return;
-    if (s->err) {
-        stream_fail(s, s->err, s->err_msg);
-        return;
-    }
-    st = malloc(s->n_desc * sizeof(*st));
-    if (!st) {
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < s->n_desc; i++)
-        st[i] = s->desc[i].st;
-    r = rls_msg_encode(st, s->n_desc, &s->resp, &s->resp_len);
-    free(st);
-    if (r < 0) {
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    s->answered = true;
-    if (nghttp2_submit_response(s->rc->ses, s->id, hdrs, 2, &prd) != 0)
-        s->rc->dead = true;
-    rls_wake(s->rc);
-}
-
-/* hit_submit()'s answer for one descriptor (inside the RCU section of @rs). */
-static void rls_hit_done(void *arg, int r, const struct rules *rs, const struct eval_result *res)
-{
-    struct rls_desc *d = arg;
-    struct rls_stream *s = d->s;
-    struct rls_status *st = &d->st;
-    struct rules_rule rule;
-
-    if (r < 0) {
-        if (!s->err) {
-            s->err = r == -ENOSPC || r == -EDQUOT ? RLS_GRPC_UNAVAILABLE : RLS_GRPC_INTERNAL;
-            s->err_msg = r == -ENOSPC || r == -EDQUOT ? "no counter for a privileged rule"
-                                                      : "internal error";
-        }
-    } else {
-        st->over = !res->allowed;
-        st->remaining = res->credit > UINT32_MAX ? UINT32_MAX : (uint32_t)res->credit;
-        st->reset_s = res->reset_s;
-        if (rules_get(rs, res->limiter, &rule) >= 0) {
-            bool bucket = rule.algo == RULES_ALGO_TOKEN_BUCKET;
-
-            snprintf(st->name, sizeof(st->name), "%s", rule.id_str);
-            st->has_limit = rls_msg_unit(bucket ? rule.refill_amount : rule.credit_limit,
-                                         bucket ? rule.refill_seconds : rule.reset_seconds,
-                                         &st->requests_per_unit, &st->unit);
-        }
-    }
-    if (--s->n_left == 0)
-        rls_stream_answer(s);
-}
-
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-    struct rls_stream *s = arg;
-    struct rls_conn *rc = s->rc;
-
-    (void)fd;
-    (void)what;
-    stream_fail(s, RLS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
-    if (rc)
-        rls_settle(rc);
-}
-
-/* END_STREAM: the request is complete; check it and evaluate its descriptors. */
-static void stream_request(struct rls_stream *s)
-{
-    struct rls_conn *rc = s->rc;
-    struct worker *w = rc->w;
-    struct rls_msg *m = NULL;
-    const uint8_t *msg;
-    size_t len;
-    int r;
-
-    s->receiving = false;
-    if (!s->post || !s->path_ok) {
-        stream_fail(s, RLS_GRPC_UNIMPLEMENTED, "only " RLS_PATH " is served");
-        return;
-    }
-    if (!s->grpc_ct) {
-        stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, "content-type must be application/grpc");
-        return;
-    }
-    if (s->too_big) {
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "request message too large");
-        return;
-    }
-    r = rls_msg_unframe(s->body, s->body_len, &msg, &len);
-    if (r >= 0)
-        r = rls_msg_decode(msg, len, &m);
-    stream_drop_body(s);
-    if (r == -ENOTSUP) {
-        stream_fail(s, RLS_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
-        return;
-    }
-    if (r == -EMSGSIZE || r == -E2BIG) {
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "request message too large");
-        return;
-    }
-    if (r < 0) {
-        stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, r == -ENOMEM ? "out of memory"
-                                                               : "not a RateLimitRequest");
-        return;
-    }
-    /* Every descriptor must map before any is charged. */
-    s->n_desc = rls_msg_descriptors(m);
-    for (size_t i = 0; i < s->n_desc; i++) {
-        r = rls_msg_request(m, i, &w->req);
-        if (r < 0) {
-            rls_msg_free(m);
-            stream_fail(s, RLS_GRPC_INVALID_ARGUMENT,
-                        r == -EINVAL ? "a descriptor entry may not be named domain"
-                        : r == -E2BIG ? "a descriptor has more than 32 distinct keys"
-                        : r == -ERANGE ? "hits_addend over 1000000000"
-                        : "a descriptor is longer than a 4096-byte request");
-            return;
-        }
-    }
-    if (s->timeout_ms && clock_coarse_ms() >= s->start_ms + s->timeout_ms) {
-        rls_msg_free(m);
-        stream_fail(s, RLS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
-        return;
-    }
-    s->desc = calloc(s->n_desc, sizeof(*s->desc));
-    if (!s->desc) {
-        rls_msg_free(m);
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    /* One more while submitting: a descriptor answered at once cannot end it. */
-    s->n_left = s->n_desc + 1;
-    for (size_t i = 0; i < s->n_desc; i++) {
-        s->desc[i].s = s;
-        rls_msg_request(m, i, &w->req);
-        hit_submit(w, &w->req, rc->privileged, rc->uid, rls_hit_done, &s->desc[i]);
-    }
-    rls_msg_free(m);
-    if (--s->n_left == 0) {
-        rls_stream_answer(s);
-        return;
-    }
-    if (s->timeout_ms) {
-        uint64_t now = clock_coarse_ms(), end = s->start_ms + s->timeout_ms;
-        uint64_t left = end > now ? end - now : 1;
-        struct timeval tv = { (time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000 };
-
-        s->deadline_ev = evtimer_new(w->base, on_deadline, s);
-        if (s->deadline_ev)
-            evtimer_add(s->deadline_ev, &tv);
-    }
-}
-
-/* ---- nghttp2 callbacks ------------------------------------------------------------- */
-
-static int on_begin_headers(nghttp2_session *ses, const nghttp2_frame *frame, void *user)
+static void *mem_malloc(size_t size, void *user)
 {
     struct rls_conn *rc = user;
-    struct rls_stream *s;
+    void *p = mem_room(rc, size) ? malloc(size) : NULL;
 
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
-    s = calloc(1, sizeof(*s));
-    if (!s)
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    s->rc = rc;
-    s->id = frame->hd.stream_id;
-    s->receiving = true;
-    s->start_ms = clock_coarse_ms();
-    s->prev = rc->tail;
-    if (rc->tail)
-        rc->tail->next = s;
-    else
-        rc->head = s;
-    rc->tail = s;
-    rc->n_streams++;
-    nghttp2_session_set_stream_user_data(ses, s->id, s);
-    return 0;
+    if (p)
+        rc->ng_bytes += malloc_usable_size(p);
+    return p;
 }
 
-static bool hdr_is(const uint8_t *p, size_t n, const char *s)
+static void mem_free(void *p, void *user)
 {
-    return n == strlen(s) && memcmp(p, s, n) == 0;
-}
-
-static int on_header(nghttp2_session *ses, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *user)
-{
-    struct rls_stream *s;
-
-    (void)flags;
-    (void)user;
-    if (frame->hd.type != NGHTTP2_HEADERS)
-        return 0;
-    s = nghttp2_session_get_stream_user_data(ses, frame->hd.stream_id);
-    if (!s)
-        return 0;
-    s->header_bytes += namelen + valuelen + 32;
-    if (s->header_bytes > RLS_HEADERS_MAX)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;               /* request trailers: nothing divvyd needs */
-    if (hdr_is(name, namelen, ":method"))
-        s->post = hdr_is(value, valuelen, "POST");
-    else if (hdr_is(name, namelen, ":path"))
-        s->path_ok = hdr_is(value, valuelen, RLS_PATH);
-    else if (hdr_is(name, namelen, "content-type"))
-        s->grpc_ct = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
-                     (valuelen == 16 || value[16] == '+' || value[16] == ';');
-    else if (hdr_is(name, namelen, "grpc-timeout") &&
-             rls_msg_timeout_ms((const char *)value, valuelen, &s->timeout_ms) < 0)
-        s->timeout_ms = 0;
-    return 0;
-}
-
-static int on_data_chunk(nghttp2_session *ses, uint8_t flags, int32_t id, const uint8_t *data,
-                         size_t len, void *user)
-{
-    struct rls_stream *s = nghttp2_session_get_stream_user_data(ses, id);
     struct rls_conn *rc = user;
 
-    (void)flags;
-    if (!s || s->too_big || !s->receiving)
-        return 0;
-    /* Over one message, or over what the connection's streams may hold together. */
-    if (s->body_len + len > RLS_GRPC_PREFIX + RLS_MSG_MAX ||
-        rc->body_bytes - s->body_cap + 2 * (s->body_len + len) > RLS_CONN_BODY_MAX) {
-        s->too_big = true;
-        stream_drop_body(s);
-        return 0;
-    }
-    if (s->body_len + len > s->body_cap) {
-        size_t cap = s->body_cap ? s->body_cap : 1024;
-        uint8_t *grown;
-
-        while (cap < s->body_len + len)
-            cap *= 2;
-        grown = realloc(s->body, cap);
-        if (!grown)
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        rc->body_bytes += cap - s->body_cap;
-        s->body = grown;
-        s->body_cap = cap;
-        admit_charge(rc->w->s->admit, &rc->slot, rc->out_cap + rc->body_bytes);
-    }
-    memcpy(s->body + s->body_len, data, len);
-    s->body_len += len;
-    return 0;
+    if (p)
+        rc->ng_bytes -= malloc_usable_size(p);
+    free(p);
 }
 
-static int on_frame_recv(nghttp2_session *ses, const nghttp2_frame *frame, void *user)
+static void *mem_calloc(size_t n, size_t size, void *user)
 {
-    struct rls_stream *s;
+    struct rls_conn *rc = user;
+    void *p = size && n > SIZE_MAX / size ? NULL
+              : mem_room(rc, n * size) ? calloc(n, size) : NULL;
 
-    (void)user;
-    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
-        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-        return 0;
-    s = nghttp2_session_get_stream_user_data(ses, frame->hd.stream_id);
-    if (s && s->receiving && s->rc)
-        stream_request(s);
-    return 0;
+    if (p)
+        rc->ng_bytes += malloc_usable_size(p);
+    return p;
 }
 
-static int on_stream_close(nghttp2_session *ses, int32_t id, uint32_t code, void *user)
+static void *mem_realloc(void *p, size_t size, void *user)
 {
-    struct rls_stream *s = nghttp2_session_get_stream_user_data(ses, id);
+    struct rls_conn *rc = user;
+    size_t old = p ? malloc_usable_size(p) : 0;
+    void *grown;
 
-    (void)code;
-    (void)user;
-    if (s) {
-        nghttp2_session_set_stream_user_data(ses, id, NULL);
-        stream_orphan(s);
-    }
-    return 0;
+    if (size > old && !mem_room(rc, size - old))
+        return NULL;
+    grown = realloc(p, size);
+    if (grown || size == 0)
+        rc->ng_bytes = rc->ng_bytes - old + (grown ? malloc_usable_size(grown) : 0);
+    return grown;
 }
 
 /* ---- the connection ---------------------------------------------------------------- */
+
+void rls_wake(struct rls_conn *rc)
+{
+    event_active(rc->flush_ev, 0, 0);
+}
 
 static void rls_conn_free(struct rls_conn *rc)
 {
     struct worker *w = rc->w;
 
     while (rc->head)
-        stream_orphan(rc->head);
+        rls_stream_orphan(rc->head);
     if (rc->prev)
         rc->prev->next = rc->next;
     else
@@ -520,68 +167,123 @@ static void rls_conn_free(struct rls_conn *rc)
         event_base_loopbreak(w->base);
 }
 
+/* Sends @a then @b (either may be empty) in one sendmsg(), keeping what
+ * the socket does not take in rc->out (empty before).  1: all sent; 0: some
+ * kept; -errno. */
+static int rls_send(struct rls_conn *rc, const uint8_t *a, size_t alen, const uint8_t *b,
+                    size_t blen, bool *progress)
+{
+    struct iovec iov[2] = { { (void *)a, alen }, { (void *)b, blen } };
+    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+    size_t left = alen + blen;
+    ssize_t n;
+
+    while (left > 0) {
+        n = sendmsg(rc->fd, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            return -errno;
+        }
+        *progress = true;
+        left -= (size_t)n;
+        while (mh.msg_iovlen > 0 && (size_t)n >= mh.msg_iov[0].iov_len) {
+            n -= (ssize_t)mh.msg_iov[0].iov_len;
+            mh.msg_iov++;
+            mh.msg_iovlen--;
+        }
+        if (mh.msg_iovlen > 0) {
+            mh.msg_iov[0].iov_base = (uint8_t *)mh.msg_iov[0].iov_base + n;
+            mh.msg_iov[0].iov_len -= (size_t)n;
+        }
+    }
+    if (left == 0)
+        return 1;
+    rc->out = malloc(left);
+    if (!rc->out)
+        return -ENOMEM;
+    rc->out_len = 0;
+    rc->out_off = 0;
+    for (size_t i = 0; i < mh.msg_iovlen; i++) {
+        if (mh.msg_iov[i].iov_len == 0)
+            continue;           /* an empty @b is NULL */
+        memcpy(rc->out + rc->out_len, mh.msg_iov[i].iov_base, mh.msg_iov[i].iov_len);
+        rc->out_len += mh.msg_iov[i].iov_len;
+    }
+    return 0;
+}
+
 /* Writes what nghttp2 has queued; 1 when all is out, 0 when the socket is full, -errno. */
 static int rls_write(struct rls_conn *rc)
 {
+    static _Thread_local uint8_t batch[RLS_WRITE_BATCH];
     bool progress = false;
+    int r = 1;
 
-    for (;;) {
-        const uint8_t *data;
+    /* What the socket did not take last time goes first. */
+    while (rc->out && rc->out_off < rc->out_len) {
+        ssize_t n = send(rc->fd, rc->out + rc->out_off, rc->out_len - rc->out_off, MSG_NOSIGNAL);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return -errno;
+            r = 0;
+            break;
+        }
+        rc->out_off += (size_t)n;
+        progress = true;
+    }
+    if (r > 0 && rc->out) {
+        free(rc->out);
+        rc->out = NULL;
+        rc->out_len = rc->out_off = 0;
+    }
+    /* nghttp2 hands out one frame at a time: gather up to RLS_WRITE_BATCH
+     * bytes of them, so a batch of answers leaves in one send(). */
+    while (r > 0) {
+        const uint8_t *data, *big = NULL;
+        size_t len = 0, big_len = 0;
         ssize_t n;
 
-        /* nghttp2 hands out one frame at a time: gather up to RLS_WRITE_BATCH
-         * bytes of them, so a batch of answers leaves in one send(). */
-        while (rc->out_len < RLS_WRITE_BATCH) {
+        while (len < sizeof(batch)) {
             n = nghttp2_session_mem_send(rc->ses, &data);
             if (n < 0)
                 return -EPROTO;
             if (n == 0)
                 break;
-            if (rc->out_len + (size_t)n > rc->out_cap) {
-                size_t cap = rc->out_len + (size_t)n;
-                uint8_t *grown;
-
-                if (cap < RLS_WRITE_BATCH)
-                    cap = RLS_WRITE_BATCH;
-                grown = realloc(rc->out, cap);
-                if (!grown)
-                    return -ENOMEM;
-                rc->out = grown;
-                rc->out_cap = cap;
-                admit_charge(rc->w->s->admit, &rc->slot, rc->out_cap + rc->body_bytes);
+            if ((size_t)n > sizeof(batch) - len) {
+                big = data;     /* valid until the next mem_send(): sent now */
+                big_len = (size_t)n;
+                break;
             }
-            memcpy(rc->out + rc->out_len, data, (size_t)n);
-            rc->out_len += (size_t)n;
+            memcpy(batch + len, data, (size_t)n);
+            len += (size_t)n;
         }
-        if (rc->out_off == rc->out_len)
+        if (len == 0 && big_len == 0)
             break;
-        while (rc->out_off < rc->out_len) {
-            n = send(rc->fd, rc->out + rc->out_off, rc->out_len - rc->out_off, MSG_NOSIGNAL);
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    if (progress || !rc->stall_ms)
-                        rc->stall_ms = clock_coarse_ms();
-                    event_add(rc->wev, NULL);
-                    return 0;
-                }
-                return -errno;
-            }
-            rc->out_off += (size_t)n;
-            progress = true;
-        }
-        rc->out_off = rc->out_len = 0;
+        r = rls_send(rc, batch, len, big, big_len, &progress);
     }
-    rc->out_off = rc->out_len = 0;
+    if (r < 0)
+        return r;
+    if (r == 0) {
+        /* The slow-output timeout counts from the last progress. */
+        if (progress || !rc->stall_ms)
+            rc->stall_ms = clock_coarse_ms();
+        event_add(rc->wev, NULL);
+        return 0;
+    }
     rc->stall_ms = 0;
     event_del(rc->wev);
     return 1;
 }
 
-/* End of every callback that touched @rc: write, read again or not, free when done. */
-static void rls_settle(struct rls_conn *rc)
+void rls_settle(struct rls_conn *rc)
 {
+    bool over;
     int r = 0;
 
     if (!rc->dead) {
@@ -596,11 +298,18 @@ static void rls_settle(struct rls_conn *rc)
         rls_conn_free(rc);
         return;
     }
-    /* Output pending: read nothing more until the peer takes it. */
-    if (r == 0 && rc->reading) {
+    rls_charge(rc);
+    /* Over what it may hold: read nothing more until its calls are answered
+     * (or the budget has room again: rls_sweep() looks). */
+    over = !rls_input_ok(rc, 0);
+    if (over && !rc->paused)
+        admit_paused(rc->w->s->admit);
+    rc->paused = over;
+    /* Output pending, or over its bound: read nothing more until it is out. */
+    if ((r == 0 || over) && rc->reading) {
         event_del(rc->rev);
         rc->reading = false;
-    } else if (r > 0 && !rc->reading && !rc->w->stopping) {
+    } else if (r > 0 && !over && !rc->reading && !rc->w->stopping) {
         event_add(rc->rev, NULL);
         rc->reading = true;
     }
@@ -610,14 +319,27 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct rls_conn *rc = arg;
     uint8_t buf[RLS_READ_CHUNK];
+    size_t allow, held;
     ssize_t n;
 
     (void)what;
     n = read(fd, buf, sizeof(buf));
     if (n > 0) {
         rc->last_ms = clock_coarse_ms();
+        allow = rls_allowance(rc);
+        held = rls_held(rc);
+        rc->recv_limit = (held > allow ? held : allow) + RLS_READ_SLACK;
+        rc->receiving = true;
         if (nghttp2_session_mem_recv(rc->ses, buf, (size_t)n) < 0)
             rc->dead = true;
+        rc->receiving = false;
+        if (rc->over) {
+            admit_closed(rc->w->s->admit, ADMIT_C_INPUT_LIMIT);
+            log_ratelimited(&rl_rls, LOG_INFO, "closing an RLS %s connection (uid %d): over "
+                            "its memory bound (%zu bytes held)", rc->is_unix ? "Unix" : "TCP",
+                            rc->is_unix ? (int)rc->uid : -1, rls_held(rc));
+            rc->dead = true;
+        }
     } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         rc->dead = true;
     }
@@ -650,22 +372,29 @@ static int rls_session(struct rls_conn *rc)
     };
     int r = -ENOMEM;
 
+    rc->mem = (nghttp2_mem){ .mem_user_data = rc, .malloc = mem_malloc, .free = mem_free,
+                             .calloc = mem_calloc, .realloc = mem_realloc };
     if (nghttp2_session_callbacks_new(&cbs) != 0 || nghttp2_option_new(&opt) != 0)
         goto out;
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    rls_stream_callbacks(cbs);
     /* Streams beyond SETTINGS are refused at once (before the peer saw it too). */
     nghttp2_option_set_max_reserved_remote_streams(opt, 0);
-    nghttp2_option_set_max_outbound_ack(opt, 1000);
+    /* Control frames nghttp2 answers are queued at most this deep (a flood
+     * of PINGs or SETTINGS ends the connection), and so are resets. */
+    nghttp2_option_set_max_outbound_ack(opt, RLS_ACKS_MAX);
     nghttp2_option_set_max_settings(opt, 32);
+    /* Streams the peer resets: nghttp2's rapid-reset bound, explicitly. */
+    nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
     nghttp2_option_set_no_closed_streams(opt, 1);
-    if (nghttp2_session_server_new2(&rc->ses, cbs, rc, opt) != 0)
+    /* Our answers' header table; what the peer's table may cost us is our
+     * SETTINGS_HEADER_TABLE_SIZE (the default 4096). */
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    if (nghttp2_session_server_new3(&rc->ses, cbs, rc, opt, &rc->mem) != 0)
         goto out;
     if (nghttp2_submit_settings(rc->ses, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0)
         goto out;
+    /* A fresh session's own footprint is not the peer's doing. */
+    rc->ng_base = rc->ng_bytes;
     r = 0;
 out:
     nghttp2_session_callbacks_del(cbs);
@@ -732,25 +461,33 @@ void rls_sweep(struct worker *w, uint64_t now_ms)
     struct rls_conn *rc, *next;
 
     for (rc = w->rls; rc; rc = next) {
-        uint64_t partial = 0;
-        bool waiting = false, pending = rc->out_off < rc->out_len;
+        uint64_t partial = 0, stall;
+        bool waiting = false, pending = rc->out != NULL;
         int why;
 
         next = rc->next;
+        stall = pending ? rc->stall_ms : 0;
         /* A request still arriving counts from its start; one waiting for
-         * Redis is left to redis.timeout_ms (as conn.c does). */
+         * Redis is left to redis.timeout_ms (as conn.c does); an answer
+         * that is submitted but not taken (the peer's flow-control window
+         * stays shut) is output that does not move. */
         for (struct rls_stream *s = rc->head; s; s = s->next) {
-            if (s->receiving && !partial)
+            if (s->receiving && !s->answered && !partial)
                 partial = s->start_ms;
             if (!s->receiving && !s->answered)
                 waiting = true;
+            if (s->answered && (!stall || s->out_ms < stall))
+                stall = s->out_ms;
         }
         if (waiting)
             continue;
-        why = admit_expired(a, now_ms, !pending && !rc->head, rc->last_ms, partial,
-                            pending ? rc->stall_ms : 0);
-        if (why < 0)
+        why = admit_expired(a, now_ms, !stall && !rc->head, rc->last_ms, partial, stall);
+        if (why < 0) {
+            /* The budget may have room again for a connection that waits for it. */
+            if (rc->paused)
+                rls_settle(rc);
             continue;
+        }
         admit_closed(a, (enum admit_close)why);
         log_ratelimited(&rl_rls, LOG_INFO, "closing an RLS %s connection (uid %d): %s timeout",
                         rc->is_unix ? "Unix" : "TCP", rc->is_unix ? (int)rc->uid : -1,

@@ -14,7 +14,10 @@
  * descriptors still wait for Redis when its connection goes is orphaned
  * (it forgets the connection) and freed by the last descriptor's answer, so
  * a connection never waits for Redis to be freed.  Admission (admit.h) is
- * the other listeners': the same budgets, per-peer caps and timeouts.
+ * the other listeners': the same budgets, per-peer caps and timeouts; what
+ * a connection holds (its input included) is its charge in the shared
+ * budget, bounded by RLS_CONN_MEM_MAX and, once the budget is spent, by
+ * its share of it (rls.c).
  */
 #ifndef DIVVY_RLS_H
 #define DIVVY_RLS_H
@@ -29,6 +32,7 @@ struct worker;
 #define RLS_STREAMS_MAX     100             /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define RLS_HEADERS_MAX     8192            /* bytes of one stream's header fields */
 #define RLS_CONN_BODY_MAX   (256 * 1024)    /* request bytes one connection's streams hold */
+#define RLS_CONN_MEM_MAX    (512 * 1024)    /* all one connection may hold (rls_int.h) */
 
 /* A connection accepted on an RLS listener @l: takes ownership of @fd and
  * of the place @slot holds (both released on failure). */

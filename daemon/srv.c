@@ -27,6 +27,7 @@
 #include "hit.h"
 #include "listener.h"
 #include "log.h"
+#include "memtrim.h"
 #include "proto.h"
 #include "srv.h"
 #include "srv_int.h"
@@ -104,6 +105,8 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
     s->o.admit.fd_reserve = 64 + 8 * (opts->workers + 1) +
                             (unsigned)(opts->n_listen + opts->n_inherited);
     r = admit_new(&s->o.admit, &s->admit);
+    if (r >= 0)
+        r = memtrim_new(&s->trim);
     if (r < 0)
         goto fail;
     /* Room for a root socket beside each listener (srv_root_sockets()). */
@@ -248,6 +251,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     table_heartbeat(s->o.fast, now);
     publish(s, now);
+    /* What a flood of connections left in malloc's free lists goes back to
+     * the kernel (docs/daemon.md "Memory after a flood"). */
+    memtrim_tick(s->trim, admit_held(s->admit));
     if (secs % every == 0) {
         table_sweep(s->o.fast, now);
         table_sweep(s->o.priv, now);
@@ -332,6 +338,7 @@ void srv_free(struct srv *s)
     free(s->lis);
     if (s->main_base)
         event_base_free(s->main_base);
+    memtrim_free(s->trim);
     admit_free(s->admit);
     free(s);
 }

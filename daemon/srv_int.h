@@ -25,6 +25,7 @@ struct srv {
     struct event_base *main_base;
     uint64_t started_ms;
     struct admit *admit;        /* connection budgets, shared by the workers */
+    struct memtrim *trim;       /* gives memory back after a flood (the tick) */
     uint64_t ping;              /* watchdog probes sent to the workers (main thread) */
     char status[256];           /* last STATUS= sent (main thread) */
 };

@@ -2,9 +2,9 @@
 /*
  * Unit: daemon/admit.c, the admission decisions without sockets.  Budgets,
  * the overall cap, per-peer caps (IPv6 by /64, IPv4-mapped as IPv4), the
- * privileged reserve, exact release, the output budget's pause rule, the
- * timeouts, and the RLIMIT_NOFILE fit.  tests/integration/test_admit.c runs
- * the same against a real divvyd.
+ * privileged reserve, exact release, the output budget's pause rule, what a
+ * connection may hold, the timeouts, and the RLIMIT_NOFILE fit.
+ * tests/integration/test_admit.c runs the same against a real divvyd.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -217,6 +217,44 @@ static void test_admit_output_pause(void **state)
     admit_free(a);
 }
 
+/* What a connection may hold (RLS input): its own cap until the budget is
+ * spent, then its share; what connections hold, for memtrim. */
+static void test_admit_allowance(void **state)
+{
+    struct admit *a = NULL;
+    struct admit_slot s[3] = { 0 };
+    struct admit_peer p = tcp4("192.0.2.9"), root = unix_peer(0, true);
+    struct admit_stats st;
+
+    (void)state;
+    assert_int_equal(admit_new(&opts, &a), 0);
+    assert_int_equal(admit_held(a), 0);
+    assert_int_equal(enter(a, &p, &s[0]), 0);
+    assert_int_equal(enter(a, &p, &s[1]), 0);
+    assert_int_equal(enter(a, &root, &s[2]), 0);
+    assert_int_equal(admit_allowance(a, &s[0], 512 * 1024), 512 * 1024);
+    admit_charge(a, &s[0], 70000);
+    /* Spent: a third of 65536 each, never more than the connection's own cap. */
+    assert_int_equal(admit_allowance(a, &s[1], 512 * 1024), 65536 / 3);
+    assert_int_equal(admit_allowance(a, &s[1], 1000), 1000);
+    assert_int_equal(admit_allowance(a, &s[2], 512 * 1024), 512 * 1024);
+    /* Three open connections plus the charge. */
+    assert_int_equal(admit_held(a), 3 * 16384 + 70000);
+    /* Asking is not pausing; admit_paused() counts. */
+    admit_stats(a, &st);
+    assert_int_equal(st.output_paused, 0);
+    admit_paused(a);
+    admit_stats(a, &st);
+    assert_int_equal(st.output_paused, 1);
+    admit_leave(a, &s[0]);
+    assert_int_equal(admit_allowance(a, &s[1], 512 * 1024), 512 * 1024);
+    assert_int_equal(admit_held(a), 2 * 16384);
+    admit_leave(a, &s[1]);
+    admit_leave(a, &s[2]);
+    assert_string_equal(admit_close_name(ADMIT_C_INPUT_LIMIT), "input_limit");
+    admit_free(a);
+}
+
 static void test_admit_timeouts(void **state)
 {
     struct admit *a = NULL;
@@ -279,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_admit_unix_reserve),
         cmocka_unit_test(test_admit_total_cap),
         cmocka_unit_test(test_admit_output_pause),
+        cmocka_unit_test(test_admit_allowance),
         cmocka_unit_test(test_admit_timeouts),
         cmocka_unit_test(test_admit_nofile),
     };
