@@ -655,9 +655,10 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
             close(fd);
             continue;
         }
-        /* A privileged peer on a shared socket is served by the lane. */
+        /* A privileged peer on a shared socket is served by the lane (its
+         * threads in turn: this worker's own counterpart). */
         if (!w->lane && p.privileged) {
-            if (handoff_push(&s->workers[s->o.workers], fd, l, &p, &slot) < 0)
+            if (handoff_push(&s->workers[s->o.workers + w->id], fd, l, &p, &slot) < 0)
                 log_ratelimited(&rl_accept, LOG_ERR, "cannot pass a connection to the lane");
             continue;
         }

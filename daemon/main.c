@@ -52,7 +52,7 @@ static const char usage_text[] =
     "  -s, --state-dir=DIR   counter tables live here (default: the config's\n"
     "                        server.state_dir, else " CONFIG_DEFAULT_STATE_DIR ")\n"
     "  -w, --workers=N       worker threads (default: the config's, else one per CPU),\n"
-    "                        besides the privileged lane for root and admins\n"
+    "                        and as many privileged lane threads for root and admins\n"
     "      --syslog          log to syslog (LOG_DAEMON) instead of stderr\n"
     "  -d, --debug           log debug messages too\n"
     "      --check           validate the config, print every problem as\n"
@@ -545,7 +545,7 @@ int main(int argc, char **argv)
     so.store = store;
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
-    mo.workers = so.workers + 1;        /* and the privileged lane (srv.h) */
+    mo.workers = 2 * so.workers;        /* and as many lane threads (srv.h) */
     mo.listen = cfg->metrics_listen;
     mo.path = cfg->metrics_path;
     mo.divvy_names = cfg->metrics_divvy_names;

@@ -102,7 +102,7 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         return -ENOMEM;
     s->o = *opts;
     /* Descriptors besides connections: listeners, Redis, metrics, epoll, ... */
-    s->o.admit.fd_reserve = 64 + 8 * (opts->workers + 1) +
+    s->o.admit.fd_reserve = 64 + 16 * opts->workers +
                             (unsigned)(opts->n_listen + opts->n_inherited);
     r = admit_new(&s->o.admit, &s->admit);
     if (r >= 0)
@@ -111,7 +111,9 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         goto fail;
     /* Room for a root socket beside each listener (srv_root_sockets()). */
     s->lis = calloc(2 * (opts->n_listen + opts->n_inherited), sizeof(*s->lis));
-    s->n_workers = opts->workers + 1;
+    /* As many lane threads as workers: root's own traffic is not capped at
+     * one core, and the lanes sleep while nothing privileged happens. */
+    s->n_workers = 2 * opts->workers;
     s->workers = calloc(s->n_workers, sizeof(*s->workers));
     if (!s->lis || !s->workers) {
         r = -ENOMEM;
@@ -152,7 +154,7 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
     }
     srv_root_sockets(s);
     for (unsigned i = 0; i < s->n_workers; i++) {
-        r = worker_init(s, &s->workers[i], i, i == opts->workers);
+        r = worker_init(s, &s->workers[i], i, i >= opts->workers);
         if (r < 0)
             goto fail;
     }
@@ -299,7 +301,8 @@ int srv_run(struct srv *s)
         errno = -r;
         log_msg(LOG_ERR, "cannot start worker threads: %m");
     } else {
-        log_msg(LOG_NOTICE, "ready: %u workers and the privileged lane", s->o.workers);
+        log_msg(LOG_NOTICE, "ready: %u workers and as many privileged lane threads",
+                s->o.workers);
         publish(s, clock_now_ms());
         notify_ready("%s", s->status);
         if (notify_watchdog_new(s->main_base, workers_alive, s, &wd) < 0)

@@ -20,8 +20,8 @@ struct srv {
     struct srv_opts o;
     struct listener *lis;
     size_t n_lis;
-    struct worker *workers;     /* o.workers workers, then the privileged lane */
-    unsigned n_workers;         /* o.workers + 1 */
+    struct worker *workers;     /* o.workers workers, then as many lane threads */
+    unsigned n_workers;         /* 2 * o.workers */
     struct event_base *main_base;
     uint64_t started_ms;
     struct admit *admit;        /* connection budgets, shared by the workers */

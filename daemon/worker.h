@@ -6,12 +6,12 @@
  * only through event_active() (stop, watchdog probe, handoff.h) and relaxed
  * atomic counter reads (STATS).
  *
- * The workers accept on every listener but the root sockets.  One more
- * worker, the privileged lane (docs/daemon.md "The privileged lane"),
- * accepts on those alone and serves the connections of uid 0 and admin peers
+ * The workers accept on every listener but the root sockets.  As many more
+ * threads, the privileged lane (docs/daemon.md "The privileged lane"),
+ * accept on those alone and serve the connections of uid 0 and admin peers
  * (pam_divvy among them): a worker that accepts one on a shared socket hands
- * it over (handoff.h).  So no unprivileged connection ever shares a thread,
- * or an accept queue, with root's.
+ * it to its lane counterpart (handoff.h).  So no unprivileged connection
+ * ever shares a thread, or an accept queue, with root's.
  */
 #ifndef DIVVY_WORKER_H
 #define DIVVY_WORKER_H
@@ -55,7 +55,7 @@ struct worker {
     pthread_t thread;
     bool started;
     bool stopping;
-    bool lane;                  /* the privileged lane: accepts on root sockets only */
+    bool lane;                  /* a lane thread: accepts on root sockets only */
     struct event_base *base;
     struct event **lev;         /* one per listener; NULL for those it does not accept on */
     struct handoff hand;        /* the lane's: privileged connections workers accepted */

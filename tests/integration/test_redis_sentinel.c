@@ -33,7 +33,7 @@
 #include "harness_redis.h"
 
 #define WORKERS         2
-#define REDIS_CONNS     (WORKERS + 1)   /* each worker's and the privileged lane's */
+#define REDIS_CONNS     (2 * WORKERS)   /* each worker's and each lane thread's */
 #define TIMEOUT_MS      500
 #define FOLLOW_MS       60000       /* generous: Sentinel demotes a live master after ~10 s */
 #define LIMIT           5
