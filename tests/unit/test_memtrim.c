@@ -2,9 +2,9 @@
 /*
  * Unit: daemon/memtrim.c, when memory goes back to the kernel after a flood.
  * malloc_trim() is a fake (-Wl,--wrap=malloc_trim) that counts the trims
- * its thread makes: none while what connections hold grows or falls a
- * little, trims on every tick once it fell by MEMTRIM_BYTES, until it has
- * not fallen for MEMTRIM_TICKS ticks.
+ * its thread makes: none while what the process holds is what connections
+ * hold, one once it keeps MEMTRIM_BYTES more than that, and the next only
+ * after MEMTRIM_BYTES more again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,40 +34,47 @@ static unsigned trims_now(void)
     return __atomic_load_n(&trims, __ATOMIC_ACQUIRE);
 }
 
-/* A tick with @held; then whether the thread trimmed: it must within 5 s
- * when @want, and must not have 50 ms later when not (the fake is counted
- * at once, so a late trim could only make this pass wrongly, never fail). */
-static void tick(struct memtrim *m, uint64_t held, bool want)
+/* A tick with @anon and @held; then whether the thread trimmed: it must
+ * within 5 s when @want, and must not have 50 ms later when not (the fake
+ * is counted at once, so a late trim could only make this pass wrongly,
+ * never fail); then that it is done. */
+static void tick(struct memtrim *m, uint64_t anon, uint64_t held, bool want)
 {
     unsigned before = trims_now();
     struct timespec ms = { 0, 1000000 };
 
-    memtrim_tick(m, held);
+    memtrim_tick(m, anon, held);
     for (int i = 0; i < (want ? 5000 : 50) && trims_now() == before; i++)
         nanosleep(&ms, NULL);
     if (want)
         assert_int_equal(trims_now(), before + 1);
     else
         assert_int_equal(trims_now(), before);
+    /* The thread marks the trim done after making it. */
+    for (int i = 0; i < 5000 && memtrim_busy(m); i++)
+        nanosleep(&ms, NULL);
+    assert_false(memtrim_busy(m));
 }
 
-static void test_memtrim_after_a_fall(void **state)
+static void test_memtrim_kept_memory(void **state)
 {
     struct memtrim *m = NULL;
 
     (void)state;
     assert_int_equal(memtrim_new(&m), 0);
-    tick(m, 10 * MIB, false);
-    tick(m, 100 * MIB, false);
-    tick(m, 90 * MIB, false);           /* 10 MiB: not enough */
-    tick(m, 60 * MIB, true);            /* 40 MiB below the high */
-    tick(m, 50 * MIB, true);            /* still falling */
-    tick(m, 50 * MIB, true);            /* quiet 1 */
-    tick(m, 51 * MIB, true);            /* quiet 2 */
-    tick(m, 51 * MIB, false);           /* quiet 3: done */
-    tick(m, 40 * MIB, false);           /* 20 MiB below 60: not enough */
-    tick(m, 20 * MIB, true);            /* 40 MiB below it */
+    assert_true(memtrim_anon(m) > 0);
+    tick(m, 20 * MIB, 0, false);
+    /* A flood: connections hold what the process grew by. */
+    tick(m, 100 * MIB, 80 * MIB, false);
+    tick(m, 150 * MIB, 140 * MIB, false);       /* kept 10 MiB: the least so far */
+    /* They close; malloc keeps their memory. */
+    tick(m, 150 * MIB, 100 * MIB, true);        /* kept 50: 40 above the least */
+    tick(m, 60 * MIB, 0, false);                /* after the trim: 60 kept, in use */
+    tick(m, 80 * MIB, 0, false);                /* 20 more: not enough */
+    tick(m, 92 * MIB, 0, true);                 /* 32 more */
+    tick(m, 0, 0, false);                       /* statm unreadable: nothing */
     memtrim_free(m);
+    memtrim_free(NULL);
 }
 
 static void test_memtrim_growth_never_trims(void **state)
@@ -76,16 +83,16 @@ static void test_memtrim_growth_never_trims(void **state)
 
     (void)state;
     assert_int_equal(memtrim_new(&m), 0);
+    /* Everything the process grows by, connections hold. */
     for (uint64_t held = 0; held < 512 * MIB; held += 31 * MIB)
-        tick(m, held, false);
+        tick(m, 20 * MIB + held, held, false);
     memtrim_free(m);
-    memtrim_free(NULL);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_memtrim_after_a_fall),
+        cmocka_unit_test(test_memtrim_kept_memory),
         cmocka_unit_test(test_memtrim_growth_never_trims),
     };
 
