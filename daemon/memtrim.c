@@ -18,9 +18,11 @@
  * free, 2 of 11 RESP floods kept 46-54 MB after the trim; fixed at the
  * values glibc reaches at start, 0 of 6 (35-38 MB).
  *
- * The trigger is measured, not estimated: connections of a flood close over
- * many ticks (timeouts), so a fall of what they hold is no sign; what the
- * process holds beyond them is.
+ * Two signs, either enough: what the process keeps beyond what connections
+ * hold grew (their memory was freed, malloc kept it: the sign when a
+ * flood's connections close over many ticks, timeouts, and never were all
+ * open at once), or what connections hold fell (the sign after a trim made
+ * while they were open, which took what they then used for kept memory).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +47,7 @@ struct memtrim {
     long page;
     /* The main thread's (memtrim_tick()): */
     uint64_t floor;             /* least @anon - @held since the last trim */
+    uint64_t high;              /* most @held since the last trim */
     bool fresh;                 /* no tick since the last trim (or the start) */
 };
 
@@ -162,8 +165,10 @@ void memtrim_tick(struct memtrim *m, uint64_t anon, uint64_t held)
     /* The first look after a trim: what is left is in use. */
     if (m->fresh || kept < m->floor)
         m->floor = kept;
+    if (m->fresh || held > m->high)
+        m->high = held;
     m->fresh = false;
-    if (kept - m->floor >= MEMTRIM_BYTES) {
+    if (kept - m->floor >= MEMTRIM_BYTES || m->high - held >= MEMTRIM_BYTES) {
         m->want = m->busy = true;
         m->fresh = true;
         pthread_cond_signal(&m->cond);

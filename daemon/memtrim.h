@@ -9,8 +9,8 @@
  * returns every free page.  It walks each arena under that arena's lock
  * and makes a system call per free chunk, so it runs on a thread of its own
  * (the main thread's tick, the heartbeat among it, never waits for it), and
- * only when malloc keeps MEMTRIM_BYTES more than what connections hold
- * accounts for.
+ * only once malloc keeps MEMTRIM_BYTES more than connections account for,
+ * or they hold MEMTRIM_BYTES less (memtrim_tick()).
  *
  * memtrim_anon() and memtrim_tick() are the main thread's; the thread
  * does the trimming.
@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MEMTRIM_BYTES   (32ull << 20)   /* kept unused before memory goes back */
+#define MEMTRIM_BYTES   (8ull << 20)    /* kept unused before memory goes back */
 #define MEMTRIM_MMAP    (4 << 20)       /* M_MMAP_THRESHOLD */
 #define MEMTRIM_TOP     (8 << 20)       /* M_TRIM_THRESHOLD */
 
@@ -55,9 +55,10 @@ uint64_t memtrim_anon(struct memtrim *m);
  * bytes connections hold now (admit_held()).  What @anon holds beyond
  * @held is what malloc keeps for everything else, the freed memory of
  * closed connections included: once that is MEMTRIM_BYTES above the least
- * it has been since the last trim, the thread trims.  What is left after a
- * trim is in use: the next trim waits for MEMTRIM_BYTES more.  While a trim
- * runs, ticks do nothing.
+ * it has been since the last trim, or @held MEMTRIM_BYTES below the most it
+ * has been, the thread trims.  What is left after a trim is in use: the
+ * next one waits for MEMTRIM_BYTES more.  While a trim runs, ticks do
+ * nothing.
  */
 void memtrim_tick(struct memtrim *m, uint64_t anon, uint64_t held);
 

@@ -3,8 +3,8 @@
  * Unit: daemon/memtrim.c, when memory goes back to the kernel after a flood.
  * malloc_trim() is a fake (-Wl,--wrap=malloc_trim) that counts the trims
  * its thread makes: none while what the process holds is what connections
- * hold, one once it keeps MEMTRIM_BYTES more than that, and the next only
- * after MEMTRIM_BYTES more again.
+ * hold, one once it keeps MEMTRIM_BYTES more than that or connections hold
+ * MEMTRIM_BYTES less, and the next only after MEMTRIM_BYTES more again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,8 +15,6 @@
 #include <cmocka.h>
 
 #include "daemon/memtrim.h"
-
-#define MIB (1ull << 20)
 
 int __wrap_malloc_trim(size_t pad);
 
@@ -58,20 +56,28 @@ static void tick(struct memtrim *m, uint64_t anon, uint64_t held, bool want)
 
 static void test_memtrim_kept_memory(void **state)
 {
+    const uint64_t t = MEMTRIM_BYTES, h = MEMTRIM_BYTES / 2;
     struct memtrim *m = NULL;
 
     (void)state;
     assert_int_equal(memtrim_new(&m), 0);
     assert_true(memtrim_anon(m) > 0);
-    tick(m, 20 * MIB, 0, false);
+    tick(m, t, 0, false);
     /* A flood: connections hold what the process grew by. */
-    tick(m, 100 * MIB, 80 * MIB, false);
-    tick(m, 150 * MIB, 140 * MIB, false);       /* kept 10 MiB: the least so far */
-    /* They close; malloc keeps their memory. */
-    tick(m, 150 * MIB, 100 * MIB, true);        /* kept 50: 40 above the least */
-    tick(m, 60 * MIB, 0, false);                /* after the trim: 60 kept, in use */
-    tick(m, 80 * MIB, 0, false);                /* 20 more: not enough */
-    tick(m, 92 * MIB, 0, true);                 /* 32 more */
+    tick(m, 6 * t, 5 * t, false);
+    tick(m, 9 * t, 8 * t + h, false);           /* kept t/2: the least so far */
+    /* Some close; malloc keeps their memory (what they hold has not fallen
+     * by MEMTRIM_BYTES: the kept memory is the sign). */
+    tick(m, 9 * t, 8 * t, false);
+    tick(m, 10 * t, 8 * t + h, true);           /* kept 3t/2: t above the least */
+    tick(m, 4 * t, 0, false);                   /* after the trim: 4t kept, in use */
+    tick(m, 4 * t + h, 0, false);
+    tick(m, 5 * t, 0, true);                    /* t more */
+    /* A trim while connections are open takes what they use for kept; when
+     * they close, what they held falling is the sign. */
+    tick(m, 12 * t, 6 * t, false);              /* (after the trim: kept 6t) */
+    tick(m, 13 * t, 7 * t, false);
+    tick(m, 10 * t, 5 * t + h, true);           /* kept less; held 3t/2 below its most */
     tick(m, 0, 0, false);                       /* statm unreadable: nothing */
     memtrim_free(m);
     memtrim_free(NULL);
@@ -79,13 +85,14 @@ static void test_memtrim_kept_memory(void **state)
 
 static void test_memtrim_growth_never_trims(void **state)
 {
+    const uint64_t t = MEMTRIM_BYTES;
     struct memtrim *m = NULL;
 
     (void)state;
     assert_int_equal(memtrim_new(&m), 0);
     /* Everything the process grows by, connections hold. */
-    for (uint64_t held = 0; held < 512 * MIB; held += 31 * MIB)
-        tick(m, 20 * MIB + held, held, false);
+    for (uint64_t held = 0; held < 32 * t; held += t - 1)
+        tick(m, t + held, held, false);
     memtrim_free(m);
 }
 
