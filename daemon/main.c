@@ -28,6 +28,7 @@
 #include "fastrules.h"
 #include "lock.h"
 #include "log.h"
+#include "memtrim.h"
 #include "metrics.h"
 #include "notify.h"
 #include "reload.h"
@@ -391,6 +392,7 @@ int main(int argc, char **argv)
         return 2;
     log_init(a.syslog ? LOG_TARGET_SYSLOG : LOG_TARGET_STDERR, a.debug);
     signal(SIGPIPE, SIG_IGN);
+    memtrim_init();
 
     diag = malloc(sizeof(*diag));
     if (!diag) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memtrim: malloc_trim() on a thread of its own, when connections' memory
- * fell (see memtrim.h).
+ * memtrim: malloc_trim() on a thread of its own, when malloc keeps memory
+ * nothing accounts for (see memtrim.h).
  *
  * Measured with tests/integration/test_rls_flood.c (4,000 connections, 2
  * workers): with nothing done, VmRSS stays at 92-104 MB after every
@@ -10,13 +10,29 @@
  * heap, where those would act); malloc_trim(0), 36-47 MB.  M_TRIM_THRESHOLD
  * with malloc_trim() saves 4 MB more but fixes the mmap threshold too, so
  * every allocation over 128 KiB would be an mmap(): not worth it.
+ *
+ * The thresholds are fixed (memtrim_init()) because glibc's own move: one
+ * 4 MiB block freed at start already sets the trim threshold to 8 MiB, and
+ * a later, larger one can raise it further; a worker's heap top below it is
+ * kept, and malloc_trim() does not trim a thread arena's top.  With them
+ * free, 2 of 11 RESP floods kept 46-54 MB after the trim; fixed at the
+ * values glibc reaches at start, 0 of 6 (35-38 MB).
+ *
+ * Two signs, either enough: what the process keeps beyond what connections
+ * hold grew (their memory was freed, malloc kept it: the sign when a
+ * flood's connections close over many ticks, timeouts, and never were all
+ * open at once), or what connections hold fell (the sign after a trim made
+ * while they were open, which took what they then used for kept memory).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "memtrim.h"
 
@@ -25,13 +41,21 @@ struct memtrim {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool want;                  /* a trim is asked for (under lock) */
-    bool stop;                  /* ... the thread ends (under lock) */
+    bool busy;                  /* ... or running (under lock) */
+    bool stop;                  /* the thread ends (under lock) */
+    int statm;                  /* /proc/self/statm */
+    long page;
     /* The main thread's (memtrim_tick()): */
-    uint64_t high;              /* highest @held since the last fall */
-    uint64_t last;              /* @held at the last tick */
-    unsigned quiet;             /* ticks since @held last fell, while trimming */
-    bool trimming;              /* a fall was seen: each tick trims */
+    uint64_t floor;             /* least @anon - @held since the last trim */
+    uint64_t high;              /* most @held since the last trim */
+    bool fresh;                 /* no tick since the last trim (or the start) */
 };
+
+void memtrim_init(void)
+{
+    mallopt(M_MMAP_THRESHOLD, MEMTRIM_MMAP);
+    mallopt(M_TRIM_THRESHOLD, MEMTRIM_TOP);
+}
 
 static void *memtrim_main(void *arg)
 {
@@ -47,6 +71,7 @@ static void *memtrim_main(void *arg)
         pthread_mutex_unlock(&m->lock);
         malloc_trim(0);
         pthread_mutex_lock(&m->lock);
+        m->busy = false;
     }
     pthread_mutex_unlock(&m->lock);
     return NULL;
@@ -60,6 +85,14 @@ int memtrim_new(struct memtrim **ret)
 
     if (!m)
         return -ENOMEM;
+    m->fresh = true;
+    m->page = sysconf(_SC_PAGESIZE);
+    m->statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (m->statm < 0) {
+        r = -errno;
+        free(m);
+        return r;
+    }
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->cond, NULL);
     /* Signals are the main thread's. */
@@ -70,6 +103,7 @@ int memtrim_new(struct memtrim **ret)
     if (r < 0) {
         pthread_cond_destroy(&m->cond);
         pthread_mutex_destroy(&m->lock);
+        close(m->statm);
         free(m);
         return r;
     }
@@ -88,27 +122,56 @@ void memtrim_free(struct memtrim *m)
     pthread_join(m->thread, NULL);
     pthread_cond_destroy(&m->cond);
     pthread_mutex_destroy(&m->lock);
+    close(m->statm);
     free(m);
 }
 
-void memtrim_tick(struct memtrim *m, uint64_t held)
+bool memtrim_busy(struct memtrim *m)
 {
-    if (held > m->high)
-        m->high = held;
-    if (m->high - held >= MEMTRIM_BYTES) {
-        m->high = held;
-        m->trimming = true;
-        m->quiet = 0;
-    } else if (m->trimming && held < m->last) {
-        m->quiet = 0;
-    } else if (m->trimming && ++m->quiet >= MEMTRIM_TICKS) {
-        m->trimming = false;
-    }
-    m->last = held;
-    if (!m->trimming)
+    bool busy;
+
+    pthread_mutex_lock(&m->lock);
+    busy = m->busy;
+    pthread_mutex_unlock(&m->lock);
+    return busy;
+}
+
+uint64_t memtrim_anon(struct memtrim *m)
+{
+    unsigned long long size, resident, shared;
+    char buf[128];
+    ssize_t n = pread(m->statm, buf, sizeof(buf) - 1, 0);
+
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* "size resident shared ...", in pages; shared: file and shmem pages. */
+    if (sscanf(buf, "%llu %llu %llu", &size, &resident, &shared) != 3 || shared > resident)
+        return 0;
+    return (uint64_t)(resident - shared) * (uint64_t)m->page;
+}
+
+void memtrim_tick(struct memtrim *m, uint64_t anon, uint64_t held)
+{
+    uint64_t kept = anon > held ? anon - held : 0;
+
+    if (!anon)
         return;
     pthread_mutex_lock(&m->lock);
-    m->want = true;
-    pthread_cond_signal(&m->cond);
+    if (m->busy) {
+        pthread_mutex_unlock(&m->lock);
+        return;
+    }
+    /* The first look after a trim: what is left is in use. */
+    if (m->fresh || kept < m->floor)
+        m->floor = kept;
+    if (m->fresh || held > m->high)
+        m->high = held;
+    m->fresh = false;
+    if (kept - m->floor >= MEMTRIM_BYTES || m->high - held >= MEMTRIM_BYTES) {
+        m->want = m->busy = true;
+        m->fresh = true;
+        pthread_cond_signal(&m->cond);
+    }
     pthread_mutex_unlock(&m->lock);
 }

@@ -255,7 +255,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     publish(s, now);
     /* What a flood of connections left in malloc's free lists goes back to
      * the kernel (docs/daemon.md "Memory after a flood"). */
-    memtrim_tick(s->trim, admit_held(s->admit));
+    memtrim_tick(s->trim, memtrim_anon(s->trim), admit_held(s->admit));
     if (secs % every == 0) {
         table_sweep(s->o.fast, now);
         table_sweep(s->o.priv, now);
