@@ -340,7 +340,7 @@ static void flood_measure(struct harness_daemon *d, struct flood *f, const char 
 {
     struct harness_conn *root;
     long long base, rss, peak = 0, after = -1, left = -1, over = -1, paused = -1, want;
-    uint64_t end = 0, t0, settled;
+    uint64_t end = 0, t0, settled, ping, slowest = 0;
 
     CHECK(harness_connect(d, HARNESS_UNIX, &root));
     EXPECT_REPLY(root, "PING", "OK pong");
@@ -360,7 +360,11 @@ static void flood_measure(struct harness_daemon *d, struct flood *f, const char 
         }
         if (!harness_alive(d))
             fail_msg("%s: divvyd died (VmRSS %lld kB at most)", what, peak);
+        ping = harness_now_ms();
         EXPECT_REPLY(root, "PING", "OK pong");
+        ping = harness_now_ms() - ping;
+        if (ping > slowest)
+            slowest = ping;
         if (!writing && !end)
             end = harness_now_ms() + 3000;
         if (end && harness_now_ms() > end)
@@ -387,8 +391,9 @@ static void flood_measure(struct harness_daemon *d, struct flood *f, const char 
     harness_get_stat(root, "output_paused", &paused);
     fprintf(stderr, "  %s: %lld connections, %lld MB written; VmRSS %lld kB before, %lld kB "
             "at most, %lld kB %llu ms after; %lld closed_input_limit, %lld output_paused, "
-            "%lld TCP connections left\n", what, f->opened, f->written >> 20, base, peak,
-            after, (unsigned long long)settled, over, paused, left);
+            "%lld TCP connections left; root's slowest PING %llu ms\n", what, f->opened,
+            f->written >> 20, base, peak, after, (unsigned long long)settled, over, paused,
+            left, (unsigned long long)slowest);
     if (left != 0)
         fail_msg("%s: %lld connections still open %d s after the flood", what, left,
                  SETTLE_MS / 1000);
