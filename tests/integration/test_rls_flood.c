@@ -17,11 +17,9 @@
  * header block encoded once with nghttp2's HPACK deflater, DATA), so a
  * flood costs the child one template shared by every connection.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -178,19 +176,15 @@ struct flood {
     long long opened, written;              /* the child's report */
 };
 
+/* A non-blocking TCP connection to @port from 127.0.0.<2 + @src>, or -errno. */
 static int flood_connect(unsigned src, int port)
 {
-    struct sockaddr_in from = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char from[32];
+    int fd;
 
-    if (fd < 0)
-        return -errno;
-    from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 2 + src);    /* 127.0.0.2, ... */
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    to.sin_port = htons((uint16_t)port);
-    if (bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0 ||
-        connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 ||
-        fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+    snprintf(from, sizeof(from), "127.0.0.%u", 2 + src);
+    fd = harness_tcp_fd_from(from, port);
+    if (fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
         int r = -errno;
 
         close(fd);
