@@ -36,8 +36,8 @@ struct memtrim;
  */
 void memtrim_init(void);
 
-/* Starts the trimming thread (signals blocked).  -ENOMEM, -EAGAIN, or
- * open()'s error for /proc/self/statm. */
+/* Starts the trimming thread (signals blocked).  -ENOMEM, -EAGAIN.  Without
+ * a readable /proc/self/statm it starts, and never trims. */
 int memtrim_new(struct memtrim **ret);
 
 /* Stops and joins the thread (after a trim in progress), frees.  NULL-safe. */

@@ -17,11 +17,9 @@
  * header block encoded once with nghttp2's HPACK deflater, DATA), so a
  * flood costs the child one template shared by every connection.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -176,21 +174,18 @@ struct flood {
     int report[2];
     pid_t pid;
     long long opened, written;              /* the child's report */
+    long long most;             /* most TCP connections divvyd had open at once (sampled) */
 };
 
+/* A non-blocking TCP connection to @port from 127.0.0.<2 + @src>, or -errno. */
 static int flood_connect(unsigned src, int port)
 {
-    struct sockaddr_in from = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char from[32];
+    int fd;
 
-    if (fd < 0)
-        return -errno;
-    from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 2 + src);    /* 127.0.0.2, ... */
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    to.sin_port = htons((uint16_t)port);
-    if (bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0 ||
-        connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 ||
-        fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+    snprintf(from, sizeof(from), "127.0.0.%u", 2 + src);
+    fd = harness_tcp_fd_from(from, port);
+    if (fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
         int r = -errno;
 
         close(fd);
@@ -340,7 +335,7 @@ static void flood_measure(struct harness_daemon *d, struct flood *f, const char 
 {
     struct harness_conn *root;
     long long base, rss, peak = 0, after = -1, left = -1, over = -1, paused = -1, want;
-    uint64_t end = 0, t0, settled;
+    uint64_t end = 0, t0, settled, ping, slowest = 0;
 
     CHECK(harness_connect(d, HARNESS_UNIX, &root));
     EXPECT_REPLY(root, "PING", "OK pong");
@@ -360,7 +355,14 @@ static void flood_measure(struct harness_daemon *d, struct flood *f, const char 
         }
         if (!harness_alive(d))
             fail_msg("%s: divvyd died (VmRSS %lld kB at most)", what, peak);
+        ping = harness_now_ms();
         EXPECT_REPLY(root, "PING", "OK pong");
+        ping = harness_now_ms() - ping;
+        CHECK(harness_get_stat(root, "connections_tcp", &left));
+        if (left > f->most)
+            f->most = left;
+        if (ping > slowest)
+            slowest = ping;
         if (!writing && !end)
             end = harness_now_ms() + 3000;
         if (end && harness_now_ms() > end)
@@ -372,6 +374,7 @@ static void flood_measure(struct harness_daemon *d, struct flood *f, const char 
     /* Once divvyd has closed them all (some it was not reading notice by a
      * timeout), VmRSS must come down: measured before that, it could pass
      * while their memory is still held. */
+    left = -1;
     settled = harness_now_ms();
     for (uint64_t limit = settled + SETTLE_MS; harness_now_ms() < limit; harness_pause_ms(250)) {
         if (left != 0)
@@ -387,8 +390,9 @@ static void flood_measure(struct harness_daemon *d, struct flood *f, const char 
     harness_get_stat(root, "output_paused", &paused);
     fprintf(stderr, "  %s: %lld connections, %lld MB written; VmRSS %lld kB before, %lld kB "
             "at most, %lld kB %llu ms after; %lld closed_input_limit, %lld output_paused, "
-            "%lld TCP connections left\n", what, f->opened, f->written >> 20, base, peak,
-            after, (unsigned long long)settled, over, paused, left);
+            "%lld TCP connections at most, %lld left; root's slowest PING %llu ms\n", what,
+            f->opened, f->written >> 20, base, peak, after, (unsigned long long)settled, over,
+            paused, f->most, left, (unsigned long long)slowest);
     if (left != 0)
         fail_msg("%s: %lld connections still open %d s after the flood", what, left,
                  SETTLE_MS / 1000);
@@ -399,13 +403,17 @@ static void flood_measure(struct harness_daemon *d, struct flood *f, const char 
     harness_close(root);
 }
 
-/* Floods @port with @t from every connection, as FLOOD_UID. */
-static void flood_run(struct harness_daemon *d, int port, const struct buf *t, const char *what)
+/* Floods @port with @t from every connection, as FLOOD_UID; divvyd must have
+ * held at least @held of them open at once (the flood is what it says). */
+static void flood_run(struct harness_daemon *d, int port, const struct buf *t, const char *what,
+                      long long held)
 {
     struct flood f = { .uid = FLOOD_UID, .n_src = N_SRC, .per_src = PER_SRC, .port = port,
                        .tmpl = t->p, .tmpl_len = t->len };
 
     flood_measure(d, &f, what);
+    if (f.most < held)
+        fail_msg("%s: divvyd had %lld connections open at most, want %lld", what, f.most, held);
 }
 
 /* ---- item 2: RLS --------------------------------------------------------------------- */
@@ -431,7 +439,7 @@ static void test_rls_flood_bodies(void **state)
         skip();
     d = start_flooded(rls_listen(&port), false, NULL);
     rls_template(&t, STREAMS, BODY);
-    flood_run(d, port, &t, "RLS bodies");
+    flood_run(d, port, &t, "RLS bodies", 3 * N_SRC * PER_SRC / 4);
     free(t.p);
 }
 
@@ -462,19 +470,20 @@ static void test_rls_flood_headers(void **state)
     frame(&t, NGHTTP2_CONTINUATION, 0, 1, block, BODY);
     frame(&t, NGHTTP2_CONTINUATION, 0, 1, block, BODY);
     free(block);
-    flood_run(d, port, &t, "RLS header fields");
+    flood_run(d, port, &t, "RLS header fields", 0);
     free(t.p);
 }
 
 /* ---- item 2: RESP -------------------------------------------------------------------- */
 
-/* A command of 128 arguments whose first bulk string is never completed. */
+/* A command of 128 arguments whose first bulk string (as long as one may
+ * be) is never completed: each connection holds it, answered nothing. */
 static void test_resp_flood_arguments(void **state)
 {
-    static const char head[] = "*128\r\n$7900\r\n";
+    static const char head[] = "*128\r\n$4096\r\n";
     struct harness_daemon *d;
     struct buf t = { 0 };
-    uint8_t part[7000];
+    uint8_t part[4000];
 
     (void)state;
     if (geteuid() != 0)
@@ -483,7 +492,7 @@ static void test_resp_flood_arguments(void **state)
     memset(part, 'a', sizeof(part));
     buf_put(&t, head, sizeof(head) - 1);
     buf_put(&t, part, sizeof(part));
-    flood_run(d, d->resp_port, &t, "RESP arguments");
+    flood_run(d, d->resp_port, &t, "RESP arguments", 3 * N_SRC * PER_SRC / 4);
     free(t.p);
 }
 

@@ -62,7 +62,7 @@ static void test_memtrim_kept_memory(void **state)
     (void)state;
     assert_int_equal(memtrim_new(&m), 0);
     assert_true(memtrim_anon(m) > 0);
-    tick(m, t, 0, false);
+    tick(m, h, 0, false);
     /* A flood: connections hold what the process grew by. */
     tick(m, 6 * t, 5 * t, false);
     tick(m, 9 * t, 8 * t + h, false);           /* kept t/2: the least so far */
@@ -96,11 +96,25 @@ static void test_memtrim_growth_never_trims(void **state)
     memtrim_free(m);
 }
 
+/* Connections that came and went before the first tick: what they left is
+ * measured against the start, not taken for memory in use. */
+static void test_memtrim_flood_before_first_tick(void **state)
+{
+    const uint64_t t = MEMTRIM_BYTES;
+    struct memtrim *m = NULL;
+
+    (void)state;
+    assert_int_equal(memtrim_new(&m), 0);
+    tick(m, memtrim_anon(m) + 3 * t, 0, true);
+    memtrim_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memtrim_kept_memory),
         cmocka_unit_test(test_memtrim_growth_never_trims),
+        cmocka_unit_test(test_memtrim_flood_before_first_tick),
     };
 
     return cmocka_run_group_tests_name("memtrim", tests, NULL, NULL);
