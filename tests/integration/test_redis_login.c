@@ -103,7 +103,8 @@ static void test_login_lease_explicit_is_an_error(void **state)
         "store = { mode = \"strict\"; };\n"
         "rules = (\n"
         "  { match = { event = \"authfail\"; user = \"*\"; }; actor = \"user\";\n"
-        "    credit_limit = 5; reset_seconds = 900; source = \"privileged\"; store = \"lease\"; },\n"
+        "    credit_limit = 5; reset_seconds = 900; source = \"privileged\";\n"
+        "    store = \"lease\"; },\n"
         "  { default = true; credit_limit = 100; reset_seconds = 60; }\n"
         ");\n";
     struct harness_opts o = { .config_text = "rules = ({ default = true; credit_limit = 1; "

@@ -23,62 +23,7 @@
 
 #include "config.h"
 #include "rules.h"
-
-static char tmpdir[64];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    unsetenv("REDIS_HOST");
-    unsetenv("REDIS_PORT");
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/divvy-fleetcfg-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    char path[128];
-
-    (void)state;
-    for (const char *const *e = (const char *const[]){ "conf", "ini", "json", NULL }; *e; e++) {
-        snprintf(path, sizeof(path), "%s/c.%s", tmpdir, *e);
-        unlink(path);
-    }
-    rmdir(tmpdir);
-    return 0;
-}
-
-/* Loads @text as c.@ext; the config, or NULL with the problems in @d. */
-static struct config *load(const char *ext, const char *text, struct diag *d)
-{
-    struct config *cfg = NULL;
-    char path[128];
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/c.%s", tmpdir, ext);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    diag_init(d);
-    if (config_load(path, &cfg, d) < 0)
-        return NULL;
-    return cfg;
-}
-
-static struct config *load_ok(const char *ext, const char *text)
-{
-    struct diag d;
-    struct config *cfg = load(ext, text, &d);
-    char msg[1024];
-
-    for (size_t i = 0; i < d.n; i++) {
-        diag_format(&d, i, msg, sizeof(msg));
-        print_error("%s\n", msg);
-    }
-    assert_non_null(cfg);
-    return cfg;
-}
+#include "unit_config.h"
 
 /* The notes on @cfg (compiled here), joined by '\n' into @buf; how many. */
 static size_t notes(const struct config *cfg, char *buf, size_t size)
@@ -201,7 +146,8 @@ static void test_config_fleet_privileged_never_leased(void **state)
     static const char bad[] =
         "rules = (\n"
         "  { match = { event = \"authfail\"; user = \"*\"; }; actor = \"user\";\n"
-        "    credit_limit = 5; reset_seconds = 900; source = \"privileged\"; store = \"lease\"; },\n"
+        "    credit_limit = 5; reset_seconds = 900; source = \"privileged\";\n"
+        "    store = \"lease\"; },\n"
         "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
         ");\n";
     struct config *cfg;
