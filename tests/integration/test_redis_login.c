@@ -10,7 +10,8 @@
  * and after the 5th failure the user is locked on all three.  Under lease
  * a host that spent its last leased credit prefetched another, which Redis
  * counts as used, so the user was locked after three failures.  The login
- * rule runs strict instead, and each host says so in one warning line; an
+ * rule runs strict instead, and each host says so in one warning line (at
+ * start, and again at a reload); an
  * explicit store = "lease" on a login rule is an error at its file:line.
  */
 #include <stdio.h>
@@ -56,7 +57,8 @@ static void test_login_lease_three_hosts(void **state)
 {
     struct harness_daemon *d[HOSTS];
     struct redis_srv *rs = NULL;
-    char *conf, what[64];
+    struct harness_conn *c = NULL;
+    char *conf, what[64], reply[HARNESS_LINE];
 
     (void)state;
     CHECK(redis_start(&rs));
@@ -89,11 +91,20 @@ static void test_login_lease_three_hosts(void **state)
         if (rv != PAM_AUTH_ERR)
             fail_msg("after 5 failures host %d still lets the user try (%d)", h, rv);
     }
-    /* The rule runs strict, and each host said so once. */
+    /* The rule runs strict, and each host said so at start ... */
     for (int h = 0; h < HOSTS; h++) {
         assert_int_equal(harness_log_contains(d[h], NOTE), 1);
         assert_int_equal(harness_log_contains(d[h], "redis: unix:"), 1);
     }
+    /* ... and says so again at each reload. */
+    CHECK(harness_connect(d[0], HARNESS_UNIX, &c));
+    CHECK(harness_cmd(c, "RELOAD", reply, sizeof(reply)));
+    EXPECT_PREFIX(reply, "OK");
+    assert_int_equal(harness_log_contains(d[0], "reload (RELOAD by uid 0): /"), 1);
+    assert_int_equal(harness_log_contains(d[0], "divvy.conf:4: store.mode \"lease\" does not "
+                                                "apply to this source = \"privileged\" "
+                                                NOTE), 1);
+    harness_close(c);
 }
 
 /* store = "lease" written on a login rule: an error at the rule's line. */
