@@ -11,7 +11,7 @@
  * a host that spent its last leased credit prefetched another, which Redis
  * counts as used, so the user was locked after three failures.  The login
  * rule runs strict instead, and each host says so in one warning line (at
- * start, and again at a reload); an
+ * start, and again at a reload), as `divvyctl check` does; an
  * explicit store = "lease" on a login rule is an error at its file:line.
  */
 #include <stdio.h>
@@ -107,7 +107,8 @@ static void test_login_lease_three_hosts(void **state)
     harness_close(c);
 }
 
-/* store = "lease" written on a login rule: an error at the rule's line. */
+/* store = "lease" written on a login rule: an error at the rule's line;
+ * inherited, a warning from divvyctl check too. */
 static void test_login_lease_explicit_is_an_error(void **state)
 {
     static const char bad[] =
@@ -121,7 +122,8 @@ static void test_login_lease_explicit_is_an_error(void **state)
     struct harness_opts o = { .config_text = "rules = ({ default = true; credit_limit = 1; "
                                              "reset_seconds = 0; });\n" };
     struct harness_daemon *d = NULL;
-    char path[HARNESS_PATH + 16], want[HARNESS_PATH + 128], *err = harness_scratch(8192);
+    struct harness_ctl *ctl;
+    char path[HARNESS_PATH + 16], want[HARNESS_PATH + 256], *err = harness_scratch(8192);
     int status = 0;
     FILE *f;
 
@@ -141,6 +143,18 @@ static void test_login_lease_explicit_is_an_error(void **state)
     if (status == 0 || !strstr(err, want) || !strstr(err, "use store = \"strict\""))
         fail_msg("divvyd --check on a login rule with store = \"lease\": exit %d, stderr:\n%s",
                  status, err);
+
+    /* Inherited from store.mode: valid, and divvyctl check warns as divvyd logs. */
+    snprintf(path, sizeof(path), "%s/inherit.conf", d->dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "store = { mode = \"lease\"; };\nrules = (\n%s\n);\n", login_rules);
+    assert_int_equal(fclose(f), 0);
+    ctl = harness_ctl_run(false, NULL, 0, (const char *const[]){ "check", path, NULL });
+    snprintf(want, sizeof(want), "%s:3: warning: store.mode \"lease\" does not apply to this "
+             "source = \"privileged\" %s", path, NOTE);
+    if (!strstr(ctl->out, want))
+        fail_msg("divvyctl check: no \"%s\" in:\n%s", want, ctl->out);
 }
 
 int main(void)
