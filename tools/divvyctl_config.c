@@ -182,12 +182,10 @@ int cmd_check(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
             printf("%s: OK, %zu rules\n", argv[i], n_rules);
             /* As compilers print them, for editors: FILE:LINE: warning: text. */
             for (size_t k = 0; k < notes->n; k++) {
-                const struct diag_entry *e = &notes->e[k];
+                char line[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
 
-                if (e->line)
-                    printf("%s:%u: warning: %s\n", e->file, e->line, e->msg);
-                else
-                    printf("%s: warning: %s\n", e->file, e->msg);
+                diag_format_as(notes, k, "warning: ", line, sizeof(line));
+                printf("%s\n", line);
             }
         }
     }

@@ -11,8 +11,9 @@
  * a host that spent its last leased credit prefetched another, which Redis
  * counts as used, so the user was locked after three failures.  The login
  * rule runs strict instead, and each host says so in one warning line (at
- * start, and again at a reload), as `divvyctl check` does; an
- * explicit store = "lease" on a login rule is an error at its file:line.
+ * start, and again at a reload), as `divvyctl check` and `divvyd --check`
+ * do; an explicit store = "lease" on a login rule is an error at its
+ * file:line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +109,7 @@ static void test_login_lease_three_hosts(void **state)
 }
 
 /* store = "lease" written on a login rule: an error at the rule's line;
- * inherited, a warning from divvyctl check too. */
+ * inherited, a warning from divvyctl check and divvyd --check too. */
 static void test_login_lease_explicit_is_an_error(void **state)
 {
     static const char bad[] =
@@ -155,6 +156,10 @@ static void test_login_lease_explicit_is_an_error(void **state)
              "source = \"privileged\" %s", path, NOTE);
     if (!strstr(ctl->out, want))
         fail_msg("divvyctl check: no \"%s\" in:\n%s", want, ctl->out);
+    CHECK(harness_run_divvyd((const char *const[]){ "--check", "-c", path, NULL }, 20000,
+                             &status, err, 8192, NULL, 0));
+    if (status != 0 || !strstr(err, want))
+        fail_msg("divvyd --check: exit %d, no \"%s\" in:\n%s", status, want, err);
 }
 
 int main(void)
