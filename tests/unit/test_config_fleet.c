@@ -25,7 +25,8 @@
 #include "rules.h"
 #include "unit_config.h"
 
-/* The notes on @cfg (compiled here), joined by '\n' into @buf; how many. */
+/* The notes on @cfg (compiled here), as divvyctl check prints them
+ * ("FILE:LINE: warning: text"), joined by '\n' into @buf; how many. */
 static size_t notes(const struct config *cfg, char *buf, size_t size)
 {
     struct rules *rules = NULL;
@@ -38,7 +39,7 @@ static size_t notes(const struct config *cfg, char *buf, size_t size)
     assert_int_equal(n, d.n);
     buf[0] = '\0';
     for (size_t i = 0; i < d.n && len < size; i++) {
-        diag_format(&d, i, buf + len, size - len);
+        diag_format_as(&d, i, "warning: ", buf + len, size - len);
         len += strlen(buf + len);
         if (len + 1 < size) {
             buf[len++] = '\n';
@@ -99,8 +100,8 @@ static void test_config_fleet_divvy_env(void **state)
     assert_int_equal(cfg->rules.default_store, RULES_STORE_LOCAL);
     assert_false(cfg->metrics_divvy_names);
     assert_int_equal(notes(cfg, buf, sizeof(buf)), 1);
-    assert_non_null(strstr(buf, "c.conf: REDIS_HOST is set, but every rule's store is "
-                                "\"local\""));
+    assert_non_null(strstr(buf, "c.conf: warning: REDIS_HOST is set, but every rule's store "
+                                "is \"local\""));
     config_free(cfg);
     unsetenv("REDIS_HOST");
 
@@ -162,15 +163,16 @@ static void test_config_fleet_privileged_never_leased(void **state)
     assert_false(rules_spec_unleased(&cfg->rules, &cfg->rules.rules[2]));  /* never counts */
     /* One note for both counting login rules, at the first. */
     assert_int_equal(notes(cfg, buf, sizeof(buf)), 1);
-    assert_non_null(strstr(buf, "c.conf:3: store.mode \"lease\" does not apply to source = "
-                                "\"privileged\" (login) rules: this one and 1 more run "
-                                "\"strict\""));
+    assert_non_null(strstr(buf, "c.conf:3: warning: store.mode \"lease\" does not apply to "
+                                "source = \"privileged\" (login) rules: this one and 1 more "
+                                "run \"strict\""));
     config_free(cfg);
 
     cfg = load_ok("conf", one);
     assert_int_equal(notes(cfg, buf, sizeof(buf)), 1);
-    assert_non_null(strstr(buf, "c.conf:3: store.mode \"lease\" does not apply to this "
-                                "source = \"privileged\" (login) rule: it runs \"strict\""));
+    assert_non_null(strstr(buf, "c.conf:3: warning: store.mode \"lease\" does not apply to "
+                                "this source = \"privileged\" (login) rule: it runs "
+                                "\"strict\""));
     config_free(cfg);
 
     /* Written on the rule: an error at its line, in every format. */
@@ -211,9 +213,9 @@ static void test_config_fleet_native_redis_all_local(void **state)
     cfg = load_ok("conf", redis_local);
     assert_int_equal(cfg->redis.line, 3);
     assert_int_equal(notes(cfg, buf, sizeof(buf)), 1);
-    assert_non_null(strstr(buf, "c.conf:3: redis is configured, but every rule's store is "
-                                "\"local\": each host counts alone; set store.mode = "
-                                "\"strict\""));
+    assert_non_null(strstr(buf, "c.conf:3: warning: redis is configured, but every rule's "
+                                "store is \"local\": each host counts alone; set store.mode "
+                                "= \"strict\""));
     config_free(cfg);
     cfg = load_ok("conf", redis_one_strict);
     assert_int_equal(notes(cfg, buf, sizeof(buf)), 0);
