@@ -65,6 +65,7 @@ struct config_redis {
     char *master_name;          /* required with sentinels, refused without */
     char *sentinel_password;    /* NULL: no AUTH to the sentinels; or from the file below */
     char *sentinel_password_file;   /* NULL, or as written (like password_file) */
+    unsigned line;              /* of redis { } in the file; 0: none (the defaults) */
 };
 /* Admission defaults (docs/daemon.md "Admission"). */
 #define CONFIG_DEFAULT_TCP_CONNECTIONS      4096
@@ -136,7 +137,8 @@ struct config {
     char *metrics_listen;       /* Prometheus endpoint "tcp:HOST:PORT"; NULL: off */
     char *metrics_path;         /* NULL: "/metrics" */
     bool metrics_divvy_names;   /* metrics.names = "divvy": divvy's names and labels;
-                                 * default "prometheus" (docs/operations.md) */
+                                 * default "prometheus", "divvy" for a divvy .ini/.json
+                                 * (docs/operations.md) */
     bool metrics_privileged;    /* metrics.privileged: the privileged rules' series and
                                  * table in the exposition; default false (docs/operations.md
                                  * "What STATS and metrics reveal") */
@@ -153,9 +155,27 @@ struct config {
 /*
  * Loads @path.  On success *ret is a new config (config_free()); on failure
  * *ret is untouched and @reterr lists the problems.  -EINVAL (invalid
- * config), -ENOENT/-EACCES/... (cannot read), -ENOMEM.
+ * config), -ENOENT/-EACCES/... (cannot read), -ENOMEM.  A divvy .ini/.json
+ * config gets divvy's metric names, and store.mode "strict" while divvy's
+ * Redis environment is set (config_fleet_redis_env()), as Button's divvy
+ * keeps every counter in Redis (docs/config.md "Across hosts").
  */
 int config_load(const char *path, struct config **ret, struct diag *reterr);
+
+/* "REDIS_HOST" or "REDIS_PORT" when that variable of divvy's is set and not
+ * empty in the environment, else NULL. */
+const char *config_fleet_redis_env(void);
+
+/*
+ * Notes on a valid config @cfg and its compiled @rules (NULL: only the
+ * first kind), one "file:line: text" each into @ret, for the daemon to log
+ * as warnings at every load: source = "privileged" rules that run "strict"
+ * because store.mode "lease" never applies to them (one note for all), and
+ * a native config that configures Redis (redis { }, or divvy's REDIS_HOST /
+ * REDIS_PORT) while every rule is local.  Returns how many were added.
+ */
+size_t config_fleet_notes(const struct config *cfg, const struct rules *rules,
+                          struct diag *ret);
 
 /*
  * A change to include_dir's drop-ins, seen by config_load_edit() as if it

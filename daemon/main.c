@@ -411,6 +411,15 @@ int main(int argc, char **argv)
     }
     if (a.check) {
         printf("%s: OK, %zu rules\n", a.config, rules_count(rules));
+        /* What a start would log as warnings (config_fleet_notes()), as divvyctl check. */
+        diag_init(diag);
+        config_fleet_notes(cfg, rules, diag);
+        for (size_t i = 0; i < diag->n; i++) {
+            char line[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
+
+            diag_format_as(diag, i, "warning: ", line, sizeof(line));
+            printf("%s\n", line);
+        }
         status = 0;
         goto out;
     }

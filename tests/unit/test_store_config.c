@@ -20,61 +20,7 @@
 
 #include "config.h"
 #include "rules.h"
-
-static char tmpdir[64];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/divvy-storecfg-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    char path[128];
-
-    (void)state;
-    for (const char *const *e = (const char *const[]){ "conf", "ini", "json", "out", NULL };
-         *e; e++) {
-        snprintf(path, sizeof(path), "%s/c.%s", tmpdir, *e);
-        unlink(path);
-    }
-    rmdir(tmpdir);
-    return 0;
-}
-
-/* Loads @text as c.@ext; returns the config or NULL with the problems in @d. */
-static struct config *load(const char *ext, const char *text, struct diag *d)
-{
-    struct config *cfg = NULL;
-    char path[128];
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/c.%s", tmpdir, ext);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    diag_init(d);
-    if (config_load(path, &cfg, d) < 0)
-        return NULL;
-    return cfg;
-}
-
-static struct config *load_ok(const char *ext, const char *text)
-{
-    struct diag d;
-    struct config *cfg = load(ext, text, &d);
-    char msg[1024];
-
-    for (size_t i = 0; i < d.n; i++) {
-        diag_format(&d, i, msg, sizeof(msg));
-        print_error("%s\n", msg);
-    }
-    assert_non_null(cfg);
-    return cfg;
-}
+#include "unit_config.h"
 
 /* Fails unless loading @text is refused with a message containing @want. */
 static void expect_error(const char *ext, const char *text, const char *want)
