@@ -118,6 +118,17 @@ static char *conf_redis(const struct redis_srv *rs, const char *mode, const char
     return text;
 }
 
+/* conf_redis() with a metrics endpoint on @port. */
+static char *conf_metrics(const struct redis_srv *rs, const char *on_error, int port)
+{
+    char *inner = conf_redis(rs, "strict", on_error, NULL), *text;
+
+    if (asprintf(&text, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", port, inner) < 0)
+        fail();
+    free(inner);
+    return text;
+}
+
 /* ---- durable without Redis ---------------------------------------------------------------- */
 
 static void test_resp_adhoc_store_restart_keeps_buckets(void **state)
@@ -338,9 +349,7 @@ static void test_resp_adhoc_store_metrics(void **state)
 
     (void)state;
     CHECK(redis_start(&rs));
-    if (asprintf(&conf, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", mport,
-                 conf_redis(rs, "strict", "local", NULL)) < 0)
-        fail();
+    conf = conf_metrics(rs, "local", mport);
     d = start(conf);
     free(conf);
     c = resp(d);
@@ -374,9 +383,7 @@ static void check_down(const char *policy, long long first, long long second, in
     long long v[5];
 
     CHECK(redis_start(&rs));
-    if (asprintf(&conf, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", mport,
-                 conf_redis(rs, "strict", policy, NULL)) < 0)
-        fail();
+    conf = conf_metrics(rs, policy, mport);
     d = start(conf);
     free(conf);
     c = resp(d);
