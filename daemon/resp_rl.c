@@ -295,9 +295,11 @@ static void rl_decide(struct conn *c, const struct rl_call *call, const char *na
 {
     struct worker *w = c->w;
     char buf[RL_REPLY_MAX];
-    bool redis = w->s->o.adhoc_redis && w->sc;
+    bool redis = w->s->o.adhoc_redis;
 
-    if (redis && !store_breaker_open(w->s->o.store) && rl_send(c, call, name, len) == 0)
+    /* While the breaker is open nothing waits: the policy answers at once. */
+    if (redis && w->sc && !store_breaker_open(w->s->o.store) &&
+        rl_send(c, call, name, len) == 0)
         return;
     rl_out(c, buf, redis ? rl_fallback(w, call, name, len, buf, sizeof(buf))
                          : rl_local(w, call, name, len, false, buf, sizeof(buf)));

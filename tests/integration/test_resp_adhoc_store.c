@@ -208,31 +208,31 @@ static void check_at_ahead(struct harness_daemon *d)
     redisFree(b);
 }
 
-static void test_resp_adhoc_store_at_now_refills(void **state)
+/* @check on a divvyd without Redis. */
+static void on_local(void (*check)(struct harness_daemon *d))
 {
     struct harness_daemon *d = start(NULL);
 
-    (void)state;
-    check_at_now(d);
+    check(d);
     harness_free(d);
+}
+
+static void test_resp_adhoc_store_at_now_refills(void **state)
+{
+    (void)state;
+    on_local(check_at_now);
 }
 
 static void test_resp_adhoc_store_at_ms(void **state)
 {
-    struct harness_daemon *d = start(NULL);
-
     (void)state;
-    check_at_ms(d);
-    harness_free(d);
+    on_local(check_at_ms);
 }
 
 static void test_resp_adhoc_store_at_ahead(void **state)
 {
-    struct harness_daemon *d = start(NULL);
-
     (void)state;
-    check_at_ahead(d);
-    harness_free(d);
+    on_local(check_at_ahead);
 }
 
 static void test_resp_adhoc_store_clock_redis(void **state)
