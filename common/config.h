@@ -31,6 +31,13 @@ enum config_full_policy {
 
 enum config_format { CONFIG_FORMAT_LIBCONFIG = 0, CONFIG_FORMAT_INI, CONFIG_FORMAT_JSON };
 
+/* store.adhoc: where RESP's ad-hoc buckets live (docs/resp.md). */
+enum config_adhoc_store {
+    CONFIG_ADHOC_AUTO = 0,      /* in Redis when some rule is (store.mode / a rule's store) */
+    CONFIG_ADHOC_LOCAL,         /* this host's table, saved in the state dir */
+    CONFIG_ADHOC_REDIS,         /* in Redis */
+};
+
 /* store.on_redis_error (docs/redis.md "Failure"). */
 enum config_redis_error {
     CONFIG_REDIS_ERROR_LOCAL = 0,   /* decide from the host table alone */
@@ -133,6 +140,7 @@ struct config {
 
     /* store { }: the mode itself is rules.default_store (rules carry it). */
     enum config_redis_error on_redis_error;     /* default local */
+    enum config_adhoc_store adhoc_store;        /* store.adhoc; default auto */
     /* metrics { } and statsd { } (docs/operations.md): read at start only. */
     char *metrics_listen;       /* Prometheus endpoint "tcp:HOST:PORT"; NULL: off */
     char *metrics_path;         /* NULL: "/metrics" */
