@@ -78,50 +78,74 @@
     "if used > limit then v = string.format('%.0f', used) .. '.5' end\n"             \
     "redis.call('SET', key, v, 'PX', left + (m - 1) * reset)\n"
 
-static const char lua_window[] =
-    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n"
-    "-- (in debt: the end of the window that has a full quota again).\n"
-    "-- ARGV: op (take|peek|debit), n, limit, reset_ms -> {allowed, credit, ms to reset}\n"
-    "local key = KEYS[1]\n"
-    "local n, limit, reset = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local debit = ARGV[1] == 'debit'\n"
-    "local got = redis.pcall('GET', key)\n"
-    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    LUA_WINDOW_GET
-    "if not used then\n"
-    "  if debit and n > limit then\n"
-    "    local left, used = reset, n\n"
-    LUA_WINDOW_SET
-    "    return {0, 0, reset}\n"
-    "  end\n"
-    "  if (ARGV[1] == 'take' or debit) and n <= limit then\n"
-    "    redis.call('SET', key, n, 'PX', reset)\n"
-    "    return {1, limit - n, reset}\n"
-    "  end\n"
-    "  if n <= limit then return {1, limit, 0} end\n"
-    "  return {0, limit, 0}\n"
+/* Each verdict script is one function, decide(op, n), called once by the
+ * plain script (ARGV[1] the op, ARGV[2] n) and once per request, in arrival
+ * order, by its batched form (LUA_MANY): the same code, so a batch answers
+ * each request as the plain calls one after the other would. */
+#define LUA_ONE "return decide(ARGV[1], tonumber(ARGV[2]))\n"
+
+/* The batched form: ARGV[1] = 'many', ARGV[2] = how many, the algorithm's
+ * own arguments in their places, and last the requests ("t3 p1 d2": op
+ * letter and n each).  -> {count, allowed, credit, ms, allowed, ...}. */
+#define LUA_MANY                                                                     \
+    "local ops = {t = 'take', p = 'peek', d = 'debit'}\n"                            \
+    "local out = {0}\n"                                                              \
+    "for o, k in string.gmatch(ARGV[#ARGV], '(%a)(%d+)') do\n"                        \
+    "  local v = decide(ops[o], tonumber(k))\n"                                       \
+    "  out[#out + 1], out[#out + 2], out[#out + 3] = v[1], v[2], v[3]\n"             \
+    "  out[1] = out[1] + 1\n"                                                        \
+    "end\n"                                                                          \
+    "return out\n"
+
+#define LUA_WINDOW                                                                   \
+    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n" \
+    "-- (in debt: the end of the window that has a full quota again).\n"             \
+    "-- ARGV: op (take|peek|debit), n, limit, reset_ms -> {allowed, credit, ms to reset}\n" \
+    "local key = KEYS[1]\n"                                                          \
+    "local limit, reset = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                    \
+    "local function decide(op, n)\n"                                                 \
+    "local debit = op == 'debit'\n"                                                  \
+    "local got = redis.pcall('GET', key)\n"                                          \
+    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n" \
+    LUA_WINDOW_GET                                                                   \
+    "if not used then\n"                                                             \
+    "  if debit and n > limit then\n"                                                \
+    "    local left, used = reset, n\n"                                              \
+    LUA_WINDOW_SET                                                                   \
+    "    return {0, 0, reset}\n"                                                     \
+    "  end\n"                                                                        \
+    "  if (op == 'take' or debit) and n <= limit then\n"                             \
+    "    redis.call('SET', key, n, 'PX', reset)\n"                                   \
+    "    return {1, limit - n, reset}\n"                                             \
+    "  end\n"                                                                        \
+    "  if n <= limit then return {1, limit, 0} end\n"                                \
+    "  return {0, limit, 0}\n"                                                       \
+    "end\n"                                                                          \
+    "local ttl = redis.call('PTTL', key)\n"                                          \
+    "if ttl < 0 then\n"                                                              \
+    "  redis.call('PEXPIRE', key, reset)\n"                                          \
+    "  ttl = reset\n"                                                                \
+    "end\n"                                                                          \
+    "local left, carried\n"                                                          \
+    LUA_WINDOW_CARRY                                                                 \
+    "local fits = used <= limit and n <= limit - used\n"                             \
+    "if debit or (fits and op == 'take') then\n"                                     \
+    "  if debit or carried then\n"                                                   \
+    "    used = used + n\n"                                                          \
+    LUA_WINDOW_SET                                                                   \
+    "  else\n"                                                                       \
+    "    redis.call('INCRBY', key, n)\n"                                             \
+    "    used = used + n\n"                                                          \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "local credit = 0\n"                                                             \
+    "if used <= limit then credit = limit - used end\n"                              \
+    "if (debit and used <= limit) or (not debit and fits) then return {1, credit, left} end\n" \
+    "return {0, credit, left}\n"                                                     \
     "end\n"
-    "local ttl = redis.call('PTTL', key)\n"
-    "if ttl < 0 then\n"
-    "  redis.call('PEXPIRE', key, reset)\n"
-    "  ttl = reset\n"
-    "end\n"
-    "local left, carried\n"
-    LUA_WINDOW_CARRY
-    "local fits = used <= limit and n <= limit - used\n"
-    "if debit or (fits and ARGV[1] == 'take') then\n"
-    "  if debit or carried then\n"
-    "    used = used + n\n"
-    LUA_WINDOW_SET
-    "  else\n"
-    "    redis.call('INCRBY', key, n)\n"
-    "    used = used + n\n"
-    "  end\n"
-    "end\n"
-    "local credit = 0\n"
-    "if used <= limit then credit = limit - used end\n"
-    "if (debit and used <= limit) or (not debit and fits) then return {1, credit, left} end\n"
-    "return {0, credit, left}\n";
+
+static const char lua_window[] = LUA_WINDOW LUA_ONE;
+static const char lua_window_many[] = LUA_WINDOW LUA_MANY;
 
 static const char *op_arg(enum store_op op)
 {
@@ -152,6 +176,8 @@ static void call_init(struct store_call *c, enum store_script script)
 {
     c->script = script;
     c->argc = 0;
+    c->list = NULL;
+    c->list_len = 0;
 }
 
 void store_script_window(const struct store_window_args *a, struct store_call *ret)
@@ -163,55 +189,60 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     arg_u64(ret, a->reset_ms);          /* ARGV[4] */
 }
 
-static const char lua_bucket[] =
-    "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n"
-    "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n"
-    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}.\n"
-    "-- A debit takes always: d may pass cap (tokens below zero, refills pay back),\n"
-    "-- at most " LUA_STR(ALGO_DEBT_WINDOWS) " capacities of debt.\n"
-    "local key = KEYS[1]\n"
-    "local n, cap = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
-    "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
-    LUA_NOW
-    LUA_HMGET("'d', 't'")
-    "local d, t = tonumber(st[1]), tonumber(st[2])\n"
-    "local tokens, last = cap, now\n"
-    "if d and t and d > 0 then\n"
-    "  if t > now then t = now end\n"
-    "  if t + math.ceil(d / amount) * period > now then\n"
-    "    local refills = math.floor((now - t) / period)\n"
-    "    d = d - refills * amount\n"
-    "    if d < 0 then d = 0 end\n"
-    "    last = t + refills * period\n"
-    "    tokens = cap - d\n"
-    "  end\n"
+#define LUA_BUCKET                                                                   \
+    "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n" \
+    "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n" \
+    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}.\n"      \
+    "-- A debit takes always: d may pass cap (tokens below zero, refills pay back),\n" \
+    "-- at most " LUA_STR(ALGO_DEBT_WINDOWS) " capacities of debt.\n"                \
+    "local key = KEYS[1]\n"                                                          \
+    "local cap = tonumber(ARGV[3])\n"                                                \
+    "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"                  \
+    LUA_NOW                                                                          \
+    "local function decide(op, n)\n"                                                 \
+    LUA_HMGET("'d', 't'")                                                            \
+    "local d, t = tonumber(st[1]), tonumber(st[2])\n"                                \
+    "local tokens, last = cap, now\n"                                                \
+    "if d and t and d > 0 then\n"                                                    \
+    "  if t > now then t = now end\n"                                                \
+    "  if t + math.ceil(d / amount) * period > now then\n"                           \
+    "    local refills = math.floor((now - t) / period)\n"                           \
+    "    d = d - refills * amount\n"                                                 \
+    "    if d < 0 then d = 0 end\n"                                                  \
+    "    last = t + refills * period\n"                                              \
+    "    tokens = cap - d\n"                                                         \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "local fits = n <= tokens\n"                                                     \
+    "local debit = op == 'debit'\n"                                                  \
+    "if op == 'take' or debit then\n"                                                \
+    "  if fits or debit then\n"                                                      \
+    "    tokens = tokens - n\n"                                                      \
+    "    local most = math.floor(549755813888 / period) * amount\n"                  \
+    "    if most < cap then most = cap end\n"                                        \
+    "    if most > (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap then\n"                \
+    "      most = (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap\n"                      \
+    "    end\n"                                                                      \
+    "    if cap - tokens > most then tokens = cap - most end\n"                      \
+    "  elseif ARGV[6] == '1' and tokens < cap then\n"                                \
+    "    last = now\n"                                                               \
+    "  end\n"                                                                        \
+    "  if tokens < cap then\n"                                                       \
+    "    local missing = cap - tokens\n"                                             \
+    "    redis.call('HSET', key, 'd', missing, 't', last)\n"                         \
+    "    redis.call('PEXPIRE', key, last + math.ceil(missing / amount) * period - now)\n" \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "local reset = 0\n"                                                              \
+    "if tokens < cap then reset = last + period - now end\n"                         \
+    "if debit then fits = tokens >= 0 end\n"                                         \
+    "if fits then return {1, tokens, reset} end\n"                                   \
+    "if tokens < 0 then tokens = 0 end\n"                                            \
+    "return {0, tokens, reset}\n"                                                    \
     "end\n"
-    "local fits = n <= tokens\n"
-    "local debit = ARGV[1] == 'debit'\n"
-    "if ARGV[1] == 'take' or debit then\n"
-    "  if fits or debit then\n"
-    "    tokens = tokens - n\n"
-    "    local most = math.floor(549755813888 / period) * amount\n"
-    "    if most < cap then most = cap end\n"
-    "    if most > (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap then\n"
-    "      most = (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap\n"
-    "    end\n"
-    "    if cap - tokens > most then tokens = cap - most end\n"
-    "  elseif ARGV[6] == '1' and tokens < cap then\n"
-    "    last = now\n"
-    "  end\n"
-    "  if tokens < cap then\n"
-    "    local missing = cap - tokens\n"
-    "    redis.call('HSET', key, 'd', missing, 't', last)\n"
-    "    redis.call('PEXPIRE', key, last + math.ceil(missing / amount) * period - now)\n"
-    "  end\n"
-    "end\n"
-    "local reset = 0\n"
-    "if tokens < cap then reset = last + period - now end\n"
-    "if debit then fits = tokens >= 0 end\n"
-    "if fits then return {1, tokens, reset} end\n"
-    "if tokens < 0 then tokens = 0 end\n"
-    "return {0, tokens, reset}\n";
+
+static const char lua_bucket[] = LUA_BUCKET LUA_ONE;
+static const char lua_bucket_many[] = LUA_BUCKET LUA_MANY;
 
 void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret)
 {
@@ -224,42 +255,47 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     arg_str(ret, a->strict ? "1" : "0");        /* ARGV[6] */
 }
 
-static const char lua_sliding[] =
-    "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n"
-    "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n"
-    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}.\n"
-    "-- A debit counts past the limit, with at most " LUA_STR(ALGO_DEBT_WINDOWS)
-    " limits of debt and\n-- at most 2^24 - 1, as divvyd's table.\n"
-    "local key = KEYS[1]\n"
-    "local n, limit, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    LUA_NOW
-    LUA_HMGET("'p', 'c', 's'")
-    "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"
-    "local s = tonumber(st[3])\n"
-    "if s and s + 2 * w > now then\n"
-    "  fresh = false\n"
-    "  prev, count, start = tonumber(st[1]) or 0, tonumber(st[2]) or 0, s\n"
-    "  elapsed = now - start\n"
-    "  if elapsed < 0 then elapsed = 0 end\n"
-    "  if elapsed >= w then\n"
-    "    prev, count, start, elapsed = count, 0, start + w, elapsed - w\n"
-    "  end\n"
+#define LUA_SLIDING                                                                  \
+    "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n" \
+    "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n" \
+    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}.\n" \
+    "-- A debit counts past the limit, with at most " LUA_STR(ALGO_DEBT_WINDOWS)     \
+    " limits of debt and\n-- at most 2^24 - 1, as divvyd's table.\n"                 \
+    "local key = KEYS[1]\n"                                                          \
+    "local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                        \
+    LUA_NOW                                                                          \
+    "local function decide(op, n)\n"                                                 \
+    LUA_HMGET("'p', 'c', 's'")                                                       \
+    "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"                \
+    "local s = tonumber(st[3])\n"                                                    \
+    "if s and s + 2 * w > now then\n"                                                \
+    "  fresh = false\n"                                                              \
+    "  prev, count, start = tonumber(st[1]) or 0, tonumber(st[2]) or 0, s\n"         \
+    "  elapsed = now - start\n"                                                      \
+    "  if elapsed < 0 then elapsed = 0 end\n"                                        \
+    "  if elapsed >= w then\n"                                                       \
+    "    prev, count, start, elapsed = count, 0, start + w, elapsed - w\n"           \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "local budget, spent = limit * w, prev * (w - elapsed) + count * w\n"            \
+    "local credit = 0\n"                                                             \
+    "if budget > spent then credit = math.floor((budget - spent) / w) end\n"         \
+    "local fits = n <= credit\n"                                                     \
+    "local debit = op == 'debit'\n"                                                  \
+    "if (op == 'take' and fits) or debit then\n"                                     \
+    "  count, fresh = math.min(count + n, 16777215, " LUA_DEBT_MOST "), false\n"     \
+    "  if fits then credit = credit - n else credit = 0 end\n"                       \
+    "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"                 \
+    "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"                            \
+    "end\n"                                                                          \
+    "local reset = 0\n"                                                              \
+    "if not fresh then reset = start + w - now end\n"                                \
+    "if fits then return {1, credit, reset} end\n"                                   \
+    "return {0, credit, reset}\n"                                                    \
     "end\n"
-    "local budget, spent = limit * w, prev * (w - elapsed) + count * w\n"
-    "local credit = 0\n"
-    "if budget > spent then credit = math.floor((budget - spent) / w) end\n"
-    "local fits = n <= credit\n"
-    "local debit = ARGV[1] == 'debit'\n"
-    "if (ARGV[1] == 'take' and fits) or debit then\n"
-    "  count, fresh = math.min(count + n, 16777215, " LUA_DEBT_MOST "), false\n"
-    "  if fits then credit = credit - n else credit = 0 end\n"
-    "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"
-    "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"
-    "end\n"
-    "local reset = 0\n"
-    "if not fresh then reset = start + w - now end\n"
-    "if fits then return {1, credit, reset} end\n"
-    "return {0, credit, reset}\n";
+
+static const char lua_sliding[] = LUA_SLIDING LUA_ONE;
+static const char lua_sliding_many[] = LUA_SLIDING LUA_MANY;
 
 void store_script_sliding(const struct store_sliding_args *a, struct store_call *ret)
 {
@@ -319,11 +355,78 @@ void store_script_lease(const struct store_lease_args *a, struct store_call *ret
     arg_u64(ret, a->divisor);           /* ARGV[4] */
 }
 
+/* ---- batched calls ------------------------------------------------------------ */
+
+int store_items_add(struct store_items *it, enum store_op op, uint64_t n)
+{
+    int len;
+
+    if (it->n >= STORE_ITEMS_MAX)
+        return -ENOBUFS;
+    /* "t3 p1 d2": LUA_MANY's pattern, (%a)(%d+). */
+    len = snprintf(it->text + it->len, sizeof(it->text) - it->len, "%s%c%" PRIu64,
+                   it->n ? " " : "", op == STORE_PEEK ? 'p' : op == STORE_DEBIT ? 'd' : 't', n);
+    if (len < 0 || (size_t)len >= sizeof(it->text) - it->len)
+        return -ENOBUFS;
+    it->len += (size_t)len;
+    it->n++;
+    return 0;
+}
+
+void store_script_verdict(const struct store_verdict_args *a, struct store_call *ret)
+{
+    switch (a->script) {
+    case STORE_SCRIPT_BUCKET:
+        store_script_bucket(&a->bucket, ret);
+        return;
+    case STORE_SCRIPT_SLIDING:
+        store_script_sliding(&a->sliding, ret);
+        return;
+    default:
+        store_script_window(&a->window, ret);
+        return;
+    }
+}
+
+void store_script_verdicts(const struct store_verdict_args *a, const struct store_items *items,
+                           struct store_call *ret)
+{
+    /* The plain call's ARGV with 'many' and the count for op and n, so each
+     * argument of the algorithm stays where decide() reads it. */
+    store_script_verdict(a, ret);
+    ret->script = ret->script == STORE_SCRIPT_BUCKET ? STORE_SCRIPT_BUCKET_MANY :
+                  ret->script == STORE_SCRIPT_SLIDING ? STORE_SCRIPT_SLIDING_MANY :
+                                                        STORE_SCRIPT_WINDOW_MANY;
+    snprintf(ret->argv[0], STORE_SCRIPT_ARG_SIZE, "many");
+    snprintf(ret->argv[1], STORE_SCRIPT_ARG_SIZE, "%u", items->n);
+    ret->list = items->text;
+    ret->list_len = items->len;
+}
+
+bool store_script_same(const struct store_verdict_args *a, const struct store_verdict_args *b)
+{
+    if (a->script != b->script)
+        return false;
+    switch (a->script) {
+    case STORE_SCRIPT_BUCKET:
+        return a->bucket.limit == b->bucket.limit &&
+               a->bucket.refill_amount == b->bucket.refill_amount &&
+               a->bucket.refill_ms == b->bucket.refill_ms && a->bucket.strict == b->bucket.strict;
+    case STORE_SCRIPT_SLIDING:
+        return a->sliding.limit == b->sliding.limit &&
+               a->sliding.window_ms == b->sliding.window_ms;
+    default:
+        return a->window.limit == b->window.limit && a->window.reset_ms == b->window.reset_ms;
+    }
+}
+
 static const char *const scripts[STORE_N_SCRIPTS] = {
     lua_window, lua_bucket, lua_sliding, lua_lease,
+    lua_window_many, lua_bucket_many, lua_sliding_many,
 };
 static const char *const script_names[STORE_N_SCRIPTS] = {
     "window", "token_bucket", "sliding_window", "lease",
+    "window_many", "token_bucket_many", "sliding_window_many",
 };
 static char script_sha[STORE_N_SCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
@@ -443,6 +546,32 @@ static uint64_t not_negative(int64_t v)
     return v > 0 ? (uint64_t)v : 0;
 }
 
+/* {k, then k times allowed, credit, ms to reset}: integers, k >= 1. */
+static int decode_many(const redisReply *r, struct store_reply *ret)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 || (r->elements - 1) % 3 != 0)
+        return -EPROTO;
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return -EPROTO;
+    }
+    if (r->element[0]->integer < 0 || (uint64_t)r->element[0]->integer != (r->elements - 1) / 3)
+        return -EPROTO;
+    ret->kind = STORE_REPLY_VERDICTS;
+    ret->verdicts.n = (r->elements - 1) / 3;
+    ret->verdicts.elements = r->element + 1;
+    return 0;
+}
+
+void store_verdicts_get(const struct store_verdicts *v, size_t i, struct store_verdict *ret)
+{
+    const redisReply *const *e = (const redisReply *const *)v->elements + 3 * i;
+
+    ret->allowed = e[0]->integer != 0;
+    ret->credit = not_negative(e[1]->integer);
+    ret->reset_ms = not_negative(e[2]->integer);
+}
+
 int store_script_decode(enum store_script script, const struct redisReply *r,
                         struct store_reply *ret)
 {
@@ -471,6 +600,10 @@ int store_script_decode(enum store_script script, const struct redisReply *r,
         ret->grant.ttl_ms = (uint64_t)v[2];
         ret->grant.created = v[3] != 0;
         return 0;
+    case STORE_SCRIPT_WINDOW_MANY:
+    case STORE_SCRIPT_BUCKET_MANY:
+    case STORE_SCRIPT_SLIDING_MANY:
+        return decode_many(r, ret);
     case STORE_N_SCRIPTS:
         break;
     }
