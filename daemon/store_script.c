@@ -29,8 +29,8 @@
 
 /* A key of another type (a labelled rule whose algorithm changed) starts afresh. */
 #define LUA_HMGET(fields)                                                            \
-    "local st = redis.pcall('HMGET', key, " fields ")\n"                             \
-    "if st.err then redis.call('DEL', key); st = {} end\n"
+    "local st = kv.hmget(" fields ")\n"                                              \
+    "if st.err then kv.del(); st = {} end\n"
 
 /* A window key's value (@got): the count used, and debt true when it holds
  * a DEBIT's debt, marked by a fraction (".5"): a reader without the mark,
@@ -76,12 +76,89 @@
     "if used > limit then m = math.ceil(used / limit) end\n"                         \
     "local v = used\n"                                                               \
     "if used > limit then v = string.format('%.0f', used) .. '.5' end\n"             \
-    "redis.call('SET', key, v, 'PX', left + (m - 1) * reset)\n"
+    "kv.set(v, left + (m - 1) * reset)\n"
 
 /* Each verdict script is one function, decide(op, n), called once by the
  * plain script (ARGV[1] the op, ARGV[2] n) and once per request, in arrival
  * order, by its batched form (LUA_MANY): the same code, so a batch answers
- * each request as the plain calls one after the other would. */
+ * each request as the plain calls one after the other would.  decide()
+ * reaches its key only through kv: the plain script's (LUA_KV_ONE) calls
+ * Redis, the batched form's (LUA_KV_MANY) reads the key once, keeps what
+ * decide() writes in Lua and writes the result once at the end, so a batch
+ * costs Redis about one request's key accesses, not one per request. */
+
+/* The key's accesses decide() makes, one Redis command each. */
+#define LUA_KV_ONE                                                                   \
+    "local kv = {}\n"                                                                \
+    "function kv.get() return redis.pcall('GET', key) end\n"                         \
+    "function kv.del() redis.call('DEL', key) end\n"                                 \
+    "function kv.set(v, px) redis.call('SET', key, v, 'PX', px) end\n"               \
+    "function kv.pttl() return redis.call('PTTL', key) end\n"                        \
+    "function kv.pexpire(ms) redis.call('PEXPIRE', key, ms) end\n"                   \
+    "function kv.incrby(n) redis.call('INCRBY', key, n) end\n"                       \
+    "function kv.hmget(...) return redis.pcall('HMGET', key, ...) end\n"             \
+    "function kv.hset(...) redis.call('HSET', key, ...) end\n"
+
+/* The same accesses on a copy of the key held in Lua (the script runs
+ * alone, so nobody else sees the key meanwhile): val is the string's value
+ * (false: none; nil: not read yet), h the hash's fields (read: hread), ttl
+ * its PTTL (Redis time stands still for a script), dirty whether it must be
+ * written back; kv.flush() writes it with the same commands, the numbers
+ * converted by Redis as the plain script's are.  A key of another type is
+ * deleted at once, as the plain script does. */
+#define LUA_KV_MANY                                                                  \
+    "local kv, c = {}, {h = {}}\n"                                                   \
+    "function kv.get()\n"                                                            \
+    "  if c.val == nil then\n"                                                       \
+    "    local got = redis.pcall('GET', key)\n"                                      \
+    "    if type(got) == 'table' then return got end\n"                              \
+    "    c.val = got\n"                                                              \
+    "  end\n"                                                                        \
+    "  return c.val\n"                                                               \
+    "end\n"                                                                          \
+    "function kv.del()\n"                                                            \
+    "  redis.call('DEL', key)\n"                                                     \
+    "  c.val, c.ttl, c.h, c.hread, c.dirty = false, nil, {}, true, false\n"          \
+    "end\n"                                                                          \
+    "function kv.set(v, px) c.val, c.ttl, c.dirty = v, px, true end\n"               \
+    "function kv.pttl()\n"                                                           \
+    "  if c.ttl == nil then c.ttl = redis.call('PTTL', key) end\n"                   \
+    "  return c.ttl\n"                                                               \
+    "end\n"                                                                          \
+    "function kv.pexpire(ms) c.ttl, c.dirty = ms, true end\n"                        \
+    "function kv.incrby(n)\n"                                                        \
+    "  kv.pttl()\n"                                                                  \
+    "  c.val, c.dirty = tonumber(c.val) + n, true\n"                                 \
+    "end\n"                                                                          \
+    "function kv.hmget(...)\n"                                                       \
+    "  local f, out = {...}, {}\n"                                                   \
+    "  if not c.hread then\n"                                                        \
+    "    local st = redis.pcall('HMGET', key, ...)\n"                                \
+    "    if st.err then return st end\n"                                             \
+    "    for i = 1, #f do c.h[f[i]] = st[i] end\n"                                   \
+    "    c.hread = true\n"                                                           \
+    "  end\n"                                                                        \
+    "  for i = 1, #f do out[i] = c.h[f[i]] or false end\n"                           \
+    "  return out\n"                                                                 \
+    "end\n"                                                                          \
+    "function kv.hset(...)\n"                                                        \
+    "  local a = {...}\n"                                                            \
+    "  for i = 1, #a, 2 do c.h[a[i]] = a[i + 1] end\n"                               \
+    "  c.dirty = true\n"                                                             \
+    "end\n"                                                                          \
+    "function kv.flush()\n"                                                          \
+    "  if not c.dirty then return end\n"                                             \
+    "  if c.val then\n"                                                              \
+    "    redis.call('SET', key, c.val, 'PX', c.ttl)\n"                               \
+    "    return\n"                                                                   \
+    "  end\n"                                                                        \
+    "  local a = {}\n"                                                               \
+    "  for f, v in pairs(c.h) do\n"                                                  \
+    "    if v then a[#a + 1] = f; a[#a + 1] = v end\n"                               \
+    "  end\n"                                                                        \
+    "  if #a > 0 then redis.call('HSET', key, unpack(a)) end\n"                      \
+    "  if c.ttl then redis.call('PEXPIRE', key, c.ttl) end\n"                        \
+    "end\n"
 #define LUA_ONE "return decide(ARGV[1], tonumber(ARGV[2]))\n"
 
 /* The batched form: ARGV[1] = 'many', ARGV[2] = how many, the algorithm's
@@ -92,21 +169,23 @@
     "local out = {0}\n"                                                              \
     "for o, k in string.gmatch(ARGV[#ARGV], '(%a)(%d+)') do\n"                        \
     "  local v = decide(ops[o], tonumber(k))\n"                                       \
-    "  out[#out + 1], out[#out + 2], out[#out + 3] = v[1], v[2], v[3]\n"             \
+    "  for i = 1, 3 do out[#out + 1] = v[i] end\n"                                   \
     "  out[1] = out[1] + 1\n"                                                        \
     "end\n"                                                                          \
+    "kv.flush()\n"                                                                   \
     "return out\n"
 
-#define LUA_WINDOW                                                                   \
+#define LUA_WINDOW(kv)                                                                   \
     "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n" \
     "-- (in debt: the end of the window that has a full quota again).\n"             \
     "-- ARGV: op (take|peek|debit), n, limit, reset_ms -> {allowed, credit, ms to reset}\n" \
     "local key = KEYS[1]\n"                                                          \
     "local limit, reset = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                    \
+    kv                                                                               \
     "local function decide(op, n)\n"                                                 \
     "local debit = op == 'debit'\n"                                                  \
-    "local got = redis.pcall('GET', key)\n"                                          \
-    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n" \
+    "local got = kv.get()\n"                                                         \
+    "if type(got) == 'table' and got.err then kv.del(); got = false end\n"           \
     LUA_WINDOW_GET                                                                   \
     "if not used then\n"                                                             \
     "  if debit and n > limit then\n"                                                \
@@ -115,15 +194,15 @@
     "    return {0, 0, reset}\n"                                                     \
     "  end\n"                                                                        \
     "  if (op == 'take' or debit) and n <= limit then\n"                             \
-    "    redis.call('SET', key, n, 'PX', reset)\n"                                   \
+    "    kv.set(n, reset)\n"                                                        \
     "    return {1, limit - n, reset}\n"                                             \
     "  end\n"                                                                        \
     "  if n <= limit then return {1, limit, 0} end\n"                                \
     "  return {0, limit, 0}\n"                                                       \
     "end\n"                                                                          \
-    "local ttl = redis.call('PTTL', key)\n"                                          \
+    "local ttl = kv.pttl()\n"                                                        \
     "if ttl < 0 then\n"                                                              \
-    "  redis.call('PEXPIRE', key, reset)\n"                                          \
+    "  kv.pexpire(reset)\n"                                                          \
     "  ttl = reset\n"                                                                \
     "end\n"                                                                          \
     "local left, carried\n"                                                          \
@@ -134,7 +213,7 @@
     "    used = used + n\n"                                                          \
     LUA_WINDOW_SET                                                                   \
     "  else\n"                                                                       \
-    "    redis.call('INCRBY', key, n)\n"                                             \
+    "    kv.incrby(n)\n"                                                            \
     "    used = used + n\n"                                                          \
     "  end\n"                                                                        \
     "end\n"                                                                          \
@@ -144,8 +223,8 @@
     "return {0, credit, left}\n"                                                     \
     "end\n"
 
-static const char lua_window[] = LUA_WINDOW LUA_ONE;
-static const char lua_window_many[] = LUA_WINDOW LUA_MANY;
+static const char lua_window[] = LUA_WINDOW(LUA_KV_ONE) LUA_ONE;
+static const char lua_window_many[] = LUA_WINDOW(LUA_KV_MANY) LUA_MANY;
 
 static const char *op_arg(enum store_op op)
 {
@@ -189,7 +268,7 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     arg_u64(ret, a->reset_ms);          /* ARGV[4] */
 }
 
-#define LUA_BUCKET                                                                   \
+#define LUA_BUCKET(kv)                                                                   \
     "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n" \
     "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n" \
     "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}.\n"      \
@@ -199,6 +278,7 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     "local cap = tonumber(ARGV[3])\n"                                                \
     "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"                  \
     LUA_NOW                                                                          \
+    kv                                                                               \
     "local function decide(op, n)\n"                                                 \
     LUA_HMGET("'d', 't'")                                                            \
     "local d, t = tonumber(st[1]), tonumber(st[2])\n"                                \
@@ -229,8 +309,8 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     "  end\n"                                                                        \
     "  if tokens < cap then\n"                                                       \
     "    local missing = cap - tokens\n"                                             \
-    "    redis.call('HSET', key, 'd', missing, 't', last)\n"                         \
-    "    redis.call('PEXPIRE', key, last + math.ceil(missing / amount) * period - now)\n" \
+    "    kv.hset('d', missing, 't', last)\n"                                        \
+    "    kv.pexpire(last + math.ceil(missing / amount) * period - now)\n"           \
     "  end\n"                                                                        \
     "end\n"                                                                          \
     "local reset = 0\n"                                                              \
@@ -241,8 +321,8 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     "return {0, tokens, reset}\n"                                                    \
     "end\n"
 
-static const char lua_bucket[] = LUA_BUCKET LUA_ONE;
-static const char lua_bucket_many[] = LUA_BUCKET LUA_MANY;
+static const char lua_bucket[] = LUA_BUCKET(LUA_KV_ONE) LUA_ONE;
+static const char lua_bucket_many[] = LUA_BUCKET(LUA_KV_MANY) LUA_MANY;
 
 void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret)
 {
@@ -255,7 +335,7 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     arg_str(ret, a->strict ? "1" : "0");        /* ARGV[6] */
 }
 
-#define LUA_SLIDING                                                                  \
+#define LUA_SLIDING(kv)                                                                  \
     "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n" \
     "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n" \
     "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}.\n" \
@@ -264,6 +344,7 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     "local key = KEYS[1]\n"                                                          \
     "local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                        \
     LUA_NOW                                                                          \
+    kv                                                                               \
     "local function decide(op, n)\n"                                                 \
     LUA_HMGET("'p', 'c', 's'")                                                       \
     "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"                \
@@ -285,8 +366,8 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     "if (op == 'take' and fits) or debit then\n"                                     \
     "  count, fresh = math.min(count + n, 16777215, " LUA_DEBT_MOST "), false\n"     \
     "  if fits then credit = credit - n else credit = 0 end\n"                       \
-    "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"                 \
-    "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"                            \
+    "  kv.hset('p', prev, 'c', count, 's', start)\n"                                \
+    "  kv.pexpire(start + 2 * w - now)\n"                                           \
     "end\n"                                                                          \
     "local reset = 0\n"                                                              \
     "if not fresh then reset = start + w - now end\n"                                \
@@ -294,8 +375,8 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     "return {0, credit, reset}\n"                                                    \
     "end\n"
 
-static const char lua_sliding[] = LUA_SLIDING LUA_ONE;
-static const char lua_sliding_many[] = LUA_SLIDING LUA_MANY;
+static const char lua_sliding[] = LUA_SLIDING(LUA_KV_ONE) LUA_ONE;
+static const char lua_sliding_many[] = LUA_SLIDING(LUA_KV_MANY) LUA_MANY;
 
 void store_script_sliding(const struct store_sliding_args *a, struct store_call *ret)
 {

@@ -378,9 +378,10 @@ static struct store_verdict_args with_item(const struct store_verdict_args *a, e
  * Hot keys (docs/redis.md "Hot keys"): a batched call answers a list of
  * mixed requests (TAKE n, PEEK, DEBIT) as the plain calls one after the
  * other: a denied TAKE charges nothing, so a cheaper one after it fits; a
- * DEBIT goes into debt.  For each algorithm, the list runs twice (a fresh
- * key, then one with state and debt), plainly on one key and batched on
- * another: the same verdicts, the same state left, a TTL on both.
+ * DEBIT goes into debt.  For each algorithm, the list runs twice (a key of
+ * another type, then one with state and debt), plainly on one key and
+ * batched on another: the same verdicts, the same state left, a TTL on
+ * both.
  */
 static void test_redis_lua_batched(void **state)
 {
@@ -412,6 +413,9 @@ static void test_redis_lua_batched(void **state)
 
         snprintf(k1, sizeof(k1), "divvy:{hot:plain%d}", a);
         snprintf(k2, sizeof(k2), "divvy:{hot:many%d}", a);
+        /* Both start as keys of another type (the rule's algorithm changed). */
+        cmd(c, a == 0 ? "HSET %s d 1" : "SET %s 1", k1);
+        cmd(c, a == 0 ? "HSET %s d 1" : "SET %s 1", k2);
         for (int round = 0; round < 2; round++) {
             struct store_items items = { 0 };
 
