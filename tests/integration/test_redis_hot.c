@@ -89,11 +89,14 @@ static void *client_run(void *arg)
     return NULL;
 }
 
-/* CONNS clients of @req at once, ROUNDS batches each: the totals. */
-static void load(struct harness_daemon *d, const char *req, struct client *ret)
+/* CONNS clients of @req at once, ROUNDS batches each, on @d (using @rs):
+ * the totals, and the scripts Redis ran meanwhile. */
+static long long load(struct redis_srv *rs, struct harness_daemon *d, const char *req,
+                      struct client *ret)
 {
     struct client cl[CONNS];
     pthread_t t[CONNS];
+    long long calls = evalsha_calls(rs);
 
     memset(ret, 0, sizeof(*ret));
     for (unsigned i = 0; i < CONNS; i++) {
@@ -109,6 +112,8 @@ static void load(struct harness_daemon *d, const char *req, struct client *ret)
         ret->denied += cl[i].denied;
         ret->other += cl[i].other;
     }
+    assert_int_equal(ret->other, 0);
+    return evalsha_calls(rs) - calls;
 }
 
 static struct harness_daemon *start(struct redis_srv *rs, const char *on_error,
@@ -140,10 +145,7 @@ static void test_redis_hot_exact(void **state)
               "{ match = { path = \"/api\"; }; label = \"hot\"; actor = \"user\";\n"
               "  credit_limit = 1000; reset_seconds = 3600; },\n"
               "{ default = true; credit_limit = 0; reset_seconds = 0; }");
-    calls = evalsha_calls(rs);
-    load(d, "HIT path=/api user=hot", &sum);
-    calls = evalsha_calls(rs) - calls;
-    assert_int_equal(sum.other, 0);
+    calls = load(rs, d, "HIT path=/api user=hot", &sum);
     assert_int_equal(sum.allowed, LIMIT);
     assert_int_equal(sum.denied, hits - LIMIT);
     /* Redis's count of what it was charged, and of the scripts it ran. */
@@ -251,10 +253,7 @@ static void test_redis_hot_chain(void **state)
               "{ match = { path = \"/c\"; }; label = \"all\"; actor = \"path\";\n"
               "  credit_limit = 100000; reset_seconds = 3600; },\n"
               "{ default = true; credit_limit = 0; reset_seconds = 0; }");
-    calls = evalsha_calls(rs);
-    load(d, "HIT path=/c user=hot", &sum);
-    calls = evalsha_calls(rs) - calls;
-    assert_int_equal(sum.other, 0);
+    calls = load(rs, d, "HIT path=/c user=hot", &sum);
     assert_int_equal(sum.allowed, 300);
     assert_int_equal(redis_int(rs, "GET %s", "divvy:{user:hot}"), 300);
     assert_int_equal(redis_int(rs, "GET %s", "divvy:{all:/c}"), 300);
