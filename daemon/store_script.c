@@ -627,10 +627,12 @@ static uint64_t not_negative(int64_t v)
     return v > 0 ? (uint64_t)v : 0;
 }
 
-/* {k, then k times allowed, credit, ms to reset}: integers, k >= 1. */
+/* {k, then k times allowed, credit, ms to reset}: integers, 1 <= k <=
+ * STORE_ITEMS_MAX (no batch holds more). */
 static int decode_many(const redisReply *r, struct store_reply *ret)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 || (r->elements - 1) % 3 != 0)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 || (r->elements - 1) % 3 != 0 ||
+        r->elements > 1 + 3 * STORE_ITEMS_MAX)
         return -EPROTO;
     for (size_t i = 0; i < r->elements; i++) {
         if (r->element[i]->type != REDIS_REPLY_INTEGER)

@@ -189,8 +189,8 @@ bool store_script_same(const struct store_verdict_args *a, const struct store_ve
  * STORE_REPLY_GRANT or, for a batched form, STORE_REPLY_VERDICTS).  A
  * verdict is an array of exactly 3 integers (a negative credit or time
  * reads as 0), a grant exactly 4 integers of which the first three are not
- * negative, a batch's answer 1 + 3k integers, the first k >= 1 (k
- * verdicts follow).  -EPROTO for anything else: not what the script
+ * negative, a batch's answer 1 + 3k integers, the first k (1 <= k <=
+ * STORE_ITEMS_MAX; k verdicts follow).  -EPROTO for anything else: not what the script
  * returns, so not an answer to trust.
  */
 int store_script_decode(enum store_script script, const struct redisReply *r,
