@@ -28,9 +28,9 @@
     "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
 
 /* A key of another type (a labelled rule whose algorithm changed) starts afresh. */
-#define LUA_HMGET(fields)                                                            \
-    "local st = kv.hmget(" fields ")\n"                                              \
-    "if st.err then kv.del(); st = {} end\n"
+#define LUA_HMGET(mode, fields)                                                      \
+    "local st = " KV(mode, HMGET) fields ")\n"                                       \
+    "if st.err then " KV(mode, DEL) "); st = {} end\n"
 
 /* A window key's value (@got): the count used, and debt true when it holds
  * a DEBIT's debt, marked by a fraction (".5"): a reader without the mark,
@@ -68,7 +68,7 @@
 /* Writes used (any size) in the window ending in @left ms: the key's PTTL
  * runs to its debt's end.  The debt saturates at ALGO_DEBT_WINDOWS limits,
  * or where its pay-back would pass 2^39 ms. */
-#define LUA_WINDOW_SET                                                               \
+#define LUA_WINDOW_SET(mode)                                                         \
     "local most = (math.floor(549755813888 / reset) + 1) * limit\n"                  \
     "if most > " LUA_DEBT_MOST " then most = " LUA_DEBT_MOST " end\n"                \
     "if used > most then used = most end\n"                                          \
@@ -76,28 +76,37 @@
     "if used > limit then m = math.ceil(used / limit) end\n"                         \
     "local v = used\n"                                                               \
     "if used > limit then v = string.format('%.0f', used) .. '.5' end\n"             \
-    "kv.set(v, left + (m - 1) * reset)\n"
+    KV(mode, SET) "v, 'PX', left + (m - 1) * reset)\n"
 
 /* Each verdict script is one function, decide(op, n), called once by the
  * plain script (ARGV[1] the op, ARGV[2] n) and once per request, in arrival
  * order, by its batched form (LUA_MANY): the same code, so a batch answers
- * each request as the plain calls one after the other would.  decide()
- * reaches its key only through kv: the plain script's (LUA_KV_ONE) calls
- * Redis, the batched form's (LUA_KV_MANY) reads the key once, keeps what
- * decide() writes in Lua and writes the result once at the end, so a batch
- * costs Redis about one request's key accesses, not one per request. */
-
-/* The key's accesses decide() makes, one Redis command each. */
-#define LUA_KV_ONE                                                                   \
-    "local kv = {}\n"                                                                \
-    "function kv.get() return redis.pcall('GET', key) end\n"                         \
-    "function kv.del() redis.call('DEL', key) end\n"                                 \
-    "function kv.set(v, px) redis.call('SET', key, v, 'PX', px) end\n"               \
-    "function kv.pttl() return redis.call('PTTL', key) end\n"                        \
-    "function kv.pexpire(ms) redis.call('PEXPIRE', key, ms) end\n"                   \
-    "function kv.incrby(n) redis.call('INCRBY', key, n) end\n"                       \
-    "function kv.hmget(...) return redis.pcall('HMGET', key, ...) end\n"             \
-    "function kv.hset(...) redis.call('HSET', key, ...) end\n"
+ * each request as the plain calls one after the other would.  decide()'s
+ * text is written once (LUA_WINDOW(mode), ...) and made twice: its key
+ * accesses, KV(mode, OP) followed by their arguments and ")", are one
+ * Redis command each in the plain script (mode ONE), and calls of the Lua
+ * copy of the key in the batched form (mode MANY, LUA_KV_MANY), which reads
+ * the key once, keeps what decide() writes and writes the result once at
+ * the end: a batch costs Redis about one request's key accesses. */
+#define KV(mode, op)        KV_##op##_##mode
+#define KV_LAYER_ONE        ""
+#define KV_LAYER_MANY       LUA_KV_MANY
+#define KV_GET_ONE          "redis.pcall('GET', key"
+#define KV_GET_MANY         "kv.get("
+#define KV_DEL_ONE          "redis.call('DEL', key"
+#define KV_DEL_MANY         "kv.del("
+#define KV_SET_ONE          "redis.call('SET', key, "
+#define KV_SET_MANY         "kv.set("
+#define KV_PTTL_ONE         "redis.call('PTTL', key"
+#define KV_PTTL_MANY        "kv.pttl("
+#define KV_PEXPIRE_ONE      "redis.call('PEXPIRE', key, "
+#define KV_PEXPIRE_MANY     "kv.pexpire("
+#define KV_INCRBY_ONE       "redis.call('INCRBY', key, "
+#define KV_INCRBY_MANY      "kv.incrby("
+#define KV_HMGET_ONE        "redis.pcall('HMGET', key, "
+#define KV_HMGET_MANY       "kv.hmget("
+#define KV_HSET_ONE         "redis.call('HSET', key, "
+#define KV_HSET_MANY        "kv.hset("
 
 /* The same accesses on a copy of the key held in Lua (the script runs
  * alone, so nobody else sees the key meanwhile): val is the string's value
@@ -120,7 +129,7 @@
     "  redis.call('DEL', key)\n"                                                     \
     "  c.val, c.ttl, c.h, c.hread, c.dirty = false, nil, {}, true, false\n"          \
     "end\n"                                                                          \
-    "function kv.set(v, px) c.val, c.ttl, c.dirty = v, px, true end\n"               \
+    "function kv.set(v, px_, px) c.val, c.ttl, c.dirty = v, px, true end\n"         \
     "function kv.pttl()\n"                                                           \
     "  if c.ttl == nil then c.ttl = redis.call('PTTL', key) end\n"                   \
     "  return c.ttl\n"                                                               \
@@ -175,34 +184,34 @@
     "kv.flush()\n"                                                                   \
     "return out\n"
 
-#define LUA_WINDOW(kv)                                                                   \
+#define LUA_WINDOW(mode)                                                             \
     "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n" \
     "-- (in debt: the end of the window that has a full quota again).\n"             \
     "-- ARGV: op (take|peek|debit), n, limit, reset_ms -> {allowed, credit, ms to reset}\n" \
     "local key = KEYS[1]\n"                                                          \
     "local limit, reset = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                    \
-    kv                                                                               \
+    KV(mode, LAYER)                                                                  \
     "local function decide(op, n)\n"                                                 \
     "local debit = op == 'debit'\n"                                                  \
-    "local got = kv.get()\n"                                                         \
-    "if type(got) == 'table' and got.err then kv.del(); got = false end\n"           \
+    "local got = " KV(mode, GET) ")\n"                                               \
+    "if type(got) == 'table' and got.err then " KV(mode, DEL) "); got = false end\n" \
     LUA_WINDOW_GET                                                                   \
     "if not used then\n"                                                             \
     "  if debit and n > limit then\n"                                                \
     "    local left, used = reset, n\n"                                              \
-    LUA_WINDOW_SET                                                                   \
+    LUA_WINDOW_SET(mode)                                                             \
     "    return {0, 0, reset}\n"                                                     \
     "  end\n"                                                                        \
     "  if (op == 'take' or debit) and n <= limit then\n"                             \
-    "    kv.set(n, reset)\n"                                                        \
+    "    " KV(mode, SET) "n, 'PX', reset)\n"                                        \
     "    return {1, limit - n, reset}\n"                                             \
     "  end\n"                                                                        \
     "  if n <= limit then return {1, limit, 0} end\n"                                \
     "  return {0, limit, 0}\n"                                                       \
     "end\n"                                                                          \
-    "local ttl = kv.pttl()\n"                                                        \
+    "local ttl = " KV(mode, PTTL) ")\n"                                              \
     "if ttl < 0 then\n"                                                              \
-    "  kv.pexpire(reset)\n"                                                          \
+    "  " KV(mode, PEXPIRE) "reset)\n"                                                \
     "  ttl = reset\n"                                                                \
     "end\n"                                                                          \
     "local left, carried\n"                                                          \
@@ -211,9 +220,9 @@
     "if debit or (fits and op == 'take') then\n"                                     \
     "  if debit or carried then\n"                                                   \
     "    used = used + n\n"                                                          \
-    LUA_WINDOW_SET                                                                   \
+    LUA_WINDOW_SET(mode)                                                             \
     "  else\n"                                                                       \
-    "    kv.incrby(n)\n"                                                            \
+    "    " KV(mode, INCRBY) "n)\n"                                                  \
     "    used = used + n\n"                                                          \
     "  end\n"                                                                        \
     "end\n"                                                                          \
@@ -223,8 +232,8 @@
     "return {0, credit, left}\n"                                                     \
     "end\n"
 
-static const char lua_window[] = LUA_WINDOW(LUA_KV_ONE) LUA_ONE;
-static const char lua_window_many[] = LUA_WINDOW(LUA_KV_MANY) LUA_MANY;
+static const char lua_window[] = LUA_WINDOW(ONE) LUA_ONE;
+static const char lua_window_many[] = LUA_WINDOW(MANY) LUA_MANY;
 
 static const char *op_arg(enum store_op op)
 {
@@ -268,7 +277,7 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     arg_u64(ret, a->reset_ms);          /* ARGV[4] */
 }
 
-#define LUA_BUCKET(kv)                                                                   \
+#define LUA_BUCKET(mode)                                                             \
     "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n" \
     "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n" \
     "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}.\n"      \
@@ -278,9 +287,9 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     "local cap = tonumber(ARGV[3])\n"                                                \
     "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"                  \
     LUA_NOW                                                                          \
-    kv                                                                               \
+    KV(mode, LAYER)                                                                  \
     "local function decide(op, n)\n"                                                 \
-    LUA_HMGET("'d', 't'")                                                            \
+    LUA_HMGET(mode, "'d', 't'")                                                      \
     "local d, t = tonumber(st[1]), tonumber(st[2])\n"                                \
     "local tokens, last = cap, now\n"                                                \
     "if d and t and d > 0 then\n"                                                    \
@@ -309,8 +318,8 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     "  end\n"                                                                        \
     "  if tokens < cap then\n"                                                       \
     "    local missing = cap - tokens\n"                                             \
-    "    kv.hset('d', missing, 't', last)\n"                                        \
-    "    kv.pexpire(last + math.ceil(missing / amount) * period - now)\n"           \
+    "    " KV(mode, HSET) "'d', missing, 't', last)\n"                              \
+    "    " KV(mode, PEXPIRE) "last + math.ceil(missing / amount) * period - now)\n" \
     "  end\n"                                                                        \
     "end\n"                                                                          \
     "local reset = 0\n"                                                              \
@@ -321,8 +330,8 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     "return {0, tokens, reset}\n"                                                    \
     "end\n"
 
-static const char lua_bucket[] = LUA_BUCKET(LUA_KV_ONE) LUA_ONE;
-static const char lua_bucket_many[] = LUA_BUCKET(LUA_KV_MANY) LUA_MANY;
+static const char lua_bucket[] = LUA_BUCKET(ONE) LUA_ONE;
+static const char lua_bucket_many[] = LUA_BUCKET(MANY) LUA_MANY;
 
 void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret)
 {
@@ -335,7 +344,7 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     arg_str(ret, a->strict ? "1" : "0");        /* ARGV[6] */
 }
 
-#define LUA_SLIDING(kv)                                                                  \
+#define LUA_SLIDING(mode)                                                            \
     "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n" \
     "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n" \
     "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}.\n" \
@@ -344,9 +353,9 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     "local key = KEYS[1]\n"                                                          \
     "local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                        \
     LUA_NOW                                                                          \
-    kv                                                                               \
+    KV(mode, LAYER)                                                                  \
     "local function decide(op, n)\n"                                                 \
-    LUA_HMGET("'p', 'c', 's'")                                                       \
+    LUA_HMGET(mode, "'p', 'c', 's'")                                                 \
     "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"                \
     "local s = tonumber(st[3])\n"                                                    \
     "if s and s + 2 * w > now then\n"                                                \
@@ -366,8 +375,8 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     "if (op == 'take' and fits) or debit then\n"                                     \
     "  count, fresh = math.min(count + n, 16777215, " LUA_DEBT_MOST "), false\n"     \
     "  if fits then credit = credit - n else credit = 0 end\n"                       \
-    "  kv.hset('p', prev, 'c', count, 's', start)\n"                                \
-    "  kv.pexpire(start + 2 * w - now)\n"                                           \
+    "  " KV(mode, HSET) "'p', prev, 'c', count, 's', start)\n"                      \
+    "  " KV(mode, PEXPIRE) "start + 2 * w - now)\n"                                 \
     "end\n"                                                                          \
     "local reset = 0\n"                                                              \
     "if not fresh then reset = start + w - now end\n"                                \
@@ -375,8 +384,8 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     "return {0, credit, reset}\n"                                                    \
     "end\n"
 
-static const char lua_sliding[] = LUA_SLIDING(LUA_KV_ONE) LUA_ONE;
-static const char lua_sliding_many[] = LUA_SLIDING(LUA_KV_MANY) LUA_MANY;
+static const char lua_sliding[] = LUA_SLIDING(ONE) LUA_ONE;
+static const char lua_sliding_many[] = LUA_SLIDING(MANY) LUA_MANY;
 
 void store_script_sliding(const struct store_sliding_args *a, struct store_call *ret)
 {
