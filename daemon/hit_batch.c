@@ -21,7 +21,7 @@
 
 #define HOT_BUCKETS_MIN     64
 #define HOT_FREE_MAX        256
-#define FLIGHT_FREE_MAX     64
+#define FLIGHT_FREE_MAX     256
 
 /* One request: whose callback, and what it asks. */
 struct waiter {
@@ -463,4 +463,11 @@ int hit_batch_send(struct hit_batch *b, const char *key, size_t key_len,
     }
     flight_add(e->pending, a, deadline_ms, cb, arg);
     return 0;
+}
+
+int hit_batch_flush(struct hit_batch *b, const char *key, size_t key_len)
+{
+    struct hot *e = hot_find(b, key, key_len, hash_siphash(b->seed, key, key_len));
+
+    return e ? pending_send(b, e) : 0;
 }

@@ -65,4 +65,12 @@ int hit_batch_send(struct hit_batch *b, const char *key, size_t key_len,
                    const struct store_verdict_args *a, uint64_t deadline_ms, store_cb *cb,
                    void *arg);
 
+/*
+ * Sends at once the batch waiting on @key (@key_len bytes), if any, so that
+ * a command for @key sent after this call (RESET's DEL) reaches Redis after
+ * the requests that came before it.  0, or store_verdicts()'s -errno: the
+ * batch then stays, answered with the script ahead of it.
+ */
+int hit_batch_flush(struct hit_batch *b, const char *key, size_t key_len);
+
 #endif

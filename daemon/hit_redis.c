@@ -324,6 +324,8 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
             table_hit(t, &tk, &lim, TABLE_RESET, 0, now, &tr);
         }
         h->step_o = *o;
+        /* Hits that came before the RESET and wait on the key go first. */
+        hit_batch_flush(w->hb, w->key_buf, (size_t)klen);
         rc = store_del(w->sc, w->key_buf, (size_t)klen, h->deadline, hit_on_store, h);
         if (rc < 0) {
             log_ratelimited(&rl_store, LOG_WARNING, "RESET of rule %s: Redis unreachable, "

@@ -5,8 +5,8 @@
  * flight on each, raw sockets) is decided by far fewer scripts than hits
  * (Redis's own INFO commandstats, and divvyd's STATS redis_scripts), and
  * stays exact: exactly credit_limit allowed.  Mixed requests (TAKE n, PEEK,
- * DEBIT) pipelined on one key get the verdicts they get one by one, on each
- * algorithm strict supports; a continue chain of two strict rules on hot
+ * DEBIT, RESET) pipelined on one key get the verdicts they get one by one,
+ * on each algorithm strict supports; a continue chain of two strict rules on hot
  * keys charges the second only for what the first allowed; and when Redis
  * stops answering, every request of a batch gets on_redis_error within
  * timeout_ms.
@@ -168,7 +168,8 @@ static const char *const mixed[] = {
     "TAKE 4 path=/m user=%s", "TAKE 4 path=/m user=%s", "TAKE 4 path=/m user=%s",
     "PEEK path=/m user=%s",   "TAKE 1 path=/m user=%s", "TAKE 2 path=/m user=%s",
     "TAKE 1 path=/m user=%s", "PEEK path=/m user=%s",   "DEBIT 3 path=/m user=%s",
-    "TAKE 1 path=/m user=%s", "PEEK path=/m user=%s",
+    "TAKE 1 path=/m user=%s", "PEEK path=/m user=%s",   "RESET path=/m user=%s",
+    "TAKE 4 path=/m user=%s", "PEEK path=/m user=%s",
 };
 #define N_MIXED (sizeof(mixed) / sizeof(mixed[0]))
 
@@ -214,13 +215,17 @@ static void mixed_serial(const char *rule)
                      req, pipe_rep[i], one);
     }
     /* Not vacuous: the third TAKE 4 is denied, the TAKE 1 after it fits,
-     * and after the DEBIT nothing is left. */
+     * after the DEBIT nothing is left, and the hits before the RESET are
+     * charged before it (the TAKE 4 after it leaves 6). */
     CHECK(harness_parse_ok_rule(pipe_rep[2], &allowed, &credit, &secs, one, sizeof(one)));
     assert_false(allowed);
     CHECK(harness_parse_ok_rule(pipe_rep[4], &allowed, &credit, &secs, one, sizeof(one)));
     assert_true(allowed);
     CHECK(harness_parse_ok_rule(pipe_rep[9], &allowed, &credit, &secs, one, sizeof(one)));
     assert_false(allowed);
+    CHECK(harness_parse_ok_rule(pipe_rep[12], &allowed, &credit, &secs, one, sizeof(one)));
+    assert_true(allowed);
+    assert_int_equal(credit, 6);
     harness_close(c);
     harness_free(d);
     redis_stop(rs);

@@ -341,6 +341,35 @@ static void test_hit_batch_failure(void **state)
     assert_true(done[3].id == 5 && done[3].allowed);
 }
 
+/* hit_batch_flush() (RESET's DEL comes next): the waiting batch goes now. */
+static void test_hit_batch_flush(void **state)
+{
+    struct hit_batch *b = *state;
+
+    assert_int_equal(hit_batch_flush(b, "k", 1), 0);
+    assert_int_equal(n_sent, 0);
+    assert_int_equal(req(b, "k", 0, STORE_TAKE, 1, 0, 1000), 0);
+    assert_int_equal(req(b, "k", 1, STORE_TAKE, 2, 0, 1000), 0);
+    assert_int_equal(req(b, "k", 2, STORE_TAKE, 3, 0, 1000), 0);
+    assert_int_equal(n_sent, 1);
+    assert_int_equal(hit_batch_flush(b, "k", 1), 0);
+    assert_int_equal(n_sent, 2);
+    assert_string_equal(sent[1].list, "t2 t3");
+    /* Refused: it stays, and goes when the script ahead of it answers. */
+    assert_int_equal(req(b, "k", 3, STORE_TAKE, 4, 0, 1000), 0);
+    send_rc = -ENOTCONN;
+    assert_int_equal(hit_batch_flush(b, "k", 1), -ENOTCONN);
+    send_rc = 0;
+    answer(0, 10);
+    assert_int_equal(n_sent, 3);
+    assert_false(sent[2].batch);
+    answer(1, 10);
+    answer(2, 10);
+    assert_int_equal(n_done, 4);
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(done[i].id, i);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +378,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hit_batch_earlier_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hit_batch_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hit_batch_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hit_batch_flush, setup, teardown),
     };
 
     return cmocka_run_group_tests_name("hit_batch", tests, NULL, NULL);
