@@ -203,10 +203,12 @@ static void mixed_serial(const char *rule)
     for (size_t i = 0; i < N_MIXED; i++)
         CHECK(harness_recv_line(c, pipe_rep[i], sizeof(pipe_rep[i]), HARNESS_TIMEOUT_MS));
     calls = evalsha_calls(rs) - calls;
-    /* The first goes alone, the rest wait for it and go as one. */
-    if (calls >= (long long)N_MIXED)
+    /* The first goes alone, those up to the RESET wait for it and go as
+     * one before its DEL, the two after it as one more: 3 scripts for the
+     * 13 requests that run one (4 allows for a read split in two). */
+    if (calls > 4)
         fail_msg("%s: %lld scripts for %zu pipelined requests on one key", rule, calls,
-                 N_MIXED);
+                 N_MIXED - 1);
     for (size_t i = 0; i < N_MIXED; i++) {
         snprintf(req, sizeof(req), mixed[i], "s");
         CHECK(harness_cmd(c, req, one, sizeof(one)));
