@@ -247,6 +247,8 @@ $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap
     -Wl,--wrap=reply_err,--wrap=reply_text
 # test_memtrim: counts the trims instead of making them.
 $(B)/tests/test_memtrim: TEST_WRAP := -Wl,--wrap=malloc_trim
+# test_hit_batch: a fake store records the scripts hot-key coalescing sends.
+$(B)/tests/test_hit_batch: TEST_WRAP := -Wl,--wrap=store_verdict,--wrap=store_verdicts
 
 # Integration tests: real divvyd, real sockets (tests/integration/harness.c),
 # libdivvy through its shared library, divvyctl and pam_divvy.so from build/.

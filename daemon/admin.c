@@ -216,6 +216,8 @@ void admin_stats(struct conn *c, const struct proto_req *req)
         sum.lease_fetches += stat_get(&ws->lease_fetches);
         sum.refill_hints += stat_get(&ws->refill_hints);
         sum.refill_dropped += stat_get(&ws->refill_dropped);
+        sum.scripts.scripts += stat_get(&ws->scripts.scripts);
+        sum.scripts.requests += stat_get(&ws->scripts.requests);
         for (unsigned d = 0; d < METRICS_N_DENY; d++)
             sum.denials[d] += stat_get(&ws->denials[d]);
     }
@@ -264,13 +266,16 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                      "redis_errors=%llu\n"
                      "redis_timeouts=%llu\nredis_breaker_trips=%llu\nredis_fallbacks=%llu\n"
                      "redis_lease_fetches=%llu\nredis_noscript=%llu\nredis_refill_hints=%llu\n"
-                     "redis_refill_hints_dropped=%llu\n",
+                     "redis_refill_hints_dropped=%llu\nredis_scripts=%llu\n"
+                     "redis_script_requests=%llu\n",
                      !rs.wanted ? "unused" : rs.breaker_open ? "down" : "up", rs.conns_up,
                      (unsigned long long)rs.requests, (unsigned long long)rs.errors,
                      (unsigned long long)rs.timeouts, (unsigned long long)rs.trips,
                      (unsigned long long)sum.redis_fallbacks, (unsigned long long)sum.lease_fetches,
                      (unsigned long long)rs.noscript, (unsigned long long)sum.refill_hints,
-                     (unsigned long long)sum.refill_dropped);
+                     (unsigned long long)sum.refill_dropped,
+                     (unsigned long long)sum.scripts.scripts,
+                     (unsigned long long)sum.scripts.requests);
     admin_append_fmt(buf, sizeof(buf), &pos, "table_evictions=%llu\n",
                      (unsigned long long)(fast.evictions + priv.evictions));
     /* The login figures (login counters, ERR no-counter) are privileged

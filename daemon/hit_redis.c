@@ -6,7 +6,9 @@
  * hit_run() walks the hit's rule path with common/eval.h's eval_walk() and
  * hit_step(): a local rule is decided from the host tables, a strict or
  * lease rule by hit_remote(), which sends the rule's typed script call
- * (store.h) and makes the walk wait (EVAL_WAIT).  When the store calls back,
+ * (store.h) and makes the walk wait (EVAL_WAIT); a verdict script goes
+ * through the worker's hot-key table (hit_batch.h), which decides
+ * concurrent requests on one key in one script.  When the store calls back,
  * hit_resume() reads the typed answer (hit_verdict(), lease_apply()), or,
  * when Redis failed, applies store.on_redis_error (hit_fallback()), settles
  * that rule with eval_walk_settle() and walks on.  A reload that came in
@@ -27,6 +29,7 @@
 #include "conn.h"
 #include "eval.h"
 #include "hit.h"
+#include "hit_batch.h"
 #include "hit_int.h"
 #include "log.h"
 #include "proto.h"
@@ -191,35 +194,37 @@ static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
 }
 
 /* The script of rule @r's algorithm decides @op for @h in Redis (key in
- * w->key_buf, @klen bytes): as store_window(). */
+ * w->key_buf, @klen bytes): sent, or queued behind the script already in
+ * flight for that key (hit_batch.h), as store_verdict(). */
 static int hit_verdict_send(struct worker *w, struct hit *h, const struct rules_rule *r,
                             const struct table_limits *lim, enum table_op op, size_t klen)
 {
     enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : op == TABLE_DEBIT ? STORE_DEBIT
                                                                            : STORE_PEEK;
+    struct store_verdict_args a;
 
     switch (r->algo) {
-    case RULES_ALGO_TOKEN_BUCKET: {
-        struct store_bucket_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
-                                       .refill_amount = lim->refill_amount,
-                                       .refill_ms = lim->refill_ms, .strict = r->strict };
-
-        return store_bucket(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
-    }
-    case RULES_ALGO_SLIDING_WINDOW: {
-        struct store_sliding_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
-                                        .window_ms = lim->reset_ms };
-
-        return store_sliding(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
-    }
+    case RULES_ALGO_TOKEN_BUCKET:
+        a.script = STORE_SCRIPT_BUCKET;
+        a.bucket = (struct store_bucket_args){ .op = sop, .n = h->n, .limit = r->credit_limit,
+                                               .refill_amount = lim->refill_amount,
+                                               .refill_ms = lim->refill_ms,
+                                               .strict = r->strict };
+        break;
+    case RULES_ALGO_SLIDING_WINDOW:
+        a.script = STORE_SCRIPT_SLIDING;
+        a.sliding = (struct store_sliding_args){ .op = sop, .n = h->n,
+                                                 .limit = r->credit_limit,
+                                                 .window_ms = lim->reset_ms };
+        break;
     case RULES_ALGO_WINDOW:
-    default: {
-        struct store_window_args a = { .op = sop, .n = h->n, .limit = r->credit_limit,
-                                       .reset_ms = lim->reset_ms };
-
-        return store_window(w->sc, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
+    default:
+        a.script = STORE_SCRIPT_WINDOW;
+        a.window = (struct store_window_args){ .op = sop, .n = h->n, .limit = r->credit_limit,
+                                               .reset_ms = lim->reset_ms };
+        break;
     }
-    }
+    return hit_batch_send(w->hb, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
 }
 
 /*
@@ -319,6 +324,8 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
             table_hit(t, &tk, &lim, TABLE_RESET, 0, now, &tr);
         }
         h->step_o = *o;
+        /* Hits that came before the RESET and wait on the key go first. */
+        hit_batch_flush(w->hb, w->key_buf, (size_t)klen);
         rc = store_del(w->sc, w->key_buf, (size_t)klen, h->deadline, hit_on_store, h);
         if (rc < 0) {
             log_ratelimited(&rl_store, LOG_WARNING, "RESET of rule %s: Redis unreachable, "

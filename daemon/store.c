@@ -412,6 +412,28 @@ int store_adhoc_gcra(struct store_conn *sc, const char *key, size_t key_len,
     return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
 }
 
+int store_verdict(struct store_conn *sc, const char *key, size_t key_len,
+                  const struct store_verdict_args *a, uint64_t deadline_ms, store_cb *cb,
+                  void *arg)
+{
+    struct store_call call;
+
+    store_script_verdict(a, &call);
+    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_verdicts(struct store_conn *sc, const char *key, size_t key_len,
+                   const struct store_verdict_args *a, const struct store_items *items,
+                   uint64_t deadline_ms, store_cb *cb, void *arg)
+{
+    struct store_call call;
+
+    if (!items->n)
+        return -EINVAL;
+    store_script_verdicts(a, items, &call);
+    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
+}
+
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg)
 {

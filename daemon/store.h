@@ -63,8 +63,8 @@ struct store_opts {
  * Called exactly once for every request accepted (store_window() ...
  * store_del() returned 0), in the owning worker's thread, never from inside
  * the call that sent it.  @reply (store_script.h) is the answer, of the kind
- * the request asks for: a verdict (window, bucket, sliding), a grant (lease)
- * or a count (DEL).  It is NULL when the request failed: timeout,
+ * the request asks for: a verdict (window, bucket, sliding), verdicts (a
+ * batched call), a grant (lease) or a count (DEL).  It is NULL when the request failed: timeout,
  * connection lost, an error reply, an answer not of that kind, or the
  * connection being closed at shutdown; the breaker is open by then (except
  * at shutdown).
@@ -131,6 +131,23 @@ int store_adhoc_tb(struct store_conn *sc, const char *key, size_t key_len,
 int store_adhoc_gcra(struct store_conn *sc, const char *key, size_t key_len,
                      const struct store_adhoc_gcra_args *a, uint64_t deadline_ms, store_cb *cb,
                      void *arg);
+/* The window, bucket or sliding script that @a names (a->script): as
+ * store_window(), store_bucket() or store_sliding(). */
+int store_verdict(struct store_conn *sc, const char *key, size_t key_len,
+                  const struct store_verdict_args *a, uint64_t deadline_ms, store_cb *cb,
+                  void *arg);
+
+/*
+ * One call of @a's script deciding the requests @items (op and n each; a's
+ * own op and n unused) one after the other on @key, in their order, as the
+ * same number of store_verdict() calls sent back to back would; the reply
+ * is STORE_REPLY_VERDICTS, one verdict per item (store_verdicts_get()).
+ * @items is borrowed until @cb has run.  As store_window(); -EINVAL for no
+ * items.
+ */
+int store_verdicts(struct store_conn *sc, const char *key, size_t key_len,
+                   const struct store_verdict_args *a, const struct store_items *items,
+                   uint64_t deadline_ms, store_cb *cb, void *arg);
 
 /* DEL @key; the reply is STORE_REPLY_DELETED.  As store_window(). */
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,

@@ -252,9 +252,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 /* Queues the command of @q on the connection; -ENOTCONN when hiredis refuses. */
 static int req_send(struct store_conn *sc, struct sreq *q)
 {
-    /* EVALSHA sha 1 key, then the script's ARGV. */
-    const char *argv[4 + STORE_SCRIPT_ARGV_MAX];
-    size_t lens[4 + STORE_SCRIPT_ARGV_MAX];
+    /* EVALSHA sha 1 key, then the script's ARGV (and a batch's list). */
+    const char *argv[5 + STORE_SCRIPT_ARGV_MAX];
+    size_t lens[5 + STORE_SCRIPT_ARGV_MAX];
     int argc = 0;
 
     if (!sc->ac) {
@@ -270,6 +270,8 @@ static int req_send(struct store_conn *sc, struct sreq *q)
         argv[argc++] = q->key;
         for (unsigned i = 0; i < q->call.argc && i < STORE_SCRIPT_ARGV_MAX; i++)
             argv[argc++] = q->call.argv[i];
+        if (q->call.list)
+            argv[argc++] = q->call.list;
     } else if (q->cmd == STORE_CMD_SCAN) {
         /* The cursor and the count ride in call.argv (send_user()). */
         argv[argc++] = "SCAN";
@@ -283,7 +285,8 @@ static int req_send(struct store_conn *sc, struct sreq *q)
         argv[argc++] = q->key;
     }
     for (int i = 0; i < argc; i++)
-        lens[i] = argv[i] == q->key ? q->key_len : strlen(argv[i]);
+        lens[i] = argv[i] == q->key ? q->key_len :
+                  argv[i] == q->call.list ? q->call.list_len : strlen(argv[i]);
     if (redisAsyncCommandArgv(sc->ac, on_reply, q, argc, argv, lens) != REDIS_OK)
         return -ENOTCONN;
     fifo_push(sc, q);

@@ -3,8 +3,8 @@
  * store_script: the Lua scripts divvyd runs in Redis and their typed calls
  * (see store_script.h, docs/redis.md "Scripts").  Each script's text is
  * followed by the function that packs its ARGV, so a reader checks the
- * positions against the Lua in one screen; the replies are decoded at the
- * end, one shape per kind of script.  The scripts are embedded here, so
+ * positions against the Lua in one screen; the replies are decoded in
+ * store_reply.c, one shape per kind of script.  The scripts are embedded here, so
  * nothing depends on an install path; their SHA-1s (FIPS 180-4, below) are
  * the names EVALSHA uses.
  */
@@ -28,9 +28,9 @@
     "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
 
 /* A key of another type (a labelled rule whose algorithm changed) starts afresh. */
-#define LUA_HMGET(fields)                                                            \
-    "local st = redis.pcall('HMGET', key, " fields ")\n"                             \
-    "if st.err then redis.call('DEL', key); st = {} end\n"
+#define LUA_HMGET(mode, fields)                                                      \
+    "local st = " KV(mode, HMGET) fields ")\n"                                       \
+    "if st.err then " KV(mode, DEL) "); st = {} end\n"
 
 /* A window key's value (@got): the count used, and debt true when it holds
  * a DEBIT's debt, marked by a fraction (".5"): a reader without the mark,
@@ -68,7 +68,7 @@
 /* Writes used (any size) in the window ending in @left ms: the key's PTTL
  * runs to its debt's end.  The debt saturates at ALGO_DEBT_WINDOWS limits,
  * or where its pay-back would pass 2^39 ms. */
-#define LUA_WINDOW_SET                                                               \
+#define LUA_WINDOW_SET(mode)                                                         \
     "local most = (math.floor(549755813888 / reset) + 1) * limit\n"                  \
     "if most > " LUA_DEBT_MOST " then most = " LUA_DEBT_MOST " end\n"                \
     "if used > most then used = most end\n"                                          \
@@ -76,52 +76,164 @@
     "if used > limit then m = math.ceil(used / limit) end\n"                         \
     "local v = used\n"                                                               \
     "if used > limit then v = string.format('%.0f', used) .. '.5' end\n"             \
-    "redis.call('SET', key, v, 'PX', left + (m - 1) * reset)\n"
+    KV(mode, SET) "v, 'PX', left + (m - 1) * reset)\n"
 
-static const char lua_window[] =
-    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n"
-    "-- (in debt: the end of the window that has a full quota again).\n"
-    "-- ARGV: op (take|peek|debit), n, limit, reset_ms -> {allowed, credit, ms to reset}\n"
-    "local key = KEYS[1]\n"
-    "local n, limit, reset = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local debit = ARGV[1] == 'debit'\n"
-    "local got = redis.pcall('GET', key)\n"
-    "if type(got) == 'table' and got.err then redis.call('DEL', key); got = false end\n"
-    LUA_WINDOW_GET
-    "if not used then\n"
-    "  if debit and n > limit then\n"
-    "    local left, used = reset, n\n"
-    LUA_WINDOW_SET
-    "    return {0, 0, reset}\n"
-    "  end\n"
-    "  if (ARGV[1] == 'take' or debit) and n <= limit then\n"
-    "    redis.call('SET', key, n, 'PX', reset)\n"
-    "    return {1, limit - n, reset}\n"
-    "  end\n"
-    "  if n <= limit then return {1, limit, 0} end\n"
-    "  return {0, limit, 0}\n"
+/* Each verdict script is one function, decide(op, n), called once by the
+ * plain script (ARGV[1] the op, ARGV[2] n) and once per request, in arrival
+ * order, by its batched form (LUA_MANY): the same code, so a batch answers
+ * each request as the plain calls one after the other would.  decide()'s
+ * text is written once (LUA_WINDOW(mode), ...) and made twice: its key
+ * accesses, KV(mode, OP) followed by their arguments and ")", are one
+ * Redis command each in the plain script (mode ONE), and calls of the Lua
+ * copy of the key in the batched form (mode MANY, LUA_KV_MANY), which reads
+ * the key once, keeps what decide() writes and writes the result once at
+ * the end: a batch costs Redis about one request's key accesses. */
+#define KV(mode, op)        KV_##op##_##mode
+#define KV_LAYER_ONE        ""
+#define KV_LAYER_MANY       LUA_KV_MANY
+#define KV_GET_ONE          "redis.pcall('GET', key"
+#define KV_GET_MANY         "kv.get("
+#define KV_DEL_ONE          "redis.call('DEL', key"
+#define KV_DEL_MANY         "kv.del("
+#define KV_SET_ONE          "redis.call('SET', key, "
+#define KV_SET_MANY         "kv.set("
+#define KV_PTTL_ONE         "redis.call('PTTL', key"
+#define KV_PTTL_MANY        "kv.pttl("
+#define KV_PEXPIRE_ONE      "redis.call('PEXPIRE', key, "
+#define KV_PEXPIRE_MANY     "kv.pexpire("
+#define KV_INCRBY_ONE       "redis.call('INCRBY', key, "
+#define KV_INCRBY_MANY      "kv.incrby("
+#define KV_HMGET_ONE        "redis.pcall('HMGET', key, "
+#define KV_HMGET_MANY       "kv.hmget("
+#define KV_HSET_ONE         "redis.call('HSET', key, "
+#define KV_HSET_MANY        "kv.hset("
+
+/* The same accesses on a copy of the key held in Lua (the script runs
+ * alone, so nobody else sees the key meanwhile): val is the string's value
+ * (false: none; nil: not read yet), h the hash's fields (read: hread), ttl
+ * its PTTL (Redis time stands still for a script), dirty whether it must be
+ * written back; kv.flush() writes it with the same commands, the numbers
+ * converted by Redis as the plain script's are.  A key of another type is
+ * deleted at once, as the plain script does. */
+#define LUA_KV_MANY                                                                  \
+    "local kv, c = {}, {h = {}}\n"                                                   \
+    "function kv.get()\n"                                                            \
+    "  if c.val == nil then\n"                                                       \
+    "    local got = redis.pcall('GET', key)\n"                                      \
+    "    if type(got) == 'table' then return got end\n"                              \
+    "    c.val = got\n"                                                              \
+    "  end\n"                                                                        \
+    "  return c.val\n"                                                               \
+    "end\n"                                                                          \
+    "function kv.del()\n"                                                            \
+    "  redis.call('DEL', key)\n"                                                     \
+    "  c.val, c.ttl, c.h, c.hread, c.dirty = false, nil, {}, true, false\n"          \
+    "end\n"                                                                          \
+    "function kv.set(v, px_, px) c.val, c.ttl, c.dirty = v, px, true end\n"         \
+    "function kv.pttl()\n"                                                           \
+    "  if c.ttl == nil then c.ttl = redis.call('PTTL', key) end\n"                   \
+    "  return c.ttl\n"                                                               \
+    "end\n"                                                                          \
+    "function kv.pexpire(ms) c.ttl, c.dirty = ms, true end\n"                        \
+    "function kv.incrby(n)\n"                                                        \
+    "  kv.pttl()\n"                                                                  \
+    "  c.val, c.dirty = tonumber(c.val) + n, true\n"                                 \
+    "end\n"                                                                          \
+    "function kv.hmget(...)\n"                                                       \
+    "  local f, out = {...}, {}\n"                                                   \
+    "  if not c.hread then\n"                                                        \
+    "    local st = redis.pcall('HMGET', key, ...)\n"                                \
+    "    if st.err then return st end\n"                                             \
+    "    for i = 1, #f do c.h[f[i]] = st[i] end\n"                                   \
+    "    c.hread = true\n"                                                           \
+    "  end\n"                                                                        \
+    "  for i = 1, #f do out[i] = c.h[f[i]] or false end\n"                           \
+    "  return out\n"                                                                 \
+    "end\n"                                                                          \
+    "function kv.hset(...)\n"                                                        \
+    "  local a = {...}\n"                                                            \
+    "  for i = 1, #a, 2 do c.h[a[i]] = a[i + 1] end\n"                               \
+    "  c.dirty = true\n"                                                             \
+    "end\n"                                                                          \
+    "function kv.flush()\n"                                                          \
+    "  if not c.dirty then return end\n"                                             \
+    "  if c.val then\n"                                                              \
+    "    redis.call('SET', key, c.val, 'PX', c.ttl)\n"                               \
+    "    return\n"                                                                   \
+    "  end\n"                                                                        \
+    "  local a = {}\n"                                                               \
+    "  for f, v in pairs(c.h) do\n"                                                  \
+    "    if v then a[#a + 1] = f; a[#a + 1] = v end\n"                               \
+    "  end\n"                                                                        \
+    "  if #a > 0 then redis.call('HSET', key, unpack(a)) end\n"                      \
+    "  if c.ttl then redis.call('PEXPIRE', key, c.ttl) end\n"                        \
     "end\n"
-    "local ttl = redis.call('PTTL', key)\n"
-    "if ttl < 0 then\n"
-    "  redis.call('PEXPIRE', key, reset)\n"
-    "  ttl = reset\n"
+#define LUA_ONE "return decide(ARGV[1], tonumber(ARGV[2]))\n"
+
+/* The batched form: ARGV[1] = 'many', ARGV[2] = how many, the algorithm's
+ * own arguments in their places, and last the requests ("t3 p1 d2": op
+ * letter and n each).  -> {count, allowed, credit, ms, allowed, ...}. */
+#define LUA_MANY                                                                     \
+    "local ops = {t = 'take', p = 'peek', d = 'debit'}\n"                            \
+    "local out = {0}\n"                                                              \
+    "for o, k in string.gmatch(ARGV[#ARGV], '(%a)(%d+)') do\n"                        \
+    "  local v = decide(ops[o], tonumber(k))\n"                                       \
+    "  for i = 1, 3 do out[#out + 1] = v[i] end\n"                                   \
+    "  out[1] = out[1] + 1\n"                                                        \
+    "end\n"                                                                          \
+    "kv.flush()\n"                                                                   \
+    "return out\n"
+
+#define LUA_WINDOW(mode)                                                             \
+    "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n" \
+    "-- (in debt: the end of the window that has a full quota again).\n"             \
+    "-- ARGV: op (take|peek|debit), n, limit, reset_ms -> {allowed, credit, ms to reset}\n" \
+    "local key = KEYS[1]\n"                                                          \
+    "local limit, reset = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                    \
+    KV(mode, LAYER)                                                                  \
+    "local function decide(op, n)\n"                                                 \
+    "local debit = op == 'debit'\n"                                                  \
+    "local got = " KV(mode, GET) ")\n"                                               \
+    "if type(got) == 'table' and got.err then " KV(mode, DEL) "); got = false end\n" \
+    LUA_WINDOW_GET                                                                   \
+    "if not used then\n"                                                             \
+    "  if debit and n > limit then\n"                                                \
+    "    local left, used = reset, n\n"                                              \
+    LUA_WINDOW_SET(mode)                                                             \
+    "    return {0, 0, reset}\n"                                                     \
+    "  end\n"                                                                        \
+    "  if (op == 'take' or debit) and n <= limit then\n"                             \
+    "    " KV(mode, SET) "n, 'PX', reset)\n"                                        \
+    "    return {1, limit - n, reset}\n"                                             \
+    "  end\n"                                                                        \
+    "  if n <= limit then return {1, limit, 0} end\n"                                \
+    "  return {0, limit, 0}\n"                                                       \
+    "end\n"                                                                          \
+    "local ttl = " KV(mode, PTTL) ")\n"                                              \
+    "if ttl < 0 then\n"                                                              \
+    "  " KV(mode, PEXPIRE) "reset)\n"                                                \
+    "  ttl = reset\n"                                                                \
+    "end\n"                                                                          \
+    "local left, carried\n"                                                          \
+    LUA_WINDOW_CARRY                                                                 \
+    "local fits = used <= limit and n <= limit - used\n"                             \
+    "if debit or (fits and op == 'take') then\n"                                     \
+    "  if debit or carried then\n"                                                   \
+    "    used = used + n\n"                                                          \
+    LUA_WINDOW_SET(mode)                                                             \
+    "  else\n"                                                                       \
+    "    " KV(mode, INCRBY) "n)\n"                                                  \
+    "    used = used + n\n"                                                          \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "local credit = 0\n"                                                             \
+    "if used <= limit then credit = limit - used end\n"                              \
+    "if (debit and used <= limit) or (not debit and fits) then return {1, credit, left} end\n" \
+    "return {0, credit, left}\n"                                                     \
     "end\n"
-    "local left, carried\n"
-    LUA_WINDOW_CARRY
-    "local fits = used <= limit and n <= limit - used\n"
-    "if debit or (fits and ARGV[1] == 'take') then\n"
-    "  if debit or carried then\n"
-    "    used = used + n\n"
-    LUA_WINDOW_SET
-    "  else\n"
-    "    redis.call('INCRBY', key, n)\n"
-    "    used = used + n\n"
-    "  end\n"
-    "end\n"
-    "local credit = 0\n"
-    "if used <= limit then credit = limit - used end\n"
-    "if (debit and used <= limit) or (not debit and fits) then return {1, credit, left} end\n"
-    "return {0, credit, left}\n";
+
+static const char lua_window[] = LUA_WINDOW(ONE) LUA_ONE;
+static const char lua_window_many[] = LUA_WINDOW(MANY) LUA_MANY;
 
 static const char *op_arg(enum store_op op)
 {
@@ -152,6 +264,8 @@ static void call_init(struct store_call *c, enum store_script script)
 {
     c->script = script;
     c->argc = 0;
+    c->list = NULL;
+    c->list_len = 0;
 }
 
 void store_script_window(const struct store_window_args *a, struct store_call *ret)
@@ -163,55 +277,61 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     arg_u64(ret, a->reset_ms);          /* ARGV[4] */
 }
 
-static const char lua_bucket[] =
-    "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n"
-    "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n"
-    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}.\n"
-    "-- A debit takes always: d may pass cap (tokens below zero, refills pay back),\n"
-    "-- at most " LUA_STR(ALGO_DEBT_WINDOWS) " capacities of debt.\n"
-    "local key = KEYS[1]\n"
-    "local n, cap = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
-    "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
-    LUA_NOW
-    LUA_HMGET("'d', 't'")
-    "local d, t = tonumber(st[1]), tonumber(st[2])\n"
-    "local tokens, last = cap, now\n"
-    "if d and t and d > 0 then\n"
-    "  if t > now then t = now end\n"
-    "  if t + math.ceil(d / amount) * period > now then\n"
-    "    local refills = math.floor((now - t) / period)\n"
-    "    d = d - refills * amount\n"
-    "    if d < 0 then d = 0 end\n"
-    "    last = t + refills * period\n"
-    "    tokens = cap - d\n"
-    "  end\n"
+#define LUA_BUCKET(mode)                                                             \
+    "-- token bucket: KEYS[1] = hash {d = tokens missing, t = last refill (Redis ms)},\n" \
+    "-- expiring when the bucket is full again.  ARGV: op, n, limit, refill_amount,\n" \
+    "-- refill_ms, strict (1|0) -> {allowed, tokens, ms to the next refill}.\n"      \
+    "-- A debit takes always: d may pass cap (tokens below zero, refills pay back),\n" \
+    "-- at most " LUA_STR(ALGO_DEBT_WINDOWS) " capacities of debt.\n"                \
+    "local key = KEYS[1]\n"                                                          \
+    "local cap = tonumber(ARGV[3])\n"                                                \
+    "local amount, period = tonumber(ARGV[4]), tonumber(ARGV[5])\n"                  \
+    LUA_NOW                                                                          \
+    KV(mode, LAYER)                                                                  \
+    "local function decide(op, n)\n"                                                 \
+    LUA_HMGET(mode, "'d', 't'")                                                      \
+    "local d, t = tonumber(st[1]), tonumber(st[2])\n"                                \
+    "local tokens, last = cap, now\n"                                                \
+    "if d and t and d > 0 then\n"                                                    \
+    "  if t > now then t = now end\n"                                                \
+    "  if t + math.ceil(d / amount) * period > now then\n"                           \
+    "    local refills = math.floor((now - t) / period)\n"                           \
+    "    d = d - refills * amount\n"                                                 \
+    "    if d < 0 then d = 0 end\n"                                                  \
+    "    last = t + refills * period\n"                                              \
+    "    tokens = cap - d\n"                                                         \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "local fits = n <= tokens\n"                                                     \
+    "local debit = op == 'debit'\n"                                                  \
+    "if op == 'take' or debit then\n"                                                \
+    "  if fits or debit then\n"                                                      \
+    "    tokens = tokens - n\n"                                                      \
+    "    local most = math.floor(549755813888 / period) * amount\n"                  \
+    "    if most < cap then most = cap end\n"                                        \
+    "    if most > (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap then\n"                \
+    "      most = (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap\n"                      \
+    "    end\n"                                                                      \
+    "    if cap - tokens > most then tokens = cap - most end\n"                      \
+    "  elseif ARGV[6] == '1' and tokens < cap then\n"                                \
+    "    last = now\n"                                                               \
+    "  end\n"                                                                        \
+    "  if tokens < cap then\n"                                                       \
+    "    local missing = cap - tokens\n"                                             \
+    "    " KV(mode, HSET) "'d', missing, 't', last)\n"                              \
+    "    " KV(mode, PEXPIRE) "last + math.ceil(missing / amount) * period - now)\n" \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "local reset = 0\n"                                                              \
+    "if tokens < cap then reset = last + period - now end\n"                         \
+    "if debit then fits = tokens >= 0 end\n"                                         \
+    "if fits then return {1, tokens, reset} end\n"                                   \
+    "if tokens < 0 then tokens = 0 end\n"                                            \
+    "return {0, tokens, reset}\n"                                                    \
     "end\n"
-    "local fits = n <= tokens\n"
-    "local debit = ARGV[1] == 'debit'\n"
-    "if ARGV[1] == 'take' or debit then\n"
-    "  if fits or debit then\n"
-    "    tokens = tokens - n\n"
-    "    local most = math.floor(549755813888 / period) * amount\n"
-    "    if most < cap then most = cap end\n"
-    "    if most > (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap then\n"
-    "      most = (" LUA_STR(ALGO_DEBT_WINDOWS) " + 1) * cap\n"
-    "    end\n"
-    "    if cap - tokens > most then tokens = cap - most end\n"
-    "  elseif ARGV[6] == '1' and tokens < cap then\n"
-    "    last = now\n"
-    "  end\n"
-    "  if tokens < cap then\n"
-    "    local missing = cap - tokens\n"
-    "    redis.call('HSET', key, 'd', missing, 't', last)\n"
-    "    redis.call('PEXPIRE', key, last + math.ceil(missing / amount) * period - now)\n"
-    "  end\n"
-    "end\n"
-    "local reset = 0\n"
-    "if tokens < cap then reset = last + period - now end\n"
-    "if debit then fits = tokens >= 0 end\n"
-    "if fits then return {1, tokens, reset} end\n"
-    "if tokens < 0 then tokens = 0 end\n"
-    "return {0, tokens, reset}\n";
+
+static const char lua_bucket[] = LUA_BUCKET(ONE) LUA_ONE;
+static const char lua_bucket_many[] = LUA_BUCKET(MANY) LUA_MANY;
 
 void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret)
 {
@@ -224,42 +344,48 @@ void store_script_bucket(const struct store_bucket_args *a, struct store_call *r
     arg_str(ret, a->strict ? "1" : "0");        /* ARGV[6] */
 }
 
-static const char lua_sliding[] =
-    "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n"
-    "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n"
-    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}.\n"
-    "-- A debit counts past the limit, with at most " LUA_STR(ALGO_DEBT_WINDOWS)
-    " limits of debt and\n-- at most 2^24 - 1, as divvyd's table.\n"
-    "local key = KEYS[1]\n"
-    "local n, limit, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    LUA_NOW
-    LUA_HMGET("'p', 'c', 's'")
-    "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"
-    "local s = tonumber(st[3])\n"
-    "if s and s + 2 * w > now then\n"
-    "  fresh = false\n"
-    "  prev, count, start = tonumber(st[1]) or 0, tonumber(st[2]) or 0, s\n"
-    "  elapsed = now - start\n"
-    "  if elapsed < 0 then elapsed = 0 end\n"
-    "  if elapsed >= w then\n"
-    "    prev, count, start, elapsed = count, 0, start + w, elapsed - w\n"
-    "  end\n"
+#define LUA_SLIDING(mode)                                                            \
+    "-- sliding window (two-window estimate): KEYS[1] = hash {p = previous window's\n" \
+    "-- count, c = current count, s = current window start (Redis ms)}, expiring at\n" \
+    "-- s + 2w.  ARGV: op, n, limit, window_ms -> {allowed, credit, ms to window end}.\n" \
+    "-- A debit counts past the limit, with at most " LUA_STR(ALGO_DEBT_WINDOWS)     \
+    " limits of debt and\n-- at most 2^24 - 1, as divvyd's table.\n"                 \
+    "local key = KEYS[1]\n"                                                          \
+    "local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                        \
+    LUA_NOW                                                                          \
+    KV(mode, LAYER)                                                                  \
+    "local function decide(op, n)\n"                                                 \
+    LUA_HMGET(mode, "'p', 'c', 's'")                                                 \
+    "local prev, count, start, elapsed, fresh = 0, 0, now, 0, true\n"                \
+    "local s = tonumber(st[3])\n"                                                    \
+    "if s and s + 2 * w > now then\n"                                                \
+    "  fresh = false\n"                                                              \
+    "  prev, count, start = tonumber(st[1]) or 0, tonumber(st[2]) or 0, s\n"         \
+    "  elapsed = now - start\n"                                                      \
+    "  if elapsed < 0 then elapsed = 0 end\n"                                        \
+    "  if elapsed >= w then\n"                                                       \
+    "    prev, count, start, elapsed = count, 0, start + w, elapsed - w\n"           \
+    "  end\n"                                                                        \
+    "end\n"                                                                          \
+    "local budget, spent = limit * w, prev * (w - elapsed) + count * w\n"            \
+    "local credit = 0\n"                                                             \
+    "if budget > spent then credit = math.floor((budget - spent) / w) end\n"         \
+    "local fits = n <= credit\n"                                                     \
+    "local debit = op == 'debit'\n"                                                  \
+    "if (op == 'take' and fits) or debit then\n"                                     \
+    "  count, fresh = math.min(count + n, 16777215, " LUA_DEBT_MOST "), false\n"     \
+    "  if fits then credit = credit - n else credit = 0 end\n"                       \
+    "  " KV(mode, HSET) "'p', prev, 'c', count, 's', start)\n"                      \
+    "  " KV(mode, PEXPIRE) "start + 2 * w - now)\n"                                 \
+    "end\n"                                                                          \
+    "local reset = 0\n"                                                              \
+    "if not fresh then reset = start + w - now end\n"                                \
+    "if fits then return {1, credit, reset} end\n"                                   \
+    "return {0, credit, reset}\n"                                                    \
     "end\n"
-    "local budget, spent = limit * w, prev * (w - elapsed) + count * w\n"
-    "local credit = 0\n"
-    "if budget > spent then credit = math.floor((budget - spent) / w) end\n"
-    "local fits = n <= credit\n"
-    "local debit = ARGV[1] == 'debit'\n"
-    "if (ARGV[1] == 'take' and fits) or debit then\n"
-    "  count, fresh = math.min(count + n, 16777215, " LUA_DEBT_MOST "), false\n"
-    "  if fits then credit = credit - n else credit = 0 end\n"
-    "  redis.call('HSET', key, 'p', prev, 'c', count, 's', start)\n"
-    "  redis.call('PEXPIRE', key, start + 2 * w - now)\n"
-    "end\n"
-    "local reset = 0\n"
-    "if not fresh then reset = start + w - now end\n"
-    "if fits then return {1, credit, reset} end\n"
-    "return {0, credit, reset}\n";
+
+static const char lua_sliding[] = LUA_SLIDING(ONE) LUA_ONE;
+static const char lua_sliding_many[] = LUA_SLIDING(MANY) LUA_MANY;
 
 void store_script_sliding(const struct store_sliding_args *a, struct store_call *ret)
 {
@@ -333,7 +459,7 @@ static const char lua_adhoc_tb[] =
     LUA_NOW
     "local t = now\n"
     "if at >= 0 then t = at end\n"
-    LUA_HMGET("'a', 't'")
+    LUA_HMGET(ONE, "'a', 't'")
     "local amount, last = tonumber(st[1]), tonumber(st[2])\n"
     "local exists = amount ~= nil and last ~= nil\n"
     "local before\n"
@@ -392,7 +518,7 @@ static const char lua_adhoc_gcra[] =
     "if redis.replicate_commands then redis.replicate_commands() end\n"
     "local tm = redis.call('TIME')\n"
     "local now_s, now_n = tonumber(tm[1]), tonumber(tm[2]) * 1000\n"
-    LUA_HMGET("'s', 'n'")
+    LUA_HMGET(ONE, "'s', 'n'")
     "local tat = 0\n"
     "local s, n = tonumber(st[1]), tonumber(st[2])\n"
     "if s and n then tat = (s - now_s) * 1000000000 + (n - now_n) end\n"
@@ -431,11 +557,78 @@ void store_script_adhoc_gcra(const struct store_adhoc_gcra_args *a, struct store
     arg_i64(ret, a->quantity);          /* ARGV[4] */
 }
 
+/* ---- batched calls ------------------------------------------------------------ */
+
+int store_items_add(struct store_items *it, enum store_op op, uint64_t n)
+{
+    int len;
+
+    if (it->n >= STORE_ITEMS_MAX)
+        return -ENOBUFS;
+    /* "t3 p1 d2": LUA_MANY's pattern, (%a)(%d+). */
+    len = snprintf(it->text + it->len, sizeof(it->text) - it->len, "%s%c%" PRIu64,
+                   it->n ? " " : "", op == STORE_PEEK ? 'p' : op == STORE_DEBIT ? 'd' : 't', n);
+    if (len < 0 || (size_t)len >= sizeof(it->text) - it->len)
+        return -ENOBUFS;
+    it->len += (size_t)len;
+    it->n++;
+    return 0;
+}
+
+void store_script_verdict(const struct store_verdict_args *a, struct store_call *ret)
+{
+    switch (a->script) {
+    case STORE_SCRIPT_BUCKET:
+        store_script_bucket(&a->bucket, ret);
+        return;
+    case STORE_SCRIPT_SLIDING:
+        store_script_sliding(&a->sliding, ret);
+        return;
+    default:
+        store_script_window(&a->window, ret);
+        return;
+    }
+}
+
+void store_script_verdicts(const struct store_verdict_args *a, const struct store_items *items,
+                           struct store_call *ret)
+{
+    /* The plain call's ARGV with 'many' and the count for op and n, so each
+     * argument of the algorithm stays where decide() reads it. */
+    store_script_verdict(a, ret);
+    ret->script = ret->script == STORE_SCRIPT_BUCKET ? STORE_SCRIPT_BUCKET_MANY :
+                  ret->script == STORE_SCRIPT_SLIDING ? STORE_SCRIPT_SLIDING_MANY :
+                                                        STORE_SCRIPT_WINDOW_MANY;
+    snprintf(ret->argv[0], STORE_SCRIPT_ARG_SIZE, "many");
+    snprintf(ret->argv[1], STORE_SCRIPT_ARG_SIZE, "%u", items->n);
+    ret->list = items->text;
+    ret->list_len = items->len;
+}
+
+bool store_script_same(const struct store_verdict_args *a, const struct store_verdict_args *b)
+{
+    if (a->script != b->script)
+        return false;
+    switch (a->script) {
+    case STORE_SCRIPT_BUCKET:
+        return a->bucket.limit == b->bucket.limit &&
+               a->bucket.refill_amount == b->bucket.refill_amount &&
+               a->bucket.refill_ms == b->bucket.refill_ms && a->bucket.strict == b->bucket.strict;
+    case STORE_SCRIPT_SLIDING:
+        return a->sliding.limit == b->sliding.limit &&
+               a->sliding.window_ms == b->sliding.window_ms;
+    default:
+        return a->window.limit == b->window.limit && a->window.reset_ms == b->window.reset_ms;
+    }
+}
+
 static const char *const scripts[STORE_N_SCRIPTS] = {
     lua_window, lua_bucket, lua_sliding, lua_lease, lua_adhoc_tb, lua_adhoc_gcra,
+    lua_window_many, lua_bucket_many, lua_sliding_many,
 };
 static const char *const script_names[STORE_N_SCRIPTS] = {
     "window", "token_bucket", "sliding_window", "lease", "adhoc_tb", "adhoc_gcra",
+    "window_many", "token_bucket_many", "sliding_window_many",
 };
 static char script_sha[STORE_N_SCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
@@ -533,128 +726,4 @@ const char *store_script_sha(enum store_script script)
 const char *store_script_name(enum store_script script)
 {
     return (unsigned)script < STORE_N_SCRIPTS ? script_names[script] : "?";
-}
-
-/* ---- replies (docs/redis.md "Scripts": arrays of integers) ---------------------- */
-
-/* The @n integers of array @r into @v; false when @r is something else. */
-static bool ints(const redisReply *r, size_t n, int64_t *v)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
-            return false;
-        v[i] = r->element[i]->integer;
-    }
-    return true;
-}
-
-static uint64_t not_negative(int64_t v)
-{
-    return v > 0 ? (uint64_t)v : 0;
-}
-
-int store_script_decode(enum store_script script, const struct redisReply *r,
-                        struct store_reply *ret)
-{
-    int64_t v[4];
-
-    memset(ret, 0, sizeof(*ret));
-    switch (script) {
-    case STORE_SCRIPT_WINDOW:
-    case STORE_SCRIPT_BUCKET:
-    case STORE_SCRIPT_SLIDING:
-        /* {allowed, credit, ms to reset} */
-        if (!ints(r, 3, v))
-            return -EPROTO;
-        ret->kind = STORE_REPLY_VERDICT;
-        ret->verdict.allowed = v[0] != 0;
-        ret->verdict.credit = not_negative(v[1]);
-        ret->verdict.reset_ms = not_negative(v[2]);
-        return 0;
-    case STORE_SCRIPT_LEASE:
-        /* {granted, remainder after, ms to the window's end, 1 if it began now} */
-        if (!ints(r, 4, v) || v[0] < 0 || v[1] < 0 || v[2] < 0)
-            return -EPROTO;
-        ret->kind = STORE_REPLY_GRANT;
-        ret->grant.granted = (uint64_t)v[0];
-        ret->grant.remain = (uint64_t)v[1];
-        ret->grant.ttl_ms = (uint64_t)v[2];
-        ret->grant.created = v[3] != 0;
-        return 0;
-    case STORE_SCRIPT_ADHOC_TB:
-        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
-            return -EPROTO;
-        ret->kind = STORE_REPLY_TOKENS;
-        ret->tokens = r->integer;
-        return 0;
-    case STORE_SCRIPT_ADHOC_GCRA: {
-        int64_t g[5];
-
-        /* {limited, limit, remaining, retry_after_ns, reset_after_ns} */
-        if (!ints(r, 5, g) || (g[0] != 0 && g[0] != 1) || g[1] < 1 || g[2] < 0)
-            return -EPROTO;
-        ret->kind = STORE_REPLY_GCRA;
-        ret->gcra.limited = g[0] != 0;
-        ret->gcra.limit = g[1];
-        ret->gcra.remaining = g[2];
-        ret->gcra.retry_after_ns = g[3];
-        ret->gcra.reset_after_ns = g[4];
-        return 0;
-    }
-    case STORE_N_SCRIPTS:
-        break;
-    }
-    return -EPROTO;
-}
-
-/* ---- DEL and SCAN, the plain commands the store sends -------------------------- */
-
-int store_script_decode_del(const struct redisReply *r, struct store_reply *ret)
-{
-    memset(ret, 0, sizeof(*ret));
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
-        return -EPROTO;
-    ret->kind = STORE_REPLY_DELETED;
-    ret->deleted = (uint64_t)r->integer;
-    return 0;
-}
-
-int store_script_decode_scan(const struct redisReply *r, struct store_reply *ret)
-{
-    const redisReply *keys;
-    uint64_t cursor = 0;
-
-    memset(ret, 0, sizeof(*ret));
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || !r->element[0]->len ||
-        r->element[1]->type != REDIS_REPLY_ARRAY)
-        return -EPROTO;
-    /* Decimal digits only, as Redis sends it (strtoull() would take "-1"). */
-    for (size_t i = 0; i < r->element[0]->len; i++) {
-        unsigned d = (unsigned)(r->element[0]->str[i] - '0');
-
-        if (d > 9 || cursor > (UINT64_MAX - d) / 10)
-            return -EPROTO;
-        cursor = cursor * 10 + d;
-    }
-    keys = r->element[1];
-    for (size_t i = 0; i < keys->elements; i++) {
-        if (keys->element[i]->type != REDIS_REPLY_STRING)
-            return -EPROTO;
-    }
-    ret->keys.cursor = cursor;
-    ret->kind = STORE_REPLY_KEYS;
-    ret->keys.n = keys->elements;
-    ret->keys.elements = keys->element;
-    return 0;
-}
-
-void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key, size_t *ret_len)
-{
-    const redisReply *const *e = k->elements;
-
-    *ret_key = e[i]->str;
-    *ret_len = e[i]->len;
 }

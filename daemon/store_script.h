@@ -29,6 +29,11 @@ enum store_script {
     STORE_SCRIPT_LEASE,
     STORE_SCRIPT_ADHOC_TB,      /* RESP's RL.* (Smyte's token bucket) */
     STORE_SCRIPT_ADHOC_GCRA,    /* RESP's CL.THROTTLE (redis-cell's GCRA) */
+    /* The window, bucket and sliding scripts' batched forms: one call
+     * decides several requests on one key, in order (store_verdicts()). */
+    STORE_SCRIPT_WINDOW_MANY,
+    STORE_SCRIPT_BUCKET_MANY,
+    STORE_SCRIPT_SLIDING_MANY,
     STORE_N_SCRIPTS
 };
 
@@ -58,6 +63,17 @@ struct store_sliding_args {
     uint64_t n;
     int64_t limit;
     uint64_t window_ms;
+};
+
+/* A call of one of the three verdict scripts, typed: @script (WINDOW,
+ * BUCKET or SLIDING) names the member that holds its arguments. */
+struct store_verdict_args {
+    enum store_script script;
+    union {
+        struct store_window_args window;
+        struct store_bucket_args bucket;
+        struct store_sliding_args sliding;
+    };
 };
 
 /* A lease: credit for this host, counted as used in the window's key. */
@@ -105,6 +121,14 @@ struct store_grant {
     bool created;               /* this call began the window */
 };
 
+/* A batched call's answer (store_verdicts()): one verdict per request, in
+ * the order asked; they live as long as the callback runs and
+ * store_verdicts_get() reads them. */
+struct store_verdicts {
+    size_t n;
+    const void *elements;       /* hiredis's; store_script.c's business */
+};
+
 /* SCAN's answer (store_scan(), store.c): the keys live as long as the
  * callback runs; store_keys_get() reads them. */
 struct store_keys {
@@ -120,6 +144,7 @@ enum store_reply_kind {
     STORE_REPLY_KEYS,           /* SCAN */
     STORE_REPLY_TOKENS,         /* ad-hoc token bucket: tokens before the call */
     STORE_REPLY_GCRA,           /* ad-hoc GCRA */
+    STORE_REPLY_VERDICTS,       /* a batched window, token_bucket or sliding_window */
 };
 
 /* What a request to the store answered: the member that @kind names. */
@@ -132,6 +157,7 @@ struct store_reply {
         struct store_keys keys;
         int64_t tokens;
         struct store_gcra gcra;
+        struct store_verdicts verdicts;
     };
 };
 
@@ -139,11 +165,35 @@ struct store_reply {
 #define STORE_SCRIPT_ARGV_MAX   6
 #define STORE_SCRIPT_ARG_SIZE   24
 
-/* A call in wire form: the script and its ARGV (KEYS[1] is the caller's). */
+/* Requests in one batched call, at most, and one's room in its list. */
+#define STORE_ITEMS_MAX         64
+#define STORE_ITEM_SIZE         22      /* op letter, 20 digits, a space */
+
+/*
+ * The requests of a batched call (store_verdicts()), in arrival order,
+ * packed as the script reads them (store_items_add()): a caller keeps it,
+ * unchanged, until the call's callback has run (a NOSCRIPT retry sends it
+ * again).  Start with n = 0 and len = 0.
+ */
+struct store_items {
+    unsigned n;
+    size_t len;
+    char text[STORE_ITEMS_MAX * STORE_ITEM_SIZE + 1];
+};
+
+/* Appends a request to take, peek or debit @n: -ENOBUFS when @it holds
+ * STORE_ITEMS_MAX already. */
+int store_items_add(struct store_items *it, enum store_op op, uint64_t n);
+
+/* A call in wire form: the script and its ARGV (KEYS[1] is the caller's),
+ * then, for a batched call, @list (@list_len bytes, NULL for none) as one
+ * last argument: a store_items' text, borrowed until the callback. */
 struct store_call {
     enum store_script script;
     unsigned argc;
     char argv[STORE_SCRIPT_ARGV_MAX][STORE_SCRIPT_ARG_SIZE];
+    const char *list;
+    size_t list_len;
 };
 
 /* Pack @a into *ret, a call of the script of that name. */
@@ -154,15 +204,26 @@ void store_script_lease(const struct store_lease_args *a, struct store_call *ret
 void store_script_adhoc_tb(const struct store_adhoc_tb_args *a, struct store_call *ret);
 void store_script_adhoc_gcra(const struct store_adhoc_gcra_args *a, struct store_call *ret);
 
+/* @a's plain call (its op and n), or its batched form for @items (@a's op
+ * and n unused; @items borrowed as store_call.list says). */
+void store_script_verdict(const struct store_verdict_args *a, struct store_call *ret);
+void store_script_verdicts(const struct store_verdict_args *a, const struct store_items *items,
+                           struct store_call *ret);
+
+/* Whether @a and @b call the same script with the same arguments but for
+ * their op and n: requests a batched call may decide together. */
+bool store_script_same(const struct store_verdict_args *a, const struct store_verdict_args *b);
+
 /*
- * Decodes @r, the answer to a call of @script, into *ret (STORE_REPLY_VERDICT
- * or STORE_REPLY_GRANT).  A verdict is an array of exactly 3 integers
- * (a negative credit or time reads as 0), a grant exactly 4 integers of
- * which the first three are not negative; the ad-hoc token bucket's one
- * integer >= 0 (STORE_REPLY_TOKENS), the GCRA's 5 integers (limited 0|1,
- * limit >= 1, remaining >= 0, retry, reset: STORE_REPLY_GCRA).
- * -EPROTO for anything else: not what the script returns, so not an
- * answer to trust.
+ * Decodes @r, the answer to a call of @script, into *ret (STORE_REPLY_VERDICT,
+ * STORE_REPLY_GRANT, STORE_REPLY_VERDICTS for a batched form,
+ * STORE_REPLY_TOKENS or STORE_REPLY_GCRA for an ad-hoc one).  A verdict is an
+ * array of exactly 3 integers (a negative credit or time reads as 0), a
+ * grant exactly 4 integers of which the first three are not negative, a
+ * batch's answer 1 + 3k integers, the first k (1 <= k <= STORE_ITEMS_MAX; k
+ * verdicts follow); the ad-hoc token bucket's one integer >= 0, the GCRA's 5
+ * integers (limited 0|1, limit >= 1, remaining >= 0, retry, reset).  -EPROTO
+ * for anything else: not what the script returns, so not an answer to trust.
  */
 int store_script_decode(enum store_script script, const struct redisReply *r,
                         struct store_reply *ret);
@@ -173,6 +234,9 @@ int store_script_decode(enum store_script script, const struct redisReply *r,
 int store_script_decode_del(const struct redisReply *r, struct store_reply *ret);
 int store_script_decode_scan(const struct redisReply *r, struct store_reply *ret);
 
+/* Verdict @i (< @v->n) of a batched call's answer. */
+void store_verdicts_get(const struct store_verdicts *v, size_t i, struct store_verdict *ret);
+
 /* Key @i (< @k->n) of a SCAN reply, valid while the callback runs. */
 void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key,
                     size_t *ret_len);
@@ -182,7 +246,7 @@ void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key,
 const char *store_script_source(enum store_script script);
 const char *store_script_sha(enum store_script script);
 /* "window", "token_bucket", "sliding_window", "lease", "adhoc_tb",
- * "adhoc_gcra"; "?" for another. */
+ * "adhoc_gcra", and the batched forms' "window_many", ...; "?" for another. */
 const char *store_script_name(enum store_script script);
 
 /* SHA-1 of @len bytes at @data as 40 hex digits plus NUL. */

@@ -14,6 +14,7 @@
 #include "admit.h"
 #include "conn.h"
 #include "hit.h"
+#include "hit_batch.h"
 #include "listener.h"
 #include "metrics.h"
 #include "rls.h"
@@ -85,6 +86,8 @@ void *worker_main(void *arg)
      * freed, and their replies get one last chance to be written. */
     store_conn_free(w->sc);
     w->sc = NULL;
+    hit_batch_free(w->hb);      /* emptied by the answers store_conn_free() gave */
+    w->hb = NULL;
     for (struct conn *c = w->conns; c; c = c->next) {
         if (!c->dead && c->fd >= 0)
             conn_flush(c);
@@ -146,6 +149,9 @@ int worker_init(struct srv *s, struct worker *w, unsigned id, bool lane)
         r = store_conn_new(s->o.store, w->base, &w->sc);
         if (r < 0)
             return r;
+        r = hit_batch_new(w->sc, &w->st.scripts, &w->hb);
+        if (r < 0)
+            return r;
     }
     return 0;
 }
@@ -173,6 +179,8 @@ void worker_fini(struct worker *w)
     handoff_fini(w);
     store_conn_free(w->sc);     /* NULL after a run; set when srv_run never ran */
     w->sc = NULL;
+    hit_batch_free(w->hb);
+    w->hb = NULL;
     if (w->flush_ev)
         event_free(w->flush_ev);
     free(w->actor_buf);

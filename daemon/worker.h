@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "handoff.h"
+#include "hit_batch.h"
 #include "metrics.h"
 #include "proto.h"
 
@@ -44,6 +45,7 @@ struct wstats {
     uint64_t refill_hints;      /* REFILL lines received from fast-path clients */
     uint64_t refill_dropped;    /* ... that started no refill */
     uint64_t denials[METRICS_N_DENY];   /* denied TAKEs by cause (metrics.h) */
+    struct hit_batch_stats scripts;     /* verdict scripts and the requests they decided */
 };
 
 struct worker {
@@ -67,6 +69,7 @@ struct worker {
     struct rls_conn *rls;       /* connections of RLS listeners (rls.h) */
     struct wstats st;
     struct store_conn *sc;      /* this worker's Redis connection; NULL without a store */
+    struct hit_batch *hb;       /* its verdict scripts in flight by key (hit_batch.h) */
     struct event *flush_ev;     /* settles connections touched by store callbacks */
     bool flush_active;
     struct conn *dirty;         /* connections for flush_ev */

@@ -95,7 +95,7 @@ void __wrap_log_ratelimited(struct log_ratelimit *rl, int prio, const char *fmt,
 #define MAX_ROUNDS    200
 #define TIMEOUT_MS    10            /* the store's deadline: a reply withheld costs this */
 #define SENT_MAX      8
-#define INTS_MAX      5             /* the longest answer: the ad-hoc GCRA script's */
+#define INTS_MAX      (1 + 3 * STORE_ITEMS_MAX)   /* the longest answer: a full batch's */
 #define KIND_DEL      STORE_N_SCRIPTS   /* a request's kind: a script, or DEL */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -192,6 +192,15 @@ static bool ref_decode(unsigned kind, const struct ints *in, struct store_reply 
                                          .reset_after_ns = in->v[4] };
         return true;
     }
+    if (kind == STORE_SCRIPT_WINDOW_MANY || kind == STORE_SCRIPT_BUCKET_MANY ||
+        kind == STORE_SCRIPT_SLIDING_MANY) {
+        /* {k, then k verdicts}; the verdicts are checked in verdicts_match(). */
+        if (in->n < 4 || (in->n - 1) % 3 != 0 || in->v[0] != (int64_t)(in->n - 1) / 3)
+            return false;
+        out->kind = STORE_REPLY_VERDICTS;
+        out->verdicts.n = (in->n - 1) / 3;
+        return true;
+    }
     if (kind == STORE_SCRIPT_LEASE) {
         if (in->n != 4 || in->v[0] < 0 || in->v[1] < 0 || in->v[2] < 0)
             return false;
@@ -231,10 +240,26 @@ static bool same_reply(const struct store_reply *a, const struct store_reply *b)
                a->gcra.remaining == b->gcra.remaining &&
                a->gcra.retry_after_ns == b->gcra.retry_after_ns &&
                a->gcra.reset_after_ns == b->gcra.reset_after_ns;
+    case STORE_REPLY_VERDICTS:
+        return a->verdicts.n == b->verdicts.n;
     case STORE_REPLY_KEYS:
         break;
     }
     return false;
+}
+
+/* A batch's verdicts, read back with store_verdicts_get(), are those of @in. */
+static bool verdicts_match(const struct store_reply *rep, const struct ints *in)
+{
+    for (size_t i = 0; i < rep->verdicts.n; i++) {
+        struct store_verdict v;
+
+        store_verdicts_get(&rep->verdicts, i, &v);
+        if (v.allowed != (in->v[1 + 3 * i] != 0) || v.credit != clamp0(in->v[2 + 3 * i]) ||
+            v.reset_ms != clamp0(in->v[3 + 3 * i]))
+            return false;
+    }
+    return true;
 }
 
 /* What divvyd's srv.c does with a decoded answer (hit_verdict, lease_apply). */
@@ -359,7 +384,18 @@ static void run_decode(const uint8_t *data, size_t size)
             CHECK(ok == ref_decode(kind, &in, &want));
             if (ok) {
                 CHECK(same_reply(&got, &want));
-                consume(&got, now);
+                if (got.kind == STORE_REPLY_VERDICTS) {
+                    CHECK(verdicts_match(&got, &in));
+                    /* Each request of a batch gets its verdict as a plain answer. */
+                    for (size_t k = 0; k < got.verdicts.n; k++) {
+                        struct store_reply one = { .kind = STORE_REPLY_VERDICT };
+
+                        store_verdicts_get(&got.verdicts, k, &one.verdict);
+                        consume(&one, now);
+                    }
+                } else {
+                    consume(&got, now);
+                }
             }
         }
         check_scan(reply);

@@ -7,6 +7,8 @@
  * semantics, recover a key of the wrong type or without expiry, and their
  * SHA-1s are the names Redis gives them; the ad-hoc token bucket script
  * (RESP's RL.*) answers call for call as divvyd's own ad-hoc table.
+ * SHA-1s are the names Redis gives them.  The batched forms (hot keys)
+ * answer a list of requests exactly as the plain calls one by one do.
  *
  * The scripts, and the typed calls that pack their ARGV and decode their
  * answers, are the daemon's own (daemon/store_script.c), so a wrong ARGV
@@ -106,6 +108,49 @@ static struct store_grant lease(redisContext *c, const char *key, uint64_t want,
 
     store_script_lease(&a, &call);
     return run(c, &call, key).grant;
+}
+
+/* EVAL of @a's batched form over @items on @key: its verdicts into @ret
+ * (items->n of them), checked as run() checks a plain answer. */
+static void run_many(redisContext *c, const struct store_verdict_args *a,
+                     const struct store_items *items, const char *key, struct store_verdict *ret)
+{
+    const char *argv[5 + STORE_SCRIPT_ARGV_MAX];
+    size_t lens[5 + STORE_SCRIPT_ARGV_MAX];
+    struct store_call call;
+    struct store_reply out;
+    redisReply *rep;
+    int argc = 0;
+
+    store_script_verdicts(a, items, &call);
+    argv[argc++] = "EVAL";
+    argv[argc++] = store_script_source(call.script);
+    argv[argc++] = "1";
+    argv[argc++] = key;
+    for (unsigned i = 0; i < call.argc; i++)
+        argv[argc++] = call.argv[i];
+    assert_non_null(call.list);
+    argv[argc++] = call.list;
+    for (int i = 0; i < argc; i++)
+        lens[i] = argv[i] == call.list ? call.list_len : strlen(argv[i]);
+    rep = redisCommandArgv(c, argc, argv, lens);
+    if (!rep || rep->type != REDIS_REPLY_ARRAY)
+        fail_msg("EVAL %s: %s", store_script_name(call.script),
+                 rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "no array reply");
+    assert_int_equal(rep->elements, 1 + 3 * (size_t)items->n);
+    for (size_t i = 0; i < rep->elements; i++) {
+        assert_int_equal(rep->element[i]->type, REDIS_REPLY_INTEGER);
+        assert_true(rep->element[i]->integer >= 0);
+        if (i > 0 && (i - 1) % 3 == 0)
+            assert_true(rep->element[i]->integer <= 1);
+    }
+    if (store_script_decode(call.script, rep, &out) < 0)
+        fail_msg("EVAL %s: not the script's answer", store_script_name(call.script));
+    assert_int_equal(out.kind, STORE_REPLY_VERDICTS);
+    assert_int_equal(out.verdicts.n, items->n);
+    for (unsigned i = 0; i < items->n; i++)
+        store_verdicts_get(&out.verdicts, i, &ret[i]);
+    freeReplyObject(rep);
 }
 
 static long long cmd_int(redisContext *c, const char *fmt, const char *key)
@@ -311,6 +356,112 @@ static void test_redis_lua_lease(void **state)
     assert_true(eg.granted == 3 && eg.remain == 997);
     ew = window(c, "divvy:{ls:b}", STORE_TAKE, 7, 1000, 60000);
     assert_true(ew.allowed && ew.credit == 990);
+    redisFree(c);
+    redis_stop(rs);
+}
+
+/* @a with the op and n of one request. */
+static struct store_verdict_args with_item(const struct store_verdict_args *a, enum store_op op,
+                                           uint64_t n)
+{
+    struct store_verdict_args one = *a;
+
+    if (a->script == STORE_SCRIPT_BUCKET) {
+        one.bucket.op = op;
+        one.bucket.n = n;
+    } else if (a->script == STORE_SCRIPT_SLIDING) {
+        one.sliding.op = op;
+        one.sliding.n = n;
+    } else {
+        one.window.op = op;
+        one.window.n = n;
+    }
+    return one;
+}
+
+/*
+ * Hot keys (docs/redis.md "Hot keys"): a batched call answers a list of
+ * mixed requests (TAKE n, PEEK, DEBIT) as the plain calls one after the
+ * other: a denied TAKE charges nothing, so a cheaper one after it fits; a
+ * DEBIT goes into debt.  For each algorithm, the list runs twice (a key of
+ * another type, then one with state and debt), plainly on one key and
+ * batched on another: the same verdicts, the same state left, a TTL on
+ * both.
+ */
+static void test_redis_lua_batched(void **state)
+{
+    static const struct {
+        enum store_op op;
+        uint64_t n;
+    } list[] = {
+        { STORE_TAKE, 4 }, { STORE_TAKE, 4 }, { STORE_TAKE, 4 }, { STORE_PEEK, 1 },
+        { STORE_TAKE, 1 }, { STORE_TAKE, 2 }, { STORE_TAKE, 1 }, { STORE_PEEK, 5 },
+        { STORE_DEBIT, 3 }, { STORE_TAKE, 1 }, { STORE_PEEK, 1 },
+    };
+    enum { N = sizeof(list) / sizeof(list[0]) };
+    struct store_verdict_args algos[3] = {
+        { .script = STORE_SCRIPT_WINDOW,
+          .window = { .limit = 10, .reset_ms = 3600000 } },
+        { .script = STORE_SCRIPT_BUCKET,
+          .bucket = { .limit = 10, .refill_amount = 1, .refill_ms = 3600000, .strict = true } },
+        { .script = STORE_SCRIPT_SLIDING,
+          .sliding = { .limit = 10, .window_ms = 3600000 } },
+    };
+    static const char *const state_of[3] = { "GET %s", "HGET %s d", "HGET %s c" };
+    struct store_verdict plain[N], many[N];
+    struct redis_srv *rs;
+    redisContext *c = connect_fresh(&rs);
+
+    (void)state;
+    for (int a = 0; a < 3; a++) {
+        char k1[32], k2[32];
+
+        snprintf(k1, sizeof(k1), "divvy:{hot:plain%d}", a);
+        snprintf(k2, sizeof(k2), "divvy:{hot:many%d}", a);
+        /* Both start as keys of another type (the rule's algorithm changed). */
+        cmd(c, a == 0 ? "HSET %s d 1" : "SET %s 1", k1);
+        cmd(c, a == 0 ? "HSET %s d 1" : "SET %s 1", k2);
+        for (int round = 0; round < 2; round++) {
+            struct store_items items = { 0 };
+
+            for (unsigned i = 0; i < N; i++) {
+                struct store_verdict_args one = with_item(&algos[a], list[i].op, list[i].n);
+                struct store_call call;
+
+                store_script_verdict(&one, &call);
+                plain[i] = run(c, &call, k1).verdict;
+                assert_int_equal(store_items_add(&items, list[i].op, list[i].n), 0);
+            }
+            run_many(c, &algos[a], &items, k2, many);
+            for (unsigned i = 0; i < N; i++) {
+                long long dr = (long long)plain[i].reset_ms - (long long)many[i].reset_ms;
+
+                if (plain[i].allowed != many[i].allowed || plain[i].credit != many[i].credit ||
+                    dr > 1000 || dr < -1000)
+                    fail_msg("%s round %d, request %u: plain %d %llu %llu, batched %d %llu %llu",
+                             store_script_name(algos[a].script), round, i, plain[i].allowed,
+                             (unsigned long long)plain[i].credit,
+                             (unsigned long long)plain[i].reset_ms, many[i].allowed,
+                             (unsigned long long)many[i].credit,
+                             (unsigned long long)many[i].reset_ms);
+            }
+            assert_int_equal(cmd_int(c, state_of[a], k1), cmd_int(c, state_of[a], k2));
+            assert_ttl(c, k1, 60 * 3600000LL);
+            assert_ttl(c, k2, 60 * 3600000LL);
+            /* Not vacuous: on a fresh key the third TAKE 4 is denied, the
+             * TAKE 1 after it fits, and the DEBIT leaves a debt. */
+            if (round == 0)
+                assert_true(!plain[2].allowed && plain[4].allowed && !plain[9].allowed);
+        }
+    }
+    /* At most STORE_ITEMS_MAX, of the widest n. */
+    {
+        struct store_items items = { 0 };
+
+        for (unsigned i = 0; i < STORE_ITEMS_MAX; i++)
+            assert_int_equal(store_items_add(&items, STORE_DEBIT, UINT64_MAX), 0);
+        assert_int_equal(store_items_add(&items, STORE_TAKE, 1), -ENOBUFS);
+    }
     redisFree(c);
     redis_stop(rs);
 }
@@ -531,6 +682,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_lua_sliding, harness_setup, redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_lua_lease, harness_setup, redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_lua_debit, harness_setup, redis_teardown),
+        cmocka_unit_test_setup_teardown(test_redis_lua_batched, harness_setup, redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_lua_sha, harness_setup, redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_lua_adhoc_tb, harness_setup, redis_teardown),
     };

@@ -205,6 +205,74 @@ static void test_store_script_decode_adhoc(void **state)
     assert_string_equal(store_script_name(STORE_SCRIPT_ADHOC_GCRA), "adhoc_gcra");
 }
 
+/* A batched call (hot keys): the plain call's ARGV with "many" and the
+ * count for op and n, the list last; its answer {k, then k verdicts}. */
+static void test_store_script_batched(void **state)
+{
+    struct store_verdict_args a = { .script = STORE_SCRIPT_BUCKET,
+                                    .bucket = { .op = STORE_TAKE, .n = 9, .limit = 10,
+                                                .refill_amount = 4, .refill_ms = 500,
+                                                .strict = true } };
+    struct store_verdict_args b = a;
+    struct store_items items = { 0 };
+    struct store_verdict v;
+    struct store_reply rep;
+    struct store_call c;
+    redisReader *rd;
+    void *reply = NULL;
+    static const char many[] = "*7\r\n:2\r\n:1\r\n:6\r\n:0\r\n:0\r\n:-1\r\n:9\r\n";
+
+    (void)state;
+    assert_int_equal(store_items_add(&items, STORE_TAKE, 4), 0);
+    assert_int_equal(store_items_add(&items, STORE_PEEK, 1), 0);
+    assert_int_equal(store_items_add(&items, STORE_DEBIT, 18446744073709551615ULL), 0);
+    store_script_verdicts(&a, &items, &c);
+    assert_int_equal(c.script, STORE_SCRIPT_BUCKET_MANY);
+    assert_int_equal(c.argc, STORE_SCRIPT_ARGV_MAX);
+    assert_string_equal(c.argv[0], "many");
+    assert_string_equal(c.argv[1], "3");
+    assert_string_equal(c.argv[2], "10");
+    assert_string_equal(c.argv[5], "1");
+    assert_int_equal(c.list_len, strlen("t4 p1 d18446744073709551615"));
+    assert_memory_equal(c.list, "t4 p1 d18446744073709551615", c.list_len);
+    /* The plain call carries no list; op and n do not keep requests apart. */
+    store_script_verdict(&a, &c);
+    assert_int_equal(c.script, STORE_SCRIPT_BUCKET);
+    assert_null(c.list);
+    b.bucket.op = STORE_PEEK;
+    b.bucket.n = 1;
+    assert_true(store_script_same(&a, &b));
+    b.bucket.strict = false;
+    assert_false(store_script_same(&a, &b));
+    b = a;
+    b.script = STORE_SCRIPT_WINDOW;
+    assert_false(store_script_same(&a, &b));
+
+    rd = redisReaderCreate();
+    assert_non_null(rd);
+    assert_int_equal(redisReaderFeed(rd, many, strlen(many)), REDIS_OK);
+    assert_int_equal(redisReaderGetReply(rd, &reply), REDIS_OK);
+    assert_int_equal(store_script_decode(STORE_SCRIPT_WINDOW_MANY, reply, &rep), 0);
+    assert_int_equal(rep.kind, STORE_REPLY_VERDICTS);
+    assert_int_equal(rep.verdicts.n, 2);
+    store_verdicts_get(&rep.verdicts, 0, &v);
+    assert_true(v.allowed && v.credit == 6 && v.reset_ms == 0);
+    store_verdicts_get(&rep.verdicts, 1, &v);
+    assert_true(!v.allowed && v.credit == 0 && v.reset_ms == 9);
+    /* A plain answer is no batch's, nor a batch's a plain one. */
+    assert_int_equal(store_script_decode(STORE_SCRIPT_WINDOW, reply, &rep), -EPROTO);
+    freeReplyObject(reply);
+    redisReaderFree(rd);
+    assert_int_equal(decode(STORE_SCRIPT_SLIDING_MANY, "*3\r\n:1\r\n:1\r\n:1\r\n", &rep),
+                     -EPROTO);
+    /* The count must match the verdicts that follow; none is no answer. */
+    assert_int_equal(decode(STORE_SCRIPT_WINDOW_MANY, "*4\r\n:2\r\n:1\r\n:1\r\n:1\r\n",
+                            &rep), -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_WINDOW_MANY, "*1\r\n:0\r\n", &rep), -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_WINDOW_MANY, "*4\r\n:1\r\n:1\r\n$1\r\n1\r\n:1\r\n",
+                            &rep), -EPROTO);
+}
+
 static struct store *new_store(const char *prefix)
 {
     struct store_opts o = { .host = "127.0.0.1", .port = 6379, .timeout_ms = 100,
@@ -520,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_store_script_decode),
         cmocka_unit_test(test_store_script_decode_adhoc),
         cmocka_unit_test(test_store_adhoc_key),
+        cmocka_unit_test(test_store_script_batched),
         cmocka_unit_test(test_store_key_format),
         cmocka_unit_test(test_store_key_pattern_and_actor),
         cmocka_unit_test(test_store_options),
