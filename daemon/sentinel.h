@@ -69,13 +69,30 @@ void sentinel_query_start(struct sentinel_query *q);
 /* True from sentinel_query_start() until just before the callback runs. */
 bool sentinel_query_busy(const struct sentinel_query *q);
 
+/* What a sentinel announced about this master (docs/redis.md "Sentinel"). */
+enum sentinel_news_kind {
+    /* +switch-master: @host:@port is the master now (it was @old). */
+    SENTINEL_NEWS_SWITCH = 0,
+    /* +failover-state-send-slaveof-noone or +promoted-slave: the replica
+     * @host:@port is being made master in place of @old, which may still
+     * take writes that the new master will never have. */
+    SENTINEL_NEWS_PROMOTING,
+};
+
+struct sentinel_news {
+    enum sentinel_news_kind kind;
+    char host[SENTINEL_HOST_MAX];       /* as the sentinel gave it, no brackets */
+    unsigned port;
+    char old_host[SENTINEL_HOST_MAX];
+    unsigned old_port;
+};
+
 /*
- * A +switch-master announcement for this master: @host (as the sentinel
- * gave it, no brackets) and @port of the new master.  Runs in the watch's
- * thread from its event loop (a zero timer), never from inside a hiredis
- * callback or a sentinel_watch_*() call; it may free the watch.
+ * An announcement for this master.  Runs in the watch's thread from its
+ * event loop (a zero timer), never from inside a hiredis callback or a
+ * sentinel_watch_*() call; it may free the watch.
  */
-typedef void sentinel_switch_cb(void *arg, const char *host, unsigned port);
+typedef void sentinel_switch_cb(void *arg, const struct sentinel_news *news);
 
 struct sentinel_watch;
 
@@ -86,7 +103,8 @@ int sentinel_watch_new(struct sentinel *sn, struct event_base *base, sentinel_sw
 void sentinel_watch_free(struct sentinel_watch *w);
 
 /*
- * Subscribes, from now on for good, to +switch-master on one sentinel: the
+ * Subscribes, from now on for good, to +switch-master, the promotion's
+ * two events and -failover-abort-slave-timeout on one sentinel: the
  * one that answered the last query (else the first configured), after AUTH
  * when a sentinel password is set; connect, AUTH and the subscription's
  * confirmation are bounded by timeout_ms.  A failure, or the subscription
@@ -95,5 +113,19 @@ void sentinel_watch_free(struct sentinel_watch *w);
  * blocks (beyond hiredis resolving a name).  A no-op once started.
  */
 void sentinel_watch_start(struct sentinel_watch *w);
+
+/*
+ * Where to connect when the sentinels answer @host:@port.  Between a
+ * promotion announced for that master (SENTINEL_NEWS_PROMOTING) and the
+ * +switch-master that ends it, the sentinels still name the old master:
+ * then *@host and *@port are changed to the replica being promoted (whose
+ * ROLE says whether it is master yet), and true is returned.  The
+ * promotion is forgotten at +switch-master, at -failover-abort-slave-timeout
+ * for this master, or SENTINEL_FENCE_MS after it was announced (Sentinel's
+ * default failover-timeout: a failover not done by then is aborted).
+ * *@host may point into @w until its next callback.
+ */
+#define SENTINEL_FENCE_MS   180000
+bool sentinel_watch_redirect(struct sentinel_watch *w, const char **host, unsigned *port);
 
 #endif

@@ -27,12 +27,16 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "clock.h"
 #include "log.h"
 #include "redis_async.h"
 #include "sentinel.h"
 #include "sentinel_int.h"
 
 #define SWITCH_CHANNEL      "+switch-master"
+#define NOONE_CHANNEL       "+failover-state-send-slaveof-noone"
+#define PROMOTED_CHANNEL    "+promoted-slave"
+#define ABORT_CHANNEL       "-failover-abort-slave-timeout"
 
 struct sentinel_watch {
     struct sentinel *sn;
@@ -48,16 +52,36 @@ struct sentinel_watch {
     int next;                   /* the sentinel to try next; -1: the one that answered last */
     unsigned cur;               /* the one watched (or tried) now */
     unsigned backoff_ms;
-    bool pending;               /* an announcement waits for kick_ev */
-    char host[SENTINEL_HOST_MAX];
-    unsigned port;
-    char old[SENTINEL_HOST_MAX + 16];   /* "HOST:PORT" the announcement says it was */
+    /* Announcements waiting for kick_ev, one of each kind, reported in
+     * the order of enum sentinel_news_kind. */
+    bool pending[2];
+    struct sentinel_news news[2];
+    /* A promotion under way (sentinel_watch_redirect()): fence.old_host
+     * is not to be written to until fence_until (CLOCK_MONOTONIC ms). */
+    bool fenced;
+    struct sentinel_news fence;
+    uint64_t fence_until;
 };
 
 static struct log_ratelimit rl_watch;
 
 /* Records the master just announced; true when it differs from the last
  * announcement (each failover is logged once, whichever worker hears it). */
+/* Records the promotion of @shown in place of @old; true when it is news. */
+static bool sw_promoting_changed(struct sentinel *sn, const char *shown, const char *old)
+{
+    char key[sizeof(sn->promoting)];
+    bool changed;
+
+    snprintf(key, sizeof(key), "%s<%s", shown, old);
+    pthread_mutex_lock(&sn->lock);
+    changed = strcmp(sn->promoting, key) != 0;
+    if (changed)
+        snprintf(sn->promoting, sizeof(sn->promoting), "%s", key);
+    pthread_mutex_unlock(&sn->lock);
+    return changed;
+}
+
 static bool sw_announced_changed(struct sentinel *sn, const char *host, unsigned port, char *buf,
                                  size_t size)
 {
@@ -68,6 +92,7 @@ static bool sw_announced_changed(struct sentinel *sn, const char *host, unsigned
     changed = strcmp(sn->announced, buf) != 0;
     if (changed)
         snprintf(sn->announced, sizeof(sn->announced), "%s", buf);
+    sn->promoting[0] = '\0';    /* the next promotion is news again */
     pthread_mutex_unlock(&sn->lock);
     return changed;
 }
@@ -114,32 +139,72 @@ static void sw_link_failed(struct sentinel_link *l, bool free_it, const char *wh
     sw_schedule_retry(w);
 }
 
-/* "<name> <old-ip> <old-port> <new-ip> <new-port>": true, with the new
- * address in w->host and w->port, when it is about this master. */
-static bool sw_parse(struct sentinel_watch *w, const char *msg, size_t len)
+/* Splits @msg (@len bytes) at spaces into @f (at most @max fields, in @buf);
+ * the number of fields, or -1 when it does not fit. */
+static int sw_split(const char *msg, size_t len, char *buf, size_t size, char **f, unsigned max)
 {
-    char buf[3 * SENTINEL_HOST_MAX + 64], *f[6], *save = NULL;
-    unsigned n = 0, old_port;
+    char *save = NULL;
+    unsigned n = 0;
 
-    if (len >= sizeof(buf) || memchr(msg, '\0', len))
-        return false;
+    if (len >= size || memchr(msg, '\0', len))
+        return -1;
     memcpy(buf, msg, len);
     buf[len] = '\0';
     for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-        if (n == 6)
-            return false;
+        if (n == max)
+            return -1;
         f[n++] = t;
     }
-    if (n != 5 || strcmp(f[0], w->sn->name) != 0)
+    return (int)n;
+}
+
+/* @host (text) and @port (digits) as an address a sentinel may give, into @n. */
+static bool sw_addr(const char *host, const char *port, char *ret_host, unsigned *ret_port)
+{
+    *ret_port = sentinel_port_of(port);
+    if (!*ret_port || !sentinel_host_text_ok(host, strlen(host)))
         return false;
-    old_port = sentinel_port_of(f[2]);
-    w->port = sentinel_port_of(f[4]);
-    if (!w->port || !old_port || !sentinel_host_text_ok(f[1], strlen(f[1])) ||
-        !sentinel_host_text_ok(f[3], strlen(f[3])))
-        return false;
-    snprintf(w->host, sizeof(w->host), "%s", f[3]);
-    sentinel_show(f[1], old_port, w->old, sizeof(w->old));
+    snprintf(ret_host, SENTINEL_HOST_MAX, "%s", host);
     return true;
+}
+
+/*
+ * A message on @chan about this master into @n: +switch-master's "<name>
+ * <old-ip> <old-port> <new-ip> <new-port>"; the promotion's "slave
+ * <ip>:<port> <ip> <port> @ <name> <master-ip> <master-port>"; the abort's
+ * "master <name> <ip> <port>" (@n->host is that master).  False for
+ * another master's, or a malformed one.
+ */
+static bool sw_parse(struct sentinel_watch *w, const char *chan, const char *msg, size_t len,
+                     struct sentinel_news *n, bool *ret_abort)
+{
+    char buf[3 * SENTINEL_HOST_MAX + 64], *f[9];
+    int k = sw_split(msg, len, buf, sizeof(buf), f, 9);
+
+    *ret_abort = false;
+    memset(n, 0, sizeof(*n));
+    if (strcmp(chan, SWITCH_CHANNEL) == 0) {
+        n->kind = SENTINEL_NEWS_SWITCH;
+        return k == 5 && strcmp(f[0], w->sn->name) == 0 &&
+               sw_addr(f[1], f[2], n->old_host, &n->old_port) &&
+               sw_addr(f[3], f[4], n->host, &n->port);
+    }
+    if (strcmp(chan, NOONE_CHANNEL) == 0 || strcmp(chan, PROMOTED_CHANNEL) == 0) {
+        n->kind = SENTINEL_NEWS_PROMOTING;
+        return k == 8 && strcmp(f[0], "slave") == 0 && strcmp(f[4], "@") == 0 &&
+               strcmp(f[5], w->sn->name) == 0 && sw_addr(f[2], f[3], n->host, &n->port) &&
+               sw_addr(f[6], f[7], n->old_host, &n->old_port);
+    }
+    *ret_abort = true;
+    return strcmp(chan, ABORT_CHANNEL) == 0 && k == 4 && strcmp(f[0], "master") == 0 &&
+           strcmp(f[1], w->sn->name) == 0 && sw_addr(f[2], f[3], n->host, &n->port);
+}
+
+/* The promotion of the replica @n names is over (or was none): writes may
+ * go wherever the sentinels say. */
+static void sw_unfence(struct sentinel_watch *w)
+{
+    w->fenced = false;
 }
 
 /* The subscription's callback: the confirmation, each message, and NULL
@@ -149,6 +214,8 @@ static void sw_on_message(redisAsyncContext *ac, void *reply, void *privdata)
     struct sentinel_watch *w = privdata;
     redisReply *r = reply;
     const redisReply *kind;
+    struct sentinel_news n;
+    bool abort;
 
     if (w->link.ac != ac)
         return;
@@ -170,33 +237,96 @@ static void sw_on_message(redisAsyncContext *ac, void *reply, void *privdata)
                 w->sn->addrs[w->cur].text, w->sn->name);
         return;
     }
-    if (strcmp(kind->str, "message") != 0 || r->element[2]->type != REDIS_REPLY_STRING)
+    if (strcmp(kind->str, "message") != 0 || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[2]->type != REDIS_REPLY_STRING)
         return;
-    if (sw_parse(w, r->element[2]->str, r->element[2]->len)) {
+    if (sw_parse(w, r->element[1]->str, r->element[2]->str, r->element[2]->len, &n, &abort)) {
         struct timeval now = { 0, 0 };
 
-        w->pending = true;
+        if (abort) {
+            /* Only a fence on that master: no callback. */
+            if (w->fenced && strcmp(w->fence.old_host, n.host) == 0 &&
+                w->fence.old_port == n.port) {
+                log_msg(LOG_NOTICE, "redis: sentinel %s announced " ABORT_CHANNEL " for %s: "
+                        "writes may go to its master again", w->sn->addrs[w->cur].text,
+                        w->sn->name);
+                sw_unfence(w);
+            }
+            return;
+        }
+        /* The fence from now on: no write to the old master gets past the
+         * callback's own check (sentinel_watch_redirect()). */
+        if (n.kind == SENTINEL_NEWS_PROMOTING) {
+            w->fenced = true;
+            w->fence = n;
+            w->fence_until = clock_now_ms() + SENTINEL_FENCE_MS;
+        } else {
+            sw_unfence(w);
+        }
+        w->news[n.kind] = n;
+        w->pending[n.kind] = true;
         evtimer_add(w->kick_ev, &now);
     }
+}
+
+/* Logs @n once per change, whichever worker hears it first. */
+static void sw_log(struct sentinel_watch *w, const struct sentinel_news *n)
+{
+    char shown[SENTINEL_HOST_MAX + 16], old[SENTINEL_HOST_MAX + 16];
+
+    sentinel_show(n->old_host, n->old_port, old, sizeof(old));
+    if (n->kind == SENTINEL_NEWS_SWITCH) {
+        if (sw_announced_changed(w->sn, n->host, n->port, shown, sizeof(shown)))
+            log_msg(LOG_NOTICE, "redis: sentinel %s announced " SWITCH_CHANNEL ": master %s "
+                    "is %s (was %s)", w->sn->addrs[w->cur].text, w->sn->name, shown, old);
+        return;
+    }
+    sentinel_show(n->host, n->port, shown, sizeof(shown));
+    if (sw_promoting_changed(w->sn, shown, old))
+        log_msg(LOG_NOTICE, "redis: sentinel %s announced the promotion of %s to master %s: "
+                "no more writes to %s", w->sn->addrs[w->cur].text, shown, w->sn->name, old);
 }
 
 static void sw_on_kick(evutil_socket_t fd, short what, void *arg)
 {
     struct sentinel_watch *w = arg;
-    char host[SENTINEL_HOST_MAX], shown[SENTINEL_HOST_MAX + 16];
-    unsigned port = w->port;
+    struct sentinel_news n;
+    struct timeval now = { 0, 0 };
+    unsigned k;
 
     (void)fd;
     (void)what;
-    if (!w->pending)
+    for (k = 0; k < 2 && !w->pending[k]; k++)
+        ;
+    if (k == 2)
         return;
-    w->pending = false;
-    memcpy(host, w->host, sizeof(host));
-    if (sw_announced_changed(w->sn, host, port, shown, sizeof(shown)))
-        log_msg(LOG_NOTICE, "redis: sentinel %s announced " SWITCH_CHANNEL ": master %s is %s "
-                "(was %s)", w->sn->addrs[w->cur].text, w->sn->name, shown, w->old);
+    w->pending[k] = false;
+    n = w->news[k];
+    /* One per kick: the callback may free the watch. */
+    if (w->pending[0] || w->pending[1])
+        evtimer_add(w->kick_ev, &now);
+    sw_log(w, &n);
     /* Last: the callback may free the watch. */
-    w->cb(w->arg, host, port);
+    w->cb(w->arg, &n);
+}
+
+bool sentinel_watch_redirect(struct sentinel_watch *w, const char **host, unsigned *port)
+{
+    if (!w || !w->fenced)
+        return false;
+    if (clock_now_ms() >= w->fence_until) {
+        sw_unfence(w);
+        return false;
+    }
+    if (strcmp(*host, w->fence.old_host) != 0 || *port != w->fence.old_port)
+        return false;
+    *host = w->fence.host;
+    *port = w->fence.port;
+    /* Where divvyd writes now, for sentinel_describe() (STATS, log lines). */
+    pthread_mutex_lock(&w->sn->lock);
+    sentinel_show(*host, *port, w->sn->master, sizeof(w->sn->master));
+    pthread_mutex_unlock(&w->sn->lock);
+    return true;
 }
 
 static void sw_on_step_timeout(evutil_socket_t fd, short what, void *arg)
@@ -212,8 +342,10 @@ static void sw_on_step_timeout(evutil_socket_t fd, short what, void *arg)
 static void sw_connect(struct sentinel_watch *w)
 {
     struct sentinel *sn = w->sn;
-    const char *argv[2] = { "SUBSCRIBE", SWITCH_CHANNEL };
-    size_t lens[2] = { 9, sizeof(SWITCH_CHANNEL) - 1 };
+    const char *argv[5] = { "SUBSCRIBE", SWITCH_CHANNEL, NOONE_CHANNEL, PROMOTED_CHANNEL,
+                            ABORT_CHANNEL };
+    size_t lens[5] = { 9, sizeof(SWITCH_CHANNEL) - 1, sizeof(NOONE_CHANNEL) - 1,
+                       sizeof(PROMOTED_CHANNEL) - 1, sizeof(ABORT_CHANNEL) - 1 };
     char why[256];
     int idx = w->next;
 
@@ -227,7 +359,7 @@ static void sw_connect(struct sentinel_watch *w)
         sentinel_link_failed(&w->link, false, "%s", why);
         return;
     }
-    if (redisAsyncCommandArgv(w->link.ac, sw_on_message, w, 2, argv, lens) != REDIS_OK) {
+    if (redisAsyncCommandArgv(w->link.ac, sw_on_message, w, 5, argv, lens) != REDIS_OK) {
         sentinel_link_failed(&w->link, true, "cannot queue SUBSCRIBE");
         return;
     }
