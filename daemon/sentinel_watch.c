@@ -4,7 +4,10 @@
  * docs/redis.md "Sentinel"): one per worker's store connection, on its
  * event_base, subscribed to one sentinel at a time (the one that answered
  * last first), retried with backoff; each announcement is reported to the
- * store so it reconnects to the new master at once.
+ * store so it reconnects to the new master at once.  The same subscription
+ * hears a promotion announced before the switch: from then until the
+ * switch (or the promotion's abort) the watch keeps the old master fenced,
+ * and sentinel_watch_redirect() sends connects to the replica instead.
  *
  * A watch follows sentinel.c's context ownership rules with one
  * difference: hiredis keeps a subscribed context's callback in its channel
@@ -158,7 +161,8 @@ static int sw_split(const char *msg, size_t len, char *buf, size_t size, char **
     return (int)n;
 }
 
-/* @host (text) and @port (digits) as an address a sentinel may give, into @n. */
+/* @host (text) and @port (digits), an address as a sentinel gives it, into
+ * @ret_host (SENTINEL_HOST_MAX bytes) and @ret_port; false when it is not one. */
 static bool sw_addr(const char *host, const char *port, char *ret_host, unsigned *ret_port)
 {
     *ret_port = sentinel_port_of(port);
@@ -200,8 +204,7 @@ static bool sw_parse(struct sentinel_watch *w, const char *chan, const char *msg
            strcmp(f[1], w->sn->name) == 0 && sw_addr(f[2], f[3], n->host, &n->port);
 }
 
-/* The promotion of the replica @n names is over (or was none): writes may
- * go wherever the sentinels say. */
+/* The promotion is over (or was none): writes go wherever the sentinels say. */
 static void sw_unfence(struct sentinel_watch *w)
 {
     w->fenced = false;
