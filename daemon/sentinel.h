@@ -104,26 +104,27 @@ void sentinel_watch_free(struct sentinel_watch *w);
 
 /*
  * Subscribes, from now on for good, to +switch-master, the promotion's
- * two events and -failover-abort-slave-timeout on one sentinel: the
- * one that answered the last query (else the first configured), after AUTH
- * when a sentinel password is set; connect, AUTH and the subscription's
- * confirmation are bounded by timeout_ms.  A failure, or the subscription
- * lost later, moves on to the next sentinel in the configured order after
- * a backoff (50 ms doubling to 1 s, back to 50 ms once subscribed).  Never
+ * two events and -failover-abort-slave-timeout on every configured
+ * sentinel (only the sentinel leading a failover announces its
+ * promotion), after AUTH when a sentinel password is set; connect, AUTH
+ * and the subscription's confirmation are bounded by timeout_ms.  A
+ * failure, or a subscription lost later, is retried on the same sentinel
+ * after a backoff (50 ms doubling to 1 s, back to 50 ms once subscribed).
+ * The same announcement from several sentinels is acted on as once.  Never
  * blocks (beyond hiredis resolving a name).  A no-op once started.
  */
 void sentinel_watch_start(struct sentinel_watch *w);
 
 /*
- * Where to connect when the sentinels answer @host:@port.  Between a
- * promotion announced for that master (SENTINEL_NEWS_PROMOTING) and the
- * +switch-master that ends it, the sentinels still name the old master:
- * then *@host and *@port are changed to the replica being promoted (whose
- * ROLE says whether it is master yet), and true is returned.  The
- * promotion is forgotten at +switch-master, at -failover-abort-slave-timeout
- * for this master, or SENTINEL_FENCE_MS after it was announced (Sentinel's
- * default failover-timeout: a failover not done by then is aborted).
- * *@host may point into @w until its next callback.
+ * Where to connect when the sentinels answer @host:@port.  After a
+ * promotion or a switch announced away from that master, a sentinel may
+ * still name it (the promotion is not done, or that sentinel has not heard
+ * of the switch yet): then *@host and *@port are changed to the announced
+ * replica or master (whose ROLE says whether it is master), and true is
+ * returned.  The last announcement is kept until the next one, until
+ * -failover-abort-slave-timeout for the old master, or for SENTINEL_FENCE_MS
+ * (Sentinel's default failover-timeout: a failover not done by then is
+ * aborted).  *@host may point into @w until its next callback.
  */
 #define SENTINEL_FENCE_MS   180000
 bool sentinel_watch_redirect(struct sentinel_watch *w, const char **host, unsigned *port);

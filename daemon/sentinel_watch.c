@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sentinel_watch: the +switch-master subscription (see sentinel.h,
- * docs/redis.md "Sentinel"): one per worker's store connection, on its
- * event_base, subscribed to one sentinel at a time (the one that answered
- * last first), retried with backoff; each announcement is reported to the
- * store so it reconnects to the new master at once.  The same subscription
- * hears a promotion announced before the switch: from then until the
- * switch (or the promotion's abort) the watch keeps the old master fenced,
- * and sentinel_watch_redirect() sends connects to the replica instead.
+ * sentinel_watch: the +switch-master subscriptions (see sentinel.h,
+ * docs/redis.md "Sentinel"): one watch per worker's store connection, on
+ * its event_base, subscribed to every configured sentinel (only the one
+ * leading a failover announces the promotion), each retried with backoff;
+ * each announcement is reported to the store so it reconnects to the new
+ * master at once.  The same subscriptions hear a promotion announced
+ * before the switch: from then until the switch (or the promotion's
+ * abort) the watch keeps the old master fenced, and
+ * sentinel_watch_redirect() sends connects to the replica instead.
  *
  * A watch follows sentinel.c's context ownership rules with one
  * difference: hiredis keeps a subscribed context's callback in its channel
@@ -16,7 +17,7 @@
  * message callback never frees (a bad message is ignored), it only copies
  * the announcement out and kicks a zero timer that reports it; a context is
  * freed by us only from a timer, an AUTH error reply (hiredis defers that
- * free past the callback), or at free, always with w->link.ac cleared and
+ * free past the callback), or at free, always with the link's ac cleared and
  * ac->data unset first, so the NULL call it causes returns at once.
  */
 #include <errno.h>
@@ -41,24 +42,33 @@
 #define PROMOTED_CHANNEL    "+promoted-slave"
 #define ABORT_CHANNEL       "-failover-abort-slave-timeout"
 
+struct sentinel_watch;
+
+/* The subscription to one sentinel. */
+struct sw_sub {
+    struct sentinel_watch *w;
+    unsigned idx;               /* its sentinel in sn->addrs */
+    struct sentinel_link link;  /* the subscription (or its way there); its step
+                                 * timer bounds connect, AUTH and the confirmation */
+    struct event *retry_ev;     /* the next attempt */
+    bool subscribed;
+    unsigned backoff_ms;
+};
+
 struct sentinel_watch {
     struct sentinel *sn;
     struct event_base *base;
     sentinel_switch_cb *cb;
     void *arg;
-    struct sentinel_link link;  /* the subscription (or its way there); its step
-                                 * timer bounds connect, AUTH and the confirmation */
-    struct event *retry_ev;     /* the next attempt */
-    struct event *kick_ev;      /* reports the announcement below */
+    struct sw_sub subs[SENTINEL_MAX];   /* one per configured sentinel */
+    struct event *kick_ev;      /* reports the announcements below */
     bool started;
-    bool subscribed;
-    int next;                   /* the sentinel to try next; -1: the one that answered last */
-    unsigned cur;               /* the one watched (or tried) now */
-    unsigned backoff_ms;
     /* Announcements waiting for kick_ev, one of each kind, reported in
-     * the order of enum sentinel_news_kind. */
+     * the order of enum sentinel_news_kind, with the sentinel that made
+     * each. */
     bool pending[2];
     struct sentinel_news news[2];
+    unsigned from[2];
     /* A promotion under way (sentinel_watch_redirect()): fence.old_host
      * is not to be written to until fence_until (CLOCK_MONOTONIC ms). */
     bool fenced;
@@ -100,46 +110,40 @@ static bool sw_announced_changed(struct sentinel *sn, const char *host, unsigned
     return changed;
 }
 
-static void sw_connect(struct sentinel_watch *w);
+static void sw_connect(struct sw_sub *u);
 
 static void sw_on_retry(evutil_socket_t fd, short what, void *arg)
 {
-    struct sentinel_watch *w = arg;
+    struct sw_sub *u = arg;
 
     (void)fd;
     (void)what;
-    if (!w->link.ac)
-        sw_connect(w);
-}
-
-static void sw_schedule_retry(struct sentinel_watch *w)
-{
-    redis_backoff(w->retry_ev, &w->backoff_ms);
+    if (!u->link.ac)
+        sw_connect(u);
 }
 
 /* Forgets the subscription's context; frees it when @free_it (else hiredis
  * is freeing it already). */
-static void sw_drop(struct sentinel_watch *w, bool free_it)
+static void sw_drop(struct sw_sub *u, bool free_it)
 {
-    if (!w->link.ac)
+    if (!u->link.ac)
         return;
-    w->subscribed = false;
-    sentinel_link_drop(&w->link, free_it);
+    u->subscribed = false;
+    sentinel_link_drop(&u->link, free_it);
 }
 
-/* The subscription failed or was lost: the next sentinel, after a backoff.
- * Hits never depend on it, so a line now and then is all it is worth. */
+/* The subscription failed or was lost: the same sentinel again, after a
+ * backoff.  Hits never depend on it, so a line now and then is all it is
+ * worth. */
 static void sw_link_failed(struct sentinel_link *l, bool free_it, const char *why)
 {
-    struct sentinel_watch *w = (struct sentinel_watch *)((char *)l -
-                                                         offsetof(struct sentinel_watch, link));
+    struct sw_sub *u = (struct sw_sub *)((char *)l - offsetof(struct sw_sub, link));
 
     log_ratelimited(&rl_watch, LOG_WARNING,
                     "redis: cannot watch sentinel %s for " SWITCH_CHANNEL " of %s: %s; retrying",
-                    w->sn->addrs[w->cur].text, w->sn->name, why);
-    sw_drop(w, free_it);
-    w->next = (int)((w->cur + 1) % w->sn->n_addrs);
-    sw_schedule_retry(w);
+                    u->w->sn->addrs[u->idx].text, u->w->sn->name, why);
+    sw_drop(u, free_it);
+    redis_backoff(u->retry_ev, &u->backoff_ms);
 }
 
 /* Splits @msg (@len bytes) at spaces into @f (at most @max fields, in @buf);
@@ -214,16 +218,17 @@ static void sw_unfence(struct sentinel_watch *w)
  * once when the context dies.  Never frees the context (see the top). */
 static void sw_on_message(redisAsyncContext *ac, void *reply, void *privdata)
 {
-    struct sentinel_watch *w = privdata;
+    struct sw_sub *u = privdata;
+    struct sentinel_watch *w = u->w;
     redisReply *r = reply;
     const redisReply *kind;
     struct sentinel_news n;
     bool abort;
 
-    if (w->link.ac != ac)
+    if (u->link.ac != ac)
         return;
     if (!r) {
-        sentinel_link_failed(&w->link, false, "connection lost: %s",
+        sentinel_link_failed(&u->link, false, "connection lost: %s",
                   ac->errstr[0] ? ac->errstr : "closed by the sentinel");
         return;
     }
@@ -233,11 +238,12 @@ static void sw_on_message(redisAsyncContext *ac, void *reply, void *privdata)
     if (kind->type != REDIS_REPLY_STRING)
         return;
     if (strcmp(kind->str, "subscribe") == 0) {
-        w->subscribed = true;
-        w->backoff_ms = 0;
-        evtimer_del(w->link.step_ev);
-        log_msg(LOG_DEBUG, "redis: watching sentinel %s for " SWITCH_CHANNEL " of %s",
-                w->sn->addrs[w->cur].text, w->sn->name);
+        if (!u->subscribed)
+            log_msg(LOG_DEBUG, "redis: watching sentinel %s for " SWITCH_CHANNEL " of %s",
+                    w->sn->addrs[u->idx].text, w->sn->name);
+        u->subscribed = true;
+        u->backoff_ms = 0;
+        evtimer_del(u->link.step_ev);
         return;
     }
     if (strcmp(kind->str, "message") != 0 || r->element[1]->type != REDIS_REPLY_STRING ||
@@ -251,29 +257,26 @@ static void sw_on_message(redisAsyncContext *ac, void *reply, void *privdata)
             if (w->fenced && strcmp(w->fence.old_host, n.host) == 0 &&
                 w->fence.old_port == n.port) {
                 log_msg(LOG_NOTICE, "redis: sentinel %s announced " ABORT_CHANNEL " for %s: "
-                        "writes may go to its master again", w->sn->addrs[w->cur].text,
+                        "writes may go to its master again", w->sn->addrs[u->idx].text,
                         w->sn->name);
                 sw_unfence(w);
             }
             return;
         }
-        /* The fence from now on: no write to the old master gets past the
-         * callback's own check (sentinel_watch_redirect()). */
-        if (n.kind == SENTINEL_NEWS_PROMOTING) {
-            w->fenced = true;
-            w->fence = n;
-            w->fence_until = clock_now_ms() + SENTINEL_FENCE_MS;
-        } else {
-            sw_unfence(w);
-        }
+        /* The fence from now on, before the callback runs: a sentinel that
+         * has not heard yet still names the old master (sentinel_watch_redirect()). */
+        w->fenced = true;
+        w->fence = n;
+        w->fence_until = clock_now_ms() + SENTINEL_FENCE_MS;
         w->news[n.kind] = n;
+        w->from[n.kind] = u->idx;
         w->pending[n.kind] = true;
         evtimer_add(w->kick_ev, &now);
     }
 }
 
 /* Logs @n once per change, whichever worker hears it first. */
-static void sw_log(struct sentinel_watch *w, const struct sentinel_news *n)
+static void sw_log(struct sentinel_watch *w, const struct sentinel_news *n, unsigned from)
 {
     char shown[SENTINEL_HOST_MAX + 16], old[SENTINEL_HOST_MAX + 16];
 
@@ -281,13 +284,13 @@ static void sw_log(struct sentinel_watch *w, const struct sentinel_news *n)
     if (n->kind == SENTINEL_NEWS_SWITCH) {
         if (sw_announced_changed(w->sn, n->host, n->port, shown, sizeof(shown)))
             log_msg(LOG_NOTICE, "redis: sentinel %s announced " SWITCH_CHANNEL ": master %s "
-                    "is %s (was %s)", w->sn->addrs[w->cur].text, w->sn->name, shown, old);
+                    "is %s (was %s)", w->sn->addrs[from].text, w->sn->name, shown, old);
         return;
     }
     sentinel_show(n->host, n->port, shown, sizeof(shown));
     if (sw_promoting_changed(w->sn, shown, old))
         log_msg(LOG_NOTICE, "redis: sentinel %s announced the promotion of %s to master %s: "
-                "no more writes to %s", w->sn->addrs[w->cur].text, shown, w->sn->name, old);
+                "no more writes to %s", w->sn->addrs[from].text, shown, w->sn->name, old);
 }
 
 static void sw_on_kick(evutil_socket_t fd, short what, void *arg)
@@ -308,7 +311,7 @@ static void sw_on_kick(evutil_socket_t fd, short what, void *arg)
     /* One per kick: the callback may free the watch. */
     if (w->pending[0] || w->pending[1])
         evtimer_add(w->kick_ev, &now);
-    sw_log(w, &n);
+    sw_log(w, &n, w->from[k]);
     /* Last: the callback may free the watch. */
     w->cb(w->arg, &n);
 }
@@ -334,45 +337,40 @@ bool sentinel_watch_redirect(struct sentinel_watch *w, const char **host, unsign
 
 static void sw_on_step_timeout(evutil_socket_t fd, short what, void *arg)
 {
-    struct sentinel_watch *w = arg;
+    struct sw_sub *u = arg;
 
     (void)fd;
     (void)what;
-    if (w->link.ac && !w->subscribed)
-        sentinel_link_failed(&w->link, true, "not subscribed within %u ms", w->sn->timeout_ms);
+    if (u->link.ac && !u->subscribed)
+        sentinel_link_failed(&u->link, true, "not subscribed within %u ms",
+                             u->w->sn->timeout_ms);
 }
 
-static void sw_connect(struct sentinel_watch *w)
+static void sw_connect(struct sw_sub *u)
 {
-    struct sentinel *sn = w->sn;
+    struct sentinel *sn = u->w->sn;
     const char *argv[5] = { "SUBSCRIBE", SWITCH_CHANNEL, NOONE_CHANNEL, PROMOTED_CHANNEL,
                             ABORT_CHANNEL };
     size_t lens[5] = { 9, sizeof(SWITCH_CHANNEL) - 1, sizeof(NOONE_CHANNEL) - 1,
                        sizeof(PROMOTED_CHANNEL) - 1, sizeof(ABORT_CHANNEL) - 1 };
     char why[256];
-    int idx = w->next;
 
-    if (idx < 0) {
-        pthread_mutex_lock(&sn->lock);
-        idx = sn->last_ok;
-        pthread_mutex_unlock(&sn->lock);
-    }
-    w->cur = idx >= 0 && (unsigned)idx < sn->n_addrs ? (unsigned)idx : 0;
-    if (sentinel_link_open(&w->link, sn, &sn->addrs[w->cur], w->base, why, sizeof(why)) < 0) {
-        sentinel_link_failed(&w->link, false, "%s", why);
+    if (sentinel_link_open(&u->link, sn, &sn->addrs[u->idx], u->w->base, why, sizeof(why)) < 0) {
+        sentinel_link_failed(&u->link, false, "%s", why);
         return;
     }
-    if (redisAsyncCommandArgv(w->link.ac, sw_on_message, w, 5, argv, lens) != REDIS_OK) {
-        sentinel_link_failed(&w->link, true, "cannot queue SUBSCRIBE");
+    if (redisAsyncCommandArgv(u->link.ac, sw_on_message, u, 5, argv, lens) != REDIS_OK) {
+        sentinel_link_failed(&u->link, true, "cannot queue SUBSCRIBE");
         return;
     }
-    redis_timer_ms(w->link.step_ev, sn->timeout_ms);
+    redis_timer_ms(u->link.step_ev, sn->timeout_ms);
 }
 
 int sentinel_watch_new(struct sentinel *sn, struct event_base *base, sentinel_switch_cb *cb,
                        void *arg, struct sentinel_watch **ret)
 {
     struct sentinel_watch *w;
+    bool ok;
 
     w = calloc(1, sizeof(*w));
     if (!w)
@@ -381,12 +379,19 @@ int sentinel_watch_new(struct sentinel *sn, struct event_base *base, sentinel_sw
     w->base = base;
     w->cb = cb;
     w->arg = arg;
-    w->next = -1;
-    w->link.failed = sw_link_failed;
-    w->link.step_ev = evtimer_new(base, sw_on_step_timeout, w);
-    w->retry_ev = evtimer_new(base, sw_on_retry, w);
     w->kick_ev = evtimer_new(base, sw_on_kick, w);
-    if (!w->link.step_ev || !w->retry_ev || !w->kick_ev) {
+    ok = w->kick_ev != NULL;
+    for (unsigned i = 0; i < sn->n_addrs && i < SENTINEL_MAX; i++) {
+        struct sw_sub *u = &w->subs[i];
+
+        u->w = w;
+        u->idx = i;
+        u->link.failed = sw_link_failed;
+        u->link.step_ev = evtimer_new(base, sw_on_step_timeout, u);
+        u->retry_ev = evtimer_new(base, sw_on_retry, u);
+        ok &= u->link.step_ev && u->retry_ev;
+    }
+    if (!ok) {
         sentinel_watch_free(w);
         return -ENOMEM;
     }
@@ -398,11 +403,15 @@ void sentinel_watch_free(struct sentinel_watch *w)
 {
     if (!w)
         return;
-    sw_drop(w, true);           /* its callbacks run now, with NULL, and return */
-    if (w->link.step_ev)
-        event_free(w->link.step_ev);
-    if (w->retry_ev)
-        event_free(w->retry_ev);
+    for (unsigned i = 0; i < SENTINEL_MAX; i++) {
+        struct sw_sub *u = &w->subs[i];
+
+        sw_drop(u, true);       /* its callbacks run now, with NULL, and return */
+        if (u->link.step_ev)
+            event_free(u->link.step_ev);
+        if (u->retry_ev)
+            event_free(u->retry_ev);
+    }
     if (w->kick_ev)
         event_free(w->kick_ev);
     free(w);
@@ -413,5 +422,6 @@ void sentinel_watch_start(struct sentinel_watch *w)
     if (w->started)
         return;
     w->started = true;
-    sw_connect(w);
+    for (unsigned i = 0; i < w->sn->n_addrs && i < SENTINEL_MAX; i++)
+        sw_connect(&w->subs[i]);
 }

@@ -2,12 +2,14 @@
 /*
  * Integration: a planned Sentinel failover under load costs policy answers,
  * not over-admission (docs/redis.md "Sentinel").  A real master, its
- * replica and one sentinel on 127.0.0.1; a strict divvyd (on_redis_error =
+ * replica and two sentinels on 127.0.0.1; a strict divvyd (on_redis_error =
  * "closed", so every allowed hit was decided by a Redis master) that knows
- * only the sentinel; LOAD_CONNS client processes, each pipelining
+ * only the sentinels and asks the first; `SENTINEL FAILOVER` is sent to the
+ * second, the only one that announces the promotion; LOAD_CONNS client
+ * processes, each pipelining
  * LOAD_DEPTH hits at a time on one shared counter whose limit is never
- * reached; `SENTINEL FAILOVER mymaster` in the middle of the load, which
- * goes on until divvyd decides on the new master.
+ * reached; the failover in the middle of the load, which goes on until
+ * divvyd decides on the new master.
  *
  * Over-admission is defined as A - N: A the hits the clients were allowed,
  * N the counter the new master holds at the end.  Strict mode charges
@@ -190,7 +192,7 @@ static long long failover_once(long long *ret_allowed, long long *ret_denied,
                                struct harness_daemon **ret_d)
 {
     struct redis_start_opts mo = { .tcp = true }, ro = { 0 }, so = { 0 };
-    struct redis_srv *master, *replica, *sentinel;
+    struct redis_srv *master, *replica, *sentinel, *leader;
     struct harness_daemon *d;
     struct load_shared *sh;
     struct load_arg args[LOAD_CONNS];
@@ -214,13 +216,16 @@ static long long failover_once(long long *ret_allowed, long long *ret_denied,
              "sentinel failover-timeout mymaster 5000\n", master->port);
     so.sentinel_conf = sconf;
     CHECK(redis_start_ex(&so, &sentinel));
-    await_replica_known(sentinel);
+    CHECK(redis_start_ex(&so, &leader));
+    await_replica_known(leader);
 
+    /* divvyd asks the first sentinel; the second leads the failover. */
     assert_true(asprintf(&conf,
                          "store = { mode = \"strict\"; on_redis_error = \"closed\"; };\n"
-                         "redis = { sentinels = [ \"127.0.0.1:%d\" ]; master_name = \"mymaster\";"
-                         " timeout_ms = %d; };\nrules = (\n%s\n);\n",
-                         sentinel->port, TIMEOUT_MS, rules_text) > 0);
+                         "redis = { sentinels = [ \"127.0.0.1:%d\", \"127.0.0.1:%d\" ];\n"
+                         "  master_name = \"mymaster\"; timeout_ms = %d; };\n"
+                         "rules = (\n%s\n);\n",
+                         sentinel->port, leader->port, TIMEOUT_MS, rules_text) > 0);
     d = redis_divvyd(conf, WORKERS);
     free(conf);
     /* Every connection is on the master and watching the sentinel. */
@@ -235,7 +240,7 @@ static long long failover_once(long long *ret_allowed, long long *ret_denied,
         CHECK(harness_cmd(c, "HIT path=/api user=warm", r, sizeof(r)));
         harness_close(c);
         harness_pause_ms(50);
-    } while (subscribed_on(sentinel) < REDIS_CONNS);
+    } while (subscribed_on(sentinel) < REDIS_CONNS || subscribed_on(leader) < REDIS_CONNS);
     before = redis_int(master, "GET divvy:{api:warm}");
 
     for (int i = 0; i < LOAD_CONNS; i++) {
@@ -243,12 +248,12 @@ static long long failover_once(long long *ret_allowed, long long *ret_denied,
         CHECK(harness_spawn(load_proc, &args[i], &pids[i]));
     }
     harness_pause_ms(300);              /* pacing: the load is under way */
-    rep = ask(sentinel, "SENTINEL FAILOVER mymaster");
+    rep = ask(leader, "SENTINEL FAILOVER mymaster");
     if (!rep || rep->type != REDIS_REPLY_STATUS)
         fail_msg("SENTINEL FAILOVER: %s", rep && rep->str ? rep->str : "no reply");
     freeReplyObject(rep);
     snprintf(port_s, sizeof(port_s), "%d", replica->port);
-    await_element(sentinel, "SENTINEL GET-MASTER-ADDR-BY-NAME mymaster", 1, port_s);
+    await_element(leader, "SENTINEL GET-MASTER-ADDR-BY-NAME mymaster", 1, port_s);
     /* The load goes on until divvyd decides on the new master, and a while. */
     end = harness_now_ms() + WAIT_MS;
     for (long long last = LLONG_MIN, now_n;; last = now_n) {
