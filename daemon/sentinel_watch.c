@@ -63,9 +63,8 @@ struct sentinel_watch {
     struct sw_sub subs[SENTINEL_MAX];   /* one per configured sentinel */
     struct event *kick_ev;      /* reports the announcements below */
     bool started;
-    /* Announcements waiting for kick_ev, one of each kind, reported in
-     * the order of enum sentinel_news_kind, with the sentinel that made
-     * each. */
+    /* Announcements waiting for kick_ev, one of each kind (the latest),
+     * the promotion reported first, with the sentinel that made each. */
     bool pending[2];
     struct sentinel_news news[2];
     unsigned from[2];
@@ -302,9 +301,12 @@ static void sw_on_kick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    for (k = 0; k < 2 && !w->pending[k]; k++)
-        ;
-    if (k == 2)
+    /* A promotion comes before the switch that ends it. */
+    if (w->pending[SENTINEL_NEWS_PROMOTING])
+        k = SENTINEL_NEWS_PROMOTING;
+    else if (w->pending[SENTINEL_NEWS_SWITCH])
+        k = SENTINEL_NEWS_SWITCH;
+    else
         return;
     w->pending[k] = false;
     n = w->news[k];
