@@ -25,7 +25,9 @@
  * sentinel announces +switch-master to an address other than the one this
  * connection uses, the connection is dropped as if it were lost, without
  * tripping the breaker, and a new connect asks the sentinels at once
- * (docs/redis.md "Sentinel": a planned move, not a Redis failure).
+ * (docs/redis.md "Sentinel": a planned move, not a Redis failure).  A
+ * promotion announced before the switch fails a connection to the old
+ * master at once (on_promoting()), and connects go to the replica instead.
  */
 #include <errno.h>
 #include <stddef.h>
