@@ -102,8 +102,12 @@ static bool sw_announced_changed(struct sentinel *sn, const char *host, unsigned
     sentinel_show(host, port, buf, size);
     pthread_mutex_lock(&sn->lock);
     changed = strcmp(sn->announced, buf) != 0;
-    if (changed)
+    if (changed) {
         snprintf(sn->announced, sizeof(sn->announced), "%s", buf);
+        /* The master now, for sentinel_describe() (STATS, log lines): divvyd
+         * may be there already and ask no sentinel again. */
+        snprintf(sn->master, sizeof(sn->master), "%s", buf);
+    }
     sn->promoting[0] = '\0';    /* the next promotion is news again */
     pthread_mutex_unlock(&sn->lock);
     return changed;
@@ -330,10 +334,6 @@ bool sentinel_watch_redirect(struct sentinel_watch *w, const char **host, unsign
         return false;
     *host = w->fence.host;
     *port = w->fence.port;
-    /* Where divvyd writes now, for sentinel_describe() (STATS, log lines). */
-    pthread_mutex_lock(&w->sn->lock);
-    sentinel_show(*host, *port, w->sn->master, sizeof(w->sn->master));
-    pthread_mutex_unlock(&w->sn->lock);
     return true;
 }
 
