@@ -63,6 +63,8 @@ static int hit_fallback(struct worker *w, struct hit *h, const struct rules *rs,
     int rc;
 
     stat_inc(&w->st.redis_fallbacks);
+    metrics_redis_fallback(w->mw, h->op == TABLE_RESET ? METRICS_FALLBACK_LOCAL
+                                  : (enum metrics_fallback)w->s->o.on_redis_error);
     if (h->op == TABLE_RESET || w->s->o.on_redis_error == CONFIG_REDIS_ERROR_LOCAL) {
         hit_env(w, rs, &env);
         rc = eval_rule(&env, r, &rq, h->op, h->n, clock_now_ms(), o);

@@ -314,7 +314,14 @@ static int open_table(const char *dir, const char *name, uint32_t slots, unsigne
  * (or their defaults); it connects only once some rule needs it.  The
  * redis and store settings other than store.mode are read here, at start.
  */
-static int make_store(const struct config *cfg, struct reload *rl, struct store **ret)
+/* store_opts.on_breaker: each Redis node's breaker in the metrics. */
+static void on_breaker(void *arg, const char *node, bool open)
+{
+    metrics_redis_breaker(arg, node, open);
+}
+
+static int make_store(const struct config *cfg, struct reload *rl, struct metrics *metrics,
+                      struct store **ret)
 {
     struct store_opts o = {
         .host = cfg->redis.host, .port = cfg->redis.port, .unix_socket = cfg->redis.unix_socket,
@@ -323,6 +330,7 @@ static int make_store(const struct config *cfg, struct reload *rl, struct store 
         .sentinels = (const char *const *)cfg->redis.sentinels,
         .n_sentinels = (unsigned)cfg->redis.n_sentinels, .master_name = cfg->redis.master_name,
         .sentinel_password = cfg->redis.sentinel_password,
+        .on_breaker = on_breaker, .arg = metrics,
     };
     bool wanted;
     int r;
@@ -575,21 +583,10 @@ int main(int argc, char **argv)
     so.fastfd = ff;
     so.privileged = prv;
     so.reload = rl;
-    r = make_store(cfg, rl, &store);
-    if (r < 0)
-        goto out_rcu;
     /* No fetch can be under way before we start: flags left by a crash go. */
     table_lease_clear_fetches(fast, clock_now_ms());
     table_lease_clear_fetches(priv, clock_now_ms());
     table_lease_clear_fetches(prv, clock_now_ms());
-    so.store = store;
-    so.adhoc_redis = adhoc && (cfg->adhoc_store == CONFIG_ADHOC_REDIS ||
-                               (cfg->adhoc_store == CONFIG_ADHOC_AUTO && store_wanted(store)));
-    if (so.adhoc_redis) {
-        store_want(store);
-        log_msg(LOG_NOTICE, "ad-hoc buckets (RL.*, CL.THROTTLE) in Redis, on_redis_error %s",
-                on_error_name(cfg->on_redis_error));
-    }
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
     mo.workers = 2 * so.workers;        /* and as many lane threads (srv.h) */
@@ -608,6 +605,18 @@ int main(int argc, char **argv)
         goto out_rcu;
     }
     so.metrics = metrics;
+    /* After the metrics: its breaker reports there. */
+    r = make_store(cfg, rl, metrics, &store);
+    if (r < 0)
+        goto out_rcu;
+    so.store = store;
+    so.adhoc_redis = adhoc && (cfg->adhoc_store == CONFIG_ADHOC_REDIS ||
+                               (cfg->adhoc_store == CONFIG_ADHOC_AUTO && store_wanted(store)));
+    if (so.adhoc_redis) {
+        store_want(store);
+        log_msg(LOG_NOTICE, "ad-hoc buckets (RL.*, CL.THROTTLE) in Redis, on_redis_error %s",
+                on_error_name(cfg->on_redis_error));
+    }
     so.inherited = inherited;
     so.n_inherited = n_inherited;
     r = srv_new(&so, &srv);

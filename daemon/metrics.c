@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_int.h"
@@ -389,26 +390,68 @@ void metrics_status_line(struct metrics *m, char *buf, size_t size)
              (unsigned long long)g.connections);
 }
 
-/* ---- Redis hooks ---------------------------------------------------------------------- */
+/* ---- Redis ---------------------------------------------------------------------------- */
 
-void metrics_redis_up(struct metrics *m, bool up)
+_Static_assert((int)METRICS_FALLBACK_LOCAL == (int)CONFIG_REDIS_ERROR_LOCAL &&
+               (int)METRICS_FALLBACK_OPEN == (int)CONFIG_REDIS_ERROR_OPEN &&
+               (int)METRICS_FALLBACK_CLOSED == (int)CONFIG_REDIS_ERROR_CLOSED,
+               "fallbacks in on_redis_error's order");
+
+const char *const metrics_fallback_name[METRICS_N_FALLBACK] = { "local", "open", "closed" };
+
+void metrics_redis_breaker(struct metrics *m, const char *node, bool open)
 {
-    if (!m)
+    struct metrics_redis_node *n = NULL;
+
+    if (!m || !node)
         return;
-    __atomic_store_n(&m->redis_up, up ? 1 : 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&m->redis_known, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&m->lock);
+    for (unsigned i = 0; i < m->n_redis_nodes && !n; i++)
+        if (strncmp(m->redis_nodes[i].name, node, METRICS_REDIS_NODE_MAX - 1) == 0)
+            n = &m->redis_nodes[i];
+    if (!n && m->n_redis_nodes < METRICS_REDIS_NODES) {
+        /* New: closed until it says otherwise. */
+        n = &m->redis_nodes[m->n_redis_nodes++];
+        snprintf(n->name, sizeof(n->name), "%s", node);
+    }
+    if (!n) {
+        if (!m->redis_other)
+            log_msg(LOG_WARNING, "metrics: more than %d Redis nodes; the breaker of %s and "
+                    "further nodes counts only its trips, under node=\"other\"",
+                    METRICS_REDIS_NODES, node);
+        m->redis_other = true;
+        m->redis_other_opened += open;
+    } else if (n->open != open) {
+        n->open = open;
+        if (open)
+            n->opened++;
+        else
+            n->closed++;
+    }
+    pthread_mutex_unlock(&m->lock);
 }
 
-void metrics_redis_breaker(struct metrics *m, bool open)
+void metrics_redis_fallback(struct metrics_worker *w, enum metrics_fallback how)
 {
-    int was;
+    if (w && (unsigned)how < METRICS_N_FALLBACK)
+        counter_add(&w->fallbacks[how], 1);
+}
 
-    if (!m)
-        return;
-    __atomic_store_n(&m->redis_known, 1, __ATOMIC_RELEASE);
-    was = __atomic_exchange_n(&m->breaker_open, open ? 1 : 0, __ATOMIC_RELAXED);
-    if (was != (open ? 1 : 0))
-        __atomic_fetch_add(open ? &m->breaker_opened : &m->breaker_closed, 1, __ATOMIC_RELAXED);
+bool metrics_redis_get(struct metrics *m, struct metrics_redis *ret)
+{
+    uint64_t any = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    for (unsigned i = 0; i < m->n_workers; i++)
+        for (unsigned k = 0; k < METRICS_N_FALLBACK; k++)
+            any |= ret->fallbacks[k] += counter_get(&m->workers[i].fallbacks[k]);
+    pthread_mutex_lock(&m->lock);
+    ret->n_nodes = m->n_redis_nodes;
+    memcpy(ret->nodes, m->redis_nodes, m->n_redis_nodes * sizeof(ret->nodes[0]));
+    ret->other = m->redis_other;
+    ret->other_opened = m->redis_other_opened;
+    pthread_mutex_unlock(&m->lock);
+    return ret->n_nodes || ret->other || any;
 }
 
 /* ---- life cycle ------------------------------------------------------------------------ */

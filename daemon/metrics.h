@@ -172,12 +172,34 @@ void metrics_status_line(struct metrics *m, char *buf, size_t size);
 /* The endpoint's bound TCP port (useful with port 0), or 0 when there is none. */
 int metrics_http_port(const struct metrics *m);
 
-/* ---- Redis hooks: any thread ------------------------------------------------------- */
+/* ---- Redis: per node, any thread; fallbacks, the owning worker ----------------------- */
 
-/* The store's connection state; the first call makes the Redis metrics appear. */
-void metrics_redis_up(struct metrics *m, bool up);
+/*
+ * The breaker of Redis node @node ("HOST:PORT", "unix:PATH",
+ * "sentinel:NAME"; store.h on_breaker) reported @open.  The first report
+ * of a node gives it its series (divvy_redis_up, divvy_redis_breaker_open,
+ * divvy_redis_breaker_transitions_total{node}); a report that changes the
+ * node's state counts one transition (a node first reported open counts
+ * one to "open").  Up to METRICS_REDIS_NODES nodes are kept, in the order
+ * they first reported; a report of any further node only counts its trips
+ * under node="other" (logged once).  Takes the lock: breaker changes are
+ * rare.  NULL-safe.
+ */
+#define METRICS_REDIS_NODES         64
+#define METRICS_REDIS_NODE_MAX      272     /* bytes of a node name kept, NUL included */
+void metrics_redis_breaker(struct metrics *m, const char *node, bool open);
 
-/* The circuit breaker's state; each change counts one transition. */
-void metrics_redis_breaker(struct metrics *m, bool open);
+/* What on_redis_error answered for a rule Redis could not decide
+ * (divvy_redis_fallbacks_total{policy}); the order of config.h's
+ * enum config_redis_error. */
+enum metrics_fallback {
+    METRICS_FALLBACK_LOCAL = 0, /* "local": decided from this host's table */
+    METRICS_FALLBACK_OPEN,      /* "open": allowed */
+    METRICS_FALLBACK_CLOSED,    /* "closed": denied */
+    METRICS_N_FALLBACK
+};
+
+/* Counts one rule answered by on_redis_error under @how. */
+void metrics_redis_fallback(struct metrics_worker *w, enum metrics_fallback how);
 
 #endif

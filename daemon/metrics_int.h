@@ -79,6 +79,7 @@ struct metrics_worker {
     uint64_t errors[N_ERRORS];
     uint64_t denied[METRICS_N_DENY];
     uint64_t charged;                   /* metrics_charged(): accepted, not a request */
+    uint64_t fallbacks[METRICS_N_FALLBACK]; /* metrics_redis_fallback() */
     uint64_t samples[N_SAMPLES];        /* the latest durations in nanoseconds, for statsd */
     uint64_t n_samples;
 } __attribute__((aligned(64)));
@@ -90,6 +91,22 @@ struct metrics_fast {
     uint32_t slot;
     uint64_t tried_gen;                 /* the generation that did not know id */
     uint64_t n[TABLE_FAST_N];
+};
+
+/* One Redis node's breaker as reported (metrics_redis_breaker()). */
+struct metrics_redis_node {
+    char name[METRICS_REDIS_NODE_MAX];
+    bool open;
+    uint64_t opened, closed;            /* transitions to each state */
+};
+
+/* A copy of the Redis figures for a reader (metrics_redis_get()). */
+struct metrics_redis {
+    unsigned n_nodes;
+    struct metrics_redis_node nodes[METRICS_REDIS_NODES];
+    bool other;
+    uint64_t other_opened;
+    uint64_t fallbacks[METRICS_N_FALLBACK];
 };
 
 struct metrics {
@@ -108,9 +125,11 @@ struct metrics {
     struct metrics_fast fast[TABLE_FAST_RULES];     /* under lock */
     bool have_fast;                     /* some entry is named */
     double start_time;
-    /* Redis hooks (atomics). */
-    int redis_known, redis_up, breaker_open;
-    uint64_t breaker_opened, breaker_closed;
+    /* Redis nodes (metrics_redis_breaker()), under lock. */
+    struct metrics_redis_node redis_nodes[METRICS_REDIS_NODES];
+    unsigned n_redis_nodes;
+    uint64_t redis_other_opened;        /* trips of nodes past METRICS_REDIS_NODES */
+    bool redis_other;                   /* some node was past it (logged once) */
     /* Prometheus endpoint (metrics_prom.c). */
     struct MHD_Daemon *mhd;
     char *path;
@@ -130,6 +149,8 @@ struct metrics {
     uint64_t sent_status[METRICS_N_STATUS];
     uint64_t sent_errors[N_ERRORS];
     uint64_t sent_denied[METRICS_N_DENY];
+    uint64_t sent_fallbacks[METRICS_N_FALLBACK];
+    uint64_t sent_breaker[2];           /* transitions to open, to closed */
     uint64_t *sent_samples;             /* per worker */
 };
 
@@ -162,6 +183,14 @@ uint64_t metrics_sum_charged(const struct metrics *m);
 
 /* Denied hits with cause @cause (< METRICS_N_DENY). */
 uint64_t metrics_sum_denied(const struct metrics *m, unsigned cause);
+
+/* The Redis nodes and the fallbacks summed over the workers, into @ret
+ * (large: allocate it); false when no node reported and no fallback was
+ * counted (no Redis series yet). */
+bool metrics_redis_get(struct metrics *m, struct metrics_redis *ret);
+
+/* on_redis_error's names: "local", "open", "closed". */
+extern const char *const metrics_fallback_name[METRICS_N_FALLBACK];
 
 /* Label slots whose string m->labels[] holds (acquire: safe to read them). */
 size_t metrics_labels_published(const struct metrics *m);

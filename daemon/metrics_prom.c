@@ -174,22 +174,51 @@ static void render_fast_rules(FILE *f, struct metrics *m)
     free(fast);
 }
 
+/* One series per Redis node: `@name{node="..."@tail} @v`. */
+static void put_node(FILE *f, const char *name, const char *node, const char *tail,
+                     unsigned long long v)
+{
+    fprintf(f, "%s{node=\"", name);
+    put_label_value(f, node);
+    fprintf(f, "\"%s} %llu\n", tail, v);
+}
+
+/* Redis (docs/operations.md): per node once it reported, and the fallbacks. */
 static void render_redis(FILE *f, struct metrics *m)
 {
-    if (!__atomic_load_n(&m->redis_known, __ATOMIC_RELAXED))
+    struct metrics_redis *r = malloc(sizeof(*r));
+
+    if (!r)
         return;
-    put_head(f, "divvy_redis_up", "gauge", "1 while divvyd is connected to Redis.");
-    fprintf(f, "divvy_redis_up %d\n", __atomic_load_n(&m->redis_up, __ATOMIC_RELAXED));
+    if (!metrics_redis_get(m, r)) {
+        free(r);
+        return;
+    }
+    put_head(f, "divvy_redis_up", "gauge",
+             "1 while divvyd can use the Redis node: reached, and its breaker closed.");
+    for (unsigned i = 0; i < r->n_nodes; i++)
+        put_node(f, "divvy_redis_up", r->nodes[i].name, "", !r->nodes[i].open);
     put_head(f, "divvy_redis_breaker_open", "gauge",
-             "1 while the Redis circuit breaker is open (hits do not wait for Redis).");
-    fprintf(f, "divvy_redis_breaker_open %d\n",
-            __atomic_load_n(&m->breaker_open, __ATOMIC_RELAXED));
+             "1 while the node's circuit breaker is open (its hits do not wait for Redis).");
+    for (unsigned i = 0; i < r->n_nodes; i++)
+        put_node(f, "divvy_redis_breaker_open", r->nodes[i].name, "", r->nodes[i].open);
     put_head(f, "divvy_redis_breaker_transitions_total", "counter",
-             "Circuit breaker state changes, by the state entered.");
-    fprintf(f, "divvy_redis_breaker_transitions_total{to=\"open\"} %llu\n",
-            (unsigned long long)__atomic_load_n(&m->breaker_opened, __ATOMIC_RELAXED));
-    fprintf(f, "divvy_redis_breaker_transitions_total{to=\"closed\"} %llu\n",
-            (unsigned long long)__atomic_load_n(&m->breaker_closed, __ATOMIC_RELAXED));
+             "Circuit breaker state changes per node, by the state entered.");
+    for (unsigned i = 0; i < r->n_nodes; i++) {
+        put_node(f, "divvy_redis_breaker_transitions_total", r->nodes[i].name, ",to=\"open\"",
+                 r->nodes[i].opened);
+        put_node(f, "divvy_redis_breaker_transitions_total", r->nodes[i].name,
+                 ",to=\"closed\"", r->nodes[i].closed);
+    }
+    if (r->other)
+        put_node(f, "divvy_redis_breaker_transitions_total", "other", ",to=\"open\"",
+                 r->other_opened);
+    put_head(f, "divvy_redis_fallbacks_total", "counter",
+             "Rules Redis could not decide, answered by on_redis_error, by the answer given.");
+    for (unsigned k = 0; k < METRICS_N_FALLBACK; k++)
+        fprintf(f, "divvy_redis_fallbacks_total{policy=\"%s\"} %llu\n",
+                metrics_fallback_name[k], (unsigned long long)r->fallbacks[k]);
+    free(r);
 }
 
 /* The whole exposition into a malloc'd buffer. */

@@ -94,6 +94,43 @@ static void dgram_put(struct dgram *d, const char *fmt, ...)
     d->len += (size_t)n;
 }
 
+/* Redis as the exposition shows it, summed over the nodes: redis.fallback.<policy> and
+ * redis.breaker.<open|closed> (transitions) as deltas, redis.breakers_open as a gauge;
+ * nothing before the first node reported or fallback was counted. */
+static void statsd_redis(struct metrics *m, struct dgram *d)
+{
+    static const char *const to[2] = { "open", "closed" };
+    struct metrics_redis *r = malloc(sizeof(*r));
+    uint64_t trans[2] = { 0, 0 }, open = 0;
+
+    if (!r)
+        return;
+    if (!metrics_redis_get(m, r)) {
+        free(r);
+        return;
+    }
+    for (unsigned k = 0; k < METRICS_N_FALLBACK; k++) {
+        if (r->fallbacks[k] > m->sent_fallbacks[k])
+            dgram_put(d, "redis.fallback.%s:%llu|c", metrics_fallback_name[k],
+                      (unsigned long long)(r->fallbacks[k] - m->sent_fallbacks[k]));
+        m->sent_fallbacks[k] = r->fallbacks[k];
+    }
+    trans[0] = r->other_opened;
+    for (unsigned i = 0; i < r->n_nodes; i++) {
+        trans[0] += r->nodes[i].opened;
+        trans[1] += r->nodes[i].closed;
+        open += r->nodes[i].open;
+    }
+    for (unsigned k = 0; k < 2; k++) {
+        if (trans[k] > m->sent_breaker[k])
+            dgram_put(d, "redis.breaker.%s:%llu|c", to[k],
+                      (unsigned long long)(trans[k] - m->sent_breaker[k]));
+        m->sent_breaker[k] = trans[k];
+    }
+    dgram_put(d, "redis.breakers_open:%llu|g", (unsigned long long)open);
+    free(r);
+}
+
 /* divvy's statsd metrics (its README, "Statistics"), as deltas since the last flush. */
 static void statsd_flush(struct metrics *m)
 {
@@ -165,6 +202,7 @@ static void statsd_flush(struct metrics *m)
         }
         m->sent_samples[i] = n;
     }
+    statsd_redis(m, d);
     dgram_put(d, "connections:%llu|g", (unsigned long long)g.connections);
     dgram_send(d);
     free(d);

@@ -69,13 +69,30 @@ void sentinel_query_start(struct sentinel_query *q);
 /* True from sentinel_query_start() until just before the callback runs. */
 bool sentinel_query_busy(const struct sentinel_query *q);
 
+/* What a sentinel announced about this master (docs/redis.md "Sentinel"). */
+enum sentinel_news_kind {
+    /* +switch-master: @host:@port is the master now (it was @old). */
+    SENTINEL_NEWS_SWITCH = 0,
+    /* +failover-state-send-slaveof-noone or +promoted-slave: the replica
+     * @host:@port is being made master in place of @old, which may still
+     * take writes that the new master will never have. */
+    SENTINEL_NEWS_PROMOTING,
+};
+
+struct sentinel_news {
+    enum sentinel_news_kind kind;
+    char host[SENTINEL_HOST_MAX];       /* as the sentinel gave it, no brackets */
+    unsigned port;
+    char old_host[SENTINEL_HOST_MAX];
+    unsigned old_port;
+};
+
 /*
- * A +switch-master announcement for this master: @host (as the sentinel
- * gave it, no brackets) and @port of the new master.  Runs in the watch's
- * thread from its event loop (a zero timer), never from inside a hiredis
- * callback or a sentinel_watch_*() call; it may free the watch.
+ * An announcement for this master.  Runs in the watch's thread from its
+ * event loop (a zero timer), never from inside a hiredis callback or a
+ * sentinel_watch_*() call; it may free the watch.
  */
-typedef void sentinel_switch_cb(void *arg, const char *host, unsigned port);
+typedef void sentinel_switch_cb(void *arg, const struct sentinel_news *news);
 
 struct sentinel_watch;
 
@@ -86,14 +103,30 @@ int sentinel_watch_new(struct sentinel *sn, struct event_base *base, sentinel_sw
 void sentinel_watch_free(struct sentinel_watch *w);
 
 /*
- * Subscribes, from now on for good, to +switch-master on one sentinel: the
- * one that answered the last query (else the first configured), after AUTH
- * when a sentinel password is set; connect, AUTH and the subscription's
- * confirmation are bounded by timeout_ms.  A failure, or the subscription
- * lost later, moves on to the next sentinel in the configured order after
- * a backoff (50 ms doubling to 1 s, back to 50 ms once subscribed).  Never
+ * Subscribes, from now on for good, to +switch-master, the promotion's
+ * two events and -failover-abort-slave-timeout on every configured
+ * sentinel (only the sentinel leading a failover announces its
+ * promotion), after AUTH when a sentinel password is set; connect, AUTH
+ * and the subscription's confirmation are bounded by timeout_ms.  A
+ * failure, or a subscription lost later, is retried on the same sentinel
+ * after a backoff (50 ms doubling to 1 s, back to 50 ms once subscribed).
+ * The same announcement from several sentinels is acted on as once.  Never
  * blocks (beyond hiredis resolving a name).  A no-op once started.
  */
 void sentinel_watch_start(struct sentinel_watch *w);
+
+/*
+ * Where to connect when the sentinels answer @host:@port.  After a
+ * promotion or a switch announced away from that master, a sentinel may
+ * still name it (the promotion is not done, or that sentinel has not heard
+ * of the switch yet): then *@host and *@port are changed to the announced
+ * replica or master (whose ROLE says whether it is master), and true is
+ * returned.  The last announcement is kept until the next one, until
+ * -failover-abort-slave-timeout for the old master, or for SENTINEL_FENCE_MS
+ * (Sentinel's default failover-timeout: a failover not done by then is
+ * aborted).  *@host may point into @w until its next callback.
+ */
+#define SENTINEL_FENCE_MS   180000
+bool sentinel_watch_redirect(struct sentinel_watch *w, const char **host, unsigned *port);
 
 #endif

@@ -50,8 +50,9 @@ void store_trip(struct store *st, const char *why)
     store_inc(&st->trips);
     log_msg(LOG_WARNING, "redis %s: %s; breaker open: hits use on_redis_error until it is back",
             store_where(st, w, sizeof(w)), why);
+    __atomic_store_n(&st->reported, 1, __ATOMIC_RELAXED);
     if (st->o.on_breaker)
-        st->o.on_breaker(st->o.arg, true);
+        st->o.on_breaker(st->o.arg, st->node, true);
 }
 
 void store_untrip(struct store *st)
@@ -60,14 +61,19 @@ void store_untrip(struct store *st)
     char w[512];
 
     if (!__atomic_compare_exchange_n(&st->open, &open, 0, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED))
+                                     __ATOMIC_RELAXED)) {
+        /* Reached before it ever tripped: the metrics learn of the node. */
+        if (!__atomic_exchange_n(&st->reported, 1, __ATOMIC_RELAXED) && st->o.on_breaker)
+            st->o.on_breaker(st->o.arg, st->node, false);
         return;
+    }
+    __atomic_store_n(&st->reported, 1, __ATOMIC_RELAXED);
     log_msg(LOG_NOTICE, "redis %s is back after %llu ms: breaker closed",
             store_where(st, w, sizeof(w)),
             (unsigned long long)(clock_now_ms() - __atomic_load_n(&st->opened_ms,
                                                                   __ATOMIC_RELAXED)));
     if (st->o.on_breaker)
-        st->o.on_breaker(st->o.arg, false);
+        st->o.on_breaker(st->o.arg, st->node, false);
 }
 
 static int dup_opt(const char *s, const char **ret)
@@ -84,6 +90,26 @@ static int dup_opt(const char *s, const char **ret)
     return 0;
 }
 
+/* The breaker's node as on_breaker() names it (store.h). */
+static int node_name(struct store *st, const struct store_opts *o)
+{
+    int n;
+
+    if (st->sentinel)
+        n = asprintf(&st->node, "sentinel:%s", o->master_name);
+    else if (st->o.unix_socket)
+        n = asprintf(&st->node, "unix:%s", st->o.unix_socket);
+    else if (strchr(st->o.host, ':'))
+        n = asprintf(&st->node, "[%s]:%u", st->o.host, st->o.port);
+    else
+        n = asprintf(&st->node, "%s:%u", st->o.host, st->o.port);
+    if (n < 0) {
+        st->node = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 void store_free(struct store *st)
 {
     if (!st)
@@ -95,6 +121,7 @@ void store_free(struct store *st)
         explicit_bzero((char *)st->o.password, strlen(st->o.password));
     free((char *)st->o.password);
     free((char *)st->o.prefix);
+    free(st->node);
     sentinel_free(st->sentinel);
     free(st);
 }
@@ -132,6 +159,8 @@ int store_new(const struct store_opts *o, struct store **ret)
 
         r = sentinel_new(&so, &st->sentinel);
     }
+    if (r >= 0)
+        r = node_name(st, o);
     if (r < 0) {
         store_free(st);
         return r;

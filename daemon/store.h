@@ -53,9 +53,12 @@ struct store_opts {
     unsigned n_sentinels;           /* 0: no Sentinel; at most SENTINEL_MAX */
     const char *master_name;        /* needed with sentinels */
     const char *sentinel_password;  /* NULL: no AUTH to the sentinels */
-    /* Called on each breaker transition (open = true: tripped), from the
-     * thread that caused it; may be NULL.  For the metrics. */
-    void (*on_breaker)(void *arg, bool open);
+    /* The breaker of node @node ("HOST:PORT", "unix:PATH", or
+     * "sentinel:NAME" for the master Sentinel names) reported: called on
+     * each transition (open = true: tripped), and once with open = false
+     * when the node is first reached without having tripped, from the
+     * thread that saw it; may be NULL.  For the metrics (metrics.h). */
+    void (*on_breaker)(void *arg, const char *node, bool open);
     void *arg;
 };
 

@@ -25,7 +25,9 @@
  * sentinel announces +switch-master to an address other than the one this
  * connection uses, the connection is dropped as if it were lost, without
  * tripping the breaker, and a new connect asks the sentinels at once
- * (docs/redis.md "Sentinel": a planned move, not a Redis failure).
+ * (docs/redis.md "Sentinel": a planned move, not a Redis failure).  A
+ * promotion announced before the switch fails a connection to the old
+ * master at once (on_promoting()), and connects go to the replica instead.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -479,20 +481,36 @@ static void on_master(void *arg, const char *host, unsigned port, const char *wh
             return;
         }
     }
+    /* A promotion under way: the replica, never the old master (on_promoting()). */
+    sentinel_watch_redirect(sc->sw, &host, &port);
     snprintf(sc->master_host, sizeof(sc->master_host), "%s", host);
     sc->master_port = port;
     conn_connect(sc, host, port, NULL);
     wait_send(sc);
 }
 
+/*
+ * A sentinel announced that the replica @n->host is being promoted in place
+ * of @n->old_host (sentinel.h): what the old master counts from now on is
+ * lost when it is demoted, so a connection there fails at once: the breaker
+ * opens (hits get on_redis_error, not over-admission) and the retries go to
+ * the replica (sentinel_watch_redirect()) until its ROLE says master.
+ */
+static void on_promoting(struct store_conn *sc, const struct sentinel_news *n)
+{
+    char why[SENTINEL_HOST_MAX + 96];
+
+    if (!sc->ac || strcmp(n->old_host, sc->master_host) != 0 || n->old_port != sc->master_port)
+        return;
+    snprintf(why, sizeof(why), "a sentinel announced the promotion of %s:%u, no more writes here",
+             n->host, n->port);
+    conn_fail(sc, why, true);
+}
+
 /* A sentinel announced +switch-master (sentinel.h): leave a master that is
  * no longer the one, even while it still answers. */
-static void on_switch(void *arg, const char *host, unsigned port)
+static void on_switch(struct store_conn *sc, const char *host, unsigned port)
 {
-    struct store_conn *sc = arg;
-
-    if (sc->closing)
-        return;
     if (discovering(sc)) {
         sc->reask = true;
         snprintf(sc->announced_host, sizeof(sc->announced_host), "%s", host);
@@ -503,6 +521,18 @@ static void on_switch(void *arg, const char *host, unsigned port)
     if (!sc->ac || (strcmp(host, sc->master_host) == 0 && port == sc->master_port))
         return;
     conn_drop(sc, "the master moved", true, false);
+}
+
+static void on_news(void *arg, const struct sentinel_news *n)
+{
+    struct store_conn *sc = arg;
+
+    if (sc->closing)
+        return;
+    if (n->kind == SENTINEL_NEWS_PROMOTING)
+        on_promoting(sc, n);
+    else
+        on_switch(sc, n->host, n->port);
 }
 
 static void conn_start(struct store_conn *sc)
@@ -686,7 +716,7 @@ int store_conn_new(struct store *st, struct event_base *base, struct store_conn 
     sc->retry_ev = evtimer_new(base, on_retry, sc);
     if (!sc->deadline_ev || !sc->retry_ev ||
         (st->sentinel && (sentinel_query_new(st->sentinel, base, on_master, sc, &sc->sq) < 0 ||
-                          sentinel_watch_new(st->sentinel, base, on_switch, sc, &sc->sw) < 0))) {
+                          sentinel_watch_new(st->sentinel, base, on_news, sc, &sc->sw) < 0))) {
         store_conn_free(sc);
         return -ENOMEM;
     }

@@ -17,7 +17,9 @@ struct store {
     struct store_opts o;        /* strings owned; the sentinel settings live in sentinel */
     struct sentinel *sentinel;  /* NULL without Sentinel */
     uint64_t wanted;            /* atomic bool */
+    char *node;                 /* the breaker's node, as on_breaker() names it */
     uint64_t open;              /* atomic bool: breaker */
+    uint64_t reported;          /* atomic bool: on_breaker() called once */
     uint64_t opened_ms;         /* when it last opened */
     uint64_t conns_up;          /* atomic */
     uint64_t requests, errors, timeouts, trips, noscript;  /* atomic counters */

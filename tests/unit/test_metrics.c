@@ -348,11 +348,18 @@ static void test_metrics_errors_gauges_and_redis(void **state)
     metrics_error(w, PROTO_E_NONE);
     metrics_error(w, (enum proto_err)1000);
     metrics_tick(f->m, &g, 1000);
-    metrics_redis_up(f->m, true);
-    metrics_redis_breaker(f->m, true);
-    metrics_redis_breaker(f->m, true);  /* no change, no transition */
-    metrics_redis_breaker(f->m, false);
-    metrics_redis_breaker(f->m, true);
+    t = scrape(f);
+    /* No node reported, no fallback: no Redis series. */
+    assert_null(strstr(t, "divvy_redis"));
+    metrics_redis_breaker(f->m, "10.0.0.1:6379", true);
+    metrics_redis_breaker(f->m, "10.0.0.1:6379", true);  /* no change, no transition */
+    metrics_redis_breaker(f->m, "10.0.0.1:6379", false);
+    metrics_redis_breaker(f->m, "10.0.0.1:6379", true);
+    metrics_redis_breaker(f->m, "unix:/run/r\"s.sock", false);    /* first seen, closed */
+    metrics_redis_fallback(w, METRICS_FALLBACK_OPEN);
+    metrics_redis_fallback(metrics_worker(f->m, 0), METRICS_FALLBACK_OPEN);
+    metrics_redis_fallback(w, METRICS_FALLBACK_CLOSED);
+    metrics_redis_fallback(w, METRICS_N_FALLBACK);                  /* ignored */
     t = scrape(f);
     expect_line(t, "divvy_errors_total{code=\"unknown-command\"} 2");
     expect_line(t, "divvy_errors_total{code=\"line-too-long\"} 1");
@@ -367,10 +374,19 @@ static void test_metrics_errors_gauges_and_redis(void **state)
     expect_line(t, "divvy_table_full_total{table=\"fast\",reason=\"full\"} 4");
     expect_line(t, "divvy_table_full_total{table=\"private\",reason=\"max_actors\"} 6");
     expect_line(t, "divvy_fast_path_hits_total 42");
-    expect_line(t, "divvy_redis_up 1");
-    expect_line(t, "divvy_redis_breaker_open 1");
-    expect_line(t, "divvy_redis_breaker_transitions_total{to=\"open\"} 2");
-    expect_line(t, "divvy_redis_breaker_transitions_total{to=\"closed\"} 1");
+    expect_line(t, "divvy_redis_up{node=\"10.0.0.1:6379\"} 0");
+    expect_line(t, "divvy_redis_breaker_open{node=\"10.0.0.1:6379\"} 1");
+    expect_line(t, "divvy_redis_breaker_transitions_total{node=\"10.0.0.1:6379\",to=\"open\"} 2");
+    expect_line(t,
+                "divvy_redis_breaker_transitions_total{node=\"10.0.0.1:6379\",to=\"closed\"} 1");
+    expect_line(t, "divvy_redis_up{node=\"unix:/run/r\\\"s.sock\"} 1");
+    expect_line(t, "divvy_redis_breaker_open{node=\"unix:/run/r\\\"s.sock\"} 0");
+    expect_line(t,
+                "divvy_redis_breaker_transitions_total{node=\"unix:/run/r\\\"s.sock\",to=\"open\"} 0");
+    expect_line(t, "divvy_redis_fallbacks_total{policy=\"local\"} 0");
+    expect_line(t, "divvy_redis_fallbacks_total{policy=\"open\"} 2");
+    expect_line(t, "divvy_redis_fallbacks_total{policy=\"closed\"} 1");
+    assert_null(strstr(t, "node=\"other\""));
 
     metrics_hit(metrics_worker(f->m, 0), f->rules, 1, 1, METRICS_ACCEPTED);
     metrics_hit(metrics_worker(f->m, 0), f->rules, 1, 2, METRICS_REJECTED);
@@ -417,6 +433,39 @@ static int status_of(const char *response)
 }
 
 /* Denied hits by cause: a quota deny and a Redis-down deny apart. */
+/* The node table is bounded: the first METRICS_REDIS_NODES nodes keep their
+ * series, later ones only count their trips under node="other". */
+static void test_metrics_redis_nodes_bounded(void **state)
+{
+    struct fixture *f = *state;
+    char node[32], line[128];
+    const char *t;
+
+    for (int i = 0; i < METRICS_REDIS_NODES + 3; i++) {
+        snprintf(node, sizeof(node), "10.0.0.%d:7000", i);
+        metrics_redis_breaker(f->m, node, i % 2 == 0);
+    }
+    metrics_redis_breaker(f->m, "10.0.0.65:7000", false);
+    metrics_redis_breaker(f->m, "10.0.0.65:7000", true);
+    metrics_redis_breaker(f->m, "10.0.0.0:7000", false);
+    t = scrape(f);
+    expect_line(t, "divvy_redis_up{node=\"10.0.0.0:7000\"} 1");
+    expect_line(t, "divvy_redis_breaker_transitions_total{node=\"10.0.0.0:7000\",to=\"open\"} 1");
+    expect_line(t,
+                "divvy_redis_breaker_transitions_total{node=\"10.0.0.0:7000\",to=\"closed\"} 1");
+    snprintf(line, sizeof(line), "divvy_redis_breaker_open{node=\"10.0.0.%d:7000\"} 0",
+             METRICS_REDIS_NODES - 1);
+    expect_line(t, line);
+    snprintf(node, sizeof(node), "\"10.0.0.%d:7000\"", METRICS_REDIS_NODES);
+    expect_no(t, node);
+    /* 64 and 66 tripped; 65 reported closed, then tripped. */
+    expect_line(t, "divvy_redis_breaker_transitions_total{node=\"other\",to=\"open\"} 3");
+    expect_no(t, "divvy_redis_up{node=\"other\"}");
+    /* No fallback yet, but the nodes make the series appear, all three. */
+    expect_line(t, "divvy_redis_fallbacks_total{policy=\"local\"} 0");
+    expect_line(t, "divvy_redis_fallbacks_total{policy=\"closed\"} 0");
+}
+
 static void test_metrics_denials_by_cause(void **state)
 {
     struct fixture *f = *state;
@@ -625,6 +674,20 @@ static void statsd_case(const char *prefix, bool divvy_names)
     recv_all(fd, buf, BIG, 500);
     assert_string_equal(buf, "divvy.hit.rejected.cookies:1|c\ndivvy.hit.rejected:1|c\n"
                              "divvy.connections:1|g\n");
+    /* Redis, summed over the nodes: transitions and fallbacks as deltas, open breakers. */
+    metrics_redis_breaker(m, "a:1", true);
+    metrics_redis_breaker(m, "b:1", false);
+    metrics_redis_fallback(metrics_worker(m, 1), METRICS_FALLBACK_CLOSED);
+    metrics_redis_fallback(metrics_worker(m, 0), METRICS_FALLBACK_CLOSED);
+    metrics_tick(m, &g, 7000);
+    recv_all(fd, buf, BIG, 500);
+    assert_string_equal(buf, "divvy.redis.fallback.closed:2|c\ndivvy.redis.breaker.open:1|c\n"
+                             "divvy.redis.breakers_open:1|g\ndivvy.connections:1|g\n");
+    metrics_redis_breaker(m, "a:1", false);
+    metrics_tick(m, &g, 8000);
+    recv_all(fd, buf, BIG, 500);
+    assert_string_equal(buf, "divvy.redis.breaker.closed:1|c\ndivvy.redis.breakers_open:0|g\n"
+                             "divvy.connections:1|g\n");
     /* The last counts go out on the way down. */
     metrics_hit(metrics_worker(m, 1), rules, 1, 1, METRICS_ACCEPTED);
     metrics_free(m);
@@ -742,7 +805,8 @@ static void test_metrics_promtool_clean(void **state)
     metrics_error(metrics_worker(f->m, 1), PROTO_E_UNKNOWN);
     metrics_observe_ns(metrics_worker(f->m, 0), 12345);
     metrics_tick(f->m, &g, 1);
-    metrics_redis_up(f->m, false);
+    metrics_redis_breaker(f->m, "127.0.0.1:6379", true);
+    metrics_redis_fallback(metrics_worker(f->m, 0), METRICS_FALLBACK_LOCAL);
     t = scrape(f);
     fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -773,6 +837,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metrics_labels_survive_reloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_histogram_buckets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_errors_gauges_and_redis, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_redis_nodes_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_denials_by_cause, setup, teardown),
         cmocka_unit_test(test_metrics_login_figures),
         cmocka_unit_test_setup_teardown(test_metrics_http_endpoint, setup_http, teardown),

@@ -6,7 +6,8 @@
  * the key format and its escaping (docs/redis.md "Keys"), option checks, a
  * store_conn that refuses at once while the breaker is open, and
  * Sentinel discovery when no sentinel answers (refused, or silent past the
- * timeout): requests wait for the master within their deadline, then fail.
+ * timeout): requests wait for the master within their deadline, then fail;
+ * the breaker reports its node ("unix:PATH", "sentinel:NAME") to on_breaker.
  * The module is daemon code: this binary links it from libdivvyd.a, as
  * divvyd does.
  */
@@ -383,11 +384,29 @@ static void cb_never(void *arg, const struct store_reply *rep)
     fail_msg("a refused request must not call back");
 }
 
-/* Redis absent: the first request trips the breaker; later ones are
- * refused at once, without a callback. */
+/* What on_breaker() reported. */
+struct breaker_seen {
+    int calls;
+    char node[64];
+    bool open;
+};
+
+static void on_breaker(void *arg, const char *node, bool open)
+{
+    struct breaker_seen *b = arg;
+
+    b->calls++;
+    snprintf(b->node, sizeof(b->node), "%s", node);
+    b->open = open;
+}
+
+/* Redis absent: the first request trips the breaker (reported once, with
+ * the node); later ones are refused at once, without a callback. */
 static void test_store_refuses_while_open(void **state)
 {
-    struct store_opts o = { .unix_socket = "/nonexistent/redis.sock", .timeout_ms = 100 };
+    struct breaker_seen seen = { 0 };
+    struct store_opts o = { .unix_socket = "/nonexistent/redis.sock", .timeout_ms = 100,
+                            .on_breaker = on_breaker, .arg = &seen };
     struct event_base *base = event_base_new();
     struct store_conn *sc = NULL;
     struct store *st = NULL;
@@ -410,6 +429,9 @@ static void test_store_refuses_while_open(void **state)
     assert_true(s.wanted);
     assert_int_equal(s.trips, 1);
     assert_int_equal(s.conns_up, 0);
+    assert_int_equal(seen.calls, 1);
+    assert_string_equal(seen.node, "unix:/nonexistent/redis.sock");
+    assert_true(seen.open);
     store_conn_free(sc);
     store_free(st);
     event_base_free(base);
@@ -501,8 +523,10 @@ static void test_store_sentinel_none_answers(void **state)
     int fd = loopback_socket(false, &port);
     char refused[32];
     const char *sentinels[2] = { "unix:/nonexistent/sentinel.sock", refused };
+    struct breaker_seen seen = { 0 };
     struct store_opts o = { .timeout_ms = 1000, .sentinels = sentinels, .n_sentinels = 2,
-                            .master_name = "mymaster" };
+                            .master_name = "mymaster", .on_breaker = on_breaker,
+                            .arg = &seen };
     struct event_base *base = event_base_new();
     struct store_conn *sc = NULL;
     struct store *st = NULL;
@@ -529,6 +553,9 @@ static void test_store_sentinel_none_answers(void **state)
     assert_int_equal(s.trips, 1);
     assert_int_equal(s.errors, 1);
     assert_int_equal(s.conns_up, 0);
+    /* One node whichever server is master: the name Sentinel knows it by. */
+    assert_int_equal(seen.calls, 1);
+    assert_string_equal(seen.node, "sentinel:mymaster");
     store_conn_free(sc);
     store_free(st);
     event_base_free(base);
