@@ -28,7 +28,9 @@ static uint64_t ld(const uint64_t *p)
 
 const char *store_where(const struct store *st, char *buf, size_t size)
 {
-    if (st->sentinel)
+    if (st->o.n_cluster_nodes)
+        snprintf(buf, size, "cluster:%s", st->o.cluster_nodes[0]);
+    else if (st->sentinel)
         sentinel_describe(st->sentinel, buf, size);
     else if (st->o.unix_socket)
         snprintf(buf, size, "unix:%s", st->o.unix_socket);
@@ -37,37 +39,80 @@ const char *store_where(const struct store *st, char *buf, size_t size)
     return buf;
 }
 
-/* The one place the breaker opens: logged and counted once per transition. */
-void store_trip(struct store *st, const char *why)
+/* Where breaker @br's server is, for its log line and on_breaker. */
+static const char *breaker_where(const struct store *st, const struct store_breaker *br,
+                                 char *buf, size_t size)
+{
+    if (br->name[0]) {
+        snprintf(buf, size, "%s", br->name);
+        return buf;
+    }
+    return store_address(st, buf, size);
+}
+
+bool store_breaker_is_open(const struct store_breaker *br)
+{
+    return __atomic_load_n(&br->open, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The one place a breaker opens: logged and counted once per transition. */
+void store_trip(struct store *st, struct store_breaker *br, const char *why)
 {
     uint64_t closed = 0;
     char w[512];
 
-    if (!__atomic_compare_exchange_n(&st->open, &closed, 1, false, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&br->open, &closed, 1, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;
-    __atomic_store_n(&st->opened_ms, clock_now_ms(), __ATOMIC_RELAXED);
+    __atomic_store_n(&br->opened_ms, clock_now_ms(), __ATOMIC_RELAXED);
     store_inc(&st->trips);
-    log_msg(LOG_WARNING, "redis %s: %s; breaker open: hits use on_redis_error until it is back",
-            store_where(st, w, sizeof(w)), why);
+    if (br->name[0])
+        log_msg(LOG_WARNING, "redis cluster node %s: %s; breaker open: its slots use "
+                "on_redis_error until it is back or another master has them", br->name, why);
+    else
+        log_msg(LOG_WARNING, "redis %s: %s; breaker open: hits use on_redis_error until it "
+                "is back", store_where(st, w, sizeof(w)), why);
     if (st->o.on_breaker)
-        st->o.on_breaker(st->o.arg, true);
+        st->o.on_breaker(st->o.arg, breaker_where(st, br, w, sizeof(w)), true);
 }
 
-void store_untrip(struct store *st)
+void store_untrip(struct store *st, struct store_breaker *br)
 {
     uint64_t open = 1;
     char w[512];
 
-    if (!__atomic_compare_exchange_n(&st->open, &open, 0, false, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&br->open, &open, 0, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;
-    log_msg(LOG_NOTICE, "redis %s is back after %llu ms: breaker closed",
+    log_msg(LOG_NOTICE, "redis %s%s is back after %llu ms: breaker closed",
+            br->name[0] ? "cluster node " : "", br->name[0] ? br->name :
             store_where(st, w, sizeof(w)),
-            (unsigned long long)(clock_now_ms() - __atomic_load_n(&st->opened_ms,
+            (unsigned long long)(clock_now_ms() - __atomic_load_n(&br->opened_ms,
                                                                   __ATOMIC_RELAXED)));
     if (st->o.on_breaker)
-        st->o.on_breaker(st->o.arg, false);
+        st->o.on_breaker(st->o.arg, breaker_where(st, br, w, sizeof(w)), false);
+}
+
+struct store_breaker *store_node_breaker(struct store *st, const char *host, unsigned port)
+{
+    struct store_breaker *br = NULL;
+    char name[STORE_NODE_NAME_MAX];
+    uint64_t n;
+
+    snprintf(name, sizeof(name), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+    pthread_mutex_lock(&st->nodes_lock);
+    n = ld(&st->n_nodes);
+    for (uint64_t i = 0; i < n && !br; i++) {
+        if (strcmp(st->nodes[i].name, name) == 0)
+            br = &st->nodes[i];
+    }
+    if (!br && n < STORE_NODES_MAX) {
+        br = &st->nodes[n];
+        memcpy(br->name, name, sizeof(name));
+        __atomic_store_n(&st->n_nodes, n + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&st->nodes_lock);
+    return br;
 }
 
 static int dup_opt(const char *s, const char **ret)
@@ -95,6 +140,10 @@ void store_free(struct store *st)
         explicit_bzero((char *)st->o.password, strlen(st->o.password));
     free((char *)st->o.password);
     free((char *)st->o.prefix);
+    for (unsigned i = 0; st->o.cluster_nodes && i < st->o.n_cluster_nodes; i++)
+        free((char *)st->o.cluster_nodes[i]);
+    free((void *)st->o.cluster_nodes);
+    pthread_mutex_destroy(&st->nodes_lock);
     sentinel_free(st->sentinel);
     free(st);
 }
@@ -104,8 +153,8 @@ int store_new(const struct store_opts *o, struct store **ret)
     struct store *st;
     int r;
 
-    if (!o || o->timeout_ms == 0 ||
-        (!o->n_sentinels && !o->unix_socket && (!o->host || !o->port)))
+    if (!o || o->timeout_ms == 0 || (o->n_cluster_nodes && o->n_sentinels) ||
+        (!o->n_sentinels && !o->n_cluster_nodes && !o->unix_socket && (!o->host || !o->port)))
         return -EINVAL;
     store_script_sha(STORE_SCRIPT_WINDOW);     /* the SHA-1s, once, before any worker */
     st = calloc(1, sizeof(*st));
@@ -115,6 +164,9 @@ int store_new(const struct store_opts *o, struct store **ret)
     st->o.host = st->o.unix_socket = st->o.username = st->o.password = st->o.prefix = NULL;
     st->o.sentinels = NULL;
     st->o.master_name = st->o.sentinel_password = NULL;
+    st->o.cluster_nodes = NULL;
+    st->o.n_cluster_nodes = 0;
+    pthread_mutex_init(&st->nodes_lock, NULL);
     r = dup_opt(o->host, &st->o.host);
     if (r >= 0)
         r = dup_opt(o->unix_socket, &st->o.unix_socket);
@@ -124,6 +176,17 @@ int store_new(const struct store_opts *o, struct store **ret)
         r = dup_opt(o->password, &st->o.password);
     if (r >= 0)
         r = dup_opt(o->prefix ? o->prefix : "", &st->o.prefix);
+    if (r >= 0 && o->n_cluster_nodes) {
+        const char **seeds = calloc(o->n_cluster_nodes, sizeof(*seeds));
+
+        r = seeds ? 0 : -ENOMEM;
+        st->o.cluster_nodes = seeds;
+        for (unsigned i = 0; r >= 0 && i < o->n_cluster_nodes; i++) {
+            r = dup_opt(o->cluster_nodes[i], &seeds[i]);
+            if (r >= 0)
+                st->o.n_cluster_nodes = i + 1;
+        }
+    }
     if (r >= 0 && o->n_sentinels) {
         struct sentinel_opts so = {
             .addrs = o->sentinels, .n_addrs = o->n_sentinels, .master_name = o->master_name,
@@ -152,7 +215,16 @@ bool store_wanted(const struct store *st)
 
 bool store_breaker_open(const struct store *st)
 {
-    return __atomic_load_n(&st->open, __ATOMIC_ACQUIRE) != 0;
+    uint64_t n;
+
+    if (!st->o.n_cluster_nodes)
+        return store_breaker_is_open(&st->single);
+    n = __atomic_load_n(&st->n_nodes, __ATOMIC_ACQUIRE);
+    for (uint64_t i = 0; i < n; i++) {
+        if (!store_breaker_is_open(&st->nodes[i]))
+            return false;
+    }
+    return n > 0;
 }
 
 uint64_t store_deadline(const struct store *st, uint64_t now_ms)
@@ -176,8 +248,16 @@ void store_stats(const struct store *st, struct store_stats *ret)
     ret->timeouts = ld(&st->timeouts);
     ret->trips = ld(&st->trips);
     ret->noscript = ld(&st->noscript);
-    if (ret->breaker_open) {
-        uint64_t now = clock_now_ms(), opened = ld(&st->opened_ms);
+    ret->redirects = ld(&st->redirects);
+    if (st->o.n_cluster_nodes) {
+        uint64_t n = __atomic_load_n(&st->n_nodes, __ATOMIC_ACQUIRE);
+
+        ret->nodes_known = (unsigned)n;
+        for (uint64_t i = 0; i < n; i++)
+            ret->nodes_up += !store_breaker_is_open(&st->nodes[i]);
+    }
+    if (ret->breaker_open && !st->o.n_cluster_nodes) {
+        uint64_t now = clock_now_ms(), opened = ld(&st->single.opened_ms);
 
         ret->down_ms = now > opened ? now - opened : 0;
     }

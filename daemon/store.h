@@ -17,7 +17,9 @@
  * breaker shared by all workers: from then on every request refuses at once
  * (the caller applies on_redis_error) while each worker's connection is
  * re-established in the background with backoff; the first connection to
- * come back closes the breaker.  Each transition is logged once.  With
+ * come back closes the breaker.  Each transition is logged once.  In a
+ * cluster (docs/redis.md "Cluster", daemon/store_cluster.c) each master
+ * has its own breaker, and a redirection is no failure.  With
  * Sentinel (daemon/sentinel.h) every connect first asks the sentinels
  * where the master is, and a server that is not a master is a failure.
  *
@@ -53,9 +55,16 @@ struct store_opts {
     unsigned n_sentinels;           /* 0: no Sentinel; at most SENTINEL_MAX */
     const char *master_name;        /* needed with sentinels */
     const char *sentinel_password;  /* NULL: no AUTH to the sentinels */
+    /* Redis Cluster (docs/redis.md "Cluster"): with n_cluster_nodes > 0
+     * the slot map is asked of these seeds (and of the nodes it names), each
+     * key goes to its slot's master, and each node has its own breaker;
+     * host, port, unix_socket, db and the sentinels are unused. */
+    const char *const *cluster_nodes;   /* "HOST:PORT", "[V6]:PORT" */
+    unsigned n_cluster_nodes;           /* 0: no cluster */
     /* Called on each breaker transition (open = true: tripped), from the
-     * thread that caused it; may be NULL.  For the metrics. */
-    void (*on_breaker)(void *arg, bool open);
+     * thread that caused it; may be NULL.  For the metrics.  @node: the
+     * cluster node's "HOST:PORT", or the store's address (store_address()). */
+    void (*on_breaker)(void *arg, const char *node, bool open);
     void *arg;
 };
 
@@ -85,7 +94,8 @@ void store_free(struct store *st);
 void store_want(struct store *st);
 bool store_wanted(const struct store *st);
 
-/* True while the breaker is open: requests would be refused.  Any thread. */
+/* True while the breaker is open: requests would be refused.  In a cluster:
+ * every node's breaker is open.  Any thread. */
 bool store_breaker_open(const struct store *st);
 
 /* A worker's connection on @base; connects when the store is wanted.  Call
@@ -174,11 +184,15 @@ struct store_stats {
     uint64_t trips;             /* breaker: closed -> open */
     uint64_t noscript;          /* NOSCRIPT answers (script reloaded, request retried) */
     uint64_t down_ms;           /* breaker open: for how long (0 while closed) */
+    uint64_t redirects;         /* cluster MOVED and ASK answers followed */
+    unsigned nodes_known;       /* cluster nodes ever seen (0 without a cluster) */
+    unsigned nodes_up;          /* ... whose breaker is closed */
 };
 void store_stats(const struct store *st, struct store_stats *ret);
 
-/* Where the store connects, for operators: "unix:PATH", "HOST:PORT" or
- * "sentinel:NAME" (plus "@HOST:PORT" once a sentinel named the master); no
+/* Where the store connects, for operators: "unix:PATH", "HOST:PORT",
+ * "sentinel:NAME" (plus "@HOST:PORT" once a sentinel named the master) or
+ * "cluster:HOST:PORT" (the first seed); no
  * space, quote or control byte (each shown as '_').  Thread-safe. */
 const char *store_address(const struct store *st, char *buf, size_t size);
 

@@ -171,6 +171,21 @@ long long redis_int(const struct redis_srv *r, const char *fmt, ...)
     return v;
 }
 
+redisReply *redis_cmd(const struct redis_srv *r, const char *fmt, ...)
+{
+    redisContext *c = redis_cli(r);
+    redisReply *rep;
+    va_list ap;
+
+    if (!c)
+        return NULL;
+    va_start(ap, fmt);
+    rep = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    return rep;
+}
+
 /* A sentinel's config file: sentinels rewrite it, so it is a file of its own. */
 static int redis_write_sentinel_conf(struct redis_srv *r)
 {
@@ -188,8 +203,8 @@ static int redis_write_sentinel_conf(struct redis_srv *r)
 
 static int redis_spawn(struct redis_srv *r)
 {
-    const char *argv[32];
-    char port[16], master[16];
+    const char *argv[48];
+    char port[16], master[16], nodes_conf[HARNESS_PATH + 16];
     int n = 0, fd;
     pid_t pid;
 
@@ -231,6 +246,17 @@ static int redis_spawn(struct redis_srv *r)
         if (r->password[0]) {
             argv[n++] = "--requirepass";
             argv[n++] = r->password;
+        }
+        if (r->o.cluster) {
+            snprintf(nodes_conf, sizeof(nodes_conf), "%s/nodes.conf", r->dir);
+            argv[n++] = "--cluster-enabled";
+            argv[n++] = "yes";
+            argv[n++] = "--cluster-config-file";
+            argv[n++] = nodes_conf;
+            argv[n++] = "--cluster-node-timeout";
+            argv[n++] = "500";
+            argv[n++] = "--cluster-require-full-coverage";
+            argv[n++] = "no";
         }
     }
     argv[n] = NULL;
@@ -351,7 +377,7 @@ int redis_start_ex(const struct redis_start_opts *o, struct redis_srv **ret)
     r->o.password = NULL;
     /* A free port may be taken before the server binds it: try another. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf)
+        if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf || r->o.cluster)
             r->port = harness_free_port(SOCK_STREAM);
         rc = redis_spawn(r);
         if (rc >= 0)
