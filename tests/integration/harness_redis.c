@@ -186,6 +186,34 @@ redisReply *redis_cmd(const struct redis_srv *r, const char *fmt, ...)
     return rep;
 }
 
+/* True when TCP port @port of 127.0.0.1 can be bound now. */
+static bool redis_port_free(int port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A cluster node's port: its bus listens 10000 higher, so both must be
+ * free and the port at most 55535 (Redis refuses more). */
+static int redis_cluster_port(void)
+{
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        int port = 20000 + (int)(harness_rand() % 35000);
+
+        if (redis_port_free(port) && redis_port_free(port + 10000))
+            return port;
+    }
+    fail_msg("no free port pair for a cluster node");
+    return -1;
+}
+
 /* A sentinel's config file: sentinels rewrite it, so it is a file of its own. */
 static int redis_write_sentinel_conf(struct redis_srv *r)
 {
@@ -377,7 +405,9 @@ int redis_start_ex(const struct redis_start_opts *o, struct redis_srv **ret)
     r->o.password = NULL;
     /* A free port may be taken before the server binds it: try another. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf || r->o.cluster)
+        if (r->o.cluster)
+            r->port = redis_cluster_port();
+        else if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf)
             r->port = harness_free_port(SOCK_STREAM);
         rc = redis_spawn(r);
         if (rc >= 0)
