@@ -8,6 +8,7 @@
  * not come from Redis is a denial and cannot pass for one that did.  Shown:
  *   - many actors spread over all three masters each get exactly their
  *     limit, each counter in its slot's master, no policy answer, no trip;
+ *     the same in lease mode;
  *   - a slot migrated under load (SETSLOT IMPORTING/MIGRATING, MIGRATE,
  *     SETSLOT NODE) while hits on two of its keys are in flight: ASK and
  *     MOVED followed, every hit counted exactly once on the new master,
@@ -89,9 +90,9 @@ static long long used_in(const struct redis_srv *r, const char *rule, const char
 
 /* ---- divvyd ------------------------------------------------------------------------- */
 
-static struct harness_daemon *start_divvyd(const struct redis_cluster *cl)
+static struct harness_daemon *start_mode(const struct redis_cluster *cl, const char *mode)
 {
-    char *conf = redis_cluster_config(cl, "strict", "closed", TIMEOUT_MS, rules_text);
+    char *conf = redis_cluster_config(cl, mode, "closed", TIMEOUT_MS, rules_text);
     struct harness_daemon *d;
 
     assert_non_null(conf);
@@ -147,6 +148,11 @@ static int log_count(struct harness_daemon *d, const char *needle)
     if (f)
         fclose(f);
     return n;
+}
+
+static struct harness_daemon *start_divvyd(const struct redis_cluster *cl)
+{
+    return start_mode(cl, "strict");
 }
 
 /* Sends @n HITs of @user on /@rule down @c without reading. */
@@ -235,6 +241,47 @@ static void test_redis_cluster_strict_exact(void **state)
     assert_int_equal(stat_of(d, "redis_fallbacks"), 0);
     assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
     assert_int_equal(stat_of(d, "redis_cluster_nodes_up"), 3);
+    harness_close(c[0]);
+    harness_close(c[1]);
+    stop_divvyd(d);
+}
+
+/* (1b) Lease mode: each actor's credit leased from its slot's master;
+ * exactly the limit allowed, no policy answer. */
+static void test_redis_cluster_lease(void **state)
+{
+    struct harness_conn *c[2];
+    struct harness_daemon *d;
+    struct redis_cluster cl;
+    char users[N_ACTORS][32];
+    int allowed[N_ACTORS];
+
+    (void)state;
+    CHECK(redis_cluster_start(3, 0, &cl));
+    spread_users(&cl, users);
+    d = start_mode(&cl, "lease");
+    CHECK(harness_connect(d, HARNESS_UNIX, &c[0]));
+    CHECK(harness_connect(d, HARNESS_TCP, &c[1]));
+    /* One hit at a time: pipelined bursts may leave a lease's last credit
+     * unspent (a hit asks while a fetch is in flight), with one Redis too. */
+    for (int i = 0; i < N_ACTORS; i++) {
+        allowed[i] = 0;
+        for (int k = 0; k < LIMIT + 3; k++) {
+            send_hits(c[i % 2], "api", users[i], 1);
+            allowed[i] += read_allowed(c[i % 2], 1);
+        }
+    }
+    for (int i = 0; i < N_ACTORS; i++) {
+        if (allowed[i] != LIMIT)
+            fail_msg("%s (master %d): %d of %d allowed, want exactly %d", users[i],
+                     redis_cluster_master_of(&cl, slot_of("api", users[i])), allowed[i],
+                     LIMIT + 3, LIMIT);
+    }
+    for (int m = 0; m < cl.n_masters; m++)
+        assert_true(redis_int(cl.masters[m], "DBSIZE") > 0);
+    assert_true(stat_of(d, "redis_lease_fetches") >= N_ACTORS);
+    assert_int_equal(stat_of(d, "redis_fallbacks"), 0);
+    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
     harness_close(c[0]);
     harness_close(c[1]);
     stop_divvyd(d);
@@ -530,6 +577,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_redis_cluster_strict_exact, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_redis_cluster_lease, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_redis_cluster_migration, harness_setup,
                                         redis_teardown),
