@@ -35,7 +35,6 @@
 
 #define REDIRECTS_MAX       5       /* MOVED/ASK followed per request */
 #define REFRESH_MS          250     /* asking the slot map again while a master is down */
-#define FREELIST_MAX        1024
 #define SCAN_NODE_SHIFT     48
 #define SCAN_CURSOR_MASK    ((UINT64_C(1) << SCAN_NODE_SHIFT) - 1)
 
@@ -46,19 +45,19 @@ struct cnode {
     bool master;                /* in the last slot map */
 };
 
-/* A user request, kept until answered so that a redirection can resend it. */
+/* A user request, kept until answered so that a redirection can resend it.
+ * One malloc each: next to a Redis round trip its cost does not show. */
 struct creq {
-    struct creq *next;          /* free list */
     struct store_cluster *cl;
     enum store_cmd cmd;
     struct store_call call;
-    char *key;
-    size_t key_len, key_cap;
     uint64_t deadline;
     store_cb *cb;
     void *arg;
     unsigned redirects;
     unsigned node;              /* SCAN: the node it visits */
+    size_t key_len;
+    char key[];
 };
 
 struct store_cluster {
@@ -72,8 +71,6 @@ struct store_cluster {
     unsigned asked;             /* the node it was asked of */
     bool closing;
     struct event *refresh_ev;
-    struct creq *free_list;
-    unsigned n_free;
 };
 
 static struct log_ratelimit rl_cluster;
@@ -251,45 +248,17 @@ static void on_state(void *arg, struct store_link *l, bool up)
 
 /* ---- requests --------------------------------------------------------------------------- */
 
-static struct creq *creq_new(struct store_cluster *cl, size_t key_len)
+static struct creq *creq_new(struct store_cluster *cl, const char *key, size_t key_len)
 {
-    struct creq *q = cl->free_list;
+    struct creq *q = malloc(sizeof(*q) + key_len);
 
-    if (q) {
-        cl->free_list = q->next;
-        cl->n_free--;
-    } else {
-        q = calloc(1, sizeof(*q));
-        if (!q)
-            return NULL;
-    }
-    if (q->key_cap < key_len) {
-        char *k = realloc(q->key, key_len);
-
-        if (!k) {
-            free(q->key);
-            free(q);
-            return NULL;
-        }
-        q->key = k;
-        q->key_cap = key_len;
-    }
-    q->key_len = key_len;
+    if (!q)
+        return NULL;
+    memset(q, 0, sizeof(*q));
     q->cl = cl;
-    q->redirects = 0;
+    q->key_len = key_len;
+    memcpy(q->key, key, key_len);
     return q;
-}
-
-static void creq_free(struct store_cluster *cl, struct creq *q)
-{
-    if (cl->n_free < FREELIST_MAX) {
-        q->next = cl->free_list;
-        cl->free_list = q;
-        cl->n_free++;
-        return;
-    }
-    free(q->key);
-    free(q);
 }
 
 static void creq_finish(struct creq *q, const struct store_reply *rep)
@@ -297,7 +266,7 @@ static void creq_finish(struct creq *q, const struct store_reply *rep)
     store_cb *cb = q->cb;
     void *arg = q->arg;
 
-    creq_free(q->cl, q);
+    free(q);
     if (cb)
         cb(arg, rep);
 }
@@ -424,10 +393,9 @@ int store_cluster_send(struct store_cluster *cl, enum store_cmd cmd,
         if (node < 0)
             return node;
     }
-    q = creq_new(cl, key_len);
+    q = creq_new(cl, key, key_len);
     if (!q)
         return -ENOMEM;
-    memcpy(q->key, key, key_len);
     q->cmd = cmd;
     if (call)
         q->call = *call;
@@ -440,7 +408,7 @@ int store_cluster_send(struct store_cluster *cl, enum store_cmd cmd,
     q->node = (unsigned)node;
     r = creq_send(q, (unsigned)node, false);
     if (r < 0)
-        creq_free(cl, q);
+        free(q);
     return r;
 }
 
@@ -487,8 +455,6 @@ bool store_cluster_active(const struct store_cluster *cl)
 
 void store_cluster_free(struct store_cluster *cl)
 {
-    struct creq *q;
-
     if (!cl)
         return;
     cl->closing = true;
@@ -496,11 +462,6 @@ void store_cluster_free(struct store_cluster *cl)
      * still need the router: it goes last. */
     for (unsigned i = 0; i < cl->n_nodes; i++)
         store_link_free(cl->nodes[i].link);
-    while ((q = cl->free_list) != NULL) {
-        cl->free_list = q->next;
-        free(q->key);
-        free(q);
-    }
     if (cl->refresh_ev)
         event_free(cl->refresh_ev);
     free(cl);

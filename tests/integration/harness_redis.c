@@ -148,18 +148,27 @@ redisContext *redis_cli(const struct redis_srv *r)
     return c;
 }
 
+static redisReply *redis_vcmd(const struct redis_srv *r, const char *fmt, va_list ap)
+{
+    redisContext *c = redis_cli(r);
+    redisReply *rep;
+
+    if (!c)
+        return NULL;
+    rep = redisvCommand(c, fmt, ap);
+    redisFree(c);
+    return rep;
+}
+
 /* Runs a command; its integer reply, or LLONG_MIN on any failure. */
 long long redis_int(const struct redis_srv *r, const char *fmt, ...)
 {
-    redisContext *c = redis_cli(r);
     redisReply *rep;
     long long v = LLONG_MIN;
     va_list ap;
 
-    if (!c)
-        return v;
     va_start(ap, fmt);
-    rep = redisvCommand(c, fmt, ap);
+    rep = redis_vcmd(r, fmt, ap);
     va_end(ap);
     if (rep && rep->type == REDIS_REPLY_INTEGER)
         v = rep->integer;
@@ -167,22 +176,17 @@ long long redis_int(const struct redis_srv *r, const char *fmt, ...)
         v = atoll(rep->str);
     if (rep)
         freeReplyObject(rep);
-    redisFree(c);
     return v;
 }
 
 redisReply *redis_cmd(const struct redis_srv *r, const char *fmt, ...)
 {
-    redisContext *c = redis_cli(r);
     redisReply *rep;
     va_list ap;
 
-    if (!c)
-        return NULL;
     va_start(ap, fmt);
-    rep = redisvCommand(c, fmt, ap);
+    rep = redis_vcmd(r, fmt, ap);
     va_end(ap);
-    redisFree(c);
     return rep;
 }
 
