@@ -506,3 +506,51 @@ struct harness_daemon *redis_divvyd(const char *config_text, unsigned workers)
     CHECK(harness_start(&o, &d));
     return d;
 }
+
+long long redis_divvyd_stat(struct harness_daemon *d, const char *name)
+{
+    struct harness_conn *c;
+    long long v;
+
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_get_stat(c, name, &v));
+    harness_close(c);
+    return v;
+}
+
+void redis_divvyd_wait_stat(struct harness_daemon *d, const char *name, long long want, int ms)
+{
+    uint64_t end = harness_now_ms() + (uint64_t)ms;
+    long long v;
+
+    while ((v = redis_divvyd_stat(d, name)) != want) {
+        if (harness_now_ms() > end)
+            fail_msg("STATS %s stayed %lld, want %lld", name, v, want);
+        harness_pause_ms(20);
+    }
+}
+
+void redis_divvyd_stop(struct harness_daemon *d)
+{
+    int st = 0;
+
+    CHECK(harness_stop(d, &st));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        harness_dump_log(d);
+        fail_msg("divvyd did not exit 0 on SIGTERM (status 0x%x)", st);
+    }
+    harness_free(d);
+}
+
+int redis_divvyd_log_count(struct harness_daemon *d, const char *needle)
+{
+    char line[2048];
+    FILE *f = fopen(d->log, "re");
+    int n = 0;
+
+    while (f && fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}

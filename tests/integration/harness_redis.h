@@ -140,5 +140,14 @@ char *redis_config(const struct redis_srv *r, const char *mode, const char *on_e
 /* Starts divvyd on @config_text with @workers workers; fails the test if it
  * does not start. */
 struct harness_daemon *redis_divvyd(const char *config_text, unsigned workers);
+/* STATS @name of @d over a fresh connection; fails the test when absent. */
+long long redis_divvyd_stat(struct harness_daemon *d, const char *name);
+/* Polls redis_divvyd_stat() until @name is @want; fails the test after @ms. */
+void redis_divvyd_wait_stat(struct harness_daemon *d, const char *name, long long want, int ms);
+/* Stops @d with SIGTERM and frees it; fails the test (with its log) unless
+ * it exits 0 (under ASan: no leak, no use after free at shutdown). */
+void redis_divvyd_stop(struct harness_daemon *d);
+/* How many lines of @d's log contain @needle. */
+int redis_divvyd_log_count(struct harness_daemon *d, const char *needle);
 
 #endif

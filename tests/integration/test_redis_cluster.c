@@ -101,58 +101,27 @@ static struct harness_daemon *start_mode(const struct redis_cluster *cl, const c
     return d;
 }
 
-static long long stat_of(struct harness_daemon *d, const char *name)
-{
-    struct harness_conn *c;
-    long long v;
+/* A test's cluster, its divvyd, and two connections (Unix and TCP, so both
+ * workers serve). */
+struct fx {
+    struct redis_cluster cl;
+    struct harness_daemon *d;
+    struct harness_conn *c[2];
+};
 
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    CHECK(harness_get_stat(c, name, &v));
-    harness_close(c);
-    return v;
+static void fx_start(struct fx *f, int n_replicas, const char *mode)
+{
+    CHECK(redis_cluster_start(3, n_replicas, &f->cl));
+    f->d = start_mode(&f->cl, mode);
+    CHECK(harness_connect(f->d, HARNESS_UNIX, &f->c[0]));
+    CHECK(harness_connect(f->d, HARNESS_TCP, &f->c[1]));
 }
 
-static void wait_stat(struct harness_daemon *d, const char *name, long long want, int ms)
+static void fx_stop(struct fx *f)
 {
-    uint64_t end = harness_now_ms() + (uint64_t)ms;
-    long long v;
-
-    while ((v = stat_of(d, name)) != want) {
-        if (harness_now_ms() > end)
-            fail_msg("STATS %s stayed %lld, want %lld", name, v, want);
-        harness_pause_ms(20);
-    }
-}
-
-static void stop_divvyd(struct harness_daemon *d)
-{
-    int st = 0;
-
-    CHECK(harness_stop(d, &st));
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        harness_dump_log(d);
-        fail_msg("divvyd did not exit 0 on SIGTERM (status 0x%x)", st);
-    }
-    harness_free(d);
-}
-
-/* How many lines of divvyd's log contain @needle. */
-static int log_count(struct harness_daemon *d, const char *needle)
-{
-    char line[2048];
-    FILE *f = fopen(d->log, "re");
-    int n = 0;
-
-    while (f && fgets(line, sizeof(line), f))
-        n += strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
-    return n;
-}
-
-static struct harness_daemon *start_divvyd(const struct redis_cluster *cl)
-{
-    return start_mode(cl, "strict");
+    harness_close(f->c[0]);
+    harness_close(f->c[1]);
+    redis_divvyd_stop(f->d);
 }
 
 /* Sends @n HITs of @user on /@rule down @c without reading. */
@@ -212,79 +181,65 @@ static void hit_all(struct harness_conn *c[2], char users[][32], int allowed[])
 /* (1) Exact counts over all three masters. */
 static void test_redis_cluster_strict_exact(void **state)
 {
-    struct harness_conn *c[2];
-    struct harness_daemon *d;
-    struct redis_cluster cl;
+    struct fx f;
     char users[N_ACTORS][32];
     int allowed[N_ACTORS];
     long long keys = 0;
 
     (void)state;
-    CHECK(redis_cluster_start(3, 0, &cl));
-    spread_users(&cl, users);
-    d = start_divvyd(&cl);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c[0]));
-    CHECK(harness_connect(d, HARNESS_TCP, &c[1]));
-    hit_all(c, users, allowed);
+    fx_start(&f, 0, "strict");
+    spread_users(&f.cl, users);
+    hit_all(f.c, users, allowed);
     for (int i = 0; i < N_ACTORS; i++) {
-        int m = redis_cluster_master_of(&cl, slot_of("api", users[i]));
+        int m = redis_cluster_master_of(&f.cl, slot_of("api", users[i]));
 
         if (allowed[i] != LIMIT)
             fail_msg("%s (master %d): %d of %d allowed, want exactly %d", users[i], m,
                      allowed[i], LIMIT + 3, LIMIT);
-        assert_int_equal(used_in(cl.masters[m], "api", users[i]), LIMIT);
+        assert_int_equal(used_in(f.cl.masters[m], "api", users[i]), LIMIT);
     }
     /* Each in its slot's master, and nothing elsewhere. */
-    for (int o = 0; o < cl.n_masters; o++)
-        keys += redis_int(cl.masters[o], "DBSIZE");
+    for (int o = 0; o < f.cl.n_masters; o++)
+        keys += redis_int(f.cl.masters[o], "DBSIZE");
     assert_int_equal(keys, N_ACTORS);
-    assert_int_equal(stat_of(d, "redis_fallbacks"), 0);
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
-    assert_int_equal(stat_of(d, "redis_cluster_nodes_up"), 3);
-    harness_close(c[0]);
-    harness_close(c[1]);
-    stop_divvyd(d);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_fallbacks"), 0);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_breaker_trips"), 0);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_cluster_nodes_up"), 3);
+    fx_stop(&f);
 }
 
 /* (1b) Lease mode: each actor's credit leased from its slot's master;
  * exactly the limit allowed, no policy answer. */
 static void test_redis_cluster_lease(void **state)
 {
-    struct harness_conn *c[2];
-    struct harness_daemon *d;
-    struct redis_cluster cl;
+    struct fx f;
     char users[N_ACTORS][32];
     int allowed[N_ACTORS];
 
     (void)state;
-    CHECK(redis_cluster_start(3, 0, &cl));
-    spread_users(&cl, users);
-    d = start_mode(&cl, "lease");
-    CHECK(harness_connect(d, HARNESS_UNIX, &c[0]));
-    CHECK(harness_connect(d, HARNESS_TCP, &c[1]));
+    fx_start(&f, 0, "lease");
+    spread_users(&f.cl, users);
     /* One hit at a time: pipelined bursts may leave a lease's last credit
      * unspent (a hit asks while a fetch is in flight), with one Redis too. */
     for (int i = 0; i < N_ACTORS; i++) {
         allowed[i] = 0;
         for (int k = 0; k < LIMIT + 3; k++) {
-            send_hits(c[i % 2], "api", users[i], 1);
-            allowed[i] += read_allowed(c[i % 2], 1);
+            send_hits(f.c[i % 2], "api", users[i], 1);
+            allowed[i] += read_allowed(f.c[i % 2], 1);
         }
     }
     for (int i = 0; i < N_ACTORS; i++) {
         if (allowed[i] != LIMIT)
             fail_msg("%s (master %d): %d of %d allowed, want exactly %d", users[i],
-                     redis_cluster_master_of(&cl, slot_of("api", users[i])), allowed[i],
+                     redis_cluster_master_of(&f.cl, slot_of("api", users[i])), allowed[i],
                      LIMIT + 3, LIMIT);
     }
-    for (int m = 0; m < cl.n_masters; m++)
-        assert_true(redis_int(cl.masters[m], "DBSIZE") > 0);
-    assert_true(stat_of(d, "redis_lease_fetches") >= N_ACTORS);
-    assert_int_equal(stat_of(d, "redis_fallbacks"), 0);
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
-    harness_close(c[0]);
-    harness_close(c[1]);
-    stop_divvyd(d);
+    for (int m = 0; m < f.cl.n_masters; m++)
+        assert_true(redis_int(f.cl.masters[m], "DBSIZE") > 0);
+    assert_true(redis_divvyd_stat(f.d, "redis_lease_fetches") >= N_ACTORS);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_fallbacks"), 0);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_breaker_trips"), 0);
+    fx_stop(&f);
 }
 
 /* One phase of the migration: BATCH hits on each of @a and @b sent, then
@@ -360,67 +315,55 @@ static void step_close(void *arg)
 /* (2) A slot migrated while hits on two of its keys are in flight. */
 static void test_redis_cluster_migration(void **state)
 {
-    struct harness_conn *c[2];
-    struct harness_daemon *d;
-    struct redis_cluster cl;
-    struct migration m = { .cl = &cl };
+    struct fx f;
+    struct migration m = { .cl = &f.cl };
     char a[32], b[32];
 
     (void)state;
-    CHECK(redis_cluster_start(3, 0, &cl));
-    user_in(&cl, "big", "mover", -1, 0, a, sizeof(a));
+    fx_start(&f, 0, "strict");
+    user_in(&f.cl, "big", "mover", -1, 0, a, sizeof(a));
     m.slot = slot_of("big", a);
-    user_in(&cl, "big", "fresh", (int)m.slot, 0, b, sizeof(b));
+    user_in(&f.cl, "big", "fresh", (int)m.slot, 0, b, sizeof(b));
     m.src = 0;
     m.dst = 1;
     m.a = a;
     m.b = b;
-    redis_cluster_id(cl.masters[m.src], m.src_id, sizeof(m.src_id));
-    redis_cluster_id(cl.masters[m.dst], m.dst_id, sizeof(m.dst_id));
-    d = start_divvyd(&cl);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c[0]));
-    CHECK(harness_connect(d, HARNESS_TCP, &c[1]));
+    redis_cluster_id(f.cl.masters[m.src], m.src_id, sizeof(m.src_id));
+    redis_cluster_id(f.cl.masters[m.dst], m.dst_id, sizeof(m.dst_id));
     /* a exists on src before the migration, b only once it is under way. */
-    send_hits(c[0], "big", a, BATCH);
-    assert_int_equal(read_allowed(c[0], BATCH), BATCH);
-    phase(c, a, b, step_open, &m);          /* b: ASK to dst (new key) */
-    phase(c, a, b, step_migrate, &m);       /* a: src, then ASK once moved */
-    phase(c, a, b, step_close, &m);         /* ASK, then MOVED */
-    phase(c, a, b, NULL, NULL);             /* the new map */
-    assert_int_equal(used_in(cl.masters[m.dst], "big", a), 5 * BATCH);
-    assert_int_equal(used_in(cl.masters[m.dst], "big", b), 4 * BATCH);
-    assert_int_equal(redis_int(cl.masters[m.src], "DBSIZE"), 0);
-    assert_int_equal(stat_of(d, "redis_fallbacks"), 0);
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
-    assert_true(stat_of(d, "redis_redirects") > 0);
-    harness_close(c[0]);
-    harness_close(c[1]);
-    stop_divvyd(d);
+    send_hits(f.c[0], "big", a, BATCH);
+    assert_int_equal(read_allowed(f.c[0], BATCH), BATCH);
+    phase(f.c, a, b, step_open, &m);        /* b: ASK to dst (new key) */
+    phase(f.c, a, b, step_migrate, &m);     /* a: src, then ASK once moved */
+    phase(f.c, a, b, step_close, &m);       /* ASK, then MOVED */
+    phase(f.c, a, b, NULL, NULL);           /* the new map */
+    assert_int_equal(used_in(f.cl.masters[m.dst], "big", a), 5 * BATCH);
+    assert_int_equal(used_in(f.cl.masters[m.dst], "big", b), 4 * BATCH);
+    assert_int_equal(redis_int(f.cl.masters[m.src], "DBSIZE"), 0);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_fallbacks"), 0);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_breaker_trips"), 0);
+    assert_true(redis_divvyd_stat(f.d, "redis_redirects") > 0);
+    fx_stop(&f);
 }
 
 /* (3) A master killed: its slots only get the policy. */
 static void test_redis_cluster_master_killed(void **state)
 {
-    struct harness_conn *c[2];
-    struct harness_daemon *d;
-    struct redis_cluster cl;
+    struct fx f;
     char users[N_ACTORS][32], needle[96];
     int allowed[N_ACTORS], dead = 2, n_dead = 0;
     long long fallbacks;
 
     (void)state;
-    CHECK(redis_cluster_start(3, 0, &cl));
-    spread_users(&cl, users);
-    d = start_divvyd(&cl);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c[0]));
-    CHECK(harness_connect(d, HARNESS_TCP, &c[1]));
-    wait_stat(d, "redis_cluster_nodes_up", 3, 10000);
-    redis_kill(cl.masters[dead]);
-    wait_stat(d, "redis_cluster_nodes_up", 2, 10000);
-    fallbacks = stat_of(d, "redis_fallbacks");
-    hit_all(c, users, allowed);
+    fx_start(&f, 0, "strict");
+    spread_users(&f.cl, users);
+    redis_divvyd_wait_stat(f.d, "redis_cluster_nodes_up", 3, 10000);
+    redis_kill(f.cl.masters[dead]);
+    redis_divvyd_wait_stat(f.d, "redis_cluster_nodes_up", 2, 10000);
+    fallbacks = redis_divvyd_stat(f.d, "redis_fallbacks");
+    hit_all(f.c, users, allowed);
     for (int i = 0; i < N_ACTORS; i++) {
-        int mi = redis_cluster_master_of(&cl, slot_of("api", users[i]));
+        int mi = redis_cluster_master_of(&f.cl, slot_of("api", users[i]));
 
         if (mi == dead) {
             n_dead++;
@@ -432,25 +375,21 @@ static void test_redis_cluster_master_killed(void **state)
         if (allowed[i] != LIMIT)
             fail_msg("%s (master %d): %d allowed, want exactly %d", users[i], mi, allowed[i],
                      LIMIT);
-        assert_int_equal(used_in(cl.masters[mi], "api", users[i]), LIMIT);
+        assert_int_equal(used_in(f.cl.masters[mi], "api", users[i]), LIMIT);
     }
     /* Each hit of the dead slots answered by the policy, once; no other. */
-    assert_int_equal(stat_of(d, "redis_fallbacks") - fallbacks, n_dead * (LIMIT + 3));
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 1);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_fallbacks") - fallbacks, n_dead * (LIMIT + 3));
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_breaker_trips"), 1);
     snprintf(needle, sizeof(needle), "redis cluster node 127.0.0.1:%d: ",
-             cl.masters[dead]->port);
-    assert_int_equal(log_count(d, needle), 1);
-    harness_close(c[0]);
-    harness_close(c[1]);
-    stop_divvyd(d);
+             f.cl.masters[dead]->port);
+    assert_int_equal(redis_divvyd_log_count(f.d, needle), 1);
+    fx_stop(&f);
 }
 
 /* (4) COUNTERS lists the counters of every master. */
 static void test_redis_cluster_counters(void **state)
 {
-    struct harness_conn *c[2];
-    struct harness_daemon *d;
-    struct redis_cluster cl;
+    struct fx f;
     char users[N_ACTORS][32], needle[128];
     int allowed[N_ACTORS], n;
     char *body = harness_scratch(256 * 1024);
@@ -460,24 +399,19 @@ static void test_redis_cluster_counters(void **state)
         fprintf(stderr, "  (not root: skipping the admin verb COUNTERS)\n");
         return;
     }
-    CHECK(redis_cluster_start(3, 0, &cl));
-    spread_users(&cl, users);
-    d = start_divvyd(&cl);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c[0]));
-    CHECK(harness_connect(d, HARNESS_TCP, &c[1]));
-    hit_all(c, users, allowed);
-    n = harness_multi(c[0], "COUNTERS rule=api", body, 256 * 1024);
+    fx_start(&f, 0, "strict");
+    spread_users(&f.cl, users);
+    hit_all(f.c, users, allowed);
+    n = harness_multi(f.c[0], "COUNTERS rule=api", body, 256 * 1024);
     CHECK(n);
     for (int i = 0; i < N_ACTORS; i++) {
         snprintf(needle, sizeof(needle), "actor=\"%.32s\" ", users[i]);
         if (!strstr(body, needle))
             fail_msg("COUNTERS lacks %s (master %d):\n%s", users[i],
-                     redis_cluster_master_of(&cl, slot_of("api", users[i])), body);
+                     redis_cluster_master_of(&f.cl, slot_of("api", users[i])), body);
     }
     assert_int_equal(n, N_ACTORS);
-    harness_close(c[0]);
-    harness_close(c[1]);
-    stop_divvyd(d);
+    fx_stop(&f);
 }
 
 /* HIT /api @user on @c until allowed (a denial is the closed policy while
@@ -516,61 +450,51 @@ static bool is_master(const struct redis_srv *r)
  * followed, counting on from the replicated count. */
 static void test_redis_cluster_promoted(void **state)
 {
-    struct harness_conn *c;
-    struct harness_daemon *d;
-    struct redis_cluster cl;
+    struct fx f;
     char u[32];
 
     (void)state;
-    CHECK(redis_cluster_start(3, 1, &cl));
-    user_in(&cl, "api", "p", -1, 0, u, sizeof(u));
-    d = start_divvyd(&cl);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    send_hits(c, "api", u, 6);
-    assert_int_equal(read_allowed(c, 6), 6);
-    assert_int_equal(redis_int(cl.masters[0], "WAIT 1 5000"), 1);
-    redis_kill(cl.masters[0]);
+    fx_start(&f, 1, "strict");
+    user_in(&f.cl, "api", "p", -1, 0, u, sizeof(u));
+    send_hits(f.c[0], "api", u, 6);
+    assert_int_equal(read_allowed(f.c[0], 6), 6);
+    assert_int_equal(redis_int(f.cl.masters[0], "WAIT 1 5000"), 1);
+    redis_kill(f.cl.masters[0]);
     /* The 4 left of the limit, and not one more. */
-    assert_int_equal(allowed_after_follow(c, u, LIMIT, FOLLOW_MS), LIMIT - 6);
-    assert_true(is_master(cl.replicas[0]));
-    assert_int_equal(used_in(cl.replicas[0], "api", u), LIMIT);
-    harness_close(c);
-    stop_divvyd(d);
+    assert_int_equal(allowed_after_follow(f.c[0], u, LIMIT, FOLLOW_MS), LIMIT - 6);
+    assert_true(is_master(f.cl.replicas[0]));
+    assert_int_equal(used_in(f.cl.replicas[0], "api", u), LIMIT);
+    fx_stop(&f);
 }
 
 /* (6) A planned CLUSTER FAILOVER: the old master, alive, answers MOVED. */
 static void test_redis_cluster_failover(void **state)
 {
-    struct harness_conn *c;
-    struct harness_daemon *d;
-    struct redis_cluster cl;
+    struct fx f;
     long long fallbacks;
     uint64_t end;
     char u[32];
 
     (void)state;
-    CHECK(redis_cluster_start(3, 1, &cl));
-    user_in(&cl, "api", "f", -1, 0, u, sizeof(u));
-    d = start_divvyd(&cl);
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    send_hits(c, "api", u, 3);
-    assert_int_equal(read_allowed(c, 3), 3);
-    expect_ok(redis_cmd(cl.replicas[0], "CLUSTER FAILOVER"), "CLUSTER FAILOVER");
+    fx_start(&f, 1, "strict");
+    user_in(&f.cl, "api", "f", -1, 0, u, sizeof(u));
+    send_hits(f.c[0], "api", u, 3);
+    assert_int_equal(read_allowed(f.c[0], 3), 3);
+    expect_ok(redis_cmd(f.cl.replicas[0], "CLUSTER FAILOVER"), "CLUSTER FAILOVER");
     end = harness_now_ms() + FOLLOW_MS;
-    while (!is_master(cl.replicas[0]) || is_master(cl.masters[0])) {
+    while (!is_master(f.cl.replicas[0]) || is_master(f.cl.masters[0])) {
         if (harness_now_ms() > end)
             fail_msg("CLUSTER FAILOVER never completed");
         harness_pause_ms(50);
     }
-    assert_true(redis_cluster_wait_ok(&cl, 4, FOLLOW_MS));
-    fallbacks = stat_of(d, "redis_fallbacks");
-    send_hits(c, "api", u, LIMIT);
-    assert_int_equal(read_allowed(c, LIMIT), LIMIT - 3);
-    assert_int_equal(used_in(cl.replicas[0], "api", u), LIMIT);
-    assert_int_equal(stat_of(d, "redis_fallbacks"), fallbacks);
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
-    harness_close(c);
-    stop_divvyd(d);
+    assert_true(redis_cluster_wait_ok(&f.cl, 4, FOLLOW_MS));
+    fallbacks = redis_divvyd_stat(f.d, "redis_fallbacks");
+    send_hits(f.c[0], "api", u, LIMIT);
+    assert_int_equal(read_allowed(f.c[0], LIMIT), LIMIT - 3);
+    assert_int_equal(used_in(f.cl.replicas[0], "api", u), LIMIT);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_fallbacks"), fallbacks);
+    assert_int_equal(redis_divvyd_stat(f.d, "redis_breaker_trips"), 0);
+    fx_stop(&f);
 }
 
 int main(void)

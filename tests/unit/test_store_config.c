@@ -307,13 +307,27 @@ static void test_store_config_sentinel(void **state)
     config_free(cfg);
 }
 
+/* A redis { } whose problem must be reported as @want. */
+struct redis_case {
+    const char *redis;          /* inside redis = { }, from line 2 on */
+    const char *want;
+};
+
+static void expect_redis_errors(const struct redis_case *cases, size_t n)
+{
+    char text[1536];
+
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text, sizeof(text), "rules = ( " DEFAULT_RULE " );\nredis = { %s };\n",
+                 cases[i].redis);
+        expect_error("conf", text, cases[i].want);
+    }
+}
+
 /* Each problem with its file:line. */
 static void test_store_config_sentinel_errors(void **state)
 {
-    static const struct {
-        const char *redis;          /* inside redis = { }, from line 2 on */
-        const char *want;
-    } cases[] = {
+    static const struct redis_case cases[] = {
         { "\nmaster_name = \"m\";", "c.conf:3: redis.master_name needs redis.sentinels" },
         { "\nsentinels = [ \"127.0.0.1:26379\" ];",
           "c.conf:3: redis.sentinels needs redis.master_name" },
@@ -355,11 +369,7 @@ static void test_store_config_sentinel_errors(void **state)
     size_t pos = 0;
 
     (void)state;
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(text, sizeof(text), "rules = ( " DEFAULT_RULE " );\nredis = { %s };\n",
-                 cases[i].redis);
-        expect_error("conf", text, cases[i].want);
-    }
+    expect_redis_errors(cases, sizeof(cases) / sizeof(cases[0]));
     /* At most 16 sentinels. */
     for (int i = 0; i < 17; i++)
         pos += (size_t)snprintf(many + pos, sizeof(many) - pos, "%s\"127.0.0.1:%d\"",
@@ -427,10 +437,7 @@ static void test_store_config_cluster(void **state)
 /* Each problem with its file:line. */
 static void test_store_config_cluster_errors(void **state)
 {
-    static const struct {
-        const char *redis;          /* inside redis = { }, from line 2 on */
-        const char *want;
-    } cases[] = {
+    static const struct redis_case cases[] = {
         { "\ncluster_nodes = [ ];", "c.conf:3: redis.cluster_nodes must name 1 to 16" },
         { "\ncluster_nodes = \"127.0.0.1:7000\";", "c.conf:3: redis.cluster_nodes must be a list" },
         { "\ncluster_nodes = [ \"127.0.0.1\" ];",
@@ -451,14 +458,8 @@ static void test_store_config_cluster_errors(void **state)
         { "cluster_nodes = [ \"127.0.0.1:7000\" ];\ndb = 2;",
           "c.conf:3: redis.db must be 0 with redis.cluster_nodes" },
     };
-    char text[1536];
-
     (void)state;
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(text, sizeof(text), "rules = ( " DEFAULT_RULE " );\nredis = { %s };\n",
-                 cases[i].redis);
-        expect_error("conf", text, cases[i].want);
-    }
+    expect_redis_errors(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /* divvyctl convert writes the store and redis settings and reads them back. */
