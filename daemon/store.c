@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
 #include "clock.h"
 #include "log.h"
 #include "sentinel.h"
@@ -148,14 +149,33 @@ void store_free(struct store *st)
     free(st);
 }
 
+/* A cluster seed: "HOST:PORT" or "[V6]:PORT" with a port 1-65535. */
+static bool seed_ok(const char *seed)
+{
+    char buf[STORE_NODE_NAME_MAX], *end;
+    const char *host, *port;
+    unsigned long p;
+
+    if (addr_split_host_port(seed, buf, sizeof(buf), &host, &port) < 0 || !host[0] ||
+        strncmp(seed, "unix:", 5) == 0)
+        return false;
+    p = strtoul(port, &end, 10);
+    return port[0] >= '0' && port[0] <= '9' && !*end && p >= 1 && p <= 65535;
+}
+
 int store_new(const struct store_opts *o, struct store **ret)
 {
     struct store *st;
     int r;
 
     if (!o || o->timeout_ms == 0 || (o->n_cluster_nodes && o->n_sentinels) ||
-        (!o->n_sentinels && !o->n_cluster_nodes && !o->unix_socket && (!o->host || !o->port)))
+        (!o->n_sentinels && !o->n_cluster_nodes && !o->unix_socket && (!o->host || !o->port)) ||
+        o->n_cluster_nodes > STORE_NODES_MAX)
         return -EINVAL;
+    for (unsigned i = 0; i < o->n_cluster_nodes; i++) {
+        if (!seed_ok(o->cluster_nodes[i]))
+            return -EINVAL;
+    }
     store_script_sha(STORE_SCRIPT_WINDOW);     /* the SHA-1s, once, before any worker */
     st = calloc(1, sizeof(*st));
     if (!st)

@@ -83,8 +83,8 @@ typedef void store_cb(void *arg, const struct store_reply *reply);
 struct store;
 struct store_conn;
 
-/* Copies @o (strings included).  -EINVAL (a bad sentinel address among
- * them), -ENOMEM. */
+/* Copies @o (strings included).  -EINVAL (a bad sentinel or cluster seed
+ * address among them, both sentinels and seeds), -ENOMEM. */
 int store_new(const struct store_opts *o, struct store **ret);
 /* NULL-safe; every store_conn must be freed first. */
 void store_free(struct store *st);
