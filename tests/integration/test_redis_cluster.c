@@ -500,8 +500,9 @@ static void test_redis_cluster_failover(void **state)
 {
     struct fx f;
     long long fallbacks;
-    uint64_t end;
+    uint64_t end, retry;
     char u[32];
+    int n;
 
     (void)state;
     fx_start(&f, 1, "strict");
@@ -510,15 +511,30 @@ static void test_redis_cluster_failover(void **state)
     assert_int_equal(read_allowed(f.c[0], 3), 3);
     expect_ok(redis_cmd(f.cl.replicas[0], "CLUSTER FAILOVER"), "CLUSTER FAILOVER");
     end = harness_now_ms() + FOLLOW_MS;
+    retry = harness_now_ms() + 5000;
     while (!is_master(f.cl.replicas[0]) || is_master(f.cl.masters[0])) {
         if (harness_now_ms() > end)
             fail_msg("CLUSTER FAILOVER never completed");
+        /* Redis drops a manual failover the master did not join in time:
+         * ask again (the outcome tested is divvyd following it). */
+        if (harness_now_ms() > retry) {
+            redisReply *rep = redis_cmd(f.cl.replicas[0], "CLUSTER FAILOVER");
+
+            if (rep)
+                freeReplyObject(rep);
+            retry = harness_now_ms() + 5000;
+        }
         harness_pause_ms(50);
     }
-    assert_true(redis_cluster_wait_ok(&f.cl, 4, FOLLOW_MS));
+    if (!redis_cluster_wait_ok(&f.cl, 4, FOLLOW_MS))
+        fail_msg("the cluster did not settle after the failover");
     fallbacks = redis_divvyd_stat(f.d, "redis_fallbacks");
     send_hits(f.c[0], "api", u, LIMIT);
-    assert_int_equal(read_allowed(f.c[0], LIMIT), LIMIT - 3);
+    n = read_allowed(f.c[0], LIMIT);
+    if (n != LIMIT - 3)
+        fail_msg("%d allowed after the failover, want %d (the new master holds %lld; "
+                 "fallbacks %lld more)", n, LIMIT - 3, used_in(f.cl.replicas[0], "api", u),
+                 redis_divvyd_stat(f.d, "redis_fallbacks") - fallbacks);
     assert_int_equal(used_in(f.cl.replicas[0], "api", u), LIMIT);
     assert_int_equal(redis_divvyd_stat(f.d, "redis_fallbacks"), fallbacks);
     assert_int_equal(redis_divvyd_stat(f.d, "redis_breaker_trips"), 0);
