@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* clock: monotonic milliseconds for counters (see clock.h). */
+/* clock: monotonic milliseconds for counters, Unix time where clients count in it
+ * (see clock.h). */
 #include <time.h>
 
 #include "clock.h"
@@ -26,4 +27,9 @@ uint64_t clock_coarse_ms(void)
 uint64_t clock_now_ns(void)
 {
     return read_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t clock_unix_ns(void)
+{
+    return read_ns(CLOCK_REALTIME);
 }

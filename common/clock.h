@@ -17,5 +17,8 @@ uint64_t clock_now_ms(void);
 uint64_t clock_coarse_ms(void);
 /* CLOCK_MONOTONIC in nanoseconds, for latency measurements. */
 uint64_t clock_now_ns(void);
+/* CLOCK_REALTIME (Unix time) in nanoseconds: only for what clients time in
+ * Unix time themselves (RESP's ad-hoc buckets and their AT, docs/resp.md). */
+uint64_t clock_unix_ns(void);
 
 #endif

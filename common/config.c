@@ -7,7 +7,8 @@
  * native loader's files: config_native.c (the top level and the rules),
  * config_include.c (include_dir's drop-ins),
  * config_server.c (server, table, metrics, statsd), config_store.c (store,
- * redis), config_guard.c (what libconfig would misread); config_write.c
+ * redis), config_guard.c (what libconfig would misread); config_fleet.c
+ * (a divvy config's fleet semantics, notes for the log); config_write.c
  * writes a config back out (divvyctl convert).  Linked into divvyd and
  * divvyctl only.
  */
@@ -201,6 +202,7 @@ int config_load_edit(const char *path, const struct config_edit *edit, struct co
         if (r < 0)
             goto out;
     }
+    conf_fleet_divvy(cfg);
     if (cfg->rules.n == 0) {
         diag_set(reterr, path, 0, "no rules: a config needs at least the default rule");
         r = -EINVAL;

@@ -31,6 +31,13 @@ enum config_full_policy {
 
 enum config_format { CONFIG_FORMAT_LIBCONFIG = 0, CONFIG_FORMAT_INI, CONFIG_FORMAT_JSON };
 
+/* store.adhoc: where RESP's ad-hoc buckets live (docs/resp.md). */
+enum config_adhoc_store {
+    CONFIG_ADHOC_AUTO = 0,      /* in Redis when some rule is (store.mode / a rule's store) */
+    CONFIG_ADHOC_LOCAL,         /* this host's table, saved in the state dir */
+    CONFIG_ADHOC_REDIS,         /* in Redis */
+};
+
 /* store.on_redis_error (docs/redis.md "Failure"). */
 enum config_redis_error {
     CONFIG_REDIS_ERROR_LOCAL = 0,   /* decide from the host table alone */
@@ -70,6 +77,7 @@ struct config_redis {
      * map; host, port, unix_socket, sentinels and db != 0 are then refused. */
     char **cluster_nodes;       /* "HOST:PORT" or "[V6]:PORT"; NULL: no cluster */
     size_t n_cluster_nodes;
+    unsigned line;              /* of redis { } in the file; 0: none (the defaults) */
 };
 /* Admission defaults (docs/daemon.md "Admission"). */
 #define CONFIG_DEFAULT_TCP_CONNECTIONS      4096
@@ -137,11 +145,13 @@ struct config {
 
     /* store { }: the mode itself is rules.default_store (rules carry it). */
     enum config_redis_error on_redis_error;     /* default local */
+    enum config_adhoc_store adhoc_store;        /* store.adhoc; default auto */
     /* metrics { } and statsd { } (docs/operations.md): read at start only. */
     char *metrics_listen;       /* Prometheus endpoint "tcp:HOST:PORT"; NULL: off */
     char *metrics_path;         /* NULL: "/metrics" */
     bool metrics_divvy_names;   /* metrics.names = "divvy": divvy's names and labels;
-                                 * default "prometheus" (docs/operations.md) */
+                                 * default "prometheus", "divvy" for a divvy .ini/.json
+                                 * (docs/operations.md) */
     bool metrics_privileged;    /* metrics.privileged: the privileged rules' series and
                                  * table in the exposition; default false (docs/operations.md
                                  * "What STATS and metrics reveal") */
@@ -158,9 +168,27 @@ struct config {
 /*
  * Loads @path.  On success *ret is a new config (config_free()); on failure
  * *ret is untouched and @reterr lists the problems.  -EINVAL (invalid
- * config), -ENOENT/-EACCES/... (cannot read), -ENOMEM.
+ * config), -ENOENT/-EACCES/... (cannot read), -ENOMEM.  A divvy .ini/.json
+ * config gets divvy's metric names, and store.mode "strict" while divvy's
+ * Redis environment is set (config_fleet_redis_env()), as Button's divvy
+ * keeps every counter in Redis (docs/config.md "Across hosts").
  */
 int config_load(const char *path, struct config **ret, struct diag *reterr);
+
+/* "REDIS_HOST" or "REDIS_PORT" when that variable of divvy's is set and not
+ * empty in the environment, else NULL. */
+const char *config_fleet_redis_env(void);
+
+/*
+ * Notes on a valid config @cfg and its compiled @rules (NULL: only the
+ * first kind), one "file:line: text" each into @ret, for the daemon to log
+ * as warnings at every load: source = "privileged" rules that run "strict"
+ * because store.mode "lease" never applies to them (one note for all), and
+ * a native config that configures Redis (redis { }, or divvy's REDIS_HOST /
+ * REDIS_PORT) while every rule is local.  Returns how many were added.
+ */
+size_t config_fleet_notes(const struct config *cfg, const struct rules *rules,
+                          struct diag *ret);
 
 /*
  * A change to include_dir's drop-ins, seen by config_load_edit() as if it

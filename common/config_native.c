@@ -439,6 +439,7 @@ static int conf_native_doc(struct config *cfg, const char *path, const char *tex
             q = conf_each(cfg, path, s, conf_statsd_setting, reterr);
         } else if (strcmp(name, "redis") == 0) {
             redis = s;
+            cfg->redis.line = conf_line(s);
             q = conf_each(cfg, path, s, conf_redis_setting, reterr);
         } else if (strcmp(name, "rules") == 0) {
             rules = s;

@@ -120,6 +120,10 @@ int conf_store_setting(struct config *cfg, const char *path,
 int conf_redis_setting(struct config *cfg, const char *path,
                        const config_setting_t *s, struct diag *reterr);
 
+/* config_fleet.c: a divvy (.ini/.json) config's drop-in semantics: divvy's
+ * metric names, and store.mode "strict" under divvy's Redis environment. */
+void conf_fleet_divvy(struct config *cfg);
+
 /* config_native.c: the native (libconfig) loader: reads @text (the file at
  * @path) into @cfg. */
 int conf_native(struct config *cfg, const char *path, const char *text,

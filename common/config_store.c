@@ -15,7 +15,9 @@
 #include "secret.h"
 
 /* Names each settings group knows, for "did you mean" (suggest.h). */
-static const char *const conf_store_names[] = { "mode", "on_redis_error", "prefix", "lease_max" };
+static const char *const conf_store_names[] = {
+    "mode", "on_redis_error", "prefix", "lease_max", "adhoc",
+};
 static const char *const conf_redis_names[] = {
     "host", "port", "unix_socket", "username", "password", "password_file", "db", "timeout_ms",
     "sentinels", "master_name", "sentinel_password", "sentinel_password_file", "cluster_nodes",
@@ -55,6 +57,23 @@ int conf_store_setting(struct config *cfg, const char *path,
             diag_set(reterr, path, conf_line(s),
                      "on_redis_error must be \"local\", \"open\" or \"closed\", not \"%s\"",
                      str);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (strcmp(name, "adhoc") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        if (strcmp(str, "auto") == 0) {
+            cfg->adhoc_store = CONFIG_ADHOC_AUTO;
+        } else if (strcmp(str, "local") == 0) {
+            cfg->adhoc_store = CONFIG_ADHOC_LOCAL;
+        } else if (strcmp(str, "redis") == 0) {
+            cfg->adhoc_store = CONFIG_ADHOC_REDIS;
+        } else {
+            diag_set(reterr, path, conf_line(s),
+                     "store.adhoc must be \"auto\", \"local\" or \"redis\", not \"%s\"", str);
             return -EINVAL;
         }
         return 0;

@@ -221,10 +221,11 @@ static void conf_write_server(const struct config *cfg, FILE *f)
 static void conf_write_store(const struct config *cfg, FILE *f)
 {
     static const char *const on_error[] = { "local", "open", "closed" };
+    static const char *const adhoc[] = { "auto", "local", "redis" };
     const struct config_redis *rd = &cfg->redis;
 
     if (cfg->rules.default_store != RULES_STORE_LOCAL ||
-        cfg->on_redis_error != CONFIG_REDIS_ERROR_LOCAL ||
+        cfg->on_redis_error != CONFIG_REDIS_ERROR_LOCAL || cfg->adhoc_store != CONFIG_ADHOC_AUTO ||
         (cfg->store_prefix && cfg->store_prefix[0]) || cfg->lease_max != CONFIG_DEFAULT_LEASE_MAX) {
         fprintf(f, "store = {\n    mode = \"%s\";\n",
                 config_divvy_store_name(cfg->rules.default_store));
@@ -233,6 +234,8 @@ static void conf_write_store(const struct config *cfg, FILE *f)
             conf_put_setting(f, "    prefix", cfg->store_prefix);
         if (cfg->lease_max != CONFIG_DEFAULT_LEASE_MAX)
             fprintf(f, "    lease_max = %" PRIu64 ";\n", cfg->lease_max);
+        if (cfg->adhoc_store != CONFIG_ADHOC_AUTO)
+            fprintf(f, "    adhoc = \"%s\";\n", adhoc[cfg->adhoc_store]);
         fprintf(f, "};\n\n");
     }
     if ((rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) ||

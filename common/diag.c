@@ -35,14 +35,19 @@ void diag_set(struct diag *d, const char *file, unsigned line, const char *fmt, 
 
 int diag_format(const struct diag *d, size_t i, char *buf, size_t size)
 {
+    return diag_format_as(d, i, "", buf, size);
+}
+
+int diag_format_as(const struct diag *d, size_t i, const char *kind, char *buf, size_t size)
+{
     const struct diag_entry *e;
 
     if (!d || i >= d->n)
         return snprintf(buf, size, "%s", "");
     e = &d->e[i];
     if (e->file[0] && e->line)
-        return snprintf(buf, size, "%s:%u: %s", e->file, e->line, e->msg);
+        return snprintf(buf, size, "%s:%u: %s%s", e->file, e->line, kind, e->msg);
     if (e->file[0])
-        return snprintf(buf, size, "%s: %s", e->file, e->msg);
-    return snprintf(buf, size, "%s", e->msg);
+        return snprintf(buf, size, "%s: %s%s", e->file, kind, e->msg);
+    return snprintf(buf, size, "%s%s", kind, e->msg);
 }

@@ -37,5 +37,8 @@ void diag_set(struct diag *d, const char *file, unsigned line, const char *fmt, 
  * @buf, always NUL-terminated.  Returns the length it wanted (snprintf-like).
  */
 int diag_format(const struct diag *d, size_t i, char *buf, size_t size);
+/* diag_format() with @kind (e.g. "warning: ") before the message, as
+ * compilers print warnings for editors to find. */
+int diag_format_as(const struct diag *d, size_t i, const char *kind, char *buf, size_t size);
 
 #endif

@@ -106,6 +106,23 @@ int rules_spec_add_actor(struct rules_rule_spec *r, const char *key);
 /* Frees everything the spec owns and zeroes it.  NULL-safe. */
 void rules_spec_free(struct rules_spec *spec);
 
+/* true when rule @r ever touches a counter: a positive credit_limit, and a
+ * reset_seconds (or a token bucket); the others never reach a store. */
+bool rules_spec_counts(const struct rules_rule_spec *r);
+
+/*
+ * Rule @r's effective store (docs/redis.md "Modes"): its own store, else
+ * @spec's store.mode -- except that a source = privileged (login) rule never
+ * inherits "lease": it runs "strict" instead (docs/redis.md "Login rules").
+ * An explicit store = "lease" on such a rule is kept here and rejected by
+ * rules_validate().
+ */
+enum rules_store rules_spec_store(const struct rules_spec *spec, const struct rules_rule_spec *r);
+
+/* true when @r is a privileged rule that counts and would have inherited
+ * @spec's store.mode "lease" (rules_spec_store() runs it strict). */
+bool rules_spec_unleased(const struct rules_spec *spec, const struct rules_rule_spec *r);
+
 /*
  * Checks every rule and the list as a whole (docs/rules.md "Validation"):
  * limits set, integral and in range; algorithm settings consistent; labels

@@ -2,6 +2,8 @@
 /*
  * rules_spec: building and freeing a struct rules_spec, the uncompiled rule
  * list the config loaders produce (see rules.h).  Owns every string it holds.
+ * Also what a rule's settings mean before it is compiled: whether it counts
+ * and which store it runs in.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -107,4 +109,28 @@ void rules_spec_free(struct rules_spec *spec)
     }
     free(spec->rules);
     memset(spec, 0, sizeof(*spec));
+}
+
+bool rules_spec_counts(const struct rules_rule_spec *r)
+{
+    return r->credit_limit > 0 && (r->algo == RULES_ALGO_TOKEN_BUCKET || r->reset_seconds > 0);
+}
+
+/* A lease strands credit on every host that holds one (docs/redis.md
+ * "Bounds"), and a PEEK asks Redis, which counts it as used: for a login
+ * limit of a few failures that is the whole limit, so a user would be
+ * locked out before spending it. */
+bool rules_spec_unleased(const struct rules_spec *spec, const struct rules_rule_spec *r)
+{
+    return !r->store_set && spec->default_store == RULES_STORE_LEASE &&
+           r->source == RULES_SOURCE_PRIVILEGED && rules_spec_counts(r);
+}
+
+enum rules_store rules_spec_store(const struct rules_spec *spec, const struct rules_rule_spec *r)
+{
+    if (r->store_set)
+        return r->store;
+    if (spec->default_store == RULES_STORE_LEASE && r->source == RULES_SOURCE_PRIVILEGED)
+        return RULES_STORE_STRICT;
+    return spec->default_store;
 }

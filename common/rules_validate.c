@@ -206,10 +206,16 @@ static void prep_store(struct pr *p, struct diag *d)
         return;
     }
     /* Rules that never touch a counter never reach Redis either. */
-    if (s->credit_limit <= 0 || (s->algo != RULES_ALGO_TOKEN_BUCKET && s->reset_seconds == 0))
+    if (!rules_spec_counts(s))
         return;
     if (p->store == RULES_STORE_LEASE) {
-        if (s->algo != RULES_ALGO_WINDOW)
+        /* Only an explicit store gets here: rules_spec_store() runs a
+         * privileged rule strict under store.mode "lease". */
+        if (s->source == RULES_SOURCE_PRIVILEGED)
+            RULE_ERR(p, 0, "store \"lease\" cannot be used by a source = \"privileged\" "
+                     "(login) rule: credit leased to other hosts counts as used, so users "
+                     "would be locked out early; use store = \"strict\"");
+        else if (s->algo != RULES_ALGO_WINDOW)
             RULE_ERR(p, 0, "%s \"lease\" needs algorithm window (give this rule store = "
                      "\"strict\" or \"local\")", from);
         else if (s->credit_limit > RULES_LEASE_LIMIT_MAX)
@@ -625,7 +631,7 @@ int rules_build_prepare(const struct rules_spec *spec, struct build *b, struct d
         struct pr *p = &b->r[i];
 
         p->s = &spec->rules[i];
-        p->store = p->s->store_set ? p->s->store : spec->default_store;
+        p->store = rules_spec_store(spec, p->s);
         r = prep_match(p, d);
         if (r < 0)
             return r;

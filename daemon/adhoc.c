@@ -17,6 +17,7 @@
 
 #include "adhoc.h"
 #include "hash.h"
+#include "persist.h"
 
 #define ADHOC_SHARDS_MAX   64
 #define ADHOC_SHARD_MIN    256          /* slots per shard at least, once there are several */
@@ -26,7 +27,7 @@
 struct adhoc_slot {
     uint64_t h[2];              /* SipHash-128 of the key and parameters */
     int64_t a, b;               /* token bucket: amount, refilled_ms; GCRA: tat_ns */
-    int64_t idle_ms;            /* the state is the same as none from this server time */
+    int64_t expire_ms;          /* the state is the same as none from this Unix time */
     uint32_t next;              /* the hash chain; a free slot: the free list */
     uint32_t owner;             /* the owner it is charged to */
     uint32_t older, newer;      /* the owner's buckets by last use */
@@ -57,12 +58,19 @@ struct adhoc_shard {
     uint64_t evictions, busy;
 };
 
+/* adhoc_count()'s, beside the shards: atomics any thread adds to. */
+struct adhoc_counts {
+    uint64_t hits[ADHOC_N_KINDS][2];
+    uint64_t fallbacks;
+};
+
 struct adhoc {
     uint8_t secret[HASH_KEY_LEN];
     uint32_t n_shards;          /* a power of two */
     uint32_t per_shard;         /* slots */
     uint32_t cap, reserve, share;       /* per shard */
     uint32_t index_mask;
+    struct adhoc_counts counts;
     struct adhoc_shard shards[ADHOC_SHARDS_MAX];
 };
 
@@ -293,7 +301,7 @@ static uint32_t slot_find(const struct adhoc *a, const struct adhoc_shard *sh,
 /* Frees slot @i: out of its chain, its owner's list and count.  A bucket
  * dropped before it was idle is an eviction. */
 static void slot_drop(const struct adhoc *a, struct adhoc_shard *sh, uint32_t i,
-                      uint64_t clock_ms)
+                      int64_t now_ms)
 {
     struct adhoc_slot *s = &sh->slots[i];
     uint32_t oi = s->owner, *pp = &sh->index[s->h[0] & a->index_mask];
@@ -303,7 +311,7 @@ static void slot_drop(const struct adhoc *a, struct adhoc_shard *sh, uint32_t i,
         pp = &sh->slots[*pp].next;
     *pp = s->next;
     lru_unlink(sh, o, i);
-    if (s->idle_ms > (int64_t)clock_ms)
+    if (s->expire_ms > now_ms)
         sh->evictions++;
     sh->used--;
     if (!o->privileged)
@@ -337,7 +345,7 @@ static uint32_t slot_privileged_victim(const struct adhoc *a, const struct adhoc
  * tie, so nobody loses a bucket to a peer holding as many).
  */
 static uint32_t slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct adhoc_peer *who,
-                         const uint64_t h[2], uint64_t clock_ms)
+                         const uint64_t h[2], int64_t now_ms)
 {
     uint32_t home = owner_home(a, who), mine = owner_find(sh, who, home), victim = NIL, i, oi;
     uint32_t held = mine == NIL ? 0 : sh->owners[mine].count;
@@ -358,7 +366,7 @@ static uint32_t slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct a
             return NIL;
     }
     if (victim != NIL)
-        slot_drop(a, sh, victim, clock_ms);
+        slot_drop(a, sh, victim, now_ms);
     i = sh->free_slot;
     s = &sh->slots[i];
     sh->free_slot = s->next;
@@ -400,7 +408,7 @@ static void adhoc_hash(const struct adhoc *a, char kind, const char *key, size_t
 /* Locks @h's shard and finds its bucket: NIL when there is none, or when
  * it was idle (then dropped: its state is the same as none).  A bucket
  * found becomes its owner's most recently used. */
-static struct adhoc_shard *adhoc_lookup(struct adhoc *a, const uint64_t h[2], uint64_t clock_ms,
+static struct adhoc_shard *adhoc_lookup(struct adhoc *a, const uint64_t h[2], int64_t now_ms,
                                         uint32_t *ret_slot)
 {
     struct adhoc_shard *sh = &a->shards[h[1] & (a->n_shards - 1)];
@@ -408,8 +416,8 @@ static struct adhoc_shard *adhoc_lookup(struct adhoc *a, const uint64_t h[2], ui
 
     pthread_mutex_lock(&sh->lock);
     i = slot_find(a, sh, h);
-    if (i != NIL && sh->slots[i].idle_ms <= (int64_t)clock_ms) {
-        slot_drop(a, sh, i, clock_ms);
+    if (i != NIL && sh->slots[i].expire_ms <= now_ms) {
+        slot_drop(a, sh, i, now_ms);
         i = NIL;
     } else if (i != NIL) {
         struct adhoc_owner *o = &sh->owners[sh->slots[i].owner];
@@ -422,7 +430,7 @@ static struct adhoc_shard *adhoc_lookup(struct adhoc *a, const uint64_t h[2], ui
 }
 
 int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
-             const struct adhoc_tb *p, int64_t now_ms, uint64_t clock_ms, int64_t *ret_before)
+             const struct adhoc_tb *p, int64_t at_ms, int64_t now_ms, int64_t *ret_before)
 {
     int64_t params[3] = { p->max, p->refill, p->refill_ms }, idle;
     struct adhoc_tb_state st = { 0 };
@@ -433,22 +441,22 @@ int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, siz
     int r = 0;
 
     adhoc_hash(a, 'S', key, len, params, 3, h);
-    sh = adhoc_lookup(a, h, clock_ms, &i);
+    sh = adhoc_lookup(a, h, now_ms, &i);
     live = i != NIL;
     if (live) {
         st.amount = sh->slots[i].a;
         st.refilled_ms = sh->slots[i].b;
     }
-    *ret_before = adhoc_tb_step(p, live, now_ms, &st, &idle);
+    *ret_before = adhoc_tb_step(p, live, at_ms, &st, &idle);
     /* RL.GET writes nothing; a new bucket that is still full is as good
      * as absent and takes no slot. */
     if (p->take > 0 && (live || st.amount < p->max)) {
         if (!live)
-            i = slot_new(a, sh, who, h, clock_ms);
+            i = slot_new(a, sh, who, h, now_ms);
         if (i != NIL) {
             sh->slots[i].a = st.amount;
             sh->slots[i].b = st.refilled_ms;
-            sh->slots[i].idle_ms = idle;
+            sh->slots[i].expire_ms = adhoc_expire_ms(idle, at_ms, now_ms);
         } else {
             sh->busy++;
             r = -ENOSPC;
@@ -462,25 +470,26 @@ int adhoc_gcra(struct adhoc *a, const struct adhoc_peer *who, const char *key, s
                const struct adhoc_gcra *p, int64_t now_ns, struct adhoc_gcra_result *ret)
 {
     int64_t params[3] = { p->max_burst, p->count, p->period_s }, idle, tat = 0;
-    uint64_t h[2], clock_ms = (uint64_t)(now_ns / NS_PER_MS);
+    int64_t now_ms = now_ns / NS_PER_MS;
+    uint64_t h[2];
     struct adhoc_shard *sh;
     uint32_t i;
     bool live;
     int r = 0;
 
     adhoc_hash(a, 'G', key, len, params, 3, h);
-    sh = adhoc_lookup(a, h, clock_ms, &i);
+    sh = adhoc_lookup(a, h, now_ms, &i);
     live = i != NIL;
     if (live)
         tat = sh->slots[i].a;
     adhoc_gcra_step(p, live, now_ns, &tat, ret, &idle);
     /* A new key that was refused, or only looked at, is as good as absent. */
-    if (live || (!ret->limited && idle > (int64_t)clock_ms)) {
+    if (live || (!ret->limited && idle > now_ms)) {
         if (!live)
-            i = slot_new(a, sh, who, h, clock_ms);
+            i = slot_new(a, sh, who, h, now_ms);
         if (i != NIL) {
             sh->slots[i].a = tat;
-            sh->slots[i].idle_ms = idle;
+            sh->slots[i].expire_ms = idle;
         } else {
             sh->busy++;
             r = -ENOSPC;
@@ -489,6 +498,161 @@ int adhoc_gcra(struct adhoc *a, const struct adhoc_peer *who, const char *key, s
     pthread_mutex_unlock(&sh->lock);
     return r;
 }
+
+void adhoc_count(struct adhoc *a, enum adhoc_kind kind, bool allowed, bool fallback)
+{
+    __atomic_fetch_add(&a->counts.hits[kind][allowed ? 0 : 1], 1, __ATOMIC_RELAXED);
+    if (fallback)
+        __atomic_fetch_add(&a->counts.fallbacks, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- sweep, save and load ---------------------------------------------------------------- */
+
+uint32_t adhoc_sweep(struct adhoc *a, int64_t now_ms)
+{
+    uint32_t freed = 0;
+
+    for (uint32_t k = 0; k < a->n_shards; k++) {
+        struct adhoc_shard *sh = &a->shards[k];
+
+        pthread_mutex_lock(&sh->lock);
+        for (uint32_t oi = 0; oi < a->per_shard && sh->used > 0; oi++) {
+            /* Each owner's list, oldest first; the owner goes with its last bucket. */
+            for (uint32_t i = sh->owners[oi].count ? sh->owners[oi].oldest : NIL; i != NIL;) {
+                uint32_t newer = sh->slots[i].newer;
+                bool last = sh->owners[oi].count == 1;
+
+                if (sh->slots[i].expire_ms <= now_ms) {
+                    slot_drop(a, sh, i, now_ms);
+                    freed++;
+                    if (last)
+                        break;
+                }
+                i = newer;
+            }
+        }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    return freed;
+}
+
+/* The file adhoc_save() writes: a head, then one record per bucket. */
+#define ADHOC_FILE_MAGIC     "divvyAH1"
+#define ADHOC_FILE_RECS_MAX  (1u << 22)
+
+struct adhoc_file_head {
+    char magic[8];
+    uint32_t rec_size;
+    uint32_t n;
+    uint8_t secret[HASH_KEY_LEN];
+};
+
+struct adhoc_file_rec {
+    uint64_t h[2];
+    int64_t a, b, expire_ms;
+    uint8_t key[16];
+    uint8_t is_unix, privileged, pad[6];
+};
+_Static_assert(sizeof(struct adhoc_file_rec) == 64, "adhoc_file_rec layout");
+_Static_assert(sizeof(struct adhoc_file_head) == 16 + HASH_KEY_LEN, "adhoc_file_head layout");
+
+int adhoc_save(struct adhoc *a, const char *path, int64_t now_ms)
+{
+    size_t max = (size_t)a->per_shard * a->n_shards, n = 0;
+    struct adhoc_file_head *head;
+    struct adhoc_file_rec *rec;
+    char *buf;
+    int r;
+
+    buf = calloc(1, sizeof(*head) + max * sizeof(*rec));
+    if (!buf)
+        return -ENOMEM;
+    head = (struct adhoc_file_head *)buf;
+    rec = (struct adhoc_file_rec *)(buf + sizeof(*head));
+    for (uint32_t k = 0; k < a->n_shards; k++) {
+        struct adhoc_shard *sh = &a->shards[k];
+
+        pthread_mutex_lock(&sh->lock);
+        for (uint32_t oi = 0; oi < a->per_shard; oi++) {
+            const struct adhoc_owner *o = &sh->owners[oi];
+
+            /* Oldest first: a load charges them in the same order of use. */
+            for (uint32_t i = o->count ? o->oldest : NIL; i != NIL; i = sh->slots[i].newer) {
+                const struct adhoc_slot *sl = &sh->slots[i];
+
+                if (sl->expire_ms <= now_ms || n >= max)
+                    continue;
+                memcpy(rec[n].h, sl->h, sizeof(sl->h));
+                rec[n].a = sl->a;
+                rec[n].b = sl->b;
+                rec[n].expire_ms = sl->expire_ms;
+                memcpy(rec[n].key, o->key, 16);
+                rec[n].is_unix = o->is_unix;
+                rec[n].privileged = o->privileged;
+                n++;
+            }
+        }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    memcpy(head->magic, ADHOC_FILE_MAGIC, sizeof(head->magic));
+    head->rec_size = sizeof(*rec);
+    head->n = (uint32_t)n;
+    memcpy(head->secret, a->secret, sizeof(a->secret));
+    r = persist_save(path, buf, sizeof(*head) + n * sizeof(*rec));
+    explicit_bzero(buf, sizeof(*head));
+    free(buf);
+    return r < 0 ? r : (int)n;
+}
+
+int adhoc_load(struct adhoc *a, const char *path, int64_t now_ms)
+{
+    const struct adhoc_file_head *head;
+    const struct adhoc_file_rec *rec;
+    void *buf = NULL;
+    size_t len = 0;
+    int n = 0, r;
+
+    r = persist_load_any(path, sizeof(*head) + (size_t)ADHOC_FILE_RECS_MAX * sizeof(*rec),
+                         &buf, &len);
+    if (r < 0)
+        return r;
+    head = buf;
+    rec = (const struct adhoc_file_rec *)((const char *)buf + sizeof(*head));
+    if (len < sizeof(*head) || memcmp(head->magic, ADHOC_FILE_MAGIC, sizeof(head->magic)) != 0 ||
+        head->rec_size != sizeof(*rec) || len != sizeof(*head) + (size_t)head->n * sizeof(*rec)) {
+        r = -EBADMSG;
+        goto out;
+    }
+    /* The buckets are found by the hashes they were saved under. */
+    memcpy(a->secret, head->secret, sizeof(a->secret));
+    for (uint32_t k = 0; k < head->n; k++) {
+        struct adhoc_peer who = { .is_unix = rec[k].is_unix != 0,
+                                  .privileged = rec[k].privileged != 0 };
+        struct adhoc_shard *sh = &a->shards[rec[k].h[1] & (a->n_shards - 1)];
+        uint32_t i;
+
+        if (rec[k].expire_ms <= now_ms)
+            continue;
+        memcpy(who.key, rec[k].key, 16);
+        pthread_mutex_lock(&sh->lock);
+        i = slot_find(a, sh, rec[k].h) == NIL ? slot_new(a, sh, &who, rec[k].h, now_ms) : NIL;
+        if (i != NIL) {
+            sh->slots[i].a = rec[k].a;
+            sh->slots[i].b = rec[k].b;
+            sh->slots[i].expire_ms = rec[k].expire_ms;
+            n++;
+        }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    r = n;
+out:
+    if (buf)
+        explicit_bzero(buf, len < sizeof(*head) ? len : sizeof(*head));
+    free(buf);
+    return r;
+}
+
+/* ---- statistics ------------------------------------------------------------------------ */
 
 void adhoc_stats(struct adhoc *a, struct adhoc_stats *ret)
 {
@@ -508,4 +672,8 @@ void adhoc_stats(struct adhoc *a, struct adhoc_stats *ret)
         ret->busy += sh->busy;
         pthread_mutex_unlock(&sh->lock);
     }
+    for (int k = 0; k < ADHOC_N_KINDS; k++)
+        for (int j = 0; j < 2; j++)
+            ret->hits[k][j] = __atomic_load_n(&a->counts.hits[k][j], __ATOMIC_RELAXED);
+    ret->fallbacks = __atomic_load_n(&a->counts.fallbacks, __ATOMIC_RELAXED);
 }

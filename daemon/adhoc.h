@@ -7,7 +7,12 @@
  * counters' tables, least of all the privileged one.  A bucket is found by a
  * keyed SipHash-128 of its key and parameters (a per-process random secret:
  * peers cannot aim collisions); one whose state has become the same as no
- * bucket at all (full again, GCRA's TAT passed) is dropped when next met.
+ * bucket at all (full again, GCRA's TAT passed) is dropped when next met, or
+ * by adhoc_sweep().  Times are Unix time (as Smyte's and redis-cell's, so a
+ * client's AT and divvyd's clock agree), and the table can be saved and
+ * loaded across a restart (adhoc_save(), adhoc_load()).  With a Redis store
+ * the buckets live in Redis instead (resp_rl.c); this table then answers
+ * only under on_redis_error = local.
  *
  * Who may hold how much (docs/resp.md "Shares, reserve and eviction"): each
  * bucket is charged to the peer that created it (struct adhoc_peer: a uid on
@@ -39,8 +44,15 @@
 /* The longest refill time (RL.*) or period (CL.THROTTLE) divvyd accepts:
  * 31 days.  Longer ones are refused (resp_rl.c), not capped. */
 #define ADHOC_PERIOD_MAX_MS   (31LL * 24 * 3600 * 1000)
+/* How far ahead of divvyd's Unix clock an AT may be: 60 s (clock skew
+ * between hosts, not a way to spend tomorrow's tokens today).  Later ones
+ * are refused (adhoc_at_check()). */
+#define ADHOC_AT_AHEAD_MS     60000LL
 
 struct adhoc;
+
+/* The two kinds of bucket, for the counts of adhoc_count(). */
+enum adhoc_kind { ADHOC_RL = 0, ADHOC_CL, ADHOC_N_KINDS };
 
 /* ---- Smyte's token bucket (RL.REDUCE, RL.GET) --------------------------------------- */
 
@@ -59,14 +71,32 @@ struct adhoc_tb_state {
 };
 
 /*
- * One call at @now_ms on the bucket whose state is *@st (@exists false: a
- * new bucket, full).  Returns the tokens the bucket held before this call,
- * after its pending refills; it takes @p->take only when that is enough
- * (the call is allowed iff the return value >= take).  *@st becomes the new
- * state; *ret_idle_ms when the bucket will be full again.  Pure.
+ * One call at @now_ms (Unix time: the client's AT, or divvyd's clock) on
+ * the bucket whose state is *@st (@exists false: a new bucket, full).
+ * Returns the tokens the bucket held before this call, after its pending
+ * refills; it takes @p->take only when that is enough (the call is allowed
+ * iff the return value >= take).  *@st becomes the new state; *ret_idle_ms
+ * when the bucket will be full again, on the call's clock.  Pure.
  */
 int64_t adhoc_tb_step(const struct adhoc_tb *p, bool exists, int64_t now_ms,
                       struct adhoc_tb_state *st, int64_t *ret_idle_ms);
+
+/*
+ * Whether a client's AT (@at_ms, Unix ms) may be used when divvyd's Unix
+ * clock reads @now_ms: 0, or -ERANGE when it is negative or more than
+ * ADHOC_AT_AHEAD_MS ahead.  Any time in the past is fine (replaying
+ * history).  Pure.
+ */
+int adhoc_at_check(int64_t at_ms, int64_t now_ms);
+
+/*
+ * When a bucket whose state is the same as none from @idle_ms on the
+ * call's clock (@at_ms) may be forgotten, on divvyd's clock (@now_ms):
+ * @idle_ms, plus how far @at_ms lies in the past, so a bucket replayed with
+ * an old AT lives as long in real time as it needs on its own clock.  The
+ * Redis scripts expire their keys by the same rule.  Saturates.  Pure.
+ */
+int64_t adhoc_expire_ms(int64_t idle_ms, int64_t at_ms, int64_t now_ms);
 
 /* ---- redis-cell's GCRA (CL.THROTTLE) ---------------------------------------------- */
 
@@ -129,6 +159,8 @@ struct adhoc_stats {
     uint64_t peers;             /* peers holding at least one (counted once per shard) */
     uint64_t evictions;         /* buckets dropped before they were idle, for another */
     uint64_t busy;              /* commands refused: no bucket could be had */
+    uint64_t hits[ADHOC_N_KINDS][2];    /* calls that take, by kind, [0] allowed [1] limited */
+    uint64_t fallbacks;         /* ... answered by on_redis_error (Redis failed) */
 };
 
 /* A table from @o (copied; rounded to its shards).  -ENOMEM, -EINVAL (no
@@ -138,8 +170,8 @@ int adhoc_new(const struct adhoc_opts *o, struct adhoc **ret);
 void adhoc_free(struct adhoc *a);
 
 /*
- * RL.REDUCE / RL.GET by @who on bucket @key (@len bytes) with @p at @now_ms
- * (the client's AT, or the clock), @clock_ms divvyd's clock: the return
+ * RL.REDUCE / RL.GET by @who on bucket @key (@len bytes) with @p at @at_ms
+ * (the client's AT, or @now_ms), @now_ms divvyd's Unix clock: the return
  * value of adhoc_tb_step() into *ret_before.  A call that leaves a bucket
  * as good as absent (RL.GET, a refused take on a new bucket) stores
  * nothing.  A new bucket may take the slot of another, as the file comment
@@ -147,11 +179,33 @@ void adhoc_free(struct adhoc *a);
  * privileged peers hold every slot of the shard) and nothing was counted.
  */
 int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
-             const struct adhoc_tb *p, int64_t now_ms, uint64_t clock_ms, int64_t *ret_before);
+             const struct adhoc_tb *p, int64_t at_ms, int64_t now_ms, int64_t *ret_before);
 
-/* CL.THROTTLE by @who on @key with @p at @now_ns; as adhoc_tb(). */
+/* CL.THROTTLE by @who on @key with @p at @now_ns (Unix time); as adhoc_tb(). */
 int adhoc_gcra(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
                const struct adhoc_gcra *p, int64_t now_ns, struct adhoc_gcra_result *ret);
+
+/* Counts a call that took (or tried to) in STATS and the metrics, wherever
+ * its bucket lives; @fallback: answered by on_redis_error.  Any thread. */
+void adhoc_count(struct adhoc *a, enum adhoc_kind kind, bool allowed, bool fallback);
+
+/* Frees the slot of every bucket that is the same as none at @now_ms (Unix
+ * ms): slots come back even from buckets nobody names again.  Returns how
+ * many.  Any thread (each shard locked in turn). */
+uint32_t adhoc_sweep(struct adhoc *a, int64_t now_ms);
+
+/*
+ * The buckets across a restart (docs/resp.md "Ad-hoc buckets"): adhoc_save()
+ * writes every live bucket, its owner and the table's secret to @path
+ * (persist_save(): whole or not at all, 0600); adhoc_load() puts them back
+ * into a table that holds none yet, dropping those idle at @now_ms (Unix
+ * ms), each charged to its owner again by adhoc.h's rules (a smaller table
+ * keeps what fits).  adhoc_load(): -ENOENT (no file), -EBADMSG (not one of
+ * ours, or another version: the table stays empty), -ENOMEM, -errno.
+ * Returns the buckets written or read.
+ */
+int adhoc_save(struct adhoc *a, const char *path, int64_t now_ms);
+int adhoc_load(struct adhoc *a, const char *path, int64_t now_ms);
 
 /* Sums the shards (each locked in turn). */
 void adhoc_stats(struct adhoc *a, struct adhoc_stats *ret);

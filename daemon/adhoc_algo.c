@@ -2,8 +2,10 @@
 /*
  * adhoc_algo: the algorithms of the ad-hoc buckets (see adhoc.h), pure:
  * Smyte's token bucket (adhoc_tb_step()) and redis-cell's GCRA
- * (adhoc_gcra_check(), adhoc_gcra_step()).  No state, no lock; the table
- * that keeps their states is adhoc.c.
+ * (adhoc_gcra_check(), adhoc_gcra_step()), and the rules of their Unix
+ * clock (adhoc_at_check(), adhoc_expire_ms()).  No state, no lock; the
+ * table that keeps their states is adhoc.c, the Redis scripts that keep
+ * them in Redis daemon/store_script.c.
  */
 #include <errno.h>
 
@@ -43,6 +45,18 @@ int64_t adhoc_tb_step(const struct adhoc_tb *p, bool exists, int64_t now_ms,
         __builtin_add_overflow(st->refilled_ms, need, ret_idle_ms))
         *ret_idle_ms = INT64_MAX;
     return before;
+}
+
+int adhoc_at_check(int64_t at_ms, int64_t now_ms)
+{
+    return at_ms < 0 || at_ms - now_ms > ADHOC_AT_AHEAD_MS ? -ERANGE : 0;
+}
+
+int64_t adhoc_expire_ms(int64_t idle_ms, int64_t at_ms, int64_t now_ms)
+{
+    int64_t behind = now_ms > at_ms ? now_ms - at_ms : 0, at;
+
+    return __builtin_add_overflow(idle_ms, behind, &at) ? INT64_MAX : at;
 }
 
 /* Redis-cell's Rate::per_period(): the period over count, in floating point. */

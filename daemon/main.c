@@ -368,6 +368,36 @@ static int make_store(const struct config *cfg, struct reload *rl, struct store 
     return 0;
 }
 
+/*
+ * RESP's ad-hoc bucket table, with the buckets the last divvyd saved in
+ * @state_dir (docs/resp.md "Ad-hoc buckets"); its file's path into @path.
+ * A file that cannot be read is logged and left: the buckets start afresh.
+ */
+static int make_adhoc(const struct config *cfg, const char *state_dir, char *path, size_t size,
+                      struct adhoc **ret)
+{
+    struct adhoc_opts ao = { .slots = cfg->adhoc_slots, .max_buckets = cfg->adhoc_max_buckets,
+                             .reserved = cfg->adhoc_reserved_buckets,
+                             .per_peer = cfg->adhoc_buckets_per_peer };
+    int r;
+
+    if ((size_t)snprintf(path, size, "%s/adhoc.buckets", state_dir) >= size)
+        return -ENAMETOOLONG;
+    r = adhoc_new(&ao, ret);
+    if (r < 0) {
+        log_msg(LOG_ERR, "out of memory for %u ad-hoc buckets", cfg->adhoc_slots);
+        return r;
+    }
+    r = adhoc_load(*ret, path, (int64_t)(clock_unix_ns() / 1000000));
+    if (r >= 0) {
+        log_msg(LOG_INFO, "ad-hoc buckets: %d restored from %s", r, path);
+    } else if (r != -ENOENT) {
+        errno = -r;
+        log_msg(LOG_WARNING, "ad-hoc buckets start afresh: cannot restore %s: %m", path);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct args a = { 0 };
@@ -379,6 +409,7 @@ int main(int argc, char **argv)
     struct fastfd_opts fo = { 0 };
     struct fastfd *ff = NULL;
     struct adhoc *adhoc = NULL;
+    char adhoc_path[PATH_MAX];
     ssize_t sidx;
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
@@ -424,6 +455,15 @@ int main(int argc, char **argv)
     }
     if (a.check) {
         printf("%s: OK, %zu rules\n", a.config, rules_count(rules));
+        /* What a start would log as warnings (config_fleet_notes()), as divvyctl check. */
+        diag_init(diag);
+        config_fleet_notes(cfg, rules, diag);
+        for (size_t i = 0; i < diag->n; i++) {
+            char line[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
+
+            diag_format_as(diag, i, "warning: ", line, sizeof(line));
+            printf("%s\n", line);
+        }
         status = 0;
         goto out;
     }
@@ -514,17 +554,15 @@ int main(int argc, char **argv)
     /* RESP's ad-hoc buckets (docs/resp.md): their own memory, only with a RESP listener. */
     for (size_t i = 0; i < n_env_listen && !adhoc; i++) {
         enum config_proto proto;
-        struct adhoc_opts ao = { .slots = cfg->adhoc_slots, .max_buckets = cfg->adhoc_max_buckets,
-                                 .reserved = cfg->adhoc_reserved_buckets,
-                                 .per_peer = cfg->adhoc_buckets_per_peer };
 
         config_listen_proto(env_listen[i], &proto);
-        if (proto == CONFIG_PROTO_RESP && adhoc_new(&ao, &adhoc) < 0) {
-            log_msg(LOG_ERR, "out of memory for %u ad-hoc buckets", cfg->adhoc_slots);
+        if (proto == CONFIG_PROTO_RESP &&
+            make_adhoc(cfg, state_dir, adhoc_path, sizeof(adhoc_path), &adhoc) < 0)
             goto out;
-        }
     }
     so.adhoc = adhoc;
+    so.adhoc_path = adhoc ? adhoc_path : NULL;
+    so.adhoc_save_ms = cfg->snapshot_interval_ms;
     ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     so.workers = a.workers ? a.workers : cfg->workers ? cfg->workers
                                                       : (unsigned)(ncpu > 0 ? ncpu : 1);
@@ -558,6 +596,13 @@ int main(int argc, char **argv)
     table_lease_clear_fetches(priv, clock_now_ms());
     table_lease_clear_fetches(prv, clock_now_ms());
     so.store = store;
+    so.adhoc_redis = adhoc && (cfg->adhoc_store == CONFIG_ADHOC_REDIS ||
+                               (cfg->adhoc_store == CONFIG_ADHOC_AUTO && store_wanted(store)));
+    if (so.adhoc_redis) {
+        store_want(store);
+        log_msg(LOG_NOTICE, "ad-hoc buckets (RL.*, CL.THROTTLE) in Redis, on_redis_error %s",
+                on_error_name(cfg->on_redis_error));
+    }
     so.on_redis_error = cfg->on_redis_error;
     so.lease_max = cfg->lease_max;
     mo.workers = 2 * so.workers;        /* and as many lane threads (srv.h) */

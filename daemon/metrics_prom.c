@@ -121,6 +121,16 @@ static void render_adhoc(FILE *f, const struct adhoc_stats *a)
     put_head(f, "divvy_adhoc_busy_total", "counter",
              "Ad-hoc bucket commands answered busy: no bucket could be had.");
     fprintf(f, "divvy_adhoc_busy_total %llu\n", (unsigned long long)a->busy);
+    put_head(f, "divvy_adhoc_hits_total", "counter",
+             "Ad-hoc bucket calls that take (RL.REDUCE, CL.THROTTLE), by command and status.");
+    for (int k = 0; k < ADHOC_N_KINDS; k++)
+        for (int j = 0; j < 2; j++)
+            fprintf(f, "divvy_adhoc_hits_total{command=\"%s\",status=\"%s\"} %llu\n",
+                    k == ADHOC_RL ? "RL.REDUCE" : "CL.THROTTLE", j ? "limited" : "allowed",
+                    (unsigned long long)a->hits[k][j]);
+    put_head(f, "divvy_adhoc_redis_fallbacks_total", "counter",
+             "Ad-hoc bucket calls answered by on_redis_error: Redis could not.");
+    fprintf(f, "divvy_adhoc_redis_fallbacks_total %llu\n", (unsigned long long)a->fallbacks);
 }
 
 /* Fast-path decisions per rule and outcome, as divvy_hits_total counts socket hits. */

@@ -126,6 +126,27 @@ static void published_free_rcu(struct rcu_head *head)
     published_free(caa_container_of(head, struct published, rcu));
 }
 
+/* What config_fleet_notes() finds in rules just published, one warning
+ * line each (@who: NULL at start). */
+static void log_notes(const struct config *cfg, const struct rules *rules, const char *who)
+{
+    char line[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
+    struct diag *d = malloc(sizeof(*d));
+
+    if (!d)
+        return;
+    diag_init(d);
+    config_fleet_notes(cfg, rules, d);
+    for (size_t i = 0; i < d->n; i++) {
+        diag_format(d, i, line, sizeof(line));
+        if (who)
+            log_msg(LOG_WARNING, "reload (%s): %s", who, line);
+        else
+            log_msg(LOG_WARNING, "%s", line);
+    }
+    free(d);
+}
+
 int reload_new(const char *config_path, const struct config *cfg, const char *state_dir,
                struct table *fast, struct reload **ret, struct diag *reterr)
 {
@@ -164,6 +185,7 @@ int reload_new(const char *config_path, const struct config *cfg, const char *st
     rcu_assign_pointer(rl->current, p);
     table_set_generation(fast, gen);
     remove_old_rules_files(rl, gen);
+    log_notes(cfg, rules, NULL);
     *ret = rl;
     return 0;
 fail:
@@ -440,6 +462,7 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
             "%zu removed, %zu changed", who, (unsigned long long)gen, ret->rules,
             rl->config_path, ret->diff.added, ret->diff.removed, ret->diff.changed);
     log_changes(rl, who, &ret->diff);
+    log_notes(cfg, p->st.rules, who);
     p = NULL;
     if (old)
         urcu_memb_call_rcu(&old->rcu, published_free_rcu);

@@ -107,6 +107,10 @@ int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
                                                                     : "local");
     r |= set_add(&s, "store.prefix", "%s", str_or(cfg->store_prefix));
     r |= set_add(&s, "store.lease_max", "%" PRIu64, cfg->lease_max);
+    r |= set_add(&s, "store.adhoc", "%s",
+                 cfg->adhoc_store == CONFIG_ADHOC_LOCAL   ? "local"
+                 : cfg->adhoc_store == CONFIG_ADHOC_REDIS ? "redis"
+                                                          : "auto");
     r |= set_add(&s, "redis.host", "%s", str_or(rd->host));
     r |= set_add(&s, "redis.port", "%u", rd->port);
     r |= set_add(&s, "redis.unix_socket", "%s", str_or(rd->unix_socket));

@@ -159,6 +159,7 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
             goto fail;
     }
     s->started_ms = clock_now_ms();
+    s->adhoc_saved_ms = s->started_ms;
     *ret = s;
     return 0;
 fail:
@@ -242,6 +243,20 @@ static bool workers_alive(void *userdata)
     return true;
 }
 
+/* Saves the ad-hoc table (adhoc_save()), logging a failure. */
+static void srv_adhoc_save(struct srv *s)
+{
+    int r;
+
+    if (!s->o.adhoc || !s->o.adhoc_path)
+        return;
+    r = adhoc_save(s->o.adhoc, s->o.adhoc_path, (int64_t)(clock_unix_ns() / 1000000));
+    if (r < 0) {
+        errno = -r;
+        log_msg(LOG_WARNING, "cannot save the ad-hoc buckets to %s: %m", s->o.adhoc_path);
+    }
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct srv *s = arg;
@@ -260,6 +275,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         table_sweep(s->o.fast, now);
         table_sweep(s->o.priv, now);
         table_sweep(s->o.privileged, now);
+        if (s->o.adhoc)
+            adhoc_sweep(s->o.adhoc, (int64_t)(clock_unix_ns() / 1000000));
+    }
+    /* A crash loses at most this much of the ad-hoc buckets (docs/resp.md). */
+    if (s->o.adhoc && s->o.adhoc_path && s->o.adhoc_save_ms &&
+        now - s->adhoc_saved_ms >= s->o.adhoc_save_ms) {
+        s->adhoc_saved_ms = now;
+        srv_adhoc_save(s);
     }
 }
 
@@ -315,6 +338,8 @@ int srv_run(struct srv *s)
     for (unsigned i = 0; i < s->n_workers; i++)
         if (s->workers[i].started)
             pthread_join(s->workers[i].thread, NULL);
+    /* Every worker has stopped: the buckets as the next start finds them. */
+    srv_adhoc_save(s);
 out:
     notify_watchdog_free(wd);
     if (sig_hup)

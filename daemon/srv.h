@@ -55,6 +55,9 @@ struct srv_opts {
     struct metrics *metrics;    /* counters (metrics.h); NULL: none */
     struct fastfd *fastfd;      /* answers FAST (fastfd.h); NULL: FAST is forbidden */
     struct adhoc *adhoc;        /* RESP's ad-hoc buckets (adhoc.h); NULL: no RESP listener */
+    bool adhoc_redis;           /* ... kept in Redis (store.adhoc, docs/resp.md); needs store */
+    const char *adhoc_path;     /* the table's file in the state dir; NULL: not saved */
+    unsigned adhoc_save_ms;     /* saved this often (table.snapshot_interval_ms); 0: at stop */
     /* Sockets systemd passed (notify_listen_fds()): srv_new() adopts them all,
      * setting each fd to -1, and binds only the listen addresses not among them. */
     struct notify_listener *inherited;

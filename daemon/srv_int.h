@@ -27,6 +27,7 @@ struct srv {
     struct admit *admit;        /* connection budgets, shared by the workers */
     struct memtrim *trim;       /* gives memory back after a flood (the tick) */
     uint64_t ping;              /* watchdog probes sent to the workers (main thread) */
+    uint64_t adhoc_saved_ms;    /* the ad-hoc table was last saved (main thread) */
     char status[256];           /* last STATUS= sent (main thread) */
 };
 

@@ -323,10 +323,33 @@ size_t store_key_max(const struct store *st, size_t actor_len)
     return strlen(st->o.prefix) + 7 + 2 * 64 + 1 + 3 * actor_len + 1;
 }
 
+/* Appends @s (@len bytes) to @buf at *@pos with ':', '{', '}' and '%'
+ * escaped, leaving room for one more byte; -ENOBUFS. */
+static int key_escape(const char *s, size_t len, char *buf, size_t size, size_t *pos)
+{
+    static const char hex[] = "0123456789ABCDEF";
+
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == ':' || c == '{' || c == '}' || c == '%') {
+            if (*pos + 3 + 1 > size)
+                return -ENOBUFS;
+            buf[(*pos)++] = '%';
+            buf[(*pos)++] = hex[c >> 4];
+            buf[(*pos)++] = hex[c & 15];
+        } else {
+            if (*pos + 1 + 1 > size)
+                return -ENOBUFS;
+            buf[(*pos)++] = (char)c;
+        }
+    }
+    return 0;
+}
+
 int store_key(const struct store *st, const char *rule_id, const char *actor, size_t actor_len,
               char *buf, size_t size)
 {
-    static const char hex[] = "0123456789ABCDEF";
     size_t pos = 0, plen = strlen(st->o.prefix), ilen = strlen(rule_id);
 
     if (plen + 7 + ilen + 1 + 1 > size)
@@ -338,22 +361,35 @@ int store_key(const struct store *st, const char *rule_id, const char *actor, si
     memcpy(buf + pos, rule_id, ilen);
     pos += ilen;
     buf[pos++] = ':';
-    for (size_t i = 0; i < actor_len; i++) {
-        unsigned char c = (unsigned char)actor[i];
-
-        if (c == ':' || c == '{' || c == '}' || c == '%') {
-            if (pos + 3 + 1 > size)
-                return -ENOBUFS;
-            buf[pos++] = '%';
-            buf[pos++] = hex[c >> 4];
-            buf[pos++] = hex[c & 15];
-        } else {
-            if (pos + 1 + 1 > size)
-                return -ENOBUFS;
-            buf[pos++] = (char)c;
-        }
-    }
+    if (key_escape(actor, actor_len, buf, size, &pos) < 0)
+        return -ENOBUFS;
     buf[pos++] = '}';
+    return (int)pos;
+}
+
+int store_adhoc_key(const struct store *st, char kind, const char *name, size_t len,
+                    const int64_t *params, size_t n, char *buf, size_t size)
+{
+    size_t pos, plen = strlen(st->o.prefix);
+    int k;
+
+    if (plen + 13 + 1 > size)
+        return -ENOBUFS;
+    memcpy(buf, st->o.prefix, plen);
+    memcpy(buf + plen, "divvy:adhoc:{", 13);
+    pos = plen + 13;
+    if (key_escape(name, len, buf, size, &pos) < 0)
+        return -ENOBUFS;
+    k = snprintf(buf + pos, size - pos, "}:%c", kind);
+    if (k < 0 || (size_t)k >= size - pos)
+        return -ENOBUFS;
+    pos += (size_t)k;
+    for (size_t i = 0; i < n; i++) {
+        k = snprintf(buf + pos, size - pos, ":%lld", (long long)params[i]);
+        if (k < 0 || (size_t)k >= size - pos)
+            return -ENOBUFS;
+        pos += (size_t)k;
+    }
     return (int)pos;
 }
 
@@ -453,6 +489,26 @@ int store_lease(struct store_conn *sc, const char *key, size_t key_len,
     struct store_call call;
 
     store_script_lease(a, &call);
+    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_adhoc_tb(struct store_conn *sc, const char *key, size_t key_len,
+                   const struct store_adhoc_tb_args *a, uint64_t deadline_ms, store_cb *cb,
+                   void *arg)
+{
+    struct store_call call;
+
+    store_script_adhoc_tb(a, &call);
+    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
+}
+
+int store_adhoc_gcra(struct store_conn *sc, const char *key, size_t key_len,
+                     const struct store_adhoc_gcra_args *a, uint64_t deadline_ms, store_cb *cb,
+                     void *arg)
+{
+    struct store_call call;
+
+    store_script_adhoc_gcra(a, &call);
     return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
 }
 

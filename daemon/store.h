@@ -133,6 +133,15 @@ int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
 int store_lease(struct store_conn *sc, const char *key, size_t key_len,
                 const struct store_lease_args *a, uint64_t deadline_ms, store_cb *cb, void *arg);
 
+/* RESP's ad-hoc buckets (docs/resp.md): the reply is STORE_REPLY_TOKENS
+ * or STORE_REPLY_GCRA; @key from store_adhoc_key().  As store_window(). */
+int store_adhoc_tb(struct store_conn *sc, const char *key, size_t key_len,
+                   const struct store_adhoc_tb_args *a, uint64_t deadline_ms, store_cb *cb,
+                   void *arg);
+int store_adhoc_gcra(struct store_conn *sc, const char *key, size_t key_len,
+                     const struct store_adhoc_gcra_args *a, uint64_t deadline_ms, store_cb *cb,
+                     void *arg);
+
 /* DEL @key; the reply is STORE_REPLY_DELETED.  As store_window(). */
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg);
@@ -168,6 +177,17 @@ unsigned store_timeout_ms(const struct store *st);
  */
 int store_key(const struct store *st, const char *rule_id, const char *actor, size_t actor_len,
               char *buf, size_t size);
+/*
+ * Writes the Redis key of ad-hoc bucket @name (@len bytes, any bytes) of
+ * @kind ('S': RL.*, 'G': CL.THROTTLE) with its @n parameters into @buf:
+ * <prefix>divvy:adhoc:{<name escaped as store_key() escapes an actor>}:<kind>:<p1>:<p2>...
+ * (docs/redis.md "Keys"): the name is the hash tag, so every bucket of one
+ * name is on one Cluster slot, and the parameters name the bucket as in
+ * divvyd's own table.  Its length, or -ENOBUFS.  Thread-safe.
+ */
+int store_adhoc_key(const struct store *st, char kind, const char *name, size_t len,
+                    const int64_t *params, size_t n, char *buf, size_t size);
+
 /* The configured key prefix ("" for none). */
 const char *store_key_prefix(const struct store *st);
 

@@ -319,11 +319,123 @@ void store_script_lease(const struct store_lease_args *a, struct store_call *ret
     arg_u64(ret, a->divisor);           /* ARGV[4] */
 }
 
+/* An integer as Redis reads one back: never "1e+15". */
+#define LUA_INT(x) "string.format('%.0f', " x ")"
+
+static const char lua_adhoc_tb[] =
+    "-- ad-hoc token bucket (Smyte's, RESP's RL.*): KEYS[1] = hash {a = tokens,\n"
+    "-- t = last refill, Unix ms}, expiring once the bucket is full again.\n"
+    "-- ARGV: max, refill, refill_ms, take (0: look), strict (1|0), at (Unix ms; -1:\n"
+    "-- Redis's TIME) -> the tokens before the call, after its refills.\n"
+    "local key = KEYS[1]\n"
+    "local max, refill, period = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+    "local take, at = tonumber(ARGV[4]), tonumber(ARGV[6])\n"
+    LUA_NOW
+    "local t = now\n"
+    "if at >= 0 then t = at end\n"
+    LUA_HMGET("'a', 't'")
+    "local amount, last = tonumber(st[1]), tonumber(st[2])\n"
+    "local exists = amount ~= nil and last ~= nil\n"
+    "local before\n"
+    "if not exists then\n"
+    "  before, last = max, t\n"
+    "else\n"
+    "  local span = t - last\n"
+    "  if span < 0 then span = 0 end\n"
+    "  local refills = math.floor(span / period)\n"
+    "  last = last + refills * period\n"
+    "  local left = max - amount\n"
+    "  if left <= 0 or refills >= math.ceil(left / refill) then before = max\n"
+    "  else before = amount + refills * refill end\n"
+    "end\n"
+    "if take > 0 then\n"
+    "  amount = before\n"
+    "  if before >= take then amount = before - take end\n"
+    "  if ARGV[5] == '1' and amount == 0 then last = t end\n"
+    "  if amount < max then\n"
+    "    -- full again at idle on the call's clock; an AT in the past lives as long\n"
+    "    -- from now (adhoc_expire_ms()); at most 2^40 ms\n"
+    "    local idle = last + math.ceil((max - amount) / refill) * period\n"
+    "    local base = t\n"
+    "    if now < t then base = now end\n"
+    "    local ttl = idle - base\n"
+    "    if ttl < 1 then ttl = 1 end\n"
+    "    if ttl > 1099511627776 then ttl = 1099511627776 end\n"
+    "    redis.call('HSET', key, 'a', " LUA_INT("amount") ", 't', " LUA_INT("last") ")\n"
+    "    redis.call('PEXPIRE', key, " LUA_INT("ttl") ")\n"
+    "  elseif exists then\n"
+    "    redis.call('DEL', key)\n"
+    "  end\n"
+    "end\n"
+    "return before\n";
+
+void store_script_adhoc_tb(const struct store_adhoc_tb_args *a, struct store_call *ret)
+{
+    call_init(ret, STORE_SCRIPT_ADHOC_TB);
+    arg_i64(ret, a->max);               /* ARGV[1] */
+    arg_i64(ret, a->refill);            /* ARGV[2] */
+    arg_i64(ret, a->refill_ms);         /* ARGV[3] */
+    arg_i64(ret, a->take);              /* ARGV[4] */
+    arg_str(ret, a->strict ? "1" : "0");        /* ARGV[5] */
+    arg_i64(ret, a->at_ms < 0 ? -1 : a->at_ms); /* ARGV[6] */
+}
+
+static const char lua_adhoc_gcra[] =
+    "-- ad-hoc GCRA (redis-cell's CL.THROTTLE): KEYS[1] = hash {s = the theoretical\n"
+    "-- arrival time's Unix seconds, n = its nanoseconds}, expiring at it.\n"
+    "-- ARGV: max_burst, count, period_s, quantity (0: look)\n"
+    "-- -> {limited, limit, remaining, retry_after_ns, reset_after_ns}.\n"
+    "-- Times count from Redis's TIME, so doubles keep their nanoseconds.\n"
+    "local key = KEYS[1]\n"
+    "local burst, count = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    "local period, q = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
+    "local tm = redis.call('TIME')\n"
+    "local now_s, now_n = tonumber(tm[1]), tonumber(tm[2]) * 1000\n"
+    LUA_HMGET("'s', 'n'")
+    "local tat = 0\n"
+    "local s, n = tonumber(st[1]), tonumber(st[2])\n"
+    "if s and n then tat = (s - now_s) * 1000000000 + (n - now_n) end\n"
+    "local function trunc(x) if x < 0 then return math.ceil(x) end return math.floor(x) end\n"
+    "local t = math.floor(period * 1000000000 / count)\n"
+    "local dvt, inc = t * (burst + 1), t * q\n"
+    "local limited, retry, ttl = 0, -1000000000, 0\n"
+    "local new_tat = math.max(0, tat) + inc\n"
+    "if new_tat - dvt > 0 then\n"
+    "  if inc <= dvt then retry = new_tat - dvt end\n"
+    "  limited, ttl = 1, tat\n"
+    "else\n"
+    "  ttl, tat = new_tat, new_tat\n"
+    "end\n"
+    "local remaining, nxt = 0, dvt - ttl\n"
+    "if nxt > -t then\n"
+    "  local per = math.floor(t / 1000)\n"
+    "  if per == 0 then per = 1 end\n"
+    "  remaining = trunc(trunc(nxt / 1000) / per)\n"
+    "end\n"
+    "if limited == 0 and inc > 0 then\n"
+    "  local total = now_n + tat\n"
+    "  local sec = math.floor(total / 1000000000)\n"
+    "  redis.call('HSET', key, 's', " LUA_INT("now_s + sec") ", 'n', "
+    LUA_INT("total - sec * 1000000000") ")\n"
+    "  redis.call('PEXPIRE', key, " LUA_INT("math.ceil(tat / 1000000)") ")\n"
+    "end\n"
+    "return {limited, burst + 1, remaining, retry, ttl}\n";
+
+void store_script_adhoc_gcra(const struct store_adhoc_gcra_args *a, struct store_call *ret)
+{
+    call_init(ret, STORE_SCRIPT_ADHOC_GCRA);
+    arg_i64(ret, a->max_burst);         /* ARGV[1] */
+    arg_i64(ret, a->count);             /* ARGV[2] */
+    arg_i64(ret, a->period_s);          /* ARGV[3] */
+    arg_i64(ret, a->quantity);          /* ARGV[4] */
+}
+
 static const char *const scripts[STORE_N_SCRIPTS] = {
-    lua_window, lua_bucket, lua_sliding, lua_lease,
+    lua_window, lua_bucket, lua_sliding, lua_lease, lua_adhoc_tb, lua_adhoc_gcra,
 };
 static const char *const script_names[STORE_N_SCRIPTS] = {
-    "window", "token_bucket", "sliding_window", "lease",
+    "window", "token_bucket", "sliding_window", "lease", "adhoc_tb", "adhoc_gcra",
 };
 static char script_sha[STORE_N_SCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
@@ -471,6 +583,26 @@ int store_script_decode(enum store_script script, const struct redisReply *r,
         ret->grant.ttl_ms = (uint64_t)v[2];
         ret->grant.created = v[3] != 0;
         return 0;
+    case STORE_SCRIPT_ADHOC_TB:
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+            return -EPROTO;
+        ret->kind = STORE_REPLY_TOKENS;
+        ret->tokens = r->integer;
+        return 0;
+    case STORE_SCRIPT_ADHOC_GCRA: {
+        int64_t g[5];
+
+        /* {limited, limit, remaining, retry_after_ns, reset_after_ns} */
+        if (!ints(r, 5, g) || (g[0] != 0 && g[0] != 1) || g[1] < 1 || g[2] < 0)
+            return -EPROTO;
+        ret->kind = STORE_REPLY_GCRA;
+        ret->gcra.limited = g[0] != 0;
+        ret->gcra.limit = g[1];
+        ret->gcra.remaining = g[2];
+        ret->gcra.retry_after_ns = g[3];
+        ret->gcra.reset_after_ns = g[4];
+        return 0;
+    }
     case STORE_N_SCRIPTS:
         break;
     }

@@ -27,6 +27,8 @@ enum store_script {
     STORE_SCRIPT_BUCKET,
     STORE_SCRIPT_SLIDING,
     STORE_SCRIPT_LEASE,
+    STORE_SCRIPT_ADHOC_TB,      /* RESP's RL.* (Smyte's token bucket) */
+    STORE_SCRIPT_ADHOC_GCRA,    /* RESP's CL.THROTTLE (redis-cell's GCRA) */
     STORE_N_SCRIPTS
 };
 
@@ -66,6 +68,28 @@ struct store_lease_args {
     uint64_t divisor;           /* grants at most max(1, remainder / divisor) */
 };
 
+/* An ad-hoc token bucket call (Smyte's, daemon/adhoc.h's struct adhoc_tb):
+ * the key holds {a = amount, t = last refill, Unix ms}. */
+struct store_adhoc_tb_args {
+    int64_t max, refill, refill_ms;
+    int64_t take;               /* 0: only look (RL.GET) */
+    bool strict;
+    int64_t at_ms;              /* the client's AT (Unix ms); -1: Redis's TIME */
+};
+
+/* An ad-hoc GCRA call (redis-cell's, struct adhoc_gcra): the key holds the
+ * theoretical arrival time {s = Unix seconds, n = nanoseconds}. */
+struct store_adhoc_gcra_args {
+    int64_t max_burst, count, period_s, quantity;
+};
+
+/* CL.THROTTLE's answer (struct adhoc_gcra_result's fields). */
+struct store_gcra {
+    bool limited;
+    int64_t limit, remaining;
+    int64_t retry_after_ns, reset_after_ns;
+};
+
 /* The answer of the window, token bucket and sliding window scripts. */
 struct store_verdict {
     bool allowed;
@@ -94,6 +118,8 @@ enum store_reply_kind {
     STORE_REPLY_GRANT,          /* lease */
     STORE_REPLY_DELETED,        /* DEL */
     STORE_REPLY_KEYS,           /* SCAN */
+    STORE_REPLY_TOKENS,         /* ad-hoc token bucket: tokens before the call */
+    STORE_REPLY_GCRA,           /* ad-hoc GCRA */
 };
 
 /* What a request to the store answered: the member that @kind names. */
@@ -104,6 +130,8 @@ struct store_reply {
         struct store_grant grant;
         uint64_t deleted;       /* keys removed */
         struct store_keys keys;
+        int64_t tokens;
+        struct store_gcra gcra;
     };
 };
 
@@ -123,13 +151,18 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
 void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret);
 void store_script_sliding(const struct store_sliding_args *a, struct store_call *ret);
 void store_script_lease(const struct store_lease_args *a, struct store_call *ret);
+void store_script_adhoc_tb(const struct store_adhoc_tb_args *a, struct store_call *ret);
+void store_script_adhoc_gcra(const struct store_adhoc_gcra_args *a, struct store_call *ret);
 
 /*
  * Decodes @r, the answer to a call of @script, into *ret (STORE_REPLY_VERDICT
  * or STORE_REPLY_GRANT).  A verdict is an array of exactly 3 integers
  * (a negative credit or time reads as 0), a grant exactly 4 integers of
- * which the first three are not negative.  -EPROTO for anything else:
- * not what the script returns, so not an answer to trust.
+ * which the first three are not negative; the ad-hoc token bucket's one
+ * integer >= 0 (STORE_REPLY_TOKENS), the GCRA's 5 integers (limited 0|1,
+ * limit >= 1, remaining >= 0, retry, reset: STORE_REPLY_GCRA).
+ * -EPROTO for anything else: not what the script returns, so not an
+ * answer to trust.
  */
 int store_script_decode(enum store_script script, const struct redisReply *r,
                         struct store_reply *ret);
@@ -148,7 +181,8 @@ void store_keys_get(const struct store_keys *k, size_t i, const char **ret_key,
  * NULL for an unknown one. */
 const char *store_script_source(enum store_script script);
 const char *store_script_sha(enum store_script script);
-/* "window", "token_bucket", "sliding_window", "lease"; "?" for another. */
+/* "window", "token_bucket", "sliding_window", "lease", "adhoc_tb",
+ * "adhoc_gcra"; "?" for another. */
 const char *store_script_name(enum store_script script);
 
 /* SHA-1 of @len bytes at @data as 40 hex digits plus NUL. */

@@ -38,12 +38,15 @@ const char ctl_help_check[] =
     "range, repeated keys or labels, a missing or misplaced default rule, and\n"
     "rules that an earlier stop rule makes unreachable; divvy.conf(5) describes\n"
     "them.  A file that passes is one divvyd will load (server settings such as\n"
-    "a listen address are only checked for form).\n"
+    "a listen address are only checked for form); after its OK line come the\n"
+    "warnings divvyd would log when loading it, as `FILE:LINE: warning: text`\n"
+    "(a login rule that runs strict under store.mode \"lease\", Redis configured\n"
+    "while every rule is local).\n"
     "\n"
     "Options:\n"
     "  -j, --json          {\"files\": [{\"file\": ..., \"ok\": false, \"rules\": 0,\n"
     "                      \"problems\": [{\"file\": ..., \"line\": 17, \"message\":\n"
-    "                      ...}], \"more_problems\": 0}]}\n"
+    "                      ...}], \"more_problems\": 0, \"warnings\": [...]}]}\n"
     "  -h, --help          print this help\n"
     "\n"
     "Exit status: 0 every file is valid, 1 at least one has problems (or cannot\n"
@@ -80,9 +83,10 @@ const char ctl_help_convert[] =
     "Example:\n"
     "  divvyctl convert /etc/divvy/divvy.ini -o /etc/divvy/divvy.conf\n";
 
-/* Loads and compiles @path; @reterr gets the problems. */
+/* Loads and compiles @path; @reterr gets the problems, @ret_notes (NULL:
+ * none wanted) what divvyd would log as warnings (config_fleet_notes()). */
 static int ctl_load(const char *path, struct config **ret, size_t *ret_rules,
-                    struct diag *reterr)
+                    struct diag *ret_notes, struct diag *reterr)
 {
     struct config *cfg = NULL;
     struct rules *rules = NULL;
@@ -95,6 +99,8 @@ static int ctl_load(const char *path, struct config **ret, size_t *ret_rules,
     if (r < 0)
         goto out;
     *ret_rules = rules_count(rules);
+    if (ret_notes)
+        config_fleet_notes(cfg, rules, ret_notes);
     if (ret) {
         *ret = cfg;
         cfg = NULL;
@@ -135,7 +141,7 @@ static json_t *ctl_json_diag(const struct diag *d, const char *path, int r)
 
 int cmd_check(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 {
-    struct diag *d = NULL;
+    struct diag *d = NULL, *notes = NULL;
     json_t *files = NULL;
     int first, status = CTL_EXIT_OK;
 
@@ -145,8 +151,12 @@ int cmd_check(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     if (first >= argc)
         return ctl_usage(cmd, "needs at least one FILE");
     d = malloc(sizeof(*d));
-    if (!d)
+    notes = malloc(sizeof(*notes));
+    if (!d || !notes) {
+        free(d);
+        free(notes);
         return ctl_fail(CTL_EXIT_FAILURE, "out of memory");
+    }
     if (ctl->json)
         files = json_array();
     for (int i = optind; i < argc; i++) {
@@ -154,22 +164,33 @@ int cmd_check(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
         int r;
 
         diag_init(d);
-        r = ctl_load(argv[i], NULL, &n_rules, d);
+        diag_init(notes);
+        r = ctl_load(argv[i], NULL, &n_rules, notes, d);
         if (r < 0)
             status = CTL_EXIT_NO;
         if (files) {
-            json_array_append_new(files, json_pack("{s:s, s:b, s:i, s:o, s:i}", "file",
+            json_array_append_new(files, json_pack("{s:s, s:b, s:i, s:o, s:i, s:o}", "file",
                                                    argv[i], "ok", r >= 0, "rules",
                                                    (int)n_rules, "problems",
                                                    ctl_json_diag(d, argv[i], r),
-                                                   "more_problems", (int)d->dropped));
+                                                   "more_problems", (int)d->dropped,
+                                                   "warnings", ctl_json_diag(notes, argv[i],
+                                                                             0)));
         } else if (r < 0) {
             ctl_print_diag(stdout, d, argv[i], r);
         } else {
             printf("%s: OK, %zu rules\n", argv[i], n_rules);
+            /* As compilers print them, for editors: FILE:LINE: warning: text. */
+            for (size_t k = 0; k < notes->n; k++) {
+                char line[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
+
+                diag_format_as(notes, k, "warning: ", line, sizeof(line));
+                printf("%s\n", line);
+            }
         }
     }
     free(d);
+    free(notes);
     if (files && ctl_json_print(json_pack("{s:o}", "files", files)) != CTL_EXIT_OK)
         return CTL_EXIT_FAILURE;
     return status;
@@ -266,7 +287,7 @@ int cmd_convert(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
     if (!d)
         return ctl_fail(CTL_EXIT_FAILURE, "out of memory");
     diag_init(d);
-    r = ctl_load(in, &cfg, &n_rules, d);
+    r = ctl_load(in, &cfg, &n_rules, NULL, d);
     if (r < 0) {
         ctl_print_diag(stderr, d, in, r);
         status = ctl_fail(CTL_EXIT_NO, "%s: not converted: fix the problems above", in);

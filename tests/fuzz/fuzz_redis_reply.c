@@ -95,7 +95,7 @@ void __wrap_log_ratelimited(struct log_ratelimit *rl, int prio, const char *fmt,
 #define MAX_ROUNDS    200
 #define TIMEOUT_MS    10            /* the store's deadline: a reply withheld costs this */
 #define SENT_MAX      8
-#define INTS_MAX      4             /* the longest answer: the lease script's */
+#define INTS_MAX      5             /* the longest answer: the ad-hoc GCRA script's */
 #define KIND_DEL      STORE_N_SCRIPTS   /* a request's kind: a script, or DEL */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -174,8 +174,24 @@ static bool ref_decode(unsigned kind, const struct ints *in, struct store_reply 
         out->deleted = (uint64_t)in->v[0];
         return true;
     }
+    if (kind == STORE_SCRIPT_ADHOC_TB) {
+        if (!in->scalar || in->v[0] < 0)
+            return false;
+        out->kind = STORE_REPLY_TOKENS;
+        out->tokens = in->v[0];
+        return true;
+    }
     if (in->scalar)
         return false;
+    if (kind == STORE_SCRIPT_ADHOC_GCRA) {
+        if (in->n != 5 || (in->v[0] != 0 && in->v[0] != 1) || in->v[1] < 1 || in->v[2] < 0)
+            return false;
+        out->kind = STORE_REPLY_GCRA;
+        out->gcra = (struct store_gcra){ .limited = in->v[0] != 0, .limit = in->v[1],
+                                         .remaining = in->v[2], .retry_after_ns = in->v[3],
+                                         .reset_after_ns = in->v[4] };
+        return true;
+    }
     if (kind == STORE_SCRIPT_LEASE) {
         if (in->n != 4 || in->v[0] < 0 || in->v[1] < 0 || in->v[2] < 0)
             return false;
@@ -208,6 +224,13 @@ static bool same_reply(const struct store_reply *a, const struct store_reply *b)
                a->grant.ttl_ms == b->grant.ttl_ms && a->grant.created == b->grant.created;
     case STORE_REPLY_DELETED:
         return a->deleted == b->deleted;
+    case STORE_REPLY_TOKENS:
+        return a->tokens == b->tokens;
+    case STORE_REPLY_GCRA:
+        return a->gcra.limited == b->gcra.limited && a->gcra.limit == b->gcra.limit &&
+               a->gcra.remaining == b->gcra.remaining &&
+               a->gcra.retry_after_ns == b->gcra.retry_after_ns &&
+               a->gcra.reset_after_ns == b->gcra.reset_after_ns;
     case STORE_REPLY_KEYS:
         break;
     }

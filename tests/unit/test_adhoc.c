@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -502,6 +503,133 @@ static void test_adhoc_table_random(void **state)
     adhoc_free(a);
 }
 
+/* ---- the Unix clock, sweep, save and load --------------------------------------------- */
+
+#define NOW 1795000000000LL     /* a Unix time in ms, as divvyd's clock reads one */
+
+/* An AT may be any time in the past, and at most ADHOC_AT_AHEAD_MS ahead. */
+static void test_adhoc_at_check(void **state)
+{
+    (void)state;
+    assert_int_equal(adhoc_at_check(NOW, NOW), 0);
+    assert_int_equal(adhoc_at_check(0, NOW), 0);
+    assert_int_equal(adhoc_at_check(NOW + ADHOC_AT_AHEAD_MS, NOW), 0);
+    assert_int_equal(adhoc_at_check(NOW + ADHOC_AT_AHEAD_MS + 1, NOW), -ERANGE);
+    assert_int_equal(adhoc_at_check(NOW + 86400000LL * 365 * 100, NOW), -ERANGE);
+    assert_int_equal(adhoc_at_check(-1, NOW), -ERANGE);
+}
+
+/* A bucket is kept as long in real time as it needs on its own clock. */
+static void test_adhoc_expire(void **state)
+{
+    (void)state;
+    assert_int_equal(adhoc_expire_ms(NOW + 500, NOW, NOW), NOW + 500);
+    assert_int_equal(adhoc_expire_ms(NOW - 9000, NOW - 10000, NOW), NOW + 1000);
+    assert_int_equal(adhoc_expire_ms(NOW + 30500, NOW + 30000, NOW), NOW + 30500);
+    assert_int_equal(adhoc_expire_ms(INT64_MAX - 1, 0, NOW), INT64_MAX);
+}
+
+/* AT and plain calls share one clock: a plain call after AT <now> refills,
+ * and a replay with old ATs keeps its state between calls. */
+static void test_adhoc_table_unix_clock(void **state)
+{
+    struct adhoc_tb p = { .max = 1, .refill = 1, .refill_ms = 1000, .take = 1 };
+    struct adhoc_peer me = unix_peer(1000, false);
+    struct adhoc *a = table(64, 0, 0);
+    int64_t before, old = NOW - 86400000LL;
+
+    (void)state;
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, NOW, NOW, &before), 0);
+    assert_int_equal(before, 1);
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, NOW + 999, NOW + 999, &before), 0);
+    assert_int_equal(before, 0);
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, NOW + 1000, NOW + 1000, &before), 0);
+    assert_int_equal(before, 1);
+    /* A day-old replay, one call a (client) millisecond apart. */
+    assert_int_equal(adhoc_tb(a, &me, "r", 1, &p, old, NOW, &before), 0);
+    assert_int_equal(before, 1);
+    assert_int_equal(adhoc_tb(a, &me, "r", 1, &p, old + 1, NOW + 1, &before), 0);
+    assert_int_equal(before, 0);
+    assert_int_equal(adhoc_tb(a, &me, "r", 1, &p, old + 1000, NOW + 2, &before), 0);
+    assert_int_equal(before, 1);
+    adhoc_free(a);
+}
+
+/* adhoc_sweep() frees the slots of buckets nobody names again. */
+static void test_adhoc_table_sweep(void **state)
+{
+    struct adhoc_tb p = { .max = 2, .refill = 2, .refill_ms = 1000, .take = 1 };
+    struct adhoc_gcra g = { .max_burst = 0, .count = 1, .period_s = 10, .quantity = 1 };
+    struct adhoc_peer me = unix_peer(1000, false);
+    struct adhoc_gcra_result res;
+    struct adhoc *a = table(64, 0, 0);
+    int64_t before;
+
+    (void)state;
+    for (int i = 0; i < 5; i++) {
+        char key[8];
+
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(adhoc_tb(a, &me, key, strlen(key), &p, NOW, NOW, &before), 0);
+    }
+    assert_int_equal(adhoc_gcra(a, &me, "g", 1, &g, NOW * MS, &res), 0);
+    assert_int_equal(stats(a).used, 6);
+    assert_int_equal(adhoc_sweep(a, NOW + 999), 0);
+    assert_int_equal(adhoc_sweep(a, NOW + 1000), 5);
+    assert_int_equal(stats(a).used, 1);
+    assert_int_equal(stats(a).peers, 1);
+    assert_int_equal(adhoc_sweep(a, NOW + 10000), 1);
+    assert_int_equal(stats(a).used, 0);
+    assert_int_equal(stats(a).peers, 0);
+    assert_int_equal(stats(a).evictions, 0);
+    adhoc_free(a);
+}
+
+/* A saved table comes back with its buckets and owners; idle ones stay
+ * behind; a file that is not one is refused and leaves the table empty. */
+static void test_adhoc_table_save_load(void **state)
+{
+    struct adhoc_tb p = { .max = 3, .refill = 3, .refill_ms = 60000, .take = 1 };
+    struct adhoc_tb quick = { .max = 1, .refill = 1, .refill_ms = 10, .take = 1 };
+    struct adhoc_gcra g = { .max_burst = 1, .count = 1, .period_s = 60, .quantity = 1 };
+    struct adhoc_peer me = unix_peer(1000, false), root = unix_peer(0, true);
+    struct adhoc_gcra_result res;
+    char dir[] = "/tmp/test_adhoc.XXXXXX", path[64];
+    struct adhoc *a = table(64, 0, 0), *b = table(64, 0, 0);
+    int64_t before;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/adhoc.buckets", dir);
+    assert_int_equal(adhoc_load(b, path, NOW), -ENOENT);
+    assert_int_equal(adhoc_tb(a, &me, "k", 1, &p, NOW, NOW, &before), 0);
+    assert_int_equal(adhoc_tb(a, &root, "r", 1, &p, NOW, NOW, &before), 0);
+    assert_int_equal(adhoc_tb(a, &me, "q", 1, &quick, NOW, NOW, &before), 0);
+    assert_int_equal(adhoc_gcra(a, &me, "g", 1, &g, NOW * MS, &res), 0);
+    assert_int_equal(adhoc_save(a, path, NOW), 4);
+    assert_int_equal(adhoc_load(b, path, NOW + 10), 3);
+    assert_int_equal(stats(b).used, 3);
+    assert_int_equal(stats(b).privileged, 1);
+    assert_int_equal(adhoc_tb(b, &me, "k", 1, &p, NOW + 20, NOW + 20, &before), 0);
+    assert_int_equal(before, 2);
+    assert_int_equal(adhoc_gcra(b, &me, "g", 1, &g, (NOW + 20) * MS, &res), 0);
+    assert_int_equal(res.remaining, 0);
+    assert_false(res.limited);
+    adhoc_free(b);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a table", f);
+    fclose(f);
+    b = table(64, 0, 0);
+    assert_int_equal(adhoc_load(b, path, NOW), -EBADMSG);
+    assert_int_equal(stats(b).used, 0);
+    adhoc_free(a);
+    adhoc_free(b);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +646,11 @@ int main(void)
         cmocka_unit_test(test_adhoc_table_privileged),
         cmocka_unit_test(test_adhoc_table_gcra),
         cmocka_unit_test(test_adhoc_table_random),
+        cmocka_unit_test(test_adhoc_at_check),
+        cmocka_unit_test(test_adhoc_expire),
+        cmocka_unit_test(test_adhoc_table_unix_clock),
+        cmocka_unit_test(test_adhoc_table_sweep),
+        cmocka_unit_test(test_adhoc_table_save_load),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

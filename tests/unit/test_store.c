@@ -171,6 +171,41 @@ static void test_store_script_decode(void **state)
     assert_int_equal(decode(STORE_N_SCRIPTS, "*3\r\n:1\r\n:1\r\n:1\r\n", &rep), -EPROTO);
 }
 
+/* The ad-hoc scripts' answers: one integer, and CL.THROTTLE's five. */
+static void test_store_script_decode_adhoc(void **state)
+{
+    struct store_reply rep;
+    struct store_call c;
+
+    (void)state;
+    assert_int_equal(decode(STORE_SCRIPT_ADHOC_TB, ":7\r\n", &rep), 0);
+    assert_int_equal(rep.kind, STORE_REPLY_TOKENS);
+    assert_int_equal(rep.tokens, 7);
+    assert_int_equal(decode(STORE_SCRIPT_ADHOC_TB, ":-1\r\n", &rep), -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_ADHOC_TB, "*1\r\n:1\r\n", &rep), -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_ADHOC_GCRA,
+                            "*5\r\n:0\r\n:16\r\n:15\r\n:-1000000000\r\n:2000000000\r\n",
+                            &rep), 0);
+    assert_int_equal(rep.kind, STORE_REPLY_GCRA);
+    assert_false(rep.gcra.limited);
+    assert_int_equal(rep.gcra.limit, 16);
+    assert_int_equal(rep.gcra.remaining, 15);
+    assert_int_equal(rep.gcra.retry_after_ns, -1000000000LL);
+    assert_int_equal(rep.gcra.reset_after_ns, 2000000000LL);
+    assert_int_equal(decode(STORE_SCRIPT_ADHOC_GCRA, "*5\r\n:2\r\n:1\r\n:0\r\n:0\r\n:0\r\n",
+                            &rep), -EPROTO);
+    assert_int_equal(decode(STORE_SCRIPT_ADHOC_GCRA, "*3\r\n:0\r\n:1\r\n:0\r\n", &rep),
+                     -EPROTO);
+    store_script_adhoc_tb(&(struct store_adhoc_tb_args){ .max = 2, .refill = 1,
+                                                         .refill_ms = 60000, .take = 1,
+                                                         .strict = true, .at_ms = -5 }, &c);
+    assert_int_equal(c.script, STORE_SCRIPT_ADHOC_TB);
+    assert_int_equal(c.argc, 6);
+    assert_string_equal(c.argv[4], "1");
+    assert_string_equal(c.argv[5], "-1");
+    assert_string_equal(store_script_name(STORE_SCRIPT_ADHOC_GCRA), "adhoc_gcra");
+}
+
 static struct store *new_store(const char *prefix)
 {
     struct store_opts o = { .host = "127.0.0.1", .port = 6379, .timeout_ms = 100,
@@ -204,6 +239,25 @@ static void test_store_key_format(void **state)
     assert_true(store_key_max(st, 4) >= 20);
     store_free(st);
     store_free(pre);
+}
+
+/* An ad-hoc bucket's key: out of the rule keys' namespace, the name the hash tag. */
+static void test_store_adhoc_key(void **state)
+{
+    struct store *st = new_store("p:");
+    int64_t params[3] = { 15, 30, 60 };
+    char buf[256];
+    int n;
+
+    (void)state;
+    n = store_adhoc_key(st, 'G', "user123", 7, params, 3, buf, sizeof(buf));
+    assert_int_equal(n, (int)strlen("p:divvy:adhoc:{user123}:G:15:30:60"));
+    assert_memory_equal(buf, "p:divvy:adhoc:{user123}:G:15:30:60", (size_t)n);
+    n = store_adhoc_key(st, 'S', "{a}:b%\0", 7, params, 1, buf, sizeof(buf));
+    assert_memory_equal(buf, "p:divvy:adhoc:{%7Ba%7D%3Ab%25\0}:S:15", (size_t)n);
+    assert_int_equal(store_adhoc_key(st, 'S', "abc", 3, params, 3, buf, 24), -ENOBUFS);
+    assert_int_equal(store_adhoc_key(st, 'S', "abc", 3, params, 3, buf, 10), -ENOBUFS);
+    store_free(st);
 }
 
 /* COUNTERS' SCAN pattern (globs escaped) and the actor read back from a key. */
@@ -497,6 +551,8 @@ int main(void)
         cmocka_unit_test(test_store_scripts),
         cmocka_unit_test(test_store_script_pack),
         cmocka_unit_test(test_store_script_decode),
+        cmocka_unit_test(test_store_script_decode_adhoc),
+        cmocka_unit_test(test_store_adhoc_key),
         cmocka_unit_test(test_store_key_format),
         cmocka_unit_test(test_store_key_pattern_and_actor),
         cmocka_unit_test(test_store_options),

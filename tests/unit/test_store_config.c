@@ -21,61 +21,7 @@
 
 #include "config.h"
 #include "rules.h"
-
-static char tmpdir[64];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/divvy-storecfg-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    char path[128];
-
-    (void)state;
-    for (const char *const *e = (const char *const[]){ "conf", "ini", "json", "out", NULL };
-         *e; e++) {
-        snprintf(path, sizeof(path), "%s/c.%s", tmpdir, *e);
-        unlink(path);
-    }
-    rmdir(tmpdir);
-    return 0;
-}
-
-/* Loads @text as c.@ext; returns the config or NULL with the problems in @d. */
-static struct config *load(const char *ext, const char *text, struct diag *d)
-{
-    struct config *cfg = NULL;
-    char path[128];
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/c.%s", tmpdir, ext);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    diag_init(d);
-    if (config_load(path, &cfg, d) < 0)
-        return NULL;
-    return cfg;
-}
-
-static struct config *load_ok(const char *ext, const char *text)
-{
-    struct diag d;
-    struct config *cfg = load(ext, text, &d);
-    char msg[1024];
-
-    for (size_t i = 0; i < d.n; i++) {
-        diag_format(&d, i, msg, sizeof(msg));
-        print_error("%s\n", msg);
-    }
-    assert_non_null(cfg);
-    return cfg;
-}
+#include "unit_config.h"
 
 /* Fails unless loading @text is refused with a message containing @want. */
 static void expect_error(const char *ext, const char *text, const char *want)
@@ -105,6 +51,7 @@ static void test_store_config_defaults(void **state)
     assert_int_equal(cfg->on_redis_error, CONFIG_REDIS_ERROR_LOCAL);
     assert_string_equal(cfg->store_prefix, "");
     assert_int_equal(cfg->lease_max, CONFIG_DEFAULT_LEASE_MAX);
+    assert_int_equal(cfg->adhoc_store, CONFIG_ADHOC_AUTO);
     assert_string_equal(cfg->redis.host, "127.0.0.1");
     assert_int_equal(cfg->redis.port, 6379);
     assert_null(cfg->redis.unix_socket);
@@ -118,7 +65,7 @@ static void test_store_config_every_setting(void **state)
 {
     struct config *cfg = load_ok("conf",
         "store = { mode = \"strict\"; on_redis_error = \"closed\"; prefix = \"prod:\";\n"
-        "          lease_max = 77; };\n"
+        "          lease_max = 77; adhoc = \"local\"; };\n"
         "redis = { host = \"10.0.0.5\"; port = 6380; unix_socket = \"/run/redis/r.sock\";\n"
         "          username = \"divvy\"; password = \"s3cret\"; db = 3; timeout_ms = 250; };\n"
         "rules = (\n"
@@ -135,6 +82,7 @@ static void test_store_config_every_setting(void **state)
     assert_int_equal(cfg->on_redis_error, CONFIG_REDIS_ERROR_CLOSED);
     assert_string_equal(cfg->store_prefix, "prod:");
     assert_int_equal(cfg->lease_max, 77);
+    assert_int_equal(cfg->adhoc_store, CONFIG_ADHOC_LOCAL);
     assert_string_equal(cfg->redis.host, "10.0.0.5");
     assert_int_equal(cfg->redis.port, 6380);
     assert_string_equal(cfg->redis.unix_socket, "/run/redis/r.sock");
@@ -177,6 +125,8 @@ static void test_store_config_errors(void **state)
                  "store.mode must be");
     expect_error("conf", "store = { on_redis_error = \"retry\"; }; rules = ( " DEFAULT_RULE
                  " );", "on_redis_error must be");
+    expect_error("conf", "store = { adhoc = \"remote\"; }; rules = ( " DEFAULT_RULE " );",
+                 "store.adhoc must be \"auto\", \"local\" or \"redis\"");
     expect_error("conf", "store = { mdoe = \"strict\"; }; rules = ( " DEFAULT_RULE " );",
                  "unknown setting 'store.mdoe'");
     expect_error("conf", "store = { prefix = \"a b\"; }; rules = ( " DEFAULT_RULE " );",
@@ -467,7 +417,7 @@ static void test_store_config_round_trip(void **state)
 {
     struct config *cfg = load_ok("conf",
         "store = { mode = \"lease\"; on_redis_error = \"open\"; prefix = \"x\\\"y\"; "
-        "lease_max = 9; };\n"
+        "lease_max = 9; adhoc = \"redis\"; };\n"
         "redis = { unix_socket = \"/tmp/r.sock\"; password = \"p\"; db = 2; timeout_ms = 50; };\n"
         "rules = ( { match = { a = \"1\"; }; credit_limit = 5; reset_seconds = 60;\n"
         "            store = \"strict\"; }, " DEFAULT_RULE " );");
@@ -493,6 +443,7 @@ static void test_store_config_round_trip(void **state)
     assert_int_equal(back->on_redis_error, CONFIG_REDIS_ERROR_OPEN);
     assert_string_equal(back->store_prefix, "x\"y");
     assert_int_equal(back->lease_max, 9);
+    assert_int_equal(back->adhoc_store, CONFIG_ADHOC_REDIS);
     assert_string_equal(back->redis.unix_socket, "/tmp/r.sock");
     assert_string_equal(back->redis.password, "p");
     assert_int_equal(back->redis.db, 2);
