@@ -247,6 +247,9 @@ void config_free(struct config *cfg)
     for (size_t i = 0; i < cfg->redis.n_sentinels; i++)
         free(cfg->redis.sentinels[i]);
     free(cfg->redis.sentinels);
+    for (size_t i = 0; i < cfg->redis.n_cluster_nodes; i++)
+        free(cfg->redis.cluster_nodes[i]);
+    free(cfg->redis.cluster_nodes);
     free(cfg->redis.master_name);
     if (cfg->redis.sentinel_password)
         explicit_bzero(cfg->redis.sentinel_password, strlen(cfg->redis.sentinel_password));

@@ -54,6 +54,7 @@ enum config_redis_error {
 #define CONFIG_PREFIX_MAX               256
 #define CONFIG_SENTINELS_MAX            16
 #define CONFIG_MASTER_NAME_MAX          128
+#define CONFIG_CLUSTER_NODES_MAX        16
 
 /* redis { } — where the shared counters live (docs/redis.md). */
 struct config_redis {
@@ -72,6 +73,10 @@ struct config_redis {
     char *master_name;          /* required with sentinels, refused without */
     char *sentinel_password;    /* NULL: no AUTH to the sentinels; or from the file below */
     char *sentinel_password_file;   /* NULL, or as written (like password_file) */
+    /* Redis Cluster (docs/redis.md "Cluster"): seeds asked for the slot
+     * map; host, port, unix_socket, sentinels and db != 0 are then refused. */
+    char **cluster_nodes;       /* "HOST:PORT" or "[V6]:PORT"; NULL: no cluster */
+    size_t n_cluster_nodes;
     unsigned line;              /* of redis { } in the file; 0: none (the defaults) */
 };
 /* Admission defaults (docs/daemon.md "Admission"). */

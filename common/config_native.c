@@ -343,6 +343,38 @@ static int conf_redis_sentinel_pairs(const char *path, const config_setting_t *r
     return r;
 }
 
+/* With cluster_nodes the slot map says where each key lives: a single
+ * server's address, Sentinel and a database other than 0 (a cluster has
+ * only db 0) are refused. */
+static int conf_redis_cluster_pairs(const char *path, const config_setting_t *redis,
+                                    struct diag *reterr)
+{
+    static const char *const direct[] = { "host", "port", "unix_socket", "sentinels",
+                                          "master_name" };
+    const config_setting_t *nodes = config_setting_get_member(redis, "cluster_nodes");
+    const config_setting_t *db = config_setting_get_member(redis, "db");
+    int r = 0;
+
+    if (!nodes)
+        return 0;
+    for (size_t i = 0; i < sizeof(direct) / sizeof(direct[0]); i++) {
+        const config_setting_t *d = config_setting_get_member(redis, direct[i]);
+
+        if (d) {
+            diag_set(reterr, path, conf_line(d), "redis.%s cannot be used with "
+                     "redis.cluster_nodes: the cluster's slot map says where each key is",
+                     direct[i]);
+            r = -EINVAL;
+        }
+    }
+    if (db && config_setting_get_int64(db) != 0) {
+        diag_set(reterr, path, conf_line(db),
+                 "redis.db must be 0 with redis.cluster_nodes: a cluster has only database 0");
+        r = -EINVAL;
+    }
+    return r;
+}
+
 /* include_dir = "/ABSOLUTE/PATH"; (docs/config.md "Drop-ins") */
 static int conf_include_dir(struct config *cfg, const char *path, const config_setting_t *s,
                             struct diag *reterr)
@@ -444,6 +476,9 @@ static int conf_native_doc(struct config *cfg, const char *path, const char *tex
         r = -EINVAL;
     if (redis && config_setting_is_group(redis) &&
         conf_redis_secret_pairs(path, redis, reterr) < 0)
+        r = -EINVAL;
+    if (redis && config_setting_is_group(redis) &&
+        conf_redis_cluster_pairs(path, redis, reterr) < 0)
         r = -EINVAL;
 out:
     config_destroy(&lc);

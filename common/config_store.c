@@ -2,7 +2,7 @@
 /*
  * config_store: the native format's store and redis groups (docs/redis.md):
  * the store mode and failure policy, lease size, the Redis address, its
- * credentials (inline or from a file, secret.h) and sentinels.
+ * credentials (inline or from a file, secret.h), sentinels and cluster seeds.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@ static const char *const conf_store_names[] = {
 };
 static const char *const conf_redis_names[] = {
     "host", "port", "unix_socket", "username", "password", "password_file", "db", "timeout_ms",
-    "sentinels", "master_name", "sentinel_password", "sentinel_password_file",
+    "sentinels", "master_name", "sentinel_password", "sentinel_password_file", "cluster_nodes",
 };
 
 int conf_store_setting(struct config *cfg, const char *path,
@@ -164,6 +164,23 @@ static int conf_redis_sentinels(struct config *cfg, const char *path, const conf
                              &cfg->redis.n_sentinels, reterr);
 }
 
+/* A cluster seed: "HOST:PORT" or "[V6]:PORT" (cluster nodes announce TCP
+ * addresses, so no Unix socket); NULL when fine, else why not. */
+static const char *conf_cluster_node_problem(const char *a)
+{
+    if (strncmp(a, "unix:", 5) == 0)
+        return "must be HOST:PORT: cluster nodes are reached over TCP";
+    return conf_sentinel_problem(a);
+}
+
+static int conf_redis_cluster_nodes(struct config *cfg, const char *path,
+                                    const config_setting_t *s, struct diag *reterr)
+{
+    return conf_address_list(path, s, "redis.cluster_nodes", CONFIG_CLUSTER_NODES_MAX,
+                             conf_cluster_node_problem, &cfg->redis.cluster_nodes,
+                             &cfg->redis.n_cluster_nodes, reterr);
+}
+
 /*
  * redis.password_file / redis.sentinel_password_file: the secret is read
  * now (at start, at each reload, by --check), from the file or systemd
@@ -256,6 +273,8 @@ int conf_redis_setting(struct config *cfg, const char *path,
     }
     if (strcmp(name, "sentinels") == 0)
         return conf_redis_sentinels(cfg, path, s, reterr);
+    if (strcmp(name, "cluster_nodes") == 0)
+        return conf_redis_cluster_nodes(cfg, path, s, reterr);
     if (strcmp(name, "master_name") == 0) {
         r = conf_get_string(path, s, &str, reterr);
         if (r < 0)

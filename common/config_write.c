@@ -241,7 +241,7 @@ static void conf_write_store(const struct config *cfg, FILE *f)
     if ((rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0) ||
         rd->port != CONFIG_DEFAULT_REDIS_PORT || rd->unix_socket || rd->username ||
         rd->password || rd->db || rd->timeout_ms != CONFIG_DEFAULT_REDIS_TIMEOUT_MS ||
-        rd->n_sentinels || rd->master_name || rd->sentinel_password) {
+        rd->n_sentinels || rd->master_name || rd->sentinel_password || rd->n_cluster_nodes) {
         fprintf(f, "redis = {\n");
         if (rd->host && strcmp(rd->host, CONFIG_DEFAULT_REDIS_HOST) != 0)
             conf_put_setting(f, "    host", rd->host);
@@ -268,6 +268,8 @@ static void conf_write_store(const struct config *cfg, FILE *f)
             conf_put_setting(f, "    sentinel_password_file", rd->sentinel_password_file);
         else if (rd->sentinel_password)
             conf_put_setting(f, "    sentinel_password", rd->sentinel_password);
+        if (rd->n_cluster_nodes)
+            conf_put_list(f, "    cluster_nodes", rd->cluster_nodes, rd->n_cluster_nodes);
         fprintf(f, "};\n\n");
     }
 }

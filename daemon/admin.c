@@ -276,6 +276,11 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                      (unsigned long long)sum.refill_dropped,
                      (unsigned long long)sum.scripts.scripts,
                      (unsigned long long)sum.scripts.requests);
+    if (rs.nodes_known)
+        admin_append_fmt(buf, sizeof(buf), &pos,
+                         "redis_cluster_nodes=%u\nredis_cluster_nodes_up=%u\n"
+                         "redis_redirects=%llu\n", rs.nodes_known, rs.nodes_up,
+                         (unsigned long long)rs.redirects);
     admin_append_fmt(buf, sizeof(buf), &pos, "table_evictions=%llu\n",
                      (unsigned long long)(fast.evictions + priv.evictions));
     /* The login figures (login counters, ERR no-counter) are privileged

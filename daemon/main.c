@@ -211,6 +211,12 @@ static int apply_divvy_env(struct config *cfg, const struct args *a, char *port_
                             "sentinels say where the master is; unset it\n", *e, v, cfg->path);
             return -EINVAL;
         }
+        if (v && *v && cfg->redis.n_cluster_nodes) {
+            fprintf(stderr, "divvyd: %s=%s cannot be used with redis.cluster_nodes in %s: the "
+                            "cluster's slot map says where each key is; unset it\n", *e, v,
+                    cfg->path);
+            return -EINVAL;
+        }
     }
     v = getenv("REDIS_HOST");
     if (v && *v) {
@@ -330,6 +336,8 @@ static int make_store(const struct config *cfg, struct reload *rl, struct metric
         .sentinels = (const char *const *)cfg->redis.sentinels,
         .n_sentinels = (unsigned)cfg->redis.n_sentinels, .master_name = cfg->redis.master_name,
         .sentinel_password = cfg->redis.sentinel_password,
+        .cluster_nodes = (const char *const *)cfg->redis.cluster_nodes,
+        .n_cluster_nodes = (unsigned)cfg->redis.n_cluster_nodes,
         .on_breaker = on_breaker, .arg = metrics,
     };
     bool wanted;
@@ -346,7 +354,12 @@ static int make_store(const struct config *cfg, struct reload *rl, struct metric
     urcu_memb_read_unlock();
     if (wanted) {
         store_want(*ret);
-        if (cfg->redis.n_sentinels)
+        if (cfg->redis.n_cluster_nodes)
+            log_msg(LOG_NOTICE, "redis: cluster from %zu seed%s (first %s), timeout %u ms, "
+                    "on_redis_error %s", cfg->redis.n_cluster_nodes,
+                    cfg->redis.n_cluster_nodes == 1 ? "" : "s", cfg->redis.cluster_nodes[0],
+                    cfg->redis.timeout_ms, on_error_name(cfg->on_redis_error));
+        else if (cfg->redis.n_sentinels)
             log_msg(LOG_NOTICE, "redis: master %s from %zu sentinel%s (first %s), timeout %u ms, "
                     "on_redis_error %s", cfg->redis.master_name, cfg->redis.n_sentinels,
                     cfg->redis.n_sentinels == 1 ? "" : "s", cfg->redis.sentinels[0],

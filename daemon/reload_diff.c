@@ -126,6 +126,7 @@ int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
     r |= set_add(&s, "redis.sentinel_password", "%s", rd->sentinel_password ? "(set)"
                                                                              : "(unset)");
     r |= set_add(&s, "redis.sentinel_password_file", "%s", str_or(rd->sentinel_password_file));
+    r |= set_list(&s, "redis.cluster_nodes", rd->cluster_nodes, rd->n_cluster_nodes);
     r |= set_add(&s, "metrics.listen", "%s", str_or(cfg->metrics_listen));
     r |= set_add(&s, "metrics.path", "%s", str_or(cfg->metrics_path));
     r |= set_add(&s, "metrics.names", "%s", cfg->metrics_divvy_names ? "divvy" : "prometheus");

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
 #include "clock.h"
 #include "log.h"
 #include "sentinel.h"
@@ -28,7 +29,9 @@ static uint64_t ld(const uint64_t *p)
 
 const char *store_where(const struct store *st, char *buf, size_t size)
 {
-    if (st->sentinel)
+    if (st->o.n_cluster_nodes)
+        snprintf(buf, size, "cluster:%s", st->o.cluster_nodes[0]);
+    else if (st->sentinel)
         sentinel_describe(st->sentinel, buf, size);
     else if (st->o.unix_socket)
         snprintf(buf, size, "unix:%s", st->o.unix_socket);
@@ -37,43 +40,82 @@ const char *store_where(const struct store *st, char *buf, size_t size)
     return buf;
 }
 
-/* The one place the breaker opens: logged and counted once per transition. */
-void store_trip(struct store *st, const char *why)
+/* Breaker @br's node as on_breaker() names it (store.h): a cluster node's
+ * "HOST:PORT", else the single server's node name. */
+static const char *breaker_node(const struct store *st, const struct store_breaker *br)
+{
+    return br == &st->single ? st->node : br->name;
+}
+
+bool store_breaker_is_open(const struct store_breaker *br)
+{
+    return __atomic_load_n(&br->open, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The one place a breaker opens: logged and counted once per transition. */
+void store_trip(struct store *st, struct store_breaker *br, const char *why)
 {
     uint64_t closed = 0;
     char w[512];
 
-    if (!__atomic_compare_exchange_n(&st->open, &closed, 1, false, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&br->open, &closed, 1, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;
-    __atomic_store_n(&st->opened_ms, clock_now_ms(), __ATOMIC_RELAXED);
+    __atomic_store_n(&br->opened_ms, clock_now_ms(), __ATOMIC_RELAXED);
     store_inc(&st->trips);
-    log_msg(LOG_WARNING, "redis %s: %s; breaker open: hits use on_redis_error until it is back",
-            store_where(st, w, sizeof(w)), why);
-    __atomic_store_n(&st->reported, 1, __ATOMIC_RELAXED);
+    if (br != &st->single)
+        log_msg(LOG_WARNING, "redis cluster node %s: %s; breaker open: its slots use "
+                "on_redis_error until it is back or another master has them", br->name, why);
+    else
+        log_msg(LOG_WARNING, "redis %s: %s; breaker open: hits use on_redis_error until it "
+                "is back", store_where(st, w, sizeof(w)), why);
+    __atomic_store_n(&br->reported, 1, __ATOMIC_RELAXED);
     if (st->o.on_breaker)
-        st->o.on_breaker(st->o.arg, st->node, true);
+        st->o.on_breaker(st->o.arg, breaker_node(st, br), true);
 }
 
-void store_untrip(struct store *st)
+void store_untrip(struct store *st, struct store_breaker *br)
 {
     uint64_t open = 1;
     char w[512];
 
-    if (!__atomic_compare_exchange_n(&st->open, &open, 0, false, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&br->open, &open, 0, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED)) {
         /* Reached before it ever tripped: the metrics learn of the node. */
-        if (!__atomic_exchange_n(&st->reported, 1, __ATOMIC_RELAXED) && st->o.on_breaker)
-            st->o.on_breaker(st->o.arg, st->node, false);
+        if (!__atomic_exchange_n(&br->reported, 1, __ATOMIC_RELAXED) && st->o.on_breaker)
+            st->o.on_breaker(st->o.arg, breaker_node(st, br), false);
         return;
     }
-    __atomic_store_n(&st->reported, 1, __ATOMIC_RELAXED);
-    log_msg(LOG_NOTICE, "redis %s is back after %llu ms: breaker closed",
+    __atomic_store_n(&br->reported, 1, __ATOMIC_RELAXED);
+    log_msg(LOG_NOTICE, "redis %s%s is back after %llu ms: breaker closed",
+            br != &st->single ? "cluster node " : "", br != &st->single ? br->name :
             store_where(st, w, sizeof(w)),
-            (unsigned long long)(clock_now_ms() - __atomic_load_n(&st->opened_ms,
+            (unsigned long long)(clock_now_ms() - __atomic_load_n(&br->opened_ms,
                                                                   __ATOMIC_RELAXED)));
     if (st->o.on_breaker)
-        st->o.on_breaker(st->o.arg, st->node, false);
+        st->o.on_breaker(st->o.arg, breaker_node(st, br), false);
+}
+
+struct store_breaker *store_node_breaker(struct store *st, const char *host, unsigned port)
+{
+    struct store_breaker *br = NULL;
+    char name[STORE_NODE_NAME_MAX];
+    uint64_t n;
+
+    snprintf(name, sizeof(name), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+    pthread_mutex_lock(&st->nodes_lock);
+    n = ld(&st->n_nodes);
+    for (uint64_t i = 0; i < n && !br; i++) {
+        if (strcmp(st->nodes[i].name, name) == 0)
+            br = &st->nodes[i];
+    }
+    if (!br && n < STORE_NODES_MAX) {
+        br = &st->nodes[n];
+        memcpy(br->name, name, sizeof(name));
+        __atomic_store_n(&st->n_nodes, n + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&st->nodes_lock);
+    return br;
 }
 
 static int dup_opt(const char *s, const char **ret)
@@ -95,7 +137,9 @@ static int node_name(struct store *st, const struct store_opts *o)
 {
     int n;
 
-    if (st->sentinel)
+    if (o->n_cluster_nodes)
+        n = asprintf(&st->node, "cluster:%s", o->cluster_nodes[0]);     /* unused */
+    else if (st->sentinel)
         n = asprintf(&st->node, "sentinel:%s", o->master_name);
     else if (st->o.unix_socket)
         n = asprintf(&st->node, "unix:%s", st->o.unix_socket);
@@ -122,8 +166,26 @@ void store_free(struct store *st)
     free((char *)st->o.password);
     free((char *)st->o.prefix);
     free(st->node);
+    for (unsigned i = 0; st->o.cluster_nodes && i < st->o.n_cluster_nodes; i++)
+        free((char *)st->o.cluster_nodes[i]);
+    free((void *)st->o.cluster_nodes);
+    pthread_mutex_destroy(&st->nodes_lock);
     sentinel_free(st->sentinel);
     free(st);
+}
+
+/* A cluster seed: "HOST:PORT" or "[V6]:PORT" with a port 1-65535. */
+static bool seed_ok(const char *seed)
+{
+    char buf[STORE_NODE_NAME_MAX], *end;
+    const char *host, *port;
+    unsigned long p;
+
+    if (addr_split_host_port(seed, buf, sizeof(buf), &host, &port) < 0 || !host[0] ||
+        strncmp(seed, "unix:", 5) == 0)
+        return false;
+    p = strtoul(port, &end, 10);
+    return port[0] >= '0' && port[0] <= '9' && !*end && p >= 1 && p <= 65535;
 }
 
 int store_new(const struct store_opts *o, struct store **ret)
@@ -131,9 +193,14 @@ int store_new(const struct store_opts *o, struct store **ret)
     struct store *st;
     int r;
 
-    if (!o || o->timeout_ms == 0 ||
-        (!o->n_sentinels && !o->unix_socket && (!o->host || !o->port)))
+    if (!o || o->timeout_ms == 0 || (o->n_cluster_nodes && o->n_sentinels) ||
+        (!o->n_sentinels && !o->n_cluster_nodes && !o->unix_socket && (!o->host || !o->port)) ||
+        o->n_cluster_nodes > STORE_NODES_MAX)
         return -EINVAL;
+    for (unsigned i = 0; i < o->n_cluster_nodes; i++) {
+        if (!seed_ok(o->cluster_nodes[i]))
+            return -EINVAL;
+    }
     store_script_sha(STORE_SCRIPT_WINDOW);     /* the SHA-1s, once, before any worker */
     st = calloc(1, sizeof(*st));
     if (!st)
@@ -142,6 +209,9 @@ int store_new(const struct store_opts *o, struct store **ret)
     st->o.host = st->o.unix_socket = st->o.username = st->o.password = st->o.prefix = NULL;
     st->o.sentinels = NULL;
     st->o.master_name = st->o.sentinel_password = NULL;
+    st->o.cluster_nodes = NULL;
+    st->o.n_cluster_nodes = 0;
+    pthread_mutex_init(&st->nodes_lock, NULL);
     r = dup_opt(o->host, &st->o.host);
     if (r >= 0)
         r = dup_opt(o->unix_socket, &st->o.unix_socket);
@@ -151,6 +221,17 @@ int store_new(const struct store_opts *o, struct store **ret)
         r = dup_opt(o->password, &st->o.password);
     if (r >= 0)
         r = dup_opt(o->prefix ? o->prefix : "", &st->o.prefix);
+    if (r >= 0 && o->n_cluster_nodes) {
+        const char **seeds = calloc(o->n_cluster_nodes, sizeof(*seeds));
+
+        r = seeds ? 0 : -ENOMEM;
+        st->o.cluster_nodes = seeds;
+        for (unsigned i = 0; r >= 0 && i < o->n_cluster_nodes; i++) {
+            r = dup_opt(o->cluster_nodes[i], &seeds[i]);
+            if (r >= 0)
+                st->o.n_cluster_nodes = i + 1;
+        }
+    }
     if (r >= 0 && o->n_sentinels) {
         struct sentinel_opts so = {
             .addrs = o->sentinels, .n_addrs = o->n_sentinels, .master_name = o->master_name,
@@ -181,7 +262,16 @@ bool store_wanted(const struct store *st)
 
 bool store_breaker_open(const struct store *st)
 {
-    return __atomic_load_n(&st->open, __ATOMIC_ACQUIRE) != 0;
+    uint64_t n;
+
+    if (!st->o.n_cluster_nodes)
+        return store_breaker_is_open(&st->single);
+    n = __atomic_load_n(&st->n_nodes, __ATOMIC_ACQUIRE);
+    for (uint64_t i = 0; i < n; i++) {
+        if (!store_breaker_is_open(&st->nodes[i]))
+            return false;
+    }
+    return n > 0;
 }
 
 uint64_t store_deadline(const struct store *st, uint64_t now_ms)
@@ -205,8 +295,16 @@ void store_stats(const struct store *st, struct store_stats *ret)
     ret->timeouts = ld(&st->timeouts);
     ret->trips = ld(&st->trips);
     ret->noscript = ld(&st->noscript);
-    if (ret->breaker_open) {
-        uint64_t now = clock_now_ms(), opened = ld(&st->opened_ms);
+    ret->redirects = ld(&st->redirects);
+    if (st->o.n_cluster_nodes) {
+        uint64_t n = __atomic_load_n(&st->n_nodes, __ATOMIC_ACQUIRE);
+
+        ret->nodes_known = (unsigned)n;
+        for (uint64_t i = 0; i < n; i++)
+            ret->nodes_up += !store_breaker_is_open(&st->nodes[i]);
+    }
+    if (ret->breaker_open && !st->o.n_cluster_nodes) {
+        uint64_t now = clock_now_ms(), opened = ld(&st->single.opened_ms);
 
         ret->down_ms = now > opened ? now - opened : 0;
     }

@@ -17,7 +17,9 @@
  * breaker shared by all workers: from then on every request refuses at once
  * (the caller applies on_redis_error) while each worker's connection is
  * re-established in the background with backoff; the first connection to
- * come back closes the breaker.  Each transition is logged once.  With
+ * come back closes the breaker.  Each transition is logged once.  In a
+ * cluster (docs/redis.md "Cluster", daemon/store_cluster.c) each master
+ * has its own breaker, and a redirection is no failure.  With
  * Sentinel (daemon/sentinel.h) every connect first asks the sentinels
  * where the master is, and a server that is not a master is a failure.
  *
@@ -53,11 +55,18 @@ struct store_opts {
     unsigned n_sentinels;           /* 0: no Sentinel; at most SENTINEL_MAX */
     const char *master_name;        /* needed with sentinels */
     const char *sentinel_password;  /* NULL: no AUTH to the sentinels */
-    /* The breaker of node @node ("HOST:PORT", "unix:PATH", or
-     * "sentinel:NAME" for the master Sentinel names) reported: called on
-     * each transition (open = true: tripped), and once with open = false
-     * when the node is first reached without having tripped, from the
-     * thread that saw it; may be NULL.  For the metrics (metrics.h). */
+    /* Redis Cluster (docs/redis.md "Cluster"): with n_cluster_nodes > 0
+     * the slot map is asked of these seeds (and of the nodes it names), each
+     * key goes to its slot's master, and each node has its own breaker;
+     * host, port, unix_socket, db and the sentinels are unused. */
+    const char *const *cluster_nodes;   /* "HOST:PORT", "[V6]:PORT" */
+    unsigned n_cluster_nodes;           /* 0: no cluster */
+    /* The breaker of node @node (a cluster node's "HOST:PORT"; else
+     * "HOST:PORT", "unix:PATH", or "sentinel:NAME" for the master Sentinel
+     * names) reported: called on each transition (open = true: tripped),
+     * and once with open = false when the node is first reached without
+     * having tripped, from the thread that saw it; may be NULL.  For the
+     * metrics (metrics.h). */
     void (*on_breaker)(void *arg, const char *node, bool open);
     void *arg;
 };
@@ -77,8 +86,8 @@ typedef void store_cb(void *arg, const struct store_reply *reply);
 struct store;
 struct store_conn;
 
-/* Copies @o (strings included).  -EINVAL (a bad sentinel address among
- * them), -ENOMEM. */
+/* Copies @o (strings included).  -EINVAL (a bad sentinel or cluster seed
+ * address among them, both sentinels and seeds), -ENOMEM. */
 int store_new(const struct store_opts *o, struct store **ret);
 /* NULL-safe; every store_conn must be freed first. */
 void store_free(struct store *st);
@@ -88,7 +97,8 @@ void store_free(struct store *st);
 void store_want(struct store *st);
 bool store_wanted(const struct store *st);
 
-/* True while the breaker is open: requests would be refused.  Any thread. */
+/* True while the breaker is open: requests would be refused.  In a cluster:
+ * every node's breaker is open.  Any thread. */
 bool store_breaker_open(const struct store *st);
 
 /* A worker's connection on @base; connects when the store is wanted.  Call
@@ -214,11 +224,15 @@ struct store_stats {
     uint64_t trips;             /* breaker: closed -> open */
     uint64_t noscript;          /* NOSCRIPT answers (script reloaded, request retried) */
     uint64_t down_ms;           /* breaker open: for how long (0 while closed) */
+    uint64_t redirects;         /* cluster MOVED and ASK answers followed */
+    unsigned nodes_known;       /* cluster nodes ever seen (0 without a cluster) */
+    unsigned nodes_up;          /* ... whose breaker is closed */
 };
 void store_stats(const struct store *st, struct store_stats *ret);
 
-/* Where the store connects, for operators: "unix:PATH", "HOST:PORT" or
- * "sentinel:NAME" (plus "@HOST:PORT" once a sentinel named the master); no
+/* Where the store connects, for operators: "unix:PATH", "HOST:PORT",
+ * "sentinel:NAME" (plus "@HOST:PORT" once a sentinel named the master) or
+ * "cluster:HOST:PORT" (the first seed); no
  * space, quote or control byte (each shown as '_').  Thread-safe. */
 const char *store_address(const struct store *st, char *buf, size_t size);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for divvyd's handling of Redis replies (daemon/store.c,
- * daemon/store_conn.c, daemon/store_script.c, docs/redis.md).  The Makefile
+ * daemon/store_link*.c, daemon/store_script.c, docs/redis.md).  The Makefile
  * builds it with the daemon modules it calls (store*.c, sentinel*.c,
  * redis_async.c, addr.c, log.c) and common/, all instrumented; log_msg() and
  * log_ratelimited() are wrapped (-Wl,--wrap) to send divvyd's log lines to

@@ -148,18 +148,27 @@ redisContext *redis_cli(const struct redis_srv *r)
     return c;
 }
 
+static redisReply *redis_vcmd(const struct redis_srv *r, const char *fmt, va_list ap)
+{
+    redisContext *c = redis_cli(r);
+    redisReply *rep;
+
+    if (!c)
+        return NULL;
+    rep = redisvCommand(c, fmt, ap);
+    redisFree(c);
+    return rep;
+}
+
 /* Runs a command; its integer reply, or LLONG_MIN on any failure. */
 long long redis_int(const struct redis_srv *r, const char *fmt, ...)
 {
-    redisContext *c = redis_cli(r);
     redisReply *rep;
     long long v = LLONG_MIN;
     va_list ap;
 
-    if (!c)
-        return v;
     va_start(ap, fmt);
-    rep = redisvCommand(c, fmt, ap);
+    rep = redis_vcmd(r, fmt, ap);
     va_end(ap);
     if (rep && rep->type == REDIS_REPLY_INTEGER)
         v = rep->integer;
@@ -167,8 +176,46 @@ long long redis_int(const struct redis_srv *r, const char *fmt, ...)
         v = atoll(rep->str);
     if (rep)
         freeReplyObject(rep);
-    redisFree(c);
     return v;
+}
+
+redisReply *redis_cmd(const struct redis_srv *r, const char *fmt, ...)
+{
+    redisReply *rep;
+    va_list ap;
+
+    va_start(ap, fmt);
+    rep = redis_vcmd(r, fmt, ap);
+    va_end(ap);
+    return rep;
+}
+
+/* True when TCP port @port of 127.0.0.1 can be bound now. */
+static bool redis_port_free(int port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A cluster node's port: its bus listens 10000 higher, so both must be
+ * free and the port at most 55535 (Redis refuses more). */
+static int redis_cluster_port(void)
+{
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        int port = 20000 + (int)(harness_rand() % 35000);
+
+        if (redis_port_free(port) && redis_port_free(port + 10000))
+            return port;
+    }
+    fail_msg("no free port pair for a cluster node");
+    return -1;
 }
 
 /* A sentinel's config file: sentinels rewrite it, so it is a file of its own. */
@@ -188,8 +235,8 @@ static int redis_write_sentinel_conf(struct redis_srv *r)
 
 static int redis_spawn(struct redis_srv *r)
 {
-    const char *argv[32];
-    char port[16], master[16];
+    const char *argv[48];
+    char port[16], master[16], nodes_conf[HARNESS_PATH + 16];
     int n = 0, fd;
     pid_t pid;
 
@@ -231,6 +278,17 @@ static int redis_spawn(struct redis_srv *r)
         if (r->password[0]) {
             argv[n++] = "--requirepass";
             argv[n++] = r->password;
+        }
+        if (r->o.cluster) {
+            snprintf(nodes_conf, sizeof(nodes_conf), "%s/nodes.conf", r->dir);
+            argv[n++] = "--cluster-enabled";
+            argv[n++] = "yes";
+            argv[n++] = "--cluster-config-file";
+            argv[n++] = nodes_conf;
+            argv[n++] = "--cluster-node-timeout";
+            argv[n++] = "500";
+            argv[n++] = "--cluster-require-full-coverage";
+            argv[n++] = "no";
         }
     }
     argv[n] = NULL;
@@ -351,7 +409,9 @@ int redis_start_ex(const struct redis_start_opts *o, struct redis_srv **ret)
     r->o.password = NULL;
     /* A free port may be taken before the server binds it: try another. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf)
+        if (r->o.cluster)
+            r->port = redis_cluster_port();
+        else if (r->o.tcp || r->o.replicaof || r->o.sentinel_conf)
             r->port = harness_free_port(SOCK_STREAM);
         rc = redis_spawn(r);
         if (rc >= 0)
@@ -445,4 +505,52 @@ struct harness_daemon *redis_divvyd(const char *config_text, unsigned workers)
     o.workers = workers;
     CHECK(harness_start(&o, &d));
     return d;
+}
+
+long long redis_divvyd_stat(struct harness_daemon *d, const char *name)
+{
+    struct harness_conn *c;
+    long long v;
+
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_get_stat(c, name, &v));
+    harness_close(c);
+    return v;
+}
+
+void redis_divvyd_wait_stat(struct harness_daemon *d, const char *name, long long want, int ms)
+{
+    uint64_t end = harness_now_ms() + (uint64_t)ms;
+    long long v;
+
+    while ((v = redis_divvyd_stat(d, name)) != want) {
+        if (harness_now_ms() > end)
+            fail_msg("STATS %s stayed %lld, want %lld", name, v, want);
+        harness_pause_ms(20);
+    }
+}
+
+void redis_divvyd_stop(struct harness_daemon *d)
+{
+    int st = 0;
+
+    CHECK(harness_stop(d, &st));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        harness_dump_log(d);
+        fail_msg("divvyd did not exit 0 on SIGTERM (status 0x%x)", st);
+    }
+    harness_free(d);
+}
+
+int redis_divvyd_log_count(struct harness_daemon *d, const char *needle)
+{
+    char line[2048];
+    FILE *f = fopen(d->log, "re");
+    int n = 0;
+
+    while (f && fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return n;
 }

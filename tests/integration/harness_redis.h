@@ -13,7 +13,9 @@
  * another.  Every server is kept in a registry so redis_teardown() (a
  * cmocka teardown, which also runs harness_teardown()) and an atexit()
  * handler stop it even when an assertion failed, and PR_SET_PDEATHSIG kills
- * it if the test binary dies outright.  Main thread only.
+ * it if the test binary dies outright.  For Redis Cluster
+ * (test_redis_cluster.c; harness_redis_cluster.c) several such servers are
+ * joined into one cluster.  Main thread only.
  */
 #ifndef DIVVY_HARNESS_REDIS_H
 #define DIVVY_HARNESS_REDIS_H
@@ -25,7 +27,8 @@
 
 #include "harness.h"
 
-#define REDIS_MAX       4       /* servers one test binary may run at once */
+#define REDIS_MAX       8       /* servers one test binary may run at once */
+#define REDIS_CLUSTER_MAX   4   /* masters (and replicas) of one cluster */
 
 /* How a server is started (redis_start_ex()); zero: Unix socket only. */
 struct redis_start_opts {
@@ -35,6 +38,10 @@ struct redis_start_opts {
      * "sentinel monitor mymaster 127.0.0.1 6379 1\n". */
     const char *sentinel_conf;
     const char *password;       /* requirepass, and AUTH in redis_cli() */
+    /* A Redis Cluster node (implies tcp): cluster-enabled, node timeout
+     * 500 ms, cluster-require-full-coverage no (a dead master's slots fail,
+     * the others go on); joined by redis_cluster_start(). */
+    bool cluster;
 };
 
 struct redis_srv {
@@ -90,6 +97,39 @@ long long redis_int(const struct redis_srv *r, const char *fmt, ...);
  * "unused"); fails the test after 10 s. */
 void redis_wait_state(struct harness_conn *c, const char *want);
 
+/* Runs a command (hiredis format) on @r; the reply (freeReplyObject()) or NULL. */
+redisReply *redis_cmd(const struct redis_srv *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- Redis Cluster (harness_redis_cluster.c) ----------------------------------- */
+
+struct redis_cluster {
+    struct redis_srv *masters[REDIS_CLUSTER_MAX];
+    struct redis_srv *replicas[REDIS_CLUSTER_MAX];  /* replicas[i] of masters[i], or NULL */
+    int n_masters;
+};
+
+/*
+ * Starts @n_masters cluster nodes and a replica for each of the first
+ * @n_replicas, gives master i the slots [i * 16384 / n, (i + 1) * 16384 / n)
+ * (CLUSTER ADDSLOTSRANGE), joins them (CLUSTER MEET, REPLICATE) and waits
+ * until every node says cluster_state:ok and knows them all, and each
+ * replica is in sync.  All belong to the registry.  -ETIMEDOUT, -EMFILE...
+ */
+int redis_cluster_start(int n_masters, int n_replicas, struct redis_cluster *ret);
+/* The first slot of master @i of @n. */
+unsigned redis_cluster_first_slot(int i, int n);
+/* Which of @c's masters serves @slot (by the ranges given at start), -1. */
+int redis_cluster_master_of(const struct redis_cluster *c, unsigned slot);
+/* @r's CLUSTER MYID into @buf (41 bytes), or "". */
+const char *redis_cluster_id(const struct redis_srv *r, char *buf, size_t size);
+/* Polls until every running node of @c says cluster_state:ok and knows
+ * @n_known nodes; false after @ms. */
+bool redis_cluster_wait_ok(const struct redis_cluster *c, int n_known, int ms);
+/* A redis { cluster_nodes = [ ... ]; } line naming @c's masters. */
+char *redis_cluster_config(const struct redis_cluster *c, const char *mode, const char *on_error,
+                           unsigned timeout_ms, const char *rules);
+
 /* ---- divvyd configs ---------------------------------------------------------- */
 
 /* A divvy.conf (malloc'd, or NULL): store { mode; on_redis_error;
@@ -100,5 +140,14 @@ char *redis_config(const struct redis_srv *r, const char *mode, const char *on_e
 /* Starts divvyd on @config_text with @workers workers; fails the test if it
  * does not start. */
 struct harness_daemon *redis_divvyd(const char *config_text, unsigned workers);
+/* STATS @name of @d over a fresh connection; fails the test when absent. */
+long long redis_divvyd_stat(struct harness_daemon *d, const char *name);
+/* Polls redis_divvyd_stat() until @name is @want; fails the test after @ms. */
+void redis_divvyd_wait_stat(struct harness_daemon *d, const char *name, long long want, int ms);
+/* Stops @d with SIGTERM and frees it; fails the test (with its log) unless
+ * it exits 0 (under ASan: no leak, no use after free at shutdown). */
+void redis_divvyd_stop(struct harness_daemon *d);
+/* How many lines of @d's log contain @needle. */
+int redis_divvyd_log_count(struct harness_daemon *d, const char *needle);
 
 #endif

@@ -3,7 +3,8 @@
  * Unit tests for daemon/store.c and daemon/store_script.c without a Redis
  * (those are in tests/integration/test_redis_*.c): the SHA-1 that names
  * scripts for EVALSHA, the typed calls' ARGV and the replies they accept,
- * the key format and its escaping (docs/redis.md "Keys"), option checks, a
+ * the key format and its escaping (docs/redis.md "Keys"), option checks
+ * (Sentinel's and the cluster seeds'), a
  * store_conn that refuses at once while the breaker is open, and
  * Sentinel discovery when no sentinel answers (refused, or silent past the
  * timeout): requests wait for the master within their deadline, then fail;
@@ -471,6 +472,38 @@ static void test_store_sentinel_options(void **state)
     assert_int_equal(store_new(&o, &st), -EINVAL);
 }
 
+/* Cluster seeds: checked at store_new(); no host needed; not with Sentinel. */
+static void test_store_cluster_options(void **state)
+{
+    static const char *const good[] = { "127.0.0.1:7000", "[::1]:7001", "redis-a:7002" };
+    static const char *const bad[] = { "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000",
+                                       "unix:/run/r.sock", ":7000", "[::1]7000", "h:x" };
+    struct store_opts o = { .timeout_ms = 100, .cluster_nodes = good, .n_cluster_nodes = 3 };
+    struct store_stats stats;
+    struct store *st = NULL;
+    char buf[128];
+
+    (void)state;
+    assert_int_equal(store_new(&o, &st), 0);
+    assert_string_equal(store_address(st, buf, sizeof(buf)), "cluster:127.0.0.1:7000");
+    store_stats(st, &stats);
+    assert_int_equal(stats.nodes_known, 0);
+    assert_false(store_breaker_open(st));
+    store_free(st);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        o.cluster_nodes = &bad[i];
+        o.n_cluster_nodes = 1;
+        st = NULL;
+        if (store_new(&o, &st) != -EINVAL)
+            fail_msg("cluster seed \"%s\" accepted", bad[i]);
+    }
+    o.cluster_nodes = good;
+    o.sentinels = good;
+    o.n_sentinels = 1;
+    o.master_name = "m";
+    assert_int_equal(store_new(&o, &st), -EINVAL);
+}
+
 /* A loopback TCP socket: bound only (connects are refused) or listening
  * (connects succeed, nothing is ever answered).  Its port in *ret_port. */
 static int loopback_socket(bool listening, unsigned *ret_port)
@@ -621,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_store_options),
         cmocka_unit_test(test_store_refuses_while_open),
         cmocka_unit_test(test_store_sentinel_options),
+        cmocka_unit_test(test_store_cluster_options),
         cmocka_unit_test(test_store_sentinel_none_answers),
         cmocka_unit_test(test_store_sentinel_silent),
     };

@@ -5,7 +5,8 @@
  * "redis"; docs/redis.md): defaults, every setting and its errors, the
  * per-rule `store` in all three formats, validation of the effective store
  * against the algorithm, the compiled rule's store, and convert's round trip;
- * the Sentinel settings (docs/redis.md "Sentinel") and their errors.
+ * the Sentinel settings (docs/redis.md "Sentinel") and the cluster seeds
+ * (docs/redis.md "Cluster"), their errors and round trips.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -256,13 +257,27 @@ static void test_store_config_sentinel(void **state)
     config_free(cfg);
 }
 
+/* A redis { } whose problem must be reported as @want. */
+struct redis_case {
+    const char *redis;          /* inside redis = { }, from line 2 on */
+    const char *want;
+};
+
+static void expect_redis_errors(const struct redis_case *cases, size_t n)
+{
+    char text[1536];
+
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text, sizeof(text), "rules = ( " DEFAULT_RULE " );\nredis = { %s };\n",
+                 cases[i].redis);
+        expect_error("conf", text, cases[i].want);
+    }
+}
+
 /* Each problem with its file:line. */
 static void test_store_config_sentinel_errors(void **state)
 {
-    static const struct {
-        const char *redis;          /* inside redis = { }, from line 2 on */
-        const char *want;
-    } cases[] = {
+    static const struct redis_case cases[] = {
         { "\nmaster_name = \"m\";", "c.conf:3: redis.master_name needs redis.sentinels" },
         { "\nsentinels = [ \"127.0.0.1:26379\" ];",
           "c.conf:3: redis.sentinels needs redis.master_name" },
@@ -304,11 +319,7 @@ static void test_store_config_sentinel_errors(void **state)
     size_t pos = 0;
 
     (void)state;
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(text, sizeof(text), "rules = ( " DEFAULT_RULE " );\nredis = { %s };\n",
-                 cases[i].redis);
-        expect_error("conf", text, cases[i].want);
-    }
+    expect_redis_errors(cases, sizeof(cases) / sizeof(cases[0]));
     /* At most 16 sentinels. */
     for (int i = 0; i < 17; i++)
         pos += (size_t)snprintf(many + pos, sizeof(many) - pos, "%s\"127.0.0.1:%d\"",
@@ -340,6 +351,65 @@ static void test_store_config_sentinel_round_trip(void **state)
     assert_string_equal(back->redis.host, CONFIG_DEFAULT_REDIS_HOST);
     assert_int_equal(back->redis.port, CONFIG_DEFAULT_REDIS_PORT);
     config_free(back);
+}
+
+static void test_store_config_cluster(void **state)
+{
+    struct config *cfg, *back;
+
+    (void)state;
+    cfg = load_ok("conf",
+        "store = { mode = \"lease\"; };\n"
+        "redis = { cluster_nodes = [ \"127.0.0.1:7000\", \"[::1]:7001\", \"r.example:7002\" ];\n"
+        "          password = \"p\"; db = 0; timeout_ms = 200; };\n"
+        "rules = ( " DEFAULT_RULE " );");
+    assert_int_equal(cfg->redis.n_cluster_nodes, 3);
+    assert_string_equal(cfg->redis.cluster_nodes[0], "127.0.0.1:7000");
+    assert_string_equal(cfg->redis.cluster_nodes[1], "[::1]:7001");
+    assert_string_equal(cfg->redis.cluster_nodes[2], "r.example:7002");
+    config_free(cfg);
+    cfg = load_ok("conf", "rules = ( " DEFAULT_RULE " );");
+    assert_int_equal(cfg->redis.n_cluster_nodes, 0);
+    assert_null(cfg->redis.cluster_nodes);
+    config_free(cfg);
+    /* divvyctl convert keeps them, and writes no host or port beside them. */
+    back = round_trip(
+        "redis = { cluster_nodes = [ \"127.0.0.1:7000\", \"[::1]:7001\" ]; timeout_ms = 300; };\n"
+        "rules = ( " DEFAULT_RULE " );");
+    assert_int_equal(back->redis.n_cluster_nodes, 2);
+    assert_string_equal(back->redis.cluster_nodes[0], "127.0.0.1:7000");
+    assert_string_equal(back->redis.cluster_nodes[1], "[::1]:7001");
+    assert_int_equal(back->redis.timeout_ms, 300);
+    assert_string_equal(back->redis.host, CONFIG_DEFAULT_REDIS_HOST);
+    config_free(back);
+}
+
+/* Each problem with its file:line. */
+static void test_store_config_cluster_errors(void **state)
+{
+    static const struct redis_case cases[] = {
+        { "\ncluster_nodes = [ ];", "c.conf:3: redis.cluster_nodes must name 1 to 16" },
+        { "\ncluster_nodes = \"127.0.0.1:7000\";", "c.conf:3: redis.cluster_nodes must be a list" },
+        { "\ncluster_nodes = [ \"127.0.0.1\" ];",
+          "c.conf:3: redis.cluster_nodes address \"127.0.0.1\" needs HOST:PORT" },
+        { "\ncluster_nodes = [ \"127.0.0.1:0\" ];", "needs a port between 1 and 65535" },
+        { "\ncluster_nodes = [ \"::1:7000\" ];", "needs brackets around an IPv6" },
+        { "\ncluster_nodes = [ \"unix:/run/r.sock\" ];",
+          "c.conf:3: redis.cluster_nodes address \"unix:/run/r.sock\" must be HOST:PORT" },
+        { "cluster_nodes = [ \"127.0.0.1:7000\" ];\nhost = \"10.0.0.1\";",
+          "c.conf:3: redis.host cannot be used with redis.cluster_nodes" },
+        { "cluster_nodes = [ \"127.0.0.1:7000\" ];\nport = 7000;",
+          "c.conf:3: redis.port cannot be used with redis.cluster_nodes" },
+        { "cluster_nodes = [ \"127.0.0.1:7000\" ];\nunix_socket = \"/run/r.sock\";",
+          "c.conf:3: redis.unix_socket cannot be used with redis.cluster_nodes" },
+        { "cluster_nodes = [ \"127.0.0.1:7000\" ]; master_name = \"m\";\n"
+          "sentinels = [ \"127.0.0.1:26379\" ];",
+          "c.conf:3: redis.sentinels cannot be used with redis.cluster_nodes" },
+        { "cluster_nodes = [ \"127.0.0.1:7000\" ];\ndb = 2;",
+          "c.conf:3: redis.db must be 0 with redis.cluster_nodes" },
+    };
+    (void)state;
+    expect_redis_errors(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /* divvyctl convert writes the store and redis settings and reads them back. */
@@ -396,6 +466,8 @@ int main(void)
         cmocka_unit_test(test_store_config_sentinel),
         cmocka_unit_test(test_store_config_sentinel_errors),
         cmocka_unit_test(test_store_config_sentinel_round_trip),
+        cmocka_unit_test(test_store_config_cluster),
+        cmocka_unit_test(test_store_config_cluster_errors),
     };
 
     return cmocka_run_group_tests_name("store_config", tests, group_setup, group_teardown);
