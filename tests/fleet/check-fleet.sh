@@ -195,6 +195,8 @@ rules = (
       credit_limit = 1000; reset_seconds = 3600; store = "strict"; },
     { match = { path = "/lease"; }; label = "fleet-lease"; actor = "actor";
       credit_limit = 3000; reset_seconds = 3600; store = "lease"; fast_path = true; },
+    { match = { path = "/spread"; }; label = "fleet-spread"; actor = "actor";
+      credit_limit = 20; reset_seconds = 3600; store = "strict"; },
     { match = { path = "/policy"; }; label = "fleet-policy"; actor = "actor";
       credit_limit = 3; reset_seconds = 3600; store = "strict"; },
     { match = { event = "authfail"; user = "*"; rhost = "*"; }; label = "login-user-source";

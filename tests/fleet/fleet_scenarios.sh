@@ -201,6 +201,249 @@ scenario_policy() {
     wipe_hosts
     setup=""
 }
-scenario_sentinel() { :; }
-scenario_cluster() { :; }
-scenario_pam() { :; }
+
+# until SECONDS CMD...: runs CMD every 50 ms until it succeeds.
+until_ok() {
+    local end=$(($(now_ms) + $1 * 1000))
+    shift
+    while [ "$(now_ms)" -lt $end ]; do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    return 1
+}
+# rinfo PORT SECTION NAME: one field of INFO.
+rinfo() { rcli "$1" info "$2" | tr -d '\r' | awk -F: -v k="$3" '$1 == k { print $2 }'; }
+synced() { [ "$(rinfo "$1" replication master_link_status)" = up ]; }
+# A sentinel knows the replica and both other sentinels.
+sentinel_ready() {
+    rcli "$1" sentinel master fleet | tr -d '\r' |
+        awk 'p == "num-slaves" { s = $1 } p == "num-other-sentinels" { o = $1 } { p = $1 }
+             END { exit !(s >= 1 && o >= 2) }'
+}
+master_is() {
+    [ "$(rcli 26379 sentinel get-master-addr-by-name fleet | tr -d '\r' | paste -sd ' ')" = "$1" ]
+}
+fallbacks() {
+    local h n=0
+    for h in $hosts; do n=$((n + $(stat $h redis_fallbacks))); done
+    echo $n
+}
+all_up() {
+    local h
+    for h in $hosts; do [ "$(stat $h redis_state)" = up ] || return 1; done
+}
+# exact_strict LABEL ACTOR: 400 hits of /strict per host at once, 1000 allowed.
+exact_strict() {
+    for h in $hosts; do
+        hit_bg $h "$T/x.$2.$h" - -t 2 -n 400 -a 1 -p "$2" path=/strict
+        eval "p_$h=\$bgpid"
+    done
+    wait_bg $p_a $p_b $p_c
+    r=$(sum "$T/x.$2.a" "$T/x.$2.b" "$T/x.$2.c")
+    check "$1: exactly 1000 of 1200 allowed across hosts ($r)" \
+        'want "$r" "allowed 1000 denied 200 errors 0 fast 0"'
+}
+# paced_load ACTOR N: N hits of /strict per host, 4 ms apart, in the background.
+paced_load() {
+    for h in $hosts; do
+        hit_bg $h "$T/l.$1.$h" - -n "$2" -i 4000 -a 1 -p "$1" path=/strict
+        eval "p_$h=\$bgpid"
+    done
+}
+# load_report LABEL ACTOR HITS: every hit answered in time; over-admission printed.
+load_report() {
+    wait_bg $p_a $p_b $p_c
+    r=$(sum "$T/l.$2.a" "$T/l.$2.b" "$T/l.$2.c")
+    m=$(max_ms "$T/l.$2.a" "$T/l.$2.b" "$T/l.$2.c")
+    info "$1: $r of $3 hits on a limit of 1000: over-admitted $(($(field "$r" allowed) - 1000))" \
+        "(negative: under); $(($(fallbacks) - fb0)) answers by on_redis_error (closed)"
+    check "$1: every hit answered ($(field "$r" errors) errors), the longest in $m ms" \
+        'want "$(field "$r" errors)" 0 && ms_le $m $((timeout_ms + slack_ms))'
+}
+
+scenario_sentinel() {
+    local p
+    echo "# 4. Sentinel: a planned failover, then the master killed"
+    redis 6380 && redis 6381 --replicaof $rip 6380 || {
+        bad "4 redis-server did not start"
+        return
+    }
+    for p in 26379 26380 26381; do
+        mkdir -p "$T/redis/$p"
+        printf '%s\n' "port $p" "bind $rip" "protected-mode no" "dir $T/redis/$p" \
+            "sentinel monitor fleet $rip 6380 2" \
+            "sentinel down-after-milliseconds fleet 1000" \
+            "sentinel failover-timeout fleet 5000" >"$T/redis/$p/sentinel.conf"
+        bg "$nsr" "$T/redis/$p.log" redis-server "$T/redis/$p/sentinel.conf" --sentinel
+        eval "redis_$p=$bgpid"
+        wait_redis $p || { bad "4 sentinel $p did not start"; return; }
+    done
+    until_ok 20 synced 6381 && until_ok 20 sentinel_ready 26379 &&
+        until_ok 20 sentinel_ready 26380 && until_ok 20 sentinel_ready 26381 || {
+        bad "4 the replica or the sentinels did not settle"
+        return
+    }
+    wipe_hosts
+    for h in $hosts; do
+        conf $h closed "sentinels = [ \"$rip:26379\", \"$rip:26380\", \"$rip:26381\" ];
+            master_name = \"fleet\";"
+    done
+    setup=sentinel
+    start_hosts || { bad "4 the hosts did not start"; return; }
+    exact_strict "4 Sentinel, master $rip:6380" f0
+
+    fb0=$(fallbacks)
+    paced_load f1 600
+    sleep 0.3
+    rcli 26379 sentinel failover fleet >/dev/null
+    load_report "4 planned SENTINEL FAILOVER under load" f1 1800
+    check "4 planned failover: the sentinels name $rip:6381" 'until_ok 20 master_is "$rip 6381"'
+    check "4 planned failover: every host's breaker closed" 'until_ok 10 all_up'
+    exact_strict "4 after the planned failover" f2
+
+    until_ok 20 synced 6380 || bad "4 the old master did not become a replica"
+    fb0=$(fallbacks)
+    paced_load f3 1000
+    sleep 0.3
+    kill -KILL "$redis_6381"
+    wait "$redis_6381" 2>/dev/null
+    forget_pid "$redis_6381"
+    load_report "4 master killed under load" f3 3000
+    check "4 master killed: the sentinels name $rip:6380" 'until_ok 20 master_is "$rip 6380"'
+    check "4 master killed: every host's breaker closed" 'until_ok 10 all_up'
+    exact_strict "4 after the kill" f4
+    wipe_hosts
+    for p in $redis_26379 $redis_26380 $redis_26381 $redis_6380; do stop_pid $p; done
+    setup=""
+}
+
+# owner SLOT: "ID PORT" of the master serving SLOT.
+owner() {
+    rcli 7000 cluster nodes | tr -d '\r' | awk -v s="$1" '$3 ~ /master/ {
+        for (i = 9; i <= NF; i++) {
+            n = split($i, r, "-")
+            if ((n == 1 && r[1] == s) || (n == 2 && s >= r[1] && s <= r[2])) {
+                split($2, a, "[:@]")
+                print $1, a[2]
+            }
+        } }'
+}
+cluster_ok() {
+    local p
+    for p in 7000 7001 7002; do
+        rcli $p cluster info | tr -d '\r' | grep -qx cluster_state:ok || return 1
+    done
+}
+
+scenario_cluster() {
+    local p
+    echo "# 5. Redis Cluster, 3 masters: exact, and a slot migration under load"
+    for p in 7000 7001 7002; do
+        redis $p --cluster-enabled yes --cluster-config-file nodes.conf \
+            --cluster-node-timeout 2000 || { bad "5 redis-server $p did not start"; return; }
+    done
+    in_ns "$nsr" redis-cli --cluster create $rip:7000 $rip:7001 $rip:7002 \
+        --cluster-replicas 0 --cluster-yes >"$T/cluster-create.log" 2>&1
+    until_ok 20 cluster_ok || { bad "5 the cluster did not reach cluster_state:ok"; return; }
+    wipe_hosts
+    for h in $hosts; do
+        conf $h closed "cluster_nodes = [ \"$rip:7000\", \"$rip:7001\", \"$rip:7002\" ];"
+    done
+    setup=cluster
+    if ! "$b/divvyd" --check --config "$T/a/divvy.conf" >"$T/cluster-check.log" 2>&1; then
+        bad "5 this divvyd does not take redis.cluster_nodes: $(head -1 "$T/cluster-check.log")"
+        return
+    fi
+    start_hosts || { bad "5 the hosts did not start"; return; }
+    # 30 actors of 20 credits, spread over the slots: 10 hits each per host.
+    for h in $hosts; do
+        hit_bg $h "$T/c.$h" - -t 2 -n 10 -a 30 -p k path=/spread
+        eval "p_$h=\$bgpid"
+    done
+    wait_bg $p_a $p_b $p_c
+    r=$(sum "$T/c.a" "$T/c.b" "$T/c.c")
+    check "5 Cluster: 30 actors x 20 over 3 hosts: exactly 600 of 900 allowed ($r)" \
+        'want "$r" "allowed 600 denied 300 errors 0 fast 0"'
+    keys="$(rcli 7000 dbsize) $(rcli 7001 dbsize) $(rcli 7002 dbsize)"
+    check "5 Cluster: the counters are spread over all three masters (keys: $keys)" \
+        'want "$(echo $keys | awk "{ print (\$1 > 0 && \$2 > 0 && \$3 > 0) }")" 1'
+    exact_strict "5 Cluster, strict on one hot actor" c0
+
+    # Migrate the slot of one actor's key while every host hits it.
+    key="divvy:{fleet-strict:m0}"
+    slot=$(rcli 7000 cluster keyslot "$key")
+    set -- $(owner "$slot")
+    src_id=$1 src=$2
+    dst=$((7000 + (src - 7000 + 1) % 3))
+    dst_id=$(rcli $dst cluster myid | tr -d '\r')
+    fb0=$(fallbacks)
+    t0=$(stat a redis_breaker_trips)
+    paced_load m0 600
+    sleep 0.4
+    rcli $dst cluster setslot "$slot" importing "$src_id" >/dev/null
+    rcli $src cluster setslot "$slot" migrating "$dst_id" >/dev/null
+    sleep 0.2
+    for _ in 1 2 3; do
+        k=$(rcli $src cluster getkeysinslot "$slot" 100 | tr -d '\r')
+        [ -n "$k" ] || break
+        rcli $src migrate $rip $dst "" 0 5000 keys $k >/dev/null
+    done
+    sleep 0.2
+    for p in 7000 7001 7002; do rcli $p cluster setslot "$slot" node "$dst_id" >/dev/null; done
+    load_report "5 slot $slot moved $src -> $dst under load" m0 1800
+    r=$(sum "$T/l.m0.a" "$T/l.m0.b" "$T/l.m0.c")
+    check "5 slot migration: exactly 1000 of 1800 allowed, none by the policy ($r)" \
+        'want "$(field "$r" allowed) $(($(fallbacks) - fb0))" "1000 0"'
+    check "5 slot migration: the key now lives on $dst with 1000 used" \
+        'want "$(rget $dst "$key")" 1000'
+    wipe_hosts
+    for p in $redis_7000 $redis_7001 $redis_7002; do stop_pid $p; done
+    setup=""
+}
+
+# pamtester HOST USER RHOST PASSWORD: one login through the host's PAM stack.
+pamtester() {
+    printf '%s\n' "$4" | in_ns "$tag$1" env LD_PRELOAD="$pam_wrapper" PAM_WRAPPER=1 \
+        PAM_WRAPPER_SERVICE_DIR="$T/$1/pam" PAM_WRAPPER_DISABLE_DEEPBIND=1 \
+        pamtester -v -I "rhost=$3" dv-fleet "$2" authenticate >"$T/$1/pam.out" 2>&1
+}
+
+scenario_pam() {
+    local h ma
+    echo "# 6. pam_divvy: failures on some hosts lock the user x source on all"
+    ma=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+    pam_wrapper=/usr/lib/$ma/libpam_wrapper.so
+    matrix=/usr/lib/$ma/pam_wrapper/pam_matrix.so
+    if ! [ -f "$pam_wrapper" ] || ! [ -f "$matrix" ] || ! command -v pamtester >/dev/null; then
+        bad "6 pamtester or libpam-wrapper missing (tools/deps.sh install)"
+        return
+    fi
+    single_hosts closed || { bad "6 the hosts or Redis did not start"; return; }
+    printf 'alice:s3cret:dv-fleet\n' >"$T/passdb"
+    for h in $hosts; do
+        mkdir -p "$T/$h/pam"
+        a="socket=unix:$(sock $h) timeout_ms=1000"
+        printf '%s\n' "auth requisite $b/pam_divvy.so preauth $a" \
+            "auth [success=1 default=ignore] $matrix passdb=$T/passdb" \
+            "auth [default=die] $b/pam_divvy.so authfail $a" \
+            "auth sufficient $b/pam_divvy.so authsucc $a" \
+            "auth requisite pam_deny.so" >"$T/$h/pam/dv-fleet"
+    done
+    pamtester a alice 192.0.2.30 s3cret
+    check "6 alice logs in on A" 'grep -q "successfully authenticated" "$T/a/pam.out"'
+    n=0
+    for h in a a b b c; do pamtester $h alice 192.0.2.30 wrong || n=$((n + 1)); done
+    check "6 five wrong passwords refused: 2 on A, 2 on B, 1 on C" 'want $n 5'
+    n=0
+    for h in $hosts; do
+        ! pamtester $h alice 192.0.2.30 s3cret && grep -q "try again in" "$T/$h/pam.out" &&
+            n=$((n + 1))
+    done
+    check "6 the right password is then refused on A, B and C, with the wait" 'want $n 3'
+    pamtester b alice 192.0.2.31 s3cret
+    check "6 alice from another source still logs in on B" \
+        'grep -q "successfully authenticated" "$T/b/pam.out"'
+    check "6 divvyctl locked on C lists alice from 192.0.2.30" \
+        'ctl c locked --rule login-user-source 2>/dev/null | grep -q "user=alice rhost=192.0.2.30"'
+}
