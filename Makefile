@@ -334,7 +334,7 @@ check-fleet: deps
 $(B)/tests/fleet/delay_proxy: tests/fleet/delay_proxy.c
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $<
-$(B)/tests/fleet/fleet_hit: tests/fleet/fleet_hit.c $(LIBDIVVY_SO)
+$(B)/tests/fleet/fleet_hit: tests/fleet/fleet_hit.c $(B)/libdivvy.so
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LINK_LIBDIVVY) -lpthread
 

@@ -64,7 +64,7 @@ passed=0
 failed=0
 
 cleanup() {
-    trap - EXIT INT TERM
+    trap - EXIT INT TERM HUP
     for p in $(cat "$T/pids" 2>/dev/null); do
         kill -CONT "$p" 2>/dev/null
         kill -TERM "$p" 2>/dev/null
@@ -83,7 +83,9 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'echo "check-fleet: interrupted" >&2; exit 130' INT TERM HUP
+# A reader that went away (| head): clean up all the same, writing nowhere.
+trap 'trap "" PIPE; exit 141' PIPE
 
 ok() {
     passed=$((passed + 1))

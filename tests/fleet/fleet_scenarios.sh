@@ -157,6 +157,9 @@ scenario_policy() {
     conf c closed "host = \"$rip\"; port = 6390;"
     setup=proxy
     start_hosts || { bad "3 the hosts did not start"; return; }
+    # Each handshake (AUTH, SELECT, SCRIPT LOAD) takes round trips of 40 ms
+    # here: hits sent before it ends could pass timeout_ms.
+    check "3 every worker connected to Redis through the proxy" 'until_ok 10 all_connected'
     for h in $hosts; do
         hit_bg $h "$T/d.$h" - -n 2 -a 1 -p d path=/policy
         eval "p_$h=\$bgpid"
@@ -228,6 +231,11 @@ fallbacks() {
     local h n=0
     for h in $hosts; do n=$((n + $(stat $h redis_fallbacks))); done
     echo $n
+}
+# Every worker and privileged lane of every host has its Redis connection.
+all_connected() {
+    local h
+    for h in $hosts; do [ "$(stat $h redis_connections)" -ge 4 ] || return 1; done
 }
 all_up() {
     local h
@@ -371,7 +379,7 @@ scenario_cluster() {
     exact_strict "5 Cluster, strict on one hot actor" c0
 
     # Migrate the slot of one actor's key while every host hits it.
-    key="divvy:{fleet-strict:m0}"
+    key="divvy:{fleet-strict:m00}"    # fleet_hit names actor 0 of prefix m0 "m00"
     slot=$(rcli 7000 cluster keyslot "$key")
     set -- $(owner "$slot")
     src_id=$1 src=$2
