@@ -334,9 +334,9 @@ check-fleet: deps
 $(B)/tests/fleet/delay_proxy: tests/fleet/delay_proxy.c
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $<
-$(B)/tests/fleet/fleet_hit: tests/fleet/fleet_hit.c $(B)/libdivvy.so
+$(B)/tests/fleet/fleet_hit: tests/fleet/fleet_hit.c $(LIBCOMMON_CLIENT) $(B)/libdivvy.so
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LINK_LIBDIVVY) -lpthread
+	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(LINK_LIBDIVVY) -lpthread
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:

@@ -29,6 +29,8 @@
 
 #include <divvy.h>
 
+#include "fdio.h"
+
 #define FH_MAX_THREADS 32
 #define FH_MAX_PAIRS   16
 
@@ -125,18 +127,11 @@ out:
 /* One HIT line, one reply line ("OK true|false ..." or "ERR ..."). */
 static int fh_raw_hit(int fd, const char *line, char *reply, size_t size)
 {
-    size_t len = strlen(line), off = 0, got = 0;
+    size_t got = 0;
+    int r = fdio_write_all(fd, line, strlen(line));
 
-    while (off < len) {
-        ssize_t n = write(fd, line + off, len - off);
-
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        off += (size_t)n;
-    }
+    if (r < 0)
+        return r;
     while (got + 1 < size) {
         ssize_t n = read(fd, reply + got, 1);
 
