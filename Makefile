@@ -102,7 +102,7 @@ LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
         install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
-        check-systemd deb
+        check-systemd check-fleet deb
 .DEFAULT_GOAL := all
 
 CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY_A) $(PC_FILE),) \
@@ -123,6 +123,8 @@ help:
 	@echo "                install (check-unit)"
 	@echo "make check-systemd  (root) install into a Debian bookworm container booted with"
 	@echo "                systemd-nspawn and drive the units there (tests/systemd/check-systemd.sh)"
+	@echo "make check-fleet  (root) three hosts and their Redis (single, Sentinel, Cluster) in"
+	@echo "                network namespaces: exact counts under faults (tests/fleet/check-fleet.sh)"
 	@echo "make asan       build into build-asan/ with ASan+UBSan and run the tests there"
 	@echo "make clang      build into build-clang/ with clang and run the tests there"
 	@echo "make tsan       unit tests under ThreadSanitizer (clang) in build-tsan/; make"
@@ -321,6 +323,22 @@ SYSD_ATTACK := $(B)/tests/systemd/fast_attack
 $(SYSD_ATTACK): tests/systemd/fast_attack.c $(B)/libdivvy.so
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy
+
+# `make check-fleet`: three hosts, each its own divvyd, and their Redis (one,
+# Sentinel, a 3-master Cluster) in network namespaces the script creates;
+# faults, exact counts, lease bounds, pam_divvy across hosts
+# (tests/fleet/check-fleet.sh, docs/testing.md).  Root; SKIP without netns.
+FLEET_BINS := $(B)/tests/fleet/delay_proxy $(B)/tests/fleet/fleet_hit
+check-fleet: deps
+	@$(SUBMAKE) $(BUILD_J) all $(FLEET_BINS)
+	@tests/fleet/check-fleet.sh $(B)
+
+$(B)/tests/fleet/delay_proxy: tests/fleet/delay_proxy.c
+	@mkdir -p $(@D)
+	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $<
+$(B)/tests/fleet/fleet_hit: tests/fleet/fleet_hit.c $(LIBCOMMON_CLIENT) $(B)/libdivvy.so
+	@mkdir -p $(@D)
+	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(LINK_LIBDIVVY) -lpthread
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:

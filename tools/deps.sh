@@ -54,7 +54,8 @@ test_cmds="clang:clang redis-server:redis-server promtool:prometheus
 systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pamtester
 strace:strace git:git valgrind:valgrind gcovr:gcovr
 systemd-nspawn:systemd-container mmdebstrap:mmdebstrap
-dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian redis-cli:redis-tools"
+dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian redis-cli:redis-tools
+ip:iproute2"
 # Listed only when the command is missing: a machine may have Node.js from
 # elsewhere (NodeSource's nodejs ships npm and conflicts with Debian's npm,
 # so naming both would make apt-get refuse the whole list).
