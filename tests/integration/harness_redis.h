@@ -109,6 +109,9 @@ struct redis_cluster {
     int n_masters;
 };
 
+/* The replica @r's link to its master is up (ROLE says connected). */
+bool redis_replica_synced(const struct redis_srv *r);
+
 /*
  * Starts @n_masters cluster nodes and a replica for each of the first
  * @n_replicas, gives master i the slots [i * 16384 / n, (i + 1) * 16384 / n)

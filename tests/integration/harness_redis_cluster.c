@@ -87,8 +87,7 @@ static bool cmd_ok(redisReply *rep)
     return ok;
 }
 
-/* The replica @r is a connected replica (ROLE). */
-static bool replica_synced(const struct redis_srv *r)
+bool redis_replica_synced(const struct redis_srv *r)
 {
     redisReply *rep = redis_cmd(r, "ROLE");
     bool ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 4 &&
@@ -141,7 +140,7 @@ int redis_cluster_start(int n_masters, int n_replicas, struct redis_cluster *ret
                 rc = -ETIMEDOUT;
             harness_pause_ms(50);
         }
-        while (rc >= 0 && !replica_synced(c.replicas[i])) {
+        while (rc >= 0 && !redis_replica_synced(c.replicas[i])) {
             if (harness_now_ms() > end)
                 rc = -ETIMEDOUT;
             harness_pause_ms(50);

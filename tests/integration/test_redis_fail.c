@@ -47,17 +47,6 @@ static void wait_state(struct harness_daemon *d, const char *want)
     harness_close(c);
 }
 
-static long long stat_of(struct harness_daemon *d, const char *name)
-{
-    struct harness_conn *c;
-    long long v;
-
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    CHECK(harness_get_stat(c, name, &v));
-    harness_close(c);
-    return v;
-}
-
 /* Sends @req and checks the reply's verdict and credit; returns ms taken. */
 static uint64_t expect_hit(struct harness_conn *c, const char *req, bool allowed, long long credit)
 {
@@ -166,8 +155,8 @@ static void outage(const char *policy)
     if (strcmp(policy, "closed") != 0)
         assert_int_equal(l.bad, 0);
     /* One outage: one trip, logged once, however many workers saw it. */
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 1);
-    assert_true(stat_of(d, "redis_fallbacks") >= 3);
+    assert_int_equal(redis_divvyd_stat(d, "redis_breaker_trips"), 1);
+    assert_true(redis_divvyd_stat(d, "redis_fallbacks") >= 3);
     assert_int_equal(harness_log_contains(d, "breaker open"), 1);
     assert_int_equal(harness_log_contains(d, "breaker closed"), 1);
     harness_close(c);
@@ -218,7 +207,7 @@ static void test_redis_fail_paused(void **state)
     /* The breaker is open: no wait. */
     dt = expect_hit(c, "HIT path=/login user=dave", true, 0);
     assert_true(dt < TIMEOUT_MS);
-    assert_true(stat_of(d, "redis_timeouts") >= 1);
+    assert_true(redis_divvyd_stat(d, "redis_timeouts") >= 1);
     wait_state(d, "down");
     harness_pause_ms(200);
     redis_pause(rs, false);
@@ -305,11 +294,11 @@ static void test_redis_fail_deny_cause(void **state)
     explain_line(c, "EXPLAIN path=/login user=hana", "login", line, sizeof(line));
     assert_non_null(strstr(line, " verdict=decides "));
     assert_non_null(strstr(line, " cause=counter"));
-    assert_int_equal(stat_of(d, "denials_quota"), 1);
-    assert_int_equal(stat_of(d, "denials_zero_limit"), 1);
-    assert_int_equal(stat_of(d, "denials_redis_down"), 0);
-    assert_int_equal(stat_of(d, "redis_down_seconds"), 0);
-    assert_int_equal(stat_of(d, "redis_rules_strict"), 3);
+    assert_int_equal(redis_divvyd_stat(d, "denials_quota"), 1);
+    assert_int_equal(redis_divvyd_stat(d, "denials_zero_limit"), 1);
+    assert_int_equal(redis_divvyd_stat(d, "denials_redis_down"), 0);
+    assert_int_equal(redis_divvyd_stat(d, "redis_down_seconds"), 0);
+    assert_int_equal(redis_divvyd_stat(d, "redis_rules_strict"), 3);
     CHECK(harness_multi(c, "STATS", line, sizeof(line)));
     snprintf(want, sizeof(want), "redis_address=unix:%s\n", rs->sock);
     assert_non_null(strstr(line, want));
@@ -325,17 +314,17 @@ static void test_redis_fail_deny_cause(void **state)
     explain_line(c, "EXPLAIN path=/api user=ivan", "login", line, sizeof(line));
     assert_non_null(strstr(line, " verdict=no-match "));
     assert_non_null(strstr(line, " cause=none"));
-    assert_int_equal(stat_of(d, "denials_redis_down"), 2);
-    assert_int_equal(stat_of(d, "denials_quota"), 1);
+    assert_int_equal(redis_divvyd_stat(d, "denials_redis_down"), 2);
+    assert_int_equal(redis_divvyd_stat(d, "denials_quota"), 1);
     /* Down since the breaker opened: polled, it counts up. */
-    for (uint64_t end = harness_now_ms() + 5000; (down = stat_of(d, "redis_down_seconds")) < 1;) {
+    for (uint64_t end = harness_now_ms() + 5000; (down = redis_divvyd_stat(d, "redis_down_seconds")) < 1;) {
         if (harness_now_ms() > end)
             fail_msg("redis_down_seconds stayed %lld", down);
         harness_pause_ms(50);
     }
     CHECK(redis_restart(rs));
     wait_state(d, "up");
-    assert_int_equal(stat_of(d, "redis_down_seconds"), 0);
+    assert_int_equal(redis_divvyd_stat(d, "redis_down_seconds"), 0);
     explain_line(c, "EXPLAIN path=/login user=ivan", "login", line, sizeof(line));
     assert_non_null(strstr(line, " cause=counter"));
     harness_close(c);
@@ -359,8 +348,8 @@ static void test_redis_fail_noscript(void **state)
     assert_int_equal(redis_int(rs, "SCRIPT FLUSH") == LLONG_MIN, 1);   /* status reply */
     expect_hit(c, "HIT path=/login user=gina", true, 0);
     expect_hit(c, "HIT path=/login user=gina", false, 0);
-    assert_true(stat_of(d, "redis_noscript") >= 1);
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
+    assert_true(redis_divvyd_stat(d, "redis_noscript") >= 1);
+    assert_int_equal(redis_divvyd_stat(d, "redis_breaker_trips"), 0);
     harness_close(c);
     harness_free(d);
     redis_stop(rs);

@@ -122,19 +122,6 @@ static bool sentinel_knows_replica(const struct redis_srv *s, int port)
     return ok;
 }
 
-/* The replica's link to its master is up. */
-static bool replica_in_sync(const struct redis_srv *r)
-{
-    redisReply *rep = cmd(r, "ROLE");
-    bool ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 4 &&
-              rep->element[3]->type == REDIS_REPLY_STRING &&
-              strcmp(rep->element[3]->str, "connected") == 0;
-
-    if (rep)
-        freeReplyObject(rep);
-    return ok;
-}
-
 /* Polls @cond(@r, @arg) every 50 ms until true or @ms pass. */
 static bool wait_for(bool (*cond)(const struct redis_srv *, int), const struct redis_srv *r,
                      int arg, int ms)
@@ -152,7 +139,7 @@ static bool wait_for(bool (*cond)(const struct redis_srv *, int), const struct r
 static bool in_sync(const struct redis_srv *r, int unused)
 {
     (void)unused;
-    return replica_in_sync(r);
+    return redis_replica_synced(r);
 }
 
 static bool names_port(const struct redis_srv *s, int port)
@@ -285,64 +272,12 @@ static struct harness_daemon *start_divvyd(const char *sentinels, const char *ex
     return d;
 }
 
-static long long stat_of(struct harness_daemon *d, const char *name)
-{
-    struct harness_conn *c;
-    long long v;
-
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    CHECK(harness_get_stat(c, name, &v));
-    harness_close(c);
-    return v;
-}
-
-/* Polls STATS until @name is @want, or fails after @ms. */
-static void wait_stat(struct harness_daemon *d, const char *name, long long want, int ms)
-{
-    uint64_t end = harness_now_ms() + (uint64_t)ms;
-    long long v;
-
-    while ((v = stat_of(d, name)) != want) {
-        if (harness_now_ms() > end)
-            fail_msg("STATS %s stayed %lld, want %lld", name, v, want);
-        harness_pause_ms(20);
-    }
-}
-
-/* Stops @d with SIGTERM and frees it; it must exit 0 (under ASan a leak or
- * a use after free at shutdown is a non-zero exit, shown with its log). */
-static void stop_divvyd(struct harness_daemon *d)
-{
-    int st = 0;
-
-    CHECK(harness_stop(d, &st));
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        harness_dump_log(d);
-        fail_msg("divvyd did not exit 0 on SIGTERM (status 0x%x)", st);
-    }
-    harness_free(d);
-}
-
-/* How many lines of divvyd's log contain @needle. */
-static int log_count(struct harness_daemon *d, const char *needle)
-{
-    char line[2048];
-    FILE *f = fopen(d->log, "re");
-    int n = 0;
-
-    assert_non_null(f);
-    while (fgets(line, sizeof(line), f))
-        n += strstr(line, needle) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* Polls divvyd's log until a line contains @needle, or fails after @ms. */
 static void wait_log(struct harness_daemon *d, const char *needle, int ms)
 {
     uint64_t end = harness_now_ms() + (uint64_t)ms;
 
-    while (log_count(d, needle) == 0) {
+    while (redis_divvyd_log_count(d, needle) == 0) {
         if (harness_now_ms() > end)
             fail_msg("divvyd never logged \"%s\"", needle);
         harness_pause_ms(20);
@@ -359,10 +294,10 @@ static void expect_named_once(struct harness_daemon *d, int port)
     snprintf(said, sizeof(said), "says master mymaster is 127.0.0.1:%d", port);
     snprintf(promoted, sizeof(promoted), "announced the promotion of 127.0.0.1:%d to master "
              "mymaster", port);
-    if (log_count(d, said) + log_count(d, promoted) < 1 || log_count(d, said) > 1 ||
-        log_count(d, promoted) > 1)
-        fail_msg("\"%s\" logged %d times, \"%s\" %d times", said, log_count(d, said), promoted,
-                 log_count(d, promoted));
+    if (redis_divvyd_log_count(d, said) + redis_divvyd_log_count(d, promoted) < 1 || redis_divvyd_log_count(d, said) > 1 ||
+        redis_divvyd_log_count(d, promoted) > 1)
+        fail_msg("\"%s\" logged %d times, \"%s\" %d times", said, redis_divvyd_log_count(d, said), promoted,
+                 redis_divvyd_log_count(d, promoted));
 }
 
 /* HIT path=/api user=@user must be allowed with @credit left. */
@@ -446,13 +381,13 @@ static void test_redis_sentinel_strict(void **state)
     assert_string_equal(role_of(t.master, role, sizeof(role)), "master");
     assert_int_equal(used_in(t.master, "alice"), 3);
     expect_strict_window(c, "bob", t.master);
-    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
-    assert_int_equal(stat_of(d, "redis_fallbacks"), 0);
+    redis_divvyd_wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
+    assert_int_equal(redis_divvyd_stat(d, "redis_breaker_trips"), 0);
+    assert_int_equal(redis_divvyd_stat(d, "redis_fallbacks"), 0);
     /* Every worker asked; the master was logged once, with the sentinel that said so. */
     snprintf(said, sizeof(said), "redis: sentinel unix:%s says master mymaster is 127.0.0.1:%d",
              t.sentinel->sock, t.master->port);
-    assert_int_equal(log_count(d, said), 1);
+    assert_int_equal(redis_divvyd_log_count(d, said), 1);
 
     /* Reloaded with only the dead sentinel and another name: not applied. */
     snprintf(list, sizeof(list), "\"127.0.0.1:%d\"", dead);
@@ -468,9 +403,9 @@ static void test_redis_sentinel_strict(void **state)
     }
     expect_allowed(c, "carol", 4);
     assert_int_equal(used_in(t.master, "carol"), 1);
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
+    assert_int_equal(redis_divvyd_stat(d, "redis_breaker_trips"), 0);
     harness_close(c);
-    stop_divvyd(d);
+    redis_divvyd_stop(d);
     stop_trio(&t);
 }
 
@@ -511,8 +446,8 @@ static void test_redis_sentinel_master_killed(void **state)
     /* divvyd follows: alice's third hit is counted in the promoted replica. */
     hit_until_allowed(c, "alice", 2, FOLLOW_MS);
     assert_int_equal(used_in(t.replica, "alice"), 3);
-    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
-    assert_true(stat_of(d, "redis_breaker_trips") >= 1);
+    redis_divvyd_wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
+    assert_true(redis_divvyd_stat(d, "redis_breaker_trips") >= 1);
     /* Strict again, on every worker: a window per connection, all in the new master. */
     for (int i = 0; i < 4; i++)
         CHECK(harness_connect(d, HARNESS_UNIX, &cs[i]));
@@ -528,7 +463,7 @@ static void test_redis_sentinel_master_killed(void **state)
     for (int i = 0; i < 4; i++)
         harness_close(cs[i]);
     harness_close(c);
-    stop_divvyd(d);
+    redis_divvyd_stop(d);
     stop_trio(&t);
 }
 
@@ -572,7 +507,7 @@ static void test_redis_sentinel_failover_live(void **state)
             fail_msg("hits never reached the new master");
         harness_pause_ms(50);
     }
-    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
+    redis_divvyd_wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
     for (int i = 0; i < 4; i++)
         CHECK(harness_connect(d, HARNESS_UNIX, &cs[i]));
     for (int i = 0; i < 4; i++) {
@@ -583,7 +518,7 @@ static void test_redis_sentinel_failover_live(void **state)
     for (int i = 0; i < 4; i++)
         harness_close(cs[i]);
     harness_close(c);
-    stop_divvyd(d);
+    redis_divvyd_stop(d);
     stop_trio(&t);
 }
 
@@ -628,7 +563,7 @@ static void test_redis_sentinel_switch_event(void **state)
     expect_allowed(c, "erin", 4);
     expect_allowed(c, "erin", 3);
     assert_int_equal(used_in(t.master, "erin"), 2);
-    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
+    redis_divvyd_wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
     /* Every worker is on the old master and subscribed to the sentinel. */
     if (!wait_for(subscribers_at_least, t.sentinel, REDIS_CONNS, 20000))
         fail_msg("divvyd's workers never subscribed to the sentinel");
@@ -647,7 +582,7 @@ static void test_redis_sentinel_switch_event(void **state)
              "announced +switch-master: master mymaster is 127.0.0.1:%d (was 127.0.0.1:%d)",
              t.replica->port, t.master->port);
     end = harness_now_ms() + FOLLOW_MS;
-    for (int k = 0; log_count(d, heard) == 0; k++) {
+    for (int k = 0; redis_divvyd_log_count(d, heard) == 0; k++) {
         if (harness_now_ms() > end)
             fail_msg("divvyd never logged \"%s\"", heard);
         snprintf(user, sizeof(user), "q%d", k);
@@ -658,14 +593,14 @@ static void test_redis_sentinel_switch_event(void **state)
         harness_pause_ms(20);
     }
     wait_log(d, heard, FOLLOW_MS);
-    assert_int_equal(log_count(d, heard), 1);
+    assert_int_equal(redis_divvyd_log_count(d, heard), 1);
     /* Every worker left the old master, which still is one and kept its
      * other clients: the event moved divvyd, nothing else did. */
     if (!wait_for(no_divvyd_on, t.master, 0, 20000))
         fail_msg("divvyd still has %d connection(s) on the old master",
                  divvyd_clients_on(t.master));
     assert_string_equal(role_of(t.master, role, sizeof(role)), "master");
-    wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
+    redis_divvyd_wait_stat(d, "redis_connections", REDIS_CONNS, 10000);
     hit_until_allowed(c, "late", 4, FOLLOW_MS);
     assert_int_equal(used_in(t.replica, "late"), 1);
     assert_int_equal(used_in(t.master, "late"), LLONG_MIN);
@@ -676,12 +611,12 @@ static void test_redis_sentinel_switch_event(void **state)
     EXPECT_OK(c, "HIT path=/api user=erin", false, 0, 0, 3600);
     assert_int_equal(used_in(t.replica, "erin"), LIMIT);
     assert_int_equal(used_in(t.master, "erin"), 2);
-    assert_int_equal(stat_of(d, "redis_breaker_trips"), 0);
+    assert_int_equal(redis_divvyd_stat(d, "redis_breaker_trips"), 0);
     assert_int_equal(divvyd_clients_on(t.master), 0);
     assert_string_equal(role_of(t.master, role, sizeof(role)), "master");
     assert_int_equal(harness_log_contains(d, "announced the promotion"), 0);
     harness_close(c);
-    stop_divvyd(d);
+    redis_divvyd_stop(d);
     redis_stop(other);
     stop_trio(&t);
 }
@@ -714,10 +649,10 @@ static void test_redis_sentinel_replica_refused(void **state)
     d = start_divvyd(list, NULL);
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
     EXPECT_OK(c, "HIT path=/api user=dave", false, 0, 0, 0);
-    wait_stat(d, "redis_breaker_trips", 1, 10000);
+    redis_divvyd_wait_stat(d, "redis_breaker_trips", 1, 10000);
     /* The first trip may be a deadline on a slow machine; ROLE's answer follows. */
     wait_log(d, "not a master: ROLE says slave", 10000);
-    assert_int_equal(stat_of(d, "redis_connections"), 0);
+    assert_int_equal(redis_divvyd_stat(d, "redis_connections"), 0);
     EXPECT_OK(c, "HIT path=/api user=dave", false, 0, 0, 0);
     assert_int_equal(used_in(t.replica, "dave"), LLONG_MIN);
     assert_int_equal(used_in(t.master, "dave"), LLONG_MIN);
@@ -733,7 +668,7 @@ static void test_redis_sentinel_replica_refused(void **state)
     assert_int_equal(used_in(t.master, "dave"), 1);
     assert_int_equal(harness_log_contains(d, "breaker closed"), 1);
     harness_close(c);
-    stop_divvyd(d);
+    redis_divvyd_stop(d);
     stop_trio(&t);
 }
 
