@@ -337,6 +337,18 @@ static uint32_t slot_privileged_victim(const struct adhoc *a, const struct adhoc
     return NIL;
 }
 
+/* Owner @oi's first bucket that is the same as none at @now_ms, or NIL:
+ * without eviction, a slot that may go (a scan of its share at most). */
+static uint32_t owner_expired(const struct adhoc_shard *sh, uint32_t oi, int64_t now_ms)
+{
+    if (oi == NIL)
+        return NIL;
+    for (uint32_t i = sh->owners[oi].oldest; i != NIL; i = sh->slots[i].newer)
+        if (sh->slots[i].expire_ms <= now_ms)
+            return i;
+    return NIL;
+}
+
 /*
  * A slot for a new bucket @h of @who into *@ret: 0, or -ENOSPC (none could
  * be had) or -EDQUOT (an unprivileged peer at its share, only without
@@ -346,8 +358,9 @@ static uint32_t slot_privileged_victim(const struct adhoc *a, const struct adhoc
  * recently used bucket of the unprivileged peer holding the most (the
  * asker's own on a tie, so nobody loses a bucket to a peer holding as
  * many).  Without eviction (adhoc_no_evict()) no unprivileged peer's bucket
- * is ever taken: past its share or the pool, an unprivileged peer is
- * refused; a privileged one may still take a privileged peer's.
+ * is taken before it expires: past its share or the pool, an unprivileged
+ * peer gets the slot of one of its own that has, else it is refused; a
+ * privileged one may still take a privileged peer's.
  */
 static int slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct adhoc_peer *who,
                     const uint64_t h[2], int64_t now_ms, uint32_t *ret)
@@ -359,12 +372,15 @@ static int slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct adhoc_
                                 : sh->used < a->cap && sh->used_unpriv < a->cap - a->reserve;
 
     if (!who->privileged && held >= a->share) {
-        if (a->no_evict)
+        victim = a->no_evict ? owner_expired(sh, mine, now_ms) : sh->owners[mine].oldest;
+        if (victim == NIL)
             return -EDQUOT;
-        victim = sh->owners[mine].oldest;
     } else if (!room) {
-        if (a->no_evict && !who->privileged)
-            return -ENOSPC;
+        if (a->no_evict && !who->privileged) {
+            victim = owner_expired(sh, mine, now_ms);
+            if (victim == NIL)
+                return -ENOSPC;
+        }
         if (sh->max_count > 0 && !a->no_evict)
             victim = !who->privileged && held >= sh->max_count
                          ? sh->owners[mine].oldest
