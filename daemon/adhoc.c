@@ -70,6 +70,7 @@ struct adhoc {
     uint32_t per_shard;         /* slots */
     uint32_t cap, reserve, share;       /* per shard */
     uint32_t index_mask;
+    bool no_evict;              /* adhoc_no_evict(): buckets stand for keys in Redis */
     struct adhoc_counts counts;
     struct adhoc_shard shards[ADHOC_SHARDS_MAX];
 };
@@ -331,21 +332,38 @@ static uint32_t slot_privileged_victim(const struct adhoc *a, const struct adhoc
     if (mine != NIL)
         return sh->owners[mine].oldest;
     for (uint32_t i = 0; i < a->per_shard; i++)
-        if (sh->owners[i].count > 0)
+        if (sh->owners[i].count > 0 && sh->owners[i].privileged)
             return sh->owners[i].oldest;
     return NIL;
 }
 
+/* Owner @oi's first bucket that is the same as none at @now_ms, or NIL:
+ * without eviction, a slot that may go (a scan of its share at most). */
+static uint32_t owner_expired(const struct adhoc_shard *sh, uint32_t oi, int64_t now_ms)
+{
+    if (oi == NIL)
+        return NIL;
+    for (uint32_t i = sh->owners[oi].oldest; i != NIL; i = sh->slots[i].newer)
+        if (sh->slots[i].expire_ms <= now_ms)
+            return i;
+    return NIL;
+}
+
 /*
- * A slot for a new bucket @h of @who, or NIL (adhoc.h says when).  The
- * order of adhoc.h's file comment: a peer at its share gives up its own
- * least recently used bucket; else a free slot within the capacity (less
- * the reserve for an unprivileged peer); else the least recently used
- * bucket of the unprivileged peer holding the most (the asker's own on a
- * tie, so nobody loses a bucket to a peer holding as many).
+ * A slot for a new bucket @h of @who into *@ret: 0, or -ENOSPC (none could
+ * be had) or -EDQUOT (an unprivileged peer at its share, only without
+ * eviction).  The order of adhoc.h's file comment: a peer at its share
+ * gives up its own least recently used bucket; else a free slot within the
+ * capacity (less the reserve for an unprivileged peer); else the least
+ * recently used bucket of the unprivileged peer holding the most (the
+ * asker's own on a tie, so nobody loses a bucket to a peer holding as
+ * many).  Without eviction (adhoc_no_evict()) no unprivileged peer's bucket
+ * is taken before it expires: past its share or the pool, an unprivileged
+ * peer gets the slot of one of its own that has, else it is refused; a
+ * privileged one may still take a privileged peer's.
  */
-static uint32_t slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct adhoc_peer *who,
-                         const uint64_t h[2], int64_t now_ms)
+static int slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct adhoc_peer *who,
+                    const uint64_t h[2], int64_t now_ms, uint32_t *ret)
 {
     uint32_t home = owner_home(a, who), mine = owner_find(sh, who, home), victim = NIL, i, oi;
     uint32_t held = mine == NIL ? 0 : sh->owners[mine].count;
@@ -354,16 +372,23 @@ static uint32_t slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct a
                                 : sh->used < a->cap && sh->used_unpriv < a->cap - a->reserve;
 
     if (!who->privileged && held >= a->share) {
-        victim = sh->owners[mine].oldest;
+        victim = a->no_evict ? owner_expired(sh, mine, now_ms) : sh->owners[mine].oldest;
+        if (victim == NIL)
+            return -EDQUOT;
     } else if (!room) {
-        if (sh->max_count > 0)
+        if (a->no_evict && !who->privileged) {
+            victim = owner_expired(sh, mine, now_ms);
+            if (victim == NIL)
+                return -ENOSPC;
+        }
+        if (sh->max_count > 0 && !a->no_evict)
             victim = !who->privileged && held >= sh->max_count
                          ? sh->owners[mine].oldest
                          : sh->owners[sh->by_count[sh->max_count]].oldest;
         else if (who->privileged)
             victim = slot_privileged_victim(a, sh, mine);
         if (victim == NIL)
-            return NIL;
+            return -ENOSPC;
     }
     if (victim != NIL)
         slot_drop(a, sh, victim, now_ms);
@@ -381,17 +406,19 @@ static uint32_t slot_new(struct adhoc *a, struct adhoc_shard *sh, const struct a
     sh->used++;
     if (!who->privileged)
         sh->used_unpriv++;
-    return i;
+    *ret = i;
+    return 0;
 }
 
 /* ---- lookups --------------------------------------------------------------------------- */
 
 /* The hash of @key with @params (the algorithm's, so different parameters
- * never share a bucket). */
+ * never share a bucket), and for a claim (adhoc_claim()) its peer @who. */
 static void adhoc_hash(const struct adhoc *a, char kind, const char *key, size_t len,
-                       const int64_t *params, size_t n_params, uint64_t h[2])
+                       const int64_t *params, size_t n_params, const struct adhoc_peer *who,
+                       uint64_t h[2])
 {
-    uint8_t buf[1 + 4 * 8], hk[16], out[16];
+    uint8_t buf[1 + 4 * 8 + 18], hk[16], out[16];
     size_t pos = 0;
 
     /* The key's keyed hash keys the hash of the kind and the fixed-width
@@ -400,6 +427,12 @@ static void adhoc_hash(const struct adhoc *a, char kind, const char *key, size_t
     for (size_t i = 0; i < n_params && i < 4; i++)
         for (int j = 0; j < 8; j++)
             buf[pos++] = (uint8_t)((uint64_t)params[i] >> (8 * j));
+    if (who) {
+        memcpy(buf + pos, who->key, 16);
+        buf[pos + 16] = who->is_unix;
+        buf[pos + 17] = who->privileged;
+        pos += 18;
+    }
     hash_siphash128(a->secret, key, len, hk);
     hash_siphash128(hk, buf, pos, out);
     memcpy(h, out, 16);
@@ -440,7 +473,7 @@ int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, siz
     bool live;
     int r = 0;
 
-    adhoc_hash(a, 'S', key, len, params, 3, h);
+    adhoc_hash(a, 'S', key, len, params, 3, NULL, h);
     sh = adhoc_lookup(a, h, now_ms, &i);
     live = i != NIL;
     if (live) {
@@ -452,14 +485,13 @@ int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, siz
      * as absent and takes no slot. */
     if (p->take > 0 && (live || st.amount < p->max)) {
         if (!live)
-            i = slot_new(a, sh, who, h, now_ms);
-        if (i != NIL) {
+            r = slot_new(a, sh, who, h, now_ms, &i);
+        if (r == 0) {
             sh->slots[i].a = st.amount;
             sh->slots[i].b = st.refilled_ms;
             sh->slots[i].expire_ms = adhoc_expire_ms(idle, at_ms, now_ms);
         } else {
             sh->busy++;
-            r = -ENOSPC;
         }
     }
     pthread_mutex_unlock(&sh->lock);
@@ -477,7 +509,7 @@ int adhoc_gcra(struct adhoc *a, const struct adhoc_peer *who, const char *key, s
     bool live;
     int r = 0;
 
-    adhoc_hash(a, 'G', key, len, params, 3, h);
+    adhoc_hash(a, 'G', key, len, params, 3, NULL, h);
     sh = adhoc_lookup(a, h, now_ms, &i);
     live = i != NIL;
     if (live)
@@ -486,14 +518,45 @@ int adhoc_gcra(struct adhoc *a, const struct adhoc_peer *who, const char *key, s
     /* A new key that was refused, or only looked at, is as good as absent. */
     if (live || (!ret->limited && idle > now_ms)) {
         if (!live)
-            i = slot_new(a, sh, who, h, now_ms);
-        if (i != NIL) {
+            r = slot_new(a, sh, who, h, now_ms, &i);
+        if (r == 0) {
             sh->slots[i].a = tat;
             sh->slots[i].expire_ms = idle;
         } else {
             sh->busy++;
-            r = -ENOSPC;
         }
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return r;
+}
+
+void adhoc_no_evict(struct adhoc *a)
+{
+    a->no_evict = true;
+}
+
+int adhoc_claim(struct adhoc *a, const struct adhoc_peer *who, enum adhoc_kind kind,
+                const char *key, size_t len, const int64_t params[3], int64_t expire_ms,
+                int64_t now_ms)
+{
+    struct adhoc_shard *sh;
+    uint64_t h[2];
+    uint32_t i;
+    bool fresh;
+    int r = 0;
+
+    /* Their own kinds: a claim never meets a bucket of the local table. */
+    adhoc_hash(a, kind == ADHOC_RL ? 's' : 'g', key, len, params, 3, who, h);
+    sh = adhoc_lookup(a, h, now_ms, &i);
+    fresh = i == NIL;
+    if (fresh)
+        r = slot_new(a, sh, who, h, now_ms, &i);
+    if (r == 0) {
+        /* The key lives until the latest of the bounds its calls gave it. */
+        if (fresh || sh->slots[i].expire_ms < expire_ms)
+            sh->slots[i].expire_ms = expire_ms;
+    } else {
+        sh->busy++;
     }
     pthread_mutex_unlock(&sh->lock);
     return r;
@@ -635,8 +698,7 @@ int adhoc_load(struct adhoc *a, const char *path, int64_t now_ms)
             continue;
         memcpy(who.key, rec[k].key, 16);
         pthread_mutex_lock(&sh->lock);
-        i = slot_find(a, sh, rec[k].h) == NIL ? slot_new(a, sh, &who, rec[k].h, now_ms) : NIL;
-        if (i != NIL) {
+        if (slot_find(a, sh, rec[k].h) == NIL && slot_new(a, sh, &who, rec[k].h, now_ms, &i) == 0) {
             sh->slots[i].a = rec[k].a;
             sh->slots[i].b = rec[k].b;
             sh->slots[i].expire_ms = rec[k].expire_ms;

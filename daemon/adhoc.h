@@ -12,7 +12,8 @@
  * client's AT and divvyd's clock agree), and the table can be saved and
  * loaded across a restart (adhoc_save(), adhoc_load()).  With a Redis store
  * the buckets live in Redis instead (resp_rl.c); this table then answers
- * only under on_redis_error = local.
+ * only under on_redis_error = local, and holds a slot for each key a peer
+ * makes there (adhoc_claim()), which bounds them by the peer's share.
  *
  * Who may hold how much (docs/resp.md "Shares, reserve and eviction"): each
  * bucket is charged to the peer that created it (struct adhoc_peer: a uid on
@@ -130,6 +131,25 @@ int adhoc_gcra_check(const struct adhoc_gcra *p);
 void adhoc_gcra_step(const struct adhoc_gcra *p, bool exists, int64_t now_ns, int64_t *tat_ns,
                      struct adhoc_gcra_result *ret, int64_t *ret_idle_ms);
 
+/* ---- keys in Redis -------------------------------------------------------------------- */
+
+/* The longest TTL the scripts give a key (2^40 ms), and the slack a key's
+ * local bound adds for an AT ahead, clock skew between hosts and Redis, and
+ * a script that runs later than it was sent: 2 * ADHOC_AT_AHEAD_MS. */
+#define ADHOC_KEY_TTL_MAX_MS  (1LL << 40)
+#define ADHOC_KEY_SLACK_MS    (2 * ADHOC_AT_AHEAD_MS)
+
+/*
+ * When the Redis key of a call sent at @now_ms (Unix ms) is gone at the
+ * latest (never earlier than the TTL its script gives it): for RL.* with
+ * @p at @at_ms (the client's AT, -1: none) the time an empty bucket takes
+ * to fill, plus how far @at_ms lies in the past; for CL.THROTTLE (@p
+ * checked by adhoc_gcra_check()) the whole burst's time; each plus
+ * ADHOC_KEY_SLACK_MS.  Saturates.  Pure.
+ */
+int64_t adhoc_tb_key_expire_ms(const struct adhoc_tb *p, int64_t at_ms, int64_t now_ms);
+int64_t adhoc_gcra_key_expire_ms(const struct adhoc_gcra *p, int64_t now_ms);
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 struct adhoc_opts {
@@ -176,7 +196,9 @@ void adhoc_free(struct adhoc *a);
  * as good as absent (RL.GET, a refused take on a new bucket) stores
  * nothing.  A new bucket may take the slot of another, as the file comment
  * says.  -ENOSPC: none could be had (only for an unprivileged peer when
- * privileged peers hold every slot of the shard) and nothing was counted.
+ * privileged peers hold every slot of the shard, or without eviction:
+ * adhoc_no_evict()) and nothing was counted; -EDQUOT: without eviction, the
+ * peer holds its share.
  */
 int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
              const struct adhoc_tb *p, int64_t at_ms, int64_t now_ms, int64_t *ret_before);
@@ -184,6 +206,32 @@ int adhoc_tb(struct adhoc *a, const struct adhoc_peer *who, const char *key, siz
 /* CL.THROTTLE by @who on @key with @p at @now_ns (Unix time); as adhoc_tb(). */
 int adhoc_gcra(struct adhoc *a, const struct adhoc_peer *who, const char *key, size_t len,
                const struct adhoc_gcra *p, int64_t now_ns, struct adhoc_gcra_result *ret);
+
+/*
+ * Buckets that live in Redis (docs/resp.md "Ad-hoc buckets in Redis"):
+ * each key a peer may make there through this host holds a slot of this
+ * table too, charged to that peer by the rules above, so the keys one peer
+ * can keep alive through one host are bounded by its share.  Call
+ * adhoc_no_evict() once, before any thread uses the table: from then on no
+ * unprivileged peer's slot is taken before it expires (a slot taken would
+ * let its peer make one more key while the old one lives on): a peer at its
+ * share, or when unprivileged peers hold the pool, is refused (-EDQUOT,
+ * -ENOSPC) instead of losing its least recently used bucket, local buckets
+ * (on_redis_error = local) included.  Privileged peers keep the reserve
+ * and may take each other's slots.
+ *
+ * adhoc_claim(): @who's slot for the Redis key of @kind, @key (@len bytes),
+ * @params (the algorithm's three, as in store_adhoc_key()), taken if @who
+ * holds none yet, kept at least until @expire_ms (Unix ms; the latest of
+ * those given wins): a bound never earlier than the key's TTL in Redis.
+ * Each peer's claim is its own (a key several peers name is charged to
+ * each).  0, -EDQUOT (@who holds its share), -ENOSPC (no slot could be had).
+ * Nothing of the key is ever deleted here.
+ */
+void adhoc_no_evict(struct adhoc *a);
+int adhoc_claim(struct adhoc *a, const struct adhoc_peer *who, enum adhoc_kind kind,
+                const char *key, size_t len, const int64_t params[3], int64_t expire_ms,
+                int64_t now_ms);
 
 /* Counts a call that took (or tried to) in STATS and the metrics, wherever
  * its bucket lives; @fallback: answered by on_redis_error.  Any thread. */

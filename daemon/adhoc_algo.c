@@ -109,3 +109,38 @@ void adhoc_gcra_step(const struct adhoc_gcra *p, bool exists, int64_t now_ns, in
     *tat_ns = tat;
     *ret_idle_ms = tat / NS_PER_MS + (tat % NS_PER_MS != 0);
 }
+
+/* adhoc_key_expire_ms()'s @ttl_ms from @now_ms plus the slack, capped as
+ * the scripts cap a TTL (2^40 ms) and saturating. */
+static int64_t key_expire(int64_t ttl_ms, int64_t now_ms)
+{
+    int64_t at;
+
+    if (ttl_ms > ADHOC_KEY_TTL_MAX_MS)
+        ttl_ms = ADHOC_KEY_TTL_MAX_MS;
+    return __builtin_add_overflow(now_ms, ttl_ms + ADHOC_KEY_SLACK_MS, &at) ? INT64_MAX : at;
+}
+
+int64_t adhoc_tb_key_expire_ms(const struct adhoc_tb *p, int64_t at_ms, int64_t now_ms)
+{
+    int64_t fills = (p->max + p->refill - 1) / p->refill, full, behind;
+
+    /* The script's TTL is last + the refills the taken tokens need - the
+     * call's time: at most the refills of an empty bucket (amount >= 0),
+     * plus how far an AT lies in the past, plus how far the bucket's last
+     * refill may lie ahead (an AT, at most ADHOC_AT_AHEAD_MS: the slack). */
+    if (__builtin_mul_overflow(fills, p->refill_ms, &full))
+        full = INT64_MAX;
+    behind = at_ms >= 0 && at_ms < now_ms ? now_ms - at_ms : 0;
+    if (__builtin_add_overflow(full, behind, &full))
+        full = INT64_MAX;
+    return key_expire(full, now_ms);
+}
+
+int64_t adhoc_gcra_key_expire_ms(const struct adhoc_gcra *p, int64_t now_ms)
+{
+    int64_t dvt = gcra_interval(p) * (p->max_burst + 1);
+
+    /* The script expires a key at its TAT, at most dvt ahead of now. */
+    return key_expire(dvt / NS_PER_MS + 1, now_ms);
+}

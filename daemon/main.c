@@ -626,6 +626,8 @@ int main(int argc, char **argv)
     so.adhoc_redis = adhoc && (cfg->adhoc_store == CONFIG_ADHOC_REDIS ||
                                (cfg->adhoc_store == CONFIG_ADHOC_AUTO && store_wanted(store)));
     if (so.adhoc_redis) {
+        /* Each key a peer makes in Redis holds a slot here: none is taken early. */
+        adhoc_no_evict(adhoc);
         store_want(store);
         log_msg(LOG_NOTICE, "ad-hoc buckets (RL.*, CL.THROTTLE) in Redis, on_redis_error %s",
                 on_error_name(cfg->on_redis_error));

@@ -9,7 +9,9 @@
  *
  * Where a bucket lives: with the store's ad-hoc buckets in Redis
  * (srv_opts.adhoc_redis), one script call per command (store_adhoc_tb(),
- * store_adhoc_gcra()), its reply a slot in the connection's reply FIFO
+ * store_adhoc_gcra()), after the key it may write took a slot of this
+ * host's table charged to the peer (rl_claim(): the peer's keys in Redis
+ * stay within its share), its reply a slot in the connection's reply FIFO
  * (hit_wait()) answered from the store's callback; when Redis cannot answer,
  * store.on_redis_error: local (this host's own table), open, closed.
  * Otherwise in adhoc.c's table, each bucket charged to the connection's peer
@@ -124,6 +126,22 @@ static int rl_fmt_gcra(const struct adhoc_gcra_result *res, char *buf, size_t si
     return n > 0 && (size_t)n < size ? n : -1;
 }
 
+/*
+ * The table's refusal @r (adhoc.h): -EDQUOT, an unprivileged peer holds its
+ * share and may not give one up (buckets in Redis); -ENOSPC, privileged
+ * peers hold every slot a new bucket could take (or, buckets in Redis,
+ * unprivileged ones hold the whole pool).
+ */
+static int rl_fmt_refused(struct worker *w, int r, char *buf, size_t size)
+{
+    if (r == -EDQUOT)
+        return rl_fmt_error(w, PROTO_E_BUSY, "ERR busy too many ad-hoc buckets for this peer "
+                            "(table.adhoc_buckets_per_peer): one comes free when one of its "
+                            "buckets is full again", buf, size);
+    return rl_fmt_error(w, PROTO_E_BUSY, "ERR busy ad-hoc bucket table full "
+                        "(table.adhoc_slots, table.adhoc_max_buckets)", buf, size);
+}
+
 /* The answer of this host's own table. */
 static int rl_local(struct worker *w, const struct rl_call *call, const char *name, size_t len,
                     bool fallback, char *buf, size_t size)
@@ -139,10 +157,8 @@ static int rl_local(struct worker *w, const struct rl_call *call, const char *na
     } else {
         r = adhoc_gcra(a, &call->who, name, len, &call->gcra, (int64_t)clock_unix_ns(), &res);
     }
-    /* Only when privileged peers hold every slot a new bucket could take (adhoc.h). */
-    if (r == -ENOSPC)
-        return rl_fmt_error(w, PROTO_E_BUSY, "ERR busy ad-hoc bucket table full "
-                            "(table.adhoc_slots, table.adhoc_max_buckets)", buf, size);
+    if (r < 0)
+        return rl_fmt_refused(w, r, buf, size);
     if (call->kind == ADHOC_RL) {
         if (call->tb.take > 0)
             rl_count(w, ADHOC_RL, before >= call->tb.take, fallback);
@@ -224,6 +240,38 @@ static void rl_on_store(void *arg, const struct store_reply *rep)
     free(job);
 }
 
+/* @call's three parameters, as the bucket's key names them (store_adhoc_key()). */
+static void rl_params(const struct rl_call *call, int64_t params[3])
+{
+    if (call->kind == ADHOC_RL) {
+        params[0] = call->tb.max;
+        params[1] = call->tb.refill;
+        params[2] = call->tb.refill_ms;
+    } else {
+        params[0] = call->gcra.max_burst;
+        params[1] = call->gcra.count;
+        params[2] = call->gcra.period_s;
+    }
+}
+
+/*
+ * The slot of this host's table a call that may write a key in Redis must
+ * hold first (docs/resp.md "Ad-hoc buckets in Redis"), charged to its peer
+ * until the key is gone at the latest: 0, or adhoc_claim()'s refusal.  A
+ * call that only looks writes no key and needs none.
+ */
+static int rl_claim(struct worker *w, const struct rl_call *call, const char *name, size_t len)
+{
+    int64_t now_ms = rl_unix_ms(), params[3], expire;
+
+    if (call->kind == ADHOC_RL ? call->tb.take == 0 : call->gcra.quantity == 0)
+        return 0;
+    rl_params(call, params);
+    expire = call->kind == ADHOC_RL ? adhoc_tb_key_expire_ms(&call->tb, call->at_ms, now_ms)
+                                    : adhoc_gcra_key_expire_ms(&call->gcra, now_ms);
+    return adhoc_claim(w->s->o.adhoc, &call->who, call->kind, name, len, params, expire, now_ms);
+}
+
 /* Sends @call to Redis; 0 when its reply will come from rl_on_store(). */
 static int rl_send(struct conn *c, const struct rl_call *call, const char *name, size_t len)
 {
@@ -235,15 +283,7 @@ static int rl_send(struct conn *c, const struct rl_call *call, const char *name,
     char *key = NULL;
     int klen, r = -ENOMEM;
 
-    if (call->kind == ADHOC_RL) {
-        params[0] = call->tb.max;
-        params[1] = call->tb.refill;
-        params[2] = call->tb.refill_ms;
-    } else {
-        params[0] = call->gcra.max_burst;
-        params[1] = call->gcra.count;
-        params[2] = call->gcra.period_s;
-    }
+    rl_params(call, params);
     job = malloc(sizeof(*job) + len);
     key = malloc(size);
     if (!job || !key)
@@ -296,11 +336,19 @@ static void rl_decide(struct conn *c, const struct rl_call *call, const char *na
     struct worker *w = c->w;
     char buf[RL_REPLY_MAX];
     bool redis = w->s->o.adhoc_redis;
+    int r;
 
     /* While the breaker is open nothing waits: the policy answers at once. */
-    if (redis && w->sc && !store_breaker_open(w->s->o.store) &&
-        rl_send(c, call, name, len) == 0)
-        return;
+    if (redis && w->sc && !store_breaker_open(w->s->o.store)) {
+        /* No key in Redis without its slot here: a peer's keys stay within its share. */
+        r = rl_claim(w, call, name, len);
+        if (r < 0) {
+            rl_out(c, buf, rl_fmt_refused(w, r, buf, sizeof(buf)));
+            return;
+        }
+        if (rl_send(c, call, name, len) == 0)
+            return;
+    }
     rl_out(c, buf, redis ? rl_fallback(w, call, name, len, buf, sizeof(buf))
                          : rl_local(w, call, name, len, false, buf, sizeof(buf)));
 }

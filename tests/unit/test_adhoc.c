@@ -8,7 +8,9 @@
  * (docs/resp.md "Shares, reserve and eviction"): a peer at its share gives
  * up its own least recently used bucket, a full pool takes from the peer
  * holding the most, privileged peers have a reserve and are never taken
- * from.  Tables under 512 slots have one shard, so the counts are exact.
+ * from; with the buckets in Redis (adhoc_claim(), adhoc_no_evict()) a peer
+ * at its share is refused and no slot goes before it expires.  Tables
+ * under 512 slots have one shard, so the counts are exact.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -508,6 +510,105 @@ static void test_adhoc_table_random(void **state)
 #define NOW 1795000000000LL     /* a Unix time in ms, as divvyd's clock reads one */
 
 /* An AT may be any time in the past, and at most ADHOC_AT_AHEAD_MS ahead. */
+/* adhoc_claim() of Redis key "<prefix><i>" (RL.* 5 3600) by @who until @expire at @now. */
+static int claim(struct adhoc *a, const struct adhoc_peer *who, const char *prefix, int i,
+                 int64_t expire, int64_t now)
+{
+    const int64_t params[3] = { 5, 5, 3600000 };
+    char key[32];
+    int n = snprintf(key, sizeof(key), "%s%d", prefix, i);
+
+    return adhoc_claim(a, who, ADHOC_RL, key, (size_t)n, params, expire, now);
+}
+
+/*
+ * Keys in Redis (adhoc_no_evict()): a peer at its share is refused, never
+ * gives up a slot of its own before it expires; a name it holds is not
+ * charged again and keeps the latest bound; each peer's claim of a name is
+ * its own; local buckets follow the same rule; a full pool refuses an
+ * unprivileged peer and takes nobody's slot, privileged peers keep the
+ * reserve and take each other's.
+ */
+static void test_adhoc_table_claim(void **state)
+{
+    struct adhoc_peer me = unix_peer(61601, false), other = unix_peer(61602, false);
+    struct adhoc_peer root = unix_peer(0, true);
+    struct adhoc *a = table(64, 8, 4);
+    struct adhoc_stats st;
+
+    (void)state;
+    adhoc_no_evict(a);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(claim(a, &me, "a", i, 10000, 1000), 0);
+    assert_int_equal(claim(a, &me, "a", 4, 10000, 1000), -EDQUOT);
+    /* Held: not charged again; a later bound wins, an earlier one does not. */
+    assert_int_equal(claim(a, &me, "a", 0, 20000, 2000), 0);
+    assert_int_equal(claim(a, &me, "a", 0, 5000, 3000), 0);
+    st = stats(a);
+    assert_int_equal(st.used, 4);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.busy, 1);
+    /* The table's own buckets are refused too, and apart from the claims. */
+    assert_int_equal(reduce(a, &me, "a", 0), -1);
+    assert_int_equal(reduce(a, &other, "a", 0), 5);
+    /* Each peer's claim is its own. */
+    assert_int_equal(claim(a, &other, "a", 0, 10000, 3000), 0);
+    assert_int_equal(stats(a).used, 6);
+    /* Until a bound passes: a1..a3 at 10000, a0 at 20000. */
+    assert_int_equal(claim(a, &me, "a", 4, 10000, 9999), -EDQUOT);
+    for (int i = 4; i < 7; i++)
+        assert_int_equal(claim(a, &me, "a", i, 30000, 10000), 0);
+    assert_int_equal(claim(a, &me, "a", 7, 30000, 19999), -EDQUOT);
+    assert_int_equal(claim(a, &me, "a", 7, 30000, 20000), 0);
+    assert_int_equal(stats(a).evictions, 0);
+    adhoc_free(a);
+
+    /* The pool (64 - 8) full: refused, nobody's slot taken; root has the reserve. */
+    a = table(64, 8, 4);
+    adhoc_no_evict(a);
+    for (unsigned p = 0; p < 14; p++) {
+        struct adhoc_peer who = unix_peer(1000 + p, false);
+
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(claim(a, &who, "p", (int)(p * 4) + i, 10000, 1000), 0);
+    }
+    assert_int_equal(claim(a, &other, "o", 0, 10000, 1000), -ENOSPC);
+    assert_int_equal(reduce(a, &other, "o", 0), -1);
+    for (int i = 0; i < 9; i++)
+        assert_int_equal(claim(a, &root, "r", i, 10000, 1000), 0);
+    st = stats(a);
+    assert_int_equal(st.used, 64);
+    assert_int_equal(st.privileged, 8);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(claim(a, &root, "r", 0, 10000, 1000), 0);
+    assert_int_equal(stats(a).used, 64);
+    adhoc_free(a);
+}
+
+/* A key's local bound: never before the TTL its script can give it. */
+static void test_adhoc_key_expire(void **state)
+{
+    struct adhoc_tb tb = { .max = 5, .refill = 5, .refill_ms = 3600000, .take = 1 };
+    struct adhoc_gcra g = { .max_burst = 5, .count = 1, .period_s = 60, .quantity = 1 };
+    int64_t now = 1700000000000LL;
+
+    (void)state;
+    assert_int_equal(adhoc_tb_key_expire_ms(&tb, -1, now), now + 3600000 + ADHOC_KEY_SLACK_MS);
+    tb.refill = 2;
+    assert_int_equal(adhoc_tb_key_expire_ms(&tb, -1, now),
+                     now + 3 * 3600000 + ADHOC_KEY_SLACK_MS);
+    /* An AT in the past lives as much longer; one ahead is in the slack. */
+    assert_int_equal(adhoc_tb_key_expire_ms(&tb, now - 500000, now),
+                     now + 3 * 3600000 + 500000 + ADHOC_KEY_SLACK_MS);
+    assert_int_equal(adhoc_tb_key_expire_ms(&tb, now + 60000, now),
+                     now + 3 * 3600000 + ADHOC_KEY_SLACK_MS);
+    tb = (struct adhoc_tb){ .max = 1000000000000000LL, .refill = 1, .refill_ms = 2678400000LL };
+    assert_int_equal(adhoc_tb_key_expire_ms(&tb, 0, now),
+                     now + ADHOC_KEY_TTL_MAX_MS + ADHOC_KEY_SLACK_MS);
+    /* GCRA: the whole burst's time, (5 + 1) * 60 s. */
+    assert_int_equal(adhoc_gcra_key_expire_ms(&g, now), now + 360000 + 1 + ADHOC_KEY_SLACK_MS);
+}
+
 static void test_adhoc_at_check(void **state)
 {
     (void)state;
@@ -646,6 +747,8 @@ int main(void)
         cmocka_unit_test(test_adhoc_table_privileged),
         cmocka_unit_test(test_adhoc_table_gcra),
         cmocka_unit_test(test_adhoc_table_random),
+        cmocka_unit_test(test_adhoc_table_claim),
+        cmocka_unit_test(test_adhoc_key_expire),
         cmocka_unit_test(test_adhoc_at_check),
         cmocka_unit_test(test_adhoc_expire),
         cmocka_unit_test(test_adhoc_table_unix_clock),
