@@ -430,7 +430,7 @@ build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
 # through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
 $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
 FUZZ_STORE_SRCS := $(addprefix daemon/,store.c store_conn.c store_link.c store_link_reply.c store_cluster.c \
-                                store_slots.c store_script.c sentinel.c sentinel_watch.c \
+                                store_slots.c store_script.c store_reply.c sentinel.c sentinel_watch.c \
                                 redis_async.c addr.c log.c)
 build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ_STORE_SRCS) \
                              $(wildcard daemon/*.h)
