@@ -37,6 +37,12 @@
 #include "store.h"
 #include "worker.h"
 
+/* hit_fallback() names the policy's metric by the policy's own value. */
+_Static_assert((int)METRICS_FALLBACK_LOCAL == (int)CONFIG_REDIS_ERROR_LOCAL &&
+                   (int)METRICS_FALLBACK_OPEN == (int)CONFIG_REDIS_ERROR_OPEN &&
+                   (int)METRICS_FALLBACK_CLOSED == (int)CONFIG_REDIS_ERROR_CLOSED,
+               "on_redis_error and metrics_fallback values differ");
+
 static struct log_ratelimit rl_store;
 
 static bool hit_id_done(const struct hit *h, uint64_t id)
