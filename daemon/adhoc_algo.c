@@ -32,6 +32,11 @@ int64_t adhoc_tb_step(const struct adhoc_tb *p, bool exists, int64_t now_ms,
         before = left <= 0 || refills >= (left + p->refill - 1) / p->refill
                      ? p->max
                      : st->amount + refills * p->refill;
+        /* A full bucket is no bucket: its clock starts again at this call,
+         * so one kept past the moment it filled and one forgotten then
+         * (adhoc_expire_ms(), a key's TTL in Redis) are the same state. */
+        if (before == p->max)
+            st->refilled_ms = now_ms;
     }
     st->amount = before;
     /* Check and take: a call that asks for more than is left takes nothing. */

@@ -471,7 +471,7 @@ static const char lua_adhoc_tb[] =
     "  local refills = math.floor(span / period)\n"
     "  last = last + refills * period\n"
     "  local left = max - amount\n"
-    "  if left <= 0 or refills >= math.ceil(left / refill) then before = max\n"
+    "  if left <= 0 or refills >= math.ceil(left / refill) then before, last = max, t\n"
     "  else before = amount + refills * refill end\n"
     "end\n"
     "if take > 0 then\n"

@@ -625,20 +625,23 @@ static void test_redis_lua_adhoc_tb(void **state)
         /* Few parameter sets, so buckets are met again. */
         p.max = 2 + (p.max & 1);
         p.refill = 1;
-        p.refill_ms = 200;
+        p.refill_ms = 60000;
         sa.max = p.max;
         sa.refill = p.refill;
         sa.refill_ms = p.refill_ms;
         snprintf(name, sizeof(name), "k%d", rand_r(&seed) % 3);
         snprintf(key, sizeof(key), "divvy:adhoc:{%s}:S:%lld", name, (long long)p.max);
-        /* An hour behind, and faster than real time by 50 ms a call at
+        /* Twelve hours behind, and faster than real time by 5 s a call at
          * least: a replay slower than the clock may find a bucket
-         * forgotten early (docs/resp.md), and the time between reading
-         * the clock and the script running must not count. */
+         * forgotten early (docs/resp.md), and Redis expires its keys on
+         * its own clock, when the script runs.  A stall between reading
+         * the clock here and the script running that outgrew the lead
+         * (50 ms once: CI under load) made the two forget at different
+         * times; 5 s outlasts any stall this suite survives. */
         clock_gettime(CLOCK_REALTIME, &ts);
         now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-        ahead += 50 + rand_r(&seed) % 150;
-        at = now - 3600000 + ahead;
+        ahead += 5000 + rand_r(&seed) % 15000;
+        at = now - 12 * 3600000 + ahead;
         sa.at_ms = at;
         store_script_adhoc_tb(&sa, &call);
         argv[argc++] = "EVAL";

@@ -48,6 +48,28 @@ static void test_adhoc_tb_transcript(void **state)
     assert_int_equal(adhoc_tb_step(&p, true, 61000, &st, &idle), 2);
 }
 
+/* A bucket kept past the moment it filled up is the same state as one
+ * forgotten then: whether divvyd's table or Redis dropped it first never
+ * shows in a later answer. */
+static void test_adhoc_tb_full_is_none(void **state)
+{
+    struct adhoc_tb p = { .max = 3, .refill = 1, .refill_ms = 200, .take = 2 };
+    struct adhoc_tb_state kept = { 0 }, fresh = { 0 };
+    int64_t idle, idle2;
+
+    (void)state;
+    assert_int_equal(adhoc_tb_step(&p, false, 1000, &kept, &idle), 3);
+    /* 1150 ms later two refills (of 1 per 200 ms) filled it at +1400. */
+    assert_int_equal(adhoc_tb_step(&p, true, 2150, &kept, &idle), 3);
+    assert_int_equal(adhoc_tb_step(&p, false, 2150, &fresh, &idle2), 3);
+    assert_int_equal(kept.amount, fresh.amount);
+    assert_int_equal(kept.refilled_ms, fresh.refilled_ms);
+    assert_int_equal(idle, idle2);
+    /* And so the next answers agree. */
+    assert_int_equal(adhoc_tb_step(&p, true, 2300, &kept, &idle),
+                     adhoc_tb_step(&p, true, 2300, &fresh, &idle2));
+}
+
 static void test_adhoc_tb_refill_take(void **state)
 {
     struct adhoc_tb p = { .max = 10, .refill = 1, .refill_ms = 3600000, .take = 4 };
@@ -735,6 +757,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adhoc_tb_transcript),
+        cmocka_unit_test(test_adhoc_tb_full_is_none),
         cmocka_unit_test(test_adhoc_tb_refill_take),
         cmocka_unit_test(test_adhoc_tb_strict),
         cmocka_unit_test(test_adhoc_gcra_cell_cases),
