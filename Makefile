@@ -47,6 +47,7 @@ ALL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
 LIBS        = $(call pc_libs,$(PKGS)) -lpthread -lm
 
 COMMON_SRCS := $(wildcard common/*.c)
+SERVER_SRCS := $(wildcard server/*.c)
 DAEMON_SRCS := $(wildcard daemon/*.c)
 CLIENT_SRCS := $(wildcard libclient/*.c)
 CTL_SRCS    := $(wildcard tools/divvyctl*.c)
@@ -57,6 +58,7 @@ ITEST_SRCS  := $(wildcard tests/integration/test_*.c)
 ITEST_LIB   := $(filter-out $(ITEST_SRCS),$(wildcard tests/integration/*.c))
 
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
+SERVER_OBJS := $(SERVER_SRCS:%.c=$(B)/%.o)
 # The RLS listener's messages (daemon/rls_msg.c): C generated from proto/ by
 # protoc-c at build time into $(B)/gen/ (docs/rls.md).
 PROTO_SRCS  := $(shell find proto -name '*.proto' 2>/dev/null | sort)
@@ -70,18 +72,16 @@ CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(B)/%.o)
 CTL_OBJS    := $(CTL_SRCS:%.c=$(B)/%.o)
 PAM_OBJS    := $(PAM_SRCS:%.c=$(B)/%.o)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:docs/examples/%.c=$(B)/examples/%)
-# common/ is two archives.  What clients link (libdivvy, pam_divvy.so,
-# divvy-bench): the compiled-rule loader and matcher, the table's CAS core,
-# attach and leases, algorithms, codec, eval; every common/ file not named
-# below.  COMMON_DAEMON is what only divvyd and divvyctl need: validator,
-# compiler, table creation, sweep, move and snapshots, the config loaders.
-# LIBCOMMON holds both; check-symbols proves no client carries the second.
-COMMON_DAEMON   := $(wildcard common/config*.c) $(addprefix common/,$(addsuffix .c, \
-                   diag ini rules_compile rules_spec rules_validate secret suggest \
-                   table_create table_move table_snapshot table_sweep))
-LIBDIVVY_COMMON := $(filter-out $(COMMON_DAEMON:%.c=$(B)/%.o),$(COMMON_OBJS))
-LIBCOMMON_CLIENT := $(B)/libdivvycommon-client.a
-LIBCOMMON_DAEMON := $(B)/libdivvycommon-daemon.a
+# common/ is what clients link (libdivvy, pam_divvy.so, divvy-bench): the
+# compiled-rule loader and matcher, the table's CAS core, attach and leases,
+# algorithms, codec, eval.  server/ is what only divvyd and divvyctl link:
+# config loaders, rule validator and compiler, table creation, sweep, move
+# and snapshots.  Only the code that links server/ sees its headers
+# (SERVER_USERS); check-symbols proves no client carries its symbols.
+LIBCOMMON   := $(B)/libdivvycommon.a
+LIBSERVER   := $(B)/libdivvyserver.a
+SERVER_USERS := server/% daemon/% tools/divvyctl% tests/%
+server_inc   = $(if $(filter $(SERVER_USERS),$(1)),-Iserver)
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
 ITEST_OBJS  := $(ITEST_LIB:%.c=$(B)/%.o)
@@ -90,7 +90,6 @@ ITEST_A     := $(B)/tests/libharness.a
 DIVVYD      := $(B)/divvyd
 BENCH       := $(B)/divvy-bench
 DIVVYCTL    := $(B)/divvyctl
-LIBCOMMON   := $(B)/libdivvycommon.a
 LIBDIVVYD   := $(B)/libdivvyd.a
 LIBDIVVY_SO := $(B)/libdivvy.so.$(SOVERSION)
 LIBDIVVY_A  := $(B)/libdivvy.a
@@ -154,7 +153,7 @@ deps-check:
 
 $(B)/%.o: %.c Makefile
 	@mkdir -p $(@D)
-	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) $(call server_inc,$<) -c $< -o $@
 
 # protoc-c (Debian's protobuf-c-compiler) writes each .proto's .pb-c.c/.h.
 $(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: proto/%.proto
@@ -169,27 +168,33 @@ $(LIBCOMMON): $(COMMON_OBJS)
 	$(Q)rm -f $@
 	$(call quiet,AR)$(AR) rcs $@ $^
 
+$(LIBSERVER): $(SERVER_OBJS)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@
+	$(call quiet,AR)$(AR) rcs $@ $^
+
 $(LIBDIVVYD): $(DAEMON_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@
 	$(call quiet,AR)$(AR) rcs $@ $^
 
-$(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON)
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBCOMMON) $(LIBS)
+$(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) \
+	    $(LIBS)
 
-$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON_CLIENT) \
+$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) \
           $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
 # script) and static; divvy.pc from libclient/divvy.pc.in.
-$(LIBDIVVY_SO): $(CLIENT_OBJS) $(LIBDIVVY_COMMON) libclient/divvy.map
+$(LIBDIVVY_SO): $(CLIENT_OBJS) $(COMMON_OBJS) libclient/divvy.map
 	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libdivvy.so.$(SOVERSION) \
 	    -Wl,--version-script=libclient/divvy.map -Wl,--no-undefined \
-	    -o $@ $(CLIENT_OBJS) $(LIBDIVVY_COMMON) -lpthread
+	    -o $@ $(CLIENT_OBJS) $(COMMON_OBJS) -lpthread
 $(B)/libdivvy.so: $(LIBDIVVY_SO)
 	$(call quiet,LN)ln -sf libdivvy.so.$(SOVERSION) $@
-$(LIBDIVVY_A): $(CLIENT_OBJS) $(LIBDIVVY_COMMON)
+$(LIBDIVVY_A): $(CLIENT_OBJS) $(COMMON_OBJS)
 	$(Q)rm -f $@
 	$(call quiet,AR)$(AR) rcs $@ $^
 $(LIBCLIENT_A): $(CLIENT_OBJS)
@@ -200,23 +205,17 @@ $(PC_FILE): libclient/divvy.pc.in Makefile
 	$(call quiet,GEN)sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
-# common/ for clients, and its daemon-only part alone (for check-symbols).
-$(LIBCOMMON_CLIENT): $(LIBDIVVY_COMMON)
-	$(Q)rm -f $@
-	$(call quiet,AR)$(AR) rcs $@ $^
-$(LIBCOMMON_DAEMON): $(COMMON_DAEMON:%.c=$(B)/%.o)
-	$(Q)rm -f $@
-	$(call quiet,AR)$(AR) rcs $@ $^
-
-# No daemon-only symbol in libdivvy.so or pam_divvy.so (run by check-unit).
+# No server/ symbol in libdivvy.so or pam_divvy.so (run by check-unit).
 .PHONY: check-symbols
-check-symbols: $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
-	@tests/unit/client_symbols.sh $(LIBCOMMON_DAEMON) $(LIBCOMMON_CLIENT) $(LIBDIVVY_SO) $(PAM_SO)
+check-symbols: $(LIBSERVER) $(LIBCOMMON) $(LIBDIVVY_SO) $(PAM_SO)
+	@tests/unit/client_symbols.sh $(LIBSERVER) $(LIBCOMMON) $(LIBDIVVY_SO) $(PAM_SO)
 check-unit: check-symbols
 
-# divvyctl: the public API through libdivvy.so; common/ only for check/convert.
-$(DIVVYCTL): $(CTL_OBJS) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBCOMMON) $(LINK_LIBDIVVY) $(LIBS)
+# divvyctl: the public API through libdivvy.so; server/ and common/ only for
+# check/convert.
+$(DIVVYCTL): $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) $(LINK_LIBDIVVY) \
+	    $(LIBS)
 
 # pam_divvy.so: libdivvy linked in statically (hidden), only pam_sm_* exported.
 $(PAM_SO): $(PAM_OBJS) $(LIBDIVVY_A) pam/pam_divvy.map
@@ -230,17 +229,17 @@ $(B)/examples/%: docs/examples/%.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 
 # The table's state word must be updated by an inline 16-byte CAS: a call into
 # libatomic could take a lock that is private to one process (DESIGN §4).
-cas-check: $(LIBCOMMON)
-	@if nm $(LIBCOMMON) | grep -E ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
-	    echo "cas-check: common/ calls libatomic for 16-byte atomics (see docs/shm.md)" >&2; exit 1; fi
+cas-check: $(LIBCOMMON) $(LIBSERVER)
+	@if nm $(LIBCOMMON) $(LIBSERVER) | grep -E ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
+	    echo "cas-check: common/ or server/ calls libatomic for 16-byte atomics (see docs/shm.md)" >&2; exit 1; fi
 
 # Unit tests: one cmocka binary per module, linking the archives (daemon/ and
 # libclient/ modules included); a test's fakes are -Wl,--wrap= flags in its
 # TEST_WRAP (docs/testing.md).
-$(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
+$(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) -o $@ $< \
-	    $(LIBDIVVYD) $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBCOMMON) \
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) \
+	    -o $@ $< $(LIBDIVVYD) $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBSERVER) $(LIBCOMMON) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 # test_verb: the verb table alone; the handlers of other modules and the
 # replies are its fakes.
@@ -259,11 +258,11 @@ $(ITEST_A): $(ITEST_OBJS)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@
 	$(call quiet,AR)$(AR) rcs $@ $^
-$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(DIVVYD) \
+$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(DIVVYD) \
                    $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Itests/integration $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
-	    -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver -Itests/integration $(call pc_cflags,$(TEST_PKGS)) \
+	    $(ALL_LDFLAGS) -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 
 # Every test binary runs even when an earlier one fails, and says how long it
@@ -336,9 +335,9 @@ check-fleet: deps
 $(B)/tests/fleet/delay_proxy: tests/fleet/delay_proxy.c
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $<
-$(B)/tests/fleet/fleet_hit: tests/fleet/fleet_hit.c $(LIBCOMMON_CLIENT) $(B)/libdivvy.so
+$(B)/tests/fleet/fleet_hit: tests/fleet/fleet_hit.c $(LIBCOMMON) $(B)/libdivvy.so
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON_CLIENT) $(LINK_LIBDIVVY) -lpthread
+	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LINK_LIBDIVVY) -lpthread
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:
@@ -377,7 +376,7 @@ valgrind:
 # and branch coverage per directory (gcovr); per file in build-cov/coverage.txt,
 # everything in build-cov/coverage.json.  A failed test fails the target, after
 # the numbers are printed.
-COV_DIRS  := common daemon libclient pam tools
+COV_DIRS  := common server daemon libclient pam tools
 COV_VARS  := B=build-cov SAN_FLAGS="--coverage -O0 -fprofile-update=atomic"
 coverage:
 	@command -v gcovr >/dev/null || { echo "coverage: gcovr missing; apt-get install gcovr" >&2; exit 1; }
@@ -413,17 +412,17 @@ soak: deps
 FUZZ_SECONDS ?= 60
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
-FUZZ_CFLAGS := -std=gnu11 -g -O1 $(ARCH_FLAGS) -D_GNU_SOURCE -I. -Icommon \
+FUZZ_CFLAGS := -std=gnu11 -g -O1 $(ARCH_FLAGS) -D_GNU_SOURCE -I. -Icommon -Iserver \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS)
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS) $(SERVER_SRCS)
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(LIBS)
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(SERVER_SRCS) $(LIBS)
 
 # fuzz_segment also drives libdivvy's fast path (libclient/) over the files it fuzzes.
-build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(CLIENT_SRCS)
+build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(SERVER_SRCS) $(CLIENT_SRCS)
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) \
+	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(SERVER_SRCS) \
 	    $(CLIENT_SRCS) $(LIBS)
 # Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store*.c, built
 # with the modules it calls, all instrumented; its log.c calls go to a sink
@@ -432,23 +431,23 @@ $(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
 FUZZ_STORE_SRCS := $(addprefix daemon/,store.c store_conn.c store_link.c store_link_reply.c store_cluster.c \
                                 store_slots.c store_script.c store_reply.c sentinel.c sentinel_watch.c \
                                 redis_async.c addr.c log.c)
-build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(FUZZ_STORE_SRCS) \
+build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(SERVER_SRCS) $(FUZZ_STORE_SRCS) \
                              $(wildcard daemon/*.h)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
-	    -o $@ $< $(COMMON_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
+	    -o $@ $< $(COMMON_SRCS) $(SERVER_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
 
 # fuzz_resp drives daemon/resp.c, the RESP parser (pure, no I/O).
-build-fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(COMMON_SRCS) daemon/resp.c daemon/resp.h
+build-fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(COMMON_SRCS) $(SERVER_SRCS) daemon/resp.c daemon/resp.h
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -Idaemon -o $@ $< daemon/resp.c common/proto.c
 
 # fuzz_rls drives daemon/rls_msg.c with the C protoc-c generated (docs/rls.md).
-build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) daemon/rls_msg.c daemon/rls_msg.h \
+build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) $(SERVER_SRCS) daemon/rls_msg.c daemon/rls_msg.h \
                      $(PROTO_GEN_C) $(PROTO_GEN_H)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< \
-	    $(COMMON_SRCS) daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
+	    $(COMMON_SRCS) $(SERVER_SRCS) daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
@@ -477,8 +476,8 @@ bench: deps
 $(B)/divvy-rls-bench: $(B)/tools/divvy-rls-bench.o
 	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2)
 
-$(B)/bench_rules: tests/unit/bench_rules.c $(LIBCOMMON)
-	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBS)
+$(B)/bench_rules: tests/unit/bench_rules.c $(LIBSERVER) $(LIBCOMMON)
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(ALL_LDFLAGS) -o $@ $< $(LIBSERVER) $(LIBCOMMON) $(LIBS)
 
 # ---- install (docs/operations.md) ---------------------------------------------
 # With PREFIX=/usr the places Debian uses (multiarch: libdivvy in
@@ -571,9 +570,9 @@ endif
 	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
 	$(INSTALL) -d $(DESTDIR)$(LIBEXECDIR)/divvy
 	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench $(B)/tools/divvy-bench.o \
-	    $(LIBCOMMON_CLIENT) $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
+	    $(LIBCOMMON) $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
 ifneq ($(CTL_SRCS),)
-	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBCOMMON) -L$(B) -ldivvy \
+	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) -L$(B) -ldivvy \
 	    $(LIBS)
 endif
 ifneq ($(PAM_SRCS),)

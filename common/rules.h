@@ -18,8 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diag.h"
 #include "proto.h"
+
+struct diag;                   /* server/diag.h: the validator's and compiler's problem list */
 
 /* Validation limits (docs/rules.md). */
 #define RULES_MAX             100000

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diag.h"
 #include "fuzz.h"
 #include "proto.h"
 #include "rules.h"

@@ -42,6 +42,7 @@
 
 #include "../../libclient/divvy.h"
 #include "clock.h"
+#include "diag.h"
 #include "eval.h"
 #include "fuzz.h"
 #include "rules.h"

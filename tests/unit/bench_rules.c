@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "diag.h"
 #include "rules.h"
 
 #define N_REQ     4096

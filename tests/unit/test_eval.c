@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "diag.h"
 #include "eval.h"
 #include "proto.h"
 

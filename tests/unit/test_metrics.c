@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "diag.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_int.h"

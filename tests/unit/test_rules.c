@@ -15,6 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "diag.h"
 #include "hash.h"
 #include "rules.h"
 

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "diag.h"
 #include "rules_private.h"
 
 /* Rule ids and the index use SipHash with a fixed all-zero key: ids must be
