@@ -61,7 +61,7 @@ COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
 SERVER_OBJS := $(SERVER_SRCS:%.c=$(B)/%.o)
 # The RLS listener's messages (daemon/rls_msg.c): C generated from proto/ by
 # protoc-c at build time into $(B)/gen/ (docs/rls.md).
-PROTO_SRCS  := $(shell find proto -name '*.proto' 2>/dev/null | sort)
+PROTO_SRCS  := $(shell find proto -name '*.proto' | sort)
 PROTO_GEN_C := $(PROTO_SRCS:proto/%.proto=$(B)/gen/%.pb-c.c)
 PROTO_GEN_H := $(PROTO_GEN_C:%.c=%.h)
 PROTO_OBJS  := $(PROTO_GEN_C:%.c=%.o)
@@ -104,8 +104,8 @@ LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
         check-systemd check-fleet deb
 .DEFAULT_GOAL := all
 
-CLIENT_TARGETS := $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY_A) $(PC_FILE),) \
-                  $(if $(CTL_SRCS),$(DIVVYCTL),) $(if $(PAM_SRCS),$(PAM_SO),) $(EXAMPLE_BINS)
+CLIENT_TARGETS := $(LIBDIVVY_SO) $(B)/libdivvy.so $(LIBDIVVY_A) $(PC_FILE) $(DIVVYCTL) $(PAM_SO) \
+                  $(EXAMPLE_BINS)
 
 all: deps-check $(DIVVYD) $(BENCH) $(CLIENT_TARGETS) cas-check
 
@@ -182,9 +182,8 @@ $(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON)
 	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) \
 	    $(LIBS)
 
-$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) \
-          $(if $(CLIENT_SRCS),$(LIBDIVVY_SO) $(B)/libdivvy.so)
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) $(LIBS)
+$(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LINK_LIBDIVVY) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
 # script) and static; divvy.pc from libclient/divvy.pc.in.
@@ -236,11 +235,11 @@ cas-check: $(LIBCOMMON) $(LIBSERVER)
 # Unit tests: one cmocka binary per module, linking the archives (daemon/ and
 # libclient/ modules included); a test's fakes are -Wl,--wrap= flags in its
 # TEST_WRAP (docs/testing.md).
-$(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LIBCLIENT_A))
+$(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) \
-	    -o $@ $< $(LIBDIVVYD) $(if $(CLIENT_SRCS),$(LIBCLIENT_A)) $(LIBSERVER) $(LIBCOMMON) \
-	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
+	    -o $@ $< $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON) \
+	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) -lpam
 # test_verb: the verb table alone; the handlers of other modules and the
 # replies are its fakes.
 $(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
@@ -262,8 +261,8 @@ $(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBSERVE
                    $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver -Itests/integration $(call pc_cflags,$(TEST_PKGS)) \
-	    $(ALL_LDFLAGS) -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(if $(CLIENT_SRCS),$(LINK_LIBDIVVY)) \
-	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
+	    $(ALL_LDFLAGS) -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(LINK_LIBDIVVY) \
+	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) -lpam
 
 # Every test binary runs even when an earlier one fails, and says how long it
 # took; the failures are listed at the end.  $(call run_tests,BINS,ENV).
@@ -452,7 +451,7 @@ build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) $(SERVER_SRCS) daemon/
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
 	    tmp=$$(mktemp -d); mkdir $$tmp/corpus; \
-	    cp -r tests/fuzz/corpus/$$n/. $$tmp/corpus/ 2>/dev/null || true; \
+	    cp -r tests/fuzz/corpus/$$n/. $$tmp/corpus/; \
 	    if $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$$tmp/ \
 	            $$tmp/corpus >$$tmp/log 2>&1; then \
 	        echo "fuzz $$n: $(FUZZ_SECONDS) s, $$(sed -n 's/stat::number_of_executed_units: *//p' $$tmp/log) runs, no crash"; \
@@ -536,12 +535,12 @@ install-doc:
 	    ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	$(INSTALL) -m 0644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
 	$(INSTALL) -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
-	$(if $(COMPLETIONS),$(INSTALL) -m 0644 $(COMPLETIONS) $(DESTDIR)$(COMPLETIONSDIR)/)
+	$(INSTALL) -m 0644 $(COMPLETIONS) $(DESTDIR)$(COMPLETIONSDIR)/
 # check-docs (run by check-unit): tests/check_docs.sh installs the above into
 # a temporary DESTDIR and checks it; tests/check_completion.sh the completion.
 .PHONY: check-docs
 check-unit: check-docs
-check-docs: $(DIVVYD) $(if $(CTL_SRCS),$(DIVVYCTL)) $(if $(CLIENT_SRCS),$(LIBDIVVY_SO))
+check-docs: $(DIVVYD) $(DIVVYCTL) $(LIBDIVVY_SO)
 	@MAKE='$(MAKE)' tests/check_docs.sh $(B)
 	@tests/check_completion.sh $(B)
 uninstall: uninstall-doc
@@ -556,7 +555,6 @@ install: all
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/divvy \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(DOCDIR)
 	$(INSTALL) -m 0755 $(DIVVYD) $(DESTDIR)$(SBINDIR)/divvyd
-ifneq ($(CLIENT_SRCS),)
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -m 0644 $(LIBDIVVY_SO) $(DESTDIR)$(LIBDIR)/libdivvy.so.$(VERSION)
 	ln -sf libdivvy.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdivvy.so.$(SOVERSION)
@@ -566,19 +564,14 @@ ifneq ($(CLIENT_SRCS),)
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' libclient/divvy.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
-endif
 	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
 	$(INSTALL) -d $(DESTDIR)$(LIBEXECDIR)/divvy
 	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench $(B)/tools/divvy-bench.o \
-	    $(LIBCOMMON) $(if $(CLIENT_SRCS),-L$(B) -ldivvy) $(LIBS)
-ifneq ($(CTL_SRCS),)
+	    $(LIBCOMMON) -L$(B) -ldivvy $(LIBS)
 	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) -L$(B) -ldivvy \
 	    $(LIBS)
-endif
-ifneq ($(PAM_SRCS),)
 	$(INSTALL) -d $(DESTDIR)$(PAMDIR)
 	$(INSTALL) -m 0644 $(PAM_SO) $(DESTDIR)$(PAMDIR)/pam_divvy.so
-endif
 	sed $(UNIT_SED) systemd/divvyd.service > $(DESTDIR)$(UNITDIR)/divvyd.service
 	sed $(UNIT_SED) systemd/divvyd.socket > $(DESTDIR)$(UNITDIR)/divvyd.socket
 	chmod 0644 $(DESTDIR)$(UNITDIR)/divvyd.service $(DESTDIR)$(UNITDIR)/divvyd.socket
@@ -587,8 +580,8 @@ endif
 	@# An existing config is the admin's: never overwritten.
 	test -e $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf || \
 	    $(INSTALL) -m 0644 etc/divvy.conf $(DESTDIR)$(SYSCONFDIR)/divvy/divvy.conf
-	$(if $(EXAMPLE_FILES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/examples)
-	$(if $(EXAMPLE_FILES),$(INSTALL) -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(DOCDIR)/examples/)
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/examples
+	$(INSTALL) -m 0644 $(EXAMPLE_FILES) $(DESTDIR)$(DOCDIR)/examples/
 
 # Removes what install put there, except the config (the admin's); also
 # UNITDIR/run-divvy.mount and BINDIR/divvy-bench, where earlier versions
