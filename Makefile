@@ -5,7 +5,7 @@ PREFIX    ?= /usr/local
 BINDIR    ?= $(PREFIX)/bin
 SBINDIR   ?= $(PREFIX)/sbin
 # With PREFIX=/usr the library goes where Debian's multiarch layout puts it
-# (/usr/lib/<triplet>); elsewhere $(PREFIX)/lib.  MULTIARCH is set below.
+# (/usr/lib/<triplet>); elsewhere $(PREFIX)/lib.
 LIBDIR    ?= $(PREFIX)/lib$(if $(filter /usr,$(PREFIX)),$(addprefix /,$(MULTIARCH)))
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
@@ -13,6 +13,7 @@ SYSCONFDIR ?= /etc
 B         ?= build
 WERROR    ?= 1
 CC        ?= cc
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 PKG_CONFIG ?= pkg-config
 
 VERSION   := 0.1.0
@@ -96,8 +97,21 @@ LIBDIVVY_A  := $(B)/libdivvy.a
 LIBCLIENT_A := $(B)/libdivvyclient.a
 PAM_SO      := $(B)/pam_divvy.so
 PC_FILE     := $(B)/divvy.pc
-# Programs linked against the shared library find it in build/ until installed.
-LINK_LIBDIVVY = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(abspath $(B))
+# divvy.pc names PREFIX, LIBDIR and INCLUDEDIR: written once by the build and
+# installed as it is, again only when one of them changes.  PC_STAMP holds
+# their values; it is rewritten (so divvy.pc is out of date) when they differ.
+PC_VARS     := $(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(VERSION)
+PC_STAMP    := $(B)/divvy.pc.vars
+ifneq ($(file <$(PC_STAMP)),$(PC_VARS))
+$(shell mkdir -p $(B))
+$(file >$(PC_STAMP),$(PC_VARS))
+endif
+# divvyctl and divvy-bench find libdivvy next to them in build/ ($ORIGIN);
+# install copies them as built and only deletes that run path (chrpath -d),
+# so installed they load the installed libdivvy.  Test programs find it in
+# build/ by its absolute path.
+LINK_LIBDIVVY_BIN = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN'
+LINK_LIBDIVVY     = $(LINK_LIBDIVVY_BIN) -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
         install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
@@ -183,7 +197,7 @@ $(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON)
 	    $(LIBS)
 
 $(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LINK_LIBDIVVY) $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LINK_LIBDIVVY_BIN) $(LIBS)
 
 # libdivvy: shared (only divvy_* exported: -fvisibility=hidden plus a version
 # script) and static; divvy.pc from libclient/divvy.pc.in.
@@ -200,7 +214,7 @@ $(LIBCLIENT_A): $(CLIENT_OBJS)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@
 	$(call quiet,AR)$(AR) rcs $@ $^
-$(PC_FILE): libclient/divvy.pc.in Makefile
+$(PC_FILE): libclient/divvy.pc.in $(PC_STAMP) Makefile
 	$(call quiet,GEN)sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' $< > $@
 
@@ -213,7 +227,7 @@ check-unit: check-symbols
 # divvyctl: the public API through libdivvy.so; server/ and common/ only for
 # check/convert.
 $(DIVVYCTL): $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) $(LINK_LIBDIVVY) \
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) $(LINK_LIBDIVVY_BIN) \
 	    $(LIBS)
 
 # pam_divvy.so: libdivvy linked in statically (hidden), only pam_sm_* exported.
@@ -489,7 +503,6 @@ MANDIR      ?= $(PREFIX)/share/man
 LIBEXECDIR  ?= $(PREFIX)/libexec
 DOCDIR      ?= $(PREFIX)/share/doc/divvy
 INSTALL     ?= install
-MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
 systemd_dir  = $(or $(shell $(PKG_CONFIG) --variable=$(1) systemd 2>/dev/null),$(2))
 ifeq ($(PREFIX),/usr)
 UNITDIR     ?= $(call systemd_dir,systemdsystemunitdir,/lib/systemd/system)
@@ -561,15 +574,12 @@ install: all
 	ln -sf libdivvy.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libdivvy.so
 	$(INSTALL) -m 0644 $(LIBDIVVY_A) $(DESTDIR)$(LIBDIR)/libdivvy.a
 	$(INSTALL) -m 0644 libclient/divvy.h $(DESTDIR)$(INCLUDEDIR)/divvy.h
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-	    -e 's|@VERSION@|$(VERSION)|' libclient/divvy.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
-	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
-	@# Relinked without build/'s rpath: installed programs use the installed libdivvy.
+	$(INSTALL) -m 0644 $(PC_FILE) $(DESTDIR)$(PKGCONFIGDIR)/divvy.pc
+	@# The binaries the tests ran, not relinked: only build/'s run path goes.
 	$(INSTALL) -d $(DESTDIR)$(LIBEXECDIR)/divvy
-	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench $(B)/tools/divvy-bench.o \
-	    $(LIBCOMMON) -L$(B) -ldivvy $(LIBS)
-	$(CC) $(ALL_LDFLAGS) -o $(DESTDIR)$(BINDIR)/divvyctl $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) -L$(B) -ldivvy \
-	    $(LIBS)
+	$(INSTALL) -m 0755 $(DIVVYCTL) $(DESTDIR)$(BINDIR)/divvyctl
+	$(INSTALL) -m 0755 $(BENCH) $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench
+	chrpath -d $(DESTDIR)$(BINDIR)/divvyctl $(DESTDIR)$(LIBEXECDIR)/divvy/divvy-bench
 	$(INSTALL) -d $(DESTDIR)$(PAMDIR)
 	$(INSTALL) -m 0644 $(PAM_SO) $(DESTDIR)$(PAMDIR)/pam_divvy.so
 	sed $(UNIT_SED) systemd/divvyd.service > $(DESTDIR)$(UNITDIR)/divvyd.service

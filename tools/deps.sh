@@ -48,7 +48,7 @@ libprotobuf-c:libprotobuf-c-dev"
 # header (libpam has no .pc on Debian) -> Debian package
 build_headers="security/pam_modules.h:libpam0g-dev"
 # commands -> Debian package
-build_cmds="pkg-config:pkg-config cc:gcc make:make protoc-c:protobuf-c-compiler"
+build_cmds="pkg-config:pkg-config cc:gcc make:make protoc-c:protobuf-c-compiler chrpath:chrpath"
 test_pkgs="cmocka:libcmocka-dev"
 test_cmds="clang:clang redis-server:redis-server promtool:prometheus
 systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pamtester
