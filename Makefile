@@ -421,49 +421,32 @@ soak: deps
 	tools/soak.sh $(B) $(DURATION)
 
 # Fuzzing: libFuzzer harnesses (clang), each run FUZZ_SECONDS on a temporary
-# copy of its committed seed corpus (tests/fuzz/corpus/<name>/).
+# copy of its committed seed corpus (tests/fuzz/corpus/<name>/).  The archives
+# (libdivvycommon.a, libdivvyserver.a, libdivvyd.a, libdivvyclient.a) are built
+# in build-fuzz/ by this Makefile's own rules with clang and the fuzzer's
+# instrumentation (FUZZ_SAN), and each harness links against them, taking the
+# modules it reaches.  fuzz_segment links all of libclient/ (its calls into
+# libdivvy are weak: an archive would not resolve them); fuzz_redis_reply sends
+# log.c's calls to a sink through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
 FUZZ_SECONDS ?= 60
+FUZZ_B    := build-fuzz
+FUZZ_SAN  := -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
-FUZZ_CFLAGS := -std=gnu11 -g -O1 $(ARCH_FLAGS) -D_GNU_SOURCE -I. -Icommon -Iserver \
-               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_B)/%)
+FUZZ_CLIENT = $(LIBCLIENT_A)
+FUZZ_WRAP   =
+$(B)/fuzz_segment: FUZZ_CLIENT = -Wl,--whole-archive $(LIBCLIENT_A) -Wl,--no-whole-archive
+$(B)/fuzz_redis_reply: FUZZ_WRAP = -Wl,--wrap=log_msg,--wrap=log_ratelimited
 
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRCS) $(SERVER_SRCS)
-	@mkdir -p $(@D)
-	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(SERVER_SRCS) $(LIBS)
+# Only with B=$(FUZZ_B) and SAN_FLAGS=$(FUZZ_SAN), as `make fuzz` runs it.
+$(B)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(PROTO_GEN_H) \
+             $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON)
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver -Idaemon -fsanitize=fuzzer $(ALL_LDFLAGS) \
+	    $(FUZZ_WRAP) -o $@ $< $(LIBDIVVYD) $(FUZZ_CLIENT) $(LIBSERVER) $(LIBCOMMON) $(LIBS)
 
-# fuzz_segment also drives libdivvy's fast path (libclient/) over the files it fuzzes.
-build-fuzz/fuzz_segment: tests/fuzz/fuzz_segment.c $(COMMON_SRCS) $(SERVER_SRCS) $(CLIENT_SRCS)
-	@mkdir -p $(@D)
-	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Ilibclient $(call pc_cflags,$(PKGS)) -o $@ $< $(COMMON_SRCS) $(SERVER_SRCS) \
-	    $(CLIENT_SRCS) $(LIBS)
-# Harnesses share tests/fuzz/*.h.  fuzz_redis_reply drives daemon/store*.c, built
-# with the modules it calls, all instrumented; its log.c calls go to a sink
-# through -Wl,--wrap (tests/fuzz/fuzz_redis_reply.c).
-$(FUZZ_BINS): $(wildcard tests/fuzz/*.h)
-FUZZ_STORE_SRCS := $(addprefix daemon/,store.c store_conn.c store_link.c store_link_reply.c store_cluster.c \
-                                store_slots.c store_script.c store_reply.c sentinel.c sentinel_watch.c \
-                                redis_async.c addr.c log.c)
-build-fuzz/fuzz_redis_reply: tests/fuzz/fuzz_redis_reply.c $(COMMON_SRCS) $(SERVER_SRCS) $(FUZZ_STORE_SRCS) \
-                             $(wildcard daemon/*.h)
-	@mkdir -p $(@D)
-	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) $(call pc_cflags,$(PKGS)) -Wl,--wrap=log_msg -Wl,--wrap=log_ratelimited \
-	    -o $@ $< $(COMMON_SRCS) $(SERVER_SRCS) $(FUZZ_STORE_SRCS) $(LIBS)
-
-# fuzz_resp drives daemon/resp.c, the RESP parser (pure, no I/O).
-build-fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(COMMON_SRCS) $(SERVER_SRCS) daemon/resp.c daemon/resp.h
-	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) -Idaemon -o $@ $< daemon/resp.c common/proto.c
-
-# fuzz_rls drives daemon/rls_msg.c with the C protoc-c generated (docs/rls.md).
-build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) $(SERVER_SRCS) daemon/rls_msg.c daemon/rls_msg.h \
-                     $(PROTO_GEN_C) $(PROTO_GEN_H)
-	@mkdir -p $(@D)
-	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< \
-	    $(COMMON_SRCS) $(SERVER_SRCS) daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
-
-fuzz: $(FUZZ_BINS)
-	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
+fuzz:
+	+@$(SUBMAKE) $(BUILD_J) CC=$(CLANG) B=$(FUZZ_B) SAN_FLAGS="$(FUZZ_SAN)" $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$${f#$(FUZZ_B)/fuzz_}; \
 	    tmp=$$(mktemp -d); mkdir $$tmp/corpus; \
 	    cp -r tests/fuzz/corpus/$$n/. $$tmp/corpus/; \
 	    if $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$$tmp/ \
@@ -625,6 +608,6 @@ deb:
 	@ls $(DEB_DIR)/*.deb
 
 clean:
-	rm -rf build build-asan build-clang build-tsan build-cov build-fuzz
+	rm -rf build build-asan build-clang build-tsan build-cov $(FUZZ_B)
 
 -include $(shell find $(B) -path $(B)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
