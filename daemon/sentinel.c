@@ -66,7 +66,7 @@ static void sn_addr_clear(struct sentinel_addr *a)
     free(a->path);
 }
 
-/* "unix:PATH", "HOST:PORT" or "[V6]:PORT" (common/config.c checked it
+/* "unix:PATH", "HOST:PORT" or "[V6]:PORT" (server/config.c checked it
  * already; checked again here, as the daemon's own parser is addr.c). */
 static int sn_addr_parse(const char *text, struct sentinel_addr *ret)
 {

@@ -184,7 +184,7 @@ static int conf_redis_cluster_nodes(struct config *cfg, const char *path,
 /*
  * redis.password_file / redis.sentinel_password_file: the secret is read
  * now (at start, at each reload, by --check), from the file or systemd
- * credential named (common/secret.c); the name is kept for the writer.
+ * credential named (server/secret.c); the name is kept for the writer.
  */
 static int conf_redis_secret_file(struct config *cfg, const char *path,
                                   const config_setting_t *s, struct diag *reterr)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * divvyctl check and convert: the config commands, which need no daemon.
- * check loads each file with the daemon's own loader (common/config.c: the
+ * check loads each file with the daemon's own loader (server/config.c: the
  * format follows the extension) and compiles its rules, so it finds exactly
  * what divvyd --check and a reload would reject, every problem as
  * file:line: reason.  convert writes a divvy .ini/.json (or any config) as a

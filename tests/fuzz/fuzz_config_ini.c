@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for config_load() on a ".ini" file: divvy's INI dialect
- * (common/ini.c, common/config_divvy_ini.c) through validation, compilation,
+ * (server/ini.c, server/config_divvy_ini.c) through validation, compilation,
  * matching and divvyctl convert; the checks are in fuzz_config.h.
  */
 #define FUZZ_CONFIG_SUFFIX ".ini"

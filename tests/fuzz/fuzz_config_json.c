@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for config_load() on a ".json" file: divvy's JSON
- * (common/config_divvy_json.c over jansson) through validation, compilation,
+ * (server/config_divvy_json.c over jansson) through validation, compilation,
  * matching and divvyctl convert; the checks are in fuzz_config.h.
  */
 #define FUZZ_CONFIG_SUFFIX ".json"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for config_load() on a ".conf" file: the native
- * libconfig format (common/config_native.c, with config_guard.c's integer and @include guards)
+ * libconfig format (server/config_native.c, with config_guard.c's integer and @include guards)
  * through validation, compilation, matching and divvyctl convert; the
  * checks are in fuzz_config.h.
  */

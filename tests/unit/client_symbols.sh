@@ -3,12 +3,12 @@
 #
 # client_symbols.sh DAEMON_ARCHIVE CLIENT_ARCHIVE SHARED_OBJECT...
 #
-# What clients load carries none of common/'s daemon-only code (issue 12,
-# knot 5): libdivvy.so and pam_divvy.so (inside sshd) hold no rule
+# What clients load carries none of server/'s code (issues 12 and 20):
+# libdivvy.so and pam_divvy.so (inside sshd) hold no rule
 # validator or compiler, no table creation, sweep, move or snapshot, no
 # config loader.  The forbidden names are every global symbol that
-# DAEMON_ARCHIVE (libdivvycommon-daemon.a: the Makefile's COMMON_DAEMON
-# files) defines, so the list follows the files; each SHARED_OBJECT's full
+# DAEMON_ARCHIVE (libdivvyserver.a: every file in server/) defines, so
+# the list follows the files; each SHARED_OBJECT's full
 # symbol table (hidden and local symbols too, `nm`, and its dynamic one,
 # `nm -D`) must define none of them.  So that a stripped library cannot
 # pass unseen, each must also define some global symbol of CLIENT_ARCHIVE.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for common/config*.c: divvy's example
+ * Unit tests for server/config*.c: divvy's example
  * config in its three spellings loads to the same rules; node-ini quirks;
  * every error class names the right file:line (fixtures mark the line with
  * "ERROR"); settings are parsed; config_write_libconfig() round-trips.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for common/config_fleet.c and the effective store of
- * common/rules_spec.c (docs/config.md "Across hosts", docs/redis.md "Login
+ * Unit tests for server/config_fleet.c and the effective store of
+ * server/rules_spec.c (docs/config.md "Across hosts", docs/redis.md "Login
  * rules"): a divvy .ini/.json config gets divvy's metric names, and
  * store.mode "strict" only while divvy's REDIS_HOST / REDIS_PORT is set; a
  * native config is not touched by them; a privileged rule never inherits

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for common/config_include.c: include_dir's drop-ins are read in
+ * Unit tests for server/config_include.c: include_dir's drop-ins are read in
  * name order and placed after the main file's rules, before its default
  * rule; bad names, other settings and a default rule in a drop-in are
  * refused at their file:line; a pending edit (config_load_edit()) is seen as

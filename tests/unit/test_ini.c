@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for common/ini.c: node-ini's value rules (quotes, inline
+ * Unit tests for server/ini.c: node-ini's value rules (quotes, inline
  * comments, escapes), line numbers across LF/CRLF/CR, lines of any length,
  * and every error the reader reports with its line.
  */

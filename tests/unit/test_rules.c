@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for common/rules*.c: divvy's example config, every validation
+ * Unit tests for common/rules*.c and server/rules*.c: divvy's example config, every validation
  * error with its line, unreachable-rule detection, rule ids, the compiled
  * blob (round trip, corruption), actors, describe/why_not, and a property
  * test of rules_match() against a naive first-match scan of the spec.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the Redis store's settings in common/config_store.c,
- * common/config_divvy.c and common/rules.c (docs/config.md "store",
+ * Unit tests for the Redis store's settings in server/config_store.c,
+ * server/config_divvy.c and common/rules.c (docs/config.md "store",
  * "redis"; docs/redis.md): defaults, every setting and its errors, the
  * per-rule `store` in all three formats, validation of the effective store
  * against the algorithm, the compiled rule's store, and convert's round trip;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for common/table*.c: file creation, reattach and rebuild,
+ * Unit tests for common/table*.c and server/table_*.c: file creation, reattach and rebuild,
  * client attach, full table, reclaim of expired and abandoned slots,
  * max_actors, long actors, PEEK/RESET, and exact counts under contention
  * from several processes and threads at once.  Every test works in its own
