@@ -193,8 +193,8 @@ $(LIBDIVVYD): $(DAEMON_LIB_OBJS)
 	$(call quiet,AR)$(AR) rcs $@ $^
 
 $(DIVVYD): $(B)/daemon/main.o $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON)
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) \
-	    $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/daemon/main.o $(LIBDIVVYD) $(LIBSERVER) \
+	    $(LIBCOMMON) $(LIBS)
 
 $(BENCH): $(B)/tools/divvy-bench.o $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
 	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LINK_LIBDIVVY_BIN) $(LIBS)
@@ -227,8 +227,8 @@ check-unit: check-symbols
 # divvyctl: the public API through libdivvy.so; server/ and common/ only for
 # check/convert.
 $(DIVVYCTL): $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) $(LIBDIVVY_SO) $(B)/libdivvy.so
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) $(LINK_LIBDIVVY_BIN) \
-	    $(LIBS)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(LIBSERVER) $(LIBCOMMON) \
+	    $(LINK_LIBDIVVY_BIN) $(LIBS)
 
 # pam_divvy.so: libdivvy linked in statically (hidden), only pam_sm_* exported.
 $(PAM_SO): $(PAM_OBJS) $(LIBDIVVY_A) pam/pam_divvy.map
@@ -243,16 +243,18 @@ $(B)/examples/%: docs/examples/%.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 # The table's state word must be updated by an inline 16-byte CAS: a call into
 # libatomic could take a lock that is private to one process (DESIGN §4).
 cas-check: $(LIBCOMMON) $(LIBSERVER)
-	@if nm $(LIBCOMMON) $(LIBSERVER) | grep -E ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
-	    echo "cas-check: common/ or server/ calls libatomic for 16-byte atomics (see docs/shm.md)" >&2; exit 1; fi
+	@if nm $(LIBCOMMON) $(LIBSERVER) | grep -E \
+	        ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
+	    echo "cas-check: common/ or server/ calls libatomic for 16-byte atomics (docs/shm.md)" >&2; \
+	    exit 1; fi
 
 # Unit tests: one cmocka binary per module, linking the archives (daemon/ and
 # libclient/ modules included); a test's fakes are -Wl,--wrap= flags in its
 # TEST_WRAP (docs/testing.md).
 $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) $(TEST_WRAP) \
-	    -o $@ $< $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON) \
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
+	    $(TEST_WRAP) -o $@ $< $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) -lpam
 # test_verb: the verb table alone; the handlers of other modules and the
 # replies are its fakes.
@@ -271,8 +273,8 @@ $(ITEST_A): $(ITEST_OBJS)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@
 	$(call quiet,AR)$(AR) rcs $@ $^
-$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(DIVVYD) \
-                   $(CLIENT_TARGETS)
+$(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) \
+                   $(DIVVYD) $(CLIENT_TARGETS)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver -Itests/integration $(call pc_cflags,$(TEST_PKGS)) \
 	    $(ALL_LDFLAGS) -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(LINK_LIBDIVVY) \
@@ -350,7 +352,8 @@ $(B)/tests/fleet/delay_proxy: tests/fleet/delay_proxy.c
 	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $<
 $(B)/tests/fleet/fleet_hit: tests/fleet/fleet_hit.c $(LIBCOMMON) $(B)/libdivvy.so
 	@mkdir -p $(@D)
-	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(LINK_LIBDIVVY) -lpthread
+	$(call quiet,CCLD)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS) $(ALL_LDFLAGS) -o $@ $< \
+	    $(LIBCOMMON) $(LINK_LIBDIVVY) -lpthread
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:
@@ -473,7 +476,8 @@ $(B)/divvy-rls-bench: $(B)/tools/divvy-rls-bench.o
 	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2)
 
 $(B)/bench_rules: tests/unit/bench_rules.c $(LIBSERVER) $(LIBCOMMON)
-	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(ALL_LDFLAGS) -o $@ $< $(LIBSERVER) $(LIBCOMMON) $(LIBS)
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(ALL_LDFLAGS) -o $@ $< $(LIBSERVER) $(LIBCOMMON) \
+	    $(LIBS)
 
 # ---- install (docs/operations.md) ---------------------------------------------
 # With PREFIX=/usr the places Debian uses (multiarch: libdivvy in
