@@ -17,7 +17,9 @@
  * Two tables, both forgotten when the rules generation changes: key names
  * (open addressing, never deleted, so their indexes are stable shape
  * letters) and shapes (two possible entries each: a third shape competing
- * for both forgets one).
+ * for both forgets one).  The shape decided last is tried first, compared
+ * with the request directly (shape_match()); only another shape pays for
+ * the key lookups and the hash that find its entry (shape_lookup()).
  * No allocation after the first learn, no system call, no locking (one handle
  * per thread, divvy.h).
  */
@@ -42,7 +44,7 @@ struct memo_key {
     uint16_t len;               /* 0: an empty entry */
     uint16_t wire;              /* bytes on the wire (client_wire_scan()) */
     bool by_value;              /* rules_value_matters(): the value is part of the shape */
-    char name[MEMO_KEY_LEN];
+    char name[MEMO_KEY_LEN + 1];    /* NUL-terminated */
 };
 
 struct memo_shape {
@@ -56,13 +58,13 @@ struct memo_shape {
     uint32_t path[MEMO_PATH];   /* rules_match()'s answer */
     uint8_t n_actor[MEMO_PATH];
     int8_t actor[MEMO_PATH][RULES_ACTOR_KEYS_MAX]; /* pair holding each actor key, or -1 */
-    char vals[MEMO_VALS];       /* the by_value values, in pair order, back to back */
+    char vals[MEMO_VALS];       /* the by_value values, in pair order, each NUL-terminated */
 };
 
 struct client_memo {
     uint64_t loads;             /* client_fast.loads of the rules the tables describe */
     unsigned n_keys;
-    uint8_t guess[MEMO_PAIRS];  /* 1 + the key last seen at each position, 0: none */
+    const struct memo_shape *last;  /* the shape decided last, tried first; NULL: none */
     struct memo_key key[MEMO_KEYS];
     struct memo_shape shape[MEMO_SHAPES];
 };
@@ -114,15 +116,12 @@ static uint64_t shape_step(uint64_t sh, int key, bool by_value, const char *v, s
     return by_value ? memo_hash(sh, v, vl) : sh;
 }
 
-/* Whether NUL-terminated @k is exactly @e's name.  Reads @k only up to its
- * first byte that differs (names hold no NUL), so never past its end. */
-static inline bool name_is(const char *k, const struct memo_key *e)
+/* Whether NUL-terminated @s is exactly NUL-terminated @want.  strcmp()
+ * reads @s only up to its first byte that differs, or its end; glibc's
+ * compares a short string in a few vector instructions. */
+static inline bool str_is(const char *s, const char *want)
 {
-    for (size_t j = 0; j < e->len; j++) {
-        if (k[j] != e->name[j])
-            return false;
-    }
-    return k[e->len] == '\0';
+    return strcmp(s, want) == 0;
 }
 
 static int key_find(const struct client_memo *m, const char *k, size_t len, uint64_t hk,
@@ -163,19 +162,61 @@ static int key_add(struct client_memo *m, const struct rules *rules, const char 
     e->wire = (uint16_t)wire;
     e->by_value = rules_value_matters(rules, k, len);
     memcpy(e->name, k, len);
+    e->name[len] = '\0';
     m->n_keys++;
     return (int)empty;
 }
 
 /*
- * The remembered shape of @kv, or NULL.  Fills @pk with the pairs as
- * given.  With @pairs_len, every value a rule does not match by value is
- * checked for bytes the protocol cannot carry (NULL when one is there) and
- * its wire bytes are added to *@pairs_len; without, such values are only
- * measured (client_memo_prefetch(), which decides nothing).
+ * Whether @kv is exactly shape @e: the same keys at the same positions and,
+ * for the keys a rule matches by value, the same values (the remembered ones
+ * passed validation when they were learned).  Fills @pk with the pairs as
+ * given.  With @pairs_len, every other value is checked for bytes the
+ * protocol cannot carry (false when one is there) and its wire bytes are
+ * added to *@pairs_len; without, such values are only measured
+ * (client_memo_prefetch(), which decides nothing).
  */
-static const struct memo_shape *shape_find(struct client_memo *m, const struct divvy_kv *kv,
-                                           size_t n_kv, struct proto_kv *pk, size_t *pairs_len)
+static bool shape_match(const struct client_memo *m, const struct memo_shape *e,
+                        const struct divvy_kv *kv, size_t n_kv, struct proto_kv *pk,
+                        size_t *pairs_len)
+{
+    size_t voff = 0;
+
+    if (e->n_kv != n_kv)
+        return false;
+    for (size_t i = 0; i < n_kv; i++) {
+        const char *k = kv[i].key, *v = kv[i].value;
+        const struct memo_key *mk = &m->key[e->kid[i]];
+        size_t vl;
+
+        if (!k || !v || !str_is(k, mk->name))
+            return false;
+        if (mk->by_value) {
+            if (!str_is(v, e->vals + voff))
+                return false;
+            vl = e->vlen[i];
+            voff += vl + 1;
+        } else if (pairs_len) {
+            int w = client_wire_scan(v, &vl);
+
+            if (w < 0)
+                return false;
+            *pairs_len += 2 + mk->wire + (size_t)w;
+        } else {
+            vl = strnlen(v, PROTO_LINE_MAX);
+            if (vl >= PROTO_LINE_MAX)
+                return false;
+        }
+        pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = mk->len,
+                                   .value_len = (uint16_t)vl };
+    }
+    return true;
+}
+
+/* The entry that would hold @kv's shape, found by its keys' indexes and the
+ * hash of its shape (shape_step()), or NULL; shape_match() has the last word. */
+static const struct memo_shape *shape_lookup(const struct client_memo *m,
+                                             const struct divvy_kv *kv, size_t n_kv)
 {
     const struct memo_shape *e;
     uint8_t kid[MEMO_PAIRS];
@@ -183,48 +224,51 @@ static const struct memo_shape *shape_find(struct client_memo *m, const struct d
 
     for (size_t i = 0; i < n_kv; i++) {
         const char *k = kv[i].key, *v = kv[i].value;
-        const struct memo_key *mk;
-        unsigned g = m->guess[i];
-        size_t kl, vl;
+        size_t kl, vl = 0;
         int j;
 
         if (!k || !v)
             return NULL;
-        if (g && name_is(k, &m->key[g - 1])) {
-            j = (int)g - 1;
-        } else {
-            kl = strnlen(k, MEMO_KEY_LEN + 1);
-            if (kl == 0 || kl > MEMO_KEY_LEN)
-                return NULL;
-            j = key_find(m, k, kl, hash_fast(MEMO_SEED, k, kl), NULL);
-            if (j < 0)
-                return NULL;
-            m->guess[i] = (uint8_t)(j + 1);
-        }
-        mk = &m->key[j];
-        kl = mk->len;
+        kl = strnlen(k, MEMO_KEY_LEN + 1);
+        if (kl == 0 || kl > MEMO_KEY_LEN)
+            return NULL;
+        j = key_find(m, k, kl, hash_fast(MEMO_SEED, k, kl), NULL);
+        if (j < 0)
+            return NULL;
         kid[i] = (uint8_t)j;
-        if (mk->by_value || !pairs_len) {
-            /* A matched value is checked against the remembered (validated) one. */
+        if (m->key[j].by_value) {
             vl = strnlen(v, PROTO_LINE_MAX);
             if (vl >= PROTO_LINE_MAX)
                 return NULL;
-        } else {
-            int w = client_wire_scan(v, &vl);
-
-            if (w < 0)
-                return NULL;
-            *pairs_len += 2 + mk->wire + (size_t)w;
         }
-        sh = shape_step(sh, j, mk->by_value, v, vl);
-        pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = (uint16_t)kl,
-                                   .value_len = (uint16_t)vl };
+        sh = shape_step(sh, j, m->key[j].by_value, v, vl);
     }
     /* Two choices of entry per shape (way_of()). */
     e = &m->shape[way_of(sh, 0)];
     if (e->hash != sh)
         e = &m->shape[way_of(sh, 1)];
     if (e->hash != sh || e->n_kv != n_kv || memcmp(e->kid, kid, n_kv) != 0)
+        return NULL;
+    return e;
+}
+
+/*
+ * The remembered shape of @kv, or NULL: the one decided last when @kv is
+ * that shape, else the one shape_lookup() finds.  @pk and @pairs_len as
+ * for shape_match().
+ */
+static const struct memo_shape *shape_find(const struct client_memo *m,
+                                           const struct divvy_kv *kv, size_t n_kv,
+                                           struct proto_kv *pk, size_t *pairs_len)
+{
+    const struct memo_shape *e = m->last;
+
+    if (e && shape_match(m, e, kv, n_kv, pk, pairs_len))
+        return e;
+    if (pairs_len)
+        *pairs_len = 0;
+    e = shape_lookup(m, kv, n_kv);
+    if (!e || e == m->last || !shape_match(m, e, kv, n_kv, pk, pairs_len))
         return NULL;
     return e;
 }
@@ -247,23 +291,16 @@ static void actor_pairs(const struct memo_shape *e, const struct proto_kv *pk,
  * line "@verb [@wire_amount] pairs" (exactly what client_req_prepare() and
  * the line length check accept), else NULL; @pk as for shape_find().
  */
-static const struct memo_shape *shape_check(struct client_memo *m, const struct divvy_kv *kv,
-                                            size_t n_kv, const char *verb, uint64_t wire_amount,
+static const struct memo_shape *shape_check(const struct client_memo *m,
+                                            const struct divvy_kv *kv, size_t n_kv,
+                                            const char *verb, uint64_t wire_amount,
                                             struct proto_kv *pk)
 {
-    size_t pairs_len = 0, voff = 0;
+    size_t pairs_len = 0;
     const struct memo_shape *e = shape_find(m, kv, n_kv, pk, &pairs_len);
 
     if (!e)
         return NULL;
-    for (size_t i = 0; i < n_kv; i++) {
-        if (!m->key[e->kid[i]].by_value)
-            continue;
-        if (e->vlen[i] != pk[i].value_len ||
-            memcmp(e->vals + voff, pk[i].value, pk[i].value_len) != 0)
-            return NULL;
-        voff += pk[i].value_len;
-    }
     pairs_len += e->fixed_wire;
     /* "TAKE 1000000000" and the newline are far less than 64 bytes. */
     if (pairs_len > PROTO_LINE_MAX - 64 &&
@@ -290,6 +327,7 @@ int client_memo_decide(struct client_memo *m, struct client_fast *f, const struc
     e = shape_check(m, kv, n_kv, verb, wire_amount, pk);
     if (!e)
         return 0;
+    m->last = e;
     actor_pairs(e, pk, actor_kv);
     if (e->has_lease && !client_fast_path_ok(f, e->path, e->n_path, op))
         return 0;
@@ -380,10 +418,11 @@ void client_memo_learn(struct client_memo **mp, const struct client_fast *f,
         sh = shape_step(sh, j, m->key[j].by_value, v, vl);
         if (!m->key[j].by_value)
             continue;
-        if (voff + vl > MEMO_VALS)
+        if (voff + vl + 1 > MEMO_VALS)
             return;
         memcpy(e.vals + voff, v, vl);
-        voff += vl;
+        e.vals[voff + vl] = '\0';
+        voff += vl + 1;
         e.vlen[i] = (uint16_t)vl;
         fixed += 2 + m->key[j].wire + (size_t)w;
     }
@@ -436,6 +475,7 @@ void client_memo_learn(struct client_memo **mp, const struct client_fast *f,
         }
     }
     *way = e;
+    m->last = way;
 }
 
 void client_memo_free(struct client_memo *m)
