@@ -170,47 +170,42 @@ static int key_add(struct client_memo *m, const struct rules *rules, const char 
 /*
  * Whether @kv is exactly shape @e: the same keys at the same positions and,
  * for the keys a rule matches by value, the same values (the remembered ones
- * passed validation when they were learned).  Fills @pk with the pairs as
- * given.  With @pairs_len, every other value is checked for bytes the
- * protocol cannot carry (false when one is there) and its wire bytes are
- * added to *@pairs_len; without, such values are only measured
- * (client_memo_prefetch(), which decides nothing).
+ * passed validation when they were learned); every other value is checked
+ * for bytes the protocol cannot carry.  Returns the wire bytes of the pairs
+ * (' ' and '=' included), or -1 when @kv is not @e; fills @pk with the pairs
+ * as given.
  */
-static bool shape_match(const struct client_memo *m, const struct memo_shape *e,
-                        const struct divvy_kv *kv, size_t n_kv, struct proto_kv *pk,
-                        size_t *pairs_len)
+static long shape_match(const struct client_memo *m, const struct memo_shape *e,
+                        const struct divvy_kv *kv, size_t n_kv, struct proto_kv *pk)
 {
-    size_t voff = 0;
+    const char *val = e->vals;
+    size_t wire = e->fixed_wire;
 
     if (e->n_kv != n_kv)
-        return false;
+        return -1;
     for (size_t i = 0; i < n_kv; i++) {
-        const char *k = kv[i].key, *v = kv[i].value;
         const struct memo_key *mk = &m->key[e->kid[i]];
+        const char *k = kv[i].key, *v = kv[i].value;
         size_t vl;
 
         if (!k || !v || !str_is(k, mk->name))
-            return false;
+            return -1;
         if (mk->by_value) {
-            if (!str_is(v, e->vals + voff))
-                return false;
+            if (!str_is(v, val))
+                return -1;
             vl = e->vlen[i];
-            voff += vl + 1;
-        } else if (pairs_len) {
+            val += vl + 1;
+        } else {
             int w = client_wire_scan(v, &vl);
 
             if (w < 0)
-                return false;
-            *pairs_len += 2 + mk->wire + (size_t)w;
-        } else {
-            vl = strnlen(v, PROTO_LINE_MAX);
-            if (vl >= PROTO_LINE_MAX)
-                return false;
+                return -1;
+            wire += 2 + mk->wire + (size_t)w;
         }
         pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = mk->len,
                                    .value_len = (uint16_t)vl };
     }
-    return true;
+    return (long)wire;
 }
 
 /* The entry that would hold @kv's shape, found by its keys' indexes and the
@@ -254,22 +249,25 @@ static const struct memo_shape *shape_lookup(const struct client_memo *m,
 
 /*
  * The remembered shape of @kv, or NULL: the one decided last when @kv is
- * that shape, else the one shape_lookup() finds.  @pk and @pairs_len as
- * for shape_match().
+ * that shape, else the one shape_lookup() finds.  @pk as for shape_match();
+ * *@ret_wire: the wire bytes of the pairs.
  */
 static const struct memo_shape *shape_find(const struct client_memo *m,
                                            const struct divvy_kv *kv, size_t n_kv,
-                                           struct proto_kv *pk, size_t *pairs_len)
+                                           struct proto_kv *pk, size_t *ret_wire)
 {
     const struct memo_shape *e = m->last;
+    long wire = e ? shape_match(m, e, kv, n_kv, pk) : -1;
 
-    if (e && shape_match(m, e, kv, n_kv, pk, pairs_len))
-        return e;
-    if (pairs_len)
-        *pairs_len = 0;
-    e = shape_lookup(m, kv, n_kv);
-    if (!e || e == m->last || !shape_match(m, e, kv, n_kv, pk, pairs_len))
-        return NULL;
+    if (wire < 0) {
+        e = shape_lookup(m, kv, n_kv);
+        if (!e || e == m->last)
+            return NULL;
+        wire = shape_match(m, e, kv, n_kv, pk);
+        if (wire < 0)
+            return NULL;
+    }
+    *ret_wire = (size_t)wire;
     return e;
 }
 
@@ -289,19 +287,18 @@ static void actor_pairs(const struct memo_shape *e, const struct proto_kv *pk,
 /*
  * The remembered shape of @kv when the request is valid as the protocol
  * line "@verb [@wire_amount] pairs" (exactly what client_req_prepare() and
- * the line length check accept), else NULL; @pk as for shape_find().
+ * the line length check accept), else NULL; @pk as for shape_match().
  */
 static const struct memo_shape *shape_check(const struct client_memo *m,
                                             const struct divvy_kv *kv, size_t n_kv,
                                             const char *verb, uint64_t wire_amount,
                                             struct proto_kv *pk)
 {
-    size_t pairs_len = 0;
+    size_t pairs_len;
     const struct memo_shape *e = shape_find(m, kv, n_kv, pk, &pairs_len);
 
     if (!e)
         return NULL;
-    pairs_len += e->fixed_wire;
     /* "TAKE 1000000000" and the newline are far less than 64 bytes. */
     if (pairs_len > PROTO_LINE_MAX - 64 &&
         client_line_len(verb, wire_amount, pairs_len) > PROTO_LINE_MAX)
@@ -359,10 +356,11 @@ void client_memo_prefetch(struct client_memo *m, struct client_fast *f,
     const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
     struct proto_kv pk[MEMO_PAIRS];
     const struct memo_shape *e;
+    size_t wire;
 
     if (!m || m->loads != f->loads || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
         return;
-    e = shape_find(m, kv, n_kv, pk, NULL);
+    e = shape_find(m, kv, n_kv, pk, &wire);
     if (!e)
         return;
     actor_pairs(e, pk, actor_kv);
@@ -426,7 +424,7 @@ void client_memo_learn(struct client_memo **mp, const struct client_fast *f,
         e.vlen[i] = (uint16_t)vl;
         fixed += 2 + m->key[j].wire + (size_t)w;
     }
-    n_rules = rules_count(f->rules);
+    n_rules = f->n_rules;
     for (size_t i = 0; i < n_path; i++) {
         unsigned n_actor;
 
