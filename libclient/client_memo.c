@@ -17,9 +17,10 @@
  * Two tables, both forgotten when the rules generation changes: key names
  * (open addressing, never deleted, so their indexes are stable shape
  * letters) and shapes (two possible entries each: a third shape competing
- * for both forgets one).  The shape decided last is tried first, compared
- * with the request directly (shape_match()); only another shape pays for
- * the key lookups and the hash that find its entry (shape_lookup()).
+ * for both forgets one).  Each key is compared first with the one last seen
+ * at its position; the shape decided last is then tried first, its values
+ * compared with the request's directly (shape_values()); only another shape
+ * pays for hashing its matched values to find its entry (shape_entry()).
  * No allocation after the first learn, no system call, no locking (one handle
  * per thread, divvy.h).
  */
@@ -65,6 +66,7 @@ struct client_memo {
     uint64_t loads;             /* client_fast.loads of the rules the tables describe */
     unsigned n_keys;
     const struct memo_shape *last;  /* the shape decided last, tried first; NULL: none */
+    uint8_t guess[MEMO_PAIRS];  /* 1 + the key last seen at each position, 0: none */
     struct memo_key key[MEMO_KEYS];
     struct memo_shape shape[MEMO_SHAPES];
 };
@@ -102,8 +104,19 @@ static inline uint64_t memo_hash(uint64_t h, const char *s, size_t len)
         memcpy(&w, s, 8);
         h = mix(h, w);
     }
+    /* The last 1-7 bytes without reading past them: two overlapping 4-byte
+     * loads, or the first, middle and last byte. */
     w = (uint64_t)len << 56;
-    memcpy(&w, s, len);
+    if (len >= 4) {
+        uint32_t a, b;
+
+        memcpy(&a, s, 4);
+        memcpy(&b, s + len - 4, 4);
+        w |= (uint64_t)a << 24 ^ b;
+    } else if (len) {
+        w |= (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[len / 2] << 8 |
+             (unsigned char)s[len - 1];
+    }
     return mix(h, w);
 }
 
@@ -168,15 +181,48 @@ static int key_add(struct client_memo *m, const struct rules *rules, const char 
 }
 
 /*
- * Whether @kv is exactly shape @e: the same keys at the same positions and,
- * for the keys a rule matches by value, the same values (the remembered ones
- * passed validation when they were learned); every other value is checked
- * for bytes the protocol cannot carry.  Returns the wire bytes of the pairs
- * (' ' and '=' included), or -1 when @kv is not @e; fills @pk with the pairs
- * as given.
+ * The key index of each pair of @kv into @kid: each key is compared first
+ * with the key last seen at its position, else looked up.  -1 when a key or
+ * value is NULL or a key is not remembered.
  */
-static long shape_match(const struct client_memo *m, const struct memo_shape *e,
-                        const struct divvy_kv *kv, size_t n_kv, struct proto_kv *pk)
+static int shape_keys(struct client_memo *m, const struct divvy_kv *kv, size_t n_kv,
+                      uint8_t *kid)
+{
+    for (size_t i = 0; i < n_kv; i++) {
+        const char *k = kv[i].key;
+        unsigned g = m->guess[i];
+        size_t kl;
+        int j;
+
+        if (!k || !kv[i].value)
+            return -1;
+        if (g && str_is(k, m->key[g - 1].name)) {
+            kid[i] = (uint8_t)(g - 1);
+            continue;
+        }
+        kl = strnlen(k, MEMO_KEY_LEN + 1);
+        if (kl == 0 || kl > MEMO_KEY_LEN)
+            return -1;
+        j = key_find(m, k, kl, hash_fast(MEMO_SEED, k, kl), NULL);
+        if (j < 0)
+            return -1;
+        m->guess[i] = (uint8_t)(j + 1);
+        kid[i] = (uint8_t)j;
+    }
+    return 0;
+}
+
+/*
+ * Whether @kv, whose keys are @kid (shape_keys()), is shape @e: the same keys
+ * and, for the keys a rule matches by value, the same values (the remembered
+ * ones passed validation when they were learned); every other value is
+ * checked for bytes the protocol cannot carry.  Returns the wire bytes of
+ * the pairs (' ' and '=' included), or -1 when @kv is not @e; fills @pk with
+ * the pairs as given.
+ */
+static long shape_values(const struct client_memo *m, const struct memo_shape *e,
+                         const struct divvy_kv *kv, size_t n_kv, const uint8_t *kid,
+                         struct proto_kv *pk)
 {
     const char *val = e->vals;
     size_t wire = e->fixed_wire;
@@ -184,11 +230,11 @@ static long shape_match(const struct client_memo *m, const struct memo_shape *e,
     if (e->n_kv != n_kv)
         return -1;
     for (size_t i = 0; i < n_kv; i++) {
-        const struct memo_key *mk = &m->key[e->kid[i]];
-        const char *k = kv[i].key, *v = kv[i].value;
+        const struct memo_key *mk = &m->key[kid[i]];
+        const char *v = kv[i].value;
         size_t vl;
 
-        if (!k || !v || !str_is(k, mk->name))
+        if (e->kid[i] != kid[i])
             return -1;
         if (mk->by_value) {
             if (!str_is(v, val))
@@ -202,68 +248,60 @@ static long shape_match(const struct client_memo *m, const struct memo_shape *e,
                 return -1;
             wire += 2 + mk->wire + (size_t)w;
         }
-        pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = mk->len,
+        pk[i] = (struct proto_kv){ .key = kv[i].key, .value = v, .key_len = mk->len,
                                    .value_len = (uint16_t)vl };
     }
     return (long)wire;
 }
 
-/* The entry that would hold @kv's shape, found by its keys' indexes and the
- * hash of its shape (shape_step()), or NULL; shape_match() has the last word. */
-static const struct memo_shape *shape_lookup(const struct client_memo *m,
-                                             const struct divvy_kv *kv, size_t n_kv)
+/* The entry that would hold the shape of @kv, whose keys are @kid: found by
+ * the hash of its shape (shape_step()), or NULL; shape_values() checks it. */
+static const struct memo_shape *shape_entry(const struct client_memo *m,
+                                            const struct divvy_kv *kv, size_t n_kv,
+                                            const uint8_t *kid)
 {
     const struct memo_shape *e;
-    uint8_t kid[MEMO_PAIRS];
     uint64_t sh = n_kv;
 
     for (size_t i = 0; i < n_kv; i++) {
-        const char *k = kv[i].key, *v = kv[i].value;
-        size_t kl, vl = 0;
-        int j;
+        bool by_value = m->key[kid[i]].by_value;
+        size_t vl = 0;
 
-        if (!k || !v)
-            return NULL;
-        kl = strnlen(k, MEMO_KEY_LEN + 1);
-        if (kl == 0 || kl > MEMO_KEY_LEN)
-            return NULL;
-        j = key_find(m, k, kl, hash_fast(MEMO_SEED, k, kl), NULL);
-        if (j < 0)
-            return NULL;
-        kid[i] = (uint8_t)j;
-        if (m->key[j].by_value) {
-            vl = strnlen(v, PROTO_LINE_MAX);
+        if (by_value) {
+            vl = strnlen(kv[i].value, PROTO_LINE_MAX);
             if (vl >= PROTO_LINE_MAX)
                 return NULL;
         }
-        sh = shape_step(sh, j, m->key[j].by_value, v, vl);
+        sh = shape_step(sh, kid[i], by_value, kv[i].value, vl);
     }
     /* Two choices of entry per shape (way_of()). */
     e = &m->shape[way_of(sh, 0)];
     if (e->hash != sh)
         e = &m->shape[way_of(sh, 1)];
-    if (e->hash != sh || e->n_kv != n_kv || memcmp(e->kid, kid, n_kv) != 0)
-        return NULL;
-    return e;
+    return e->hash == sh ? e : NULL;
 }
 
 /*
  * The remembered shape of @kv, or NULL: the one decided last when @kv is
- * that shape, else the one shape_lookup() finds.  @pk as for shape_match();
- * *@ret_wire: the wire bytes of the pairs.
+ * that shape (no hash at all), else the entry its hash names.  @pk as for
+ * shape_values(); *@ret_wire: the wire bytes of the pairs.
  */
-static const struct memo_shape *shape_find(const struct client_memo *m,
-                                           const struct divvy_kv *kv, size_t n_kv,
-                                           struct proto_kv *pk, size_t *ret_wire)
+static const struct memo_shape *shape_find(struct client_memo *m, const struct divvy_kv *kv,
+                                           size_t n_kv, struct proto_kv *pk, size_t *ret_wire)
 {
     const struct memo_shape *e = m->last;
-    long wire = e ? shape_match(m, e, kv, n_kv, pk) : -1;
+    uint8_t kid[MEMO_PAIRS] = { 0 };
+    long wire = -1;
 
+    if (shape_keys(m, kv, n_kv, kid) < 0)
+        return NULL;
+    if (e)
+        wire = shape_values(m, e, kv, n_kv, kid, pk);
     if (wire < 0) {
-        e = shape_lookup(m, kv, n_kv);
-        if (!e || e == m->last)
+        e = shape_entry(m, kv, n_kv, kid);
+        if (!e)
             return NULL;
-        wire = shape_match(m, e, kv, n_kv, pk);
+        wire = shape_values(m, e, kv, n_kv, kid, pk);
         if (wire < 0)
             return NULL;
     }
@@ -287,9 +325,9 @@ static void actor_pairs(const struct memo_shape *e, const struct proto_kv *pk,
 /*
  * The remembered shape of @kv when the request is valid as the protocol
  * line "@verb [@wire_amount] pairs" (exactly what client_req_prepare() and
- * the line length check accept), else NULL; @pk as for shape_match().
+ * the line length check accept), else NULL; @pk as for shape_values().
  */
-static const struct memo_shape *shape_check(const struct client_memo *m,
+static const struct memo_shape *shape_check(struct client_memo *m,
                                             const struct divvy_kv *kv, size_t n_kv,
                                             const char *verb, uint64_t wire_amount,
                                             struct proto_kv *pk)
