@@ -123,9 +123,9 @@ static int key_match(struct table_slot *s, uint64_t lo, const struct table_kw *k
     key_read(s, w);
     if (!same_ident(load_lo(s), lo))
         return -EAGAIN;
-    if (w[0] != kw->w[0] || (w[1] & ~((uint64_t)KF_COUNTED << 32)) != kw->w[1])
-        return 0;
-    return memcmp(&w[2], &kw->w[2], 32) == 0;
+    /* Word by word, no memcmp() call: this is on every hit's path. */
+    return ((w[0] ^ kw->w[0]) | ((w[1] & ~((uint64_t)KF_COUNTED << 32)) ^ kw->w[1]) |
+            (w[2] ^ kw->w[2]) | (w[3] ^ kw->w[3]) | (w[4] ^ kw->w[4]) | (w[5] ^ kw->w[5])) == 0;
 }
 
 /* ---- waiting for other claimers ----------------------------------------- */
@@ -569,7 +569,6 @@ int table_hit(struct table *t, const struct table_key *key, const struct table_l
 int table_hit_prepared(struct table *t, const struct table_kw *key, const struct table_limits *lim,
                        enum table_op op, uint64_t n, uint64_t now_ms, struct table_result *ret)
 {
-    struct table_kw kw;
     struct table_scan sc;
     struct algo_state none = { 0 }, first;
     uint64_t waited_lo = 0;
@@ -592,18 +591,17 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
     if ((op == TABLE_TAKE || op == TABLE_DEBIT) && n == 0)
         op = TABLE_PEEK;
     charges = op == TABLE_TAKE || op == TABLE_DEBIT;
-    kw = *key;
 
     r = -EAGAIN;
     for (int attempt = 0; attempt < TABLE_RETRY_MAX && r == -EAGAIN; attempt++) {
-        table_scan_key(t, &kw, now_ms, &sc);
+        table_scan_key(t, key, now_ms, &sc);
         if (sc.key_off >= 0) {
-            r = update(t, slot_at(t, kw.bucket, (unsigned)sc.key_off), sc.key_lo, lim, op, n,
+            r = update(t, slot_at(t, key->bucket, (unsigned)sc.key_off), sc.key_lo, lim, op, n,
                        now_ms, ret);
             continue;
         }
         if (sc.claim_off >= 0 && (charges || attempt == 0)) {
-            table_wait_claim(t, &kw, &sc, &waited_lo);
+            table_wait_claim(t, key, &sc, &waited_lo);
             continue;
         }
         if (!charges) {
@@ -616,7 +614,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
             r = 0;
             continue;
         }
-        r = claim_new(t, &kw, lim, &sc, &first, first.debt ? SF_DEBT : 0, now_ms, attempt);
+        r = claim_new(t, key, lim, &sc, &first, first.debt ? SF_DEBT : 0, now_ms, attempt);
     }
 out:
     /* Nothing half-computed leaks out: an error answers "denied, nothing left". */

@@ -334,8 +334,13 @@ static inline const uint8_t *digest_key(const struct table *t)
  * validates these words cannot be ordered before them: the seqlock read. */
 static inline void key_read(struct table_slot *s, uint64_t w[6])
 {
-    for (int i = 0; i < 6; i++)
-        w[i] = __atomic_load_n(&s->key[i], __ATOMIC_ACQUIRE);
+    /* Six loads, not a loop: this is on every hit's path. */
+    w[0] = __atomic_load_n(&s->key[0], __ATOMIC_ACQUIRE);
+    w[1] = __atomic_load_n(&s->key[1], __ATOMIC_ACQUIRE);
+    w[2] = __atomic_load_n(&s->key[2], __ATOMIC_ACQUIRE);
+    w[3] = __atomic_load_n(&s->key[3], __ATOMIC_ACQUIRE);
+    w[4] = __atomic_load_n(&s->key[4], __ATOMIC_ACQUIRE);
+    w[5] = __atomic_load_n(&s->key[5], __ATOMIC_ACQUIRE);
 }
 
 static inline uint64_t table_file_size(uint32_t n_slots)

@@ -35,6 +35,9 @@
  * CLIENT_HITS_BATCH hits, not one per hit. */
 #define CLIENT_HITS_BATCH 1024
 
+_Static_assert(sizeof(((struct client_rule *)0)->id) == sizeof(((struct divvy_result *)0)->rule),
+               "a rule's id is copied whole into a result");
+
 /* The counts of every rule decided here since the last flush, per outcome. */
 static void flush_rules(struct client_fast *f)
 {
@@ -99,6 +102,7 @@ void client_fast_close(struct client_fast *f)
     f->rules = NULL;
     free(f->rule);
     f->rule = NULL;
+    f->n_rules = 0;
     free(f->dirty);
     f->dirty = NULL;
     f->gen = 0;
@@ -220,7 +224,7 @@ static int remap(struct client_fast *f, uint64_t gen)
         rule[i].rr = rr;
         eval_limits(&rr, &rule[i].lim);
         rule[i].id_str = rr.id_str;
-        rule[i].id_len = strnlen(rr.id_str, DIVVY_RULE_MAX - 1);
+        memcpy(rule[i].id, rr.id_str, strnlen(rr.id_str, DIVVY_RULE_MAX - 1));
         /* Decidable here: a fast_path counter in the host table (local, or a
          * lease spent here), or divvy's zero semantics, which touch no
          * counter.  Never a privileged rule, never a strict one (docs/client.md). */
@@ -246,6 +250,7 @@ static int remap(struct client_fast *f, uint64_t gen)
     free(f->dirty);
     f->rules = rules;
     f->rule = rule;
+    f->n_rules = n;
     f->dirty = dirty;
     f->gen = gen;
     if (gen > f->max_gen)
@@ -392,7 +397,7 @@ int client_fast_ready(struct client_fast *f, uint64_t now, const char **ret_why)
 bool client_fast_path_ok(const struct client_fast *f, const uint32_t *path, size_t n_path,
                          enum table_op op)
 {
-    size_t n_rules = rules_count(f->rules);
+    size_t n_rules = f->n_rules;
     bool counted = false;
 
     for (size_t i = 0; i < n_path; i++) {
@@ -468,7 +473,7 @@ void client_fast_prefetch(struct client_fast *f, const uint32_t *path, size_t n_
 
     if (!f->table || !f->rules)
         return;
-    n_rules = rules_count(f->rules);
+    n_rules = f->n_rules;
     for (size_t i = 0; i < n_path; i++) {
         char buf[RULES_ACTOR_MAX];
         const char *actor = buf;
@@ -565,7 +570,7 @@ int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
      * divvyd would; an older divvyd announces none: it decides. */
     struct eval_env env = { .rules = f->rules, .fast = f->table, .full_from = f->table };
     struct fast_step fs = { .f = f, .env = &env, .rq = rq, .actor_kv = actor_kv,
-                            .amount = amount, .now = now, .n_rules = rules_count(f->rules),
+                            .amount = amount, .now = now, .n_rules = f->n_rules,
                             .ret_why = ret_why };
     struct eval_result er;
     struct eval_walk w = { .path = path, .n_path = n_path, .op = op, .res = &er };
@@ -593,8 +598,7 @@ int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
     res->allowed = er.allowed;
     res->credit = er.credit;
     res->reset_seconds = er.reset_s;
-    memcpy(res->rule, cr->id_str, cr->id_len);
-    res->rule[cr->id_len] = '\0';
+    memcpy(res->rule, cr->id, sizeof(res->rule));
     res->fast_path = 1;
     if (op == TABLE_TAKE) {
         count_rules(f, &er, fs.n_rules);

@@ -34,7 +34,7 @@ struct client_rule {
     struct rules_rule rr;       /* rules_get(), kept so a hit need not decode it */
     struct table_limits lim;    /* eval_limits() of rr */
     const char *id_str;         /* label or hex id, points into the rules */
-    size_t id_len;              /* strlen(id_str), at most DIVVY_RULE_MAX - 1 */
+    char id[DIVVY_RULE_MAX];    /* id_str as a reply names it, NUL-padded: copied whole */
     bool eligible;              /* fast_path, or zero semantics: decidable in-process */
     bool lease;                 /* a lease rule spent in-process (lim.lease set): TAKE only,
                                  * and only before any other counter on the path */
@@ -62,6 +62,7 @@ struct client_fast {
     struct table *table;        /* the mapped table memfd with its control page, or NULL */
     struct rules *rules;        /* rules of generation gen, or NULL */
     struct client_rule *rule;   /* per compiled rule, rules_count() entries */
+    size_t n_rules;             /* rules_count(rules): 0 when none are loaded */
     uint64_t gen;               /* generation of @rules (0: none loaded) */
     uint64_t max_gen;           /* the largest generation ever loaded: a smaller one is
                                  * "no rules" (generations only grow, docs/shm.md) */

@@ -17,7 +17,10 @@
  * Two tables, both forgotten when the rules generation changes: key names
  * (open addressing, never deleted, so their indexes are stable shape
  * letters) and shapes (two possible entries each: a third shape competing
- * for both forgets one).
+ * for both forgets one).  Each key is compared first with the one last seen
+ * at its position; the shape decided last is then tried first, its values
+ * compared with the request's directly (shape_values()); only another shape
+ * pays for hashing its matched values to find its entry (shape_entry()).
  * No allocation after the first learn, no system call, no locking (one handle
  * per thread, divvy.h).
  */
@@ -42,7 +45,7 @@ struct memo_key {
     uint16_t len;               /* 0: an empty entry */
     uint16_t wire;              /* bytes on the wire (client_wire_scan()) */
     bool by_value;              /* rules_value_matters(): the value is part of the shape */
-    char name[MEMO_KEY_LEN];
+    char name[MEMO_KEY_LEN + 1];    /* NUL-terminated */
 };
 
 struct memo_shape {
@@ -56,12 +59,13 @@ struct memo_shape {
     uint32_t path[MEMO_PATH];   /* rules_match()'s answer */
     uint8_t n_actor[MEMO_PATH];
     int8_t actor[MEMO_PATH][RULES_ACTOR_KEYS_MAX]; /* pair holding each actor key, or -1 */
-    char vals[MEMO_VALS];       /* the by_value values, in pair order, back to back */
+    char vals[MEMO_VALS];       /* the by_value values, in pair order, each NUL-terminated */
 };
 
 struct client_memo {
     uint64_t loads;             /* client_fast.loads of the rules the tables describe */
     unsigned n_keys;
+    const struct memo_shape *last;  /* the shape decided last, tried first; NULL: none */
     uint8_t guess[MEMO_PAIRS];  /* 1 + the key last seen at each position, 0: none */
     struct memo_key key[MEMO_KEYS];
     struct memo_shape shape[MEMO_SHAPES];
@@ -100,8 +104,19 @@ static inline uint64_t memo_hash(uint64_t h, const char *s, size_t len)
         memcpy(&w, s, 8);
         h = mix(h, w);
     }
+    /* The last 1-7 bytes without reading past them: two overlapping 4-byte
+     * loads, or the first, middle and last byte. */
     w = (uint64_t)len << 56;
-    memcpy(&w, s, len);
+    if (len >= 4) {
+        uint32_t a, b;
+
+        memcpy(&a, s, 4);
+        memcpy(&b, s + len - 4, 4);
+        w |= (uint64_t)a << 24 ^ b;
+    } else if (len) {
+        w |= (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[len / 2] << 8 |
+             (unsigned char)s[len - 1];
+    }
     return mix(h, w);
 }
 
@@ -114,15 +129,12 @@ static uint64_t shape_step(uint64_t sh, int key, bool by_value, const char *v, s
     return by_value ? memo_hash(sh, v, vl) : sh;
 }
 
-/* Whether NUL-terminated @k is exactly @e's name.  Reads @k only up to its
- * first byte that differs (names hold no NUL), so never past its end. */
-static inline bool name_is(const char *k, const struct memo_key *e)
+/* Whether NUL-terminated @s is exactly NUL-terminated @want.  strcmp()
+ * reads @s only up to its first byte that differs, or its end; glibc's
+ * compares a short string in a few vector instructions. */
+static inline bool str_is(const char *s, const char *want)
 {
-    for (size_t j = 0; j < e->len; j++) {
-        if (k[j] != e->name[j])
-            return false;
-    }
-    return k[e->len] == '\0';
+    return strcmp(s, want) == 0;
 }
 
 static int key_find(const struct client_memo *m, const char *k, size_t len, uint64_t hk,
@@ -163,69 +175,137 @@ static int key_add(struct client_memo *m, const struct rules *rules, const char 
     e->wire = (uint16_t)wire;
     e->by_value = rules_value_matters(rules, k, len);
     memcpy(e->name, k, len);
+    e->name[len] = '\0';
     m->n_keys++;
     return (int)empty;
 }
 
 /*
- * The remembered shape of @kv, or NULL.  Fills @pk with the pairs as
- * given.  With @pairs_len, every value a rule does not match by value is
- * checked for bytes the protocol cannot carry (NULL when one is there) and
- * its wire bytes are added to *@pairs_len; without, such values are only
- * measured (client_memo_prefetch(), which decides nothing).
+ * The key index of each pair of @kv into @kid: each key is compared first
+ * with the key last seen at its position, else looked up.  -1 when a key or
+ * value is NULL or a key is not remembered.
  */
-static const struct memo_shape *shape_find(struct client_memo *m, const struct divvy_kv *kv,
-                                           size_t n_kv, struct proto_kv *pk, size_t *pairs_len)
+static int shape_keys(struct client_memo *m, const struct divvy_kv *kv, size_t n_kv,
+                      uint8_t *kid)
 {
-    const struct memo_shape *e;
-    uint8_t kid[MEMO_PAIRS];
-    uint64_t sh = n_kv;
-
     for (size_t i = 0; i < n_kv; i++) {
-        const char *k = kv[i].key, *v = kv[i].value;
-        const struct memo_key *mk;
+        const char *k = kv[i].key;
         unsigned g = m->guess[i];
-        size_t kl, vl;
+        size_t kl;
         int j;
 
-        if (!k || !v)
-            return NULL;
-        if (g && name_is(k, &m->key[g - 1])) {
-            j = (int)g - 1;
-        } else {
-            kl = strnlen(k, MEMO_KEY_LEN + 1);
-            if (kl == 0 || kl > MEMO_KEY_LEN)
-                return NULL;
-            j = key_find(m, k, kl, hash_fast(MEMO_SEED, k, kl), NULL);
-            if (j < 0)
-                return NULL;
-            m->guess[i] = (uint8_t)(j + 1);
+        if (!k || !kv[i].value)
+            return -1;
+        if (g && str_is(k, m->key[g - 1].name)) {
+            kid[i] = (uint8_t)(g - 1);
+            continue;
         }
-        mk = &m->key[j];
-        kl = mk->len;
+        kl = strnlen(k, MEMO_KEY_LEN + 1);
+        if (kl == 0 || kl > MEMO_KEY_LEN)
+            return -1;
+        j = key_find(m, k, kl, hash_fast(MEMO_SEED, k, kl), NULL);
+        if (j < 0)
+            return -1;
+        m->guess[i] = (uint8_t)(j + 1);
         kid[i] = (uint8_t)j;
-        if (mk->by_value || !pairs_len) {
-            /* A matched value is checked against the remembered (validated) one. */
-            vl = strnlen(v, PROTO_LINE_MAX);
-            if (vl >= PROTO_LINE_MAX)
-                return NULL;
+    }
+    return 0;
+}
+
+/*
+ * Whether @kv, whose keys are @kid (shape_keys()), is shape @e: the same keys
+ * and, for the keys a rule matches by value, the same values (the remembered
+ * ones passed validation when they were learned); every other value is
+ * checked for bytes the protocol cannot carry.  Returns the wire bytes of
+ * the pairs (' ' and '=' included), or -1 when @kv is not @e; fills @pk with
+ * the pairs as given.
+ */
+static long shape_values(const struct client_memo *m, const struct memo_shape *e,
+                         const struct divvy_kv *kv, size_t n_kv, const uint8_t *kid,
+                         struct proto_kv *pk)
+{
+    const char *val = e->vals;
+    size_t wire = e->fixed_wire;
+
+    if (e->n_kv != n_kv)
+        return -1;
+    for (size_t i = 0; i < n_kv; i++) {
+        const struct memo_key *mk = &m->key[kid[i]];
+        const char *v = kv[i].value;
+        size_t vl;
+
+        if (e->kid[i] != kid[i])
+            return -1;
+        if (mk->by_value) {
+            if (!str_is(v, val))
+                return -1;
+            vl = e->vlen[i];
+            val += vl + 1;
         } else {
             int w = client_wire_scan(v, &vl);
 
             if (w < 0)
-                return NULL;
-            *pairs_len += 2 + mk->wire + (size_t)w;
+                return -1;
+            wire += 2 + mk->wire + (size_t)w;
         }
-        sh = shape_step(sh, j, mk->by_value, v, vl);
-        pk[i] = (struct proto_kv){ .key = k, .value = v, .key_len = (uint16_t)kl,
+        pk[i] = (struct proto_kv){ .key = kv[i].key, .value = v, .key_len = mk->len,
                                    .value_len = (uint16_t)vl };
+    }
+    return (long)wire;
+}
+
+/* The entry that would hold the shape of @kv, whose keys are @kid: found by
+ * the hash of its shape (shape_step()), or NULL; shape_values() checks it. */
+static const struct memo_shape *shape_entry(const struct client_memo *m,
+                                            const struct divvy_kv *kv, size_t n_kv,
+                                            const uint8_t *kid)
+{
+    const struct memo_shape *e;
+    uint64_t sh = n_kv;
+
+    for (size_t i = 0; i < n_kv; i++) {
+        bool by_value = m->key[kid[i]].by_value;
+        size_t vl = 0;
+
+        if (by_value) {
+            vl = strnlen(kv[i].value, PROTO_LINE_MAX);
+            if (vl >= PROTO_LINE_MAX)
+                return NULL;
+        }
+        sh = shape_step(sh, kid[i], by_value, kv[i].value, vl);
     }
     /* Two choices of entry per shape (way_of()). */
     e = &m->shape[way_of(sh, 0)];
     if (e->hash != sh)
         e = &m->shape[way_of(sh, 1)];
-    if (e->hash != sh || e->n_kv != n_kv || memcmp(e->kid, kid, n_kv) != 0)
+    return e->hash == sh ? e : NULL;
+}
+
+/*
+ * The remembered shape of @kv, or NULL: the one decided last when @kv is
+ * that shape (no hash at all), else the entry its hash names.  @pk as for
+ * shape_values(); *@ret_wire: the wire bytes of the pairs.
+ */
+static const struct memo_shape *shape_find(struct client_memo *m, const struct divvy_kv *kv,
+                                           size_t n_kv, struct proto_kv *pk, size_t *ret_wire)
+{
+    const struct memo_shape *e = m->last;
+    uint8_t kid[MEMO_PAIRS] = { 0 };
+    long wire = -1;
+
+    if (shape_keys(m, kv, n_kv, kid) < 0)
         return NULL;
+    if (e)
+        wire = shape_values(m, e, kv, n_kv, kid, pk);
+    if (wire < 0) {
+        e = shape_entry(m, kv, n_kv, kid);
+        if (!e)
+            return NULL;
+        wire = shape_values(m, e, kv, n_kv, kid, pk);
+        if (wire < 0)
+            return NULL;
+    }
+    *ret_wire = (size_t)wire;
     return e;
 }
 
@@ -245,26 +325,18 @@ static void actor_pairs(const struct memo_shape *e, const struct proto_kv *pk,
 /*
  * The remembered shape of @kv when the request is valid as the protocol
  * line "@verb [@wire_amount] pairs" (exactly what client_req_prepare() and
- * the line length check accept), else NULL; @pk as for shape_find().
+ * the line length check accept), else NULL; @pk as for shape_values().
  */
-static const struct memo_shape *shape_check(struct client_memo *m, const struct divvy_kv *kv,
-                                            size_t n_kv, const char *verb, uint64_t wire_amount,
+static const struct memo_shape *shape_check(struct client_memo *m,
+                                            const struct divvy_kv *kv, size_t n_kv,
+                                            const char *verb, uint64_t wire_amount,
                                             struct proto_kv *pk)
 {
-    size_t pairs_len = 0, voff = 0;
+    size_t pairs_len;
     const struct memo_shape *e = shape_find(m, kv, n_kv, pk, &pairs_len);
 
     if (!e)
         return NULL;
-    for (size_t i = 0; i < n_kv; i++) {
-        if (!m->key[e->kid[i]].by_value)
-            continue;
-        if (e->vlen[i] != pk[i].value_len ||
-            memcmp(e->vals + voff, pk[i].value, pk[i].value_len) != 0)
-            return NULL;
-        voff += pk[i].value_len;
-    }
-    pairs_len += e->fixed_wire;
     /* "TAKE 1000000000" and the newline are far less than 64 bytes. */
     if (pairs_len > PROTO_LINE_MAX - 64 &&
         client_line_len(verb, wire_amount, pairs_len) > PROTO_LINE_MAX)
@@ -290,6 +362,7 @@ int client_memo_decide(struct client_memo *m, struct client_fast *f, const struc
     e = shape_check(m, kv, n_kv, verb, wire_amount, pk);
     if (!e)
         return 0;
+    m->last = e;
     actor_pairs(e, pk, actor_kv);
     if (e->has_lease && !client_fast_path_ok(f, e->path, e->n_path, op))
         return 0;
@@ -321,10 +394,11 @@ void client_memo_prefetch(struct client_memo *m, struct client_fast *f,
     const struct proto_kv *actor_kv[MEMO_PATH * RULES_ACTOR_KEYS_MAX];
     struct proto_kv pk[MEMO_PAIRS];
     const struct memo_shape *e;
+    size_t wire;
 
     if (!m || m->loads != f->loads || !kv || n_kv == 0 || n_kv > MEMO_PAIRS)
         return;
-    e = shape_find(m, kv, n_kv, pk, NULL);
+    e = shape_find(m, kv, n_kv, pk, &wire);
     if (!e)
         return;
     actor_pairs(e, pk, actor_kv);
@@ -380,14 +454,15 @@ void client_memo_learn(struct client_memo **mp, const struct client_fast *f,
         sh = shape_step(sh, j, m->key[j].by_value, v, vl);
         if (!m->key[j].by_value)
             continue;
-        if (voff + vl > MEMO_VALS)
+        if (voff + vl + 1 > MEMO_VALS)
             return;
         memcpy(e.vals + voff, v, vl);
-        voff += vl;
+        e.vals[voff + vl] = '\0';
+        voff += vl + 1;
         e.vlen[i] = (uint16_t)vl;
         fixed += 2 + m->key[j].wire + (size_t)w;
     }
-    n_rules = rules_count(f->rules);
+    n_rules = f->n_rules;
     for (size_t i = 0; i < n_path; i++) {
         unsigned n_actor;
 
@@ -436,6 +511,7 @@ void client_memo_learn(struct client_memo **mp, const struct client_fast *f,
         }
     }
     *way = e;
+    m->last = way;
 }
 
 void client_memo_free(struct client_memo *m)
