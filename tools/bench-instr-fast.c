@@ -12,12 +12,16 @@
  * table's mapping, the warm-up); their total divided by HITS is the row.
  * `bench-instr-fast --config` prints the divvyd configuration the row runs:
  * four fast_path rules and the default, the request matching the fourth, and
- * server.fast_group the caller's own group, so any user may run it.
+ * the caller's own group as server.fast_group and server.admin_group, so any
+ * user may run it: libdivvy tries divvyd's privileged socket (PATH.root)
+ * first, which a divvyd run by the same user lets that user reach, and serves
+ * there only root and admins (docs/daemon.md "The privileged lane").
  * Every hit must be decided in-process: a hit that went to the socket, or
  * any error, fails the run rather than count a slower path.  Uses the public
  * divvy.h only.
  */
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +39,16 @@ static const struct divvy_kv fast_kv[3] = {
 
 static void fast_print_config(void)
 {
+    const struct group *g = getgrgid(getgid());
+
     printf("# bench-instr-fast --config: %d fast_path rules and the default; the\n"
            "# request (method=GET path=/api/v1/res3 ip=192.0.2.1) matches the last.\n"
-           "server = { fast_group = \"%u\"; };\n"
+           "server = { fast_group = \"%u\"; ", FAST_RULES, (unsigned)getgid());
+    if (g)
+        printf("admin_group = \"%s\"; ", g->gr_name);
+    printf("};\n"
            "table = { fast_slots = 65536; };\n"
-           "rules = (\n", FAST_RULES, (unsigned)getgid());
+           "rules = (\n");
     for (int i = 0; i < FAST_RULES; i++)
         printf("    { match = { method = \"GET\"; path = \"/api/v1/res%d\"; ip = \"*\"; };\n"
                "      label = \"api%d\"; credit_limit = 100000000000L; reset_seconds = 3600;\n"

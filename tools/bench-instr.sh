@@ -8,9 +8,11 @@
 # A server row runs the server under callgrind, loads it once uncounted
 # (warm-up), then zeroes its counters (callgrind_control -z), drives the
 # measured load, dumps (callgrind_control -d) and divides the instructions of
-# that window by the decisions in it: divvyd's hits_total (STATS, read
-# outside the window), the replies divvy-bench received from the no-work
-# server, the requests redis-benchmark sent.  The rows:
+# that window by the decisions in it, as the load counts them: the replies
+# divvy-bench received, the calls divvy-rls-bench had answered, the requests
+# redis-benchmark sent.  divvyd's main thread is left
+# out (its 1 s tick costs the same with hits or without) and printed apart.
+# The rows:
 #   1 divvyd, HIT over a Unix socket, 8 connections x 32 in flight, 10,000
 #     actors; beside it redis-server on a bare INCR (redis-benchmark -t incr
 #     -c 8 -P 32) and BUILDDIR/bench-noop (a fixed "OK" per line), same load
@@ -24,15 +26,15 @@
 #     the median ratio
 #   5 row 1 with N-1 rules [path=/r<i> actor=*] before [path=/bench actor=*]
 #     and the default, N = 16 and N = 10,000: the ratio 10,000 / 16 (with
-#     callgrind's cache simulation: last-level data misses per hit beside it)
+#     callgrind's cache simulation: data misses per hit beside it)
 #
-# BENCH_INSTR_SECONDS of load per callgrind window (default 3), BENCH_INSTR_REPEAT
-# windows of each divvyd row, the fewest instructions counting (default 2),
-# BENCH_INSTR_ROUNDS for row 4 (default 7), BENCH_INSTR_KEEP=DIR keeps the callgrind dumps there
-# for callgrind_annotate (docs/benchmarks.md names them).  Numbers are
-# reported, never judged: the exit status is 1 only when something could not
-# be measured (a tool missing, a server that does not start), each such cause
-# in one line.
+# BENCH_INSTR_SECONDS of load per callgrind window (default 3);
+# BENCH_INSTR_REPEAT windows of each divvyd row, the fewest instructions
+# counting (default 2); BENCH_INSTR_ROUNDS for row 4 (default 7);
+# BENCH_INSTR_KEEP=DIR keeps the callgrind dumps there for callgrind_annotate
+# (docs/benchmarks.md names them).  Numbers are reported, never judged: the
+# exit status is 1 only when something could not be measured (a tool
+# missing, a server that does not start), each such cause in one line.
 set -eu
 
 B=${1:?usage: tools/bench-instr.sh BUILDDIR}
@@ -43,7 +45,6 @@ KEYS=10000
 DIVVYD=$B/divvyd
 BENCH=$B/divvy-bench
 RLSBENCH=$B/divvy-rls-bench
-CTL=$B/divvyctl
 NOOP=$B/bench-noop
 FAST=$B/bench-instr-fast
 
@@ -56,7 +57,7 @@ for c in valgrind:valgrind callgrind_control:valgrind redis-server:redis-server 
     command -v "${c%%:*}" >/dev/null 2>&1 ||
         die "${c%%:*} not found: apt-get install ${c#*:}"
 done
-for f in "$DIVVYD" "$BENCH" "$RLSBENCH" "$CTL" "$NOOP" "$FAST"; do
+for f in "$DIVVYD" "$BENCH" "$RLSBENCH" "$NOOP" "$FAST"; do
     [ -x "$f" ] || die "$f not built (make bench-instr builds it)"
 done
 
@@ -163,14 +164,21 @@ event() {
         esac
         cat "$ef"
     done | awk -v want=" $1 " '
-        /^events:/ { split("", col); for (i = 2; i <= NF; i++) if (index(want, " " $i " ")) col[i] = 1 }
+        /^events:/ {
+            split("", col)
+            for (i = 2; i <= NF; i++) if (index(want, " " $i " ")) col[i] = 1
+        }
         /^totals:/ { for (c in col) s += $c }
         END { print s + 0 }'
 }
 
-# stat_of SOCKET NAME: one value of divvyd's STATS.
-stat_of() {
-    "$CTL" -s "unix:$1" stats 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }'
+# hits LOAD...: runs divvy-bench LOAD, 8 x 32, SECS seconds; prints the
+# replies it received (each one a decision: it reads every reply it asked for).
+hits() {
+    hn=$("$BENCH" "$@" -c 8 -d 32 -t "$SECS" -k "$KEYS" 2>/dev/null |
+         awk '$1 == "hits" { print $2 }')
+    [ -n "$hn" ] || die "divvy-bench $* failed"
+    echo "$hn"
 }
 
 # per A B: A / B, rounded; per1: to one decimal; ratio: to two.
@@ -211,16 +219,13 @@ line_hits() {
     best=''
     k=0
     while [ $k -lt "$REPEAT" ]; do
-        h0=$(stat_of "$T/$ln.sock" hits_total)
         window_begin "$lp"
         t0=$(date +%s%N)
-        "$BENCH" "$@" -c 8 -d 32 -t "$SECS" -k "$KEYS" -q >/dev/null 2>&1 ||
-            die "divvy-bench $* failed"
+        h=$(hits "$@")
         f=$(window_end "$lp" "$ln")
         t1=$(date +%s%N)
-        h=$(( $(stat_of "$T/$ln.sock" hits_total) - h0 ))
-        v="$(per "$(event "$f" others Ir)" $h) $(per1 "$(event "$f" others D1mr D1mw)" $h)"
-        v="$v $(per1 "$(event "$f" others DLmr DLmw)" $h)"
+        v="$(per "$(event "$f" others Ir)" "$h") $(per1 "$(event "$f" others D1mr D1mw)" "$h")"
+        v="$v $(per1 "$(event "$f" others DLmr DLmw)" "$h")"
         v="$v $(per "$(event "$f" main Ir)" "$(( (t1 - t0) / 1000000 ))e-3")"
         if [ -z "$best" ] || [ "${v%% *}" -lt "${best%% *}" ]; then
             best=$v
@@ -237,7 +242,8 @@ line_hits() {
 bench_ini() {
     awk -v n="$2" 'BEGIN {
         for (i = 0; i < n - 1; i++)
-            printf "[path=/r%d actor=*]\ncreditLimit = 100\nresetSeconds = 60\nactorField = actor\n\n", i
+            printf "[path=/r%d actor=*]\ncreditLimit = 100\nresetSeconds = 60\n" \
+                   "actorField = actor\n\n", i
         printf "[path=/bench actor=*]\ncreditLimit = 1000000000\nresetSeconds = 3600\n"
         printf "actorField = actor\n\n[default]\ncreditLimit = 0\nresetSeconds = 0\n"
     }' >"$1"
@@ -255,13 +261,13 @@ hit_unix=${m%% *} tick=${m##* }
 hit_tcp=$(line_hits d1 "$dpid" --tcp "127.0.0.1:$port" | cut -d' ' -f1)
 "$RLSBENCH" "127.0.0.1:$((port + 1))" -c 8 -d 32 -t 1 -k "$KEYS" -q >/dev/null 2>&1 ||
     die "divvy-rls-bench failed"
-h0=$(stat_of "$T/d1.sock" hits_total)
 window_begin "$dpid"
-"$RLSBENCH" "127.0.0.1:$((port + 1))" -c 8 -d 32 -t "$SECS" -k "$KEYS" -q >/dev/null 2>&1 ||
-    die "divvy-rls-bench failed"
+# "N calls in S s: ...": every call answered (it waits for those in flight).
+n=$("$RLSBENCH" "127.0.0.1:$((port + 1))" -c 8 -d 32 -t "$SECS" -k "$KEYS" 2>/dev/null |
+    awk '$2 == "calls" && $3 == "in" { print $1 }')
 f=$(window_end "$dpid" d1)
-h1=$(stat_of "$T/d1.sock" hits_total)
-rls=$(per "$(event "$f" others Ir)" $((h1 - h0)))
+[ -n "$n" ] || die "divvy-rls-bench failed"
+rls=$(per "$(event "$f" others Ir)" "$n")
 stop "$dpid"
 
 # ---- row 1's references: the no-work server, redis-server ----------------------------
@@ -269,9 +275,8 @@ cg noop "$NOOP" "$T/noop.sock" 2
 ready noop "$cgpid" "$BENCH" --unix "$T/noop.sock" -t 0.01 -q
 "$BENCH" --unix "$T/noop.sock" -c 8 -d 32 -t 1 -k "$KEYS" -q >/dev/null 2>&1
 window_begin "$cgpid"
-n=$("$BENCH" --unix "$T/noop.sock" -c 8 -d 32 -t "$SECS" -k "$KEYS" | awk '$1 == "hits" { print $2 }')
+n=$(hits --unix "$T/noop.sock")
 f=$(window_end "$cgpid" noop)
-[ -n "$n" ] || die "divvy-bench against bench-noop failed"
 noop=$(per "$(event "$f" all Ir)" "$n")
 stop "$cgpid"
 
@@ -378,7 +383,7 @@ cat <<EOF
 How (docs/benchmarks.md): each server under valgrind --tool=callgrind, a 1 s
 uncounted warm-up, then callgrind_control -z PID, $SECS s of load, callgrind_control -d
 PID; instructions of that window / decisions in it (divvyd: its threads but the
-main one, over STATS hits_total, the fewest of $REPEAT windows).
+main one, over the replies the load received, the fewest of $REPEAT windows).
   divvyd: divvyd --config CONF -w 2 --listen unix:S [--listen tcp:.. --listen rls:tcp:..]
           CONF: [path=/bench actor=*] creditLimit 1000000000, resetSeconds 3600, then
           [default]; row 5 puts N-1 rules [path=/r<i> actor=*] before it
