@@ -114,7 +114,7 @@ LINK_LIBDIVVY_BIN = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN'
 LINK_LIBDIVVY     = $(LINK_LIBDIVVY_BIN) -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
-        install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
+        bench-instr install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
         check-systemd check-fleet deb
 .DEFAULT_GOAL := all
 
@@ -147,6 +147,8 @@ help:
 	@echo "make coverage   gcc --coverage build in build-cov/, tests, gcovr per directory"
 	@echo "make soak DURATION=10m   mixed load with reloads and Redis restarts (tools/soak.sh)"
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
+	@echo "make bench-instr  instructions per decision on each path, with callgrind"
+	@echo "                (tools/bench-instr.sh, docs/benchmarks.md; a few minutes)"
 	@echo "make install    install into \$$DESTDIR\$$PREFIX (docs/operations.md)"
 	@echo "make uninstall  remove what install installed, except the config"
 	@echo "make install-doc, make uninstall-doc  only the man pages, docs and completion"
@@ -470,6 +472,18 @@ bench: deps
 	@echo "== rule matching: ns per request for 10 .. 100,000 rules (tests/unit/bench_rules.c)"
 	$(B)/bench_rules
 	tools/bench.sh $(B)
+
+# The instruction budget (docs/benchmarks.md): callgrind counts per decision
+# on each path, with the no-work reference server and the fast-path driver,
+# both built only here.
+bench-instr:
+	@$(MAKE) --no-print-directory all $(B)/divvy-rls-bench $(B)/bench-noop $(B)/bench-instr-fast
+	tools/bench-instr.sh $(B)
+$(B)/bench-noop: $(B)/tools/bench-noop.o
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< -lpthread
+$(B)/bench-instr-fast: tools/bench-instr-fast.c $(LIBDIVVY_SO) $(B)/libdivvy.so
+	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy \
+	    -Wl,-rpath,$(abspath $(B))
 
 # The RLS rows' load (tools/divvy-rls-bench.c): HTTP/2 calls, libnghttp2 only.
 $(B)/divvy-rls-bench: $(B)/tools/divvy-rls-bench.o
