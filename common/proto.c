@@ -4,12 +4,11 @@
  * one request line off the input and decodes it in a single forward pass:
  * strings are copied NUL-terminated into the request's own buffer (no
  * allocation) and pairs are kept sorted by key, a repeated key replacing the
- * earlier value.  The proto_fmt_* functions write reply lines.  Everything
- * here is pure and thread-safe; nothing logs.
+ * earlier value.  The proto_fmt_* functions write reply lines with their own
+ * decimal conversion, not the printf family (a HIT's reply is on every
+ * request's path).  Everything here is pure and thread-safe; nothing logs.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "proto.h"
@@ -46,29 +45,31 @@ static const char *const err_codes[] = {
 
 struct verb_name {
     const char *name;
+    size_t len;
     enum proto_verb verb;
     bool has_pairs;
 };
 
+#define VERB(name, verb, has_pairs) { name, sizeof(name) - 1, verb, has_pairs }
+
 static const struct verb_name verbs[] = {
-    { "HIT", PROTO_HIT, true },
-    { "TAKE", PROTO_TAKE, true },
-    { "PEEK", PROTO_PEEK, true },
-    { "RESET", PROTO_RESET, true },
-    { "EXPLAIN", PROTO_EXPLAIN, true },
-    { "RULES", PROTO_RULES, false },
-    { "STATS", PROTO_STATS, false },
-    { "RELOAD", PROTO_RELOAD, true },
-    { "PING", PROTO_PING, false },
-    { "QUIT", PROTO_QUIT, false },
-    { "COUNTERS", PROTO_COUNTERS, true },
-    { "REFILL", PROTO_REFILL, true },
-    { "FAST", PROTO_FAST, false },
-    { "DROPIN", PROTO_DROPIN, true },
-    { "DEBIT", PROTO_DEBIT, true },
+    VERB("HIT", PROTO_HIT, true),
+    VERB("TAKE", PROTO_TAKE, true),
+    VERB("PEEK", PROTO_PEEK, true),
+    VERB("RESET", PROTO_RESET, true),
+    VERB("EXPLAIN", PROTO_EXPLAIN, true),
+    VERB("RULES", PROTO_RULES, false),
+    VERB("STATS", PROTO_STATS, false),
+    VERB("RELOAD", PROTO_RELOAD, true),
+    VERB("PING", PROTO_PING, false),
+    VERB("QUIT", PROTO_QUIT, false),
+    VERB("COUNTERS", PROTO_COUNTERS, true),
+    VERB("REFILL", PROTO_REFILL, true),
+    VERB("FAST", PROTO_FAST, false),
+    VERB("DROPIN", PROTO_DROPIN, true),
+    VERB("DEBIT", PROTO_DEBIT, true),
 };
 
-#define VERB_NAME_MAX 8     /* strlen("COUNTERS") */
 
 /* The line being decoded: [p, end) is what is left of it, CR and LF excluded. */
 struct cursor {
@@ -78,10 +79,22 @@ struct cursor {
     char *out_end;
 };
 
-/* ASCII part of JavaScript's \s, which divvy's parser uses. */
+/* The bytes the grammar gives a meaning, one table load per byte: C_WS is the
+ * ASCII part of JavaScript's \s, which divvy's parser uses. */
+enum {
+    C_WS = 1,
+    C_QUOTE = 2,
+    C_EQ = 4,
+};
+
+static const unsigned char byte_class[256] = {
+    ['\t'] = C_WS, ['\n'] = C_WS, ['\v'] = C_WS, ['\f'] = C_WS, ['\r'] = C_WS, [' '] = C_WS,
+    ['"'] = C_QUOTE, ['='] = C_EQ,
+};
+
 static bool is_ws(unsigned char c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+    return byte_class[c] & C_WS;
 }
 
 static bool at_end_or_ws(const struct cursor *c)
@@ -100,13 +113,15 @@ static char to_upper(char ch)
     return ch >= 'a' && ch <= 'z' ? (char)(ch - 'a' + 'A') : ch;
 }
 
+/* Bytewise order of keys.  Keys are a few bytes and most differ in the first
+ * one: a loop here costs less than a call to memcmp(). */
 static int cmp_key(const char *a, size_t alen, const char *b, size_t blen)
 {
     size_t n = alen < blen ? alen : blen;
-    int r = n ? memcmp(a, b, n) : 0;
 
-    if (r != 0)
-        return r;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return (unsigned char)a[i] - (unsigned char)b[i];
     return (alen > blen) - (alen < blen);
 }
 
@@ -131,55 +146,88 @@ static unsigned kv_search(const struct proto_kv *kv, unsigned n, const char *key
     return lo;
 }
 
-/* Copies @len bytes to the output buffer, NUL-terminated; returns the copy or NULL. */
-static char *emit(struct cursor *c, const char *s, size_t len)
+/*
+ * Puts @key=@value into the sorted req->kv, replacing the value of an equal
+ * key.  Requests carry a few pairs, often in order: the place is found by
+ * walking back from the end, which for the usual last-is-greatest pair is one
+ * comparison, and finds a repeated key on the way.
+ */
+static enum proto_err kv_put(struct proto_req *req, const char *key, size_t key_len,
+                             const char *value, size_t value_len)
 {
-    char *dst = c->out;
+    unsigned i = req->n_kv;
+    int r = 1;
 
-    /* Decoded pairs never outgrow the line (see proto_req.buf); this is a guard. */
-    if ((size_t)(c->out_end - c->out) < len + 1)
-        return NULL;
-    if (len)
-        memcpy(dst, s, len);
-    dst[len] = '\0';
-    c->out += len + 1;
-    return dst;
+    while (i > 0 && (r = cmp_key(req->kv[i - 1].key, req->kv[i - 1].key_len, key, key_len)) > 0)
+        i--;
+    if (i > 0 && r == 0) {
+        i--;
+    } else {
+        if (req->n_kv == PROTO_KV_MAX) {
+            req->reason = R_TOO_MANY_KEYS;
+            return PROTO_E_TOO_MANY_KEYS;
+        }
+        memmove(&req->kv[i + 1], &req->kv[i], (req->n_kv - i) * sizeof(req->kv[0]));
+        req->n_kv++;
+        req->kv[i].key = key;
+        req->kv[i].key_len = (uint16_t)key_len;
+    }
+    req->kv[i].value = value;
+    req->kv[i].value_len = (uint16_t)value_len;
+    return PROTO_E_NONE;
 }
 
 /*
- * Reads one protocol string at the cursor: "quoted" (runs to the next '"')
- * or unquoted [^"=\s]* (possibly empty: the caller decides what that means).
- * Leaves the cursor on the byte after it; the caller checks what may follow.
+ * Reads one protocol string at the cursor into the output buffer,
+ * NUL-terminated: "quoted" (runs to the next '"') or unquoted [^"=\s]*
+ * (possibly empty: the caller decides what that means), copied in the same
+ * pass that finds its end.  Leaves the cursor on the byte after it; the
+ * caller checks what may follow.  Decoded pairs never outgrow the line (see
+ * proto_req.buf): the room check is a guard.
  */
 static int read_string(struct cursor *c, const char **ret_s, size_t *ret_len,
                        bool *ret_quoted, const char **reterr_reason)
 {
-    const char *start, *stop;
+    size_t room = (size_t)(c->out_end - c->out), len;
+    const char *p = c->p, *stop;
+    char *dst = c->out;
 
-    if (c->p < c->end && *c->p == '"') {
-        start = c->p + 1;
-        stop = memchr(start, '"', (size_t)(c->end - start));
+    if (p < c->end && *p == '"') {
+        stop = memchr(p + 1, '"', (size_t)(c->end - p - 1));
         if (!stop) {
             *reterr_reason = R_UNTERMINATED;
             return -EINVAL;
         }
+        len = (size_t)(stop - p - 1);
+        if (len >= room)
+            goto too_long;
+        memcpy(dst, p + 1, len);
         c->p = stop + 1;
         *ret_quoted = true;
     } else {
-        start = c->p;
-        stop = start;
-        while (stop < c->end && *stop != '"' && *stop != '=' && !is_ws((unsigned char)*stop))
-            stop++;
-        c->p = stop;
+        const char *lim = c->end;
+
+        if (room == 0)
+            goto too_long;
+        if ((size_t)(c->end - p) >= room)
+            lim = p + room - 1;
+        while (p < lim && !byte_class[(unsigned char)*p])
+            *dst++ = *p++;
+        if (p < c->end && !byte_class[(unsigned char)*p])
+            goto too_long;
+        len = (size_t)(p - c->p);
+        c->p = p;
         *ret_quoted = false;
     }
-    *ret_s = emit(c, start, (size_t)(stop - start));
-    if (!*ret_s) {
-        *reterr_reason = R_TOO_LONG;
-        return -EMSGSIZE;
-    }
-    *ret_len = (size_t)(stop - start);
+    c->out[len] = '\0';
+    *ret_s = c->out;
+    *ret_len = len;
+    c->out += len + 1;
     return 0;
+
+too_long:
+    *reterr_reason = R_TOO_LONG;
+    return -EMSGSIZE;
 }
 
 /* Reads key=value pairs up to the end of the line into req->kv. */
@@ -187,8 +235,8 @@ static enum proto_err parse_pairs(struct cursor *c, struct proto_req *req)
 {
     const char *key, *value;
     size_t key_len, value_len;
-    bool quoted, found;
-    unsigned i;
+    enum proto_err err;
+    bool quoted;
 
     for (skip_ws(c); c->p < c->end; skip_ws(c)) {
         if (read_string(c, &key, &key_len, &quoted, &req->reason) < 0)
@@ -214,19 +262,9 @@ static enum proto_err parse_pairs(struct cursor *c, struct proto_req *req)
             return PROTO_E_BAD_REQUEST;
         }
 
-        i = kv_search(req->kv, req->n_kv, key, key_len, &found);
-        if (!found) {
-            if (req->n_kv == PROTO_KV_MAX) {
-                req->reason = R_TOO_MANY_KEYS;
-                return PROTO_E_TOO_MANY_KEYS;
-            }
-            memmove(&req->kv[i + 1], &req->kv[i], (req->n_kv - i) * sizeof(req->kv[0]));
-            req->n_kv++;
-            req->kv[i].key = key;
-            req->kv[i].key_len = (uint16_t)key_len;
-        }
-        req->kv[i].value = value;
-        req->kv[i].value_len = (uint16_t)value_len;
+        err = kv_put(req, key, key_len, value, value_len);
+        if (err != PROTO_E_NONE)
+            return err;
     }
     return PROTO_E_NONE;
 }
@@ -253,6 +291,23 @@ static enum proto_err parse_amount(struct cursor *c, struct proto_req *req)
     }
     req->amount = n;
     return PROTO_E_NONE;
+}
+
+/* The verb whose name @word is, in any case; NULL when none is. */
+static const struct verb_name *find_verb(const char *word, size_t len)
+{
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        const struct verb_name *v = &verbs[i];
+        size_t j = 0;
+
+        if (v->len != len)
+            continue;
+        while (j < len && to_upper(word[j]) == v->name[j])
+            j++;
+        if (j == len)
+            return v;
+    }
+    return NULL;
 }
 
 /*
@@ -291,9 +346,8 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
         .out = req->buf,
         .out_end = req->buf + sizeof(req->buf),
     };
-    const struct verb_name *v = NULL;
+    const struct verb_name *v;
     const char *word;
-    char upper[VERB_NAME_MAX];
     size_t word_len;
     bool quoted = false;
     enum proto_err err;
@@ -317,21 +371,12 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
         quoted = true;
     } else {
         word = c.p;
-        while (c.p < c.end && *c.p != '=' && !is_ws((unsigned char)*c.p))
+        while (c.p < c.end && !(byte_class[(unsigned char)*c.p] & (C_WS | C_EQ)))
             c.p++;
         word_len = (size_t)(c.p - word);
     }
 
-    if (word_len <= VERB_NAME_MAX) {
-        for (size_t i = 0; i < word_len; i++)
-            upper[i] = to_upper(word[i]);
-        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-            if (strlen(verbs[i].name) == word_len && memcmp(verbs[i].name, upper, word_len) == 0) {
-                v = &verbs[i];
-                break;
-            }
-        }
-    }
+    v = find_verb(word, word_len);
     if (!v)
         return unknown_command(&c, req, word, word_len);
     req->verb = v->verb;
@@ -400,25 +445,120 @@ const char *proto_err_code(enum proto_err err)
     return err_codes[err];
 }
 
+/* ---- replies ------------------------------------------------------------------ */
+
+/* "OK false " and two 20-digit numbers with their separators: the longest OK line. */
+#define OK_HEAD_MAX 64
+
+static const uint64_t ten_to_the[20] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+    100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+    10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+    100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL,
+};
+
+static const char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Writes @v in decimal at @p, as printf's %llu; returns the digits written (1..20). */
+static size_t fmt_u64(char *p, uint64_t v)
+{
+    size_t n = 1;
+    char *q;
+
+    while (n < 20 && v >= ten_to_the[n])
+        n++;
+    q = p + n;
+    while (v >= 100) {
+        const char *d = &digit_pairs[(v % 100) * 2];
+
+        v /= 100;
+        *--q = d[1];
+        *--q = d[0];
+    }
+    if (v >= 10) {
+        *--q = digit_pairs[v * 2 + 1];
+        *--q = digit_pairs[v * 2];
+    } else {
+        *--q = (char)('0' + v);
+    }
+    return n;
+}
+
+/* "OK true 57 60" (no newline) at @p, which has OK_HEAD_MAX bytes; returns its length. */
+static size_t fmt_ok_head(char *p, bool allowed, uint64_t credit, uint64_t reset_seconds)
+{
+    size_t n;
+
+    if (allowed) {
+        memcpy(p, "OK true ", 8);
+        n = 8;
+    } else {
+        memcpy(p, "OK false ", 9);
+        n = 9;
+    }
+    n += fmt_u64(p + n, credit);
+    p[n++] = ' ';
+    n += fmt_u64(p + n, reset_seconds);
+    return n;
+}
+
+/*
+ * Ends a reply of @len bytes whose first @head_len are at @head and the rest,
+ * if any, is @tail, as snprintf() does: written whole with its NUL when it
+ * fits @size, else cut to what fits (NUL-terminated when @size > 0) and
+ * -ENOBUFS.
+ */
+static int fmt_finish(char *buf, size_t size, const char *head, size_t head_len,
+                      const char *tail, size_t len)
+{
+    size_t n = len < size ? len : size ? size - 1 : 0;
+    size_t h = n < head_len ? n : head_len;
+
+    if (size == 0)
+        return -ENOBUFS;
+    memcpy(buf, head, h);
+    memcpy(buf + h, tail, n - h);
+    buf[n] = '\0';
+    return len < size ? (int)len : -ENOBUFS;
+}
+
 int proto_fmt_ok(char *buf, size_t size, bool allowed, uint64_t credit, uint64_t reset_seconds)
 {
-    int n = snprintf(buf, size, "OK %s %" PRIu64 " %" PRIu64 "\n", allowed ? "true" : "false",
-                     credit, reset_seconds);
+    char line[OK_HEAD_MAX];
+    size_t n;
 
-    if (n < 0 || (size_t)n >= size)
-        return -ENOBUFS;
-    return n;
+    /* The common case (a reply buffer of PROTO_REPLY_MAX) writes in place. */
+    if (size > OK_HEAD_MAX) {
+        n = fmt_ok_head(buf, allowed, credit, reset_seconds);
+        buf[n++] = '\n';
+        buf[n] = '\0';
+        return (int)n;
+    }
+    n = fmt_ok_head(line, allowed, credit, reset_seconds);
+    line[n++] = '\n';
+    return fmt_finish(buf, size, line, n, "", n);
 }
 
 int proto_fmt_ok_rule(char *buf, size_t size, bool allowed, uint64_t credit,
                       uint64_t reset_seconds, const char *rule)
 {
-    int n = snprintf(buf, size, "OK %s %" PRIu64 " %" PRIu64 " %s\n", allowed ? "true" : "false",
-                     credit, reset_seconds, rule);
+    char line[OK_HEAD_MAX + 1];
+    size_t n = fmt_ok_head(line, allowed, credit, reset_seconds), rule_len = strlen(rule);
 
-    if (n < 0 || (size_t)n >= size)
-        return -ENOBUFS;
-    return n;
+    line[n++] = ' ';
+    if (n + rule_len + 1 < size) {
+        memcpy(buf, line, n);
+        memcpy(buf + n, rule, rule_len);
+        n += rule_len;
+        buf[n++] = '\n';
+        buf[n] = '\0';
+        return (int)n;
+    }
+    /* Too long: the cut never reaches the newline, so the rule is the whole tail. */
+    return fmt_finish(buf, size, line, n, rule, n + rule_len + 1);
 }
 
 /* A byte the protocol cannot carry inside a quoted string, or that would garble a log line. */
@@ -468,11 +608,13 @@ int proto_fmt_err(char *buf, size_t size, enum proto_err err, const char *reason
 
 int proto_fmt_multi_head(char *buf, size_t size, unsigned n_lines)
 {
-    int n = snprintf(buf, size, "OK %u\n", n_lines);
+    char line[OK_HEAD_MAX];
+    size_t n = 3;
 
-    if (n < 0 || (size_t)n >= size)
-        return -ENOBUFS;
-    return n;
+    memcpy(line, "OK ", 3);
+    n += fmt_u64(line + n, n_lines);
+    line[n++] = '\n';
+    return fmt_finish(buf, size, line, n, "", n);
 }
 
 int proto_fmt_string(char *buf, size_t size, const char *s, size_t len)
