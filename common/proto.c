@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proto: divvy protocol v1 codec (docs/protocol.md).  proto_parse() splits
- * one request line off the input and decodes it in a single forward pass:
- * strings are copied NUL-terminated into the request's own buffer (no
- * allocation) and pairs are kept sorted by key, a repeated key replacing the
- * earlier value.  The proto_fmt_* functions write reply lines with their own
+ * one request line off the input, copies it once into the request's own
+ * buffer (no allocation) and decodes the copy in a single forward pass, each
+ * string NUL-terminated in place; pairs are kept sorted by key, a repeated
+ * key replacing the earlier value.  The proto_fmt_* functions write reply lines with their own
  * decimal conversion, not the printf family (a HIT's reply is on every
  * request's path).  Everything here is pure and thread-safe; nothing logs.
  */
@@ -28,7 +28,6 @@ static const char R_NO_ARGS[] = "command takes no arguments";
 static const char R_TAKE_COUNT[] = "TAKE needs a count from 1 to 1000000000";
 static const char R_DEBIT_COUNT[] = "DEBIT needs a count from 1 to 1000000000000";
 static const char R_TOO_MANY_KEYS[] = "more than 32 distinct keys";
-static const char R_TOO_LONG[] = "request too long";
 
 static const char *const err_codes[] = {
     [PROTO_E_NONE] = "unknown",
@@ -71,25 +70,21 @@ static const struct verb_name verbs[] = {
 };
 
 
-/* The line being decoded: [p, end) is what is left of it, CR and LF excluded. */
-struct cursor {
-    const char *p;
-    const char *end;
-    char *out;          /* next free byte of req->buf */
-    char *out_end;
-};
-
-/* The bytes the grammar gives a meaning, one table load per byte: C_WS is the
- * ASCII part of JavaScript's \s, which divvy's parser uses. */
+/*
+ * The bytes the grammar gives a meaning, one table load per byte: C_WS is the
+ * ASCII part of JavaScript's \s, which divvy's parser uses; C_END the NUL
+ * that ends the line's copy (proto_parse() refuses a NUL inside a line).
+ */
 enum {
     C_WS = 1,
     C_QUOTE = 2,
     C_EQ = 4,
+    C_END = 8,
 };
 
 static const unsigned char byte_class[256] = {
     ['\t'] = C_WS, ['\n'] = C_WS, ['\v'] = C_WS, ['\f'] = C_WS, ['\r'] = C_WS, [' '] = C_WS,
-    ['"'] = C_QUOTE, ['='] = C_EQ,
+    ['"'] = C_QUOTE, ['='] = C_EQ, ['\0'] = C_END,
 };
 
 static bool is_ws(unsigned char c)
@@ -97,15 +92,30 @@ static bool is_ws(unsigned char c)
     return byte_class[c] & C_WS;
 }
 
+/* The line's copy in req->buf being decoded: [p, end) is what is left of it,
+ * CR and LF excluded, and *end is its terminating NUL. */
+struct cursor {
+    char *p;
+    char *end;
+};
+
+static unsigned char at(const struct cursor *c)
+{
+    return (unsigned char)*c->p;
+}
+
 static bool at_end_or_ws(const struct cursor *c)
 {
-    return c->p == c->end || is_ws((unsigned char)*c->p);
+    return byte_class[at(c)] & (C_WS | C_END);
 }
 
 static void skip_ws(struct cursor *c)
 {
-    while (c->p < c->end && is_ws((unsigned char)*c->p))
-        c->p++;
+    char *p = c->p;
+
+    while (is_ws((unsigned char)*p))
+        p++;
+    c->p = p;
 }
 
 static char to_upper(char ch)
@@ -126,27 +136,6 @@ static int cmp_key(const char *a, size_t alen, const char *b, size_t blen)
 }
 
 /*
- * Lower bound of @key in the sorted kv[0..n): the index of the first key not
- * less than it.  *ret_found tells whether that key is equal.
- */
-static unsigned kv_search(const struct proto_kv *kv, unsigned n, const char *key,
-                          size_t key_len, bool *ret_found)
-{
-    unsigned lo = 0, hi = n;
-
-    while (lo < hi) {
-        unsigned mid = lo + (hi - lo) / 2;
-
-        if (cmp_key(kv[mid].key, kv[mid].key_len, key, key_len) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *ret_found = lo < n && cmp_key(kv[lo].key, kv[lo].key_len, key, key_len) == 0;
-    return lo;
-}
-
-/*
  * Puts @key=@value into the sorted req->kv, replacing the value of an equal
  * key.  Requests carry a few pairs, often in order: the place is found by
  * walking back from the end, which for the usual last-is-greatest pair is one
@@ -155,10 +144,11 @@ static unsigned kv_search(const struct proto_kv *kv, unsigned n, const char *key
 static enum proto_err kv_put(struct proto_req *req, const char *key, size_t key_len,
                              const char *value, size_t value_len)
 {
+    struct proto_kv *kv = req->kv;
     unsigned i = req->n_kv;
     int r = 1;
 
-    while (i > 0 && (r = cmp_key(req->kv[i - 1].key, req->kv[i - 1].key_len, key, key_len)) > 0)
+    while (i > 0 && (r = cmp_key(kv[i - 1].key, kv[i - 1].key_len, key, key_len)) > 0)
         i--;
     if (i > 0 && r == 0) {
         i--;
@@ -167,83 +157,65 @@ static enum proto_err kv_put(struct proto_req *req, const char *key, size_t key_
             req->reason = R_TOO_MANY_KEYS;
             return PROTO_E_TOO_MANY_KEYS;
         }
-        memmove(&req->kv[i + 1], &req->kv[i], (req->n_kv - i) * sizeof(req->kv[0]));
+        for (unsigned j = req->n_kv; j > i; j--)
+            kv[j] = kv[j - 1];
         req->n_kv++;
-        req->kv[i].key = key;
-        req->kv[i].key_len = (uint16_t)key_len;
+        kv[i].key = key;
+        kv[i].key_len = (uint16_t)key_len;
     }
-    req->kv[i].value = value;
-    req->kv[i].value_len = (uint16_t)value_len;
+    kv[i].value = value;
+    kv[i].value_len = (uint16_t)value_len;
     return PROTO_E_NONE;
 }
 
 /*
- * Reads one protocol string at the cursor into the output buffer,
- * NUL-terminated: "quoted" (runs to the next '"') or unquoted [^"=\s]*
- * (possibly empty: the caller decides what that means), copied in the same
- * pass that finds its end.  Leaves the cursor on the byte after it; the
- * caller checks what may follow.  Decoded pairs never outgrow the line (see
- * proto_req.buf): the room check is a guard.
+ * Reads one protocol string at the cursor: "quoted" (runs to the next '"')
+ * or unquoted [^"=\s]* (possibly empty: the caller decides what that means).
+ * Leaves the cursor on the byte after it; the caller checks what may follow
+ * and, once it has, NUL-terminates the string in place over the byte that
+ * ended it (the closing quote, '=' or whitespace).  Returns its length, or
+ * -EINVAL for an unterminated quote.
  */
-static int read_string(struct cursor *c, const char **ret_s, size_t *ret_len,
-                       bool *ret_quoted, const char **reterr_reason)
+static inline ssize_t read_string(struct cursor *c, char **ret_s, bool *ret_quoted)
 {
-    size_t room = (size_t)(c->out_end - c->out), len;
-    const char *p = c->p, *stop;
-    char *dst = c->out;
+    char *start = c->p, *p;
 
-    if (p < c->end && *p == '"') {
-        stop = memchr(p + 1, '"', (size_t)(c->end - p - 1));
-        if (!stop) {
-            *reterr_reason = R_UNTERMINATED;
+    *ret_quoted = at(c) == '"';
+    if (*ret_quoted) {
+        char *stop;
+
+        start++;
+        stop = memchr(start, '"', (size_t)(c->end - start));
+        if (!stop)
             return -EINVAL;
-        }
-        len = (size_t)(stop - p - 1);
-        if (len >= room)
-            goto too_long;
-        memcpy(dst, p + 1, len);
         c->p = stop + 1;
-        *ret_quoted = true;
-    } else {
-        const char *lim = c->end;
-
-        if (room == 0)
-            goto too_long;
-        if ((size_t)(c->end - p) >= room)
-            lim = p + room - 1;
-        while (p < lim && !byte_class[(unsigned char)*p])
-            *dst++ = *p++;
-        if (p < c->end && !byte_class[(unsigned char)*p])
-            goto too_long;
-        len = (size_t)(p - c->p);
-        c->p = p;
-        *ret_quoted = false;
+        *ret_s = start;
+        return stop - start;
     }
-    c->out[len] = '\0';
-    *ret_s = c->out;
-    *ret_len = len;
-    c->out += len + 1;
-    return 0;
-
-too_long:
-    *reterr_reason = R_TOO_LONG;
-    return -EMSGSIZE;
+    /* A local pointer: stores through c->p could alias the bytes read. */
+    p = start;
+    while (!byte_class[(unsigned char)*p])
+        p++;
+    c->p = p;
+    *ret_s = start;
+    return p - start;
 }
 
 /* Reads key=value pairs up to the end of the line into req->kv. */
 static enum proto_err parse_pairs(struct cursor *c, struct proto_req *req)
 {
-    const char *key, *value;
-    size_t key_len, value_len;
-    enum proto_err err;
+    char *key, *value;
+    ssize_t key_len, value_len;
     bool quoted;
 
-    for (skip_ws(c); c->p < c->end; skip_ws(c)) {
-        if (read_string(c, &key, &key_len, &quoted, &req->reason) < 0)
+    for (skip_ws(c); c->p != c->end; skip_ws(c)) {
+        key_len = read_string(c, &key, &quoted);
+        if (key_len < 0) {
+            req->reason = R_UNTERMINATED;
             return PROTO_E_BAD_REQUEST;
-        if (c->p == c->end || *c->p != '=') {
-            req->reason = !quoted && c->p < c->end && *c->p == '"' ? R_QUOTE_IN_UNQUOTED
-                                                                  : R_EXPECTED_EQ;
+        }
+        if (at(c) != '=') {
+            req->reason = !quoted && at(c) == '"' ? R_QUOTE_IN_UNQUOTED : R_EXPECTED_EQ;
             return PROTO_E_BAD_REQUEST;
         }
         if (key_len == 0) {
@@ -251,20 +223,26 @@ static enum proto_err parse_pairs(struct cursor *c, struct proto_req *req)
             return PROTO_E_BAD_REQUEST;
         }
         c->p++;
+        key[key_len] = '\0';
 
-        if (read_string(c, &value, &value_len, &quoted, &req->reason) < 0)
+        value_len = read_string(c, &value, &quoted);
+        if (value_len < 0) {
+            req->reason = R_UNTERMINATED;
             return PROTO_E_BAD_REQUEST;
+        }
         if (!at_end_or_ws(c)) {
             if (quoted)
                 req->reason = R_AFTER_QUOTE;
             else
-                req->reason = *c->p == '"' ? R_QUOTE_IN_UNQUOTED : R_EQ_IN_VALUE;
+                req->reason = at(c) == '"' ? R_QUOTE_IN_UNQUOTED : R_EQ_IN_VALUE;
             return PROTO_E_BAD_REQUEST;
         }
+        if (c->p != c->end)
+            c->p++;
+        value[value_len] = '\0';
 
-        err = kv_put(req, key, key_len, value, value_len);
-        if (err != PROTO_E_NONE)
-            return err;
+        if (kv_put(req, key, (size_t)key_len, value, (size_t)value_len) != PROTO_E_NONE)
+            return PROTO_E_TOO_MANY_KEYS;
     }
     return PROTO_E_NONE;
 }
@@ -279,8 +257,8 @@ static enum proto_err parse_amount(struct cursor *c, struct proto_req *req)
 
     skip_ws(c);
     start = c->p;
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-        n = n * 10 + (uint64_t)(*c->p - '0');
+    while (at(c) >= '0' && at(c) <= '9') {
+        n = n * 10 + (uint64_t)(at(c) - '0');
         if (n > max)
             n = max + 1;                /* saturate: keeps n * 10 from overflowing */
         c->p++;
@@ -312,43 +290,41 @@ static const struct verb_name *find_verb(const char *word, size_t len)
 
 /*
  * Sets up ERR unknown-command with divvy's reason, "Unrecognized command:
- * <WORD>", built in req->buf (the word upper-cased, '"' and control bytes
- * replaced so the reason can be quoted).
+ * <WORD>", built in req->buf over the line's copy, which is no longer needed
+ * (the word upper-cased, '"' and control bytes replaced so the reason can be
+ * quoted).  A word of the longest line fits: see proto_req.buf.
  */
-static enum proto_err unknown_command(struct cursor *c, struct proto_req *req,
-                                      const char *word, size_t len)
+static enum proto_err unknown_command(struct proto_req *req, const char *word, size_t len)
 {
     size_t plen = sizeof(UNKNOWN_PREFIX) - 1;
-    char *dst = c->out;
+    char *dst = req->buf;
 
-    if ((size_t)(c->out_end - c->out) < plen + len + 1) {
-        req->reason = R_TOO_LONG;
-        return PROTO_E_BAD_REQUEST;
-    }
+    _Static_assert(sizeof(UNKNOWN_PREFIX) + PROTO_LINE_MAX <= sizeof(req->buf),
+                   "the reason of any unknown word fits proto_req.buf");
+    memmove(dst + plen, word, len);
     memcpy(dst, UNKNOWN_PREFIX, plen);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)to_upper(word[i]);
+    for (size_t i = plen; i < plen + len; i++) {
+        unsigned char ch = (unsigned char)to_upper(dst[i]);
 
-        dst[plen + i] = (char)(ch == '"' || ch < 0x20 || ch == 0x7f ? '_' : ch);
+        dst[i] = (char)(ch == '"' || ch < 0x20 || ch == 0x7f ? '_' : ch);
     }
     dst[plen + len] = '\0';
-    c->out += plen + len + 1;
     req->reason = dst;
     return PROTO_E_UNKNOWN_COMMAND;
 }
 
-/* Decodes one line, CR and LF already cut off. */
+/*
+ * Decodes one line, CR and LF already cut off: copies it into req->buf,
+ * NUL-terminated, and decodes the copy in one forward pass, each string
+ * NUL-terminated in place (so the decoded strings take no more room than the
+ * line did, and no string is copied twice).
+ */
 static enum proto_err parse_line(const char *line, size_t len, struct proto_req *req)
 {
-    struct cursor c = {
-        .p = line,
-        .end = line + len,
-        .out = req->buf,
-        .out_end = req->buf + sizeof(req->buf),
-    };
+    struct cursor c = { .p = req->buf, .end = req->buf + len };
     const struct verb_name *v;
-    const char *word;
-    size_t word_len;
+    char *word;
+    size_t word_len = 0;
     bool quoted = false;
     enum proto_err err;
 
@@ -356,10 +332,12 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
         req->reason = R_NUL;
         return PROTO_E_BAD_REQUEST;
     }
+    memcpy(req->buf, line, len);
+    req->buf[len] = '\0';
 
     /* As divvy: the command word is a string; unquoted it ends at whitespace or '='. */
-    if (c.p < c.end && *c.p == '"') {
-        const char *stop = memchr(c.p + 1, '"', (size_t)(c.end - c.p - 1));
+    if (at(&c) == '"') {
+        char *stop = memchr(c.p + 1, '"', len - 1);
 
         if (!stop) {
             req->reason = R_UNTERMINATED;
@@ -371,14 +349,14 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
         quoted = true;
     } else {
         word = c.p;
-        while (c.p < c.end && !(byte_class[(unsigned char)*c.p] & (C_WS | C_EQ)))
-            c.p++;
-        word_len = (size_t)(c.p - word);
+        while (!(byte_class[(unsigned char)word[word_len]] & (C_WS | C_EQ | C_END)))
+            word_len++;
+        c.p += word_len;
     }
 
     v = find_verb(word, word_len);
     if (!v)
-        return unknown_command(&c, req, word, word_len);
+        return unknown_command(req, word, word_len);
     req->verb = v->verb;
 
     if (!at_end_or_ws(&c)) {
@@ -425,6 +403,27 @@ ssize_t proto_parse(const char *data, size_t len, struct proto_req *req)
             req->n_kv = 0;      /* nobody acts on half a request */
     }
     return (ssize_t)(nl - data) + 1;
+}
+
+/*
+ * Lower bound of @key in the sorted kv[0..n): the index of the first key not
+ * less than it.  *ret_found tells whether that key is equal.
+ */
+static unsigned kv_search(const struct proto_kv *kv, unsigned n, const char *key,
+                          size_t key_len, bool *ret_found)
+{
+    unsigned lo = 0, hi = n;
+
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+
+        if (cmp_key(kv[mid].key, kv[mid].key_len, key, key_len) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *ret_found = lo < n && cmp_key(kv[lo].key, kv[lo].key_len, key, key_len) == 0;
+    return lo;
 }
 
 const struct proto_kv *proto_find(const struct proto_req *req, const char *key, size_t key_len)
