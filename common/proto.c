@@ -464,12 +464,11 @@ static const char digit_pairs[] =
 /* Writes @v in decimal at @p, as printf's %llu; returns the digits written (1..20). */
 static size_t fmt_u64(char *p, uint64_t v)
 {
-    size_t n = 1;
-    char *q;
+    /* 1233 / 4096 ~ log10(2): from the bit length, the digit count or one less. */
+    unsigned t = ((64 - (unsigned)__builtin_clzll(v | 1)) * 1233) >> 12;
+    size_t n = t + ((v | 1) >= ten_to_the[t]);
+    char *q = p + n;
 
-    while (n < 20 && v >= ten_to_the[n])
-        n++;
-    q = p + n;
     while (v >= 100) {
         const char *d = &digit_pairs[(v % 100) * 2];
 
