@@ -461,6 +461,14 @@ static const char digit_pairs[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+/* Writes the two digits of @d (< 100) before @q; returns where they start. */
+static char *put_pair(char *q, unsigned d)
+{
+    q -= 2;
+    memcpy(q, &digit_pairs[d * 2], 2);
+    return q;
+}
+
 /* Writes @v in decimal at @p, as printf's %llu; returns the digits written (1..20). */
 static size_t fmt_u64(char *p, uint64_t v)
 {
@@ -468,20 +476,17 @@ static size_t fmt_u64(char *p, uint64_t v)
     unsigned t = ((64 - (unsigned)__builtin_clzll(v | 1)) * 1233) >> 12;
     size_t n = t + ((v | 1) >= ten_to_the[t]);
     char *q = p + n;
+    uint32_t w;
 
-    while (v >= 100) {
-        const char *d = &digit_pairs[(v % 100) * 2];
-
-        v /= 100;
-        *--q = d[1];
-        *--q = d[0];
-    }
-    if (v >= 10) {
-        *--q = digit_pairs[v * 2 + 1];
-        *--q = digit_pairs[v * 2];
-    } else {
-        *--q = (char)('0' + v);
-    }
+    /* Two digits a step; in 32-bit arithmetic, cheaper, once the rest fits. */
+    for (; v > UINT32_MAX; v /= 100)
+        q = put_pair(q, (unsigned)(v % 100));
+    for (w = (uint32_t)v; w >= 100; w /= 100)
+        q = put_pair(q, w % 100);
+    if (w >= 10)
+        put_pair(q, w);
+    else
+        q[-1] = (char)('0' + w);
     return n;
 }
 
