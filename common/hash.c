@@ -4,8 +4,6 @@
  * ("SipHash: a fast short-input PRF", 2012) and checked against its test
  * vectors in tests/unit/test_hash.c.
  */
-#include <string.h>
-
 #include "hash.h"
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
@@ -22,6 +20,28 @@ HASH_INLINE uint64_t load64_le(const uint8_t *p)
     return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
            (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
            (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
+}
+
+HASH_INLINE uint64_t load32_le(const uint8_t *p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+}
+
+/*
+ * The last @n (< 8) bytes of a message as a little-endian word, zero above
+ * them: what loading a zero-padded copy gives, without the copy (a call to
+ * memcpy() for a few bytes costs as much as a round).  From 4 bytes on, two
+ * 4-byte loads that may overlap (where they do, both put the same byte in the
+ * same place); below, the first, middle and last byte.
+ */
+HASH_INLINE uint64_t load_tail_le(const uint8_t *p, size_t n)
+{
+    if (n >= 4)
+        return load32_le(p) | load32_le(p + n - 4) << (8 * (n - 4));
+    if (n == 0)
+        return 0;
+    return (uint64_t)p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) |
+           (uint64_t)p[n - 1] << (8 * (n - 1));
 }
 
 HASH_INLINE void store64_le(uint8_t *p, uint64_t v)
@@ -49,7 +69,6 @@ HASH_INLINE void sip_absorb(struct sip *s, const uint8_t key[HASH_KEY_LEN], cons
     const uint8_t *in = data;
     const uint8_t *end = in + (len - len % 8);
     uint64_t k0 = load64_le(key), k1 = load64_le(key + 8);
-    uint8_t tail[8] = { 0 };
     uint64_t m;
 
     s->v0 = 0x736f6d6570736575ULL ^ k0;
@@ -65,8 +84,7 @@ HASH_INLINE void sip_absorb(struct sip *s, const uint8_t key[HASH_KEY_LEN], cons
         sip_round(s);
         s->v0 ^= m;
     }
-    memcpy(tail, in, len % 8);
-    m = load64_le(tail) | (uint64_t)len << 56;
+    m = load_tail_le(in, len % 8) | (uint64_t)len << 56;
     s->v3 ^= m;
     sip_round(s);
     sip_round(s);
@@ -105,15 +123,13 @@ uint64_t hash_fast(uint64_t seed, const void *data, size_t len)
 {
     const uint8_t *p = data;
     uint64_t h = seed ^ (len * 0x9e3779b97f4a7c15ULL);
-    uint8_t tail[8] = { 0 };
 
     for (; len >= 8; p += 8, len -= 8) {
         h ^= load64_le(p) * 0xbf58476d1ce4e5b9ULL;
         h = ROTL(h, 27) * 0x94d049bb133111ebULL;
     }
     if (len) {
-        memcpy(tail, p, len);
-        h ^= load64_le(tail) * 0xbf58476d1ce4e5b9ULL;
+        h ^= load_tail_le(p, len) * 0xbf58476d1ce4e5b9ULL;
         h = ROTL(h, 27) * 0x94d049bb133111ebULL;
     }
     h ^= h >> 33;

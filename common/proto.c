@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proto: divvy protocol v1 codec (docs/protocol.md).  proto_parse() splits
- * one request line off the input and decodes it in a single forward pass:
- * strings are copied NUL-terminated into the request's own buffer (no
- * allocation) and pairs are kept sorted by key, a repeated key replacing the
- * earlier value.  The proto_fmt_* functions write reply lines.  Everything
- * here is pure and thread-safe; nothing logs.
+ * one request line off the input, copies it once into the request's own
+ * buffer (no allocation) and decodes the copy in a single forward pass, each
+ * string NUL-terminated in place; pairs are kept sorted by key, a repeated
+ * key replacing the earlier value.  The proto_fmt_* functions write reply lines with their own
+ * decimal conversion, not the printf family (a HIT's reply is on every
+ * request's path).  Everything here is pure and thread-safe; nothing logs.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "proto.h"
@@ -29,7 +28,6 @@ static const char R_NO_ARGS[] = "command takes no arguments";
 static const char R_TAKE_COUNT[] = "TAKE needs a count from 1 to 1000000000";
 static const char R_DEBIT_COUNT[] = "DEBIT needs a count from 1 to 1000000000000";
 static const char R_TOO_MANY_KEYS[] = "more than 32 distinct keys";
-static const char R_TOO_LONG[] = "request too long";
 
 static const char *const err_codes[] = {
     [PROTO_E_NONE] = "unknown",
@@ -46,53 +44,78 @@ static const char *const err_codes[] = {
 
 struct verb_name {
     const char *name;
+    size_t len;
     enum proto_verb verb;
     bool has_pairs;
 };
 
+#define VERB(name, verb, has_pairs) { name, sizeof(name) - 1, verb, has_pairs }
+
 static const struct verb_name verbs[] = {
-    { "HIT", PROTO_HIT, true },
-    { "TAKE", PROTO_TAKE, true },
-    { "PEEK", PROTO_PEEK, true },
-    { "RESET", PROTO_RESET, true },
-    { "EXPLAIN", PROTO_EXPLAIN, true },
-    { "RULES", PROTO_RULES, false },
-    { "STATS", PROTO_STATS, false },
-    { "RELOAD", PROTO_RELOAD, true },
-    { "PING", PROTO_PING, false },
-    { "QUIT", PROTO_QUIT, false },
-    { "COUNTERS", PROTO_COUNTERS, true },
-    { "REFILL", PROTO_REFILL, true },
-    { "FAST", PROTO_FAST, false },
-    { "DROPIN", PROTO_DROPIN, true },
-    { "DEBIT", PROTO_DEBIT, true },
+    VERB("HIT", PROTO_HIT, true),
+    VERB("TAKE", PROTO_TAKE, true),
+    VERB("PEEK", PROTO_PEEK, true),
+    VERB("RESET", PROTO_RESET, true),
+    VERB("EXPLAIN", PROTO_EXPLAIN, true),
+    VERB("RULES", PROTO_RULES, false),
+    VERB("STATS", PROTO_STATS, false),
+    VERB("RELOAD", PROTO_RELOAD, true),
+    VERB("PING", PROTO_PING, false),
+    VERB("QUIT", PROTO_QUIT, false),
+    VERB("COUNTERS", PROTO_COUNTERS, true),
+    VERB("REFILL", PROTO_REFILL, true),
+    VERB("FAST", PROTO_FAST, false),
+    VERB("DROPIN", PROTO_DROPIN, true),
+    VERB("DEBIT", PROTO_DEBIT, true),
 };
 
-#define VERB_NAME_MAX 8     /* strlen("COUNTERS") */
 
-/* The line being decoded: [p, end) is what is left of it, CR and LF excluded. */
-struct cursor {
-    const char *p;
-    const char *end;
-    char *out;          /* next free byte of req->buf */
-    char *out_end;
+/*
+ * The bytes the grammar gives a meaning, one table load per byte: C_WS is the
+ * ASCII part of JavaScript's \s, which divvy's parser uses; C_END the NUL
+ * that ends the line's copy (proto_parse() refuses a NUL inside a line).
+ */
+enum {
+    C_WS = 1,
+    C_QUOTE = 2,
+    C_EQ = 4,
+    C_END = 8,
 };
 
-/* ASCII part of JavaScript's \s, which divvy's parser uses. */
+static const unsigned char byte_class[256] = {
+    ['\t'] = C_WS, ['\n'] = C_WS, ['\v'] = C_WS, ['\f'] = C_WS, ['\r'] = C_WS, [' '] = C_WS,
+    ['"'] = C_QUOTE, ['='] = C_EQ, ['\0'] = C_END,
+};
+
 static bool is_ws(unsigned char c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+    return byte_class[c] & C_WS;
+}
+
+/* The line's copy in req->buf being decoded: [p, end) is what is left of it,
+ * CR and LF excluded, and *end is its terminating NUL. */
+struct cursor {
+    char *p;
+    char *end;
+};
+
+static unsigned char at(const struct cursor *c)
+{
+    return (unsigned char)*c->p;
 }
 
 static bool at_end_or_ws(const struct cursor *c)
 {
-    return c->p == c->end || is_ws((unsigned char)*c->p);
+    return byte_class[at(c)] & (C_WS | C_END);
 }
 
 static void skip_ws(struct cursor *c)
 {
-    while (c->p < c->end && is_ws((unsigned char)*c->p))
-        c->p++;
+    char *p = c->p;
+
+    while (is_ws((unsigned char)*p))
+        p++;
+    c->p = p;
 }
 
 static char to_upper(char ch)
@@ -100,102 +123,99 @@ static char to_upper(char ch)
     return ch >= 'a' && ch <= 'z' ? (char)(ch - 'a' + 'A') : ch;
 }
 
+/* Bytewise order of keys.  Keys are a few bytes and most differ in the first
+ * one: a loop here costs less than a call to memcmp(). */
 static int cmp_key(const char *a, size_t alen, const char *b, size_t blen)
 {
     size_t n = alen < blen ? alen : blen;
-    int r = n ? memcmp(a, b, n) : 0;
 
-    if (r != 0)
-        return r;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return (unsigned char)a[i] - (unsigned char)b[i];
     return (alen > blen) - (alen < blen);
 }
 
 /*
- * Lower bound of @key in the sorted kv[0..n): the index of the first key not
- * less than it.  *ret_found tells whether that key is equal.
+ * Puts @key=@value into the sorted req->kv, replacing the value of an equal
+ * key.  Requests carry a few pairs, often in order: the place is found by
+ * walking back from the end, which for the usual last-is-greatest pair is one
+ * comparison, and finds a repeated key on the way.
  */
-static unsigned kv_search(const struct proto_kv *kv, unsigned n, const char *key,
-                          size_t key_len, bool *ret_found)
+static enum proto_err kv_put(struct proto_req *req, const char *key, size_t key_len,
+                             const char *value, size_t value_len)
 {
-    unsigned lo = 0, hi = n;
+    struct proto_kv *kv = req->kv;
+    unsigned i = req->n_kv;
+    int r = 1;
 
-    while (lo < hi) {
-        unsigned mid = lo + (hi - lo) / 2;
-
-        if (cmp_key(kv[mid].key, kv[mid].key_len, key, key_len) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
+    while (i > 0 && (r = cmp_key(kv[i - 1].key, kv[i - 1].key_len, key, key_len)) > 0)
+        i--;
+    if (i > 0 && r == 0) {
+        i--;
+    } else {
+        if (req->n_kv == PROTO_KV_MAX) {
+            req->reason = R_TOO_MANY_KEYS;
+            return PROTO_E_TOO_MANY_KEYS;
+        }
+        for (unsigned j = req->n_kv; j > i; j--)
+            kv[j] = kv[j - 1];
+        req->n_kv++;
+        kv[i].key = key;
+        kv[i].key_len = (uint16_t)key_len;
     }
-    *ret_found = lo < n && cmp_key(kv[lo].key, kv[lo].key_len, key, key_len) == 0;
-    return lo;
-}
-
-/* Copies @len bytes to the output buffer, NUL-terminated; returns the copy or NULL. */
-static char *emit(struct cursor *c, const char *s, size_t len)
-{
-    char *dst = c->out;
-
-    /* Decoded pairs never outgrow the line (see proto_req.buf); this is a guard. */
-    if ((size_t)(c->out_end - c->out) < len + 1)
-        return NULL;
-    if (len)
-        memcpy(dst, s, len);
-    dst[len] = '\0';
-    c->out += len + 1;
-    return dst;
+    kv[i].value = value;
+    kv[i].value_len = (uint16_t)value_len;
+    return PROTO_E_NONE;
 }
 
 /*
  * Reads one protocol string at the cursor: "quoted" (runs to the next '"')
  * or unquoted [^"=\s]* (possibly empty: the caller decides what that means).
- * Leaves the cursor on the byte after it; the caller checks what may follow.
+ * Leaves the cursor on the byte after it; the caller checks what may follow
+ * and, once it has, NUL-terminates the string in place over the byte that
+ * ended it (the closing quote, '=' or whitespace).  Returns its length, or
+ * -EINVAL for an unterminated quote.
  */
-static int read_string(struct cursor *c, const char **ret_s, size_t *ret_len,
-                       bool *ret_quoted, const char **reterr_reason)
+static inline ssize_t read_string(struct cursor *c, char **ret_s, bool *ret_quoted)
 {
-    const char *start, *stop;
+    char *start = c->p, *p;
 
-    if (c->p < c->end && *c->p == '"') {
-        start = c->p + 1;
+    *ret_quoted = at(c) == '"';
+    if (*ret_quoted) {
+        char *stop;
+
+        start++;
         stop = memchr(start, '"', (size_t)(c->end - start));
-        if (!stop) {
-            *reterr_reason = R_UNTERMINATED;
+        if (!stop)
             return -EINVAL;
-        }
         c->p = stop + 1;
-        *ret_quoted = true;
-    } else {
-        start = c->p;
-        stop = start;
-        while (stop < c->end && *stop != '"' && *stop != '=' && !is_ws((unsigned char)*stop))
-            stop++;
-        c->p = stop;
-        *ret_quoted = false;
+        *ret_s = start;
+        return stop - start;
     }
-    *ret_s = emit(c, start, (size_t)(stop - start));
-    if (!*ret_s) {
-        *reterr_reason = R_TOO_LONG;
-        return -EMSGSIZE;
-    }
-    *ret_len = (size_t)(stop - start);
-    return 0;
+    /* A local pointer: stores through c->p could alias the bytes read. */
+    p = start;
+    while (!byte_class[(unsigned char)*p])
+        p++;
+    c->p = p;
+    *ret_s = start;
+    return p - start;
 }
 
 /* Reads key=value pairs up to the end of the line into req->kv. */
 static enum proto_err parse_pairs(struct cursor *c, struct proto_req *req)
 {
-    const char *key, *value;
-    size_t key_len, value_len;
-    bool quoted, found;
-    unsigned i;
+    char *key, *value;
+    ssize_t key_len, value_len;
+    bool quoted;
 
-    for (skip_ws(c); c->p < c->end; skip_ws(c)) {
-        if (read_string(c, &key, &key_len, &quoted, &req->reason) < 0)
+    for (skip_ws(c); c->p != c->end; skip_ws(c)) {
+        key_len = read_string(c, &key, &quoted);
+        if (key_len < 0) {
+            req->reason = R_UNTERMINATED;
             return PROTO_E_BAD_REQUEST;
-        if (c->p == c->end || *c->p != '=') {
-            req->reason = !quoted && c->p < c->end && *c->p == '"' ? R_QUOTE_IN_UNQUOTED
-                                                                  : R_EXPECTED_EQ;
+        }
+        if (at(c) != '=') {
+            req->reason = !quoted && at(c) == '"' ? R_QUOTE_IN_UNQUOTED : R_EXPECTED_EQ;
             return PROTO_E_BAD_REQUEST;
         }
         if (key_len == 0) {
@@ -203,30 +223,26 @@ static enum proto_err parse_pairs(struct cursor *c, struct proto_req *req)
             return PROTO_E_BAD_REQUEST;
         }
         c->p++;
+        key[key_len] = '\0';
 
-        if (read_string(c, &value, &value_len, &quoted, &req->reason) < 0)
+        value_len = read_string(c, &value, &quoted);
+        if (value_len < 0) {
+            req->reason = R_UNTERMINATED;
             return PROTO_E_BAD_REQUEST;
+        }
         if (!at_end_or_ws(c)) {
             if (quoted)
                 req->reason = R_AFTER_QUOTE;
             else
-                req->reason = *c->p == '"' ? R_QUOTE_IN_UNQUOTED : R_EQ_IN_VALUE;
+                req->reason = at(c) == '"' ? R_QUOTE_IN_UNQUOTED : R_EQ_IN_VALUE;
             return PROTO_E_BAD_REQUEST;
         }
+        if (c->p != c->end)
+            c->p++;
+        value[value_len] = '\0';
 
-        i = kv_search(req->kv, req->n_kv, key, key_len, &found);
-        if (!found) {
-            if (req->n_kv == PROTO_KV_MAX) {
-                req->reason = R_TOO_MANY_KEYS;
-                return PROTO_E_TOO_MANY_KEYS;
-            }
-            memmove(&req->kv[i + 1], &req->kv[i], (req->n_kv - i) * sizeof(req->kv[0]));
-            req->n_kv++;
-            req->kv[i].key = key;
-            req->kv[i].key_len = (uint16_t)key_len;
-        }
-        req->kv[i].value = value;
-        req->kv[i].value_len = (uint16_t)value_len;
+        if (kv_put(req, key, (size_t)key_len, value, (size_t)value_len) != PROTO_E_NONE)
+            return PROTO_E_TOO_MANY_KEYS;
     }
     return PROTO_E_NONE;
 }
@@ -241,8 +257,8 @@ static enum proto_err parse_amount(struct cursor *c, struct proto_req *req)
 
     skip_ws(c);
     start = c->p;
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-        n = n * 10 + (uint64_t)(*c->p - '0');
+    while (at(c) >= '0' && at(c) <= '9') {
+        n = n * 10 + (uint64_t)(at(c) - '0');
         if (n > max)
             n = max + 1;                /* saturate: keeps n * 10 from overflowing */
         c->p++;
@@ -255,46 +271,60 @@ static enum proto_err parse_amount(struct cursor *c, struct proto_req *req)
     return PROTO_E_NONE;
 }
 
+/* The verb whose name @word is, in any case; NULL when none is. */
+static const struct verb_name *find_verb(const char *word, size_t len)
+{
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        const struct verb_name *v = &verbs[i];
+        size_t j = 0;
+
+        if (v->len != len)
+            continue;
+        while (j < len && to_upper(word[j]) == v->name[j])
+            j++;
+        if (j == len)
+            return v;
+    }
+    return NULL;
+}
+
 /*
  * Sets up ERR unknown-command with divvy's reason, "Unrecognized command:
- * <WORD>", built in req->buf (the word upper-cased, '"' and control bytes
- * replaced so the reason can be quoted).
+ * <WORD>", built in req->buf over the line's copy, which is no longer needed
+ * (the word upper-cased, '"' and control bytes replaced so the reason can be
+ * quoted).  A word of the longest line fits: see proto_req.buf.
  */
-static enum proto_err unknown_command(struct cursor *c, struct proto_req *req,
-                                      const char *word, size_t len)
+static enum proto_err unknown_command(struct proto_req *req, const char *word, size_t len)
 {
     size_t plen = sizeof(UNKNOWN_PREFIX) - 1;
-    char *dst = c->out;
+    char *dst = req->buf;
 
-    if ((size_t)(c->out_end - c->out) < plen + len + 1) {
-        req->reason = R_TOO_LONG;
-        return PROTO_E_BAD_REQUEST;
-    }
+    _Static_assert(sizeof(UNKNOWN_PREFIX) + PROTO_LINE_MAX <= sizeof(req->buf),
+                   "the reason of any unknown word fits proto_req.buf");
+    memmove(dst + plen, word, len);
     memcpy(dst, UNKNOWN_PREFIX, plen);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)to_upper(word[i]);
+    for (size_t i = plen; i < plen + len; i++) {
+        unsigned char ch = (unsigned char)to_upper(dst[i]);
 
-        dst[plen + i] = (char)(ch == '"' || ch < 0x20 || ch == 0x7f ? '_' : ch);
+        dst[i] = (char)(ch == '"' || ch < 0x20 || ch == 0x7f ? '_' : ch);
     }
     dst[plen + len] = '\0';
-    c->out += plen + len + 1;
     req->reason = dst;
     return PROTO_E_UNKNOWN_COMMAND;
 }
 
-/* Decodes one line, CR and LF already cut off. */
+/*
+ * Decodes one line, CR and LF already cut off: copies it into req->buf,
+ * NUL-terminated, and decodes the copy in one forward pass, each string
+ * NUL-terminated in place (so the decoded strings take no more room than the
+ * line did, and no string is copied twice).
+ */
 static enum proto_err parse_line(const char *line, size_t len, struct proto_req *req)
 {
-    struct cursor c = {
-        .p = line,
-        .end = line + len,
-        .out = req->buf,
-        .out_end = req->buf + sizeof(req->buf),
-    };
-    const struct verb_name *v = NULL;
-    const char *word;
-    char upper[VERB_NAME_MAX];
-    size_t word_len;
+    struct cursor c = { .p = req->buf, .end = req->buf + len };
+    const struct verb_name *v;
+    char *word;
+    size_t word_len = 0;
     bool quoted = false;
     enum proto_err err;
 
@@ -302,10 +332,12 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
         req->reason = R_NUL;
         return PROTO_E_BAD_REQUEST;
     }
+    memcpy(req->buf, line, len);
+    req->buf[len] = '\0';
 
     /* As divvy: the command word is a string; unquoted it ends at whitespace or '='. */
-    if (c.p < c.end && *c.p == '"') {
-        const char *stop = memchr(c.p + 1, '"', (size_t)(c.end - c.p - 1));
+    if (at(&c) == '"') {
+        char *stop = memchr(c.p + 1, '"', len - 1);
 
         if (!stop) {
             req->reason = R_UNTERMINATED;
@@ -317,23 +349,14 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
         quoted = true;
     } else {
         word = c.p;
-        while (c.p < c.end && *c.p != '=' && !is_ws((unsigned char)*c.p))
-            c.p++;
-        word_len = (size_t)(c.p - word);
+        while (!(byte_class[(unsigned char)word[word_len]] & (C_WS | C_EQ | C_END)))
+            word_len++;
+        c.p += word_len;
     }
 
-    if (word_len <= VERB_NAME_MAX) {
-        for (size_t i = 0; i < word_len; i++)
-            upper[i] = to_upper(word[i]);
-        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-            if (strlen(verbs[i].name) == word_len && memcmp(verbs[i].name, upper, word_len) == 0) {
-                v = &verbs[i];
-                break;
-            }
-        }
-    }
+    v = find_verb(word, word_len);
     if (!v)
-        return unknown_command(&c, req, word, word_len);
+        return unknown_command(req, word, word_len);
     req->verb = v->verb;
 
     if (!at_end_or_ws(&c)) {
@@ -382,6 +405,27 @@ ssize_t proto_parse(const char *data, size_t len, struct proto_req *req)
     return (ssize_t)(nl - data) + 1;
 }
 
+/*
+ * Lower bound of @key in the sorted kv[0..n): the index of the first key not
+ * less than it.  *ret_found tells whether that key is equal.
+ */
+static unsigned kv_search(const struct proto_kv *kv, unsigned n, const char *key,
+                          size_t key_len, bool *ret_found)
+{
+    unsigned lo = 0, hi = n;
+
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+
+        if (cmp_key(kv[mid].key, kv[mid].key_len, key, key_len) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *ret_found = lo < n && cmp_key(kv[lo].key, kv[lo].key_len, key, key_len) == 0;
+    return lo;
+}
+
 const struct proto_kv *proto_find(const struct proto_req *req, const char *key, size_t key_len)
 {
     bool found;
@@ -400,25 +444,124 @@ const char *proto_err_code(enum proto_err err)
     return err_codes[err];
 }
 
+/* ---- replies ------------------------------------------------------------------ */
+
+/* "OK false " and two 20-digit numbers with their separators: the longest OK line. */
+#define OK_HEAD_MAX 64
+
+static const uint64_t ten_to_the[20] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+    100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+    10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+    100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL,
+};
+
+static const char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Writes the two digits of @d (< 100) before @q; returns where they start. */
+static char *put_pair(char *q, unsigned d)
+{
+    q -= 2;
+    memcpy(q, &digit_pairs[d * 2], 2);
+    return q;
+}
+
+/* Writes @v in decimal at @p, as printf's %llu; returns the digits written (1..20). */
+static size_t fmt_u64(char *p, uint64_t v)
+{
+    /* 1233 / 4096 ~ log10(2): from the bit length, the digit count or one less. */
+    unsigned t = ((64 - (unsigned)__builtin_clzll(v | 1)) * 1233) >> 12;
+    size_t n = t + ((v | 1) >= ten_to_the[t]);
+    char *q = p + n;
+    uint32_t w;
+
+    /* Two digits a step; in 32-bit arithmetic, cheaper, once the rest fits. */
+    for (; v > UINT32_MAX; v /= 100)
+        q = put_pair(q, (unsigned)(v % 100));
+    for (w = (uint32_t)v; w >= 100; w /= 100)
+        q = put_pair(q, w % 100);
+    if (w >= 10)
+        put_pair(q, w);
+    else
+        q[-1] = (char)('0' + w);
+    return n;
+}
+
+/* "OK true 57 60" (no newline) at @p, which has OK_HEAD_MAX bytes; returns its length. */
+static size_t fmt_ok_head(char *p, bool allowed, uint64_t credit, uint64_t reset_seconds)
+{
+    size_t n;
+
+    if (allowed) {
+        memcpy(p, "OK true ", 8);
+        n = 8;
+    } else {
+        memcpy(p, "OK false ", 9);
+        n = 9;
+    }
+    n += fmt_u64(p + n, credit);
+    p[n++] = ' ';
+    n += fmt_u64(p + n, reset_seconds);
+    return n;
+}
+
+/*
+ * Ends a reply of @len bytes whose first @head_len are at @head and the rest,
+ * if any, is @tail, as snprintf() does: written whole with its NUL when it
+ * fits @size, else cut to what fits (NUL-terminated when @size > 0) and
+ * -ENOBUFS.
+ */
+static int fmt_finish(char *buf, size_t size, const char *head, size_t head_len,
+                      const char *tail, size_t len)
+{
+    size_t n = len < size ? len : size ? size - 1 : 0;
+    size_t h = n < head_len ? n : head_len;
+
+    if (size == 0)
+        return -ENOBUFS;
+    memcpy(buf, head, h);
+    memcpy(buf + h, tail, n - h);
+    buf[n] = '\0';
+    return len < size ? (int)len : -ENOBUFS;
+}
+
 int proto_fmt_ok(char *buf, size_t size, bool allowed, uint64_t credit, uint64_t reset_seconds)
 {
-    int n = snprintf(buf, size, "OK %s %" PRIu64 " %" PRIu64 "\n", allowed ? "true" : "false",
-                     credit, reset_seconds);
+    char line[OK_HEAD_MAX];
+    size_t n;
 
-    if (n < 0 || (size_t)n >= size)
-        return -ENOBUFS;
-    return n;
+    /* The common case (a reply buffer of PROTO_REPLY_MAX) writes in place. */
+    if (size > OK_HEAD_MAX) {
+        n = fmt_ok_head(buf, allowed, credit, reset_seconds);
+        buf[n++] = '\n';
+        buf[n] = '\0';
+        return (int)n;
+    }
+    n = fmt_ok_head(line, allowed, credit, reset_seconds);
+    line[n++] = '\n';
+    return fmt_finish(buf, size, line, n, "", n);
 }
 
 int proto_fmt_ok_rule(char *buf, size_t size, bool allowed, uint64_t credit,
                       uint64_t reset_seconds, const char *rule)
 {
-    int n = snprintf(buf, size, "OK %s %" PRIu64 " %" PRIu64 " %s\n", allowed ? "true" : "false",
-                     credit, reset_seconds, rule);
+    char line[OK_HEAD_MAX + 1];
+    size_t n = fmt_ok_head(line, allowed, credit, reset_seconds), rule_len = strlen(rule);
 
-    if (n < 0 || (size_t)n >= size)
-        return -ENOBUFS;
-    return n;
+    line[n++] = ' ';
+    if (n + rule_len + 1 < size) {
+        memcpy(buf, line, n);
+        memcpy(buf + n, rule, rule_len);
+        n += rule_len;
+        buf[n++] = '\n';
+        buf[n] = '\0';
+        return (int)n;
+    }
+    /* Too long: the cut never reaches the newline, so the rule is the whole tail. */
+    return fmt_finish(buf, size, line, n, rule, n + rule_len + 1);
 }
 
 /* A byte the protocol cannot carry inside a quoted string, or that would garble a log line. */
@@ -468,11 +611,13 @@ int proto_fmt_err(char *buf, size_t size, enum proto_err err, const char *reason
 
 int proto_fmt_multi_head(char *buf, size_t size, unsigned n_lines)
 {
-    int n = snprintf(buf, size, "OK %u\n", n_lines);
+    char line[OK_HEAD_MAX];
+    size_t n = 3;
 
-    if (n < 0 || (size_t)n >= size)
-        return -ENOBUFS;
-    return n;
+    memcpy(line, "OK ", 3);
+    n += fmt_u64(line + n, n_lines);
+    line[n++] = '\n';
+    return fmt_finish(buf, size, line, n, "", n);
 }
 
 int proto_fmt_string(char *buf, size_t size, const char *s, size_t len)

@@ -75,6 +75,9 @@ struct proto_req {
     unsigned n_kv;
     /* Sorted by key (bytewise), duplicates removed: the last value wins. */
     struct proto_kv kv[PROTO_KV_MAX];
+    /* proto_parse(): the line's copy, each string NUL-terminated in place (or
+     * the unknown-command reason); other producers of requests lay it out as
+     * they need. */
     char buf[PROTO_LINE_MAX + PROTO_KV_MAX * 2];
 };
 

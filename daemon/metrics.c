@@ -364,6 +364,11 @@ void metrics_tick(struct metrics *m, const struct metrics_gauges *g, uint64_t no
     metrics_statsd_tick(m, now_ms);
 }
 
+bool metrics_wants_tables(const struct metrics *m)
+{
+    return m && m->mhd;
+}
+
 void metrics_status_line(struct metrics *m, char *buf, size_t size)
 {
     struct metrics_gauges g;

@@ -156,6 +156,14 @@ void metrics_denied(struct metrics_worker *w, enum metrics_deny cause);
 void metrics_tick(struct metrics *m, const struct metrics_gauges *g, uint64_t now_ms);
 
 /*
+ * Whether anything reads the counter tables' figures of struct
+ * metrics_gauges (fast, priv, privileged): only the Prometheus exposition
+ * does.  Without it the main thread skips table_stats(), a scan of every
+ * slot of each table, once per second.  NULL-safe (false).
+ */
+bool metrics_wants_tables(const struct metrics *m);
+
+/*
  * Reads the fast-path table's per-rule counts (table_fast_rule()) and names
  * each rule from @rules (those of generation @generation; a rule id no
  * longer in force keeps the name it was first seen with, and one never seen

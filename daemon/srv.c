@@ -200,9 +200,11 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     metrics_fast_rules(s->o.metrics, s->o.fast, st->rules, st->generation);
     urcu_memb_read_unlock();
     reload_counts(s->o.reload, &g->reloads_ok, &g->reloads_rejected);
-    table_stats(s->o.fast, now, &g->fast);
-    table_stats(s->o.priv, now, &g->priv);
-    table_stats(s->o.privileged, now, &g->privileged);
+    if (metrics_wants_tables(s->o.metrics)) {
+        table_stats(s->o.fast, now, &g->fast);
+        table_stats(s->o.priv, now, &g->priv);
+        table_stats(s->o.privileged, now, &g->privileged);
+    }
     g->have_fast_path_hits = true;
     g->fast_path_hits = table_fast_hits(s->o.fast);
     if (s->o.adhoc) {

@@ -151,6 +151,20 @@ static void expect_no(const char *text, const char *needle)
         fail_msg("\"%s\" should not be in:\n%s", needle, text);
 }
 
+/* The main thread scans the counter tables only for a reader of their gauges. */
+static void test_metrics_wants_tables_only_with_endpoint(void **state)
+{
+    struct fixture *f = *state;
+    struct metrics_opts o = { .workers = 1, .ignore_env = true, .listen = "tcp:127.0.0.1:0" };
+    struct metrics *m = NULL;
+
+    assert_false(metrics_wants_tables(NULL));
+    assert_false(metrics_wants_tables(f->m));
+    assert_int_equal(metrics_new(&o, &m), 0);
+    assert_true(metrics_wants_tables(m));
+    metrics_free(m);
+}
+
 static void test_metrics_exposition_when_idle(void **state)
 {
     struct fixture *f = *state;
@@ -834,6 +848,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_metrics_exposition_when_idle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_wants_tables_only_with_endpoint, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_metrics_hits_by_status_and_label, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_labels_survive_reloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_histogram_buckets, setup, teardown),

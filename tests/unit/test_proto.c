@@ -732,6 +732,93 @@ static void test_proto_fmt_ok(void **state)
     assert_int_equal(proto_fmt_ok(NULL, 0, true, 57, 60), -ENOBUFS);
 }
 
+/* Numbers around every digit-count boundary, 0 and UINT64_MAX. */
+static size_t fmt_values(uint64_t *v)
+{
+    size_t n = 0;
+    uint64_t p = 1;
+
+    v[n++] = 0;
+    for (int i = 0; i < 20; i++, p *= 10) {
+        v[n++] = p - 1;
+        v[n++] = p;
+        v[n++] = p + 1;
+    }
+    v[n++] = UINT64_MAX - 1;
+    v[n++] = UINT64_MAX;
+    return n;
+}
+
+/* The decimal conversion writes what printf's %llu writes. */
+static void test_proto_fmt_ok_numbers(void **state)
+{
+    uint64_t v[64];
+    size_t n = fmt_values(v);
+    char buf[PROTO_REPLY_MAX], want[PROTO_REPLY_MAX], rule[16];
+
+    (void)state;
+    for (size_t i = 0; i < n; i++) {
+        int len = snprintf(want, sizeof(want), "OK %s %llu %llu\n", i % 2 ? "true" : "false",
+                           (unsigned long long)v[i], (unsigned long long)v[n - 1 - i]);
+
+        assert_int_equal(proto_fmt_ok(buf, sizeof(buf), i % 2, v[i], v[n - 1 - i]), len);
+        assert_string_equal(buf, want);
+        snprintf(rule, sizeof(rule), "rule-%zu", i);
+        len = snprintf(want, sizeof(want), "OK %s %llu %llu %s\n", i % 2 ? "true" : "false",
+                       (unsigned long long)v[i], (unsigned long long)v[n - 1 - i], rule);
+        assert_int_equal(proto_fmt_ok_rule(buf, sizeof(buf), i % 2, v[i], v[n - 1 - i], rule),
+                         len);
+        assert_string_equal(buf, want);
+        assert_int_equal(proto_fmt_multi_head(buf, sizeof(buf), (unsigned)v[i]),
+                         snprintf(want, sizeof(want), "OK %u\n", (unsigned)v[i]));
+        assert_string_equal(buf, want);
+    }
+}
+
+/*
+ * A reply that does not fit: -ENOBUFS, and the buffer holds what snprintf()
+ * would leave there (as much as fits, NUL-terminated), for every size.
+ */
+static void test_proto_fmt_cut_as_snprintf(void **state)
+{
+    static const char rule[] = "a-rule-label";
+    char want[PROTO_REPLY_MAX];
+    int n_ok, n_rule, n_head;
+
+    (void)state;
+    n_ok = snprintf(want, sizeof(want), "OK false 1234567890 %llu\n",
+                    (unsigned long long)UINT64_MAX);
+    n_rule = snprintf(want, sizeof(want), "OK false 1234567890 %llu %s\n",
+                      (unsigned long long)UINT64_MAX, rule);
+    n_head = snprintf(want, sizeof(want), "OK %u\n", 4000000000u);
+    for (size_t size = 0; size <= (size_t)n_rule + 1; size++) {
+        char buf[PROTO_REPLY_MAX], ref[PROTO_REPLY_MAX];
+
+        memset(buf, 'x', sizeof(buf));
+        memset(ref, 'x', sizeof(ref));
+        snprintf(ref, size, "OK false 1234567890 %llu\n", (unsigned long long)UINT64_MAX);
+        assert_int_equal(proto_fmt_ok(size ? buf : NULL, size, false, 1234567890, UINT64_MAX),
+                         size > (size_t)n_ok ? n_ok : -ENOBUFS);
+        assert_memory_equal(buf, ref, sizeof(buf));
+
+        memset(buf, 'x', sizeof(buf));
+        memset(ref, 'x', sizeof(ref));
+        snprintf(ref, size, "OK false 1234567890 %llu %s\n", (unsigned long long)UINT64_MAX,
+                 rule);
+        assert_int_equal(proto_fmt_ok_rule(size ? buf : NULL, size, false, 1234567890,
+                                           UINT64_MAX, rule),
+                         size > (size_t)n_rule ? n_rule : -ENOBUFS);
+        assert_memory_equal(buf, ref, sizeof(buf));
+
+        memset(buf, 'x', sizeof(buf));
+        memset(ref, 'x', sizeof(ref));
+        snprintf(ref, size, "OK %u\n", 4000000000u);
+        assert_int_equal(proto_fmt_multi_head(size ? buf : NULL, size, 4000000000u),
+                         size > (size_t)n_head ? n_head : -ENOBUFS);
+        assert_memory_equal(buf, ref, sizeof(buf));
+    }
+}
+
 static void test_proto_fmt_err(void **state)
 {
     char buf[PROTO_REPLY_MAX];
@@ -933,6 +1020,8 @@ int main(void)
         cmocka_unit_test(test_proto_find_every_key),
         cmocka_unit_test(test_proto_err_codes),
         cmocka_unit_test(test_proto_fmt_ok),
+        cmocka_unit_test(test_proto_fmt_ok_numbers),
+        cmocka_unit_test(test_proto_fmt_cut_as_snprintf),
         cmocka_unit_test(test_proto_fmt_err),
         cmocka_unit_test(test_proto_fmt_err_long_reason_truncated),
         cmocka_unit_test(test_proto_fmt_err_round_trip_reason),
