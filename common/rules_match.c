@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rules_match: matching a request against the compiled rules
- * (docs/rules.md "Matching").  The matcher never allocates: it looks up the
- * request's pairs in the index of exact-valued anchors, merges their
- * candidate lists with the scan list in rule order, and tests each
+ * (docs/rules.md "Index and matching").  The matcher never allocates: it
+ * looks up the request's pairs in the blob's index of exact-valued anchors
+ * and in the glob prefix index (rules_index.c), merges their candidate
+ * lists with what is left of the scan list in rule order, and tests each
  * candidate's match entries.
  */
 #include <stdbool.h>
@@ -101,24 +102,30 @@ static bool take(const struct rules *rs, uint32_t idx, uint32_t *ret_idx, size_t
     return rs->rule[idx].policy == RULES_POLICY_STOP || *n == RULES_MATCH_MAX;
 }
 
-size_t rules_match(const struct rules *rules, const struct rules_req *req,
-                   uint32_t ret_idx[RULES_MATCH_MAX])
+/* Every rule in order: for requests the lists cannot hold. */
+static size_t scan_all(const struct rules *rules, const struct rules_req *req,
+                       uint32_t ret_idx[RULES_MATCH_MAX])
 {
-    struct cand {
-        const uint32_t *p, *end;
-        const struct blob_bucket *bk;   /* NULL: the scan list */
-    } c[PROTO_KV_MAX + 1];
-    size_t n_c = 0, n = 0;
-    uint32_t next = 0;              /* lowest rule index not yet considered */
+    size_t n = 0;
 
-    if (req->n_kv > PROTO_KV_MAX) {
-        /* Not a request proto_parse() can produce: scan everything, in order. */
-        for (uint32_t i = 0; i < rules->hdr->n_rule; i++) {
-            if (rule_test(rules, i, req, NULL) && take(rules, i, ret_idx, &n))
-                break;
-        }
-        return n;
+    for (uint32_t i = 0; i < rules->hdr->n_rule; i++) {
+        if (rule_test(rules, i, req, NULL) && take(rules, i, ret_idx, &n))
+            break;
     }
+    return n;
+}
+
+/*
+ * Fills @c with the candidate lists of @req: the anchor bucket and the glob
+ * prefixes of each pair, then the scan list.  Returns how many, or SIZE_MAX
+ * when the prefix lists would not fit (the caller scans every rule).
+ */
+static size_t candidates(const struct rules *rules, const struct rules_req *req,
+                         struct rules_cand *c)
+{
+    const struct rules_index *ix = &rules->ix;
+    size_t n_c = 0, room = PFX_LISTS_MAX;
+
     for (unsigned i = 0; i < req->n_kv; i++) {
         const struct blob_bucket *bk = index_find(rules, &req->kv[i]);
 
@@ -128,11 +135,35 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
             c[n_c].bk = bk;
             n_c++;
         }
+        if (ix->n_pfx) {
+            size_t k = rules_index_lists(rules, &req->kv[i], c + n_c, room);
+
+            if (k == SIZE_MAX)
+                return SIZE_MAX;
+            n_c += k;
+            room -= k;
+        }
     }
-    c[n_c].p = rules->scan;
-    c[n_c].end = rules->scan + rules->hdr->n_scan;
+    c[n_c].p = ix->n_pfx ? ix->scan : rules->scan;
+    c[n_c].end = c[n_c].p + (ix->n_pfx ? ix->n_scan : rules->hdr->n_scan);
     c[n_c].bk = NULL;
-    n_c++;
+    return n_c + 1;
+}
+
+size_t rules_match(const struct rules *rules, const struct rules_req *req,
+                   uint32_t ret_idx[RULES_MATCH_MAX])
+{
+    struct rules_cand c[PROTO_KV_MAX + PFX_LISTS_MAX + 1];
+    size_t n_c, n = 0;
+    uint32_t next = 0;              /* lowest rule index not yet considered */
+
+    /* More pairs than proto_parse() produces, or a value under too many
+     * nested glob prefixes: scan everything, in order. */
+    if (req->n_kv > PROTO_KV_MAX)
+        return scan_all(rules, req, ret_idx);
+    n_c = candidates(rules, req, c);
+    if (n_c == SIZE_MAX)
+        return scan_all(rules, req, ret_idx);
 
     /* k-way merge of the sorted candidate lists, in rule order. */
     for (;;) {
