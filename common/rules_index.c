@@ -27,10 +27,18 @@ struct pfx_tmp {                /* one filed rule while the index is built */
     uint32_t rule;
 };
 
+/* Keys by length, then bytes: a lookup compares most keys by length alone. */
+static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen != blen)
+        return alen < blen ? -1 : 1;
+    return memcmp(a, b, alen);
+}
+
 static int tmp_cmp(const void *a, const void *b)
 {
     const struct pfx_tmp *x = a, *y = b;
-    int c = bytes_cmp(x->key, x->key_len, y->key, y->key_len);
+    int c = key_cmp(x->key, x->key_len, y->key, y->key_len);
 
     if (!c)
         c = bytes_cmp(x->pre, x->pre_len, y->pre, y->pre_len);
@@ -45,6 +53,26 @@ static bool pfx_within(const struct rules *rs, const struct rules_pfx *a,
 {
     return str_cmp_pool(rs->pool, &a->key, &b->key) == 0 && a->len <= b->len &&
            memcmp(rs->ix.bytes + a->off, rs->ix.bytes + b->off, a->len) == 0;
+}
+
+/* One entry per distinct key of the sorted entries: its run of entries. */
+static int key_runs(struct rules *rs)
+{
+    struct rules_index *ix = &rs->ix;
+
+    ix->keys = calloc(ix->n_pfx, sizeof(*ix->keys));
+    if (!ix->keys)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < ix->n_pfx; i++) {
+        if (!ix->n_keys ||
+            str_cmp_pool(rs->pool, &ix->keys[ix->n_keys - 1].key, &ix->pfx[i].key) != 0) {
+            ix->keys[ix->n_keys].key = ix->pfx[i].key;
+            ix->keys[ix->n_keys].first = i;
+            ix->n_keys++;
+        }
+        ix->keys[ix->n_keys - 1].end = i + 1;
+    }
+    return 0;
 }
 
 /*
@@ -103,7 +131,7 @@ static int group(struct rules *rs, const struct pfx_tmp *t, size_t n_t)
     for (size_t i = 0; i < n_t; i++) {
         struct rules_pfx *e;
 
-        if (i == 0 || bytes_cmp(t[i - 1].key, t[i - 1].key_len, t[i].key, t[i].key_len) ||
+        if (i == 0 || key_cmp(t[i - 1].key, t[i - 1].key_len, t[i].key, t[i].key_len) ||
             bytes_cmp(t[i - 1].pre, t[i - 1].pre_len, t[i].pre, t[i].pre_len)) {
             e = &ix->pfx[ix->n_pfx++];
             e->key = t[i].bkey;
@@ -159,6 +187,8 @@ int rules_index_build(struct rules *rs)
         goto out;                       /* only empty prefixes ("*x"): n_pfx stays 0 */
     qsort(t, n_t, sizeof(*t), tmp_cmp);
     r = group(rs, t, n_t);
+    if (r >= 0)
+        r = key_runs(rs);
 out:
     free(t);
     if (r < 0 || !ix->n_pfx)
@@ -169,6 +199,7 @@ out:
 void rules_index_free(struct rules *rs)
 {
     free(rs->ix.pfx);
+    free(rs->ix.keys);
     free(rs->ix.list);
     free(rs->ix.scan);
     free(rs->ix.bytes);
@@ -177,39 +208,73 @@ void rules_index_free(struct rules *rs)
 
 /* ---- lookup -------------------------------------------------------------- */
 
-/* Entry @e against the pair (@kv's key, @kv's value), as tmp_cmp() orders. */
-static int pfx_cmp(const struct rules *rs, const struct rules_pfx *e, const struct proto_kv *kv)
+/* The run of entries under key @key, or NULL. */
+static const struct rules_pkey *key_find(const struct rules *rs, const char *key, size_t len)
 {
-    int c = bytes_cmp(rs->pool + e->key.off, e->key.len, kv->key, kv->key_len);
+    size_t lo = 0, hi = rs->ix.n_keys;
 
-    return c ? c : bytes_cmp(rs->ix.bytes + e->off, e->len, kv->value, kv->value_len);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct rules_pkey *k = &rs->ix.keys[mid];
+        int c = key_cmp(rs->pool + k->key.off, k->key.len, key, len);
+
+        if (c == 0)
+            return k;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Compares prefix @p with value @v, which share their first @k bytes;
+ * *@ret_common gets how many they share. */
+static int pfx_order(const char *p, size_t plen, const char *v, size_t vlen, size_t k,
+                     size_t *ret_common)
+{
+    size_t n = plen < vlen ? plen : vlen;
+
+    while (k < n && p[k] == v[k])
+        k++;
+    *ret_common = k;
+    if (k < n)
+        return (unsigned char)p[k] < (unsigned char)v[k] ? -1 : 1;
+    return plen < vlen ? -1 : plen > vlen;
 }
 
 size_t rules_index_lists(const struct rules *rs, const struct proto_kv *kv,
                          struct rules_cand *out, size_t room)
 {
     const struct rules_index *ix = &rs->ix;
-    const struct rules_pfx *e;
-    size_t lo = 0, hi = ix->n_pfx, n = 0, common = 0;
+    const struct rules_pkey *key = key_find(rs, kv->key, kv->key_len);
+    size_t lo, hi, n = 0, common = 0, c_lo = 0, c_hi = 0;
 
-    /* The last entry <= the pair: every prefix of the value filed under this
-     * key is that entry or one of its ancestors. */
+    if (!key)
+        return 0;
+    /* The last entry <= the value: every prefix of the value filed under
+     * this key is that entry or one of its ancestors.  Entries between two
+     * that share m bytes with the value share them too, so each comparison
+     * starts past the smaller of the bounds' common prefixes. */
+    lo = key->first;
+    hi = key->end;
     while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
+        size_t mid = lo + (hi - lo) / 2, k;
+        const struct rules_pfx *e = &ix->pfx[mid];
 
-        if (pfx_cmp(rs, &ix->pfx[mid], kv) <= 0)
+        if (pfx_order(ix->bytes + e->off, e->len, kv->value, kv->value_len,
+                      c_lo < c_hi ? c_lo : c_hi, &k) <= 0) {
             lo = mid + 1;
-        else
+            c_lo = k;
+            common = k;
+        } else {
             hi = mid;
+            c_hi = k;
+        }
     }
-    if (!lo)
+    if (lo == key->first)
         return 0;
-    e = &ix->pfx[lo - 1];
-    if (!bytes_eq(rs->pool + e->key.off, e->key.len, kv->key, kv->key_len))
-        return 0;
-    while (common < e->len && common < kv->value_len &&
-           ix->bytes[e->off + common] == kv->value[common])
-        common++;
+    /* common: what the last entry <= the value shares with it */
     for (uint32_t i = (uint32_t)(lo - 1); i != PFX_NONE; i = ix->pfx[i].parent) {
         const struct rules_pfx *a = &ix->pfx[i];
 

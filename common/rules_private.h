@@ -101,6 +101,12 @@ struct rules_pfx {
     uint32_t list_first, list_n;        /* rule indexes in the index's list, ascending */
 };
 
+/* The entries filed under one key. */
+struct rules_pkey {
+    struct blob_str key;        /* into the pool */
+    uint32_t first, end;        /* its run of rules_index.pfx */
+};
+
 #define PFX_NONE        UINT32_MAX
 /* Most prefix lists one request may merge; past it rules_match() scans. */
 #define PFX_LISTS_MAX   32
@@ -109,8 +115,10 @@ struct rules_pfx {
  * never stored in it: the blob's scan list split into the rules a glob's
  * literal prefix files and the rest (docs/rules.md "Index and matching"). */
 struct rules_index {
-    struct rules_pfx *pfx;      /* sorted by (key, prefix) */
+    struct rules_pfx *pfx;      /* sorted by key (length, then bytes), then prefix */
     uint32_t n_pfx;
+    struct rules_pkey *keys;    /* the distinct keys, in that order */
+    uint32_t n_keys;
     uint32_t *list;
     uint32_t *scan;             /* scan-list rules without a prefix, ascending */
     uint32_t n_scan;
