@@ -93,6 +93,16 @@ static void rand_rule(struct xrule *r, int *n_side)
     r->source = rand() % 8 == 0 ? RULES_SOURCE_PRIVILEGED : RULES_SOURCE_ANY;
 }
 
+static void add_default(struct rules_spec *spec, unsigned line)
+{
+    struct rules_rule_spec *r;
+
+    assert_int_equal(rules_spec_add(spec, FILE_NAME, line, &r), 0);
+    r->credit_limit = 0;
+    r->reset_seconds = 0;
+    r->is_default = true;
+}
+
 /* The kept rules of @xr as a spec; rule i has line i + 1. */
 static void to_spec(struct rules_spec *spec, const struct xrule *xr, size_t n)
 {
@@ -115,10 +125,7 @@ static void to_spec(struct rules_spec *spec, const struct xrule *xr, size_t n)
         for (int k = 0; k < xr[i].n; k++)
             assert_int_equal(rules_spec_add_match(r, xr[i].key[k], xr[i].val[k], 0), 0);
     }
-    assert_int_equal(rules_spec_add(spec, FILE_NAME, 100000, &r), 0);
-    r->credit_limit = 0;
-    r->reset_seconds = 0;
-    r->is_default = true;
+    add_default(spec, 100000);
 }
 
 /* Drops what the validator reports unreachable until the set is valid. */
@@ -261,10 +268,7 @@ static void test_index_deep_nesting_scans(void **state)
         r->policy = RULES_POLICY_CONTINUE;
         assert_int_equal(rules_spec_add_match(r, "a", v, 0), 0);
     }
-    assert_int_equal(rules_spec_add(&spec, FILE_NAME, 99, &r), 0);
-    r->credit_limit = 0;
-    r->reset_seconds = 0;
-    r->is_default = true;
+    add_default(&spec, 99);
     diag_init(&d);
     assert_int_equal(rules_compile(&spec, 1, &rules, &d), 0);
     for (int len = 0; len <= 45; len++) {
@@ -316,10 +320,7 @@ static void test_index_hundred_thousand_rules(void **state)
         assert_int_equal(rules_spec_add_match(r, "actor", "*", 0), 0);
         assert_int_equal(rules_spec_add_actor(r, "actor"), 0);
     }
-    assert_int_equal(rules_spec_add(&spec, FILE_NAME, 100000, &r), 0);
-    r->credit_limit = 0;
-    r->reset_seconds = 0;
-    r->is_default = true;
+    add_default(&spec, 100000);
     diag_init(&d);
     assert_int_equal(rules_compile(&spec, 1, &rules, &d), 0);
     assert_int_equal(rules_count(rules), 100000);
