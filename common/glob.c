@@ -103,6 +103,20 @@ size_t glob_unescape(const char *pat, size_t len, char *buf)
     return n;
 }
 
+size_t glob_prefix(const char *pat, size_t len, char *buf)
+{
+    size_t n = 0;
+
+    for (size_t i = 0, next; i < len; i = next) {
+        int c = tok_at(pat, len, i, true, &next);
+
+        if (c == TOK_STAR)
+            break;
+        buf[n++] = (char)c;
+    }
+    return n;
+}
+
 bool glob_match(const char *pat, size_t plen, const char *s, size_t slen)
 {
     return wild_match(pat, plen, s, slen, false);

@@ -33,6 +33,15 @@ int glob_parse(const char *pat, size_t len);
 size_t glob_unescape(const char *pat, size_t len, char *buf);
 
 /*
+ * Writes the literal bytes of @pat before its first unescaped star, escapes
+ * removed, into @buf (room for @len bytes; not NUL-terminated) and returns
+ * how many: every text glob_match() accepts starts with them.  The whole
+ * pattern, unescaped, when it has no star.  Reads escapes as glob_match()
+ * does.
+ */
+size_t glob_prefix(const char *pat, size_t len, char *buf);
+
+/*
  * True when the text @s[0..@slen) is in the language of @pat.  Safe on any
  * input: a malformed escape "\x" reads as literal 'x', a trailing
  * backslash as a literal backslash.

@@ -144,6 +144,10 @@ int rules_attach(uint8_t *blob, size_t len, struct rules **ret)
         free(rs);
         return -EBADMSG;
     }
+    if (rules_index_build(rs) < 0) {
+        free(rs);
+        return -ENOMEM;
+    }
     for (uint32_t i = 0; i < h->n_rule; i++) {
         const struct blob_rule *r = &rs->rule[i];
 
@@ -176,6 +180,7 @@ void rules_free(struct rules *rules)
 {
     if (!rules)
         return;
+    rules_index_free(rules);
     free(rules->blob);
     free(rules);
 }

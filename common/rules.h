@@ -5,8 +5,10 @@
  * validates it and produces an immutable, flat, pointer-free struct rules
  * (one contiguous blob: header, rule records, index, string pool) that can be
  * written to a file and mapped by other processes as is (rules_from_blob()
- * checks every offset).  Matching walks an index of exact-valued keys so a
- * request only tests the rules that can match it, in first-match order.
+ * checks every offset).  Matching walks an index of exact-valued keys (in
+ * the blob) and one of glob prefixes (built by each reader when it loads
+ * the blob) so a request only tests the rules that can match it, in
+ * first-match order.
  *
  * Thread-safety: a compiled struct rules is immutable; any number of threads
  * may match against it concurrently.  Never logs.

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rules_match: matching a request against the compiled rules
- * (docs/rules.md "Matching").  The matcher never allocates: it looks up the
- * request's pairs in the index of exact-valued anchors, merges their
- * candidate lists with the scan list in rule order, and tests each
+ * (docs/rules.md "Index and matching").  The matcher never allocates: it
+ * looks up the request's pairs in the blob's index of exact-valued anchors
+ * and in the glob prefix index (rules_index.c), merges their candidate
+ * lists with what is left of the scan list in rule order, and tests each
  * candidate's match entries.
  */
 #include <stdbool.h>
@@ -14,7 +15,20 @@
 
 /* ---- matching ------------------------------------------------------------ */
 
-static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_req *req)
+/* true when @a and @b are one string of the (deduplicated) pool. */
+static bool same_str(const struct blob_str *a, const struct blob_str *b)
+{
+    return a->off == b->off && a->len == b->len;
+}
+
+/*
+ * Whether rule @idx matches @req.  A rule found through bucket @bk (NULL:
+ * the scan list) carries bk's pair as its anchor, and the request carries
+ * that pair exactly (index_find() compared it), so the anchor entry -- the
+ * same pool strings, the pool being deduplicated -- is not tested again.
+ */
+static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_req *req,
+                      const struct blob_bucket *bk)
 {
     const struct blob_rule *r = &rs->rule[idx];
 
@@ -22,15 +36,20 @@ static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_r
         return false;
     for (uint32_t i = 0; i < r->n_match; i++) {
         const struct blob_match *m = &rs->match[r->match_first + i];
-        const struct proto_kv *kv = req_find(req, rs->pool + m->key.off, m->key.len);
+        const struct proto_kv *kv;
 
+        if (bk && m->kind == KIND_EXACT && same_str(&m->key, &bk->key) &&
+            same_str(&m->value, &bk->value))
+            continue;
+        kv = req_find(req, rs->pool + m->key.off, m->key.len);
         if (!kv || !match_one(rs, m, kv))
             return false;
     }
     return true;
 }
 
-static bool is_anchor_key(const struct rules *rs, const char *key, size_t len)
+/* The anchor key equal to @key, or NULL. */
+static const struct blob_str *anchor_key(const struct rules *rs, const char *key, size_t len)
 {
     size_t lo = 0, hi = rs->hdr->n_akey;
 
@@ -40,22 +59,25 @@ static bool is_anchor_key(const struct rules *rs, const char *key, size_t len)
         int c = bytes_cmp(rs->pool + a->off, a->len, key, len);
 
         if (c == 0)
-            return true;
+            return a;
         if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return false;
+    return NULL;
 }
 
 static const struct blob_bucket *index_find(const struct rules *rs, const struct proto_kv *kv)
 {
     uint32_t n = rs->hdr->n_bucket;
+    const struct blob_str *ak;
     uint64_t h;
 
-    if (!n || !pair_indexable(kv->key_len, kv->value_len) ||
-        !is_anchor_key(rs, kv->key, kv->key_len))
+    if (!n || !pair_indexable(kv->key_len, kv->value_len))
+        return NULL;
+    ak = anchor_key(rs, kv->key, kv->key_len);
+    if (!ak)
         return NULL;
     h = pair_hash(kv->key, kv->key_len, kv->value, kv->value_len);
     for (uint32_t i = 0, k = (uint32_t)h & (n - 1); i < n; i++, k = (k + 1) & (n - 1)) {
@@ -63,7 +85,10 @@ static const struct blob_bucket *index_find(const struct rules *rs, const struct
 
         if (!bk->list_n)
             return NULL;
-        if (bk->hash == h && bytes_eq(rs->pool + bk->key.off, bk->key.len, kv->key, kv->key_len) &&
+        /* The key was compared by anchor_key(): the same pool string is the same key. */
+        if (bk->hash == h &&
+            (same_str(&bk->key, ak) ||
+             bytes_eq(rs->pool + bk->key.off, bk->key.len, kv->key, kv->key_len)) &&
             bytes_eq(rs->pool + bk->value.off, bk->value.len, kv->value, kv->value_len))
             return bk;
     }
@@ -77,35 +102,68 @@ static bool take(const struct rules *rs, uint32_t idx, uint32_t *ret_idx, size_t
     return rs->rule[idx].policy == RULES_POLICY_STOP || *n == RULES_MATCH_MAX;
 }
 
-size_t rules_match(const struct rules *rules, const struct rules_req *req,
-                   uint32_t ret_idx[RULES_MATCH_MAX])
+/* Every rule in order: for requests the lists cannot hold. */
+static size_t scan_all(const struct rules *rules, const struct rules_req *req,
+                       uint32_t ret_idx[RULES_MATCH_MAX])
 {
-    struct cand {
-        const uint32_t *p, *end;
-    } c[PROTO_KV_MAX + 1];
-    size_t n_c = 0, n = 0;
-    uint32_t next = 0;              /* lowest rule index not yet considered */
+    size_t n = 0;
 
-    if (req->n_kv > PROTO_KV_MAX) {
-        /* Not a request proto_parse() can produce: scan everything, in order. */
-        for (uint32_t i = 0; i < rules->hdr->n_rule; i++) {
-            if (rule_test(rules, i, req) && take(rules, i, ret_idx, &n))
-                break;
-        }
-        return n;
+    for (uint32_t i = 0; i < rules->hdr->n_rule; i++) {
+        if (rule_test(rules, i, req, NULL) && take(rules, i, ret_idx, &n))
+            break;
     }
+    return n;
+}
+
+/*
+ * Fills @c with the candidate lists of @req: the anchor bucket and the glob
+ * prefixes of each pair, then the scan list.  Returns how many, or SIZE_MAX
+ * when the prefix lists would not fit (the caller scans every rule).
+ */
+static size_t candidates(const struct rules *rules, const struct rules_req *req,
+                         struct rules_cand *c)
+{
+    const struct rules_index *ix = &rules->ix;
+    size_t n_c = 0, room = PFX_LISTS_MAX;
+
     for (unsigned i = 0; i < req->n_kv; i++) {
         const struct blob_bucket *bk = index_find(rules, &req->kv[i]);
 
         if (bk) {
             c[n_c].p = rules->list + bk->list_first;
             c[n_c].end = c[n_c].p + bk->list_n;
+            c[n_c].bk = bk;
             n_c++;
         }
+        if (ix->n_pfx) {
+            size_t k = rules_index_lists(rules, &req->kv[i], c + n_c, room);
+
+            if (k == SIZE_MAX)
+                return SIZE_MAX;
+            n_c += k;
+            room -= k;
+        }
     }
-    c[n_c].p = rules->scan;
-    c[n_c].end = rules->scan + rules->hdr->n_scan;
-    n_c++;
+    c[n_c].p = ix->n_pfx ? ix->scan : rules->scan;
+    c[n_c].end = c[n_c].p + (ix->n_pfx ? ix->n_scan : rules->hdr->n_scan);
+    c[n_c].bk = NULL;
+    return n_c + 1;
+}
+
+size_t rules_match(const struct rules *rules, const struct rules_req *req,
+                   uint32_t ret_idx[RULES_MATCH_MAX])
+{
+    struct rules_cand c[PROTO_KV_MAX + PFX_LISTS_MAX + 1];
+    size_t n_c, n = 0;
+    uint32_t next = 0;              /* lowest rule index not yet considered */
+
+    /* More pairs than proto_parse() produces, or a value under too many
+     * nested glob prefixes: scan everything, in order. */
+    if (req->n_kv > PROTO_KV_MAX)
+        return scan_all(rules, req, ret_idx);
+    n_c = candidates(rules, req, c);
+    if (n_c == SIZE_MAX)
+        return scan_all(rules, req, ret_idx);
 
     /* k-way merge of the sorted candidate lists, in rule order. */
     for (;;) {
@@ -124,7 +182,7 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
             break;
         c[best].p++;
         next = idx + 1;
-        if (rule_test(rules, idx, req) && take(rules, idx, ret_idx, &n))
+        if (rule_test(rules, idx, req, c[best].bk) && take(rules, idx, ret_idx, &n))
             break;
     }
     return n;

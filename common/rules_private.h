@@ -92,6 +92,45 @@ _Static_assert(offsetof(struct blob_rule, max_debit) == 112, "blob_rule layout")
 _Static_assert(sizeof(struct blob_match) == 24, "blob_match layout");
 _Static_assert(sizeof(struct blob_bucket) == 32, "blob_bucket layout");
 
+/* One (key, literal prefix) of the glob rules on the blob's scan list
+ * (rules_index.c): the rules filed under it and its nearest ancestor. */
+struct rules_pfx {
+    struct blob_str key;        /* into the pool */
+    uint32_t off, len;          /* the prefix: bytes of rules_index.bytes */
+    uint32_t parent;            /* longest other prefix of it under the same key, or PFX_NONE */
+    uint32_t list_first, list_n;        /* rule indexes in the index's list, ascending */
+};
+
+/* The entries filed under one key. */
+struct rules_pkey {
+    struct blob_str key;        /* into the pool */
+    uint32_t first, end;        /* its run of rules_index.pfx */
+};
+
+#define PFX_NONE        UINT32_MAX
+/* Most prefix lists one request may merge; past it rules_match() scans. */
+#define PFX_LISTS_MAX   32
+
+/* Built by every reader from the blob where it is loaded (rules_attach()),
+ * never stored in it: the blob's scan list split into the rules a glob's
+ * literal prefix files and the rest (docs/rules.md "Index and matching"). */
+struct rules_index {
+    struct rules_pfx *pfx;      /* sorted by key (length, then bytes), then prefix */
+    uint32_t n_pfx;
+    struct rules_pkey *keys;    /* the distinct keys, in that order */
+    uint32_t n_keys;
+    uint32_t *list;
+    uint32_t *scan;             /* scan-list rules without a prefix, ascending */
+    uint32_t n_scan;
+    char *bytes;
+};
+
+/* A sorted run of candidate rule indexes, as rules_match() merges them. */
+struct rules_cand {
+    const uint32_t *p, *end;
+    const struct blob_bucket *bk;       /* the anchor bucket, or NULL */
+};
+
 struct rules {
     uint8_t *blob;              /* owned, malloc'd: aligned for every record */
     size_t len;
@@ -105,6 +144,7 @@ struct rules {
     const uint32_t *scan;
     const char *pool;
     bool uses_store;            /* some counting rule is lease or strict */
+    struct rules_index ix;
 };
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -179,6 +219,17 @@ static inline bool match_one(const struct rules *rs, const struct blob_match *m,
         return bytes_eq(kv->value, kv->value_len, v, m->value.len);
     return glob_match(v, m->value.len, kv->value, kv->value_len);
 }
+
+/* rules_index.c: builds @rs->ix from the checked blob (-ENOMEM); frees it
+ * (also after a failed build). */
+int rules_index_build(struct rules *rs);
+void rules_index_free(struct rules *rs);
+
+/* rules_index.c: appends to @out the prefix lists of request pair @kv (the
+ * rules whose glob prefix @kv's value starts with); returns how many, or
+ * SIZE_MAX when there would be more than @room. */
+size_t rules_index_lists(const struct rules *rs, const struct proto_kv *kv,
+                         struct rules_cand *out, size_t room);
 
 /* rules.c: checks @blob (malloc'd, @len bytes) and wraps it; takes ownership
  * on success.  -EBADMSG, -ENOMEM. */

@@ -172,6 +172,37 @@ static void test_glob_match_agrees_with_oracle(void **state)
     }
 }
 
+/* Every text a pattern matches starts with its literal prefix (the random
+ * patterns and texts of test_glob_match_agrees_with_oracle). */
+static void test_glob_prefix(void **state)
+{
+    static const struct {
+        const char *pat, *want;
+    } cases[] = {
+        { "/pantry/*", "/pantry/" }, { "*.jpg", "" }, { "a\\*b*", "a*b" },
+        { "a\\\\*", "a\\" }, { "exact", "exact" }, { "tail\\", "tail\\" }, { "", "" },
+    };
+    char buf[32], pat[32], text[16];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = glob_prefix(cases[i].pat, strlen(cases[i].pat), buf);
+
+        assert_int_equal(n, strlen(cases[i].want));
+        assert_memory_equal(buf, cases[i].want, n);
+    }
+    srand(2);
+    for (int i = 0; i < 200000; i++) {
+        size_t n;
+
+        rand_pattern(pat, 6);
+        rand_str(text, 8, "ab*");
+        n = glob_prefix(pat, strlen(pat), buf);
+        if (m(pat, text) && (strlen(text) < n || memcmp(text, buf, n) != 0))
+            fail_msg("pattern '%s' matches '%s', which lacks its prefix", pat, text);
+    }
+}
+
 static void test_glob_covers_cases(void **state)
 {
     (void)state;
@@ -269,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_glob_match_no_blowup),
         cmocka_unit_test(test_glob_match_agrees_with_oracle),
         cmocka_unit_test(test_glob_covers_cases),
+        cmocka_unit_test(test_glob_prefix),
         cmocka_unit_test(test_glob_covers_sound_and_complete),
     };
 
