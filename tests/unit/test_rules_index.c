@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diag.h"
 #include "rules.h"
 
 #define FILE_NAME "index.conf"
