@@ -2,7 +2,7 @@
 /*
  * conn: client connections of a worker (see conn.h): accept and admission,
  * reading and parsing, the output buffer and its budget, reply order behind
- * waiting hits, timeouts, and the one place a connection is freed.
+ * waiting answers, timeouts, and the one place a connection is freed.
  *
  * A connection is freed at the end of the callback that decided to close it,
  * after its last use (conn_settle()); one whose hits still wait for Redis is
@@ -25,7 +25,8 @@
 #include "clock.h"
 #include "conn.h"
 #include "handoff.h"
-#include "hit.h"
+#include "line_reply.h"
+#include "line_verb.h"
 #include "listener.h"
 #include "log.h"
 #include "metrics.h"
@@ -35,7 +36,6 @@
 #include "resp_cmd.h"
 #include "rls.h"
 #include "srv_int.h"
-#include "verb.h"
 #include "worker.h"
 
 #define ACCEPT_BATCH      32
@@ -108,12 +108,7 @@ void conn_free(struct conn *c)
     w = c->w;
     conn_undirty(c);
     conn_unbacklog(c);
-    while (c->pend_head) {
-        struct hit *h = c->pend_head;
-
-        c->pend_head = h->next;
-        hit_put(w, h);
-    }
+    replyq_clear(&c->replies, &w->replies);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -133,21 +128,21 @@ void conn_free(struct conn *c)
         event_base_loopbreak(w->base);
 }
 
-/* What @c's client has not read yet: replies and the hits still waiting. */
+/* What @c's client has not read yet: replies and the answers still waiting. */
 static size_t conn_unread(const struct conn *c)
 {
-    return c->out_len - c->out_off + c->pend_bytes + c->n_pend * sizeof(struct hit);
+    return c->out_len - c->out_off + c->replies.bytes + c->replies.held;
 }
 
 /* Counts @c's buffers in the shared output budget: the output buffer beyond
- * its first OUT_INITIAL bytes, trailers and waiting hits.  Called when they
+ * its first OUT_INITIAL bytes, trailers and waiting answers.  Called when they
  * change size (a realloc, the end of a callback), not per reply. */
 static void conn_charge(struct conn *c)
 {
     size_t extra = c->out_cap > OUT_INITIAL ? c->out_cap - OUT_INITIAL : 0;
 
     admit_charge(c->w->s->admit, &c->slot,
-                 extra + c->pend_bytes + c->n_pend * sizeof(struct hit));
+                 extra + c->replies.bytes + c->replies.held);
 }
 
 static int out_reserve(struct conn *c, size_t more)
@@ -172,7 +167,7 @@ static int out_reserve(struct conn *c, size_t more)
     return 0;
 }
 
-void out_append_direct(struct conn *c, const char *s, size_t len)
+static void out_append_direct(struct conn *c, const char *s, size_t len)
 {
     if (out_reserve(c, len) < 0) {
         c->dead = true;
@@ -182,14 +177,68 @@ void out_append_direct(struct conn *c, const char *s, size_t len)
     c->out_len += len;
 }
 
-/* Every reply goes through here: behind a waiting hit it queues in order. */
+/* Every reply goes through here: behind a waiting answer it queues in order. */
 void out_append(struct conn *c, const char *s, size_t len)
 {
-    if (c->pend_tail) {
-        hit_trail(c, s, len);
+    if (c->replies.tail) {
+        if (replyq_trail(&c->replies, s, len) < 0)
+            c->dead = true;
         return;
     }
     out_append_direct(c, s, len);
+}
+
+struct replyq_slot *conn_reply_wait(struct conn *c, size_t held)
+{
+    return replyq_push(&c->replies, &c->w->replies, c, sizeof(struct replyq_slot) + held);
+}
+
+static void conn_mark_dirty(struct conn *c)
+{
+    struct worker *w = c->w;
+
+    if (!c->dirty) {
+        c->dirty = true;
+        c->dirty_next = w->dirty;
+        w->dirty = c;
+    }
+    if (!w->flush_active) {
+        w->flush_active = true;
+        event_active(w->flush_ev, 0, 0);
+    }
+}
+
+void conn_reply_answer(struct replyq_slot *s, char *text, size_t len)
+{
+    struct conn *c = s->owner;
+    bool now = s->now;
+
+    if (now && s != c->replies.head) {
+        /* Answered at once behind waiting answers: its bytes join their
+         * trailer, as any reply made meanwhile (it holds no slot). */
+        replyq_unpush(&c->replies, s);
+        out_append(c, s->reply, s->reply_len);
+        if (len)
+            out_append(c, text, len);
+        free(text);
+        replyq_put(&c->w->replies, s);
+        return;
+    }
+    replyq_done(&c->replies, s, text, len);
+    /* The answered prefix leaves in order. */
+    while ((s = replyq_pop(&c->replies)) != NULL) {
+        if (!c->dead) {
+            out_append_direct(c, s->reply, s->reply_len);
+            if (s->text_len)
+                out_append_direct(c, s->text, s->text_len);
+            if (s->trailer_len)
+                out_append_direct(c, s->trailer, s->trailer_len);
+        }
+        replyq_put(&c->w->replies, s);
+    }
+    /* Written (and a dead connection freed) by the flush event, not here. */
+    if (!now)
+        conn_mark_dirty(c);
 }
 
 int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err err,
@@ -198,22 +247,6 @@ int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err
     if (proto == CONFIG_PROTO_RESP)
         return resp_fmt_proto_err(buf, size, err, reason);
     return proto_fmt_err(buf, size, err, reason);
-}
-
-void reply_err(struct conn *c, enum proto_err err, const char *reason)
-{
-    char line[PROTO_REPLY_MAX];
-    int n = conn_fmt_err(c->proto, line, sizeof(line), err, reason);
-
-    stat_inc(&c->w->st.errors);
-    metrics_error(c->w->mw, err);
-    if (n > 0)
-        out_append(c, line, (size_t)n);
-}
-
-void reply_text(struct conn *c, const char *s)
-{
-    out_append(c, s, strlen(s));
 }
 
 /* Answers the complete lines in the input buffer: at most @turn of them
@@ -232,7 +265,7 @@ static void process_input_n(struct conn *c, bool eof, unsigned turn)
             break;
         }
         /* Enough hits wait for Redis: leave the rest until they are answered. */
-        if (c->n_pend >= CONN_PEND_MAX) {
+        if (c->replies.n >= CONN_PEND_MAX) {
             if (!c->paused) {
                 c->paused = true;
                 event_del(c->rev);
@@ -251,10 +284,10 @@ static void process_input_n(struct conn *c, bool eof, unsigned turn)
             continue;
         }
         /* A client that does not read its replies is dropped, not buffered forever. */
-        if (c->out_len - c->out_off + c->pend_bytes > w->s->o.max_output_bytes) {
+        if (c->out_len - c->out_off + c->replies.bytes > w->s->o.max_output_bytes) {
             log_ratelimited(&rl_accept, LOG_WARNING,
                             "dropping a client with %zu unread reply bytes (limit %zu)",
-                            c->out_len - c->out_off + c->pend_bytes, w->s->o.max_output_bytes);
+                            c->out_len - c->out_off + c->replies.bytes, w->s->o.max_output_bytes);
             admit_closed(w->s->admit, ADMIT_C_OUTPUT_LIMIT);
             c->dead = true;
             return;
@@ -289,17 +322,17 @@ static void process_input_n(struct conn *c, bool eof, unsigned turn)
         }
         if (r == -EMSGSIZE) {
             /* Skip to the end of this line; requests after it are still answered. */
-            reply_err(c, PROTO_E_LINE_TOO_LONG, "request line longer than 4096 bytes");
+            line_err(c, PROTO_E_LINE_TOO_LONG, "request line longer than 4096 bytes");
             c->discarding = true;
             answered++;
             continue;
         }
         if (r < 0) {
-            reply_err(c, PROTO_E_UNKNOWN, "unparseable input");
+            line_err(c, PROTO_E_UNKNOWN, "unparseable input");
             c->dead = true;
             return;
         }
-        verb_handle(c, &w->req);
+        line_verb_handle(c, &w->req);
         off += (size_t)r;
         answered++;
     }
@@ -424,14 +457,14 @@ void conn_settle(struct conn *c)
                 break;
             r = c->dead ? 0 : conn_flush(c);
         }
-        if (r < 0 || (r > 0 && c->closing && !c->pend_head))
+        if (r < 0 || (r > 0 && c->closing && !c->replies.head))
             c->dead = true;
     }
     if (!c->dead)
         conn_charge(c);
     if (c->dead) {
         conn_unbacklog(c);
-        if (c->n_waiting > 0)
+        if (c->replies.n_waiting > 0)
             conn_zombie(c);
         else
             conn_free(c);
@@ -698,7 +731,7 @@ void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
 
         next = c->next;
         /* Waiting on the backlog is our delay, not the client's. */
-        if (c->dead || c->fd < 0 || c->n_pend > 0 || c->paused || c->backlogged)
+        if (c->dead || c->fd < 0 || c->replies.n > 0 || c->paused || c->backlogged)
             continue;
         pending = c->out_off < c->out_len;
         partial = !c->out_paused && (c->in_len > 0 || c->discarding);
@@ -729,7 +762,7 @@ void conn_on_flush(evutil_socket_t fd, short what, void *arg)
     while ((c = w->dirty) != NULL) {
         w->dirty = c->dirty_next;
         c->dirty = false;
-        if (c->paused && !c->dead && c->n_pend < CONN_PEND_MAX / 2) {
+        if (c->paused && !c->dead && c->replies.n < CONN_PEND_MAX / 2) {
             c->paused = false;
             process_input(c, c->eof);
             conn_rearm(c);

@@ -6,11 +6,13 @@
  * its output buffer, and writes it in one send(); admission (admit.h) says
  * whether it may open and how long it may stay.
  *
- * Reply order: every reply goes through out_append().  While hits of the
- * connection wait for Redis (hit.h), a reply goes into the trailer of the
- * last waiting hit instead, and the store callback moves the answered prefix
- * of that FIFO to the output buffer, so replies always leave in request
- * order (docs/daemon.md "Hits that wait for Redis").
+ * Reply order: every reply goes through out_append().  While answers of the
+ * connection wait (a hit waiting for Redis, COUNTERS reading it), each holds
+ * a slot in the connection's reply queue (replyq.h) and a reply goes into
+ * the trailer of the last slot instead; when a slot is answered
+ * (conn_reply_answer()) the answered prefix of the queue moves to the
+ * output buffer, so replies always leave in request order (docs/daemon.md
+ * "Hits that wait for Redis").
  *
  * Fairness: one turn of a connection (a read, a resumption) answers at most
  * CONN_TURN_MAX requests.  One with more already read goes on its worker's
@@ -37,6 +39,7 @@
 #include "admit.h"
 #include "config.h"
 #include "proto.h"
+#include "replyq.h"
 
 #define IN_CAP            (2 * PROTO_LINE_MAX)
 #define OUT_INITIAL       4096
@@ -44,7 +47,6 @@
 #define CONN_TURN_MAX     32        /* requests answered per connection per turn */
 
 struct worker;
-struct hit;
 struct listener;
 
 struct conn {
@@ -71,10 +73,7 @@ struct conn {
     uint64_t stall_ms;          /* pending output last made progress; 0: none pending */
     struct conn *dirty_next;
     struct conn *bl_prev, *bl_next;     /* the worker's backlog */
-    struct hit *pend_head, *pend_tail;  /* waiting hits, in request order */
-    size_t pend_bytes;          /* reply bytes queued in their trailers */
-    unsigned n_pend;            /* hits in the FIFO */
-    unsigned n_waiting;         /* ... whose store callback has not run yet */
+    struct replyq replies;      /* answers that wait, in request order (replyq.h) */
     size_t in_len;
     char *out;
     size_t out_len, out_off, out_cap;
@@ -83,24 +82,32 @@ struct conn {
 
 /* ---- replies: the connection's thread ------------------------------------------------ */
 
-/* Appends @len bytes of reply; behind a waiting hit they queue in its
- * trailer, so replies keep request order.  Out of memory marks @c dead. */
+/* Appends @len bytes of reply; behind a waiting answer they queue in its
+ * slot's trailer, so replies keep request order.  Out of memory marks @c dead. */
 void out_append(struct conn *c, const char *s, size_t len);
 
-/* Appends to the output buffer itself, ahead of any waiting hit: only for
- * the replies of hits leaving the FIFO (conn_pend_flush()). */
-void out_append_direct(struct conn *c, const char *s, size_t len);
+/*
+ * A slot at the end of @c's reply queue for an answer that comes later (a
+ * hit waiting for Redis, COUNTERS reading it): replies of later requests
+ * queue behind it.  It holds @held bytes of @c's budget besides its reply.
+ * Answer it exactly once with conn_reply_answer() (the connection lives
+ * until then).  NULL: out of memory.
+ */
+struct replyq_slot *conn_reply_wait(struct conn *c, size_t held);
 
-/* "ERR <code> [reason]": counted in STATS and metrics, then out_append(). */
-void reply_err(struct conn *c, enum proto_err err, const char *reason);
+/*
+ * Answers slot @s of a connection (s->owner): its reply in s->reply
+ * (s->reply_len bytes), followed by @len bytes of @text (malloc'd, taken
+ * over; NULL: none).  The answered prefix of the queue moves to the output
+ * buffer; unless s->now (answered inside the call that took the slot, whose
+ * caller settles the connection) the worker's flush event writes it.
+ */
+void conn_reply_answer(struct replyq_slot *s, char *text, size_t len);
 
 /* Error @err formatted as @proto speaks it (proto_fmt_err(), resp_fmt_proto_err()):
- * for replies formatted ahead of time (a waiting hit's).  Length or -ENOBUFS. */
+ * for connections refused at accept.  Length or -ENOBUFS. */
 int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err err,
                  const char *reason);
-
-/* A reply line (or lines) of the caller's making. */
-void reply_text(struct conn *c, const char *s);
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 
@@ -115,7 +122,7 @@ int conn_flush(struct conn *c);
 void conn_settle(struct conn *c);
 
 /* Frees @c at once, its waiting hits included.  Only once no store callback
- * can reach it any more (n_waiting == 0, or the worker's Redis connection is
+ * can reach it any more (no answer waits, or the worker's Redis connection is
  * gone).  NULL-safe. */
 void conn_free(struct conn *c);
 

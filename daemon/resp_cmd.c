@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "conn.h"
-#include "hit.h"
+#include "engine.h"
 #include "metrics.h"
 #include "proto.h"
 #include "resp.h"
@@ -43,6 +43,16 @@ static void resp_error(struct conn *c, enum proto_err err, const char *text)
     stat_inc(&c->w->st.errors);
     metrics_error(c->w->mw, err);
     resp_out(c, buf, resp_fmt_error(buf, sizeof(buf), text));
+}
+
+/* divvy's error @err as RESP speaks it ("-ERR <code> <reason>"), counted. */
+static void resp_proto_err(struct conn *c, enum proto_err err, const char *reason)
+{
+    char buf[PROTO_REPLY_MAX];
+
+    stat_inc(&c->w->st.errors);
+    metrics_error(c->w->mw, err);
+    resp_out(c, buf, resp_fmt_proto_err(buf, sizeof(buf), err, reason));
 }
 
 static void resp_simple(struct conn *c, const char *s)
@@ -196,6 +206,42 @@ static void resp_select(struct conn *c, const struct resp_cmd *cmd)
 
 /* ---- divvy's rules ------------------------------------------------------------------ */
 
+/* The engine's answer to a DIVVY.* command, into its slot (counted by the
+ * engine): [allowed, credit, reset_seconds, rule], or an error. */
+static void resp_answer(void *arg, const struct engine_answer *a)
+{
+    struct replyq_slot *s = arg;
+    int n;
+
+    if (a->r < 0)
+        n = resp_fmt_proto_err(s->reply, sizeof(s->reply), a->err, a->reason);
+    else
+        n = resp_fmt_hit(s->reply, sizeof(s->reply), a->res->allowed, a->res->credit,
+                         a->res->reset_s, a->rule);
+    s->reply_len = n > 0 ? (size_t)n : 0;
+    conn_reply_answer(s, NULL, 0);
+}
+
+/* Request @req to the engine; its answer keeps its place in the reply queue. */
+static void resp_hit(struct conn *c, const struct proto_req *req)
+{
+    struct engine_req rq = {
+        .kv = req->kv, .n_kv = req->n_kv, .n = req->amount, .privileged = c->privileged,
+        .uid = c->uid, .name_rule = true,
+        .op = req->verb == PROTO_PEEK ? TABLE_PEEK : req->verb == PROTO_DEBIT ? TABLE_DEBIT
+                                                                              : TABLE_TAKE,
+    };
+    struct replyq_slot *s = conn_reply_wait(c, engine_wait_size());
+
+    if (!s) {
+        resp_proto_err(c, PROTO_E_UNKNOWN, "out of memory");
+        return;
+    }
+    s->now = true;
+    if (engine_submit(c->w, &rq, resp_answer, s) == 0)
+        s->now = false;         /* answered from a store callback */
+}
+
 /* A key or value the line protocol can carry (docs/resp.md "DIVVY.HIT"). */
 static bool resp_word_ok(const char *s, size_t len)
 {
@@ -209,7 +255,7 @@ static bool resp_word_ok(const char *s, size_t len)
  * DIVVY.HIT k v [k v ...], DIVVY.TAKE n k v ..., DIVVY.DEBIT n k v ...,
  * DIVVY.PEEK k v ...: the
  * request line "HIT k=v ..." the line protocol would have received, parsed
- * by its own parser and answered by its own hit code (do_hit()), so both
+ * by its own parser and answered by the engine as the line protocol's (line_hit.c), so both
  * protocols share every rule, counter, store and limit.
  */
 static void resp_divvy(struct conn *c, const struct resp_cmd *cmd, const char *verb,
@@ -247,13 +293,13 @@ static void resp_divvy(struct conn *c, const struct resp_cmd *cmd, const char *v
     if (proto_parse(line, pos, &w->req) <= 0)
         goto too_long;
     if (w->req.err != PROTO_E_NONE) {
-        reply_err(c, w->req.err, w->req.reason);
+        resp_proto_err(c, w->req.err, w->req.reason);
         return;
     }
-    do_hit(c, &w->req);
+    resp_hit(c, &w->req);
     return;
 too_long:
-    reply_err(c, PROTO_E_LINE_TOO_LONG, "request longer than 4096 bytes as a divvy line");
+    resp_proto_err(c, PROTO_E_LINE_TOO_LONG, "request longer than 4096 bytes as a divvy line");
 }
 
 static void resp_divvy_hit(struct conn *c, const struct resp_cmd *cmd)

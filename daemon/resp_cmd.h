@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * resp_cmd: the commands of a "resp:" listener's connections (docs/resp.md),
- * dispatched through a table of {name, arity, handler} as verb.c does for
- * divvy's lines.  The connection commands (PING, ECHO, QUIT, HELLO, COMMAND,
- * INFO, CLIENT, SELECT) are answered here; DIVVY.HIT, DIVVY.TAKE and
- * DIVVY.PEEK become the line protocol's HIT, TAKE and PEEK and go through
- * the same hit code (hit.h: rules, stores, metrics), which formats their
- * replies as RESP because the connection speaks it (conn->proto).
- * Everything here runs on the connection's worker thread.
+ * dispatched through a table of {name, arity, handler} as line_verb.c does
+ * for divvy's lines.  The connection commands (PING, ECHO, QUIT, HELLO,
+ * COMMAND, INFO, CLIENT, SELECT) are answered here; DIVVY.HIT, DIVVY.TAKE,
+ * DIVVY.DEBIT and DIVVY.PEEK become engine requests (engine.h: the rules,
+ * stores and metrics of every protocol) answered here in RESP, in request
+ * order (the connection's reply queue, conn.h); the ad-hoc bucket commands
+ * are resp_rl.c's.  Everything here runs on the connection's worker thread.
  */
 #ifndef DIVVY_RESP_CMD_H
 #define DIVVY_RESP_CMD_H

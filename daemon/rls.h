@@ -5,9 +5,8 @@
  * with prior knowledge (h2c), served by an nghttp2 server session; each
  * stream is one unary gRPC call of
  * envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, whose
- * descriptors become divvy requests (rls_msg.h) evaluated through the hit
- * path (hit_submit(), hit.h) and answered with one RateLimitResponse and
- * grpc-status trailers.
+ * descriptors become engine requests (rls_msg.h, engine.h) answered with
+ * one RateLimitResponse and grpc-status trailers.
  *
  * Ownership: a connection belongs to its worker's thread and is on the
  * worker's rls list from accept to rls_conn_free().  A stream whose

@@ -24,7 +24,6 @@
 #include "clock.h"
 #include "conn.h"
 #include "eval.h"
-#include "hit.h"
 #include "listener.h"
 #include "log.h"
 #include "memtrim.h"

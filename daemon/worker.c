@@ -13,7 +13,7 @@
 
 #include "admit.h"
 #include "conn.h"
-#include "hit.h"
+#include "engine.h"
 #include "hit_batch.h"
 #include "listener.h"
 #include "metrics.h"
@@ -95,7 +95,8 @@ void *worker_main(void *arg)
     while (w->conns)
         conn_free(w->conns);
     rls_free_all(w);
-    hits_free(w);
+    engine_free(w);
+    replyq_pool_free(&w->replies);
     urcu_memb_unregister_thread();
     return NULL;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * worker: one of divvyd's worker threads.  Each owns a libevent loop, its
- * connections (conn.h), its Redis connection (store.h), its recycled hit
- * slots (hit.h) and its statistics.  A worker touches another thread's data
+ * connections (conn.h), its Redis connection (store.h), its recycled
+ * waiting requests (engine.h) and reply slots (replyq.h), and its statistics.  A worker touches another thread's data
  * only through event_active() (stop, watchdog probe, handoff.h) and relaxed
  * atomic counter reads (STATS).
  *
@@ -25,10 +25,11 @@
 #include "hit_batch.h"
 #include "metrics.h"
 #include "proto.h"
+#include "replyq.h"
 
 struct srv;
 struct conn;
-struct hit;
+struct engine_hit;
 struct rls_conn;
 
 /* Per-worker counters: written by the owner only, read by STATS. */
@@ -76,8 +77,9 @@ struct worker {
     struct conn *backlog_head;  /* connections with requests left after their turn (conn.h) */
     struct conn *backlog_tail;
     struct event *backlog_ev;   /* a 0 s timer: their next turn, after the next poll */
-    struct hit *hit_free;       /* recycled hit slots */
+    struct engine_hit *hit_free;        /* recycled waiting requests (engine.c) */
     unsigned n_hit_free;
+    struct replyq_pool replies; /* recycled reply slots of its connections */
     char *actor_buf;            /* RULES_ACTOR_MAX */
     char *key_buf;              /* a Redis key */
     size_t key_cap;
