@@ -445,10 +445,10 @@ build-fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(COMMON_SRCS) daemon/resp.c daemon
 
 # fuzz_rls drives daemon/rls_msg.c with the C protoc-c generated (docs/rls.md).
 build-fuzz/fuzz_rls: tests/fuzz/fuzz_rls.c $(COMMON_SRCS) daemon/rls_msg.c daemon/rls_msg.h \
-                     $(PROTO_GEN_C) $(PROTO_GEN_H)
+                     daemon/reqkv.c daemon/reqkv.h $(PROTO_GEN_C) $(PROTO_GEN_H)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)clang $(FUZZ_CFLAGS) -Idaemon -I$(B)/gen $(call pc_cflags,$(PKGS)) -o $@ $< \
-	    $(COMMON_SRCS) daemon/rls_msg.c $(PROTO_GEN_C) $(LIBS)
+	    $(COMMON_SRCS) daemon/rls_msg.c daemon/reqkv.c $(PROTO_GEN_C) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f#build-fuzz/fuzz_}; \
