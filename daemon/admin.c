@@ -27,7 +27,7 @@
 #include "srv_int.h"
 #include "store.h"
 #include "table.h"
-#include "worker.h"
+#include "worker_int.h"
 
 void admin_append_quoted(char *buf, size_t size, size_t *pos, const char *s)
 {

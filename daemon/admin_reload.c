@@ -22,7 +22,7 @@
 #include "proto.h"
 #include "reload.h"
 #include "srv_int.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define DROPIN_TEXT_MAX 3072        /* decoded bytes: what one request line carries */
 

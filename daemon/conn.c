@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn: client connections of a worker (see conn.h): accept and admission,
- * reading and parsing, the output buffer and its budget, reply order behind
- * waiting answers, timeouts, and the one place a connection is freed.
+ * conn: the transport of a worker's client connections (see conn.h): accept
+ * and admission, reading, the output buffer and its budget, reply order
+ * behind waiting answers, timeouts, fairness, and the one place a
+ * connection is freed.  What a read brought goes to the connection's
+ * protocol (c->proto->on_input()), one request at a time.
  *
  * A connection is freed at the end of the callback that decided to close it,
  * after its last use (conn_settle()); one whose hits still wait for Redis is
@@ -25,18 +27,12 @@
 #include "clock.h"
 #include "conn.h"
 #include "handoff.h"
-#include "line_reply.h"
-#include "line_verb.h"
 #include "listener.h"
 #include "log.h"
 #include "metrics.h"
 #include "peer.h"
-#include "proto.h"
-#include "resp.h"
-#include "resp_cmd.h"
-#include "rls.h"
 #include "srv_int.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define ACCEPT_BATCH      32
 #define ACCEPT_PAUSE_MS   100
@@ -241,15 +237,7 @@ void conn_reply_answer(struct replyq_slot *s, char *text, size_t len)
         conn_mark_dirty(c);
 }
 
-int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err err,
-                 const char *reason)
-{
-    if (proto == CONFIG_PROTO_RESP)
-        return resp_fmt_proto_err(buf, size, err, reason);
-    return proto_fmt_err(buf, size, err, reason);
-}
-
-/* Answers the complete lines in the input buffer: at most @turn of them
+/* Answers the complete requests in the input buffer: at most @turn of them
  * (CONN_TURN_MAX for a turn; the rest waits on the backlog). */
 static void process_input_n(struct conn *c, bool eof, unsigned turn)
 {
@@ -272,17 +260,6 @@ static void process_input_n(struct conn *c, bool eof, unsigned turn)
             }
             break;
         }
-        if (c->discarding) {
-            char *nl = memchr(c->in + off, '\n', c->in_len - off);
-
-            if (!nl) {
-                off = c->in_len;
-                break;
-            }
-            off = (size_t)(nl - c->in) + 1;
-            c->discarding = false;
-            continue;
-        }
         /* A client that does not read its replies is dropped, not buffered forever. */
         if (c->out_len - c->out_off + c->replies.bytes > w->s->o.max_output_bytes) {
             log_ratelimited(&rl_accept, LOG_WARNING,
@@ -299,40 +276,10 @@ static void process_input_n(struct conn *c, bool eof, unsigned turn)
             event_del(c->rev);
             break;
         }
-        if (c->proto == CONFIG_PROTO_RESP) {
-            /* One command answered, or nothing yet, or a protocol error
-             * answered: the connection closes (resp_cmd.h). */
-            r = resp_input(c, c->in + off, c->in_len - off);
-            if (r <= 0)
-                break;
-            off += (size_t)r;
-            answered++;
-            continue;
-        }
-        r = proto_parse(c->in + off, c->in_len - off, &w->req);
-        if (r == 0) {
-            if (!eof)
-                break;
-            /* EOF after an unterminated last line: answer it as if terminated. */
-            if (c->in_len < IN_CAP) {
-                c->in[c->in_len++] = '\n';
-                continue;
-            }
+        /* One request answered (or skipped), or nothing yet, or no more. */
+        r = c->proto->on_input(c, c->in + off, c->in_len - off, eof);
+        if (r <= 0)
             break;
-        }
-        if (r == -EMSGSIZE) {
-            /* Skip to the end of this line; requests after it are still answered. */
-            line_err(c, PROTO_E_LINE_TOO_LONG, "request line longer than 4096 bytes");
-            c->discarding = true;
-            answered++;
-            continue;
-        }
-        if (r < 0) {
-            line_err(c, PROTO_E_UNKNOWN, "unparseable input");
-            c->dead = true;
-            return;
-        }
-        line_verb_handle(c, &w->req);
         off += (size_t)r;
         answered++;
     }
@@ -538,7 +485,7 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
     c->w = w;
     c->fd = fd;
     c->is_unix = l->is_unix;
-    c->proto = l->proto;
+    c->proto = l->ops;
     c->uid = l->is_unix ? p->uid : (uid_t)-1;
     c->privileged = l->is_unix && p->privileged;
     admit_peer_key(p, c->peer_key);
@@ -601,22 +548,14 @@ void conn_on_resume(evutil_socket_t fd, short what, void *arg)
 /* Tells a refused client why (best effort) and closes it. */
 static void refuse(struct worker *w, int fd, const struct listener *l, enum admit_refusal why)
 {
-    static const char busy[] = "ERR busy \"too many connections\"\n";
-    static const char busy_peer[] = "ERR busy \"too many connections from this peer\"\n";
     bool peer = why == ADMIT_R_PER_ADDRESS || why == ADMIT_R_PER_UID;
-    const char *text = peer ? busy_peer : busy;
+    const char *reason = peer ? "too many connections from this peer" : "too many connections";
     char line[PROTO_REPLY_MAX];
-    int n = (int)strlen(text);
+    int n;
 
-    /* An HTTP/2 peer (rls:) cannot read a line: it is only closed. */
-    if (l->proto == CONFIG_PROTO_RLS) {
-        n = 0;
-    } else if (l->proto != CONFIG_PROTO_DIVVY) {
-        n = conn_fmt_err(l->proto, line, sizeof(line), PROTO_E_BUSY,
-                         peer ? "too many connections from this peer" : "too many connections");
-        text = line;
-    }
-    if (n > 0 && send(fd, text, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    /* As its protocol says it (an HTTP/2 peer, rls:, is only closed). */
+    n = l->ops->fmt_refusal ? l->ops->fmt_refusal(line, sizeof(line), PROTO_E_BUSY, reason) : 0;
+    if (n > 0 && send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* The refused client may already be gone; nothing to tell. */
     }
     close(fd);
@@ -691,7 +630,7 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
         /* A privileged peer on a shared socket is served by the lane (its
          * threads in turn: this worker's own counterpart). */
         if (!w->lane && p.privileged) {
-            if (handoff_push(&s->workers[s->o.workers + w->id], fd, l, &p, &slot) < 0)
+            if (handoff_push(&s->workers[s->o.workers + w->id].hand, fd, l, &p, &slot) < 0)
                 log_ratelimited(&rl_accept, LOG_ERR, "cannot pass a connection to the lane");
             continue;
         }
@@ -707,8 +646,8 @@ void conn_adopt(struct worker *w, int fd, const struct listener *l, const struct
         admit_leave(w->s->admit, slot);
         return;
     }
-    if (l->proto == CONFIG_PROTO_RLS)
-        rls_conn_new(w, fd, l, p, slot);
+    if (l->ops->adopt)
+        l->ops->adopt(w, fd, l, p, slot);
     else
         conn_new(w, fd, l, p, slot);
 }
@@ -716,15 +655,11 @@ void conn_adopt(struct worker *w, int fd, const struct listener *l, const struct
 /* Closes the connections whose timeout (admit.h) has expired.  A connection
  * whose hits wait for Redis is left to redis.timeout_ms; one paused for the
  * output budget is judged by its output, not by the input we left unread. */
-void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
+void conn_sweep(struct worker *w, uint64_t now)
 {
-    struct worker *w = arg;
     struct admit *a = w->s->admit;
-    uint64_t now = clock_coarse_ms();
     struct conn *c, *next;
 
-    (void)fd;
-    (void)what;
     for (c = w->conns; c; c = next) {
         bool pending, partial, idle;
         int why;
@@ -747,7 +682,6 @@ void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
         c->dead = true;
         conn_settle(c);
     }
-    rls_sweep(w, now);
 }
 
 /* After store callbacks: resume paused input, write, free dead connections. */

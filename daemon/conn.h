@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn: one client connection of a worker (worker.h), from accept() to the
- * end of the callback that frees it.  A connection reads whatever arrived,
- * answers every complete line in order through the verb table (verb.h) into
- * its output buffer, and writes it in one send(); admission (admit.h) says
- * whether it may open and how long it may stay.
+ * conn: the transport of a worker's client connections (worker_int.h), from
+ * accept() to the end of the callback that frees it: admission (admit.h:
+ * whether it may open, how long it may stay), reading, the output buffer
+ * and its budget, writing in one send(), timeouts, fairness.  It knows no
+ * protocol: the listener carries one (struct conn_proto, as nginx's
+ * ngx_listening_t carries its handler), whose on_input() parses and answers
+ * the requests a read brought (line.h, resp_cmd.h) into the output in
+ * request order; a protocol with a transport of its own (RLS, rls.h) takes
+ * the accepted socket instead.
  *
  * Reply order: every reply goes through out_append().  While answers of the
  * connection wait (a hit waiting for Redis, COUNTERS reading it), each holds
@@ -37,7 +41,6 @@
 #include <event2/util.h>
 
 #include "admit.h"
-#include "config.h"
 #include "proto.h"
 #include "replyq.h"
 
@@ -48,17 +51,38 @@
 
 struct worker;
 struct listener;
+struct conn;
+
+/* A protocol as the transport reaches it; its listener carries it (listener.h). */
+struct conn_proto {
+    const char *name;
+    /*
+     * Parses and answers the first request in @data[0..@len) (c->in, which
+     * it may extend by a byte to end an unterminated line at EOF, @eof):
+     * the bytes consumed (one request answered, or skipped), 0 when it is
+     * not complete yet, < 0 when nothing more is to be read (the protocol
+     * marked @c closing or dead).
+     */
+    ssize_t (*on_input)(struct conn *c, const char *data, size_t len, bool eof);
+    /* Formats error @err for a connection refused at accept (busy): length,
+     * or < 0 for none.  NULL: it is closed without a word. */
+    int (*fmt_refusal)(char *buf, size_t size, enum proto_err err, const char *reason);
+    /* Set for a protocol with a transport of its own: takes an accepted
+     * connection as conn_adopt() would (ownership of @fd and @slot). */
+    void (*adopt)(struct worker *w, int fd, const struct listener *l, const struct admit_peer *p,
+                  struct admit_slot *slot);
+};
 
 struct conn {
     struct worker *w;
     struct conn *prev, *next;
     struct event *rev, *wev;
     int fd;
-    enum config_proto proto;    /* what it speaks: its listener's (divvy's lines, RESP) */
+    const struct conn_proto *proto;     /* what it speaks: its listener's */
     bool is_unix;
     bool privileged;
     bool closing;               /* close once the output is flushed */
-    bool discarding;            /* skipping the rest of an over-long line */
+    bool discarding;            /* skipping the rest of an over-long request (its protocol's) */
     bool dead;                  /* close now, drop pending output */
     bool eof;                   /* the peer half-closed: close once all is answered */
     bool paused;                /* CONN_PEND_MAX hits wait: input is left unparsed */
@@ -104,11 +128,6 @@ struct replyq_slot *conn_reply_wait(struct conn *c, size_t held);
  */
 void conn_reply_answer(struct replyq_slot *s, char *text, size_t len);
 
-/* Error @err formatted as @proto speaks it (proto_fmt_err(), resp_fmt_proto_err()):
- * for connections refused at accept.  Length or -ENOBUFS. */
-int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err err,
-                 const char *reason);
-
 /* ---- life cycle ------------------------------------------------------------------------ */
 
 /* Writes what is pending; arms the write event if the socket is full.
@@ -132,9 +151,9 @@ void conn_free(struct conn *c);
  * worker hands a privileged peer to the lane (handoff.h). */
 void conn_on_accept(evutil_socket_t lfd, short what, void *arg);
 
-/* Makes the connection @fd, accepted on @l from @p, one of @w's (a line or
- * RESP connection, or an RLS one); takes ownership of @fd and of what @slot
- * holds.  A stopping worker closes it instead. */
+/* Makes the connection @fd, accepted on @l from @p, one of @w's, speaking
+ * l->ops (or hands it to a protocol's own transport); takes ownership of @fd
+ * and of what @slot holds.  A stopping worker closes it instead. */
 void conn_adopt(struct worker *w, int fd, const struct listener *l, const struct admit_peer *p,
                 struct admit_slot *slot);
 
@@ -148,8 +167,9 @@ void conn_on_backlog(evutil_socket_t fd, short what, void *arg);
 /* Re-arms the listeners after accept() ran out of descriptors or memory. */
 void conn_on_resume(evutil_socket_t fd, short what, void *arg);
 
-/* Periodic: closes the connections whose admission timeout expired. */
-void conn_on_sweep(evutil_socket_t fd, short what, void *arg);
+/* Periodic (the worker's sweep): closes @w's connections whose admission
+ * timeout expired at @now_ms (clock_coarse_ms()). */
+void conn_sweep(struct worker *w, uint64_t now_ms);
 
 /* After store callbacks: resumes paused input, writes, frees dead connections. */
 void conn_on_flush(evutil_socket_t fd, short what, void *arg);

@@ -33,7 +33,7 @@
 #include "srv_int.h"
 #include "store.h"
 #include "table.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define COUNTERS_DEFAULT      100
 #define COUNTERS_MAX          10000

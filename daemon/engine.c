@@ -28,7 +28,7 @@
 #include "proto.h"
 #include "srv_int.h"
 #include "store.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define ENGINE_FREE_MAX   256       /* recycled waiting hits per worker */
 

@@ -35,7 +35,7 @@
 #include "proto.h"
 #include "srv_int.h"
 #include "store.h"
-#include "worker.h"
+#include "worker_int.h"
 
 /* hit_fallback() names the policy's metric by the policy's own value. */
 _Static_assert((int)METRICS_FALLBACK_LOCAL == (int)CONFIG_REDIS_ERROR_LOCAL &&

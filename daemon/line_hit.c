@@ -14,7 +14,7 @@
 #include "line_reply.h"
 #include "proto.h"
 #include "replyq.h"
-#include "worker.h"
+#include "worker_int.h"
 
 /* The engine's answer to a hit verb, into its slot (counted by the engine). */
 static void line_answer(void *arg, const struct engine_answer *a)

@@ -9,7 +9,7 @@
 #include "line_reply.h"
 #include "metrics.h"
 #include "proto.h"
-#include "worker.h"
+#include "worker_int.h"
 
 void line_err(struct conn *c, enum proto_err err, const char *reason)
 {

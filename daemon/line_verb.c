@@ -29,7 +29,7 @@
 #include "srv_int.h"
 #include "store.h"
 #include "table.h"
-#include "worker.h"
+#include "worker_int.h"
 
 /*
  * REFILL rule=<id> index=<n> actor=<actor> (docs/protocol.md): libdivvy's

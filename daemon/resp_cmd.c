@@ -20,7 +20,7 @@
 #include "resp.h"
 #include "resp_cmd.h"
 #include "resp_rl.h"
-#include "worker.h"
+#include "worker_int.h"
 
 struct resp_command {
     const char *name;
@@ -424,13 +424,14 @@ static void resp_dispatch(struct conn *c, const struct resp_cmd *cmd)
     rc->handler(c, cmd);
 }
 
-ssize_t resp_input(struct conn *c, const char *data, size_t len)
+static ssize_t resp_input(struct conn *c, const char *data, size_t len, bool eof)
 {
     struct resp_cmd cmd;
     const char *why;
     char text[PROTO_REPLY_MAX];
     ssize_t r;
 
+    (void)eof;                  /* an unterminated command at EOF is not answered */
     r = resp_parse(data, len, &cmd, &why);
     if (r == -EPROTO) {
         snprintf(text, sizeof(text), "ERR %s", why);
@@ -442,3 +443,9 @@ ssize_t resp_input(struct conn *c, const char *data, size_t len)
         resp_dispatch(c, &cmd);
     return r;
 }
+
+const struct conn_proto resp_proto = {
+    .name = "resp",
+    .on_input = resp_input,
+    .fmt_refusal = resp_fmt_proto_err,
+};

@@ -15,15 +15,15 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-struct conn;
+struct conn_proto;
 
 /*
- * conn.c's input hook for a RESP connection: parses the first command in
- * @data[0..@len) (resp.h) and answers it on @c (into its output, in
- * request order).  Returns the bytes consumed, 0 when the command is not
- * complete yet, or -EPROTO after answering a protocol error: @c then closes
- * once its replies are written (c->closing), as Redis does.
+ * RESP as a front-end, what a "resp:" listener carries (conn.h): its
+ * on_input() parses the first command of a connection's input (resp.h) and
+ * answers it, in request order; after a protocol error, answered, the
+ * connection closes once its replies are written (c->closing), as Redis
+ * does.  A refused connection gets a RESP error.
  */
-ssize_t resp_input(struct conn *c, const char *data, size_t len);
+extern const struct conn_proto resp_proto;
 
 #endif

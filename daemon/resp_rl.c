@@ -32,7 +32,7 @@
 #include "resp_rl.h"
 #include "srv_int.h"
 #include "store.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define RL_INT_MAX       1000000000000000LL     /* 10^15: counts, amounts */
 #define RL_REPLY_MAX     PROTO_REPLY_MAX

@@ -27,7 +27,7 @@
 #include "rls.h"
 #include "rls_int.h"
 #include "rls_msg.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define RLS_PATH        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 /* What a new stream costs before its body: our object and nghttp2's. */

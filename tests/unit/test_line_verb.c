@@ -20,7 +20,7 @@
 #include "daemon/conn.h"
 #include "daemon/srv_int.h"
 #include "daemon/line_verb.h"
-#include "daemon/worker.h"
+#include "daemon/worker_int.h"
 
 /* What the fakes saw since reset(). */
 static const char *ran;             /* the handler that ran, or NULL */
