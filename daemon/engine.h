@@ -9,7 +9,7 @@
  * (docs/redis.md) waits: the store's callback continues it rule by rule
  * and calls the completion (docs/daemon.md "Hits that wait for Redis").
  * The engine counts every decision (STATS, metrics) and formats nothing:
- * each protocol (line_verb.c, resp_cmd.c, rls_stream.c) builds requests
+ * each protocol (line_hit.c, resp_cmd.c, rls_stream.c) builds requests
  * from its own wire and answers in its own format.  Lease refills run in
  * the background, for this host's hits and for fast-path clients' REFILL
  * hints.  Everything here runs on the worker's thread.
