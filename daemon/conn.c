@@ -207,19 +207,7 @@ static void conn_mark_dirty(struct conn *c)
 void conn_reply_answer(struct replyq_slot *s, char *text, size_t len)
 {
     struct conn *c = s->owner;
-    bool now = s->now;
 
-    if (now && s != c->replies.head) {
-        /* Answered at once behind waiting answers: its bytes join their
-         * trailer, as any reply made meanwhile (it holds no slot). */
-        replyq_unpush(&c->replies, s);
-        out_append(c, s->reply, s->reply_len);
-        if (len)
-            out_append(c, text, len);
-        free(text);
-        replyq_put(&c->w->replies, s);
-        return;
-    }
     replyq_done(&c->replies, s, text, len);
     /* The answered prefix leaves in order. */
     while ((s = replyq_pop(&c->replies)) != NULL) {
@@ -233,8 +221,7 @@ void conn_reply_answer(struct replyq_slot *s, char *text, size_t len)
         replyq_put(&c->w->replies, s);
     }
     /* Written (and a dead connection freed) by the flush event, not here. */
-    if (!now)
-        conn_mark_dirty(c);
+    conn_mark_dirty(c);
 }
 
 /* Answers the complete requests in the input buffer: at most @turn of them

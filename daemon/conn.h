@@ -123,8 +123,7 @@ struct replyq_slot *conn_reply_wait(struct conn *c, size_t held);
  * Answers slot @s of a connection (s->owner): its reply in s->reply
  * (s->reply_len bytes), followed by @len bytes of @text (malloc'd, taken
  * over; NULL: none).  The answered prefix of the queue moves to the output
- * buffer; unless s->now (answered inside the call that took the slot, whose
- * caller settles the connection) the worker's flush event writes it.
+ * buffer, which the worker's flush event writes.
  */
 void conn_reply_answer(struct replyq_slot *s, char *text, size_t len);
 

@@ -358,9 +358,16 @@ static int hit_begin(struct worker *w, struct engine_hit *h, const struct rules 
     return engine_run(w, h, rs);
 }
 
+void engine_wait_to(struct engine_hit *h, engine_done_fn *done, void *arg)
+{
+    h->done = done;
+    h->done_arg = arg;
+}
+
 /* A request on a config that uses Redis; inside the RCU section of @st. */
 static int hit_start(struct worker *w, const struct engine_req *rq,
-                     const struct reload_state *st, struct engine_call *call)
+                     const struct reload_state *st, struct engine_call *call,
+                     struct engine_hit **ret_wait)
 {
     struct engine_hit *h = hit_get(w);
     struct eval_result none = { 0 };
@@ -385,8 +392,11 @@ static int hit_start(struct worker *w, const struct engine_req *rq,
     r = hit_keep_request(h);
     if (r == 0)
         r = hit_begin(w, h, st->rules);
-    if (r == 0)
+    if (r == 0) {
+        if (ret_wait)
+            *ret_wait = h;
         return 0;
+    }
     *call = hit_call(h);
     engine_settle(w, call, st->rules, r, &h->res, h->rule);
     hit_put(w, h);
@@ -396,7 +406,7 @@ static int hit_start(struct worker *w, const struct engine_req *rq,
 /* ---- the entry ------------------------------------------------------------------------- */
 
 int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn *done,
-                  void *arg)
+                  void *arg, struct engine_hit **ret_wait)
 {
     struct rules_req mq = { .kv = rq->kv, .n_kv = rq->n_kv, .privileged = rq->privileged };
     struct engine_call call = { .op = rq->op, .n = rq->n, .uid = rq->uid, .done = done,
@@ -418,7 +428,7 @@ int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn 
     }
     /* Some rule lives in Redis: the path that can wait. */
     if (w->sc && rules_uses_store(st->rules)) {
-        r = hit_start(w, rq, st, &call);
+        r = hit_start(w, rq, st, &call, ret_wait);
         urcu_memb_read_unlock();
         return r;
     }

@@ -27,6 +27,7 @@
 #include "rules.h"
 #include "table.h"
 
+struct engine_hit;
 struct worker;
 
 /* A request.  The pairs are borrowed for the call (copied if it waits). */
@@ -61,10 +62,17 @@ typedef void engine_done_fn(void *arg, const struct engine_answer *a);
  * Decides @rq on @w and calls @done(@arg, answer) exactly once: before this
  * returns (1), or later from the store's callback (0), never inside a call
  * that sends to the store.  Errors are answers too (answer.r), counted in
- * STATS errors and metrics like every protocol's.
+ * STATS errors and metrics like every protocol's.  When it waits (0) and
+ * @ret_wait is not NULL, *ret_wait is the waiting request, whose completion
+ * the caller may redirect with engine_wait_to() before it returns to the
+ * event loop: a caller whose @arg lives on its stack must.
  */
 int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn *done,
-                  void *arg);
+                  void *arg, struct engine_hit **ret_wait);
+
+/* The waiting request @h (engine_submit()'s *ret_wait) calls @done(@arg)
+ * instead of the completion it was submitted with. */
+void engine_wait_to(struct engine_hit *h, engine_done_fn *done, void *arg);
 
 /* Bytes one waiting request holds (for the connection budgets). */
 size_t engine_wait_size(void);

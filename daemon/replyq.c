@@ -30,8 +30,8 @@ struct replyq_slot *replyq_push(struct replyq *q, struct replyq_pool *pool, void
     s->prev = q->tail;
     s->owner = owner;
     s->done = false;
-    s->now = false;
     s->kind = 0;
+    s->aux = NULL;
     s->held = held;
     s->reply_len = 0;
     s->trailer_len = 0;
@@ -75,19 +75,6 @@ void replyq_done(struct replyq *q, struct replyq_slot *s, char *text, size_t len
     s->done = true;
     q->bytes += len;
     q->n_waiting--;
-}
-
-void replyq_unpush(struct replyq *q, struct replyq_slot *s)
-{
-    q->tail = s->prev;
-    if (q->tail)
-        q->tail->next = NULL;
-    else
-        q->head = NULL;
-    q->n--;
-    if (!s->done)
-        q->n_waiting--;
-    q->held -= s->held;
 }
 
 struct replyq_slot *replyq_pop(struct replyq *q)

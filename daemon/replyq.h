@@ -29,8 +29,8 @@ struct replyq_slot {
     struct replyq_slot *prev;   /* the queue */
     void *owner;                /* the front-end's: whose reply it is (its connection) */
     unsigned kind;              /* the front-end's: what it answers (a verb) */
+    void *aux;                  /* the front-end's: how it answers */
     bool done;                  /* answered: reply[] and text hold it */
-    bool now;                   /* answered inside the call that took it (its caller writes) */
     size_t held;                /* what it holds against its connection's budget */
     char reply[PROTO_REPLY_MAX];
     size_t reply_len;
@@ -64,11 +64,6 @@ int replyq_trail(struct replyq *q, const char *s, size_t len);
 /* Slot @s of @q is answered: reply[]/reply_len set by the caller, and @text
  * (malloc'd, taken over; NULL when none) of @len bytes after them. */
 void replyq_done(struct replyq *q, struct replyq_slot *s, char *text, size_t len);
-
-/* Takes slot @s, the last of @q, off @q again without answering it (an
- * answer given at once behind waiting ones joins their trailer instead);
- * the caller gives it back with replyq_put(). */
-void replyq_unpush(struct replyq *q, struct replyq_slot *s);
 
 /* Takes the head slot off @q when it is answered (its reply, text and
  * trailer are the next bytes out); NULL when the head still waits or @q is

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "answer.h"
 #include "conn.h"
 #include "engine.h"
 #include "metrics.h"
@@ -209,23 +210,22 @@ static void resp_select(struct conn *c, const struct resp_cmd *cmd)
 
 /* ---- divvy's rules ------------------------------------------------------------------ */
 
-/* The engine's answer to a DIVVY.* command, into its slot (counted by the
- * engine): [allowed, credit, reset_seconds, rule], or an error. */
-static void resp_answer(void *arg, const struct engine_answer *a)
+/* The engine's answer to a DIVVY.* command (counted by the engine):
+ * [allowed, credit, reset_seconds, rule], or an error. */
+static size_t resp_fmt_answer(unsigned kind, const struct engine_answer *a, char *buf,
+                              size_t size)
 {
-    struct replyq_slot *s = arg;
     int n;
 
+    (void)kind;
     if (a->r < 0)
-        n = resp_fmt_proto_err(s->reply, sizeof(s->reply), a->err, a->reason);
+        n = resp_fmt_proto_err(buf, size, a->err, a->reason);
     else
-        n = resp_fmt_hit(s->reply, sizeof(s->reply), a->res->allowed, a->res->credit,
-                         a->res->reset_s, a->rule);
-    s->reply_len = n > 0 ? (size_t)n : 0;
-    conn_reply_answer(s, NULL, 0);
+        n = resp_fmt_hit(buf, size, a->res->allowed, a->res->credit, a->res->reset_s, a->rule);
+    return n > 0 ? (size_t)n : 0;
 }
 
-/* Request @req to the engine; its answer keeps its place in the reply queue. */
+/* Request @req to the engine; its answer keeps its place in request order. */
 static void resp_hit(struct conn *c, const struct proto_req *req)
 {
     struct engine_req rq = {
@@ -234,15 +234,8 @@ static void resp_hit(struct conn *c, const struct proto_req *req)
         .op = req->verb == PROTO_PEEK ? TABLE_PEEK : req->verb == PROTO_DEBIT ? TABLE_DEBIT
                                                                               : TABLE_TAKE,
     };
-    struct replyq_slot *s = conn_reply_wait(c, engine_wait_size());
 
-    if (!s) {
-        resp_proto_err(c, PROTO_E_UNKNOWN, "out of memory");
-        return;
-    }
-    s->now = true;
-    if (engine_submit(c->w, &rq, resp_answer, s) == 0)
-        s->now = false;         /* answered from a store callback */
+    answer_submit(c, &rq, resp_fmt_answer, req->verb);
 }
 
 /* A key or value the line protocol can carry (docs/resp.md "DIVVY.HIT"). */

@@ -334,7 +334,7 @@ static void stream_request(struct rls_stream *s)
         rq.kv = w->req.kv;
         rq.n_kv = w->req.n_kv;
         rq.n = w->req.amount;
-        engine_submit(w, &rq, rls_answer, &s->desc[i]);
+        engine_submit(w, &rq, rls_answer, &s->desc[i], NULL);
     }
     rls_msg_free(m);
     if (--s->n_left == 0) {

@@ -2,9 +2,9 @@
 /*
  * Unit tests for daemon/replyq.c, the reply-order queue: answers leave in
  * the order their slots were taken, whatever order they are answered in,
- * each followed by the replies made behind it (its trailer); a slot taken
- * back (replyq_unpush()) leaves the queue as it was; the counts a
- * connection's budget reads (n, n_waiting, bytes, held) follow.
+ * each followed by the replies made behind it (its trailer); the counts a
+ * connection's budget reads (n, n_waiting, bytes, held) follow; clearing
+ * gives every slot back.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -77,41 +77,6 @@ static void test_replyq_request_order(void **state)
     replyq_pool_free(&pool);
 }
 
-static void test_replyq_unpush_last(void **state)
-{
-    struct replyq q = { 0 };
-    struct replyq_pool pool = { 0 };
-    struct replyq_slot *a, *b, *c;
-    char out[64] = "";
-
-    (void)state;
-    a = replyq_push(&q, &pool, NULL, 10);
-    b = replyq_push(&q, &pool, NULL, 10);
-    replyq_unpush(&q, b);
-    replyq_put(&pool, b);
-    assert_ptr_equal(q.tail, a);
-    assert_int_equal(q.n, 1);
-    assert_int_equal(q.n_waiting, 1);
-    assert_int_equal(q.held, 10);
-    /* The queue goes on from its last slot, and the slot is reused. */
-    c = replyq_push(&q, &pool, NULL, 10);
-    assert_ptr_equal(c, b);
-    assert_int_equal(replyq_trail(&q, "t;", 2), 0);
-    answer(&q, c, "c;");
-    answer(&q, a, "a;");
-    drain(&q, &pool, out, sizeof(out));
-    assert_string_equal(out, "a;c;t;");
-    /* The only slot taken back: the queue is empty again. */
-    a = replyq_push(&q, &pool, NULL, 10);
-    replyq_unpush(&q, a);
-    replyq_put(&pool, a);
-    assert_null(q.head);
-    assert_null(q.tail);
-    assert_int_equal(q.n, 0);
-    assert_int_equal(q.n_waiting, 0);
-    replyq_pool_free(&pool);
-}
-
 static void test_replyq_clear(void **state)
 {
     struct replyq q = { 0 };
@@ -134,7 +99,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replyq_request_order),
-        cmocka_unit_test(test_replyq_unpush_last),
         cmocka_unit_test(test_replyq_clear),
     };
 
