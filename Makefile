@@ -244,8 +244,9 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCOMMON) $(if $(CLIENT_S
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) $(if $(PAM_SRCS),-lpam)
 # test_line_verb: the line protocol's verb table alone; the handlers of other modules and the
 # replies are its fakes.
-$(B)/tests/test_line_verb: TEST_WRAP := -Wl,--wrap=line_hit,--wrap=admin_explain,--wrap=admin_rules \
-    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_dropin,--wrap=counters_request \
+$(B)/tests/test_line_verb: TEST_WRAP := -Wl,--wrap=line_hit,--wrap=admin_explain \
+    -Wl,--wrap=admin_rules,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_dropin \
+    -Wl,--wrap=counters_request \
     -Wl,--wrap=line_err,--wrap=line_text
 # test_memtrim: counts the trims instead of making them.
 $(B)/tests/test_memtrim: TEST_WRAP := -Wl,--wrap=malloc_trim
