@@ -258,11 +258,12 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) 
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
 	    $(TEST_WRAP) -o $@ $< $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) -lpam
-# test_verb: the verb table alone; the handlers of other modules and the
+# test_line_verb: the line protocol's verb table alone; the handlers of other modules and the
 # replies are its fakes.
-$(B)/tests/test_verb: TEST_WRAP := -Wl,--wrap=do_hit,--wrap=admin_explain,--wrap=admin_rules \
-    -Wl,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_dropin,--wrap=counters_request \
-    -Wl,--wrap=reply_err,--wrap=reply_text
+$(B)/tests/test_line_verb: TEST_WRAP := -Wl,--wrap=line_hit,--wrap=admin_explain \
+    -Wl,--wrap=admin_rules,--wrap=admin_stats,--wrap=admin_reload,--wrap=admin_dropin \
+    -Wl,--wrap=counters_request \
+    -Wl,--wrap=line_err,--wrap=line_text
 # test_memtrim: counts the trims instead of making them.
 $(B)/tests/test_memtrim: TEST_WRAP := -Wl,--wrap=malloc_trim
 # test_hit_batch: a fake store records the scripts hot-key coalescing sends.
@@ -365,7 +366,7 @@ clang:
 	@$(call suite,CC=$(CLANG) B=build-clang)
 
 # ThreadSanitizer (clang) over every unit test: none of them uses liburcu, whose
-# barriers TSan cannot see (daemon/main.c, reload.c, srv.c, admin.c and verb.c are the RCU code;
+# barriers TSan cannot see (daemon/main.c, reload.c, srv.c, admin.c and line_verb.c are the RCU code;
 # the integration suites run that daemon and are left out).  test_table skips
 # its cross-process cases itself: TSan emulates 16-byte atomics with a lock
 # private to each process.  TSAN_EXCLUDE names unit tests to leave out.

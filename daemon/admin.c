@@ -2,7 +2,7 @@
 /*
  * admin: EXPLAIN, RULES and STATS (see admin.h; COUNTERS is counters.c's,
  * RELOAD and DROPIN admin_reload.c's).  Each
- * builds its reply lines on the stack and hands them to reply_text(), so
+ * builds its reply lines on the stack and hands them to line_text(), so
  * they keep their place among the connection's replies; none waits for
  * anything but an RCU read-side section.
  */
@@ -21,12 +21,13 @@
 #include "clock.h"
 #include "conn.h"
 #include "eval.h"
+#include "line_reply.h"
 #include "proto.h"
 #include "reload.h"
 #include "srv_int.h"
 #include "store.h"
 #include "table.h"
-#include "worker.h"
+#include "worker_int.h"
 
 void admin_append_quoted(char *buf, size_t size, size_t *pos, const char *s)
 {
@@ -115,7 +116,7 @@ void admin_explain(struct conn *c, const struct proto_req *req)
     last = path[n_path - 1];
     pos = 0;
     admin_append_fmt(line, sizeof(line), &pos, "OK %u\n", last + 1);
-    reply_text(c, line);
+    line_text(c, line);
     for (uint32_t i = 0; i <= last && !c->dead; i++) {
         const char *verdict = "no-match", *cause = "none";
 
@@ -142,7 +143,7 @@ void admin_explain(struct conn *c, const struct proto_req *req)
         admin_append_fmt(line, sizeof(line), &pos, " reason=");
         admin_append_quoted(line, sizeof(line), &pos, text);
         admin_append_fmt(line, sizeof(line), &pos, " cause=%s\n", cause);
-        reply_text(c, line);
+        line_text(c, line);
     }
     urcu_memb_read_unlock();
 }
@@ -160,7 +161,7 @@ void admin_rules(struct conn *c, const struct proto_req *req)
     n = rules_count(st->rules);
     pos = 0;
     admin_append_fmt(line, sizeof(line), &pos, "OK %zu\n", n);
-    reply_text(c, line);
+    line_text(c, line);
     for (uint32_t i = 0; i < n && !c->dead; i++) {
         if (rules_get(st->rules, i, &r) < 0)
             break;
@@ -183,7 +184,7 @@ void admin_rules(struct conn *c, const struct proto_req *req)
                          (long long)rules_max_debit(&r));
         admin_append_quoted(line, sizeof(line), &pos, actor);
         admin_append_fmt(line, sizeof(line), &pos, "\n");
-        reply_text(c, line);
+        line_text(c, line);
     }
     urcu_memb_read_unlock();
 }
@@ -326,6 +327,6 @@ void admin_stats(struct conn *c, const struct proto_req *req)
     for (size_t i = 0; i < pos; i++)
         n_lines += buf[i] == '\n';
     snprintf(head, sizeof(head), "OK %zu\n", n_lines);
-    reply_text(c, head);
-    reply_text(c, buf);
+    line_text(c, head);
+    line_text(c, buf);
 }

@@ -3,8 +3,9 @@
  * admin: the verbs that describe the daemon rather than count a hit:
  * EXPLAIN and RULES (the rules in force), STATS (counters summed over the
  * workers), RELOAD and DROPIN (admin_reload.c); COUNTERS is counters.h's.
- * Handlers of the verb table (verb.h), which has already refused RELOAD and
- * DROPIN to peers that are not admin.  Replies are docs/protocol.md's "OK <n>" and n lines.  Each reads
+ * Handlers of the line protocol's verb table (line_verb.h), which has already
+ * refused RELOAD and DROPIN to peers that are not admin.  Replies are
+ * docs/protocol.md's "OK <n>" and n lines (line_reply.h).  Each reads
  * the rules in its own RCU read-side section; the connection's thread.
  */
 #ifndef DIVVY_ADMIN_H

@@ -18,10 +18,11 @@
 #include "admin.h"
 #include "config.h"
 #include "conn.h"
+#include "line_reply.h"
 #include "proto.h"
 #include "reload.h"
 #include "srv_int.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define DROPIN_TEXT_MAX 3072        /* decoded bytes: what one request line carries */
 
@@ -65,10 +66,10 @@ static void reply_report(struct conn *c, const struct reload_result *res)
              res->diff.n + 1, res->applied ? "true" : "false",
              (unsigned long long)res->generation, res->rules, res->diff.added,
              res->diff.removed, res->diff.changed, res->diff.restart, res->diff.dropped);
-    reply_text(c, line);
+    line_text(c, line);
     for (size_t i = 0; i < res->diff.n && !c->dead; i++) {
-        reply_text(c, res->diff.lines[i]);
-        reply_text(c, "\n");
+        line_text(c, res->diff.lines[i]);
+        line_text(c, "\n");
     }
 }
 
@@ -81,13 +82,13 @@ static void run(struct conn *c, const char *verb, const struct reload_opts *opts
 
     snprintf(who, sizeof(who), "%s by uid %u", verb, (unsigned)c->uid);
     if (reload_apply(c->w->s->o.reload, who, opts, &res, err, sizeof(err)) < 0) {
-        reply_err(c, PROTO_E_RELOAD_FAILED, err);
+        line_err(c, PROTO_E_RELOAD_FAILED, err);
     } else if (report) {
         reply_report(c, &res);
     } else {
         snprintf(line, sizeof(line), "OK reloaded generation=%llu rules=%zu\n",
                  (unsigned long long)res.generation, res.rules);
-        reply_text(c, line);
+        line_text(c, line);
     }
     reload_result_free(&res);
 }
@@ -100,7 +101,7 @@ void admin_reload(struct conn *c, const struct proto_req *req)
 
     if (!only_keys(req, keys, 2) || flag(req, "diff", &diff) < 0 ||
         flag(req, "dry_run", &opts.dry_run) < 0) {
-        reply_err(c, PROTO_E_BAD_REQUEST, "RELOAD takes only diff=true and dry_run=true");
+        line_err(c, PROTO_E_BAD_REQUEST, "RELOAD takes only diff=true and dry_run=true");
         return;
     }
     /* Plain RELOAD keeps its one-line reply: a client that pipelines it
@@ -169,7 +170,7 @@ static void dropin_list(struct conn *c)
     for (uint32_t i = 0; i < n; i++)
         count += rules_get(st->rules, i, &r) == 0 && strcmp(r.file, main_path) != 0;
     snprintf(line, sizeof(line), "OK %zu\n", count);
-    reply_text(c, line);
+    line_text(c, line);
     for (uint32_t i = 0; i < n && count && !c->dead; i++) {
         const char *base, *dot;
 
@@ -187,7 +188,7 @@ static void dropin_list(struct conn *c)
                  "match=\"%s\"\n",
                  (int)(dot ? (size_t)(dot - base) : strlen(base)), base, r.id_str, i, r.line,
                  (long long)r.credit_limit, (long long)r.reset_seconds, desc);
-        reply_text(c, line);
+        line_text(c, line);
     }
     urcu_memb_read_unlock();
 }
@@ -205,7 +206,7 @@ void admin_dropin(struct conn *c, const struct proto_req *req)
 
     if (!only_keys(req, keys, 5) || !op || flag(req, "dry_run", &opts.dry_run) < 0 ||
         flag(req, "replace", &edit.replace) < 0) {
-        reply_err(c, PROTO_E_BAD_REQUEST, "DROPIN op=list|add|remove [name=NN-NAME] "
+        line_err(c, PROTO_E_BAD_REQUEST, "DROPIN op=list|add|remove [name=NN-NAME] "
                   "[text=BASE64] [replace=true] [dry_run=true]");
         return;
     }
@@ -216,7 +217,7 @@ void admin_dropin(struct conn *c, const struct proto_req *req)
     if (!name || !config_dropin_name_ok(name->value) ||
         (strcmp(op->value, "add") == 0) != (text != NULL) ||
         (strcmp(op->value, "add") != 0 && strcmp(op->value, "remove") != 0)) {
-        reply_err(c, PROTO_E_BAD_REQUEST, "DROPIN op=add name=NN-NAME text=BASE64, or "
+        line_err(c, PROTO_E_BAD_REQUEST, "DROPIN op=add name=NN-NAME text=BASE64, or "
                   "op=remove name=NN-NAME (NN two digits, then letters, digits, - or _)");
         return;
     }
@@ -229,7 +230,7 @@ void admin_dropin(struct conn *c, const struct proto_req *req)
         }
         len = b64_decode(text->value, text->value_len, buf, DROPIN_TEXT_MAX);
         if (len < 0) {
-            reply_err(c, PROTO_E_BAD_REQUEST, "text= must be standard base64 (RFC 4648)");
+            line_err(c, PROTO_E_BAD_REQUEST, "text= must be standard base64 (RFC 4648)");
             goto out;
         }
         edit.text = buf;

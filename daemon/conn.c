@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn: client connections of a worker (see conn.h): accept and admission,
- * reading and parsing, the output buffer and its budget, reply order behind
- * waiting hits, timeouts, and the one place a connection is freed.
+ * conn: the transport of a worker's client connections (see conn.h): accept
+ * and admission, reading, the output buffer and its budget, reply order
+ * behind waiting answers, timeouts, fairness, and the one place a
+ * connection is freed.  What a read brought goes to the connection's
+ * protocol (c->proto->on_input()), one request at a time.
  *
  * A connection is freed at the end of the callback that decided to close it,
  * after its last use (conn_settle()); one whose hits still wait for Redis is
@@ -25,18 +27,12 @@
 #include "clock.h"
 #include "conn.h"
 #include "handoff.h"
-#include "hit.h"
 #include "listener.h"
 #include "log.h"
 #include "metrics.h"
 #include "peer.h"
-#include "proto.h"
-#include "resp.h"
-#include "resp_cmd.h"
-#include "rls.h"
 #include "srv_int.h"
-#include "verb.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define ACCEPT_BATCH      32
 #define ACCEPT_PAUSE_MS   100
@@ -108,12 +104,7 @@ void conn_free(struct conn *c)
     w = c->w;
     conn_undirty(c);
     conn_unbacklog(c);
-    while (c->pend_head) {
-        struct hit *h = c->pend_head;
-
-        c->pend_head = h->next;
-        hit_put(w, h);
-    }
+    replyq_clear(&c->replies, &w->replies);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -133,21 +124,21 @@ void conn_free(struct conn *c)
         event_base_loopbreak(w->base);
 }
 
-/* What @c's client has not read yet: replies and the hits still waiting. */
+/* What @c's client has not read yet: replies and the answers still waiting. */
 static size_t conn_unread(const struct conn *c)
 {
-    return c->out_len - c->out_off + c->pend_bytes + c->n_pend * sizeof(struct hit);
+    return c->out_len - c->out_off + c->replies.bytes + c->replies.held;
 }
 
 /* Counts @c's buffers in the shared output budget: the output buffer beyond
- * its first OUT_INITIAL bytes, trailers and waiting hits.  Called when they
+ * its first OUT_INITIAL bytes, trailers and waiting answers.  Called when they
  * change size (a realloc, the end of a callback), not per reply. */
 static void conn_charge(struct conn *c)
 {
     size_t extra = c->out_cap > OUT_INITIAL ? c->out_cap - OUT_INITIAL : 0;
 
     admit_charge(c->w->s->admit, &c->slot,
-                 extra + c->pend_bytes + c->n_pend * sizeof(struct hit));
+                 extra + c->replies.bytes + c->replies.held);
 }
 
 static int out_reserve(struct conn *c, size_t more)
@@ -172,7 +163,7 @@ static int out_reserve(struct conn *c, size_t more)
     return 0;
 }
 
-void out_append_direct(struct conn *c, const char *s, size_t len)
+static void out_append_direct(struct conn *c, const char *s, size_t len)
 {
     if (out_reserve(c, len) < 0) {
         c->dead = true;
@@ -182,41 +173,58 @@ void out_append_direct(struct conn *c, const char *s, size_t len)
     c->out_len += len;
 }
 
-/* Every reply goes through here: behind a waiting hit it queues in order. */
+/* Every reply goes through here: behind a waiting answer it queues in order. */
 void out_append(struct conn *c, const char *s, size_t len)
 {
-    if (c->pend_tail) {
-        hit_trail(c, s, len);
+    if (c->replies.tail) {
+        if (replyq_trail(&c->replies, s, len) < 0)
+            c->dead = true;
         return;
     }
     out_append_direct(c, s, len);
 }
 
-int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err err,
-                 const char *reason)
+struct replyq_slot *conn_reply_wait(struct conn *c, size_t held)
 {
-    if (proto == CONFIG_PROTO_RESP)
-        return resp_fmt_proto_err(buf, size, err, reason);
-    return proto_fmt_err(buf, size, err, reason);
+    return replyq_push(&c->replies, &c->w->replies, c, sizeof(struct replyq_slot) + held);
 }
 
-void reply_err(struct conn *c, enum proto_err err, const char *reason)
+static void conn_mark_dirty(struct conn *c)
 {
-    char line[PROTO_REPLY_MAX];
-    int n = conn_fmt_err(c->proto, line, sizeof(line), err, reason);
+    struct worker *w = c->w;
 
-    stat_inc(&c->w->st.errors);
-    metrics_error(c->w->mw, err);
-    if (n > 0)
-        out_append(c, line, (size_t)n);
+    if (!c->dirty) {
+        c->dirty = true;
+        c->dirty_next = w->dirty;
+        w->dirty = c;
+    }
+    if (!w->flush_active) {
+        w->flush_active = true;
+        event_active(w->flush_ev, 0, 0);
+    }
 }
 
-void reply_text(struct conn *c, const char *s)
+void conn_reply_answer(struct replyq_slot *s, char *text, size_t len)
 {
-    out_append(c, s, strlen(s));
+    struct conn *c = s->owner;
+
+    replyq_done(&c->replies, s, text, len);
+    /* The answered prefix leaves in order. */
+    while ((s = replyq_pop(&c->replies)) != NULL) {
+        if (!c->dead) {
+            out_append_direct(c, s->reply, s->reply_len);
+            if (s->text_len)
+                out_append_direct(c, s->text, s->text_len);
+            if (s->trailer_len)
+                out_append_direct(c, s->trailer, s->trailer_len);
+        }
+        replyq_put(&c->w->replies, s);
+    }
+    /* Written (and a dead connection freed) by the flush event, not here. */
+    conn_mark_dirty(c);
 }
 
-/* Answers the complete lines in the input buffer: at most @turn of them
+/* Answers the complete requests in the input buffer: at most @turn of them
  * (CONN_TURN_MAX for a turn; the rest waits on the backlog). */
 static void process_input_n(struct conn *c, bool eof, unsigned turn)
 {
@@ -232,29 +240,18 @@ static void process_input_n(struct conn *c, bool eof, unsigned turn)
             break;
         }
         /* Enough hits wait for Redis: leave the rest until they are answered. */
-        if (c->n_pend >= CONN_PEND_MAX) {
+        if (c->replies.n >= CONN_PEND_MAX) {
             if (!c->paused) {
                 c->paused = true;
                 event_del(c->rev);
             }
             break;
         }
-        if (c->discarding) {
-            char *nl = memchr(c->in + off, '\n', c->in_len - off);
-
-            if (!nl) {
-                off = c->in_len;
-                break;
-            }
-            off = (size_t)(nl - c->in) + 1;
-            c->discarding = false;
-            continue;
-        }
         /* A client that does not read its replies is dropped, not buffered forever. */
-        if (c->out_len - c->out_off + c->pend_bytes > w->s->o.max_output_bytes) {
+        if (c->out_len - c->out_off + c->replies.bytes > w->s->o.max_output_bytes) {
             log_ratelimited(&rl_accept, LOG_WARNING,
                             "dropping a client with %zu unread reply bytes (limit %zu)",
-                            c->out_len - c->out_off + c->pend_bytes, w->s->o.max_output_bytes);
+                            c->out_len - c->out_off + c->replies.bytes, w->s->o.max_output_bytes);
             admit_closed(w->s->admit, ADMIT_C_OUTPUT_LIMIT);
             c->dead = true;
             return;
@@ -266,40 +263,10 @@ static void process_input_n(struct conn *c, bool eof, unsigned turn)
             event_del(c->rev);
             break;
         }
-        if (c->proto == CONFIG_PROTO_RESP) {
-            /* One command answered, or nothing yet, or a protocol error
-             * answered: the connection closes (resp_cmd.h). */
-            r = resp_input(c, c->in + off, c->in_len - off);
-            if (r <= 0)
-                break;
-            off += (size_t)r;
-            answered++;
-            continue;
-        }
-        r = proto_parse(c->in + off, c->in_len - off, &w->req);
-        if (r == 0) {
-            if (!eof)
-                break;
-            /* EOF after an unterminated last line: answer it as if terminated. */
-            if (c->in_len < IN_CAP) {
-                c->in[c->in_len++] = '\n';
-                continue;
-            }
+        /* One request answered (or skipped), or nothing yet, or no more. */
+        r = c->proto->on_input(c, c->in + off, c->in_len - off, eof);
+        if (r <= 0)
             break;
-        }
-        if (r == -EMSGSIZE) {
-            /* Skip to the end of this line; requests after it are still answered. */
-            reply_err(c, PROTO_E_LINE_TOO_LONG, "request line longer than 4096 bytes");
-            c->discarding = true;
-            answered++;
-            continue;
-        }
-        if (r < 0) {
-            reply_err(c, PROTO_E_UNKNOWN, "unparseable input");
-            c->dead = true;
-            return;
-        }
-        verb_handle(c, &w->req);
         off += (size_t)r;
         answered++;
     }
@@ -424,14 +391,14 @@ void conn_settle(struct conn *c)
                 break;
             r = c->dead ? 0 : conn_flush(c);
         }
-        if (r < 0 || (r > 0 && c->closing && !c->pend_head))
+        if (r < 0 || (r > 0 && c->closing && !c->replies.head))
             c->dead = true;
     }
     if (!c->dead)
         conn_charge(c);
     if (c->dead) {
         conn_unbacklog(c);
-        if (c->n_waiting > 0)
+        if (c->replies.n_waiting > 0)
             conn_zombie(c);
         else
             conn_free(c);
@@ -505,7 +472,7 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
     c->w = w;
     c->fd = fd;
     c->is_unix = l->is_unix;
-    c->proto = l->proto;
+    c->proto = l->ops;
     c->uid = l->is_unix ? p->uid : (uid_t)-1;
     c->privileged = l->is_unix && p->privileged;
     admit_peer_key(p, c->peer_key);
@@ -568,22 +535,14 @@ void conn_on_resume(evutil_socket_t fd, short what, void *arg)
 /* Tells a refused client why (best effort) and closes it. */
 static void refuse(struct worker *w, int fd, const struct listener *l, enum admit_refusal why)
 {
-    static const char busy[] = "ERR busy \"too many connections\"\n";
-    static const char busy_peer[] = "ERR busy \"too many connections from this peer\"\n";
     bool peer = why == ADMIT_R_PER_ADDRESS || why == ADMIT_R_PER_UID;
-    const char *text = peer ? busy_peer : busy;
+    const char *reason = peer ? "too many connections from this peer" : "too many connections";
     char line[PROTO_REPLY_MAX];
-    int n = (int)strlen(text);
+    int n;
 
-    /* An HTTP/2 peer (rls:) cannot read a line: it is only closed. */
-    if (l->proto == CONFIG_PROTO_RLS) {
-        n = 0;
-    } else if (l->proto != CONFIG_PROTO_DIVVY) {
-        n = conn_fmt_err(l->proto, line, sizeof(line), PROTO_E_BUSY,
-                         peer ? "too many connections from this peer" : "too many connections");
-        text = line;
-    }
-    if (n > 0 && send(fd, text, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    /* As its protocol says it (an HTTP/2 peer, rls:, is only closed). */
+    n = l->ops->fmt_refusal ? l->ops->fmt_refusal(line, sizeof(line), PROTO_E_BUSY, reason) : 0;
+    if (n > 0 && send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* The refused client may already be gone; nothing to tell. */
     }
     close(fd);
@@ -658,7 +617,7 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
         /* A privileged peer on a shared socket is served by the lane (its
          * threads in turn: this worker's own counterpart). */
         if (!w->lane && p.privileged) {
-            if (handoff_push(&s->workers[s->o.workers + w->id], fd, l, &p, &slot) < 0)
+            if (handoff_push(&s->workers[s->o.workers + w->id].hand, fd, l, &p, &slot) < 0)
                 log_ratelimited(&rl_accept, LOG_ERR, "cannot pass a connection to the lane");
             continue;
         }
@@ -674,8 +633,8 @@ void conn_adopt(struct worker *w, int fd, const struct listener *l, const struct
         admit_leave(w->s->admit, slot);
         return;
     }
-    if (l->proto == CONFIG_PROTO_RLS)
-        rls_conn_new(w, fd, l, p, slot);
+    if (l->ops->adopt)
+        l->ops->adopt(w, fd, l, p, slot);
     else
         conn_new(w, fd, l, p, slot);
 }
@@ -683,22 +642,18 @@ void conn_adopt(struct worker *w, int fd, const struct listener *l, const struct
 /* Closes the connections whose timeout (admit.h) has expired.  A connection
  * whose hits wait for Redis is left to redis.timeout_ms; one paused for the
  * output budget is judged by its output, not by the input we left unread. */
-void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
+void conn_sweep(struct worker *w, uint64_t now)
 {
-    struct worker *w = arg;
     struct admit *a = w->s->admit;
-    uint64_t now = clock_coarse_ms();
     struct conn *c, *next;
 
-    (void)fd;
-    (void)what;
     for (c = w->conns; c; c = next) {
         bool pending, partial, idle;
         int why;
 
         next = c->next;
         /* Waiting on the backlog is our delay, not the client's. */
-        if (c->dead || c->fd < 0 || c->n_pend > 0 || c->paused || c->backlogged)
+        if (c->dead || c->fd < 0 || c->replies.n > 0 || c->paused || c->backlogged)
             continue;
         pending = c->out_off < c->out_len;
         partial = !c->out_paused && (c->in_len > 0 || c->discarding);
@@ -714,7 +669,6 @@ void conn_on_sweep(evutil_socket_t fd, short what, void *arg)
         c->dead = true;
         conn_settle(c);
     }
-    rls_sweep(w, now);
 }
 
 /* After store callbacks: resume paused input, write, free dead connections. */
@@ -729,7 +683,7 @@ void conn_on_flush(evutil_socket_t fd, short what, void *arg)
     while ((c = w->dirty) != NULL) {
         w->dirty = c->dirty_next;
         c->dirty = false;
-        if (c->paused && !c->dead && c->n_pend < CONN_PEND_MAX / 2) {
+        if (c->paused && !c->dead && c->replies.n < CONN_PEND_MAX / 2) {
             c->paused = false;
             process_input(c, c->eof);
             conn_rearm(c);

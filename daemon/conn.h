@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn: one client connection of a worker (worker.h), from accept() to the
- * end of the callback that frees it.  A connection reads whatever arrived,
- * answers every complete line in order through the verb table (verb.h) into
- * its output buffer, and writes it in one send(); admission (admit.h) says
- * whether it may open and how long it may stay.
+ * conn: the transport of a worker's client connections (worker_int.h), from
+ * accept() to the end of the callback that frees it: admission (admit.h:
+ * whether it may open, how long it may stay), reading, the output buffer
+ * and its budget, writing in one send(), timeouts, fairness.  It knows no
+ * protocol: the listener carries one (struct conn_proto, as nginx's
+ * ngx_listening_t carries its handler), whose on_input() parses and answers
+ * the requests a read brought (line.h, resp_cmd.h) into the output in
+ * request order; a protocol with a transport of its own (RLS, rls.h) takes
+ * the accepted socket instead.
  *
- * Reply order: every reply goes through out_append().  While hits of the
- * connection wait for Redis (hit.h), a reply goes into the trailer of the
- * last waiting hit instead, and the store callback moves the answered prefix
- * of that FIFO to the output buffer, so replies always leave in request
- * order (docs/daemon.md "Hits that wait for Redis").
+ * Reply order: every reply goes through out_append().  While answers of the
+ * connection wait (a hit waiting for Redis, COUNTERS reading it), each holds
+ * a slot in the connection's reply queue (replyq.h) and a reply goes into
+ * the trailer of the last slot instead; when a slot is answered
+ * (conn_reply_answer()) the answered prefix of the queue moves to the
+ * output buffer, so replies always leave in request order (docs/daemon.md
+ * "Hits that wait for Redis").
  *
  * Fairness: one turn of a connection (a read, a resumption) answers at most
  * CONN_TURN_MAX requests.  One with more already read goes on its worker's
@@ -35,8 +41,8 @@
 #include <event2/util.h>
 
 #include "admit.h"
-#include "config.h"
 #include "proto.h"
+#include "replyq.h"
 
 #define IN_CAP            (2 * PROTO_LINE_MAX)
 #define OUT_INITIAL       4096
@@ -44,19 +50,39 @@
 #define CONN_TURN_MAX     32        /* requests answered per connection per turn */
 
 struct worker;
-struct hit;
 struct listener;
+struct conn;
+
+/* A protocol as the transport reaches it; its listener carries it (listener.h). */
+struct conn_proto {
+    const char *name;
+    /*
+     * Parses and answers the first request in @data[0..@len) (c->in, which
+     * it may extend by a byte to end an unterminated line at EOF, @eof):
+     * the bytes consumed (one request answered, or skipped), 0 when it is
+     * not complete yet, < 0 when nothing more is to be read (the protocol
+     * marked @c closing or dead).
+     */
+    ssize_t (*on_input)(struct conn *c, const char *data, size_t len, bool eof);
+    /* Formats error @err for a connection refused at accept (busy): length,
+     * or < 0 for none.  NULL: it is closed without a word. */
+    int (*fmt_refusal)(char *buf, size_t size, enum proto_err err, const char *reason);
+    /* Set for a protocol with a transport of its own: takes an accepted
+     * connection as conn_adopt() would (ownership of @fd and @slot). */
+    void (*adopt)(struct worker *w, int fd, const struct listener *l, const struct admit_peer *p,
+                  struct admit_slot *slot);
+};
 
 struct conn {
     struct worker *w;
     struct conn *prev, *next;
     struct event *rev, *wev;
     int fd;
-    enum config_proto proto;    /* what it speaks: its listener's (divvy's lines, RESP) */
+    const struct conn_proto *proto;     /* what it speaks: its listener's */
     bool is_unix;
     bool privileged;
     bool closing;               /* close once the output is flushed */
-    bool discarding;            /* skipping the rest of an over-long line */
+    bool discarding;            /* skipping the rest of an over-long request (its protocol's) */
     bool dead;                  /* close now, drop pending output */
     bool eof;                   /* the peer half-closed: close once all is answered */
     bool paused;                /* CONN_PEND_MAX hits wait: input is left unparsed */
@@ -71,10 +97,7 @@ struct conn {
     uint64_t stall_ms;          /* pending output last made progress; 0: none pending */
     struct conn *dirty_next;
     struct conn *bl_prev, *bl_next;     /* the worker's backlog */
-    struct hit *pend_head, *pend_tail;  /* waiting hits, in request order */
-    size_t pend_bytes;          /* reply bytes queued in their trailers */
-    unsigned n_pend;            /* hits in the FIFO */
-    unsigned n_waiting;         /* ... whose store callback has not run yet */
+    struct replyq replies;      /* answers that wait, in request order (replyq.h) */
     size_t in_len;
     char *out;
     size_t out_len, out_off, out_cap;
@@ -83,24 +106,26 @@ struct conn {
 
 /* ---- replies: the connection's thread ------------------------------------------------ */
 
-/* Appends @len bytes of reply; behind a waiting hit they queue in its
- * trailer, so replies keep request order.  Out of memory marks @c dead. */
+/* Appends @len bytes of reply; behind a waiting answer they queue in its
+ * slot's trailer, so replies keep request order.  Out of memory marks @c dead. */
 void out_append(struct conn *c, const char *s, size_t len);
 
-/* Appends to the output buffer itself, ahead of any waiting hit: only for
- * the replies of hits leaving the FIFO (conn_pend_flush()). */
-void out_append_direct(struct conn *c, const char *s, size_t len);
+/*
+ * A slot at the end of @c's reply queue for an answer that comes later (a
+ * hit waiting for Redis, COUNTERS reading it): replies of later requests
+ * queue behind it.  It holds @held bytes of @c's budget besides its reply.
+ * Answer it exactly once with conn_reply_answer() (the connection lives
+ * until then).  NULL: out of memory.
+ */
+struct replyq_slot *conn_reply_wait(struct conn *c, size_t held);
 
-/* "ERR <code> [reason]": counted in STATS and metrics, then out_append(). */
-void reply_err(struct conn *c, enum proto_err err, const char *reason);
-
-/* Error @err formatted as @proto speaks it (proto_fmt_err(), resp_fmt_proto_err()):
- * for replies formatted ahead of time (a waiting hit's).  Length or -ENOBUFS. */
-int conn_fmt_err(enum config_proto proto, char *buf, size_t size, enum proto_err err,
-                 const char *reason);
-
-/* A reply line (or lines) of the caller's making. */
-void reply_text(struct conn *c, const char *s);
+/*
+ * Answers slot @s of a connection (s->owner): its reply in s->reply
+ * (s->reply_len bytes), followed by @len bytes of @text (malloc'd, taken
+ * over; NULL: none).  The answered prefix of the queue moves to the output
+ * buffer, which the worker's flush event writes.
+ */
+void conn_reply_answer(struct replyq_slot *s, char *text, size_t len);
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 
@@ -115,7 +140,7 @@ int conn_flush(struct conn *c);
 void conn_settle(struct conn *c);
 
 /* Frees @c at once, its waiting hits included.  Only once no store callback
- * can reach it any more (n_waiting == 0, or the worker's Redis connection is
+ * can reach it any more (no answer waits, or the worker's Redis connection is
  * gone).  NULL-safe. */
 void conn_free(struct conn *c);
 
@@ -125,9 +150,9 @@ void conn_free(struct conn *c);
  * worker hands a privileged peer to the lane (handoff.h). */
 void conn_on_accept(evutil_socket_t lfd, short what, void *arg);
 
-/* Makes the connection @fd, accepted on @l from @p, one of @w's (a line or
- * RESP connection, or an RLS one); takes ownership of @fd and of what @slot
- * holds.  A stopping worker closes it instead. */
+/* Makes the connection @fd, accepted on @l from @p, one of @w's, speaking
+ * l->ops (or hands it to a protocol's own transport); takes ownership of @fd
+ * and of what @slot holds.  A stopping worker closes it instead. */
 void conn_adopt(struct worker *w, int fd, const struct listener *l, const struct admit_peer *p,
                 struct admit_slot *slot);
 
@@ -141,8 +166,9 @@ void conn_on_backlog(evutil_socket_t fd, short what, void *arg);
 /* Re-arms the listeners after accept() ran out of descriptors or memory. */
 void conn_on_resume(evutil_socket_t fd, short what, void *arg);
 
-/* Periodic: closes the connections whose admission timeout expired. */
-void conn_on_sweep(evutil_socket_t fd, short what, void *arg);
+/* Periodic (the worker's sweep): closes @w's connections whose admission
+ * timeout expired at @now_ms (clock_coarse_ms()). */
+void conn_sweep(struct worker *w, uint64_t now_ms);
 
 /* After store callbacks: resumes paused input, writes, frees dead connections. */
 void conn_on_flush(evutil_socket_t fd, short what, void *arg);

@@ -10,7 +10,7 @@
  * COUNTERS_SCAN_COUNT keys, COUNTERS_REDIS_MAX peeks); the job ends when its
  * last request has called back, and the reply, formatted then under the
  * rules of that moment (a rule a reload removed meanwhile is left out), goes
- * into the slot the job holds in the connection's reply FIFO.
+ * into the slot the job holds in the connection's reply queue.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -27,13 +27,13 @@
 #include "conn.h"
 #include "counters.h"
 #include "eval.h"
-#include "hit.h"
+#include "line_reply.h"
 #include "proto.h"
 #include "reload.h"
 #include "srv_int.h"
 #include "store.h"
 #include "table.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define COUNTERS_DEFAULT      100
 #define COUNTERS_MAX          10000
@@ -69,7 +69,7 @@ struct strict_rule {
 
 struct counters_job {
     struct worker *w;
-    struct hit *slot;           /* NULL: answered at once */
+    struct replyq_slot *slot;   /* NULL: answered at once */
     unsigned long max;
     bool exhausted;
     bool one_rule;              /* rule= */
@@ -348,7 +348,7 @@ static void job_finish(struct counters_job *job)
         text = strdup(oom);
         len = text ? sizeof(oom) - 1 : 0;
     }
-    hit_answer(job->slot, text, len);
+    conn_reply_answer(job->slot, text, len);
     job_free(job);
 }
 
@@ -558,7 +558,7 @@ void counters_request(struct conn *c, const struct proto_req *req)
 
     job = calloc(1, sizeof(*job));
     if (!job) {
-        reply_err(c, PROTO_E_UNKNOWN, "out of memory");
+        line_err(c, PROTO_E_UNKNOWN, "out of memory");
         return;
     }
     job->w = c->w;
@@ -570,13 +570,13 @@ void counters_request(struct conn *c, const struct proto_req *req)
             errno = 0;
             job->max = strtoul(kv->value, &end, 10);
             if (errno || *end || job->max == 0 || job->max > COUNTERS_MAX) {
-                reply_err(c, PROTO_E_BAD_REQUEST, "max must be 1..10000");
+                line_err(c, PROTO_E_BAD_REQUEST, "max must be 1..10000");
                 goto out;
             }
         } else if (strcmp(kv->key, "exhausted") == 0) {
             job->exhausted = strcmp(kv->value, "true") == 0;
         } else if (strcmp(kv->key, "rule") != 0) {
-            reply_err(c, PROTO_E_BAD_REQUEST, "COUNTERS takes rule=, max= and exhausted=");
+            line_err(c, PROTO_E_BAD_REQUEST, "COUNTERS takes rule=, max= and exhausted=");
             goto out;
         }
     }
@@ -586,7 +586,7 @@ void counters_request(struct conn *c, const struct proto_req *req)
     job->strict = calloc(n_rules ? n_rules : 1, sizeof(*job->strict));
     if (!job->strict || sorted_ids(st->rules, &ids, &idx, &job->n_ids) < 0) {
         urcu_memb_read_unlock();
-        reply_err(c, PROTO_E_UNKNOWN, "out of memory");
+        line_err(c, PROTO_E_UNKNOWN, "out of memory");
         goto out;
     }
     for (uint32_t i = 0; i < n_rules; i++) {
@@ -601,7 +601,7 @@ void counters_request(struct conn *c, const struct proto_req *req)
     }
     if (rule_kv && !job->one_rule) {
         urcu_memb_read_unlock();
-        reply_err(c, PROTO_E_BAD_REQUEST, "no rule with that label or id");
+        line_err(c, PROTO_E_BAD_REQUEST, "no rule with that label or id");
         goto out;
     }
     /* The strict rules in scope: their counters are in Redis only. */
@@ -637,7 +637,7 @@ void counters_request(struct conn *c, const struct proto_req *req)
 
     if (redis_wanted(job)) {
         /* The slot first: a store callback never runs inside store_scan(). */
-        job->slot = hit_wait(c);
+        job->slot = conn_reply_wait(c, 0);
         if (job->slot && redis_start(job, job->one_rule ? only_id : NULL)) {
             job = NULL;         /* the store's callbacks own it now */
             goto out;
@@ -649,7 +649,7 @@ void counters_request(struct conn *c, const struct proto_req *req)
         }
     }
     if (format_reply(job, &text, &len) < 0) {
-        reply_err(c, PROTO_E_UNKNOWN, "out of memory");
+        line_err(c, PROTO_E_UNKNOWN, "out of memory");
         goto out;
     }
     out_append(c, text, len);

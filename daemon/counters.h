@@ -5,7 +5,7 @@
  * counters of strict rules live only in Redis and are read there, without
  * blocking the worker: a bounded SCAN of the rules' keys and a PEEK of each
  * (docs/redis.md "COUNTERS"), while the reply waits in the connection's
- * reply FIFO (hit.h: hit_wait()/hit_answer()), so it keeps its place among
+ * reply queue (conn_reply_wait(), conn.h), so it keeps its place among
  * pipelined replies.  The connection's thread.
  */
 #ifndef DIVVY_COUNTERS_H

@@ -12,10 +12,7 @@
 
 #include <event2/event.h>
 
-#include "conn.h"
 #include "handoff.h"
-#include "srv_int.h"
-#include "worker.h"
 
 struct handoff_item {
     struct handoff_item *next;
@@ -39,32 +36,33 @@ static struct handoff_item *handoff_take(struct handoff *q)
 
 static void handoff_on_ready(evutil_socket_t fd, short what, void *arg)
 {
-    struct worker *w = arg;
-    struct handoff_item *it = handoff_take(&w->hand), *next;
+    struct handoff *q = arg;
+    struct handoff_item *it = handoff_take(q), *next;
 
     (void)fd;
     (void)what;
     for (; it; it = next) {
         next = it->next;
-        conn_adopt(w, it->fd, it->l, &it->peer, &it->slot);
+        q->adopt(q->w, it->fd, it->l, &it->peer, &it->slot);
         free(it);
     }
 }
 
-int handoff_init(struct worker *w)
+int handoff_init(struct handoff *q, struct event_base *base, struct admit *admit,
+                 struct worker *w, handoff_adopt_fn *adopt)
 {
-    struct handoff *q = &w->hand;
-
+    q->admit = admit;
+    q->w = w;
+    q->adopt = adopt;
     if (pthread_mutex_init(&q->lock, NULL) != 0)
         return -ENOMEM;
     q->lock_made = true;
-    q->ev = event_new(w->base, -1, 0, handoff_on_ready, w);
+    q->ev = event_new(base, -1, 0, handoff_on_ready, q);
     return q->ev ? 0 : -ENOMEM;
 }
 
-void handoff_close(struct worker *w)
+void handoff_close(struct handoff *q)
 {
-    struct handoff *q = &w->hand;
     struct handoff_item *it, *next;
 
     if (!q->lock_made)
@@ -75,16 +73,14 @@ void handoff_close(struct worker *w)
     for (it = handoff_take(q); it; it = next) {
         next = it->next;
         close(it->fd);
-        admit_leave(w->s->admit, &it->slot);
+        admit_leave(q->admit, &it->slot);
         free(it);
     }
 }
 
-void handoff_fini(struct worker *w)
+void handoff_fini(struct handoff *q)
 {
-    struct handoff *q = &w->hand;
-
-    handoff_close(w);
+    handoff_close(q);
     if (q->ev)
         event_free(q->ev);
     q->ev = NULL;
@@ -93,10 +89,9 @@ void handoff_fini(struct worker *w)
     q->lock_made = false;
 }
 
-int handoff_push(struct worker *to, int fd, const struct listener *l, const struct admit_peer *p,
+int handoff_push(struct handoff *q, int fd, const struct listener *l, const struct admit_peer *p,
                  struct admit_slot *slot)
 {
-    struct handoff *q = &to->hand;
     struct handoff_item *it = malloc(sizeof(*it));
     bool wake = false;
     int r = 0;
@@ -121,7 +116,7 @@ int handoff_push(struct worker *to, int fd, const struct listener *l, const stru
     if (r < 0) {
         free(it);
         close(fd);
-        admit_leave(to->s->admit, slot);
+        admit_leave(q->admit, slot);
         return r;
     }
     memset(slot, 0, sizeof(*slot));

@@ -17,10 +17,13 @@
 
 #define LISTENER_BACKLOG 1024
 
+struct conn_proto;
+
 struct listener {
     int fd;                     /* -1: none */
     bool is_unix;
     enum config_proto proto;    /* what its connections speak (a "resp:" prefix, ...) */
+    const struct conn_proto *ops;       /* ... as the transport reaches it (conn.h; srv.c) */
     int port;                   /* TCP: the port bound (the one chosen for port 0) */
     char *path;                 /* Unix socket file we created, unlinked at close */
     char *name;                 /* "tcp:127.0.0.1:8321" as bound, or "unix:PATH" */

@@ -7,7 +7,7 @@
  * formats replies.  Every size a peer declares is checked against a hard
  * limit before anything is waited for, so a command never needs more than
  * RESP_CMD_MAX bytes of buffer.  Pure functions, thread-safe, never logs;
- * the connection side is resp_conn.c, the commands resp_cmd.c.
+ * the front-end and its commands are resp_cmd.c.
  */
 #ifndef DIVVY_RESP_H
 #define DIVVY_RESP_H

@@ -7,17 +7,21 @@
  * order behind hits that wait for Redis (conn.h).
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "answer.h"
 #include "conn.h"
-#include "hit.h"
+#include "engine.h"
 #include "metrics.h"
 #include "proto.h"
+#include "reqkv.h"
 #include "resp.h"
 #include "resp_cmd.h"
 #include "resp_rl.h"
-#include "worker.h"
+#include "worker_int.h"
 
 struct resp_command {
     const char *name;
@@ -43,6 +47,16 @@ static void resp_error(struct conn *c, enum proto_err err, const char *text)
     stat_inc(&c->w->st.errors);
     metrics_error(c->w->mw, err);
     resp_out(c, buf, resp_fmt_error(buf, sizeof(buf), text));
+}
+
+/* divvy's error @err as RESP speaks it ("-ERR <code> <reason>"), counted. */
+static void resp_proto_err(struct conn *c, enum proto_err err, const char *reason)
+{
+    char buf[PROTO_REPLY_MAX];
+
+    stat_inc(&c->w->st.errors);
+    metrics_error(c->w->mw, err);
+    resp_out(c, buf, resp_fmt_proto_err(buf, sizeof(buf), err, reason));
 }
 
 static void resp_simple(struct conn *c, const char *s)
@@ -196,6 +210,34 @@ static void resp_select(struct conn *c, const struct resp_cmd *cmd)
 
 /* ---- divvy's rules ------------------------------------------------------------------ */
 
+/* The engine's answer to a DIVVY.* command (counted by the engine):
+ * [allowed, credit, reset_seconds, rule], or an error. */
+static size_t resp_fmt_answer(unsigned kind, const struct engine_answer *a, char *buf,
+                              size_t size)
+{
+    int n;
+
+    (void)kind;
+    if (a->r < 0)
+        n = resp_fmt_proto_err(buf, size, a->err, a->reason);
+    else
+        n = resp_fmt_hit(buf, size, a->res->allowed, a->res->credit, a->res->reset_s, a->rule);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* Request @req to the engine; its answer keeps its place in request order. */
+static void resp_hit(struct conn *c, const struct proto_req *req)
+{
+    struct engine_req rq = {
+        .kv = req->kv, .n_kv = req->n_kv, .n = req->amount, .privileged = c->privileged,
+        .uid = c->uid, .name_rule = true,
+        .op = req->verb == PROTO_PEEK ? TABLE_PEEK : req->verb == PROTO_DEBIT ? TABLE_DEBIT
+                                                                              : TABLE_TAKE,
+    };
+
+    answer_submit(c, &rq, resp_fmt_answer, req->verb);
+}
+
 /* A key or value the line protocol can carry (docs/resp.md "DIVVY.HIT"). */
 static bool resp_word_ok(const char *s, size_t len)
 {
@@ -205,76 +247,124 @@ static bool resp_word_ok(const char *s, size_t len)
     return true;
 }
 
+/* The bytes argument @s takes in the line protocol (proto_fmt_string()):
+ * quoted when empty or holding '=' or white space (resp_word_ok() refused
+ * the rest of what it would quote). */
+static size_t resp_word_len(const char *s, size_t len)
+{
+    bool quote = len == 0;
+
+    for (size_t i = 0; i < len && !quote; i++)
+        quote = s[i] == '=' || s[i] == ' ' || s[i] == '\t' || s[i] == '\v' || s[i] == '\f';
+    return len + (quote ? 2 : 0);
+}
+
+/* TAKE's or DEBIT's count as the line protocol reads it: decimal digits
+ * only, 1..@max.  0 and *ret, or -EINVAL. */
+static int resp_amount(const char *s, size_t len, uint64_t max, uint64_t *ret)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -EINVAL;
+        n = n * 10 + (uint64_t)(s[i] - '0');
+        if (n > max)
+            n = max + 1;                /* saturate: keeps n * 10 from overflowing */
+    }
+    if (len == 0 || n < 1 || n > max)
+        return -EINVAL;
+    *ret = n;
+    return 0;
+}
+
 /*
  * DIVVY.HIT k v [k v ...], DIVVY.TAKE n k v ..., DIVVY.DEBIT n k v ...,
- * DIVVY.PEEK k v ...: the
- * request line "HIT k=v ..." the line protocol would have received, parsed
- * by its own parser and answered by its own hit code (do_hit()), so both
- * protocols share every rule, counter, store and limit.
+ * DIVVY.PEEK k v ...: the arguments become the engine request the line
+ * protocol's "HIT k=v ..." would (reqkv.h: sorted, a repeated key's last
+ * value wins), with the line's checks and errors in the line's order: what
+ * it cannot carry, its length as a line (docs/resp.md "DIVVY.HIT"), the
+ * count, an empty key, too many keys.  Both protocols share every rule,
+ * counter, store and limit.
  */
-static void resp_divvy(struct conn *c, const struct resp_cmd *cmd, const char *verb,
+static void resp_divvy(struct conn *c, const struct resp_cmd *cmd, enum proto_verb verb,
                        unsigned first)
 {
-    struct worker *w = c->w;
-    char line[PROTO_LINE_MAX + 1];
-    size_t pos;
-    int n;
+    struct proto_req *req = &c->w->req;
+    size_t pos = verb == PROTO_HIT ? 3 : verb == PROTO_DEBIT ? 5 : 4, off = 0, w;
+    int r;
 
     if ((cmd->argc - first) % 2 != 0) {
         resp_error(c, PROTO_E_BAD_REQUEST, "ERR wrong number of arguments: keys and values "
                                            "come in pairs");
         return;
     }
-    n = snprintf(line, sizeof(line), "%s", verb);
-    pos = (size_t)n;
+    /* As long as the line would be ("VERB a1 k=v ...\n", PROTO_LINE_MAX at most),
+     * checked argument by argument as the line was once built. */
     for (unsigned i = 1; i < cmd->argc; i++) {
         if (!resp_word_ok(cmd->argv[i], cmd->len[i])) {
             resp_error(c, PROTO_E_BAD_REQUEST, "ERR bad-request keys and values cannot hold "
                                                "'\"', CR, LF or NUL");
             return;
         }
-        if (pos + 2 >= sizeof(line))
+        w = resp_word_len(cmd->argv[i], cmd->len[i]);
+        if (pos + 1 + w + 1 > PROTO_LINE_MAX + 1)
             goto too_long;
-        line[pos++] = i >= first && (i - first) % 2 == 1 ? '=' : ' ';
-        n = proto_fmt_string(line + pos, sizeof(line) - pos, cmd->argv[i], cmd->len[i]);
-        if (n < 0)
-            goto too_long;
-        pos += (size_t)n;
+        pos += 1 + w;
     }
     if (pos + 1 >= PROTO_LINE_MAX)
         goto too_long;
-    line[pos++] = '\n';
-    if (proto_parse(line, pos, &w->req) <= 0)
-        goto too_long;
-    if (w->req.err != PROTO_E_NONE) {
-        reply_err(c, w->req.err, w->req.reason);
+    req->verb = verb;
+    req->err = PROTO_E_NONE;
+    req->reason = NULL;
+    req->amount = 1;
+    req->n_kv = 0;
+    if (first == 2 && resp_amount(cmd->argv[1], cmd->len[1],
+                                  verb == PROTO_DEBIT ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX,
+                                  &req->amount) < 0) {
+        resp_proto_err(c, PROTO_E_BAD_REQUEST, verb == PROTO_DEBIT
+                       ? "DEBIT needs a count from 1 to 1000000000000"
+                       : "TAKE needs a count from 1 to 1000000000");
         return;
     }
-    do_hit(c, &w->req);
+    for (unsigned i = first; i + 1 < cmd->argc; i += 2) {
+        if (cmd->len[i] == 0) {
+            resp_proto_err(c, PROTO_E_BAD_REQUEST, "empty key");
+            return;
+        }
+        r = reqkv_put(req, &off, cmd->argv[i], cmd->len[i], cmd->argv[i + 1], cmd->len[i + 1]);
+        if (r == -E2BIG) {
+            resp_proto_err(c, PROTO_E_TOO_MANY_KEYS, "more than 32 distinct keys");
+            return;
+        }
+        if (r < 0)
+            goto too_long;
+    }
+    resp_hit(c, req);
     return;
 too_long:
-    reply_err(c, PROTO_E_LINE_TOO_LONG, "request longer than 4096 bytes as a divvy line");
+    resp_proto_err(c, PROTO_E_LINE_TOO_LONG, "request longer than 4096 bytes as a divvy line");
 }
 
 static void resp_divvy_hit(struct conn *c, const struct resp_cmd *cmd)
 {
-    resp_divvy(c, cmd, "HIT", 1);
+    resp_divvy(c, cmd, PROTO_HIT, 1);
 }
 
 static void resp_divvy_take(struct conn *c, const struct resp_cmd *cmd)
 {
-    resp_divvy(c, cmd, "TAKE", 2);
+    resp_divvy(c, cmd, PROTO_TAKE, 2);
 }
 
 /* DEBIT n: charged even past what is left (docs/protocol.md "DEBIT"). */
 static void resp_divvy_debit(struct conn *c, const struct resp_cmd *cmd)
 {
-    resp_divvy(c, cmd, "DEBIT", 2);
+    resp_divvy(c, cmd, PROTO_DEBIT, 2);
 }
 
 static void resp_divvy_peek(struct conn *c, const struct resp_cmd *cmd)
 {
-    resp_divvy(c, cmd, "PEEK", 1);
+    resp_divvy(c, cmd, PROTO_PEEK, 1);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------- */
@@ -327,13 +417,14 @@ static void resp_dispatch(struct conn *c, const struct resp_cmd *cmd)
     rc->handler(c, cmd);
 }
 
-ssize_t resp_input(struct conn *c, const char *data, size_t len)
+static ssize_t resp_input(struct conn *c, const char *data, size_t len, bool eof)
 {
     struct resp_cmd cmd;
     const char *why;
     char text[PROTO_REPLY_MAX];
     ssize_t r;
 
+    (void)eof;                  /* an unterminated command at EOF is not answered */
     r = resp_parse(data, len, &cmd, &why);
     if (r == -EPROTO) {
         snprintf(text, sizeof(text), "ERR %s", why);
@@ -345,3 +436,9 @@ ssize_t resp_input(struct conn *c, const char *data, size_t len)
         resp_dispatch(c, &cmd);
     return r;
 }
+
+const struct conn_proto resp_proto = {
+    .name = "resp",
+    .on_input = resp_input,
+    .fmt_refusal = resp_fmt_proto_err,
+};

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * resp_cmd: the commands of a "resp:" listener's connections (docs/resp.md),
- * dispatched through a table of {name, arity, handler} as verb.c does for
- * divvy's lines.  The connection commands (PING, ECHO, QUIT, HELLO, COMMAND,
- * INFO, CLIENT, SELECT) are answered here; DIVVY.HIT, DIVVY.TAKE and
- * DIVVY.PEEK become the line protocol's HIT, TAKE and PEEK and go through
- * the same hit code (hit.h: rules, stores, metrics), which formats their
- * replies as RESP because the connection speaks it (conn->proto).
- * Everything here runs on the connection's worker thread.
+ * dispatched through a table of {name, arity, handler} as line_verb.c does
+ * for divvy's lines.  The connection commands (PING, ECHO, QUIT, HELLO,
+ * COMMAND, INFO, CLIENT, SELECT) are answered here; DIVVY.HIT, DIVVY.TAKE,
+ * DIVVY.DEBIT and DIVVY.PEEK become engine requests (engine.h: the rules,
+ * stores and metrics of every protocol) answered here in RESP, in request
+ * order (the connection's reply queue, conn.h); the ad-hoc bucket commands
+ * are resp_rl.c's.  Everything here runs on the connection's worker thread.
  */
 #ifndef DIVVY_RESP_CMD_H
 #define DIVVY_RESP_CMD_H
@@ -15,15 +15,15 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-struct conn;
+struct conn_proto;
 
 /*
- * conn.c's input hook for a RESP connection: parses the first command in
- * @data[0..@len) (resp.h) and answers it on @c (into its output, in
- * request order).  Returns the bytes consumed, 0 when the command is not
- * complete yet, or -EPROTO after answering a protocol error: @c then closes
- * once its replies are written (c->closing), as Redis does.
+ * RESP as a front-end, what a "resp:" listener carries (conn.h): its
+ * on_input() parses the first command of a connection's input (resp.h) and
+ * answers it, in request order; after a protocol error, answered, the
+ * connection closes once its replies are written (c->closing), as Redis
+ * does.  A refused connection gets a RESP error.
  */
-ssize_t resp_input(struct conn *c, const char *data, size_t len);
+extern const struct conn_proto resp_proto;
 
 #endif

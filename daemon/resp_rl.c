@@ -11,8 +11,8 @@
  * (srv_opts.adhoc_redis), one script call per command (store_adhoc_tb(),
  * store_adhoc_gcra()), after the key it may write took a slot of this
  * host's table charged to the peer (rl_claim(): the peer's keys in Redis
- * stay within its share), its reply a slot in the connection's reply FIFO
- * (hit_wait()) answered from the store's callback; when Redis cannot answer,
+ * stay within its share), its reply a slot in the connection's reply queue
+ * (conn_reply_wait()) answered from the store's callback; when Redis cannot answer,
  * store.on_redis_error: local (this host's own table), open, closed.
  * Otherwise in adhoc.c's table, each bucket charged to the connection's peer
  * (its uid, or its address).  Counted in STATS as hits like the rules'
@@ -27,13 +27,12 @@
 #include "adhoc.h"
 #include "clock.h"
 #include "conn.h"
-#include "hit.h"
 #include "metrics.h"
 #include "resp.h"
 #include "resp_rl.h"
 #include "srv_int.h"
 #include "store.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define RL_INT_MAX       1000000000000000LL     /* 10^15: counts, amounts */
 #define RL_REPLY_MAX     PROTO_REPLY_MAX
@@ -49,10 +48,10 @@ struct rl_call {
     struct adhoc_peer who;
 };
 
-/* A command waiting for Redis: its slot in the reply FIFO and its bucket's
+/* A command waiting for Redis: its slot in the reply queue and its bucket's
  * name, for the local table should Redis fail. */
 struct rl_job {
-    struct hit *slot;
+    struct replyq_slot *slot;
     struct worker *w;
     struct rl_call call;
     size_t len;
@@ -235,8 +234,8 @@ static void rl_on_store(void *arg, const struct store_reply *rep)
     if (text)
         memcpy(text, buf, (size_t)n);
     else
-        job->slot->c->dead = true;      /* no reply to give: the client must not wait */
-    hit_answer(job->slot, text, text ? (size_t)n : 0);
+        ((struct conn *)job->slot->owner)->dead = true;     /* no reply: the client must not wait */
+    conn_reply_answer(job->slot, text, text ? (size_t)n : 0);
     free(job);
 }
 
@@ -299,7 +298,7 @@ static int rl_send(struct conn *c, const struct rl_call *call, const char *name,
     job->len = len;
     memcpy(job->name, name, len);
     /* The slot first: a store callback never runs inside the call that sends. */
-    job->slot = hit_wait(c);
+    job->slot = conn_reply_wait(c, 0);
     if (!job->slot)
         goto out;
     if (call->kind == ADHOC_RL) {

@@ -37,12 +37,13 @@
 
 #include "admit.h"
 #include "clock.h"
+#include "conn.h"
 #include "listener.h"
 #include "log.h"
 #include "rls.h"
 #include "rls_int.h"
 #include "srv_int.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define RLS_READ_CHUNK  16384
 #define RLS_WRITE_BATCH 16384           /* frames gathered for one send() */
@@ -521,3 +522,8 @@ void rls_free_all(struct worker *w)
         rls_conn_free(w->rls);
     }
 }
+
+const struct conn_proto rls_proto = {
+    .name = "rls",
+    .adopt = rls_conn_new,
+};

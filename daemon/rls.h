@@ -5,9 +5,8 @@
  * with prior knowledge (h2c), served by an nghttp2 server session; each
  * stream is one unary gRPC call of
  * envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, whose
- * descriptors become divvy requests (rls_msg.h) evaluated through the hit
- * path (hit_submit(), hit.h) and answered with one RateLimitResponse and
- * grpc-status trailers.
+ * descriptors become engine requests (rls_msg.h, engine.h) answered with
+ * one RateLimitResponse and grpc-status trailers.
  *
  * Ownership: a connection belongs to its worker's thread and is on the
  * worker's rls list from accept to rls_conn_free().  A stream whose
@@ -26,6 +25,7 @@
 
 struct admit_peer;
 struct admit_slot;
+struct conn_proto;
 struct listener;
 struct worker;
 
@@ -33,6 +33,10 @@ struct worker;
 #define RLS_HEADERS_MAX     8192            /* bytes of one stream's header fields */
 #define RLS_CONN_BODY_MAX   (256 * 1024)    /* request bytes one connection's streams hold */
 #define RLS_CONN_MEM_MAX    (512 * 1024)    /* all one connection may hold (rls_int.h) */
+
+/* What an "rls:" listener carries (conn.h): a protocol with a transport of
+ * its own, adopt = rls_conn_new(). */
+extern const struct conn_proto rls_proto;
 
 /* A connection accepted on an RLS listener @l: takes ownership of @fd and
  * of the place @slot holds (both released on failure). */

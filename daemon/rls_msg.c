@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "envoy/service/ratelimit/v3/rls.pb-c.h"
+#include "reqkv.h"
 #include "rls_msg.h"
 
 typedef Envoy__Service__Ratelimit__V3__RateLimitRequest rls_pb_req;
@@ -187,50 +188,6 @@ size_t rls_msg_descriptors(const struct rls_msg *m)
     return m->req->n_descriptors;
 }
 
-/* Copies @s (NUL-terminated) into req->buf at *@off. */
-static const char *req_copy(struct proto_req *req, size_t *off, const char *s, size_t len)
-{
-    char *dst = req->buf + *off;
-
-    memcpy(dst, s, len);
-    dst[len] = '\0';
-    *off += len + 1;
-    return dst;
-}
-
-/* Inserts or replaces @key in the sorted kv (the last value wins, as proto_parse()). */
-static int req_put(struct proto_req *req, size_t *off, const char *key, const char *value)
-{
-    size_t klen = strlen(key), vlen = strlen(value);
-    unsigned lo = 0, hi = req->n_kv;
-    int c = 1;
-
-    while (lo < hi) {
-        unsigned mid = (lo + hi) / 2;
-        size_t n = req->kv[mid].key_len < klen ? req->kv[mid].key_len : klen;
-
-        c = memcmp(req->kv[mid].key, key, n);
-        if (c == 0)
-            c = req->kv[mid].key_len < klen ? -1 : req->kv[mid].key_len > klen ? 1 : 0;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    c = lo < req->n_kv && req->kv[lo].key_len == klen && memcmp(req->kv[lo].key, key, klen) == 0;
-    if (!c) {
-        if (req->n_kv == PROTO_KV_MAX)
-            return -E2BIG;
-        memmove(&req->kv[lo + 1], &req->kv[lo], (req->n_kv - lo) * sizeof(req->kv[0]));
-        req->n_kv++;
-        req->kv[lo].key = req_copy(req, off, key, klen);
-        req->kv[lo].key_len = (uint16_t)klen;
-    }
-    req->kv[lo].value = req_copy(req, off, value, vlen);
-    req->kv[lo].value_len = (uint16_t)vlen;
-    return 0;
-}
-
 int rls_msg_request(const struct rls_msg *m, size_t i, struct proto_req *req)
 {
     const rls_pb_desc *d = m->req->descriptors[i];
@@ -256,9 +213,10 @@ int rls_msg_request(const struct rls_msg *m, size_t i, struct proto_req *req)
     req->verb = PROTO_TAKE;
     req->err = PROTO_E_NONE;
     req->amount = n;
-    r = req_put(req, &off, "domain", m->req->domain);
+    r = reqkv_put(req, &off, "domain", 6, m->req->domain, strlen(m->req->domain));
     for (size_t j = 0; r >= 0 && j < d->n_entries; j++)
-        r = req_put(req, &off, d->entries[j]->key, d->entries[j]->value);
+        r = reqkv_put(req, &off, d->entries[j]->key, strlen(d->entries[j]->key),
+                      d->entries[j]->value, strlen(d->entries[j]->value));
     return r;
 }
 

@@ -2,8 +2,9 @@
 /*
  * rls_stream: the streams of an RLS connection (rls_int.h).  nghttp2's
  * callbacks build each stream from its HEADERS and DATA; a complete request
- * is checked, decoded (rls_msg.h) and turned into hit_submit() calls, one
- * per descriptor, whose answers are collected into one RateLimitResponse.
+ * is checked, decoded (rls_msg.h) and each descriptor's pairs go to the
+ * engine as one request (engine_submit(): TAKE hits_addend, no text line in
+ * between), whose answers are collected into one RateLimitResponse.
  *
  * What a peer sends is held only within bounds (docs/rls.md "Limits"): a
  * new stream the connection cannot afford (over RLS_CONN_MEM_MAX, or over
@@ -22,11 +23,11 @@
 #include <nghttp2/nghttp2.h>
 
 #include "clock.h"
-#include "hit.h"
+#include "engine.h"
 #include "rls.h"
 #include "rls_int.h"
 #include "rls_msg.h"
-#include "worker.h"
+#include "worker_int.h"
 
 #define RLS_PATH        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 /* What a new stream costs before its body: our object and nghttp2's. */
@@ -206,13 +207,15 @@ static void stream_answer(struct rls_stream *s)
     rls_wake(rc);
 }
 
-/* hit_submit()'s answer for one descriptor (inside the RCU section of @rs). */
-static void rls_hit_done(void *arg, int r, const struct rules *rs, const struct eval_result *res)
+/* The engine's answer for one descriptor (inside the RCU section of a->rs). */
+static void rls_answer(void *arg, const struct engine_answer *a)
 {
     struct rls_desc *d = arg;
     struct rls_stream *s = d->s;
     struct rls_status *st = &d->st;
+    const struct eval_result *res = a->res;
     struct rules_rule rule;
+    int r = a->r;
 
     if (r < 0) {
         if (!s->err) {
@@ -224,7 +227,7 @@ static void rls_hit_done(void *arg, int r, const struct rules *rs, const struct 
         st->over = !res->allowed;
         st->remaining = res->credit > UINT32_MAX ? UINT32_MAX : (uint32_t)res->credit;
         st->reset_s = res->reset_s;
-        if (rules_get(rs, res->limiter, &rule) >= 0) {
+        if (rules_get(a->rs, res->limiter, &rule) >= 0) {
             bool bucket = rule.algo == RULES_ALGO_TOKEN_BUCKET;
 
             snprintf(st->name, sizeof(st->name), "%s", rule.id_str);
@@ -270,6 +273,7 @@ static void stream_request(struct rls_stream *s)
 {
     struct rls_conn *rc = s->rc;
     struct worker *w = rc->w;
+    struct engine_req rq = { .op = TABLE_TAKE, .privileged = rc->privileged, .uid = rc->uid };
     struct rls_msg *m = NULL;
     const uint8_t *msg;
     const char *why;
@@ -327,7 +331,10 @@ static void stream_request(struct rls_stream *s)
     for (size_t i = 0; i < s->n_desc; i++) {
         s->desc[i].s = s;
         rls_msg_request(m, i, &w->req);
-        hit_submit(w, &w->req, rc->privileged, rc->uid, rls_hit_done, &s->desc[i]);
+        rq.kv = w->req.kv;
+        rq.n_kv = w->req.n_kv;
+        rq.n = w->req.amount;
+        engine_submit(w, &rq, rls_answer, &s->desc[i], NULL);
     }
     rls_msg_free(m);
     if (--s->n_left == 0) {

@@ -24,15 +24,18 @@
 #include "clock.h"
 #include "conn.h"
 #include "eval.h"
-#include "hit.h"
+#include "line.h"
 #include "listener.h"
 #include "log.h"
 #include "memtrim.h"
 #include "proto.h"
+#include "resp_cmd.h"
+#include "rls.h"
 #include "srv.h"
 #include "srv_int.h"
 #include "store.h"
 #include "worker.h"
+#include "worker_int.h"
 
 #define SWEEP_EVERY_S     10
 
@@ -49,6 +52,20 @@ static enum config_proto srv_listen_proto(const struct srv_opts *o,
         if (notify_listeners_find(nl, 1, config_listen_proto(o->listen[i], &proto)) == 0)
             return proto;
     return CONFIG_PROTO_DIVVY;
+}
+
+/* The front-end a listener's connections speak through (conn.h: the
+ * transport reaches the protocol only through it). */
+static const struct conn_proto *srv_proto_ops(enum config_proto proto)
+{
+    switch (proto) {
+    case CONFIG_PROTO_RESP:
+        return &resp_proto;
+    case CONFIG_PROTO_RLS:
+        return &rls_proto;
+    default:
+        return &line_proto;
+    }
 }
 
 /*
@@ -153,6 +170,8 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
                 nl->name[0] ? ", " : "", nl->name);
     }
     srv_root_sockets(s);
+    for (size_t i = 0; i < s->n_lis; i++)
+        s->lis[i].ops = srv_proto_ops(s->lis[i].proto);
     for (unsigned i = 0; i < s->n_workers; i++) {
         r = worker_init(s, &s->workers[i], i, i >= opts->workers);
         if (r < 0)

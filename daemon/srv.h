@@ -9,14 +9,15 @@
  * output buffer, one write.
  *
  * Rules kept in Redis (store.h, docs/redis.md) make a hit wait: such a hit
- * takes a slot in its connection's FIFO of pending replies, and replies of
+ * holds a slot in its connection's reply queue (replyq.h), and replies of
  * later requests queue behind it until it is answered, so every connection
  * still gets its replies in request order (docs/daemon.md).
  *
  * The server's stages are modules of their own, sharing struct srv through
- * srv_int.h: listener.c, worker.c, conn.c, verb.c, admin.c, counters.c, hit.c
- * and hit_redis.c (the hit path), and srv.c (the server itself).  main.c
- * needs only this header.
+ * srv_int.h: the transport (conn.c, listener.c, worker.c), the front-ends of
+ * the protocols (line*.c, resp*.c, rls*.c), the admin verbs (admin*.c,
+ * counters.c), the engine (engine*.c), and srv.c (the server itself, which
+ * gives each listener its protocol).  main.c needs only this header.
  */
 #ifndef DIVVY_SRV_H
 #define DIVVY_SRV_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * srv_int: the server (srv.h) as its own modules see it: worker.c, conn.c,
- * verb.c, admin.c, counters.c, hit.c and hit_redis.c.  main.c sees only srv.h.
+ * srv_int: the server (srv.h) as its own modules see it: the transport, the
+ * front-ends, the admin verbs and the engine.  main.c sees only srv.h.
  * Set up by srv_new() in the main thread; afterwards the workers read it and
  * write only what they own (their struct worker, through atomics).
  */

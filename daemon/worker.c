@@ -12,8 +12,9 @@
 #include <urcu/urcu-memb.h>
 
 #include "admit.h"
+#include "clock.h"
 #include "conn.h"
-#include "hit.h"
+#include "engine.h"
 #include "hit_batch.h"
 #include "listener.h"
 #include "metrics.h"
@@ -22,6 +23,7 @@
 #include "srv_int.h"
 #include "store.h"
 #include "worker.h"
+#include "worker_int.h"
 
 #define STOP_GRACE_MS     2000      /* a stopping worker's connections get this long */
 
@@ -65,6 +67,18 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
     event_add(w->grace_ev, &tv);
 }
 
+/* Periodic: closes the connections whose admission timeout expired. */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    uint64_t now = clock_coarse_ms();
+
+    (void)fd;
+    (void)what;
+    conn_sweep(w, now);
+    rls_sweep(w, now);
+}
+
 /* The watchdog's probe, run by the worker's own loop: proof that it turns. */
 static void on_ping(evutil_socket_t fd, short what, void *arg)
 {
@@ -81,7 +95,7 @@ void *worker_main(void *arg)
 
     urcu_memb_register_thread();
     event_base_dispatch(w->base);
-    handoff_close(w);           /* what the lane passed too late: closed, never served */
+    handoff_close(&w->hand);    /* what the lane passed too late: closed, never served */
     /* Hits still waiting are answered by on_redis_error before anything is
      * freed, and their replies get one last chance to be written. */
     store_conn_free(w->sc);
@@ -95,7 +109,8 @@ void *worker_main(void *arg)
     while (w->conns)
         conn_free(w->conns);
     rls_free_all(w);
-    hits_free(w);
+    engine_free(w);
+    replyq_pool_free(&w->replies);
     urcu_memb_unregister_thread();
     return NULL;
 }
@@ -128,10 +143,11 @@ int worker_init(struct srv *s, struct worker *w, unsigned id, bool lane)
     w->grace_ev = evtimer_new(w->base, on_grace, w);
     w->flush_ev = event_new(w->base, -1, 0, conn_on_flush, w);
     w->ping_ev = event_new(w->base, -1, 0, on_ping, w);
-    w->sweep_ev = event_new(w->base, -1, EV_PERSIST, conn_on_sweep, w);
+    w->sweep_ev = event_new(w->base, -1, EV_PERSIST, on_sweep, w);
     w->backlog_ev = evtimer_new(w->base, conn_on_backlog, w);
     if (!w->stop_ev || !w->resume_ev || !w->grace_ev || !w->flush_ev || !w->ping_ev ||
-        !w->sweep_ev || !w->backlog_ev || handoff_init(w) < 0)
+        !w->sweep_ev || !w->backlog_ev ||
+        handoff_init(&w->hand, w->base, s->admit, w, conn_adopt) < 0)
         return -ENOMEM;
     sweep_ms = admit_sweep_ms(s->admit);
     if (sweep_ms > 0) {
@@ -176,7 +192,7 @@ void worker_fini(struct worker *w)
         event_free(w->sweep_ev);
     if (w->backlog_ev)
         event_free(w->backlog_ev);
-    handoff_fini(w);
+    handoff_fini(&w->hand);
     store_conn_free(w->sc);     /* NULL after a run; set when srv_run never ran */
     w->sc = NULL;
     hit_batch_free(w->hb);

@@ -1,14 +1,24 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# libclient's layering (docs/client.md "The code"): one direction,
+# Two checks, run by `make check-unit`; each exits 1 listing every violation.
+#
+# 1. libclient's layering (docs/client.md "The code"): one direction,
 #   divvy (the API) -> memo -> fast -> handoff -> conn -> wire -> err
 # a module uses only the modules to its right (and common/), through their
 # private headers; only the API layer (divvy.c, divvy_private.h) knows
 # struct divvy.  Checks, with comments stripped, that every file in
 # libclient/ belongs to a known module, that it includes no libclient
 # header of a module to its left, and that it names no function or type of
-# one.  Run by `make check-unit`; exits 1 listing every violation.
+# one.
+#
+# 2. No include circle among daemon/'s files (DESIGN §12, docs/daemon.md
+# "The code"): a module is x.c with its header x.h, so an edge runs from
+# module x to module y when x.c or x.h includes "y.h"; a header with no .c
+# of its own (srv_int.h, rls_int.h, ...) is a module of its own, and its
+# include of the public header of the module it belongs to (x_int.h of
+# x.h) is no edge: the private half extends the public one.  A depth-first
+# search reports each circle it closes, with the includes that make it.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -99,3 +109,56 @@ for path in "$dir"/*.c "$dir"/*.h; do
 done
 [ $fail -eq 0 ] || exit 1
 echo "check_layers: libclient is layered $modules (bottom first)"
+
+circles=$(perl -e '
+    my $dir = shift;
+    opendir(my $dh, $dir) or die "check_layers: $dir: $!\n";
+    my @files = sort grep { /\.[ch]$/ } readdir($dh);
+    closedir($dh);
+    my %have = map { $_ => 1 } @files;
+    my (%edge, %via);
+    for my $f (@files) {
+        (my $m = $f) =~ s/\.[ch]$//;
+        $edge{$m} //= {};
+        open(my $fh, "<", "$dir/$f") or die "check_layers: $f: $!\n";
+        my $src = do { local $/; <$fh> };
+        close($fh);
+        $src =~ s{/\*.*?\*/}{}gs;
+        while ($src =~ /^[ \t]*#[ \t]*include[ \t]*"([^"]+)"/mg) {
+            my $inc = $1;
+            next unless $have{$inc};
+            (my $to = $inc) =~ s/\.h$//;
+            next if $to eq $m;
+            next if $f =~ /^(.+)_int\.h$/ && $to eq $1;
+            $edge{$m}{$to} = 1;
+            $via{"$m $to"} //= "$f includes $inc";
+        }
+    }
+    my (%state, @stack, $n);
+    my $visit;
+    $visit = sub {
+        my $m = shift;
+        $state{$m} = 1;
+        push @stack, $m;
+        for my $to (sort keys %{$edge{$m}}) {
+            if (($state{$to} // 0) == 1) {
+                my $i = $#stack;
+                $i-- while $stack[$i] ne $to;
+                my @c = (@stack[$i .. $#stack], $to);
+                print "check_layers: include circle in daemon/: ", join(" -> ", @c), "\n";
+                print "    ", $via{"$c[$_] $c[$_ + 1]"}, "\n" for 0 .. $#c - 1;
+                $n++;
+            } elsif (!$state{$to}) {
+                $visit->($to);
+            }
+        }
+        pop @stack;
+        $state{$m} = 2;
+    };
+    $visit->($_) for sort keys %edge;
+' "$top/daemon")
+if [ -n "$circles" ]; then
+    printf '%s\n' "$circles" >&2
+    exit 1
+fi
+echo "check_layers: no include circle among daemon/'s modules"

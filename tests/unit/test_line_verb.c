@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for daemon/verb.c, the verb table: every verb of the protocol
+ * Unit tests for daemon/line_verb.c, the line protocol's verb table: every verb of the protocol
  * reaches its handler, the admin verbs (RESET, RELOAD, COUNTERS, DROPIN) are
  * refused to peers that are not admin before their handler runs, a rejected line
  * gets its ERR, an empty line gets nothing, and REFILL is never answered,
@@ -19,26 +19,26 @@
 
 #include "daemon/conn.h"
 #include "daemon/srv_int.h"
-#include "daemon/verb.h"
-#include "daemon/worker.h"
+#include "daemon/line_verb.h"
+#include "daemon/worker_int.h"
 
 /* What the fakes saw since reset(). */
 static const char *ran;             /* the handler that ran, or NULL */
 static unsigned n_ran;
 static enum proto_err err_code;     /* the last ERR, or PROTO_E_NONE */
 static char err_reason[256];
-static char text[256];              /* the replies of reply_text(), concatenated */
+static char text[256];              /* the replies of line_text(), concatenated */
 static unsigned n_replies;
 
-void __wrap_do_hit(struct conn *c, const struct proto_req *req);
+void __wrap_line_hit(struct conn *c, const struct proto_req *req);
 void __wrap_admin_explain(struct conn *c, const struct proto_req *req);
 void __wrap_admin_rules(struct conn *c, const struct proto_req *req);
 void __wrap_admin_stats(struct conn *c, const struct proto_req *req);
 void __wrap_admin_reload(struct conn *c, const struct proto_req *req);
 void __wrap_admin_dropin(struct conn *c, const struct proto_req *req);
 void __wrap_counters_request(struct conn *c, const struct proto_req *req);
-void __wrap_reply_err(struct conn *c, enum proto_err err, const char *reason);
-void __wrap_reply_text(struct conn *c, const char *s);
+void __wrap_line_err(struct conn *c, enum proto_err err, const char *reason);
+void __wrap_line_text(struct conn *c, const char *s);
 
 static void handler_ran(const char *name)
 {
@@ -46,7 +46,7 @@ static void handler_ran(const char *name)
     n_ran++;
 }
 
-void __wrap_do_hit(struct conn *c, const struct proto_req *req)
+void __wrap_line_hit(struct conn *c, const struct proto_req *req)
 {
     (void)c;
     (void)req;
@@ -95,7 +95,7 @@ void __wrap_counters_request(struct conn *c, const struct proto_req *req)
     handler_ran("counters");
 }
 
-void __wrap_reply_err(struct conn *c, enum proto_err err, const char *reason)
+void __wrap_line_err(struct conn *c, enum proto_err err, const char *reason)
 {
     (void)c;
     err_code = err;
@@ -103,7 +103,7 @@ void __wrap_reply_err(struct conn *c, enum proto_err err, const char *reason)
     n_replies++;
 }
 
-void __wrap_reply_text(struct conn *c, const char *s)
+void __wrap_line_text(struct conn *c, const char *s)
 {
     size_t len = strlen(text);
 
@@ -150,7 +150,7 @@ static void handle(struct fixture *f, const char *line)
 
     assert_true(proto_parse(buf, (size_t)n, &f->req) == n);
     reset();
-    verb_handle(&f->c, &f->req);
+    line_verb_handle(&f->c, &f->req);
 }
 
 static void test_verb_each_verb_reaches_its_handler(void **state)
@@ -267,5 +267,5 @@ int main(void)
         cmocka_unit_test_setup(test_verb_refill_is_never_answered, setup),
     };
 
-    return cmocka_run_group_tests_name("verb", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("line_verb", tests, NULL, NULL);
 }

@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hit_redis: a waiting hit's walk on the Redis path (docs/redis.md "Mixed
- * paths", docs/daemon.md "Hits that wait for Redis").
+ * engine_redis: the engine's walk of a request on the Redis path
+ * (docs/redis.md "Mixed paths", docs/daemon.md "Hits that wait for Redis").
  *
- * hit_run() walks the hit's rule path with common/eval.h's eval_walk() and
+ * engine_run() walks the request's rule path with common/eval.h's eval_walk() and
  * hit_step(): a local rule is decided from the host tables, a strict or
  * lease rule by hit_remote(), which sends the rule's typed script call
  * (store.h) and makes the walk wait (EVAL_WAIT); a verdict script goes
  * through the worker's hot-key table (hit_batch.h), which decides
  * concurrent requests on one key in one script.  When the store calls back,
- * hit_resume() reads the typed answer (hit_verdict(), lease_apply()), or,
+ * engine_resume() reads the typed answer (hit_verdict(), lease_apply()), or,
  * when Redis failed, applies store.on_redis_error (hit_fallback()), settles
  * that rule with eval_walk_settle() and walks on.  A reload that came in
  * between rematches the rest of the path under the new rules, less the
- * rules already applied.  Lease refills run in the background
- * (lease_refill()), for this host's hits and for fast-path clients' REFILL
- * hints.  Everything here runs on the worker's thread.
+ * rules already applied.  The walk ends in engine.c's settle step, which
+ * calls the request's completion.  Lease refills run in the background
+ * (engine_lease_refill()), for this host's hits and for fast-path clients'
+ * REFILL hints.  Everything here runs on the worker's thread.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,16 +27,15 @@
 #include <urcu/urcu-memb.h>
 
 #include "clock.h"
-#include "conn.h"
+#include "engine.h"
+#include "engine_int.h"
 #include "eval.h"
-#include "hit.h"
 #include "hit_batch.h"
-#include "hit_int.h"
 #include "log.h"
 #include "proto.h"
 #include "srv_int.h"
 #include "store.h"
-#include "worker.h"
+#include "worker_int.h"
 
 /* hit_fallback() names the policy's metric by the policy's own value. */
 _Static_assert((int)METRICS_FALLBACK_LOCAL == (int)CONFIG_REDIS_ERROR_LOCAL &&
@@ -45,7 +45,7 @@ _Static_assert((int)METRICS_FALLBACK_LOCAL == (int)CONFIG_REDIS_ERROR_LOCAL &&
 
 static struct log_ratelimit rl_store;
 
-static bool hit_id_done(const struct hit *h, uint64_t id)
+static bool hit_id_done(const struct engine_hit *h, uint64_t id)
 {
     for (unsigned i = 0; i < h->n_done; i++) {
         if (h->done_ids[i] == id)
@@ -54,17 +54,17 @@ static bool hit_id_done(const struct hit *h, uint64_t id)
     return false;
 }
 
-static void hit_mark_done(struct hit *h, uint64_t id)
+static void hit_mark_done(struct engine_hit *h, uint64_t id)
 {
     if (h->n_done < RULES_MATCH_MAX)
         h->done_ids[h->n_done++] = id;
 }
 
 /* What rule @r answers when Redis cannot (store.on_redis_error). */
-static int hit_fallback(struct worker *w, struct hit *h, const struct rules *rs,
+static int hit_fallback(struct worker *w, struct engine_hit *h, const struct rules *rs,
                         const struct rules_rule *r, struct eval_outcome *o)
 {
-    struct rules_req rq = hit_rq(h);
+    struct rules_req rq = engine_rq(h);
     struct eval_env env;
     int rc;
 
@@ -72,7 +72,7 @@ static int hit_fallback(struct worker *w, struct hit *h, const struct rules *rs,
     metrics_redis_fallback(w->mw, h->op == TABLE_RESET ? METRICS_FALLBACK_LOCAL
                                   : (enum metrics_fallback)w->s->o.on_redis_error);
     if (h->op == TABLE_RESET || w->s->o.on_redis_error == CONFIG_REDIS_ERROR_LOCAL) {
-        hit_env(w, rs, &env);
+        engine_env(w, rs, &env);
         rc = eval_rule(&env, r, &rq, h->op, h->n, clock_now_ms(), o);
         o->store_down = true;
         return rc;
@@ -87,7 +87,7 @@ static int hit_fallback(struct worker *w, struct hit *h, const struct rules *rs,
     return 0;
 }
 
-void lease_limits(const struct worker *w, const struct rules_rule *r, struct table_limits *lim)
+void engine_lease_limits(const struct worker *w, const struct rules_rule *r, struct table_limits *lim)
 {
     eval_limits(r, lim);
     lim->lease = true;
@@ -155,7 +155,7 @@ static void refill_done(void *arg, const struct store_reply *rep)
     free(f);
 }
 
-bool lease_refill(struct worker *w, struct table *t, const struct table_limits *lim,
+bool engine_lease_refill(struct worker *w, struct table *t, const struct table_limits *lim,
                          const struct rules_rule *r, const char *actor, size_t actor_len,
                          const char *key, size_t key_len, uint64_t want)
 {
@@ -185,7 +185,7 @@ bool lease_refill(struct worker *w, struct table *t, const struct table_limits *
     return true;
 }
 
-static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
+static int hit_keep_actor(struct engine_hit *h, const char *actor, size_t len)
 {
     if (len > h->actor_cap) {
         char *grown = realloc(h->actor, len);
@@ -204,7 +204,7 @@ static int hit_keep_actor(struct hit *h, const char *actor, size_t len)
 /* The script of rule @r's algorithm decides @op for @h in Redis (key in
  * w->key_buf, @klen bytes): sent, or queued behind the script already in
  * flight for that key (hit_batch.h), as store_verdict(). */
-static int hit_verdict_send(struct worker *w, struct hit *h, const struct rules_rule *r,
+static int hit_verdict_send(struct worker *w, struct engine_hit *h, const struct rules_rule *r,
                             const struct table_limits *lim, enum table_op op, size_t klen)
 {
     enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : op == TABLE_DEBIT ? STORE_DEBIT
@@ -232,7 +232,7 @@ static int hit_verdict_send(struct worker *w, struct hit *h, const struct rules_
                                                .reset_ms = lim->reset_ms };
         break;
     }
-    return hit_batch_send(w->hb, w->key_buf, klen, &a, h->deadline, hit_on_store, h);
+    return hit_batch_send(w->hb, w->key_buf, klen, &a, h->deadline, engine_on_store, h);
 }
 
 /*
@@ -240,7 +240,7 @@ static int hit_verdict_send(struct worker *w, struct hit *h, const struct rules_
  * STEP_ASK into *o: false when there is none.  An ASK's answer also bounds
  * this host's lease (what Redis said about the pool).
  */
-static bool hit_verdict(struct worker *w, struct hit *h, const struct store_reply *rep,
+static bool hit_verdict(struct worker *w, struct engine_hit *h, const struct store_reply *rep,
                         uint64_t now, struct eval_outcome *o)
 {
     struct table_key tk = { .rule_id = h->step_rule.id, .actor = h->actor,
@@ -257,15 +257,15 @@ static bool hit_verdict(struct worker *w, struct hit *h, const struct store_repl
         struct table_lease_grant g = { .remain = o->credit,
                                        .end_ms = h->sent_ms + rep->verdict.reset_ms };
 
-        lease_limits(w, &h->step_rule, &lim);
-        table_lease_grant(hit_table_of(w, &h->step_rule), &tk, &lim, &g, now);
+        engine_lease_limits(w, &h->step_rule, &lim);
+        table_lease_grant(engine_table_of(w, &h->step_rule), &tk, &lim, &g, now);
     }
     return true;
 }
 
 /* Before a step goes to Redis: the key (into w->key_buf, *ret_klen) and
  * what the reply will need of rule @r (its strings die with a reload). */
-static int hit_prepare(struct store *st, struct hit *h, const struct rules_rule *r,
+static int hit_prepare(struct store *st, struct engine_hit *h, const struct rules_rule *r,
                        struct worker *w, size_t alen, int *ret_klen)
 {
     size_t n = strlen(r->id_str);
@@ -286,14 +286,14 @@ static int hit_prepare(struct store *st, struct hit *h, const struct rules_rule 
 /*
  * Rule @r (lease or strict) for hit @h: 0 with *o filled (decided here: a
  * lease hit, or on_redis_error), 1 when a store request was sent (the hit
- * waits for hit_on_store()), or -errno.
+ * waits for engine_on_store()), or -errno.
  */
-static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
+static int hit_remote(struct worker *w, struct engine_hit *h, const struct rules *rs,
                       const struct rules_rule *r, struct eval_outcome *o)
 {
     struct store *st = w->s->o.store;
-    struct rules_req rq = hit_rq(h);
-    struct table *t = hit_table_of(w, r);
+    struct rules_req rq = engine_rq(h);
+    struct table *t = engine_table_of(w, r);
     struct table_limits lim;
     struct table_lease_result lr;
     struct table_key tk;
@@ -321,20 +321,20 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
 
     if (op == TABLE_RESET) {
         /* This host's counters now (the local one and the lease), then Redis. */
-        hit_env(w, rs, &env);
+        engine_env(w, rs, &env);
         rc = eval_rule(&env, r, &rq, TABLE_RESET, h->n, now, o);
         if (rc < 0)
             return rc;
         if (r->store == RULES_STORE_LEASE) {
             struct table_result tr;
 
-            lease_limits(w, r, &lim);
+            engine_lease_limits(w, r, &lim);
             table_hit(t, &tk, &lim, TABLE_RESET, 0, now, &tr);
         }
         h->step_o = *o;
         /* Hits that came before the RESET and wait on the key go first. */
         hit_batch_flush(w->hb, w->key_buf, (size_t)klen);
-        rc = store_del(w->sc, w->key_buf, (size_t)klen, h->deadline, hit_on_store, h);
+        rc = store_del(w->sc, w->key_buf, (size_t)klen, h->deadline, engine_on_store, h);
         if (rc < 0) {
             log_ratelimited(&rl_store, LOG_WARNING, "RESET of rule %s: Redis unreachable, "
                             "only this host's counters were reset", r->id_str);
@@ -346,8 +346,8 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
     }
 
     if (r->store == RULES_STORE_LEASE && op == TABLE_TAKE) {
-        lease_limits(w, r, &lim);
-        hit_env(w, rs, &env);
+        engine_lease_limits(w, r, &lim);
+        engine_env(w, rs, &env);
         /* After two fetches that others drained first, take it directly. */
         rc = eval_lease(&env, r, &lim, &tk, h->n, h->lease_tries < 2, now, o, &lr);
         if (rc < 0 || (rc == 0 && !o->counted))
@@ -359,7 +359,7 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
                 rc = store_key(st, r->id_str, w->actor_buf, (size_t)alen, w->key_buf,
                                w->key_cap);
                 if (rc > 0)
-                    lease_refill(w, t, &lim, r, w->actor_buf, (size_t)alen, w->key_buf,
+                    engine_lease_refill(w, t, &lim, r, w->actor_buf, (size_t)alen, w->key_buf,
                                  (size_t)rc, lr.want);
                 else
                     table_lease_abort(t, &tk, &lim, now);
@@ -371,7 +371,7 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
                 rc = hit_keep_actor(h, w->actor_buf, (size_t)alen);
             la = lease_args(r, &lim, lr.want);
             if (rc >= 0)
-                rc = store_lease(w->sc, w->key_buf, (size_t)klen, &la, h->deadline, hit_on_store,
+                rc = store_lease(w->sc, w->key_buf, (size_t)klen, &la, h->deadline, engine_on_store,
                                  h);
             if (rc < 0) {
                 table_lease_abort(t, &tk, &lim, now);
@@ -405,7 +405,7 @@ static int hit_remote(struct worker *w, struct hit *h, const struct rules *rs,
 /* What hit_step() needs besides the walk. */
 struct hit_walk {
     struct worker *w;
-    struct hit *h;
+    struct engine_hit *h;
     const struct rules *rs;
     struct eval_env env;
     struct rules_req rq;
@@ -421,7 +421,7 @@ static int hit_step(void *ctx, const struct eval_walk *at, const struct rules_ru
                     struct eval_outcome *o)
 {
     struct hit_walk *hw = ctx;
-    struct hit *h = hw->h;
+    struct engine_hit *h = hw->h;
     int rc;
 
     rc = rules_get(hw->rs, at->path[at->pos], &hw->r);
@@ -443,12 +443,12 @@ static int hit_step(void *ctx, const struct eval_walk *at, const struct rules_ru
  * left in debt, eval_decides()), named from @rs unless a reload re-matched
  * the path since (then the indexes of earlier outcomes are stale).
  */
-static void hit_name(struct hit *h, const struct rules *rs, const struct rules_rule *last,
+static void hit_name(struct engine_hit *h, const struct rules *rs, const struct rules_rule *last,
                      const char *name)
 {
     struct rules_rule r;
 
-    if (!hit_names_rule(h->c, h->verb))
+    if (!h->name_rule)
         return;
     if (h->op == TABLE_DEBIT && h->res.decider != last->index && !h->rematched &&
         rules_get(rs, h->res.decider, &r) >= 0)
@@ -457,7 +457,7 @@ static void hit_name(struct hit *h, const struct rules *rs, const struct rules_r
 }
 
 /* @h's walk where it stands (h->pos, kept in @h while it waits). */
-static struct eval_walk hit_walk_at(struct hit *h)
+static struct eval_walk hit_walk_at(struct engine_hit *h)
 {
     struct eval_walk at = { .path = h->path, .n_path = h->n_path, .pos = h->pos, .op = h->op,
                             .res = &h->res };
@@ -470,13 +470,13 @@ static struct eval_walk hit_walk_at(struct hit *h)
  * decided (h->res, h->rule), 0 when it waits for the store, -errno.  Inside
  * the RCU read-side section that yielded @rs.
  */
-int hit_run(struct worker *w, struct hit *h, const struct rules *rs)
+int engine_run(struct worker *w, struct engine_hit *h, const struct rules *rs)
 {
-    struct hit_walk hw = { .w = w, .h = h, .rs = rs, .rq = hit_rq(h) };
+    struct hit_walk hw = { .w = w, .h = h, .rs = rs, .rq = engine_rq(h) };
     struct eval_walk at = hit_walk_at(h);
     int rc;
 
-    hit_env(w, rs, &hw.env);
+    engine_env(w, rs, &hw.env);
     rc = eval_walk(&at, hit_step, &hw);
     h->pos = at.pos;
     /* The last step's rule decided; HIT's reply does not name it. */
@@ -486,12 +486,12 @@ int hit_run(struct worker *w, struct hit *h, const struct rules *rs)
 }
 
 /* The store answered (@rep, or NULL: failed) the step @h waited for. */
-int hit_resume(struct worker *w, struct hit *h, const struct reload_state *st,
+int engine_resume(struct worker *w, struct engine_hit *h, const struct reload_state *st,
                const struct store_reply *rep)
 {
     const struct rules *rs = st->rules;
     bool same = st->generation == h->generation;
-    struct table *t = hit_table_of(w, &h->step_rule);
+    struct table *t = engine_table_of(w, &h->step_rule);
     struct table_key tk = { .rule_id = h->step_rule.id, .actor = h->actor,
                             .actor_len = h->actor_len };
     struct table_limits lim;
@@ -518,12 +518,12 @@ int hit_resume(struct worker *w, struct hit *h, const struct reload_state *st,
                             "host's counters were reset", h->step_id);
         break;
     case STEP_FETCH:
-        lease_limits(w, &h->step_rule, &lim);
+        engine_lease_limits(w, &h->step_rule, &lim);
         if (lease_apply(t, &tk, &lim, h->sent_ms, rep, now)) {
             /* Try the same rule again: now from the lease (or directly). */
             h->lease_tries++;
             if (same)
-                return hit_run(w, h, rs);
+                return engine_run(w, h, rs);
         }
         break;
     }
@@ -553,7 +553,7 @@ int hit_resume(struct worker *w, struct hit *h, const struct reload_state *st,
     if (!same) {
         /* A reload came in between: the rest of the path under the new
          * rules, less the rules already applied (by id). */
-        struct rules_req rq = hit_rq(h);
+        struct rules_req rq = engine_rq(h);
         size_t n = rules_match(rs, &rq, h->path), k = 0;
 
         for (size_t i = 0; i < n; i++) {
@@ -568,5 +568,5 @@ int hit_resume(struct worker *w, struct hit *h, const struct reload_state *st,
         h->generation = st->generation;
         h->rematched = true;
     }
-    return hit_run(w, h, rs);
+    return engine_run(w, h, rs);
 }

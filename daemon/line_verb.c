@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * verb: the verb table and the small verbs (see verb.h).  A verb is one
- * line of commands[]; a new verb is a handler and a line here, plus its
- * word in common/proto.c and its page in docs/protocol.md.
+ * line_verb: the line protocol's verb table, its hit verbs and its small
+ * verbs (see line_verb.h).  A verb is one line of commands[]; a new verb is
+ * a handler and a line here, plus its word in common/proto.c and its page
+ * in docs/protocol.md.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -17,16 +18,18 @@
 #include "clock.h"
 #include "conn.h"
 #include "counters.h"
+#include "engine.h"
 #include "eval.h"
 #include "fastfd.h"
-#include "hit.h"
+#include "line_hit.h"
+#include "line_reply.h"
+#include "line_verb.h"
 #include "proto.h"
 #include "reload.h"
 #include "srv_int.h"
 #include "store.h"
 #include "table.h"
-#include "verb.h"
-#include "worker.h"
+#include "worker_int.h"
 
 /*
  * REFILL rule=<id> index=<n> actor=<actor> (docs/protocol.md): libdivvy's
@@ -66,7 +69,7 @@ static void verb_refill(struct conn *c, const struct proto_req *req)
         urcu_memb_read_unlock();
         goto dropped;
     }
-    lease_limits(w, &r, &lim);
+    engine_lease_limits(w, &r, &lim);
     tk.rule_id = r.id;
     tk.actor = ak->value;
     tk.actor_len = ak->value_len;
@@ -77,7 +80,7 @@ static void verb_refill(struct conn *c, const struct proto_req *req)
         klen = store_key(w->s->o.store, r.id_str, ak->value, ak->value_len, w->key_buf,
                          w->key_cap);
         if (klen > 0)
-            sent = lease_refill(w, w->s->o.fast, &lim, &r, ak->value, ak->value_len,
+            sent = engine_lease_refill(w, w->s->o.fast, &lim, &r, ak->value, ak->value_len,
                                 w->key_buf, (size_t)klen, want);
         else
             table_lease_abort(w->s->o.fast, &tk, &lim, now);
@@ -97,17 +100,17 @@ static void verb_fast(struct conn *c, const struct proto_req *req)
 
     (void)req;
     if (!c->is_unix || !c->w->s->o.fastfd) {
-        reply_err(c, PROTO_E_FORBIDDEN, "the fast path is only for Unix-socket peers");
+        line_err(c, PROTO_E_FORBIDDEN, "the fast path is only for Unix-socket peers");
         return;
     }
-    if (c->pend_head || conn_flush(c) != 1) {
-        reply_err(c, PROTO_E_BUSY, "FAST must not follow unanswered requests");
+    if (c->replies.head || conn_flush(c) != 1) {
+        line_err(c, PROTO_E_BUSY, "FAST must not follow unanswered requests");
         c->closing = true;              /* as every busy reply */
         return;
     }
     r = fastfd_send(c->w->s->o.fastfd, c->fd);
     if (r == -EPERM)
-        reply_err(c, PROTO_E_FORBIDDEN, "not in the fast-path group");
+        line_err(c, PROTO_E_FORBIDDEN, "not in the fast-path group");
     else if (r < 0)
         c->dead = true;
 }
@@ -115,13 +118,13 @@ static void verb_fast(struct conn *c, const struct proto_req *req)
 static void verb_ping(struct conn *c, const struct proto_req *req)
 {
     (void)req;
-    reply_text(c, "OK pong\n");
+    line_text(c, "OK pong\n");
 }
 
 static void verb_quit(struct conn *c, const struct proto_req *req)
 {
     (void)req;
-    reply_text(c, "OK bye\n");
+    line_text(c, "OK bye\n");
     c->closing = true;
 }
 
@@ -134,10 +137,10 @@ struct verb {
 
 /* By enum proto_verb; PROTO_NONE (an empty line) has no handler: no reply. */
 static const struct verb commands[] = {
-    [PROTO_HIT] = { "HIT", false, false, do_hit },
-    [PROTO_TAKE] = { "TAKE", false, false, do_hit },
-    [PROTO_PEEK] = { "PEEK", false, false, do_hit },
-    [PROTO_RESET] = { "RESET", true, false, do_hit },
+    [PROTO_HIT] = { "HIT", false, false, line_hit },
+    [PROTO_TAKE] = { "TAKE", false, false, line_hit },
+    [PROTO_PEEK] = { "PEEK", false, false, line_hit },
+    [PROTO_RESET] = { "RESET", true, false, line_hit },
     [PROTO_EXPLAIN] = { "EXPLAIN", false, false, admin_explain },
     [PROTO_RULES] = { "RULES", false, false, admin_rules },
     [PROTO_STATS] = { "STATS", false, false, admin_stats },
@@ -148,13 +151,13 @@ static const struct verb commands[] = {
     [PROTO_REFILL] = { "REFILL", false, true, verb_refill },
     [PROTO_FAST] = { "FAST", false, false, verb_fast },
     [PROTO_DROPIN] = { "DROPIN", true, false, admin_dropin },
-    [PROTO_DEBIT] = { "DEBIT", false, false, do_hit },
+    [PROTO_DEBIT] = { "DEBIT", false, false, line_hit },
 };
 
 _Static_assert(sizeof(commands) / sizeof(commands[0]) == PROTO_N_VERBS,
                "commands[] has a line for every verb of proto.h");
 
-void verb_handle(struct conn *c, const struct proto_req *req)
+void line_verb_handle(struct conn *c, const struct proto_req *req)
 {
     const struct verb *v = NULL;
     char reason[96];
@@ -168,7 +171,7 @@ void verb_handle(struct conn *c, const struct proto_req *req)
         return;
     }
     if (req->err != PROTO_E_NONE) {
-        reply_err(c, req->err, req->reason);
+        line_err(c, req->err, req->reason);
         return;
     }
     if (!v)
@@ -176,7 +179,7 @@ void verb_handle(struct conn *c, const struct proto_req *req)
     if (v->admin && !c->privileged) {
         snprintf(reason, sizeof(reason), "%s needs root or the admin group on the Unix socket",
                  v->name);
-        reply_err(c, PROTO_E_FORBIDDEN, reason);
+        line_err(c, PROTO_E_FORBIDDEN, reason);
         return;
     }
     v->handler(c, req);
