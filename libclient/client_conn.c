@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -96,6 +97,24 @@ out:
     return fd;
 }
 
+/*
+ * Whether the root socket @root is meant for this process: as root, or as a
+ * member of the group it is given to (the admin group, mode 0660).  Its
+ * owner is divvyd's own user, whom the kernel lets in but divvyd answers
+ * ERR forbidden unless it is root or an admin: such a caller (divvyctl run
+ * as divvyd's user) goes to the shared socket.
+ */
+static bool root_socket_is_mine(const char *root)
+{
+    struct stat st;
+
+    if (geteuid() == 0)
+        return true;
+    if (stat(root, &st) < 0)
+        return false;
+    return (st.st_mode & S_IWGRP) && group_member(st.st_gid);
+}
+
 int client_conn_unix(struct client_conn *c, int *ret_fd)
 {
     char root[CLIENT_UNIX_PATH_MAX + sizeof(PROTO_ROOT_SUFFIX)];
@@ -106,7 +125,8 @@ int client_conn_unix(struct client_conn *c, int *ret_fd)
      * without one (an older divvyd, divvyd restarting, a socket of another
      * protocol), to the shared socket. */
     if (snprintf(root, sizeof(root), "%s%s", c->addr.path, PROTO_ROOT_SUFFIX) <
-        (int)sizeof(root))
+            (int)sizeof(root) &&
+        root_socket_is_mine(root))
         fd = connect_unix_path(c, root);
     if (fd < 0)
         fd = connect_unix_path(c, c->addr.path);

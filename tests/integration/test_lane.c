@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -461,6 +462,34 @@ static void test_lane_root_socket_refuses_users(void **state)
     harness_free(d);
 }
 
+/*
+ * divvyd's own user, when it is neither root nor an admin, may connect to
+ * the root socket (it owns it) and is answered ERR forbidden there: libdivvy
+ * leaves the root socket to root and its group, so divvyctl run as that user
+ * is served on the shared socket.  The socket's owner is what the kernel
+ * and libdivvy look at: here it is handed to nobody, and divvyctl runs as
+ * nobody.
+ */
+static void test_lane_root_socket_owner_uses_shared(void **state)
+{
+    struct harness_daemon *d;
+    char path[HARNESS_PATH + 8], addr[HARNESS_PATH + 8];
+    struct harness_ctl *r;
+
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    d = start_shipped();
+    snprintf(path, sizeof(path), "%s.root", d->sock);
+    snprintf(addr, sizeof(addr), "unix:%s", d->sock);
+    assert_int_equal(chmod(d->dir, 0755), 0);
+    assert_int_equal(chown(path, 65534, 65534), 0);
+    /* On a libdivvy that tries the root socket: ERR forbidden, exit 4. */
+    r = harness_ctl_run(true, NULL, 0, (const char *const[]){ "-s", addr, "status", NULL });
+    assert_non_null(strstr(r->out, "rules"));
+    harness_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,6 +498,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lane_unix_churn_root_p99, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_lane_root_socket_refuses_users, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_lane_root_socket_owner_uses_shared, harness_setup,
                                         harness_teardown),
     };
 
