@@ -393,6 +393,7 @@ static void peek_send(struct counters_job *job, const struct strict_rule *sr, co
     struct store_conn *sc = job->w->sc;
     uint64_t deadline = job_deadline(job);
     struct counters_peek *p;
+    struct store_verdict_args a;
     char actor[RULES_ACTOR_MAX];
     int alen, rc;
 
@@ -413,23 +414,8 @@ static void peek_send(struct counters_job *job, const struct strict_rule *sr, co
         memcpy(p->actor, actor, ACTOR_SHOWN - 3);
         memcpy(p->actor + ACTOR_SHOWN - 3, "...", 3);
     }
-    if (sr->algo == RULES_ALGO_TOKEN_BUCKET) {
-        struct store_bucket_args a = { .op = STORE_PEEK, .n = 1, .limit = sr->limit,
-                                       .refill_amount = sr->lim.refill_amount,
-                                       .refill_ms = sr->lim.refill_ms, .strict = sr->strict };
-
-        rc = store_bucket(sc, key, key_len, &a, deadline, on_peek, p);
-    } else if (sr->algo == RULES_ALGO_SLIDING_WINDOW) {
-        struct store_sliding_args a = { .op = STORE_PEEK, .n = 1, .limit = sr->limit,
-                                        .window_ms = sr->lim.reset_ms };
-
-        rc = store_sliding(sc, key, key_len, &a, deadline, on_peek, p);
-    } else {
-        struct store_window_args a = { .op = STORE_PEEK, .n = 1, .limit = sr->limit,
-                                       .reset_ms = sr->lim.reset_ms };
-
-        rc = store_window(sc, key, key_len, &a, deadline, on_peek, p);
-    }
+    store_verdict_args_of(sr->algo, sr->limit, &sr->lim, sr->strict, STORE_PEEK, 1, &a);
+    rc = store_verdict(sc, key, key_len, &a, deadline, on_peek, p);
     if (rc < 0) {
         free(p);
         return;

@@ -211,27 +211,7 @@ static int hit_verdict_send(struct worker *w, struct engine_hit *h, const struct
                                                                            : STORE_PEEK;
     struct store_verdict_args a;
 
-    switch (r->algo) {
-    case RULES_ALGO_TOKEN_BUCKET:
-        a.script = STORE_SCRIPT_BUCKET;
-        a.bucket = (struct store_bucket_args){ .op = sop, .n = h->n, .limit = r->credit_limit,
-                                               .refill_amount = lim->refill_amount,
-                                               .refill_ms = lim->refill_ms,
-                                               .strict = r->strict };
-        break;
-    case RULES_ALGO_SLIDING_WINDOW:
-        a.script = STORE_SCRIPT_SLIDING;
-        a.sliding = (struct store_sliding_args){ .op = sop, .n = h->n,
-                                                 .limit = r->credit_limit,
-                                                 .window_ms = lim->reset_ms };
-        break;
-    case RULES_ALGO_WINDOW:
-    default:
-        a.script = STORE_SCRIPT_WINDOW;
-        a.window = (struct store_window_args){ .op = sop, .n = h->n, .limit = r->credit_limit,
-                                               .reset_ms = lim->reset_ms };
-        break;
-    }
+    store_verdict_args_of(r->algo, r->credit_limit, lim, r->strict, sop, h->n, &a);
     return hit_batch_send(w->hb, w->key_buf, klen, &a, h->deadline, engine_on_store, h);
 }
 

@@ -480,36 +480,6 @@ int store_key_actor(const struct store *st, const char *rule_id, const char *key
 
 /* ---- typed requests (store_script.h) -------------------------------------------------- */
 
-int store_window(struct store_conn *sc, const char *key, size_t key_len,
-                 const struct store_window_args *a, uint64_t deadline_ms, store_cb *cb,
-                 void *arg)
-{
-    struct store_call call;
-
-    store_script_window(a, &call);
-    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
-}
-
-int store_bucket(struct store_conn *sc, const char *key, size_t key_len,
-                 const struct store_bucket_args *a, uint64_t deadline_ms, store_cb *cb,
-                 void *arg)
-{
-    struct store_call call;
-
-    store_script_bucket(a, &call);
-    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
-}
-
-int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
-                  const struct store_sliding_args *a, uint64_t deadline_ms, store_cb *cb,
-                  void *arg)
-{
-    struct store_call call;
-
-    store_script_sliding(a, &call);
-    return store_conn_send(sc, STORE_CMD_CALL, &call, key, key_len, deadline_ms, cb, arg);
-}
-
 int store_lease(struct store_conn *sc, const char *key, size_t key_len,
                 const struct store_lease_args *a, uint64_t deadline_ms, store_cb *cb, void *arg)
 {

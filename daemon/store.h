@@ -5,8 +5,8 @@
  * owns one struct store_conn: a hiredis async connection attached to the
  * worker's own libevent loop, over which its requests are pipelined.
  *
- * Requests are typed calls of the Lua scripts (store_window(),
- * store_bucket(), store_sliding(), store_lease(); their text, ARGV and
+ * Requests are typed calls of the Lua scripts (store_verdict(),
+ * store_verdicts(), store_lease(); their text, ARGV and
  * answers are in daemon/store_script.h), run with EVALSHA (each script
  * loaded with SCRIPT LOAD at every connect and again after NOSCRIPT), DEL
  * and SCAN (store_scan(), for COUNTERS).  Every request carries a deadline:
@@ -72,7 +72,7 @@ struct store_opts {
 };
 
 /*
- * Called exactly once for every request accepted (store_window() ...
+ * Called exactly once for every request accepted (store_verdict() ...
  * store_del() returned 0), in the owning worker's thread, never from inside
  * the call that sent it.  @reply (store_script.h) is the answer, of the kind
  * the request asks for: a verdict (window, bucket, sliding), verdicts (a
@@ -124,52 +124,41 @@ bool store_conn_active(const struct store_conn *sc);
  *   -ETIMEDOUT  @deadline_ms has passed already;
  *   -EINVAL, -ENOMEM.
  */
-int store_window(struct store_conn *sc, const char *key, size_t key_len,
-                 const struct store_window_args *a, uint64_t deadline_ms, store_cb *cb,
-                 void *arg);
-int store_bucket(struct store_conn *sc, const char *key, size_t key_len,
-                 const struct store_bucket_args *a, uint64_t deadline_ms, store_cb *cb,
-                 void *arg);
-int store_sliding(struct store_conn *sc, const char *key, size_t key_len,
-                  const struct store_sliding_args *a, uint64_t deadline_ms, store_cb *cb,
+int store_verdict(struct store_conn *sc, const char *key, size_t key_len,
+                  const struct store_verdict_args *a, uint64_t deadline_ms, store_cb *cb,
                   void *arg);
 int store_lease(struct store_conn *sc, const char *key, size_t key_len,
                 const struct store_lease_args *a, uint64_t deadline_ms, store_cb *cb, void *arg);
 
 /* RESP's ad-hoc buckets (docs/resp.md): the reply is STORE_REPLY_TOKENS
- * or STORE_REPLY_GCRA; @key from store_adhoc_key().  As store_window(). */
+ * or STORE_REPLY_GCRA; @key from store_adhoc_key().  As store_verdict(). */
 int store_adhoc_tb(struct store_conn *sc, const char *key, size_t key_len,
                    const struct store_adhoc_tb_args *a, uint64_t deadline_ms, store_cb *cb,
                    void *arg);
 int store_adhoc_gcra(struct store_conn *sc, const char *key, size_t key_len,
                      const struct store_adhoc_gcra_args *a, uint64_t deadline_ms, store_cb *cb,
                      void *arg);
-/* The window, bucket or sliding script that @a names (a->script): as
- * store_window(), store_bucket() or store_sliding(). */
-int store_verdict(struct store_conn *sc, const char *key, size_t key_len,
-                  const struct store_verdict_args *a, uint64_t deadline_ms, store_cb *cb,
-                  void *arg);
 
 /*
  * One call of @a's script deciding the requests @items (op and n each; a's
  * own op and n unused) one after the other on @key, in their order, as the
  * same number of store_verdict() calls sent back to back would; the reply
  * is STORE_REPLY_VERDICTS, one verdict per item (store_verdicts_get()).
- * @items is borrowed until @cb has run.  As store_window(); -EINVAL for no
+ * @items is borrowed until @cb has run.  As store_verdict(); -EINVAL for no
  * items.
  */
 int store_verdicts(struct store_conn *sc, const char *key, size_t key_len,
                    const struct store_verdict_args *a, const struct store_items *items,
                    uint64_t deadline_ms, store_cb *cb, void *arg);
 
-/* DEL @key; the reply is STORE_REPLY_DELETED.  As store_window(). */
+/* DEL @key; the reply is STORE_REPLY_DELETED.  As store_verdict(). */
 int store_del(struct store_conn *sc, const char *key, size_t key_len, uint64_t deadline_ms,
               store_cb *cb, void *arg);
 
 /*
  * SCAN @cursor MATCH @pattern (@pattern_len bytes, a Redis glob) COUNT
  * @count: one step of a scan (0 starts one).  The reply is STORE_REPLY_KEYS:
- * the next cursor and the keys found (store_keys_get()).  As store_window().
+ * the next cursor and the keys found (store_keys_get()).  As store_verdict().
  */
 int store_scan(struct store_conn *sc, const char *pattern, size_t pattern_len, uint64_t cursor,
                unsigned count, uint64_t deadline_ms, store_cb *cb, void *arg);

@@ -124,7 +124,7 @@ int store_cluster_send(struct store_cluster *cl, enum store_cmd cmd,
 /*
  * Sends @cmd on @key (@key_len bytes; SCAN: the pattern): a script @call,
  * DEL, or SCAN with @call->argv[0] the cursor and [1] the count.  As
- * store_window() (store.h).
+ * store_verdict() (store.h).
  */
 int store_conn_send(struct store_conn *sc, enum store_cmd cmd, const struct store_call *call,
                     const char *key, size_t key_len, uint64_t deadline_ms, store_cb *cb,

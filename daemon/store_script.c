@@ -575,6 +575,30 @@ int store_items_add(struct store_items *it, enum store_op op, uint64_t n)
     return 0;
 }
 
+void store_verdict_args_of(enum rules_algo algo, int64_t limit, const struct table_limits *lim,
+                           bool strict, enum store_op op, uint64_t n,
+                           struct store_verdict_args *ret)
+{
+    switch (algo) {
+    case RULES_ALGO_TOKEN_BUCKET:
+        ret->script = STORE_SCRIPT_BUCKET;
+        ret->bucket = (struct store_bucket_args){ .op = op, .n = n, .limit = limit,
+                                                  .refill_amount = lim->refill_amount,
+                                                  .refill_ms = lim->refill_ms, .strict = strict };
+        return;
+    case RULES_ALGO_SLIDING_WINDOW:
+        ret->script = STORE_SCRIPT_SLIDING;
+        ret->sliding = (struct store_sliding_args){ .op = op, .n = n, .limit = limit,
+                                                    .window_ms = lim->reset_ms };
+        return;
+    default:
+        ret->script = STORE_SCRIPT_WINDOW;
+        ret->window = (struct store_window_args){ .op = op, .n = n, .limit = limit,
+                                                  .reset_ms = lim->reset_ms };
+        return;
+    }
+}
+
 void store_script_verdict(const struct store_verdict_args *a, struct store_call *ret)
 {
     switch (a->script) {

@@ -20,6 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rules.h"
+#include "table.h"
+
 struct redisReply;
 
 enum store_script {
@@ -206,6 +209,12 @@ void store_script_adhoc_gcra(const struct store_adhoc_gcra_args *a, struct store
 
 /* @a's plain call (its op and n), or its batched form for @items (@a's op
  * and n unused; @items borrowed as store_call.list says). */
+/* The verdict script of a rule of algorithm @algo (RULES_ALGO_*), with
+ * credit @limit, table limits @lim (its window, or its refill) and @strict
+ * (token bucket), deciding @op for @n. */
+void store_verdict_args_of(enum rules_algo algo, int64_t limit, const struct table_limits *lim,
+                           bool strict, enum store_op op, uint64_t n,
+                           struct store_verdict_args *ret);
 void store_script_verdict(const struct store_verdict_args *a, struct store_call *ret);
 void store_script_verdicts(const struct store_verdict_args *a, const struct store_items *items,
                            struct store_call *ret);

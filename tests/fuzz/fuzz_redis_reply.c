@@ -22,7 +22,7 @@
  * strings, nils, statuses, errors (NOSCRIPT among them), a protocol error,
  * a half-sent reply, none at all (the request's deadline fires) or a
  * hang-up.  Every
- * request store_window() ... store_del() accepted must get its callback
+ * request store_verdict() ... store_del() accepted must get its callback
  * exactly once, a non-NULL answer must be what the reference decoder makes
  * of the integers that were sent, and store_conn_free() must leave nothing
  * behind (LeakSanitizer).
@@ -717,21 +717,26 @@ static void run_server(struct fz *f)
             r = store_del(sc, key, 2, deadline, on_done, p);
             break;
         case STORE_SCRIPT_WINDOW: {
-            struct store_window_args wa = { op, a[0], (int64_t)a[1], a[2] };
+            struct store_verdict_args va = { .script = STORE_SCRIPT_WINDOW,
+                                             .window = { op, a[0], (int64_t)a[1], a[2] } };
 
-            r = store_window(sc, key, 2, &wa, deadline, on_done, p);
+            r = store_verdict(sc, key, 2, &va, deadline, on_done, p);
             break;
         }
         case STORE_SCRIPT_BUCKET: {
-            struct store_bucket_args ba = { op, a[0], (int64_t)a[1], a[2], a[3], a[4] & 1 };
+            struct store_verdict_args va = {
+                .script = STORE_SCRIPT_BUCKET,
+                .bucket = { op, a[0], (int64_t)a[1], a[2], a[3], a[4] & 1 },
+            };
 
-            r = store_bucket(sc, key, 2, &ba, deadline, on_done, p);
+            r = store_verdict(sc, key, 2, &va, deadline, on_done, p);
             break;
         }
         case STORE_SCRIPT_SLIDING: {
-            struct store_sliding_args sa = { op, a[0], (int64_t)a[1], a[2] };
+            struct store_verdict_args va = { .script = STORE_SCRIPT_SLIDING,
+                                             .sliding = { op, a[0], (int64_t)a[1], a[2] } };
 
-            r = store_sliding(sc, key, 2, &sa, deadline, on_done, p);
+            r = store_verdict(sc, key, 2, &va, deadline, on_done, p);
             break;
         }
         default: {

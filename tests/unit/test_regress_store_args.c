@@ -77,9 +77,10 @@ static void test_regress_store_longest_call(void **state)
     char dir[] = "/tmp/divvy-regress-store.XXXXXX", path[96];
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct store_opts o = { .unix_socket = path, .timeout_ms = 1000 };
-    const struct store_bucket_args args = { .op = STORE_TAKE, .n = 101, .limit = 102,
-                                            .refill_amount = 103, .refill_ms = 104,
-                                            .strict = true };
+    const struct store_verdict_args args = { .script = STORE_SCRIPT_BUCKET,
+                                             .bucket = { .op = STORE_TAKE, .n = 101,
+                                                         .limit = 102, .refill_amount = 103,
+                                                         .refill_ms = 104, .strict = true } };
     const char *want[STORE_SCRIPT_ARGV_MAX] = { "take", "101", "102", "103", "104", "1" };
     struct event_base *base;
     struct store_conn *sc = NULL;
@@ -103,7 +104,7 @@ static void test_regress_store_longest_call(void **state)
     fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     assert_true(fd >= 0);
 
-    assert_int_equal(store_bucket(sc, "key", 3, &args, clock_now_ms() + 1000, cb_count, &calls),
+    assert_int_equal(store_verdict(sc, "key", 3, &args, clock_now_ms() + 1000, cb_count, &calls),
                      0);
     cmd = read_evalsha(base, fd);
     assert_non_null(cmd);

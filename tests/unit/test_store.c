@@ -412,18 +412,20 @@ static void test_store_refuses_while_open(void **state)
     struct store_conn *sc = NULL;
     struct store *st = NULL;
     struct store_stats s;
-    const struct store_window_args args = { .op = STORE_TAKE, .n = 1, .limit = 10,
-                                            .reset_ms = 1000 };
+    const struct store_verdict_args args = {
+        .script = STORE_SCRIPT_WINDOW,
+        .window = { .op = STORE_TAKE, .n = 1, .limit = 10, .reset_ms = 1000 },
+    };
 
     (void)state;
     assert_non_null(base);
     assert_int_equal(store_new(&o, &st), 0);
     assert_int_equal(store_conn_new(st, base, &sc), 0);
     assert_false(store_breaker_open(st));
-    assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 100, cb_never, NULL),
+    assert_int_equal(store_verdict(sc, "k", 1, &args, clock_now_ms() + 100, cb_never, NULL),
                      -ENOTCONN);
     assert_true(store_breaker_open(st));
-    assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 100, cb_never, NULL),
+    assert_int_equal(store_verdict(sc, "k", 1, &args, clock_now_ms() + 100, cb_never, NULL),
                      -ENOTCONN);
     assert_int_equal(store_del(sc, "k", 1, clock_now_ms() - 1, cb_never, NULL), -ETIMEDOUT);
     store_stats(st, &s);
@@ -547,7 +549,7 @@ static uint64_t run_until(struct event_base *base, struct got *g)
 
 /*
  * No sentinel answers: one path is missing, one port refuses.  The request
- * waits (store_window() accepts it, discovery is under way), then fails with
+ * waits (store_verdict() accepts it, discovery is under way), then fails with
  * the breaker open; the next one is refused at once.
  */
 static void test_store_sentinel_none_answers(void **state)
@@ -565,8 +567,10 @@ static void test_store_sentinel_none_answers(void **state)
     struct store *st = NULL;
     struct store_stats s;
     struct got g = { 0 };
-    const struct store_window_args args = { .op = STORE_TAKE, .n = 1, .limit = 10,
-                                            .reset_ms = 1000 };
+    const struct store_verdict_args args = {
+        .script = STORE_SCRIPT_WINDOW,
+        .window = { .op = STORE_TAKE, .n = 1, .limit = 10, .reset_ms = 1000 },
+    };
 
     (void)state;
     snprintf(refused, sizeof(refused), "127.0.0.1:%u", port);
@@ -574,13 +578,13 @@ static void test_store_sentinel_none_answers(void **state)
     assert_int_equal(store_new(&o, &st), 0);
     store_want(st);
     assert_int_equal(store_conn_new(st, base, &sc), 0);
-    assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 1000, cb_got, &g), 0);
-    assert_int_equal(g.calls, 0);       /* never from inside store_window() */
+    assert_int_equal(store_verdict(sc, "k", 1, &args, clock_now_ms() + 1000, cb_got, &g), 0);
+    assert_int_equal(g.calls, 0);       /* never from inside store_verdict() */
     run_until(base, &g);
     assert_int_equal(g.calls, 1);
     assert_true(g.null_reply);
     assert_true(store_breaker_open(st));
-    assert_int_equal(store_window(sc, "k", 1, &args, clock_now_ms() + 1000, cb_never, NULL),
+    assert_int_equal(store_verdict(sc, "k", 1, &args, clock_now_ms() + 1000, cb_never, NULL),
                      -ENOTCONN);
     store_stats(st, &s);
     assert_int_equal(s.trips, 1);
@@ -613,8 +617,10 @@ static void test_store_sentinel_silent(void **state)
     struct store *st = NULL;
     struct store_stats s;
     struct got g = { 0 };
-    const struct store_window_args args = { .op = STORE_TAKE, .n = 1, .limit = 10,
-                                            .reset_ms = 1000 };
+    const struct store_verdict_args args = {
+        .script = STORE_SCRIPT_WINDOW,
+        .window = { .op = STORE_TAKE, .n = 1, .limit = 10, .reset_ms = 1000 },
+    };
     uint64_t t0, dt;
 
     (void)state;
@@ -623,7 +629,7 @@ static void test_store_sentinel_silent(void **state)
     assert_int_equal(store_new(&o, &st), 0);
     assert_int_equal(store_conn_new(st, base, &sc), 0);
     t0 = clock_now_ms();
-    assert_int_equal(store_window(sc, "k", 1, &args, t0 + 100, cb_got, &g), 0);
+    assert_int_equal(store_verdict(sc, "k", 1, &args, t0 + 100, cb_got, &g), 0);
     run_until(base, &g);
     dt = clock_now_ms() - t0;
     assert_int_equal(g.calls, 1);
