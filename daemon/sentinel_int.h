@@ -35,8 +35,8 @@ struct sentinel {
     pthread_mutex_t lock;       /* guards master, announced, promoting, last_ok */
     char master[SENTINEL_HOST_MAX + 16];    /* "HOST:PORT" last reported, "" before */
     char announced[SENTINEL_HOST_MAX + 16]; /* "HOST:PORT" last +switch-master, "" before */
-    char promoting[2 * SENTINEL_HOST_MAX + 40]; /* "NEW<OLD" of the promotion last logged,
-                                                 * "" since the last switch */
+    char promoting[2 * SENTINEL_HOST_MAX + 40]; /* "NEW<OLD" of the promotion last logged
+                                                 * or ended by a switch, "" before */
     int last_ok;                /* the sentinel that answered last, -1 before */
 };
 

@@ -77,8 +77,6 @@ struct sentinel_watch {
 
 static struct log_ratelimit rl_watch;
 
-/* Records the master just announced; true when it differs from the last
- * announcement (each failover is logged once, whichever worker hears it). */
 /* Records the promotion of @shown in place of @old; true when it is news. */
 static bool sw_promoting_changed(struct sentinel *sn, const char *shown, const char *old)
 {
@@ -94,8 +92,13 @@ static bool sw_promoting_changed(struct sentinel *sn, const char *shown, const c
     return changed;
 }
 
-static bool sw_announced_changed(struct sentinel *sn, const char *host, unsigned port, char *buf,
-                                 size_t size)
+/* Records the master just announced: true when it differs from the last
+ * announcement (each failover is logged once, whichever worker hears it).
+ * It also ends the promotion that led to it: "@host<@old" is remembered as
+ * logged, so a worker whose subscription hears of that promotion only after
+ * the switch does not announce it again; a later promotion is another pair. */
+static bool sw_announced_changed(struct sentinel *sn, const char *host, unsigned port,
+                                 const char *old, char *buf, size_t size)
 {
     bool changed;
 
@@ -108,7 +111,7 @@ static bool sw_announced_changed(struct sentinel *sn, const char *host, unsigned
          * may be there already and ask no sentinel again. */
         snprintf(sn->master, sizeof(sn->master), "%s", buf);
     }
-    sn->promoting[0] = '\0';    /* the next promotion is news again */
+    snprintf(sn->promoting, sizeof(sn->promoting), "%s<%s", buf, old);
     pthread_mutex_unlock(&sn->lock);
     return changed;
 }
@@ -285,7 +288,7 @@ static void sw_log(struct sentinel_watch *w, const struct sentinel_news *n, unsi
 
     sentinel_show(n->old_host, n->old_port, old, sizeof(old));
     if (n->kind == SENTINEL_NEWS_SWITCH) {
-        if (sw_announced_changed(w->sn, n->host, n->port, shown, sizeof(shown)))
+        if (sw_announced_changed(w->sn, n->host, n->port, old, shown, sizeof(shown)))
             log_msg(LOG_NOTICE, "redis: sentinel %s announced " SWITCH_CHANNEL ": master %s "
                     "is %s (was %s)", w->sn->addrs[from].text, w->sn->name, shown, old);
         return;
