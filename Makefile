@@ -24,6 +24,9 @@ PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis l
              libmicrohttpd libnghttp2 libprotobuf-c
 TEST_PKGS := cmocka
 
+# TLS listeners (daemon/tls.c, docs/security.md): OpenSSL's libssl and libcrypto.
+PKGS      += openssl
+
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
         -Wno-format-nonliteral
 ifeq ($(WERROR),1)

@@ -35,6 +35,7 @@
 #include "srv.h"
 #include "store.h"
 #include "table.h"
+#include "tls.h"
 
 #define DEFAULT_CONFIG "/etc/divvy/divvy.conf"
 #define MAX_LISTEN     65          /* the config allows 64, plus $PORT */
@@ -110,9 +111,10 @@ static int parse_args(int argc, char **argv, struct args *a)
             break;
         case 'l':
             rest = config_listen_proto(optarg, &proto);
-            if (strncmp(rest, "unix:", 5) != 0 && strncmp(rest, "tcp:", 4) != 0) {
+            if (strncmp(rest, "unix:", 5) != 0 && strncmp(rest, "tcp:", 4) != 0 &&
+                !config_listen_is_tls(rest)) {
                 fprintf(stderr, "divvyd: --listen %s: expected [resp:|rls:]unix:PATH or "
-                        "[resp:|rls:]tcp:HOST:PORT\n", optarg);
+                        "[resp:|rls:]tcp:HOST:PORT or [resp:|rls:]tls:HOST:PORT\n", optarg);
                 return -EINVAL;
             }
             if (a->n_listen == MAX_LISTEN) {
@@ -406,6 +408,35 @@ static int make_adhoc(const struct config *cfg, const char *state_dir, char *pat
     return 0;
 }
 
+/* The "tls:" listeners' certificate (server.tls, docs/security.md), read
+ * now and at every reload; none without server.tls (srv.c then refuses a
+ * "tls:" listener). */
+static int make_tls(const struct config *cfg, struct reload *rl, struct tls **ret)
+{
+    char err[TLS_ERR_MAX];
+    struct tls_ctx *x = NULL;
+    struct tls *t;
+    int r;
+
+    if (!cfg->tls.line)
+        return 0;
+    r = tls_prepare(&cfg->tls, &x, err, sizeof(err));
+    if (r < 0) {
+        log_msg(LOG_ERR, "not starting: %s:%u: %s", cfg->path, cfg->tls.line, err);
+        return r;
+    }
+    t = tls_new();
+    if (!t) {
+        tls_ctx_free(x);
+        log_msg(LOG_ERR, "not starting: out of memory");
+        return -ENOMEM;
+    }
+    tls_install(t, x);
+    reload_set_tls(rl, t);
+    *ret = t;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct args a = { 0 };
@@ -421,6 +452,7 @@ int main(int argc, char **argv)
     ssize_t sidx;
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
+    struct tls *tls = NULL;
     struct store *store = NULL;
     struct metrics_opts mo = { 0 };
     struct metrics *metrics = NULL;
@@ -634,6 +666,10 @@ int main(int argc, char **argv)
     }
     so.inherited = inherited;
     so.n_inherited = n_inherited;
+    r = make_tls(cfg, rl, &tls);
+    if (r < 0)
+        goto out_rcu;
+    so.tls = tls;
     r = srv_new(&so, &srv);
     if (r < 0 || fastfd_start(ff) < 0)
         goto out_rcu;
@@ -654,6 +690,7 @@ int main(int argc, char **argv)
     log_msg(LOG_NOTICE, "stopped");
 out_rcu:
     srv_free(srv);
+    tls_free(tls);
     metrics_free(metrics);
     store_free(store);
     reload_free(rl);

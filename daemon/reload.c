@@ -23,6 +23,7 @@
 #include "log.h"
 #include "reload.h"
 #include "reload_diff.h"
+#include "tls.h"
 
 struct published {
     struct reload_state st;
@@ -41,6 +42,7 @@ struct reload {
     uint64_t next_generation;
     uint64_t n_ok;
     uint64_t n_rejected;
+    struct tls *tls;                /* the TLS listeners' certificate; NULL: none (tls.h) */
 };
 
 /*
@@ -282,6 +284,29 @@ const struct reload_state *reload_current(struct reload *rl)
     return p ? &p->st : NULL;
 }
 
+void reload_set_tls(struct reload *rl, struct tls *tls)
+{
+    rl->tls = tls;
+}
+
+/* The TLS listeners' new context from @cfg's server.tls, into *ret; a
+ * problem is the reload's, at server.tls's line. */
+static int reload_tls(const struct config *cfg, struct tls_ctx **ret, struct diag *diag)
+{
+    char err[TLS_ERR_MAX];
+    int r;
+
+    if (!cfg->tls.line) {
+        diag_set(diag, cfg->path, 0, "server.tls is gone but TLS listeners are open: they "
+                 "keep the certificate they have only until a restart; put it back");
+        return -EINVAL;
+    }
+    r = tls_prepare(&cfg->tls, ret, err, sizeof(err));
+    if (r < 0)
+        diag_set(diag, cfg->path, cfg->tls.line, "%s", err);
+    return r;
+}
+
 int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, size_t *ret_rules,
                char *errbuf, size_t errsize)
 {
@@ -364,6 +389,7 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     struct diag *diag;
     struct tables_log copied = { 0 };
     struct fastrules trusted = { 0 };
+    struct tls_ctx *tls = NULL;
     uint64_t gen;
     bool move, wrote = false;
     int r;
@@ -383,6 +409,10 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
         r = reload_settings_take(cfg, &now_set);
     if (r >= 0)
         r = reload_diff(rl->current->st.rules, rules, &rl->settings, &now_set, &ret->diff);
+    /* A new certificate is read and checked now (a dry run too); it goes in
+     * with the rules, or not at all, and the old one stays. */
+    if (r >= 0 && rl->tls)
+        r = reload_tls(cfg, &tls, diag);
     if (r >= 0 && opts->dry_run) {
         ret->generation = rl->current->st.generation;
         ret->rules = rules_count(rules);
@@ -441,6 +471,10 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     p->st.generation = gen;
     rules = NULL;
     old = rcu_xchg_pointer(&rl->current, p);
+    if (tls) {
+        tls_install(rl->tls, tls);
+        tls = NULL;
+    }
     /* The file is complete before the generation that names it is visible. */
     table_set_generation(rl->fast, gen);
     remove_old_rules_files(rl, gen);
@@ -473,6 +507,7 @@ out:
     reload_settings_free(&now_set);
     published_free(p);
     rules_free(rules);
+    tls_ctx_free(tls);
     config_free(cfg);
     free(diag);
     return r;

@@ -63,9 +63,11 @@ struct srv_opts {
      * setting each fd to -1, and binds only the listen addresses not among them. */
     struct notify_listener *inherited;
     size_t n_inherited;
+    struct tls *tls;            /* the "tls:" listeners' context (tls.h); NULL: none */
 };
 
 struct srv;
+struct tls;
 
 /*
  * Binds every listener (a stale Unix socket file nobody answers on is

@@ -801,7 +801,7 @@ static void test_config_error_syntax(void **state)
 static void test_config_error_settings(void **state)
 {
     (void)state;
-    expect_error("tests/fixtures/bad-listen.conf", "must start with tcp: or unix:");
+    expect_error("tests/fixtures/bad-listen.conf", "must start with tcp:, tls: or unix:");
     expect_error("tests/fixtures/bad-when-full.conf", "when_full must be");
     expect_error("tests/fixtures/bad-socket-mode.conf", "socket_mode must be an octal string");
     expect_error("tests/fixtures/bad-include.conf", "@include");
