@@ -266,6 +266,10 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
         adhoc_stats(s->o.adhoc, &g->adhoc);
         g->have_adhoc = true;
     }
+    if (s->o.tls) {
+        g->have_tls = true;
+        g->tls_handshake_failures = tls_handshake_failures();
+    }
 }
 
 /* Metrics' gauges and statsd, and systemd's STATUS= when it changed. */
