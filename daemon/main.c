@@ -48,7 +48,8 @@ static const char usage_text[] =
     "  -c, --config=FILE     rules and settings (default " DEFAULT_CONFIG ");\n"
     "                        FILE.ini and FILE.json are read as divvy INI/JSON,\n"
     "                        anything else as libconfig (divvy.conf)\n"
-    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT, resp: before\n"
+    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT (tls:HOST:PORT\n"
+    "                        for TLS, with the config's server.tls), resp: before\n"
     "                        either for the Redis protocol, rls: for Envoy's rate limit\n"
     "                        service (repeatable; replaces the config's server.listen)\n"
     "  -s, --state-dir=DIR   counter tables live here (default: the config's\n"
@@ -408,6 +409,19 @@ static int make_adhoc(const struct config *cfg, const char *state_dir, char *pat
     return 0;
 }
 
+/* --check: server.tls's files as a start would read them. */
+static int check_tls(const struct config *cfg, struct diag *diag)
+{
+    char err[TLS_ERR_MAX];
+    struct tls_ctx *x = NULL;
+    int r = tls_prepare(&cfg->tls, &x, err, sizeof(err));
+
+    if (r < 0)
+        diag_set(diag, cfg->path, cfg->tls.line, "%s", err);
+    tls_ctx_free(x);
+    return r;
+}
+
 /* The "tls:" listeners' certificate (server.tls, docs/security.md), read
  * now and at every reload; none without server.tls (srv.c then refuses a
  * "tls:" listener). */
@@ -487,6 +501,8 @@ int main(int argc, char **argv)
     r = config_load(a.config, &cfg, diag);
     if (r >= 0 && a.check)
         r = rules_compile(&cfg->rules, 0, &rules, diag);
+    if (r >= 0 && a.check && cfg->tls.line)
+        r = check_tls(cfg, diag);
     if (r < 0) {
         print_diag(diag, a.config, r, a.check);
         if (!a.check)
