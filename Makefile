@@ -489,9 +489,10 @@ $(B)/bench-instr-fast: tools/bench-instr-fast.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy \
 	    -Wl,-rpath,$(abspath $(B))
 
-# The RLS rows' load (tools/divvy-rls-bench.c): HTTP/2 calls, libnghttp2 only.
+# The RLS rows' load (tools/divvy-rls-bench.c): HTTP/2 calls, libnghttp2, and
+# OpenSSL for its TLS mode (-s).
 $(B)/divvy-rls-bench: $(B)/tools/divvy-rls-bench.o
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2 openssl)
 
 $(B)/bench_rules: tests/unit/bench_rules.c $(LIBSERVER) $(LIBCOMMON)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(ALL_LDFLAGS) -o $@ $< $(LIBSERVER) $(LIBCOMMON) \

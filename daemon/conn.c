@@ -746,7 +746,7 @@ void conn_sweep(struct worker *w, uint64_t now)
     struct conn *c, *next;
 
     for (c = w->conns; c; c = next) {
-        bool pending, partial, idle;
+        bool pending, partial, idle, handshake;
         int why;
 
         next = c->next;
@@ -754,9 +754,11 @@ void conn_sweep(struct worker *w, uint64_t now)
         if (c->dead || c->fd < 0 || c->replies.n > 0 || c->paused || c->backlogged)
             continue;
         pending = c->out_off < c->out_len;
-        partial = !c->out_paused && (c->in_len > 0 || c->discarding ||
-                                     (c->tls && !tls_sess_ready(c->tls)));
-        idle = !pending && !partial && !c->out_paused;
+        /* A TLS handshake is a request still arriving, and the idle timeout
+         * bounds it too (request_timeout_ms may be 0). */
+        handshake = c->tls && !tls_sess_ready(c->tls);
+        partial = !c->out_paused && (c->in_len > 0 || c->discarding || handshake);
+        idle = !pending && (!partial || handshake) && !c->out_paused;
         why = admit_expired(a, now, idle, c->last_ms, partial ? c->partial_ms : 0,
                             pending ? c->stall_ms : 0);
         if (why < 0)
