@@ -131,15 +131,32 @@ static struct harness_daemon *start_tls(const char *server_extra, const char *tl
     return d;
 }
 
-static long long stat_of(struct harness_daemon *d, const char *name)
+/* divvyd's count of failed handshakes (STATS on the Unix socket, as root). */
+static long long handshake_failures(struct harness_daemon *d)
 {
     struct harness_conn *c = NULL;
+    char *stats = harness_scratch(HARNESS_LINE * 4);
     long long v = -1;
 
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    CHECK(harness_get_stat(c, name, &v));
+    CHECK(harness_multi(c, "STATS", stats, HARNESS_LINE * 4));
     harness_close(c);
+    CHECK(harness_stat(stats, "tls_handshake_failures", &v));
     return v;
+}
+
+/* One ShouldRateLimit call for user @user through rls_tls_client.js,
+ * trusting @ca, with @cert_key ("cli.crt cli.key", or ""): its output. */
+static int grpc_call(const char *user, const char *ca, const char *cert_key, char *out,
+                     size_t size)
+{
+    char proto[HARNESS_PATH], script[HARNESS_PATH];
+
+    CHECK(harness_src_path("proto", proto, sizeof(proto)));
+    CHECK(harness_src_path("tests/rls/rls_tls_client.js", script, sizeof(script)));
+    return sh(out, size, "echo '{\"domain\":\"edge\",\"descriptors\":[{\"entries\":"
+              "[{\"key\":\"user\",\"value\":\"%s\"}]}]}' | NODE_PATH=%s node %s %s "
+              "127.0.0.1:$G %s %s", user, node_modules, script, proto, ca, cert_key);
 }
 
 static bool skip_without_openssl(void)
@@ -208,7 +225,7 @@ static void test_tls_line_resp(void **state)
         harness_close(c);
     }
     assert_true(harness_alive(d));
-    assert_true(stat_of(d, "tls_handshake_failures") >= 6);
+    assert_true(handshake_failures(d) >= 6);
     st = tls_hit("", "c", out, 65536);
     if (!strstr(out, "OK true 2 "))
         fail_msg("s_client after the junk: status %d:\n%s", st, out);
@@ -220,7 +237,7 @@ static void test_tls_rls_grpc(void **state)
 {
     struct harness_daemon *d;
     char *out = harness_scratch(65536);
-    char proto[HARNESS_PATH], script[HARNESS_PATH];
+    char script[HARNESS_PATH];
     int st;
 
     (void)state;
@@ -236,18 +253,12 @@ static void test_tls_rls_grpc(void **state)
     if (st != 0)
         fail_msg("tests/rls/npm_ensure.sh: status %d:\n%s", st, node_modules);
     node_modules[strcspn(node_modules, "\n")] = '\0';
-    CHECK(harness_src_path("proto", proto, sizeof(proto)));
-    CHECK(harness_src_path("tests/rls/rls_tls_client.js", script, sizeof(script)));
     d = start_tls("", "");
-    st = sh(out, 65536, "echo '{\"domain\":\"edge\",\"descriptors\":[{\"entries\":"
-            "[{\"key\":\"user\",\"value\":\"bob\"}]}]}' | NODE_PATH=%s node %s %s "
-            "127.0.0.1:$G ca.crt", node_modules, script, proto);
+    st = grpc_call("bob", "ca.crt", "", out, 65536);
     if (st != 0 || !strstr(out, "\"ok\":true") || !strstr(out, "\"overall_code\":\"OK\""))
         fail_msg("grpc-js over TLS: status %d:\n%s", st, out);
     /* A CA that did not sign divvyd's certificate: grpc-js refuses it. */
-    st = sh(out, 65536, "echo '{\"domain\":\"edge\",\"descriptors\":[{\"entries\":"
-            "[{\"key\":\"user\",\"value\":\"bob\"}]}]}' | NODE_PATH=%s node %s %s "
-            "127.0.0.1:$G other.crt", node_modules, script, proto);
+    st = grpc_call("bob", "other.crt", "", out, 65536);
     if (!strstr(out, "\"ok\":false"))
         fail_msg("grpc-js trusting another CA: status %d:\n%s", st, out);
     harness_free(d);
@@ -258,7 +269,7 @@ static void test_tls_mtls(void **state)
 {
     struct harness_daemon *d;
     char *out = harness_scratch(65536);
-    char extra[HARNESS_PATH + 64], proto[HARNESS_PATH], script[HARNESS_PATH];
+    char extra[HARNESS_PATH + 64];
     long long before;
     int st;
 
@@ -267,14 +278,14 @@ static void test_tls_mtls(void **state)
         return;
     snprintf(extra, sizeof(extra), "client_ca_file = \"%s/ca.crt\";", dir);
     d = start_tls("", extra);
-    before = stat_of(d, "tls_handshake_failures");
+    before = handshake_failures(d);
     tls_hit("", "m", out, 65536);
     if (strstr(out, "OK "))
         fail_msg("served without a client certificate:\n%s", out);
     tls_hit("-cert evil.crt -key evil.key", "m", out, 65536);
     if (strstr(out, "OK "))
         fail_msg("served with another CA's client certificate:\n%s", out);
-    assert_true(stat_of(d, "tls_handshake_failures") >= before + 2);
+    assert_true(handshake_failures(d) >= before + 2);
     st = tls_hit("-cert cli.crt -key cli.key", "m", out, 65536);
     if (st != 0 || !strstr(out, "OK true 2 "))
         fail_msg("refused with the CA's client certificate: status %d:\n%s", st, out);
@@ -283,16 +294,10 @@ static void test_tls_mtls(void **state)
     if (st != 0 || strcmp(out, "PONG\n") != 0)
         fail_msg("redis-cli with a client certificate: status %d:\n%s", st, out);
     if (node_modules[0]) {
-        CHECK(harness_src_path("proto", proto, sizeof(proto)));
-        CHECK(harness_src_path("tests/rls/rls_tls_client.js", script, sizeof(script)));
-        st = sh(out, 65536, "echo '{\"domain\":\"edge\",\"descriptors\":[{\"entries\":"
-                "[{\"key\":\"user\",\"value\":\"amy\"}]}]}' | NODE_PATH=%s node %s %s "
-                "127.0.0.1:$G ca.crt cli.crt cli.key", node_modules, script, proto);
+        st = grpc_call("amy", "ca.crt", "cli.crt cli.key", out, 65536);
         if (st != 0 || !strstr(out, "\"ok\":true"))
             fail_msg("grpc-js with a client certificate: status %d:\n%s", st, out);
-        sh(out, 65536, "echo '{\"domain\":\"edge\",\"descriptors\":[{\"entries\":"
-           "[{\"key\":\"user\",\"value\":\"amy\"}]}]}' | NODE_PATH=%s node %s %s "
-           "127.0.0.1:$G ca.crt", node_modules, script, proto);
+        grpc_call("amy", "ca.crt", "", out, 65536);
         if (!strstr(out, "\"ok\":false"))
             fail_msg("grpc-js without a client certificate:\n%s", out);
     }
