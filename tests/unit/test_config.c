@@ -630,6 +630,18 @@ static void test_config_error_unknown_setting(void **state)
     expect_error_at("tests/fixtures/bad-toplevel.json", 3, "unknown setting 'defualt'");
 }
 
+/* server.tls (docs/security.md): a "tls:" address needs it, at the listen line. */
+static void test_config_error_tls(void **state)
+{
+    (void)state;
+    expect_error_at("tests/fixtures/bad-tls-listen.conf", 2,
+                    "\"resp:tls:127.0.0.1:6380\" is TLS: it needs a server.tls group");
+    expect_error_at("tests/fixtures/bad-tls-group.conf", 3,
+                    "server.tls needs certificate_file and key_file");
+    expect_error_at("tests/fixtures/bad-tls-version.conf", 5,
+                    "min_version must be \"TLS1.2\" or \"TLS1.3\"");
+}
+
 static void test_config_error_rule_typo(void **state)
 {
     (void)state;
@@ -1273,6 +1285,7 @@ int main(void)
         cmocka_unit_test(test_config_extensions_json),
         cmocka_unit_test(test_config_extension_case),
         cmocka_unit_test(test_config_error_unknown_setting),
+        cmocka_unit_test(test_config_error_tls),
         cmocka_unit_test(test_config_error_rule_typo),
         cmocka_unit_test(test_config_error_not_integer),
         cmocka_unit_test(test_config_error_huge_int),
