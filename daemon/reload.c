@@ -297,8 +297,8 @@ static int reload_tls(const struct config *cfg, struct tls_ctx **ret, struct dia
     int r;
 
     if (!cfg->tls.line) {
-        diag_set(diag, cfg->path, 0, "server.tls is gone but TLS listeners are open: they "
-                 "keep the certificate they have only until a restart; put it back");
+        diag_set(diag, cfg->path, 0, "server.tls is gone, but divvyd started with it and "
+                 "its TLS listeners stay open until a restart: put server.tls back");
         return -EINVAL;
     }
     r = tls_prepare(&cfg->tls, ret, err, sizeof(err));

@@ -257,13 +257,13 @@ void tls_install(struct tls *t, struct tls_ctx *x)
     free(x);
 }
 
-bool tls_ready(const struct tls *t)
+bool tls_ready(struct tls *t)
 {
     bool ready;
 
-    pthread_mutex_lock((pthread_mutex_t *)&t->lock);
+    pthread_mutex_lock(&t->lock);
     ready = t->ctx != NULL;
-    pthread_mutex_unlock((pthread_mutex_t *)&t->lock);
+    pthread_mutex_unlock(&t->lock);
     return ready;
 }
 

@@ -58,7 +58,7 @@ struct tls *tls_new(void);
 void tls_install(struct tls *t, struct tls_ctx *x);
 
 /* Whether a context is installed. */
-bool tls_ready(const struct tls *t);
+bool tls_ready(struct tls *t);
 
 /* Frees the holder (sessions keep their context).  NULL-safe. */
 void tls_free(struct tls *t);
