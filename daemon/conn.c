@@ -322,13 +322,9 @@ static ssize_t conn_recv(struct conn *c)
 {
     ssize_t n;
 
-    if (c->tls) {
-        n = tls_read(c->tls, c->in + c->in_len, IN_CAP - c->in_len);
-        c->read_wants_write = n == -EAGAIN && tls_sess_wants_write(c->tls);
-        if (c->read_wants_write)
-            event_add(c->wev, NULL);
-        return n;
-    }
+    if (c->tls)
+        return tls_recv(c->tls, c->in + c->in_len, IN_CAP - c->in_len, c->wev,
+                        &c->read_wants_write);
     n = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);
     return n < 0 ? -errno : n;
 }
@@ -337,26 +333,13 @@ static ssize_t conn_recv(struct conn *c)
  * once done (then the connection reads as any other). */
 static bool conn_handshake(struct conn *c)
 {
-    int r = tls_handshake(c->tls);
+    int r = tls_step(c->tls, c->rev, c->wev);
 
-    if (r < 0) {
+    if (r < 0)
         c->dead = true;
-        return false;
-    }
-    if (r > 0) {
+    else if (r > 0)
         c->partial_ms = 0;
-        event_del(c->wev);
-        event_add(c->rev, NULL);
-        return true;
-    }
-    if (tls_sess_wants_write(c->tls)) {
-        event_del(c->rev);
-        event_add(c->wev, NULL);
-    } else {
-        event_del(c->wev);
-        event_add(c->rev, NULL);
-    }
-    return false;
+    return r > 0;
 }
 
 /* Writes what is pending; arms the write event if the socket is full.

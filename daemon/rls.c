@@ -313,20 +313,13 @@ static int rls_write(struct rls_conn *rc)
 /* One step of @rc's TLS handshake, waiting for the event it needs. */
 static void rls_handshake(struct rls_conn *rc)
 {
-    int r = tls_handshake(rc->tls);
+    int r = tls_step(rc->tls, rc->rev, rc->wev);
 
     if (r < 0) {
         rc->dead = true;
         return;
     }
     rc->reading = r > 0 || !tls_sess_wants_write(rc->tls);
-    if (rc->reading) {
-        event_del(rc->wev);
-        event_add(rc->rev, NULL);
-    } else {
-        event_del(rc->rev);
-        event_add(rc->wev, NULL);
-    }
     if (r > 0)
         rc->last_ms = clock_coarse_ms();
 }
@@ -376,13 +369,8 @@ static ssize_t rls_recv(struct rls_conn *rc, uint8_t *buf, size_t len)
 {
     ssize_t n;
 
-    if (rc->tls) {
-        n = tls_read(rc->tls, buf, len);
-        rc->read_wants_write = n == -EAGAIN && tls_sess_wants_write(rc->tls);
-        if (rc->read_wants_write)
-            event_add(rc->wev, NULL);
-        return n;
-    }
+    if (rc->tls)
+        return tls_recv(rc->tls, buf, len, rc->wev, &rc->read_wants_write);
     n = read(rc->fd, buf, len);
     return n < 0 ? -errno : n;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -400,6 +401,33 @@ ssize_t tls_write(struct tls_sess *s, const void *buf, size_t len)
     r = sess_error(s, n);
     ERR_clear_error();
     return r == 0 ? -EPIPE : r;
+}
+
+int tls_step(struct tls_sess *s, struct event *rev, struct event *wev)
+{
+    int r = tls_handshake(s);
+
+    if (r < 0)
+        return r;
+    if (r == 0 && s->want_write) {
+        event_del(rev);
+        event_add(wev, NULL);
+    } else {
+        event_del(wev);
+        event_add(rev, NULL);
+    }
+    return r;
+}
+
+ssize_t tls_recv(struct tls_sess *s, void *buf, size_t len, struct event *wev,
+                 bool *ret_wants_write)
+{
+    ssize_t n = tls_read(s, buf, len);
+
+    *ret_wants_write = n == -EAGAIN && s->want_write;
+    if (*ret_wants_write)
+        event_add(wev, NULL);
+    return n;
 }
 
 uint64_t tls_handshake_failures(void)

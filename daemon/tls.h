@@ -98,6 +98,19 @@ ssize_t tls_read(struct tls_sess *s, void *buf, size_t len);
  * may have moved in memory). */
 ssize_t tls_write(struct tls_sess *s, const void *buf, size_t len);
 
+/* ---- for a transport on libevent (conn.c, rls.c) ---------------------------------------- */
+
+struct event;
+
+/* tls_handshake(), then waits on @rev (reading) or @wev (writing) as the
+ * next step needs, or, once done, on @rev: 1 done, 0 not yet, < 0 failed. */
+int tls_step(struct tls_sess *s, struct event *rev, struct event *wev);
+
+/* tls_read(); when it waits to write (a TLS 1.3 key update answered),
+ * arms @wev and sets *ret_wants_write: its handler must read again. */
+ssize_t tls_recv(struct tls_sess *s, void *buf, size_t len, struct event *wev,
+                 bool *ret_wants_write);
+
 /* Handshakes that failed since start (bad or plain-text clients, timeouts
  * are not among them): for STATS and metrics. */
 uint64_t tls_handshake_failures(void);
