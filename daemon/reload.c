@@ -413,6 +413,9 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
      * with the rules, or not at all, and the old one stays. */
     if (r >= 0 && rl->tls)
         r = reload_tls(cfg, &tls, diag);
+    else if (r >= 0 && cfg->tls.line)
+        log_msg(LOG_WARNING, "reload (%s): %s:%u: server.tls is new: it applies at the next "
+                "start (with a tls: listener)", who, cfg->path, cfg->tls.line);
     if (r >= 0 && opts->dry_run) {
         ret->generation = rl->current->st.generation;
         ret->rules = rules_count(rules);
