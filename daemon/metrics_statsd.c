@@ -131,6 +131,41 @@ static void statsd_redis(struct metrics *m, struct dgram *d)
     free(r);
 }
 
+/* divvyd's own, past divvy's: decision.<protocol>.<status> and, with a resp:
+ * listener, adhoc.<rl|cl>.<allowed|limited> as deltas; process.* gauges. */
+static void statsd_own(struct metrics *m, struct dgram *d, const struct metrics_gauges *g)
+{
+    static const char *const kind[ADHOC_N_KINDS] = { [ADHOC_RL] = "rl", [ADHOC_CL] = "cl" };
+    static const char *const decided[2] = { "accepted", "rejected" };
+    static const char *const took[2] = { "allowed", "limited" };
+    struct metrics_process p;
+    uint64_t total;
+
+    for (unsigned k = 0; k < METRICS_N_PROTOCOL; k++)
+        for (unsigned j = 0; j < 2; j++) {
+            total = metrics_sum_decisions(m, k, j == 0);
+            if (total > m->sent_decisions[k][j])
+                dgram_put(d, "decision.%s.%s:%llu|c",
+                          metrics_protocol_name((enum metrics_protocol)k), decided[j],
+                          (unsigned long long)(total - m->sent_decisions[k][j]));
+            m->sent_decisions[k][j] = total;
+        }
+    for (unsigned k = 0; g->have_adhoc && k < ADHOC_N_KINDS; k++)
+        for (unsigned j = 0; j < 2; j++) {
+            total = g->adhoc.hits[k][j];
+            if (total > m->sent_adhoc[k][j])
+                dgram_put(d, "adhoc.%s.%s:%llu|c", kind[k], took[j],
+                          (unsigned long long)(total - m->sent_adhoc[k][j]));
+            m->sent_adhoc[k][j] = total;
+        }
+    if (metrics_process_read(&p) == 0) {
+        dgram_put(d, "process.cpu_seconds:%.2f|g", p.cpu_seconds);
+        dgram_put(d, "process.resident_memory_bytes:%llu|g",
+                  (unsigned long long)p.resident_bytes);
+        dgram_put(d, "process.open_fds:%llu|g", (unsigned long long)p.open_fds);
+    }
+}
+
 /* divvy's statsd metrics (its README, "Statistics"), as deltas since the last flush. */
 static void statsd_flush(struct metrics *m)
 {
@@ -203,6 +238,7 @@ static void statsd_flush(struct metrics *m)
         m->sent_samples[i] = n;
     }
     statsd_redis(m, d);
+    statsd_own(m, d, &g);
     dgram_put(d, "connections:%llu|g", (unsigned long long)g.connections);
     dgram_send(d);
     free(d);
