@@ -134,6 +134,9 @@ help:
 	@echo "make check-symbols  no daemon-only symbol in libdivvy.so or pam_divvy.so (check-unit)"
 	@echo "make check-docs every function has a man page, pages render, docs and completion"
 	@echo "                install (check-unit)"
+	@echo "make check-monitoring  promtool check and test the alert rules, the dashboard is JSON"
+	@echo "                (check-unit); make install-monitoring, make uninstall-monitoring"
+	@echo "                only them, into \$$DESTDIR\$$PREFIX/share/divvy/monitoring"
 	@echo "make check-systemd  (root) install into a Debian bookworm container booted with"
 	@echo "                systemd-nspawn and drive the units there (tests/systemd/check-systemd.sh)"
 	@echo "make check-fleet  (root) three hosts and their Redis (single, Sentinel, Cluster) in"
@@ -564,6 +567,30 @@ uninstall-doc:
 	    $(MAN3_LINKS:%=$(DESTDIR)$(MANDIR)/man3/%.3) \
 	    $(COMPLETIONS:tools/bash-completion/%=$(DESTDIR)$(COMPLETIONSDIR)/%)
 	rm -rf $(DESTDIR)$(DOCDIR)
+
+# The Grafana dashboard and Prometheus alert rules (docs/operations.md
+# "Monitoring: dashboard and alerts"): check-monitoring (run by check-unit)
+# has promtool check and unit-test the rules and python3 parse the dashboard;
+# test_metrics_lint checks that every metric they query is exported.
+MONITORING_DIR   ?= $(PREFIX)/share/divvy/monitoring
+MONITORING_FILES := etc/monitoring/divvy-alerts.yml etc/monitoring/divvy-alerts.test.yml \
+                    etc/monitoring/grafana-divvy.json
+.PHONY: check-monitoring install-monitoring uninstall-monitoring
+check-unit: check-monitoring
+check-monitoring:
+	@cd etc/monitoring && out=$$( { promtool check rules divvy-alerts.yml && \
+	    promtool test rules divvy-alerts.test.yml && \
+	    python3 -m json.tool grafana-divvy.json >/dev/null; } 2>&1 ) && \
+	    echo "check-monitoring: alert rules checked and tested by promtool, dashboard is JSON" || \
+	    { echo "$$out" >&2; echo "check-monitoring: FAILED" >&2; exit 1; }
+install: install-monitoring
+install-monitoring:
+	$(INSTALL) -d $(DESTDIR)$(MONITORING_DIR)
+	$(INSTALL) -m 0644 $(MONITORING_FILES) $(DESTDIR)$(MONITORING_DIR)/
+uninstall: uninstall-monitoring
+uninstall-monitoring:
+	rm -f $(MONITORING_FILES:etc/monitoring/%=$(DESTDIR)$(MONITORING_DIR)/%)
+	-rmdir $(DESTDIR)$(MONITORING_DIR) $(DESTDIR)$(PREFIX)/share/divvy 2>/dev/null
 
 .PHONY: uninstall
 install: all
