@@ -132,13 +132,13 @@ static void statsd_redis(struct metrics *m, struct dgram *d)
 }
 
 /* divvyd's own, past divvy's: decision.<protocol>.<status> and, with a resp:
- * listener, adhoc.<rl|cl>.<allowed|limited> as deltas; process.* gauges. */
+ * listener, adhoc.<rl|cl>.<allowed|limited>, as deltas.  The process_*
+ * figures are the exposition's only: a statsd setup has its host agent's. */
 static void statsd_own(struct metrics *m, struct dgram *d, const struct metrics_gauges *g)
 {
     static const char *const kind[ADHOC_N_KINDS] = { [ADHOC_RL] = "rl", [ADHOC_CL] = "cl" };
     static const char *const decided[2] = { "accepted", "rejected" };
     static const char *const took[2] = { "allowed", "limited" };
-    struct metrics_process p;
     uint64_t total;
 
     for (unsigned k = 0; k < METRICS_N_PROTOCOL; k++)
@@ -158,12 +158,24 @@ static void statsd_own(struct metrics *m, struct dgram *d, const struct metrics_
                           (unsigned long long)(total - m->sent_adhoc[k][j]));
             m->sent_adhoc[k][j] = total;
         }
-    if (metrics_process_read(&p) == 0) {
-        dgram_put(d, "process.cpu_seconds:%.2f|g", p.cpu_seconds);
-        dgram_put(d, "process.resident_memory_bytes:%llu|g",
-                  (unsigned long long)p.resident_bytes);
-        dgram_put(d, "process.open_fds:%llu|g", (unsigned long long)p.open_fds);
+}
+
+/* @label as one statsd name component into @buf: [A-Za-z0-9_-] kept, '(' and
+ * ')' dropped, anything else '_' (an unlabelled rule's match, metrics.c). */
+static const char *statsd_component(const char *label, char *buf, size_t size)
+{
+    size_t n = 0;
+
+    for (; *label && n + 1 < size; label++) {
+        char ch = *label;
+
+        if (ch == '(' || ch == ')')
+            continue;
+        buf[n++] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                   (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ? ch : '_';
     }
+    buf[n] = '\0';
+    return buf;
 }
 
 /* divvy's statsd metrics (its README, "Statistics"), as deltas since the last flush. */
@@ -173,6 +185,7 @@ static void statsd_flush(struct metrics *m)
     struct metrics_gauges g;
     size_t n_labels = metrics_labels_published(m);
     uint64_t total, status_total[METRICS_N_STATUS] = { 0 };
+    char name[METRICS_NAME_MAX + 1];
 
     d = malloc(sizeof(*d));
     if (!d)
@@ -189,7 +202,8 @@ static void statsd_flush(struct metrics *m)
             /* hit.<status>.<label> only for rules with a label, as divvy does,
              * and not for the hidden privileged rules (metrics_opts.privileged). */
             if (slot > 0 && slot != m->hidden && total > *sent)
-                dgram_put(d, "hit.%s.%s:%llu|c", metrics_status_name[s], m->labels[slot],
+                dgram_put(d, "hit.%s.%s:%llu|c", metrics_status_name[s],
+                          statsd_component(m->labels[slot], name, sizeof(name)),
                           (unsigned long long)(total - *sent));
             *sent = total;
         }
