@@ -127,6 +127,8 @@ help:
 	@echo "make, make all  build divvyd, divvyctl, libdivvy, pam_divvy.so, divvy-bench and the"
 	@echo "                examples into $(B)/: one line per step, V=1 prints every command"
 	@echo "make run        install missing deps (root), build, run divvyd with etc/divvy.conf"
+	@echo "                on tcp:127.0.0.1:8321 and $(B)/run/divvy.sock: RUN_LISTEN=\"ADDR ...\""
+	@echo "                replaces them, RUN_LISTEN= keeps the config's; RUN_CONFIG=FILE"
 	@echo "make check      install missing deps (root), build, run every test: gcc, valgrind,"
 	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/testing.md)"
 	@echo "make build-tests  build everything and every test binary; run nothing"
@@ -469,11 +471,15 @@ fuzz:
 	    else tail -40 $$tmp/log >&2; echo "fuzz $$n: FAILED; input and log in $$tmp" >&2; exit 1; fi; \
 	done
 
+# make run: divvyd in the foreground on RUN_CONFIG, listening on RUN_LISTEN,
+# which replaces the config's server.listen (divvyd logs the addresses it
+# leaves out); RUN_LISTEN= (empty) keeps the config's own listeners.
+RUN_CONFIG ?= etc/divvy.conf
+RUN_LISTEN ?= tcp:127.0.0.1:8321 unix:$(B)/run/divvy.sock
 run: deps-build
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(B)/run
-	$(DIVVYD) --config etc/divvy.conf --state-dir $(B)/run \
-	    --listen tcp:127.0.0.1:8321 --listen unix:$(B)/run/divvy.sock
+	$(DIVVYD) --config $(RUN_CONFIG) --state-dir $(B)/run $(RUN_LISTEN:%=--listen %)
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench_rules $(B)/divvy-rls-bench

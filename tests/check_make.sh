@@ -66,6 +66,21 @@ if [ "$rc" != 2 ] || ! grep -q "unknown mode" "$tmp/out"; then
     fail "tools/deps.sh --bogus: exit $rc (want 2 and 'unknown mode'):"; cat "$tmp/out" >&2
 fi
 
+# make run: --listen for its two addresses by default (divvyd logs what that
+# leaves out of the config's server.listen); RUN_LISTEN= keeps the config's,
+# RUN_LISTEN and RUN_CONFIG replace them.  make -n, its sub-make a no-op.
+runcmd() {
+    make --no-print-directory -n run MAKE=true B="$tmp/b" "$@" 2>&1 | tail -1
+}
+want="$tmp/b/divvyd --config etc/divvy.conf --state-dir $tmp/b/run --listen tcp:127.0.0.1:8321 --listen unix:$tmp/b/run/divvy.sock"
+[ "$(runcmd)" = "$want" ] || fail "make run runs '$(runcmd)', not '$want'"
+want="$tmp/b/divvyd --config etc/divvy.conf --state-dir $tmp/b/run "
+[ "$(runcmd RUN_LISTEN=)" = "$want" ] || fail "make run RUN_LISTEN= runs '$(runcmd RUN_LISTEN=)'"
+want="$tmp/b/divvyd --config my.conf --state-dir $tmp/b/run --listen resp:unix:r.sock --listen tcp:[::1]:1"
+[ "$(runcmd RUN_CONFIG=my.conf RUN_LISTEN='resp:unix:r.sock tcp:[::1]:1')" = "$want" ] ||
+    fail "make run RUN_CONFIG=my.conf RUN_LISTEN='resp:unix:r.sock tcp:[::1]:1' runs" \
+         "'$(runcmd RUN_CONFIG=my.conf RUN_LISTEN='resp:unix:r.sock tcp:[::1]:1')'"
+
 # tests/run_tests.sh (make check-unit, check-integration): quiet when a
 # binary passes, its whole output when it fails, skips counted with reasons.
 mkdir -p "$tmp/t"
@@ -106,5 +121,5 @@ tests: 1 passed, 0 skipped" ]; then
     fail "tests/run_tests.sh on a green binary was not two quiet lines:"; cat "$tmp/out" >&2
 fi
 
-[ "$failed" = 0 ] && echo "check_make: quiet build, make help, tools/deps.sh --help and the test runner as documented"
+[ "$failed" = 0 ] && echo "check_make: quiet build, make help, tools/deps.sh --help, make run and the test runner as documented"
 exit "$failed"
