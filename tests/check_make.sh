@@ -5,7 +5,10 @@
 # prints one short line ("  CC      build/common/hash.o"), V=1 the whole
 # command, and a failing step its error and a non-zero status; `make help`
 # names every phony target of the Makefile; tools/deps.sh answers --help
-# with a usage text and an unknown mode with exit 2.  Compiles one file
+# with a usage text and an unknown mode with exit 2; `make run` composes
+# its command from RUN_CONFIG and RUN_LISTEN (make -n); tests/run_tests.sh
+# stays quiet over a green binary, prints a red one's output and counts
+# skips with their reasons (on fake test binaries).  Compiles one file
 # three times into a temporary build directory (about a second).  Run by
 # `make check-unit`; exits 1 listing every failure.
 set -u
