@@ -169,6 +169,39 @@ static int parse_args(int argc, char **argv, struct args *a)
  * the addresses to use (from --listen, else the config).  Returns 0, or
  * -EINVAL after saying which variable is bad.
  */
+/*
+ * --listen replaces server.listen: says so when it leaves out an address
+ * the config (or its defaults) listens on, naming them, so that a resp: or
+ * rls: listener added to the config is not missing in silence (`make run`
+ * passes --listen).  At most about 400 bytes of addresses, then "...".
+ */
+static void log_listen_override(const struct config *cfg, const struct args *a)
+{
+    char left[480];
+    size_t len = 0, n = 0;
+
+    if (a->n_listen == 0)
+        return;
+    left[0] = '\0';
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        bool kept = false;
+
+        for (size_t j = 0; j < a->n_listen && !kept; j++)
+            kept = strcmp(cfg->listen[i], a->listen[j]) == 0;
+        if (kept)
+            continue;
+        if (len < 400)
+            len += (size_t)snprintf(left + len, sizeof(left) - len, "%s%s", n ? ", " : "",
+                                    cfg->listen[i]);
+        else if (len < sizeof(left) - 6)
+            len += (size_t)snprintf(left + len, sizeof(left) - len, ", ...");
+        n++;
+    }
+    if (n)
+        log_msg(LOG_NOTICE, "--listen replaces the %zu listener(s) of %s (server.listen or its "
+                "default): not listening on %s", cfg->n_listen, a->config, left);
+}
+
 static int apply_divvy_env(struct config *cfg, const struct args *a, char *port_listen,
                            size_t size, const char **listen, size_t *n_listen)
 {
@@ -554,6 +587,7 @@ int main(int argc, char **argv)
         goto out_rcu;
     }
 
+    log_listen_override(cfg, &a);
     if (apply_divvy_env(cfg, &a, port_listen, sizeof(port_listen), env_listen,
                         &n_env_listen) < 0)
         goto out_rcu;
