@@ -35,8 +35,9 @@ static const char ctl_help_main[] =
     "%s"
     "\n"
     "Options (before or after COMMAND):\n"
-    "  -s, --socket ADDR   divvyd's address: unix:PATH (or just /PATH), tcp:HOST:PORT,\n"
-    "                      tcp:[V6]:PORT; default $DIVVY_ADDRESS, else\n"
+    "  -s, --socket ADDR   divvyd's address: unix:PATH, or any PATH with a '/' in it\n"
+    "                      (/run/x.sock, build/run/divvy.sock, ./x.sock),\n"
+    "                      tcp:HOST:PORT, tcp:[V6]:PORT; default $DIVVY_ADDRESS, else\n"
     "                      " DIVVY_DEFAULT_ADDRESS "\n"
     "  -t, --timeout MS    connect timeout and reply timeout in milliseconds\n"
     "                      (default 5000)\n"
@@ -143,11 +144,15 @@ static void ctl_print_main_help(FILE *f)
 
 /* ---- options --------------------------------------------------------------- */
 
+/* An address that names no scheme of ours (unix:, tcp:) but holds a '/' is
+ * a Unix socket path: "/run/divvy/divvy.sock", "build/run/divvy.sock",
+ * "./x.sock".  A name with no '/' stays an error (it could be a typo'd
+ * scheme); "./NAME" says a socket in the current directory. */
 static int ctl_set_address(struct ctl *ctl, const char *addr)
 {
     int n;
 
-    if (addr[0] == '/')
+    if (strncmp(addr, "unix:", 5) != 0 && strncmp(addr, "tcp:", 4) != 0 && strchr(addr, '/'))
         n = snprintf(ctl->address, sizeof(ctl->address), "unix:%s", addr);
     else
         n = snprintf(ctl->address, sizeof(ctl->address), "%s", addr);

@@ -91,8 +91,8 @@ int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
     }
     for (size_t i = 0; i < st.n_rows; i++) {
         top_split_actor(&st, &st.rows[i], NULL);
-        if (strlen(st.rows[i].rule) > wr)
-            wr = strlen(st.rows[i].rule);
+        if (strlen(st.rows[i].name) > wr)
+            wr = strlen(st.rows[i].name);
         if (strlen(st.rows[i].shown) > wa)
             wa = strlen(st.rows[i].shown);
     }
@@ -109,7 +109,7 @@ int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
 
         ctl_fmt_duration(c->retry, when, sizeof(when));
         snprintf(used, sizeof(used), "%" PRIu64 "/%" PRIu64, c->used, c->limit);
-        printf("%-*s  %-*s  %-10s  %s\n", (int)wr, c->rule, (int)wa, c->shown, used, when);
+        printf("%-*s  %-*s  %-10s  %s\n", (int)wr, c->name, (int)wa, c->shown, used, when);
     }
     r = CTL_EXIT_OK;
 out:

@@ -179,6 +179,53 @@ static void test_divvyctl_status(void **state)
     json_decref(doc);
 }
 
+/* A relative socket path, as the README writes it ("build/run/divvy.sock")
+ * and as "./x.sock": any address with a '/' and no scheme is a Unix socket
+ * path.  divvyctl runs from the parent of the daemon's directory. */
+static void test_divvyctl_relative_socket(void **state)
+{
+    struct harness_daemon *d;
+    char ctl[PATH_MAX], parent[HARNESS_PATH], rel[HARNESS_PATH * 2], dot[HARNESS_PATH * 2 + 8];
+    const char *base, *old = getenv("DIVVYCTL");
+    struct harness_ctl *r;
+    int here;
+
+    (void)state;
+    d = start_ctl();
+    assert_non_null(realpath(divvyctl_path(), ctl));
+    snprintf(parent, sizeof(parent), "%s", d->dir);
+    base = strrchr(parent, '/');
+    assert_non_null(base);
+    parent[base - parent] = '\0';
+    base = d->dir + (base - parent) + 1;
+    snprintf(rel, sizeof(rel), "%s/%s", base, d->sock + strlen(d->dir) + 1);
+    snprintf(dot, sizeof(dot), "./%s", rel);
+    here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(here >= 0);
+    assert_int_equal(chdir(parent[0] ? parent : "/"), 0);
+    setenv("DIVVYCTL", ctl, 1);
+    r = harness_ctl_run(false, NULL, -1, (const char *const[]){ "-s", rel, "peek",
+                                                                   "path=/take", NULL });
+    if (r->status == 0)
+        r = harness_ctl_run(false, NULL, -1, (const char *const[]){ "--socket", dot, "status",
+                                                                       NULL });
+    /* Back before any assertion can end the test. */
+    assert_int_equal(fchdir(here), 0);
+    close(here);
+    if (old)
+        setenv("DIVVYCTL", old, 1);
+    else
+        unsetenv("DIVVYCTL");
+    if (r->status != 0)
+        fail_msg("divvyctl with a relative socket path (%s, %s): exit %d\nstdout: %s\n"
+                 "stderr: %s", rel, dot, r->status, r->out, r->err);
+    expect_in(r->out, "running");
+    /* A name with no '/' and no scheme is still refused, and says what to write. */
+    r = CTL(2, "-s", "divvy.sock", "status");
+    expect_in(r->err, "bad address");
+    expect_in(r->err, "./PATH");
+}
+
 static void test_divvyctl_hit_take_peek_reset(void **state)
 {
     struct harness_daemon *d;
@@ -428,6 +475,40 @@ static const char *unlocks_in(const char *out, const char *label)
  * previous window's hits have slid out far enough for one (limit 2 in 10 s,
  * drained at once: after the roll-over and half the next window, 15 s, not
  * 20); a window at its end, as before. */
+/* A rule without a label shows as its match in top, counters and locked, not
+ * as its hex id; --json keeps the id in "rule" and adds the shown "name". */
+static void test_divvyctl_unlabelled_by_match(void **state)
+{
+    static const char conf[] =
+        "rules = (\n"
+        "    { match = { method = \"GET\"; path = \"/api/*\"; ip = \"*\"; }; actor = \"ip\";\n"
+        "      credit_limit = 1; reset_seconds = 600; },\n"
+        "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+        ");\n";
+    struct harness_opts o = { .config_name = "divvy.conf", .config_text = conf };
+    struct harness_daemon *d = NULL;
+    struct harness_ctl *r;
+    const char *s;
+    json_t *doc, *row;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    s = sock_of(d);
+    CTL(0, "-s", s, "hit", "method=GET", "path=/api/x", "ip=192.0.2.7");
+    r = CTL(0, "-s", s, "locked");
+    expect_in(r->out, "{ip=* method=GET path=/api/*}  ip=192.0.2.7");
+    r = CTL(0, "-s", s, "counters");
+    expect_in(r->out, "{ip=* method=GET path=/api/*}  ip=192.0.2.7");
+    r = CTL(0, "-s", s, "locked", "--json");
+    doc = parse_json(r);
+    row = json_array_get(json_object_get(doc, "locked"), 0);
+    assert_non_null(row);
+    assert_int_equal(strlen(json_string_value(json_object_get(row, "rule"))), 16);
+    assert_string_equal(json_string_value(json_object_get(row, "name")),
+                        "{ip=* method=GET path=/api/*}");
+    json_decref(doc);
+}
+
 static void test_divvyctl_locked_next_credit(void **state)
 {
     struct harness_opts o = { .config_name = "divvy.conf", .config_text = retry_conf };
@@ -887,11 +968,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_divvyctl_help_and_usage, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_status, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_relative_socket, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_hit_take_peek_reset, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_rules_explain_stats, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_locked_and_top, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_unlabelled_by_match, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_locked_next_credit, harness_setup,
                                         harness_teardown),
