@@ -48,11 +48,12 @@ static const char ctl_help_main[] =
     "Exit status (stable; scripts may rely on it):\n"
     "  0  success; the request is allowed\n"
     "  1  the answer is no: the request is denied (hit, take, peek), a config has\n"
-    "     problems (check, convert), the daemon rejected a new config (reload)\n"
+    "     problems (check, convert), the daemon rejected a new config (reload),\n"
+    "     nothing to reset or unlock (reset, unlock)\n"
     "  2  usage error, or a request divvyd rejected as malformed\n"
     "  3  divvyd is unreachable, did not answer in time, is busy, or went away\n"
-    "  4  permission denied: an admin command (reset, reload, top, counters,\n"
-    "     locked) from a user who is neither root nor in divvy-admin, any admin\n"
+    "  4  permission denied: an admin command (reset, unlock, reload, top,\n"
+    "     counters, locked) from a user who is neither root nor in divvy-admin, any admin\n"
     "     command over TCP, or no access to the socket (group divvy)\n"
     "  5  any other failure: a file that cannot be read or written, an internal\n"
     "     error, a daemon that does not know the command\n"
@@ -80,6 +81,7 @@ static const struct ctl_cmd ctl_cmds[] = {
       ctl_help_debit },
     { "peek", cmd_hit, "show what a request would see, taking nothing", ctl_help_peek },
     { "reset", cmd_hit, "forget the counters a request touches (admin)", ctl_help_reset },
+    { "unlock", cmd_unlock, "clear every login counter of a user (admin)", ctl_help_unlock },
     { "rules", cmd_rules, "list the loaded rules", ctl_help_rules },
     { "explain", cmd_explain, "which rule decides a request, and why not the others",
       ctl_help_explain },

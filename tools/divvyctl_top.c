@@ -172,7 +172,7 @@ static const struct top_rule *top_rule_of(const struct top_state *st, const char
 }
 
 /* Undoes rules_actor()'s escaping of one value of a several-key actor. */
-static size_t top_unescape(const char *s, size_t len, char *out, size_t size)
+size_t top_unescape(const char *s, size_t len, char *out, size_t size)
 {
     size_t o = 0;
 

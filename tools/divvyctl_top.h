@@ -61,6 +61,9 @@ uint64_t top_now_ms(void);
 void top_rules_free(struct top_rule *rules, size_t n);
 /* (Re)loads the rule id -> actor keys table. */
 int top_load_rules(struct ctl *ctl, struct top_state *st);
+/* Undoes rules_actor()'s escaping (%2C, %25) of one value of a several-key
+ * actor: @len bytes of @s into @out, NUL-terminated; its length. */
+size_t top_unescape(const char *s, size_t len, char *out, size_t size);
 /* Fills @c->shown and @c->name and, when @fields is not NULL, the actor's
  * key -> value map. */
 void top_split_actor(const struct top_state *st, struct top_counter *c, json_t *fields);

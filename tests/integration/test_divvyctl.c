@@ -99,7 +99,7 @@ static const char *sock_of(struct harness_daemon *d)
 
 static void test_divvyctl_help_and_usage(void **state)
 {
-    static const char *const cmds[] = { "status", "hit", "take", "debit", "peek", "reset",
+    static const char *const cmds[] = { "status", "hit", "take", "debit", "peek", "reset", "unlock",
                                         "rules", "explain", "check", "convert", "reload", "stats",
                                         "top", "counters", "locked" };
     struct harness_ctl *r;
@@ -507,6 +507,105 @@ static void test_divvyctl_unlabelled_by_match(void **state)
     assert_string_equal(json_string_value(json_object_get(row, "name")),
                         "{ip=* method=GET path=/api/*}");
     json_decref(doc);
+}
+
+/* pam_divvy's rules as etc/divvy.conf has them, with a limit of 2. */
+static const char login_conf[] =
+    "server = { socket_mode = \"0666\"; };\n"
+    "rules = (\n"
+    "    { match = { event = \"authfail\"; user = \"root\"; rhost = \"*\"; };\n"
+    "      label = \"login-root-source\"; actor = \"rhost\"; actor_prefix4 = 32;\n"
+    "      credit_limit = 2; reset_seconds = 900; match_policy = \"continue\";\n"
+    "      source = \"privileged\"; },\n"
+    "    { match = { event = \"authfail\"; user = \"*\"; rhost = \"*\"; };\n"
+    "      label = \"login-user-source\"; actor = [ \"user\", \"rhost\" ]; actor_prefix4 = 32;\n"
+    "      credit_limit = 2; reset_seconds = 900; match_policy = \"continue\";\n"
+    "      source = \"privileged\"; },\n"
+    "    { match = { event = \"authfail\"; rhost = \"*\"; }; label = \"login-source\";\n"
+    "      actor = \"rhost\"; actor_prefix4 = 32; credit_limit = 30; reset_seconds = 900;\n"
+    "      source = \"privileged\"; resettable = false; },\n"
+    "    { match = { event = \"authfail\"; }; label = \"login-local\"; credit_limit = 1;\n"
+    "      reset_seconds = 0; source = \"privileged\"; },\n"
+    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+    ");\n";
+
+#define LONG_USER "a-user-name-long-enough-for-a-digest"
+
+/* Issue 21 item 9: a reset without the source resets nothing and says so
+ * (exit 1); unlock USER clears every login counter of USER from every
+ * source, and only those (not another user's, not login-source's), says how
+ * many, and exits 1 when there is none; --source reaches one source, also a
+ * counter stored as a digest; root's per-source counters are root's. */
+static void test_divvyctl_unlock(void **state)
+{
+    struct harness_opts o = { .config_name = "divvy.conf", .config_text = login_conf };
+    struct harness_daemon *d = NULL;
+    struct harness_ctl *r;
+    const char *s;
+    json_t *doc;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    s = sock_of(d);
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=bob", "rhost=192.0.2.1");
+    CTL(0, "-s", s, "take", "1", "event=authfail", "user=root", "rhost=192.0.2.9");
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=" LONG_USER, "rhost=192.0.2.7");
+    CTL(1, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.1");
+
+    /* The README's unlock: the path holds no counter RESET may forget. */
+    r = CTL(1, "-s", s, "reset", "event=authfail", "user=alice");
+    expect_in(r->out, "rule=login-local");
+    expect_in(r->err, "nothing was reset");
+    expect_in(r->err, "divvyctl unlock");
+    CTL(1, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    r = CTL(1, "-s", s, "reset", "--json", "event=authfail", "user=alice");
+    doc = parse_json(r);
+    assert_true(json_is_false(json_object_get(doc, "reset")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "counters")), 0);
+    json_decref(doc);
+
+    /* Not for everyone; usage. */
+    r = CTL_NOBODY(4, "-s", s, "unlock", "alice");
+    expect_in(r->err, "permission denied");
+    CTL(2, "-s", s, "unlock");
+    CTL(2, "-s", s, "unlock", "alice", "bob");
+    CTL(2, "-s", s, "unlock", "--source", "", "alice");
+
+    r = CTL(0, "-s", s, "unlock", "alice");
+    expect_in(r->out, "cleared 2 login counter(s) of alice\n");
+    expect_in(r->out, "login-user-source  user=alice rhost=192.0.2.1/32\n");
+    expect_in(r->out, "login-user-source  user=alice rhost=192.0.2.2/32\n");
+    CTL(0, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    /* bob, root and login-source's per-source counts are kept. */
+    CTL(1, "-s", s, "peek", "event=authfail", "user=bob", "rhost=192.0.2.1");
+    r = CTL(0, "-s", s, "counters", "--rule", "login-source");
+    expect_in(r->out, "rhost=192.0.2.1/32");
+    r = CTL(1, "-s", s, "unlock", "alice");
+    expect_in(r->out, "cleared 0 login counter(s) of alice");
+    expect_in(r->err, "alice has no login counter to clear");
+
+    /* root: its per-source rule is root's too. */
+    r = CTL(0, "-s", s, "unlock", "root", "--json");
+    doc = parse_json(r);
+    assert_int_equal(json_integer_value(json_object_get(doc, "cleared")), 2);
+    json_decref(doc);
+    CTL(1, "-s", s, "peek", "event=authfail", "user=bob", "rhost=192.0.2.1");
+
+    /* A digest (actor over 32 bytes): only --source reaches it. */
+    CTL(1, "-s", s, "peek", "event=authfail", "user=" LONG_USER, "rhost=192.0.2.7");
+    CTL(1, "-s", s, "unlock", LONG_USER);
+    CTL(1, "-s", s, "unlock", "--source", "192.0.2.8", LONG_USER);
+    r = CTL(0, "-s", s, "unlock", "--source", "192.0.2.7", LONG_USER);
+    expect_in(r->out, "cleared 1 login counter(s) of " LONG_USER " from 192.0.2.7");
+    CTL(0, "-s", s, "peek", "event=authfail", "user=" LONG_USER, "rhost=192.0.2.7");
+
+    /* --source in the form locked shows. */
+    r = CTL(0, "-s", s, "unlock", "bob", "--source", "192.0.2.1/32");
+    expect_in(r->out, "cleared 1 login counter(s) of bob");
+    CTL(0, "-s", s, "peek", "event=authfail", "user=bob", "rhost=192.0.2.1");
 }
 
 static void test_divvyctl_locked_next_credit(void **state)
@@ -978,6 +1077,7 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_unlabelled_by_match, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_unlock, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_locked_next_credit, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_reload, harness_setup, harness_teardown),
