@@ -28,7 +28,7 @@
 
 #include <jansson.h>
 
-#include "harness.h"
+#include "harness_redis.h"
 
 #define OUT_MAX  (256 * 1024)
 
@@ -510,24 +510,25 @@ static void test_divvyctl_unlabelled_by_match(void **state)
 }
 
 /* pam_divvy's rules as etc/divvy.conf has them, with a limit of 2. */
+#define LOGIN_RULES                                                                           \
+    "    { match = { event = \"authfail\"; user = \"root\"; rhost = \"*\"; };\n"              \
+    "      label = \"login-root-source\"; actor = \"rhost\"; actor_prefix4 = 32;\n"          \
+    "      credit_limit = 2; reset_seconds = 900; match_policy = \"continue\";\n"          \
+    "      source = \"privileged\"; },\n"                                                 \
+    "    { match = { event = \"authfail\"; user = \"*\"; rhost = \"*\"; };\n"                 \
+    "      label = \"login-user-source\"; actor = [ \"user\", \"rhost\" ];\n"               \
+    "      actor_prefix4 = 32; credit_limit = 2; reset_seconds = 900;\n"                   \
+    "      match_policy = \"continue\"; source = \"privileged\"; },\n"                     \
+    "    { match = { event = \"authfail\"; rhost = \"*\"; }; label = \"login-source\";\n"     \
+    "      actor = \"rhost\"; actor_prefix4 = 32; credit_limit = 30; reset_seconds = 900;\n" \
+    "      source = \"privileged\"; resettable = false; },\n"                             \
+    "    { match = { event = \"authfail\"; }; label = \"login-local\"; credit_limit = 1;\n"   \
+    "      reset_seconds = 0; source = \"privileged\"; },\n"                              \
+    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+
 static const char login_conf[] =
     "server = { socket_mode = \"0666\"; };\n"
-    "rules = (\n"
-    "    { match = { event = \"authfail\"; user = \"root\"; rhost = \"*\"; };\n"
-    "      label = \"login-root-source\"; actor = \"rhost\"; actor_prefix4 = 32;\n"
-    "      credit_limit = 2; reset_seconds = 900; match_policy = \"continue\";\n"
-    "      source = \"privileged\"; },\n"
-    "    { match = { event = \"authfail\"; user = \"*\"; rhost = \"*\"; };\n"
-    "      label = \"login-user-source\"; actor = [ \"user\", \"rhost\" ]; actor_prefix4 = 32;\n"
-    "      credit_limit = 2; reset_seconds = 900; match_policy = \"continue\";\n"
-    "      source = \"privileged\"; },\n"
-    "    { match = { event = \"authfail\"; rhost = \"*\"; }; label = \"login-source\";\n"
-    "      actor = \"rhost\"; actor_prefix4 = 32; credit_limit = 30; reset_seconds = 900;\n"
-    "      source = \"privileged\"; resettable = false; },\n"
-    "    { match = { event = \"authfail\"; }; label = \"login-local\"; credit_limit = 1;\n"
-    "      reset_seconds = 0; source = \"privileged\"; },\n"
-    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
-    ");\n";
+    "rules = (\n" LOGIN_RULES ");\n";
 
 #define LONG_USER "a-user-name-long-enough-for-a-digest"
 
@@ -606,6 +607,40 @@ static void test_divvyctl_unlock(void **state)
     r = CTL(0, "-s", s, "unlock", "bob", "--source", "192.0.2.1/32");
     expect_in(r->out, "cleared 1 login counter(s) of bob");
     CTL(0, "-s", s, "peek", "event=authfail", "user=bob", "rhost=192.0.2.1");
+}
+
+/* unlock on every host: two divvyds keep the login counters in one real
+ * redis-server (store.mode strict); alice failed on each, from a source
+ * each; unlock on the first clears both, and the second agrees. */
+static void test_divvyctl_unlock_redis(void **state)
+{
+    struct harness_daemon *a, *b;
+    struct redis_srv *rs = NULL;
+    struct harness_ctl *r;
+    char sa[HARNESS_PATH + 8], sb[HARNESS_PATH + 8];
+    char *conf;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "strict", "closed", 1000, NULL, LOGIN_RULES);
+    assert_non_null(conf);
+    a = redis_divvyd(conf, 1);
+    b = redis_divvyd(conf, 1);
+    free(conf);
+    snprintf(sa, sizeof(sa), "unix:%s", a->sock);
+    snprintf(sb, sizeof(sb), "unix:%s", b->sock);
+    CTL(0, "-s", sa, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", sb, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    CTL(0, "-s", sb, "take", "2", "event=authfail", "user=bob", "rhost=192.0.2.2");
+    CTL(1, "-s", sa, "peek", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    r = CTL(0, "-s", sa, "unlock", "alice");
+    expect_in(r->out, "cleared 2 login counter(s) of alice\n");
+    CTL(0, "-s", sb, "peek", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", sb, "peek", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    CTL(1, "-s", sa, "peek", "event=authfail", "user=bob", "rhost=192.0.2.2");
+    redis_divvyd_stop(a);
+    redis_divvyd_stop(b);
+    redis_stop(rs);
 }
 
 static void test_divvyctl_locked_next_credit(void **state)
@@ -1078,6 +1113,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_divvyctl_unlabelled_by_match, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_unlock, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_unlock_redis, harness_setup,
+                                        redis_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_locked_next_credit, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_reload, harness_setup, harness_teardown),
