@@ -71,7 +71,7 @@ const char ctl_help_unlock[] =
 /* What unlock needs of one rule, from RULES. */
 struct unlock_rule {
     char id[TOP_FIELD_MAX];
-    bool login;                     /* source = privileged and resettable */
+    bool login;                     /* source = privileged and resettable (all kept ones) */
     size_t n_keys;
     char keys[UNLOCK_KEYS][TOP_FIELD_MAX];
     char match[TOP_FIELD_MAX * 8];  /* "k=v k=v" as RULES describes it */
@@ -155,24 +155,29 @@ static int unlock_load_rules(struct ctl *ctl, struct unlock *u)
     if (!f)
         return ctl_fail(CTL_EXIT_FAILURE, "out of memory");
     r = ctl_command(ctl, "RULES", "RULES", &lines, &n);
-    if (r == 0) {
-        u->rules = calloc(n ? n : 1, sizeof(*u->rules));
-        if (!u->rules)
-            r = ctl_fail(CTL_EXIT_FAILURE, "out of memory");
-    }
+    /* Only the login rules are kept: a config may hold 100,000 rules. */
     for (size_t i = 1; r == 0 && i < n; i++) {
-        struct unlock_rule *ur = &u->rules[u->n_rules];
+        struct unlock_rule *ur, *grown;
         const char *id, *source, *resettable, *actor, *match;
 
         if (ctl_fields_parse(lines[i], f) < 0 || !(id = ctl_field(f, "id")))
             continue;
         source = ctl_field(f, "source");
         resettable = ctl_field(f, "resettable");
+        if (!source || strcmp(source, "privileged") != 0 ||
+            (resettable && strcmp(resettable, "false") == 0))
+            continue;
+        grown = realloc(u->rules, (u->n_rules + 1) * sizeof(*grown));
+        if (!grown) {
+            r = ctl_fail(CTL_EXIT_FAILURE, "out of memory");
+            break;
+        }
+        u->rules = grown;
+        ur = &u->rules[u->n_rules];
         actor = ctl_field(f, "actor");
         match = ctl_field(f, "match");
         snprintf(ur->id, sizeof(ur->id), "%s", id);
-        ur->login = source && strcmp(source, "privileged") == 0 &&
-                    !(resettable && strcmp(resettable, "false") == 0);
+        ur->login = true;
         unlock_split(actor ? actor : "", ',', ur->keys, UNLOCK_KEYS, &ur->n_keys);
         snprintf(ur->match, sizeof(ur->match), "%s", match ? match : "");
         u->n_rules++;
