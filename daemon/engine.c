@@ -438,9 +438,11 @@ int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn 
     }
     engine_env(w, st->rules, &env);
     r = eval_request(&env, &mq, rq->op, rq->n, clock_now_ms(), &res);
-    /* The rule's strings live in the rules: copied inside the section. */
+    /* The rule's strings live in the rules: copied inside the section.  The
+     * reply names the rule whose credit it shows (the limiter: a continue
+     * rule tighter than the stop rule that decided), the decider otherwise. */
     if (r >= 0 && (rq->name_rule || rq->op == TABLE_RESET) &&
-        rules_get(st->rules, res.decider, &decider) >= 0)
+        rules_get(st->rules, res.limiter, &decider) >= 0)
         snprintf(rule, sizeof(rule), "%s", decider.id_str);
     engine_settle(w, &call, st->rules, r, &res, rule);
     urcu_memb_read_unlock();

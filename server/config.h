@@ -185,7 +185,8 @@ const char *config_fleet_redis_env(void);
  * as warnings at every load: source = "privileged" rules that run "strict"
  * because store.mode "lease" never applies to them (one note for all), and
  * a native config that configures Redis (redis { }, or divvy's REDIS_HOST /
- * REDIS_PORT) while every rule is local.  Returns how many were added.
+ * REDIS_PORT) while every rule is local; and rules_validate_notes()'s
+ * (actor keys).  Returns how many were added.
  */
 size_t config_fleet_notes(const struct config *cfg, const struct rules *rules,
                           struct diag *ret);
