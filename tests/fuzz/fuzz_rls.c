@@ -89,8 +89,10 @@ static void encode(struct fz *z)
     struct rls_status st[8];
     size_t n = fz_u8(z) % 9, len;
     Envoy__Service__Ratelimit__V3__RateLimitResponse *resp;
+    struct rls_header hdr[RLS_HEADERS_ADD_MAX];
     uint8_t *buf;
     bool over = false;
+    size_t n_hdr;
 
     memset(st, 0, sizeof(st));
     for (size_t i = 0; i < n; i++) {
@@ -103,13 +105,16 @@ static void encode(struct fz *z)
         st[i].remaining = (uint32_t)fz_u64(z);
         st[i].reset_s = (uint32_t)fz_u64(z);
     }
-    if (rls_msg_encode(st, n, &buf, &len) < 0)
+    n_hdr = fz_u8(z) & 1 ? rls_msg_ratelimit_headers(st, n, hdr) : 0;
+    CHECK(n_hdr <= RLS_HEADERS_ADD_MAX);
+    if (rls_msg_encode(st, n, hdr, n_hdr, &buf, &len) < 0)
         return;
     CHECK(len >= RLS_GRPC_PREFIX && buf[0] == 0);
     resp = envoy__service__ratelimit__v3__rate_limit_response__unpack(
         NULL, len - RLS_GRPC_PREFIX, buf + RLS_GRPC_PREFIX);
     CHECK(resp != NULL);
     CHECK(resp->n_statuses == n);
+    CHECK(resp->n_response_headers_to_add == n_hdr);
     CHECK(resp->overall_code == (over ? 2 : 1));
     for (size_t i = 0; i < n; i++) {
         CHECK(resp->statuses[i]->limit_remaining == st[i].remaining);
