@@ -3,8 +3,9 @@
  * metrics_http: the Prometheus endpoint (see metrics_int.h): libmicrohttpd
  * on its own thread, serving metrics_prom_render()'s text at m->path,
  * /healthcheck (200 "OK" while divvyd serves, 503 once it is stopping:
- * docs/rls.md "Health"), and the account of its connections that keeps it answering scrapes whatever other
- * clients do (docs/operations.md "Prometheus").
+ * docs/rls.md "Health"), and the account of its connections that keeps it
+ * answering scrapes whatever other clients do (docs/operations.md
+ * "Prometheus").
  *
  * libmicrohttpd's timeout is one of inactivity, so a client that sends a
  * header line a second keeps its connection forever, and its connection

@@ -14,15 +14,14 @@
  * a stream held open per watcher is state a peer could multiply, and
  * every prober divvy knows of uses Check.  List is not served either.
  *
- * The two messages are tiny, so they are read and written here by hand
- * (protobuf wire format): HealthCheckRequest { string service = 1; },
- * HealthCheckResponse { ServingStatus status = 1; } with UNKNOWN 0,
- * SERVING 1, NOT_SERVING 2.  What a peer can send is bounded before it
+ * The two messages are tiny, so they are read (rls_msg_health_service())
+ * and written (here) by hand, in protobuf's wire format:
+ * HealthCheckRequest { string service = 1; }, HealthCheckResponse
+ * { ServingStatus status = 1; } with UNKNOWN 0, SERVING 1, NOT_SERVING 2.  What a peer can send is bounded before it
  * gets here (one message of at most RLS_MSG_MAX bytes, rls_stream.c), and
  * a Check costs no allocation beyond its 7-byte answer: a flood of them
  * is a flood of streams, bounded like any other (docs/rls.md "Limits").
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,62 +46,6 @@ enum rls_route rls_health_route(const uint8_t *path, size_t len)
     return RLS_ROUTE_HEALTH_OTHER;
 }
 
-/* A base-128 varint at *@p (before @end): 0, or -EINVAL when cut short or too long. */
-static int health_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret)
-{
-    uint64_t v = 0;
-
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (*p == end)
-            return -EINVAL;
-        v |= (uint64_t)(**p & 0x7f) << shift;
-        if (!(*(*p)++ & 0x80)) {
-            *ret = v;
-            return 0;
-        }
-    }
-    return -EINVAL;
-}
-
-int rls_health_service(const uint8_t *msg, size_t len, const uint8_t **ret_name,
-                       size_t *ret_len)
-{
-    const uint8_t *p = msg, *end = msg + len;
-    uint64_t key, n;
-
-    *ret_name = (const uint8_t *)"";
-    *ret_len = 0;
-    while (p < end) {
-        if (health_varint(&p, end, &key) < 0 || key >> 3 == 0)
-            return -EINVAL;
-        switch (key & 7) {
-        case 0:                 /* varint */
-            if (health_varint(&p, end, &n) < 0)
-                return -EINVAL;
-            break;
-        case 1:                 /* 64-bit */
-        case 5:                 /* 32-bit */
-            n = (key & 7) == 1 ? 8 : 4;
-            if ((size_t)(end - p) < n)
-                return -EINVAL;
-            p += n;
-            break;
-        case 2:                 /* length-delimited: field 1 is the name, the last one wins */
-            if (health_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p))
-                return -EINVAL;
-            if (key >> 3 == 1) {
-                *ret_name = p;
-                *ret_len = (size_t)n;
-            }
-            p += n;
-            break;
-        default:                /* groups: not in proto3 */
-            return -EINVAL;
-        }
-    }
-    return 0;
-}
-
 void rls_health_call(struct rls_stream *s, const uint8_t *msg, size_t len)
 {
     struct worker *w = s->rc->w;
@@ -116,7 +59,7 @@ void rls_health_call(struct rls_stream *s, const uint8_t *msg, size_t len)
                         "poll Check)");
         return;
     }
-    if (rls_health_service(msg, len, &name, &n) < 0) {
+    if (rls_msg_health_service(msg, len, &name, &n) < 0) {
         rls_stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, "not a HealthCheckRequest");
         return;
     }

@@ -138,12 +138,6 @@ void rls_stream_reply(struct rls_stream *s, uint8_t *resp, size_t len);
 /* The route of a :path under /grpc.health.v1.Health/ (RLS_ROUTE_NONE: not there). */
 enum rls_route rls_health_route(const uint8_t *path, size_t len);
 
-/* The service name of the HealthCheckRequest @msg (@len bytes): 0 with
- * *ret_name, *ret_len (not NUL-terminated; "" when absent), -EINVAL when
- * @msg is not a protobuf message. */
-int rls_health_service(const uint8_t *msg, size_t len, const uint8_t **ret_name,
-                       size_t *ret_len);
-
 /* Answers the health call @s (route RLS_ROUTE_HEALTH_*) whose request
  * message is @msg (@len bytes, unframed). */
 void rls_health_call(struct rls_stream *s, const uint8_t *msg, size_t len);

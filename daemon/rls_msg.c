@@ -262,6 +262,62 @@ bool rls_msg_unit(int64_t limit, int64_t period_s, uint32_t *ret_per_unit,
     return true;
 }
 
+/* A base-128 varint at *@p (before @end): 0, or -EINVAL when cut short or too long. */
+static int msg_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret)
+{
+    uint64_t v = 0;
+
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*p == end)
+            return -EINVAL;
+        v |= (uint64_t)(**p & 0x7f) << shift;
+        if (!(*(*p)++ & 0x80)) {
+            *ret = v;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int rls_msg_health_service(const uint8_t *msg, size_t len, const uint8_t **ret_name,
+                       size_t *ret_len)
+{
+    const uint8_t *p = msg, *end = msg + len;
+    uint64_t key, n;
+
+    *ret_name = (const uint8_t *)"";
+    *ret_len = 0;
+    while (p < end) {
+        if (msg_varint(&p, end, &key) < 0 || key >> 3 == 0)
+            return -EINVAL;
+        switch (key & 7) {
+        case 0:                 /* varint */
+            if (msg_varint(&p, end, &n) < 0)
+                return -EINVAL;
+            break;
+        case 1:                 /* 64-bit */
+        case 5:                 /* 32-bit */
+            n = (key & 7) == 1 ? 8 : 4;
+            if ((size_t)(end - p) < n)
+                return -EINVAL;
+            p += n;
+            break;
+        case 2:                 /* length-delimited: field 1 is the name, the last one wins */
+            if (msg_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p))
+                return -EINVAL;
+            if (key >> 3 == 1) {
+                *ret_name = p;
+                *ret_len = (size_t)n;
+            }
+            p += n;
+            break;
+        default:                /* groups: not in proto3 */
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 size_t rls_msg_ratelimit_headers(const struct rls_status *st, size_t n, struct rls_header *ret)
 {
     const struct rls_status *min = NULL;

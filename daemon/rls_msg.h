@@ -5,8 +5,9 @@
  * framing of one unary message, the grpc-timeout header, decoding a
  * RateLimitRequest (protobuf-c, code generated from proto/ at build time)
  * within hard limits, turning one of its descriptors into a divvy request
- * (`domain=D k1=v1 ...`, docs/rls.md "Mapping"), and encoding the
- * RateLimitResponse.  Pure functions, thread-safe, never logs: the fuzz
+ * (`domain=D k1=v1 ...`, docs/rls.md "Mapping"), encoding the
+ * RateLimitResponse with its RateLimit headers, and reading gRPC health
+ * checking's HealthCheckRequest.  Pure functions, thread-safe, never logs: the fuzz
  * target tests/fuzz/fuzz_rls.c drives everything a peer controls here.
  */
 #ifndef DIVVY_RLS_MSG_H
@@ -93,6 +94,16 @@ int rls_msg_request(const struct rls_msg *m, size_t i, struct proto_req *req);
  */
 bool rls_msg_override(const struct rls_msg *m, size_t i, uint32_t *ret_per_unit,
                       unsigned *ret_unit);
+
+/*
+ * The service name of the grpc.health.v1 HealthCheckRequest @msg (@len
+ * bytes, unframed): 0 with *ret_name, *ret_len (into @msg, not
+ * NUL-terminated; "" when absent; the last one when repeated, as protobuf
+ * merges), other fields skipped; -EINVAL when @msg is not a protobuf
+ * message.  No allocation.
+ */
+int rls_msg_health_service(const uint8_t *msg, size_t len, const uint8_t **ret_name,
+                           size_t *ret_len);
 
 /* Envoy's RateLimitResponse.RateLimit.Unit. */
 enum rls_unit {

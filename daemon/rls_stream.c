@@ -355,8 +355,10 @@ static void stream_request(struct rls_stream *s)
         return;
     }
     if (r < 0) {
-        rls_stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, r == -ENOMEM ? "out of memory"
-                                                               : "not a RateLimitRequest");
+        rls_stream_fail(s, RLS_GRPC_INVALID_ARGUMENT,
+                        r == -ENOMEM ? "out of memory"
+                        : s->route == RLS_ROUTE_RLS ? "not a RateLimitRequest"
+                                                    : "not one gRPC message");
         return;
     }
     s->n_desc = rls_msg_descriptors(m);

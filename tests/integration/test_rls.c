@@ -93,15 +93,16 @@ static void test_rls_under_and_over_limit(void **state)
     /* Every descriptor is counted, as Envoy's reference service does. */
     harness_grpc_status(resp, 1, "OK", "per_path", 100, "HOUR", 96, 3580, 3600);
     json_decref(res);
-    /* A 90 s period is no whole unit: no current_limit; the default rule
-     * (credit_limit 0) answers a descriptor no rule names. */
+    /* A 90 s period is no whole unit: no current_limit; a descriptor no rule
+     * but the default one names is OK with no limit (rls.unmatched = "ok",
+     * test_rls_envoy.c has "rule"). */
     res = harness_grpc_run(r->tcp, "{\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
                            "{\"entries\":[{\"key\":\"key\",\"value\":\"odd\"}]},"
                            "{\"entries\":[{\"key\":\"nothing\",\"value\":\"x\"}]}]}]}");
     resp = harness_grpc_resp(res, 0);
-    harness_grpc_overall(resp, "OVER_LIMIT", 2);
+    harness_grpc_overall(resp, "OK", 2);
     harness_grpc_status(resp, 0, "OK", NULL, 0, NULL, 4, 89, 90);
-    harness_grpc_status(resp, 1, "OVER_LIMIT", NULL, 0, NULL, 0, 0, 0);
+    harness_grpc_status(resp, 1, "OK", NULL, 0, NULL, 0, 0, 0);
     json_decref(res);
     harness_rls_stop(r);
 }
@@ -109,7 +110,7 @@ static void test_rls_under_and_over_limit(void **state)
 static void test_rls_hits_addend(void **state)
 {
     struct harness_rls *r;
-    json_t *res;
+    json_t *res, *resp;
 
     (void)state;
     harness_grpc_need();
@@ -121,15 +122,18 @@ static void test_rls_hits_addend(void **state)
         "{\"entries\":[{\"key\":\"path\",\"value\":\"/b\"}],"
         "\"hits_addend\":{\"value\":\"0\"}}]}]}");
     /* Request 2; descriptor 10 instead; a descriptor's 0 means 1. */
-    harness_grpc_status(harness_grpc_resp(res, 0), 0, "OK", "per_user", 3, "MINUTE", 1, 59, 60);
-    harness_grpc_status(harness_grpc_resp(res, 0), 1, "OK", "per_path", 100, "HOUR", 90, 3599, 3600);
-    harness_grpc_status(harness_grpc_resp(res, 0), 2, "OK", "per_path", 100, "HOUR", 99, 3599, 3600);
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_status(resp, 0, "OK", "per_user", 3, "MINUTE", 1, 59, 60);
+    harness_grpc_status(resp, 1, "OK", "per_path", 100, "HOUR", 90, 3599, 3600);
+    harness_grpc_status(resp, 2, "OK", "per_path", 100, "HOUR", 99, 3599, 3600);
     json_decref(res);
     /* 2 more than the 1 left: denied, nothing taken. */
-    res = harness_grpc_run(r->tcp, "{\"calls\":[{\"domain\":\"edge\",\"hits_addend\":2,\"descriptors\":["
-                           "{\"entries\":[{\"key\":\"user\",\"value\":\"al\"}]}]}]}");
-    harness_grpc_overall(harness_grpc_resp(res, 0), "OVER_LIMIT", 1);
-    harness_grpc_status(harness_grpc_resp(res, 0), 0, "OVER_LIMIT", "per_user", 3, "MINUTE", 1, 45, 60);
+    res = harness_grpc_run(r->tcp, "{\"calls\":[{\"domain\":\"edge\",\"hits_addend\":2,"
+                           "\"descriptors\":[{\"entries\":[{\"key\":\"user\","
+                           "\"value\":\"al\"}]}]}]}");
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_overall(resp, "OVER_LIMIT", 1);
+    harness_grpc_status(resp, 0, "OVER_LIMIT", "per_user", 3, "MINUTE", 1, 45, 60);
     json_decref(res);
     harness_rls_stop(r);
 }

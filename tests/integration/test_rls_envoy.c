@@ -297,7 +297,8 @@ static void test_rls_health_stopping(void **state)
     assert_true(h.data_len > 5);
     resp = grpc__health__v1__health_check_response__unpack(NULL, h.data_len - 5, h.data + 5);
     assert_non_null(resp);
-    assert_int_equal(resp->status, GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING);
+    assert_int_equal(resp->status,
+                     GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING);
     grpc__health__v1__health_check_response__free_unpacked(resp, NULL);
     nghttp2_session_del(h.ses);
     harness_close(c);
