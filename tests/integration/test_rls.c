@@ -42,6 +42,7 @@
 #include "envoy/service/ratelimit/v3/rls.pb-c.h"
 #include "harness.h"
 #include "harness_grpc.h"
+#include "harness_h2.h"
 #include "harness_redis.h"
 
 #define RLS_PATH    "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
@@ -329,130 +330,7 @@ static void test_rls_redis(void **state)
     harness_rls_stop(r);
 }
 
-/* ---- a raw HTTP/2 client (nghttp2), for what grpc-js never sends ------------------ */
-
-struct h2 {
-    int fd;
-    nghttp2_session *ses;
-    int32_t id;
-    const uint8_t *body;
-    size_t body_len, body_off;
-    int grpc_status;            /* -1: none seen */
-    bool closed;
-};
-
-static ssize_t h2_read_body(nghttp2_session *ses, int32_t id, uint8_t *buf, size_t len,
-                            uint32_t *flags, nghttp2_data_source *src, void *user)
-{
-    struct h2 *h = user;
-    size_t n = h->body_len - h->body_off;
-
-    (void)ses;
-    (void)id;
-    (void)src;
-    if (n > len)
-        n = len;
-    if (n)
-        memcpy(buf, h->body + h->body_off, n);
-    h->body_off += n;
-    if (h->body_off == h->body_len)
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    return (ssize_t)n;
-}
-
-static int h2_on_header(nghttp2_session *ses, const nghttp2_frame *frame, const uint8_t *name,
-                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                        void *user)
-{
-    struct h2 *h = user;
-
-    (void)ses;
-    (void)flags;
-    if (frame->hd.stream_id == h->id && namelen == 11 && memcmp(name, "grpc-status", 11) == 0)
-        h->grpc_status = (int)strtol((const char *)value, NULL, 10) + 0 * (int)valuelen;
-    return 0;
-}
-
-static int h2_on_close(nghttp2_session *ses, int32_t id, uint32_t code, void *user)
-{
-    struct h2 *h = user;
-
-    (void)ses;
-    (void)code;
-    if (id == h->id)
-        h->closed = true;
-    return 0;
-}
-
-/* Writes all of @data, reading nothing (harness_send() drains replies): -ETIMEDOUT
- * when the peer stops taking it for HARNESS_TIMEOUT_MS. */
-static int raw_send(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-
-    while (len > 0) {
-        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-        ssize_t n;
-
-        if (poll(&pfd, 1, HARNESS_TIMEOUT_MS) <= 0)
-            return -ETIMEDOUT;
-        n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0 && errno != EAGAIN && errno != EINTR)
-            return -errno;
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-        }
-    }
-    return 0;
-}
-
-/* One call of @path with @ctype and body @body over TCP @port: its grpc-status (-1: none). */
-static int h2_call(int port, const char *path, const char *ctype, const uint8_t *body, size_t len)
-{
-    struct h2 h = { .body = body, .body_len = len, .grpc_status = -1 };
-    struct harness_conn *c;
-    nghttp2_session_callbacks *cbs;
-    nghttp2_data_provider prd = { .read_callback = h2_read_body };
-    nghttp2_nv nv[] = {
-        { (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
-        { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
-        { (uint8_t *)":authority", (uint8_t *)"divvy", 10, 5, 0 },
-        { (uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0 },
-        { (uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0 },
-        { (uint8_t *)"te", (uint8_t *)"trailers", 2, 8, 0 },
-    };
-    uint64_t end = harness_now_ms() + HARNESS_TIMEOUT_MS;
-
-    CHECK(harness_connect_tcp(port, &c));
-    h.fd = c->fd;
-    assert_int_equal(nghttp2_session_callbacks_new(&cbs), 0);
-    nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_close);
-    assert_int_equal(nghttp2_session_client_new(&h.ses, cbs, &h), 0);
-    nghttp2_session_callbacks_del(cbs);
-    assert_int_equal(nghttp2_submit_settings(h.ses, 0, NULL, 0), 0);
-    h.id = nghttp2_submit_request(h.ses, NULL, nv, 6, &prd, NULL);
-    assert_true(h.id > 0);
-    while (!h.closed && harness_now_ms() < end) {
-        const uint8_t *data;
-        uint8_t buf[16384];
-        ssize_t n;
-        struct pollfd p = { .fd = h.fd, .events = POLLIN };
-
-        while ((n = nghttp2_session_mem_send(h.ses, &data)) > 0)
-            CHECK(raw_send(h.fd, data, (size_t)n));
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        n = read(h.fd, buf, sizeof(buf));
-        if (n <= 0)
-            break;
-        assert_true(nghttp2_session_mem_recv(h.ses, buf, (size_t)n) >= 0);
-    }
-    nghttp2_session_del(h.ses);
-    harness_close(c);
-    return h.grpc_status;
-}
+/* ---- what grpc-js never sends (harness_h2.h) ------------------------------------ */
 
 /* A framed RateLimitRequest of @n_desc descriptors with @n_entries entries each. */
 static uint8_t *request_bytes(size_t n_desc, size_t n_entries, size_t *ret_len)
@@ -506,21 +384,23 @@ static void test_rls_malformed_calls(void **state)
     (void)state;
     r = harness_rls_start(RULES_EDGE);
     ok = request_bytes(1, 1, &ok_len);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len), 0);
-    assert_int_equal(h2_call(r->port, "/other.Service/Call", "application/grpc", ok, ok_len), 12);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "text/plain", ok, ok_len), 3);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc+proto", ok, ok_len), 0);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len), 0);
+    assert_int_equal(harness_h2_call(r->port, "/other.Service/Call", "application/grpc", ok,
+                                     ok_len), 12);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "text/plain", ok, ok_len), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc+proto", ok, ok_len), 0);
     ok[0] = 1;      /* compressed, but no grpc-encoding was agreed */
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len), 12);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len), 12);
     ok[0] = 0;
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len - 1), 3);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, 3), 3);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", NULL, 0), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len - 1), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, 3), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", NULL, 0), 3);
     memset(garbage, 0xff, sizeof(garbage));
     garbage[0] = 0;
     garbage[1] = garbage[2] = garbage[3] = 0;
     garbage[4] = sizeof(garbage) - 5;
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", garbage, sizeof(garbage)), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", garbage,
+                                     sizeof(garbage)), 3);
     /* Over one message, and over the descriptor count. */
     big = harness_scratch(big_len);
     assert_non_null(big);
@@ -528,11 +408,11 @@ static void test_rls_malformed_calls(void **state)
     big[2] = (uint8_t)((big_len - 5) >> 16);
     big[3] = (uint8_t)((big_len - 5) >> 8);
     big[4] = (uint8_t)(big_len - 5);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", big, big_len), 8);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", big, big_len), 8);
     ok = request_bytes(65, 1, &len);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 8);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 8);
     ok = request_bytes(1, 40, &len);        /* one key 40 times: fine, the last wins */
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
     assert_true(harness_alive(r->d));
     harness_rls_stop(r);
 }
@@ -544,7 +424,7 @@ static void expect_closed(int port, const void *bytes, size_t len)
     struct harness_conn *c;
 
     CHECK(harness_connect_tcp(port, &c));
-    raw_send(c->fd, bytes, len);
+    harness_raw_send(c->fd, bytes, len);
     CHECK(harness_wait_eof(c, HARNESS_TIMEOUT_MS));
     harness_close(c);
 }
@@ -570,7 +450,7 @@ static void test_rls_garbage(void **state)
         expect_closed(r->port, junk, sizeof(junk));
     }
     ok = request_bytes(1, 1, &len);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
     assert_true(harness_alive(r->d));
     harness_rls_stop(r);
 }
@@ -588,8 +468,8 @@ static int flood_child(void *arg)
     nghttp2_session_callbacks *cbs;
     nghttp2_option *opt;
     nghttp2_session *ses;
-    struct h2 h = { .body = f->req, .body_len = f->req_len };
-    nghttp2_data_provider prd = { .read_callback = h2_read_body };
+    struct harness_h2 h = { .body = f->req, .body_len = f->req_len };
+    nghttp2_data_provider prd = { .read_callback = harness_h2_read_body };
     nghttp2_nv nv[] = {
         { (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
         { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
@@ -626,7 +506,7 @@ static int flood_child(void *arg)
             return 13;
         while ((n = nghttp2_session_mem_send(ses, &data)) > 0) {
             /* A full socket: divvyd stopped reading us; hold on until killed. */
-            if (raw_send(fd, data, (size_t)n) < 0)
+            if (harness_raw_send(fd, data, (size_t)n) < 0)
                 for (;;)
                     pause();
         }
@@ -663,7 +543,7 @@ static void test_rls_never_reading_client(void **state)
         long long out = 0, req = 0;
 
         ok = request_bytes(1, 1, &len);
-        assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
+        assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
         CHECK(harness_get_stat(probe, "closed_slow_output", &out));
         CHECK(harness_get_stat(probe, "closed_slow_request", &req));
         if (out + req > 0)

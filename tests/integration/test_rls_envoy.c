@@ -19,7 +19,6 @@
  *   - a descriptor's limit override is not honoured, and the log says so.
  */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +27,11 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <nghttp2/nghttp2.h>
 
 #include "grpc/health/v1/health.pb-c.h"
 #include "harness.h"
 #include "harness_grpc.h"
+#include "harness_h2.h"
 
 #define RULES_EDGE                                                                            \
     "rules = (\n"                                                                             \
@@ -103,116 +102,6 @@ static void test_rls_health_check(void **state)
     harness_rls_stop(r);
 }
 
-/* A raw HTTP/2 client for one Check whose message is held back. */
-struct h2 {
-    int fd;
-    nghttp2_session *ses;
-    int32_t id;
-    uint8_t body[64];
-    size_t body_len, body_off;
-    bool release, ping_ack, goaway, closed;
-    int grpc_status;            /* -1: none seen */
-    uint8_t data[64];
-    size_t data_len;
-};
-
-static ssize_t h2_read_body(nghttp2_session *ses, int32_t id, uint8_t *buf, size_t len,
-                            uint32_t *flags, nghttp2_data_source *src, void *user)
-{
-    struct h2 *h = user;
-    size_t n = h->body_len - h->body_off;
-
-    (void)ses;
-    (void)id;
-    (void)src;
-    if (!h->release)
-        return NGHTTP2_ERR_DEFERRED;
-    if (n > len)
-        n = len;
-    memcpy(buf, h->body + h->body_off, n);
-    h->body_off += n;
-    if (h->body_off == h->body_len)
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    return (ssize_t)n;
-}
-
-static int h2_on_header(nghttp2_session *ses, const nghttp2_frame *frame, const uint8_t *name,
-                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                        void *user)
-{
-    struct h2 *h = user;
-    char v[16];
-
-    (void)ses;
-    (void)flags;
-    if (frame->hd.stream_id == h->id && namelen == 11 && memcmp(name, "grpc-status", 11) == 0) {
-        snprintf(v, sizeof(v), "%.*s", (int)valuelen, (const char *)value);
-        h->grpc_status = atoi(v);
-    }
-    return 0;
-}
-
-static int h2_on_data(nghttp2_session *ses, uint8_t flags, int32_t id, const uint8_t *data,
-                      size_t len, void *user)
-{
-    struct h2 *h = user;
-
-    (void)ses;
-    (void)flags;
-    if (id == h->id && h->data_len + len <= sizeof(h->data)) {
-        memcpy(h->data + h->data_len, data, len);
-        h->data_len += len;
-    }
-    return 0;
-}
-
-static int h2_on_frame(nghttp2_session *ses, const nghttp2_frame *frame, void *user)
-{
-    struct h2 *h = user;
-
-    (void)ses;
-    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK))
-        h->ping_ack = true;
-    if (frame->hd.type == NGHTTP2_GOAWAY)
-        h->goaway = true;
-    return 0;
-}
-
-static int h2_on_close(nghttp2_session *ses, int32_t id, uint32_t code, void *user)
-{
-    struct h2 *h = user;
-
-    (void)ses;
-    (void)code;
-    if (id == h->id)
-        h->closed = true;
-    return 0;
-}
-
-/* Writes what the session has and reads until *@flag (or the timeout). */
-static void h2_pump(struct h2 *h, const bool *flag)
-{
-    uint64_t end = harness_now_ms() + HARNESS_TIMEOUT_MS;
-
-    while (!*flag && harness_now_ms() < end) {
-        const uint8_t *data;
-        uint8_t buf[4096];
-        struct pollfd p = { .fd = h->fd, .events = POLLIN };
-        ssize_t n;
-
-        while ((n = nghttp2_session_mem_send(h->ses, &data)) > 0)
-            assert_int_equal(send(h->fd, data, (size_t)n, MSG_NOSIGNAL), n);
-        if (poll(&p, 1, 50) <= 0)
-            continue;
-        n = read(h->fd, buf, sizeof(buf));
-        if (n <= 0)
-            break;
-        assert_true(nghttp2_session_mem_recv(h->ses, buf, (size_t)n) >= 0);
-    }
-    if (!*flag)
-        fail_msg("the HTTP/2 exchange stopped short");
-}
-
 /* GET @path on 127.0.0.1:@port (HTTP/1.0, raw): the status, the body in @body. */
 static int http_get(int port, const char *path, char *body, size_t size)
 {
@@ -239,19 +128,10 @@ static void test_rls_health_stopping(void **state)
 {
     Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
     Grpc__Health__V1__HealthCheckResponse *resp;
-    struct h2 h = { .grpc_status = -1 };
+    struct harness_h2 h;
     struct harness_rls *r;
-    struct harness_conn *c;
-    nghttp2_session_callbacks *cbs;
-    nghttp2_data_provider prd = { .read_callback = h2_read_body };
-    nghttp2_nv nv[] = {
-        { (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
-        { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
-        { (uint8_t *)":authority", (uint8_t *)"divvy", 10, 5, 0 },
-        { (uint8_t *)":path", (uint8_t *)"/grpc.health.v1.Health/Check", 5, 28, 0 },
-        { (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0 },
-        { (uint8_t *)"te", (uint8_t *)"trailers", 2, 8, 0 },
-    };
+    uint64_t deadline;
+    uint8_t msg[64];
     char conf[512], body[256];
     int mport = harness_free_port(SOCK_STREAM), status;
     size_t n;
@@ -264,35 +144,26 @@ static void test_rls_health_stopping(void **state)
     assert_string_equal(body, "OK");
     req.service = (char *)RLS_SERVICE;
     n = grpc__health__v1__health_check_request__get_packed_size(&req);
-    assert_true(n + 5 <= sizeof(h.body));
-    memcpy(h.body, (const uint8_t[]){ 0, 0, 0, 0, (uint8_t)n }, 5);
-    grpc__health__v1__health_check_request__pack(&req, h.body + 5);
-    h.body_len = n + 5;
+    assert_true(n + 5 <= sizeof(msg));
+    memcpy(msg, (const uint8_t[]){ 0, 0, 0, 0, (uint8_t)n }, 5);
+    grpc__health__v1__health_check_request__pack(&req, msg + 5);
 
-    CHECK(harness_connect_tcp(r->port, &c));
-    h.fd = c->fd;
-    assert_int_equal(nghttp2_session_callbacks_new(&cbs), 0);
-    nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, h2_on_data);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, h2_on_frame);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_close);
-    assert_int_equal(nghttp2_session_client_new(&h.ses, cbs, &h), 0);
-    nghttp2_session_callbacks_del(cbs);
-    assert_int_equal(nghttp2_submit_settings(h.ses, 0, NULL, 0), 0);
-    h.id = nghttp2_submit_request(h.ses, NULL, nv, 6, &prd, NULL);
-    assert_true(h.id > 0);
-    /* The PING is acknowledged after the HEADERS before it are taken. */
+    /* A Check whose message waits; the PING is acknowledged after the
+     * HEADERS before it are taken: divvyd holds the stream. */
+    harness_h2_open(&h, r->port);
+    h.hold = true;
+    harness_h2_request(&h, "/grpc.health.v1.Health/Check", "application/grpc", msg, n + 5);
     assert_int_equal(nghttp2_submit_ping(h.ses, 0, NULL), 0);
-    h2_pump(&h, &h.ping_ack);
+    assert_true(harness_h2_pump(&h, &h.ping_ack));
 
+    r->d->expect_exit = true;
     CHECK(harness_kill(r->d, SIGTERM));
-    h2_pump(&h, &h.goaway);
+    assert_true(harness_h2_pump(&h, &h.goaway));
     /* Stopping, while this call keeps divvyd's worker draining. */
     assert_int_equal(http_get(mport, "/healthcheck", body, sizeof(body)), 503);
     assert_string_equal(body, "stopping\n");
-    h.release = true;
-    assert_int_equal(nghttp2_session_resume_data(h.ses, h.id), 0);
-    h2_pump(&h, &h.closed);
+    harness_h2_release(&h);
+    assert_true(harness_h2_pump(&h, &h.closed));
     assert_int_equal(h.grpc_status, 0);
     assert_true(h.data_len > 5);
     resp = grpc__health__v1__health_check_response__unpack(NULL, h.data_len - 5, h.data + 5);
@@ -300,8 +171,11 @@ static void test_rls_health_stopping(void **state)
     assert_int_equal(resp->status,
                      GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING);
     grpc__health__v1__health_check_response__free_unpacked(resp, NULL);
-    nghttp2_session_del(h.ses);
-    harness_close(c);
+    harness_h2_close(&h);
+    /* It stops by itself (a second SIGTERM could come after its handler is gone). */
+    deadline = harness_now_ms() + HARNESS_STOP_MS;
+    while (harness_alive(r->d) && harness_now_ms() < deadline)
+        harness_pause_ms(5);
     CHECK(harness_stop(r->d, &status));
     assert_int_equal(status, 0);
 }
