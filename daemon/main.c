@@ -625,6 +625,8 @@ int main(int argc, char **argv)
         log_msg(LOG_INFO, "admin group '%s' does not exist: only root may RESET and RELOAD",
                 cfg->admin_group ? cfg->admin_group : "");
     so.full_allow = cfg->when_full == CONFIG_FULL_ALLOW;
+    so.rls_unmatched_rule = cfg->rls_unmatched_rule;
+    so.rls_ratelimit_headers = cfg->rls_ratelimit_headers;
     so.fast = fast;
     so.priv = priv;
     so.fastfd = ff;

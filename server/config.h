@@ -163,6 +163,10 @@ struct config {
     char *store_prefix;         /* prepended to every Redis key; default "" */
     uint64_t lease_max;         /* most credit one host holds in one lease; default 1000 */
     struct config_redis redis;
+
+    /* rls { } (docs/rls.md "Settings"): read at start only. */
+    bool rls_unmatched_rule;    /* rls.unmatched = "rule"; default "ok" (false) */
+    bool rls_ratelimit_headers; /* rls.ratelimit_headers; default false */
 };
 
 /*

@@ -113,6 +113,8 @@ int conf_metrics_setting(struct config *cfg, const char *path,
                          const config_setting_t *s, struct diag *reterr);
 int conf_statsd_setting(struct config *cfg, const char *path,
                         const config_setting_t *s, struct diag *reterr);
+int conf_rls_setting(struct config *cfg, const char *path, const config_setting_t *s,
+                     struct diag *reterr);
 
 /* config_store.c */
 int conf_store_setting(struct config *cfg, const char *path,

@@ -420,3 +420,36 @@ int conf_statsd_setting(struct config *cfg, const char *path,
     return conf_unknown(path, s, "statsd", conf_statsd_names, CONF_N(conf_statsd_names), "",
                         reterr);
 }
+
+/* ---- rls { }: the RLS listener's answers (docs/rls.md "Settings") ------------------ */
+
+static const char *const conf_rls_names[] = { "unmatched", "ratelimit_headers" };
+
+int conf_rls_setting(struct config *cfg, const char *path, const config_setting_t *s,
+                     struct diag *reterr)
+{
+    const char *name = conf_name(s), *str;
+    int r;
+
+    if (strcmp(name, "unmatched") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        if (strcmp(str, "ok") != 0 && strcmp(str, "rule") != 0) {
+            diag_set(reterr, path, conf_line(s),
+                     "rls.unmatched must be \"ok\" or \"rule\", not \"%s\"", str);
+            return -EINVAL;
+        }
+        cfg->rls_unmatched_rule = str[0] == 'r';
+        return 0;
+    }
+    if (strcmp(name, "ratelimit_headers") == 0) {
+        if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
+            diag_set(reterr, path, conf_line(s), "rls.ratelimit_headers must be true or false");
+            return -EINVAL;
+        }
+        cfg->rls_ratelimit_headers = config_setting_get_bool(s) != 0;
+        return 0;
+    }
+    return conf_unknown(path, s, "rls", conf_rls_names, CONF_N(conf_rls_names), "", reterr);
+}
