@@ -163,6 +163,11 @@ struct config {
     char *store_prefix;         /* prepended to every Redis key; default "" */
     uint64_t lease_max;         /* most credit one host holds in one lease; default 1000 */
     struct config_redis redis;
+
+    /* server.resp_password_file (docs/resp.md "AUTH"): what RESP listeners ask
+     * of their clients; read from the file at every load, like redis.password_file. */
+    char *resp_password;        /* NULL: no password, every RESP client may send commands */
+    char *resp_password_file;   /* NULL, or as written: a path or a credential name */
 };
 
 /*
