@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "harness_redis.h"
+#include "resp_client.h"
 
 #define RULES                                                                         \
     "rules = (\n"                                                                     \
@@ -33,101 +34,6 @@
     "    credit_limit = 700; reset_seconds = 600; },\n"                               \
     "  { default = true; label = \"dflt\"; credit_limit = 5; reset_seconds = 60; }\n" \
     ");\n"
-
-/* Reads one RESP value and appends it flattened to @out: "+PONG", ":1",
- * "$text" ("$nil"), "-ERR ...", "*2 :1 $x". */
-static int resp_read(struct harness_conn *c, char *out, size_t size)
-{
-    char line[HARNESS_LINE];
-    size_t used = strlen(out);
-    ssize_t n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
-    long count;
-    int r;
-
-    if (n < 0)
-        return (int)n;
-    if (n > 0 && line[n - 1] == '\r')
-        line[--n] = '\0';
-    if (n == 0)
-        return -EPROTO;
-    switch (line[0]) {
-    case '+':
-    case '-':
-    case ':':
-        snprintf(out + used, size - used, "%s", line);
-        return 0;
-    case '$':
-        count = strtol(line + 1, NULL, 10);
-        if (count < 0) {
-            snprintf(out + used, size - used, "$nil");
-            return 0;
-        }
-        /* Line by line (our bulk strings hold no bare CR or LF) up to its length. */
-        snprintf(out + used, size - used, "$");
-        for (long got = 0; got < count + 2; got += n + 1) {
-            n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
-            if (n < 0)
-                return (int)n;
-            used = strlen(out);
-            snprintf(out + used, size - used, "%s%.*s", got ? "\n" : "",
-                     (int)(n > 0 && line[n - 1] == '\r' ? n - 1 : n), line);
-        }
-        return 0;
-    case '*':
-        count = strtol(line + 1, NULL, 10);
-        snprintf(out + used, size - used, "*%ld", count);
-        for (long i = 0; i < count; i++) {
-            used = strlen(out);
-            snprintf(out + used, size - used, " ");
-            r = resp_read(c, out, size);
-            if (r < 0)
-                return r;
-        }
-        return 0;
-    }
-    return -EPROTO;
-}
-
-/* Reads one value and asserts it is @want. */
-static void expect_resp(struct harness_conn *c, const char *want)
-{
-    char got[HARNESS_LINE] = "";
-
-    CHECK(resp_read(c, got, sizeof(got)));
-    if (strcmp(got, want) != 0)
-        fail_msg("RESP reply \"%s\", want \"%s\"", got, want);
-}
-
-static void expect_resp_prefix(struct harness_conn *c, const char *want)
-{
-    char got[HARNESS_LINE] = "";
-
-    CHECK(resp_read(c, got, sizeof(got)));
-    if (strncmp(got, want, strlen(want)) != 0)
-        fail_msg("RESP reply \"%s\", want \"%s...\"", got, want);
-}
-
-/* A command as a multibulk array: @argv NULL-terminated. */
-static size_t resp_cmd(char *buf, size_t size, const char *const *argv)
-{
-    size_t n = 0, used = 0;
-
-    while (argv[n])
-        n++;
-    used += (size_t)snprintf(buf + used, size - used, "*%zu\r\n", n);
-    for (size_t i = 0; i < n; i++)
-        used += (size_t)snprintf(buf + used, size - used, "$%zu\r\n%s\r\n", strlen(argv[i]),
-                                 argv[i]);
-    return used;
-}
-
-#define SEND_CMD(c, ...)                                                              \
-    do {                                                                              \
-        char send_b_[4096];                                                           \
-        size_t send_n_ = resp_cmd(send_b_, sizeof(send_b_),                           \
-                                  (const char *const[]){ __VA_ARGS__, NULL });        \
-        CHECK(harness_send((c), send_b_, send_n_));                                   \
-    } while (0)
 
 static struct harness_daemon *start_resp(const char *config)
 {
@@ -149,6 +55,7 @@ static void test_resp_connection(void **state)
         "\r\n"
         "*0\r\n"
         "ping  \"x\"\r\n"
+        "HELLO 4\r\n"
         "HELLO 3\r\n"
         "*2\r\n$5\r\nHELLO\r\n$1\r\n2\r\n"
         "COMMAND\r\n"
@@ -172,7 +79,8 @@ static void test_resp_connection(void **state)
     expect_resp(c, "+PONG");
     expect_resp(c, "$hello");
     expect_resp(c, "$\"x\"");
-    expect_resp_prefix(c, "-NOPROTO ");
+    expect_resp(c, "-NOPROTO unsupported protocol version");
+    expect_resp_prefix(c, "%7 $server $divvy $version $" DIVVY_VERSION " $proto :3 $id");
     expect_resp_prefix(c, "*14 $server $divvy $version $" DIVVY_VERSION " $proto :2 $id");
     expect_resp(c, "*0");
     expect_resp(c, "*0");

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * resp_client: RESP commands and replies for the raw-socket RESP tests (see
+ * resp_client.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "resp_client.h"
+
+/* Reads one RESP value and appends it flattened to @out: "+PONG", ":1",
+ * "$text" ("$nil"), "-ERR ...", "*2 :1 $x". */
+int resp_read(struct harness_conn *c, char *out, size_t size)
+{
+    char line[HARNESS_LINE];
+    size_t used = strlen(out);
+    ssize_t n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
+    long count;
+    int r;
+
+    if (n < 0)
+        return (int)n;
+    if (n > 0 && line[n - 1] == '\r')
+        line[--n] = '\0';
+    if (n == 0)
+        return -EPROTO;
+    switch (line[0]) {
+    case '+':
+    case '-':
+    case ':':
+    case '_':
+    case '#':
+    case ',':
+        snprintf(out + used, size - used, "%s", line);
+        return 0;
+    case '$':
+        count = strtol(line + 1, NULL, 10);
+        if (count < 0) {
+            snprintf(out + used, size - used, "$nil");
+            return 0;
+        }
+        /* Line by line (our bulk strings hold no bare CR or LF) up to its length. */
+        snprintf(out + used, size - used, "$");
+        for (long got = 0; got < count + 2; got += n + 1) {
+            n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
+            if (n < 0)
+                return (int)n;
+            used = strlen(out);
+            snprintf(out + used, size - used, "%s%.*s", got ? "\n" : "",
+                     (int)(n > 0 && line[n - 1] == '\r' ? n - 1 : n), line);
+        }
+        return 0;
+    case '*':
+    case '%':
+        count = strtol(line + 1, NULL, 10);
+        snprintf(out + used, size - used, "%c%ld", line[0], count);
+        for (long i = 0; i < (line[0] == '%' ? 2 * count : count); i++) {
+            used = strlen(out);
+            snprintf(out + used, size - used, " ");
+            r = resp_read(c, out, size);
+            if (r < 0)
+                return r;
+        }
+        return 0;
+    }
+    return -EPROTO;
+}
+
+/* Reads one value and asserts it is @want. */
+void expect_resp(struct harness_conn *c, const char *want)
+{
+    char got[HARNESS_LINE] = "";
+
+    CHECK(resp_read(c, got, sizeof(got)));
+    if (strcmp(got, want) != 0)
+        fail_msg("RESP reply \"%s\", want \"%s\"", got, want);
+}
+
+void expect_resp_prefix(struct harness_conn *c, const char *want)
+{
+    char got[HARNESS_LINE] = "";
+
+    CHECK(resp_read(c, got, sizeof(got)));
+    if (strncmp(got, want, strlen(want)) != 0)
+        fail_msg("RESP reply \"%s\", want \"%s...\"", got, want);
+}
+
+/* A command as a multibulk array: @argv NULL-terminated. */
+size_t resp_cmd(char *buf, size_t size, const char *const *argv)
+{
+    size_t n = 0, used = 0;
+
+    while (argv[n])
+        n++;
+    used += (size_t)snprintf(buf + used, size - used, "*%zu\r\n", n);
+    for (size_t i = 0; i < n; i++)
+        used += (size_t)snprintf(buf + used, size - used, "$%zu\r\n%s\r\n", strlen(argv[i]),
+                                 argv[i]);
+    return used;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * resp_client: what the RESP tests over raw sockets share (test_resp_*.c):
+ * commands written as multibulk arrays and replies, RESP2 or RESP3, read
+ * back flattened into one line a test compares as text.
+ */
+#ifndef DIVVY_RESP_CLIENT_H
+#define DIVVY_RESP_CLIENT_H
+
+#include <stddef.h>
+
+#include "harness.h"
+
+/*
+ * Reads one RESP value and appends it flattened to @out: "+PONG", ":1",
+ * "$text" ("$nil"), "-ERR ...", "*2 :1 $x"; RESP3's map "%1 $k :1" (its
+ * pairs' values in order), null "_", boolean "#t", double ",1.5".
+ */
+int resp_read(struct harness_conn *c, char *out, size_t size);
+
+/* Reads one value and asserts it is @want, or starts with @want. */
+void expect_resp(struct harness_conn *c, const char *want);
+void expect_resp_prefix(struct harness_conn *c, const char *want);
+
+/* A command as a multibulk array into @buf: @argv NULL-terminated; its length. */
+size_t resp_cmd(char *buf, size_t size, const char *const *argv);
+
+#define SEND_CMD(c, ...)                                                              \
+    do {                                                                              \
+        char send_b_[4096];                                                           \
+        size_t send_n_ = resp_cmd(send_b_, sizeof(send_b_),                           \
+                                  (const char *const[]){ __VA_ARGS__, NULL });        \
+        CHECK(harness_send((c), send_b_, send_n_));                                   \
+    } while (0)
+
+#endif
