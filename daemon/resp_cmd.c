@@ -2,9 +2,9 @@
 /*
  * resp_cmd: a RESP connection's commands (see resp_cmd.h).  A command is a
  * line of commands[]: its name, its arity as Redis states it (n: exactly n
- * arguments with the name, -n: at least n) and its handler.  Replies go
- * through out_append() like the line protocol's, so they keep request
- * order behind hits that wait for Redis (conn.h).
+ * arguments with the name, -n: at least n), its handler and what it may do
+ * before AUTH and inside MULTI.  Replies go through resp_conn.h's writers,
+ * so they keep request order behind hits that wait for Redis (conn.h).
  */
 #include <errno.h>
 #include <stdbool.h>
