@@ -250,7 +250,8 @@ static const struct resp_command commands[] = {
     { "SELECT", 2, resp_session_select, 0 },
     { "MULTI", 1, resp_multi_multi, RESP_F_NOMULTI },
     { "EXEC", 1, resp_exec, RESP_F_NOW },
-    { "DISCARD", 1, resp_multi_discard, RESP_F_NOW },
+    /* Also before AUTH: a password a reload replaced must not trap a transaction. */
+    { "DISCARD", 1, resp_multi_discard, RESP_F_NOW | RESP_F_NOAUTH },
     { "WATCH", -2, resp_multi_watch, RESP_F_NOMULTI },
     { "UNWATCH", 1, resp_multi_unwatch, 0 },
     { "DIVVY.HIT", -3, resp_divvy_hit, 0 },

@@ -213,12 +213,22 @@ static void test_resp_auth(void **state)
     reload(d, "ERR reload-failed");
     SEND_CMD(a, "PING");
     expect_resp(a, "+PONG");
-    /* A new password: in force at once, for connections authenticated before too. */
+    /* A new password: in force at once, for connections authenticated before too,
+     * one inside a transaction included. */
+    SEND_CMD(a, "MULTI");
+    expect_resp(a, "+OK");
+    SEND_CMD(a, "PING");
+    expect_resp(a, "+QUEUED");
     write_file(pw, "new-pw\n", 0600);
     reload(d, "OK");
     assert_int_equal(harness_log_contains(d, "RESP password changed"), 1);
     SEND_CMD(a, "PING");
     expect_resp(a, NOAUTH);
+    /* ... and DISCARD still ends a transaction it had begun. */
+    SEND_CMD(a, "EXEC");
+    expect_resp(a, NOAUTH);
+    SEND_CMD(a, "DISCARD");
+    expect_resp(a, "+OK");
     SEND_CMD(a, "AUTH", "old-pw");
     expect_resp(a, WRONGPASS);
     SEND_CMD(a, "AUTH", "new-pw");

@@ -2,9 +2,9 @@
 // divvyd's RESP listener from ioredis (tests/integration/test_resp_clients.c):
 // node node_client.js SOCKET.  Connects as any Redis client would (ioredis's
 // ready check sends INFO), pipelines DIVVY.HIT, reproduces Smyte's RL.REDUCE
-// transcript and a CL.THROTTLE, a multi() transaction, then 4 clients x 250 hits on a rule that
-// allows 700 must get exactly 700.  Prints one line per check; exit 0 when
-// all pass.
+// transcript and a CL.THROTTLE, runs a multi() transaction, then 4 clients x
+// 250 hits on a rule that allows 700 must get exactly 700.  Prints one line
+// per check; exit 0 when all pass.
 'use strict';
 const Redis = require('ioredis');
 
