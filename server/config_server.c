@@ -11,7 +11,6 @@
 #include <sys/un.h>
 
 #include "config_private.h"
-#include "secret.h"
 #include "table.h"
 
 /* Names each settings group knows, for "did you mean" (suggest.h). */
@@ -227,25 +226,8 @@ void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *r
 static int conf_server_resp_password(struct config *cfg, const char *path,
                                      const config_setting_t *s, struct diag *reterr)
 {
-    char err[SECRET_ERR_MAX], *secret = NULL;
-    const char *str;
-    int r;
-
-    r = conf_get_string(path, s, &str, reterr);
-    if (r < 0)
-        return r;
-    r = secret_read(str, &secret, err, sizeof(err));
-    if (r < 0) {
-        if (r != -ENOMEM)
-            diag_set(reterr, path, conf_line(s), "server.resp_password_file: %s", err);
-        return r == -ENOMEM ? r : -EINVAL;
-    }
-    if (cfg->resp_password) {
-        explicit_bzero(cfg->resp_password, strlen(cfg->resp_password));
-        free(cfg->resp_password);
-    }
-    cfg->resp_password = secret;
-    return conf_set_str(&cfg->resp_password_file, str);
+    return conf_secret_file(path, s, "server", &cfg->resp_password, &cfg->resp_password_file,
+                            reterr);
 }
 
 int conf_server_setting(struct config *cfg, const char *path,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "harness_redis.h"
 #include "resp_client.h"
 
 /* Reads one RESP value and appends it flattened to @out: "+PONG", ":1",
@@ -100,4 +101,19 @@ size_t resp_cmd(char *buf, size_t size, const char *const *argv)
         used += (size_t)snprintf(buf + used, size - used, "$%zu\r\n%s\r\n", strlen(argv[i]),
                                  argv[i]);
     return used;
+}
+
+struct harness_daemon *resp_start_strict(struct redis_srv **ret_rs)
+{
+    struct harness_opts o = { .resp = true, .workers = 1 };
+    struct harness_daemon *d;
+    char *conf;
+
+    CHECK(redis_start(ret_rs));
+    conf = redis_config(*ret_rs, "local", "closed", 5000, NULL, RESP_STRICT_RULES);
+    assert_non_null(conf);
+    o.config_text = conf;
+    CHECK(harness_start(&o, &d));
+    free(conf);
+    return d;
 }

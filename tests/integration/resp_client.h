@@ -22,6 +22,20 @@ int resp_read(struct harness_conn *c, char *out, size_t size);
 void expect_resp(struct harness_conn *c, const char *want);
 void expect_resp_prefix(struct harness_conn *c, const char *want);
 
+/* Rules with one "strict" rule (its hits wait for Redis): app=* (label s1,
+ * 2 a minute), then a default. */
+#define RESP_STRICT_RULES                                                                  \
+    "{ match = { app = \"*\"; }; label = \"s1\"; actor = \"app\"; store = \"strict\";\n" \
+    "  credit_limit = 2; reset_seconds = 60; },\n"                                          \
+    "{ default = true; label = \"dflt\"; credit_limit = 5; reset_seconds = 60; }\n"
+
+struct redis_srv;
+
+/* A redis-server (*ret_rs) and a divvyd with one worker and RESP listeners
+ * keeping RESP_STRICT_RULES there (on_redis_error closed); fails the test
+ * when either does not start.  Stop them with harness_free(), redis_stop(). */
+struct harness_daemon *resp_start_strict(struct redis_srv **ret_rs);
+
 /* A command as a multibulk array into @buf: @argv NULL-terminated; its length. */
 size_t resp_cmd(char *buf, size_t size, const char *const *argv);
 

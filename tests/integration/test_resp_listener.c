@@ -503,23 +503,12 @@ static void test_resp_exact(void **state)
 
 static void test_resp_redis_order(void **state)
 {
-    static const char rules[] =
-        "{ match = { app = \"*\"; }; label = \"s1\"; actor = \"app\"; store = \"strict\";\n"
-        "  credit_limit = 2; reset_seconds = 60; },\n"
-        "{ default = true; label = \"dflt\"; credit_limit = 5; reset_seconds = 60; }\n";
     struct redis_srv *rs;
     struct harness_daemon *d;
-    struct harness_opts o = { .resp = true, .workers = 1 };
     struct harness_conn *c;
-    char *conf;
 
     (void)state;
-    CHECK(redis_start(&rs));
-    conf = redis_config(rs, "local", "closed", 5000, NULL, rules);
-    assert_non_null(conf);
-    o.config_text = conf;
-    CHECK(harness_start(&o, &d));
-    free(conf);
+    d = resp_start_strict(&rs);
     CHECK(harness_connect_unix(d->resp_sock, &c));
     /* One write: strict hits wait for Redis, PING and ECHO do not. */
     {

@@ -371,25 +371,14 @@ static void test_resp_multi_bound(void **state)
 /* Hits that wait for Redis keep their place inside EXEC's array. */
 static void test_resp_multi_redis(void **state)
 {
-    static const char rules[] =
-        "{ match = { app = \"*\"; }; label = \"s1\"; actor = \"app\"; store = \"strict\";\n"
-        "  credit_limit = 2; reset_seconds = 60; },\n"
-        "{ default = true; label = \"dflt\"; credit_limit = 5; reset_seconds = 60; }\n";
     struct redis_srv *rs;
     struct harness_daemon *d;
-    struct harness_opts o = { .resp = true, .workers = 1 };
     struct harness_conn *c;
     char buf[2048];
     size_t n = 0;
-    char *conf;
 
     (void)state;
-    CHECK(redis_start(&rs));
-    conf = redis_config(rs, "local", "closed", 5000, NULL, rules);
-    assert_non_null(conf);
-    o.config_text = conf;
-    CHECK(harness_start(&o, &d));
-    free(conf);
+    d = resp_start_strict(&rs);
     CHECK(harness_connect_unix(d->resp_sock, &c));
     n += resp_cmd(buf + n, sizeof(buf) - n, (const char *const[]){ "MULTI", NULL });
     n += resp_cmd(buf + n, sizeof(buf) - n, (const char *const[]){ "DIVVY.HIT", "app", "o", NULL });

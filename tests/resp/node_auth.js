@@ -5,18 +5,11 @@
 // with a wrong one it is refused (WRONGPASS); with none, its commands are
 // refused (NOAUTH).  Prints one line per check; exit 0 when all pass.
 'use strict';
+const { fail, ok, same } = require('./check');
 const { createClient } = require('redis');
 const Redis = require('ioredis');
 
 const [path, password] = process.argv.slice(2);
-const fail = (what) => { console.log('FAIL ' + what); process.exitCode = 1; };
-const ok = (what) => console.log('ok ' + what);
-const same = (what, got, want) => {
-  if (JSON.stringify(got) !== JSON.stringify(want))
-    fail(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-  else
-    ok(what);
-};
 const refused = async (what, p, want) => {
   try {
     await p;

@@ -6,18 +6,12 @@
 // 250 hits on a rule that allows 700 must get exactly 700.  Prints one line
 // per check; exit 0 when all pass.
 'use strict';
+const { fail, same } = require('./check');
 const Redis = require('ioredis');
 
 const path = process.argv[2];
 const open = () => new Redis({ path, maxRetriesPerRequest: 0, enableOfflineQueue: true,
                                retryStrategy: () => null });
-const fail = (what) => { console.log('FAIL ' + what); process.exitCode = 1; };
-const same = (what, got, want) => {
-  if (JSON.stringify(got) !== JSON.stringify(want))
-    fail(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-  else
-    console.log('ok ' + what);
-};
 
 async function main() {
   const r = open();

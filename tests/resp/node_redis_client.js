@@ -5,16 +5,10 @@
 // transcript, CL.THROTTLE and a MULTI/EXEC transaction.  Prints one line per
 // check; exit 0 when all pass.
 'use strict';
+const { fail, same } = require('./check');
 const { createClient } = require('redis');
 
 const path = process.argv[2];
-const fail = (what) => { console.log('FAIL ' + what); process.exitCode = 1; };
-const same = (what, got, want) => {
-  if (JSON.stringify(got) !== JSON.stringify(want))
-    fail(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-  else
-    console.log('ok ' + what);
-};
 
 async function main() {
   const r = createClient({ socket: { path, reconnectStrategy: false } });
