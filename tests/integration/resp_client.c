@@ -103,6 +103,15 @@ size_t resp_cmd(char *buf, size_t size, const char *const *argv)
     return used;
 }
 
+struct harness_daemon *resp_start(const char *config)
+{
+    struct harness_opts o = { .config_text = config, .resp = true, .workers = 2 };
+    struct harness_daemon *d = NULL;
+
+    CHECK(harness_start(&o, &d));
+    return d;
+}
+
 struct harness_daemon *resp_start_strict(struct redis_srv **ret_rs)
 {
     struct harness_opts o = { .resp = true, .workers = 1 };

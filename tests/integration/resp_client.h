@@ -22,6 +22,10 @@ int resp_read(struct harness_conn *c, char *out, size_t size);
 void expect_resp(struct harness_conn *c, const char *want);
 void expect_resp_prefix(struct harness_conn *c, const char *want);
 
+/* divvyd with two workers on @config, with RESP listeners; fails the test
+ * when it does not start. */
+struct harness_daemon *resp_start(const char *config);
+
 /* Rules with one "strict" rule (its hits wait for Redis): app=* (label s1,
  * 2 a minute), then a default. */
 #define RESP_STRICT_RULES                                                                  \

@@ -29,6 +29,7 @@
 
 #include "harness.h"
 #include "hash.h"
+#include "resp_client.h"
 
 #define RULES                                                                         \
     "rules = (\n"                                                                     \
@@ -135,18 +136,9 @@ static bool have(const char *cmd)
                buf, sizeof(buf), 10000, &st) == 0 && st == 0;
 }
 
-static struct harness_daemon *start_resp_config(const char *config)
-{
-    struct harness_opts o = { .config_text = config, .resp = true, .workers = 2 };
-    struct harness_daemon *d = NULL;
-
-    CHECK(harness_start(&o, &d));
-    return d;
-}
-
 static struct harness_daemon *start_resp(void)
 {
-    return start_resp_config(RULES);
+    return resp_start(RULES);
 }
 
 /* The post's transcript, byte for byte (--no-raw: redis-cli's terminal
@@ -316,40 +308,37 @@ static void run_script(struct harness_daemon *d, const char *name, const char *a
         fail_msg("%s: status %d", name, st);
 }
 
-static void test_resp_node_ioredis(void **state)
+/* A fresh daemon, @name run on it, its output holding @want and @want2 (NULL: none). */
+static void script_test(const char *name, const char *want, const char *want2)
 {
     char *out = harness_scratch(OUT_MAX);
     struct harness_daemon *d = start_resp();
 
-    (void)state;
-    run_script(d, "node_client.js", NULL, out);
-    assert_non_null(strstr(out, "ok 4 x 250 DIVVY.HIT allowed"));
-    assert_non_null(strstr(out, "ok multi() DIVVY.HIT PING RL.REDUCE"));
+    run_script(d, name, NULL, out);
+    assert_non_null(strstr(out, want));
+    assert_true(!want2 || strstr(out, want2));
     harness_free(d);
+}
+
+static void test_resp_node_ioredis(void **state)
+{
+    (void)state;
+    script_test("node_client.js", "ok 4 x 250 DIVVY.HIT allowed",
+                "ok multi() DIVVY.HIT PING RL.REDUCE");
 }
 
 /* node-redis with its defaults: HELLO 3 (RESP3), CLIENT SETINFO. */
 static void test_resp_node_redis(void **state)
 {
-    char *out = harness_scratch(OUT_MAX);
-    struct harness_daemon *d = start_resp();
-
     (void)state;
-    run_script(d, "node_redis_client.js", NULL, out);
-    assert_non_null(strstr(out, "ok MULTI/EXEC"));
-    harness_free(d);
+    script_test("node_redis_client.js", "ok MULTI/EXEC", NULL);
 }
 
 /* redis-py with its defaults: pipeline() is MULTI ... EXEC. */
 static void test_resp_redis_py(void **state)
 {
-    char *out = harness_scratch(OUT_MAX);
-    struct harness_daemon *d = start_resp();
-
     (void)state;
-    run_script(d, "redis_py_client.py", NULL, out);
-    assert_non_null(strstr(out, "ok pipeline() (MULTI/EXEC)"));
-    harness_free(d);
+    script_test("redis_py_client.py", "ok pipeline() (MULTI/EXEC)", NULL);
 }
 
 /* redis-cli -3: HELLO 3, then the same answers as RESP2's. */
@@ -411,7 +400,7 @@ static void test_resp_clients_auth(void **state)
     (void)state;
     password_file(dir, path, sizeof(path));
     snprintf(conf, 4096, "server = { resp_password_file = \"%s\"; };\n%s", path, RULES);
-    d = start_resp_config(conf);
+    d = resp_start(conf);
     if (have("redis-cli")) {
         CHECK(run((const char *const[]){ "redis-cli", "-s", d->resp_sock, "-a", PASSWORD,
                                          "--no-auth-warning", "DIVVY.HIT", "app", "cli", NULL },

@@ -35,15 +35,6 @@
     "  { default = true; label = \"dflt\"; credit_limit = 5; reset_seconds = 60; }\n" \
     ");\n"
 
-static struct harness_daemon *start_resp(const char *config)
-{
-    struct harness_opts o = { .config_text = config, .resp = true, .workers = 2 };
-    struct harness_daemon *d = NULL;
-
-    CHECK(harness_start(&o, &d));
-    return d;
-}
-
 /* PING (both framings), ECHO, HELLO, COMMAND, INFO, CLIENT, SELECT,
  * errors, an empty line, QUIT: all in one pipelined write, answered in order. */
 static void test_resp_connection(void **state)
@@ -68,7 +59,7 @@ static void test_resp_connection(void **state)
         "ECHO\r\n"
         "QUIT\r\n"
         "PING\r\n";
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct harness_conn *c;
     char got[HARNESS_LINE] = "";
 
@@ -101,7 +92,7 @@ static void test_resp_connection(void **state)
 /* DIVVY.* go through the same rules and counters as the line protocol. */
 static void test_resp_divvy_hit(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct harness_conn *c, *t, *line;
     char got[HARNESS_LINE] = "";
 
@@ -157,7 +148,7 @@ static void test_resp_divvy_hit(void **state)
  * root (or the admin group), as on the line protocol. */
 static void test_resp_privileged(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct harness_conn *c, *t;
 
     (void)state;
@@ -310,7 +301,7 @@ static int attack_child(void *arg)
 
 static void test_resp_attacks(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct attack a = { .port = d->resp_port };
     struct harness_conn *c;
     pid_t pid;
@@ -357,7 +348,7 @@ static void test_resp_adhoc_full(void **state)
     (void)state;
     snprintf(conf, sizeof(conf), "table = { adhoc_slots = 64; adhoc_max_buckets = 32;\n"
              "  adhoc_reserved_buckets = 4; adhoc_buckets_per_peer = 8; };\n%s", RULES);
-    d = start_resp(conf);
+    d = resp_start(conf);
     CHECK(harness_connect_unix(d->resp_sock, &c));
     CHECK(harness_connect_tcp(d->resp_port, &tcp));
     CHECK(harness_connect(d, HARNESS_UNIX, &line));
@@ -473,7 +464,7 @@ static void *exact_thread(void *arg)
 
 static void test_resp_exact(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct exact e[EXACT_CLIENTS] = { 0 };
     pthread_t th[EXACT_CLIENTS];
     unsigned allowed = 0, denied = 0;

@@ -34,20 +34,11 @@
 #define NOAUTH "-NOAUTH Authentication required."
 #define WRONGPASS "-WRONGPASS invalid username-password pair or user is disabled."
 
-static struct harness_daemon *start_resp(const char *config)
-{
-    struct harness_opts o = { .config_text = config, .resp = true, .workers = 2 };
-    struct harness_daemon *d = NULL;
-
-    CHECK(harness_start(&o, &d));
-    return d;
-}
-
 /* ---- RESP3 ---------------------------------------------------------------------------- */
 
 static void test_resp3(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct harness_conn *c;
 
     (void)state;
@@ -139,7 +130,7 @@ static void test_resp_auth(void **state)
     snprintf(pw, sizeof(pw), "%s/pw", dir);
     write_file(pw, "old-pw\n", 0600);
     snprintf(conf, sizeof(conf), "server = { resp_password_file = \"%s\"; };\n%s", pw, RULES);
-    d = start_resp(conf);
+    d = resp_start(conf);
     assert_int_equal(harness_log_contains(d, "resp: clients must authenticate"), 1);
 
     /* Before AUTH: everything but AUTH, HELLO ... AUTH and QUIT is refused, PING too. */
@@ -245,7 +236,7 @@ static void test_resp_auth(void **state)
 
 static void test_resp_multi(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct harness_conn *c;
 
     (void)state;
@@ -322,7 +313,7 @@ static void test_resp_multi(void **state)
 static void test_resp_multi_bound(void **state)
 {
     static const char conf[] = "server = { max_output_bytes = 16384; };\n" RULES;
-    struct harness_daemon *d = start_resp(conf);
+    struct harness_daemon *d = resp_start(conf);
     struct harness_conn *c;
     char *buf = harness_scratch(64 * 1024), arg[3001];
     size_t n = 0;
