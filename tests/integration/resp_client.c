@@ -4,9 +4,12 @@
  * resp_client.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "harness_redis.h"
@@ -125,4 +128,44 @@ struct harness_daemon *resp_start_strict(struct redis_srv **ret_rs)
     CHECK(harness_start(&o, &d));
     free(conf);
     return d;
+}
+
+static char pw_dir[64], pw_path[96];
+
+const char *resp_password_write(const char *text, mode_t mode)
+{
+    char tmp[128];
+    int fd;
+
+    if (!pw_dir[0]) {
+        strcpy(pw_dir, "/tmp/divvy-resp-pw-XXXXXX");
+        if (!mkdtemp(pw_dir)) {
+            pw_dir[0] = '\0';
+            fail_msg("mkdtemp: %s", strerror(errno));
+        }
+        snprintf(pw_path, sizeof(pw_path), "%s/pw", pw_dir);
+    }
+    snprintf(tmp, sizeof(tmp), "%s.new", pw_path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    assert_true(fd >= 0);
+    assert_int_equal(fchmod(fd, mode), 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(rename(tmp, pw_path), 0);
+    return pw_path;
+}
+
+int resp_teardown(void **state)
+{
+    int r = harness_teardown(state);
+    char tmp[128];
+
+    if (pw_dir[0]) {
+        snprintf(tmp, sizeof(tmp), "%s.new", pw_path);
+        unlink(tmp);
+        unlink(pw_path);
+        rmdir(pw_dir);
+        pw_dir[0] = '\0';
+    }
+    return r;
 }

@@ -8,6 +8,7 @@
 #define DIVVY_RESP_CLIENT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "harness.h"
 
@@ -39,6 +40,16 @@ struct redis_srv;
  * keeping RESP_STRICT_RULES there (on_redis_error closed); fails the test
  * when either does not start.  Stop them with harness_free(), redis_stop(). */
 struct harness_daemon *resp_start_strict(struct redis_srv **ret_rs);
+
+/*
+ * A test's password file (server.resp_password_file): "pw" in a mkdtemp()
+ * directory made on first use, @text written with @mode through a rename;
+ * its path.  resp_teardown() removes both, also after a failed assertion.
+ */
+const char *resp_password_write(const char *text, mode_t mode);
+
+/* cmocka teardown: harness_teardown(), then the password file, if any. */
+int resp_teardown(void **state);
 
 /* A command as a multibulk array into @buf: @argv NULL-terminated; its length. */
 size_t resp_cmd(char *buf, size_t size, const char *const *argv);

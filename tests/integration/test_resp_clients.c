@@ -377,29 +377,15 @@ static void test_resp_cli_resp3(void **state)
 
 #define PASSWORD "s3cret-pw"
 
-/* A password file, mode 0600, in a new directory; its path into @path. */
-static void password_file(char *dir, char *path, size_t size)
-{
-    int fd;
-
-    strcpy(dir, "/tmp/divvy-resp-pw-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, size, "%s/pw", dir);
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, PASSWORD "\n", sizeof(PASSWORD)), (ssize_t)sizeof(PASSWORD));
-    close(fd);
-}
-
 static void test_resp_clients_auth(void **state)
 {
-    char dir[64], path[128], *conf = harness_scratch(4096), *out = harness_scratch(OUT_MAX);
+    char *conf = harness_scratch(4096), *out = harness_scratch(OUT_MAX);
     struct harness_daemon *d;
     int st;
 
     (void)state;
-    password_file(dir, path, sizeof(path));
-    snprintf(conf, 4096, "server = { resp_password_file = \"%s\"; };\n%s", path, RULES);
+    snprintf(conf, 4096, "server = { resp_password_file = \"%s\"; };\n%s",
+             resp_password_write(PASSWORD "\n", 0600), RULES);
     d = resp_start(conf);
     if (have("redis-cli")) {
         CHECK(run((const char *const[]){ "redis-cli", "-s", d->resp_sock, "-a", PASSWORD,
@@ -428,8 +414,6 @@ static void test_resp_clients_auth(void **state)
     run_script(d, "node_auth.js", PASSWORD, out);
     assert_non_null(strstr(out, "ok ioredis no password"));
     harness_free(d);
-    unlink(path);
-    rmdir(dir);
 }
 
 int main(void)
@@ -443,8 +427,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resp_node_redis, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_resp_redis_py, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_resp_cli_resp3, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_resp_clients_auth, harness_setup,
-                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resp_clients_auth, harness_setup, resp_teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);

@@ -11,11 +11,9 @@
  * an unprivileged TCP peer, in order behind hits that wait for Redis).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -92,21 +90,6 @@ static void test_resp3(void **state)
 
 /* ---- AUTH ----------------------------------------------------------------------------- */
 
-/* Writes @text into @path with @mode (replacing it through a rename). */
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-    char tmp[256];
-    int fd;
-
-    snprintf(tmp, sizeof(tmp), "%s.new", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    assert_true(fd >= 0);
-    assert_int_equal(fchmod(fd, mode), 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    assert_int_equal(rename(tmp, path), 0);
-}
-
 static void reload(struct harness_daemon *d, const char *want)
 {
     struct harness_conn *l;
@@ -121,14 +104,13 @@ static void reload(struct harness_daemon *d, const char *want)
 
 static void test_resp_auth(void **state)
 {
-    char dir[] = "/tmp/divvy-resp-auth-XXXXXX", pw[64], conf[1024];
+    char conf[1024];
+    const char *pw;
     struct harness_daemon *d;
     struct harness_conn *c, *a;
 
     (void)state;
-    assert_non_null(mkdtemp(dir));
-    snprintf(pw, sizeof(pw), "%s/pw", dir);
-    write_file(pw, "old-pw\n", 0600);
+    pw = resp_password_write("old-pw\n", 0600);
     snprintf(conf, sizeof(conf), "server = { resp_password_file = \"%s\"; };\n%s", pw, RULES);
     d = resp_start(conf);
     assert_int_equal(harness_log_contains(d, "resp: clients must authenticate"), 1);
@@ -200,7 +182,7 @@ static void test_resp_auth(void **state)
     SEND_CMD(a, "PING");
     expect_resp(a, "+PONG");
     /* A group-readable file is refused: the reload fails, the old password stays. */
-    write_file(pw, "group-pw\n", 0640);
+    resp_password_write("group-pw\n", 0640);
     reload(d, "ERR reload-failed");
     SEND_CMD(a, "PING");
     expect_resp(a, "+PONG");
@@ -210,7 +192,7 @@ static void test_resp_auth(void **state)
     expect_resp(a, "+OK");
     SEND_CMD(a, "PING");
     expect_resp(a, "+QUEUED");
-    write_file(pw, "new-pw\n", 0600);
+    resp_password_write("new-pw\n", 0600);
     reload(d, "OK");
     assert_int_equal(harness_log_contains(d, "RESP password changed"), 1);
     SEND_CMD(a, "PING");
@@ -228,8 +210,6 @@ static void test_resp_auth(void **state)
     expect_resp(a, "+PONG");
     harness_close(a);
     harness_free(d);
-    unlink(pw);
-    rmdir(dir);
 }
 
 /* ---- MULTI ---------------------------------------------------------------------------- */
@@ -396,7 +376,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_resp3, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_resp_auth, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resp_auth, harness_setup, resp_teardown),
         cmocka_unit_test_setup_teardown(test_resp_multi, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_resp_multi_bound, harness_setup,
                                         harness_teardown),
