@@ -32,6 +32,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "reload.h"
+#include "resp_auth.h"
 #include "srv.h"
 #include "store.h"
 #include "table.h"
@@ -579,6 +580,13 @@ int main(int argc, char **argv)
         }
         goto out_rcu;
     }
+    if (resp_auth_set(cfg->resp_password) < 0) {
+        log_msg(LOG_ERR, "not starting: out of memory");
+        goto out_rcu;
+    }
+    if (cfg->resp_password)
+        log_msg(LOG_NOTICE, "resp: clients must authenticate (server.resp_password_file %s)",
+                cfg->resp_password_file);
     /* Counters of rules whose table changed since the last run move now. */
     r = reload_set_tables(rl, &(struct tables){ .fast = fast, .priv = priv, .privileged = prv });
     if (r < 0) {
@@ -693,6 +701,7 @@ out_rcu:
     metrics_free(metrics);
     store_free(store);
     reload_free(rl);
+    resp_auth_free();
     urcu_memb_unregister_thread();
 out:
     /* A failed start leaves nothing half-created: no table, rules file or

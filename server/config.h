@@ -167,6 +167,10 @@ struct config {
     /* rls { } (docs/rls.md "Settings"): read at start only. */
     bool rls_unmatched_rule;    /* rls.unmatched = "rule"; default "ok" (false) */
     bool rls_ratelimit_headers; /* rls.ratelimit_headers; default false */
+    /* server.resp_password_file (docs/resp.md "AUTH"): what RESP listeners ask
+     * of their clients; read from the file at every load, like redis.password_file. */
+    char *resp_password;        /* NULL: no password, every RESP client may send commands */
+    char *resp_password_file;   /* NULL, or as written: a path or a credential name */
 };
 
 /*

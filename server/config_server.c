@@ -19,7 +19,7 @@ static const char *const conf_server_names[] = {
     "tcp_connections", "unix_connections", "reserved_connections",
     "tcp_connections_per_address", "unix_connections_per_uid", "idle_timeout_ms",
     "request_timeout_ms", "socket_buffer_bytes", "socket_mode", "state_dir", "admin_group",
-    "fast_group",
+    "fast_group", "resp_password_file",
 };
 static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
@@ -218,6 +218,18 @@ void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *r
     *ret_total = max ? max : sum > UINT32_MAX ? UINT32_MAX : (unsigned)sum;
 }
 
+/*
+ * server.resp_password_file: the password RESP listeners ask for (docs/resp.md
+ * "AUTH"), read now (at start, at each reload, by --check) from the file or
+ * systemd credential named (server/secret.c); the name is kept for the writer.
+ */
+static int conf_server_resp_password(struct config *cfg, const char *path,
+                                     const config_setting_t *s, struct diag *reterr)
+{
+    return conf_secret_file(path, s, "server", &cfg->resp_password, &cfg->resp_password_file,
+                            reterr);
+}
+
 int conf_server_setting(struct config *cfg, const char *path,
                         const config_setting_t *s, struct diag *reterr)
 {
@@ -227,6 +239,8 @@ int conf_server_setting(struct config *cfg, const char *path,
 
     if (strcmp(name, "listen") == 0)
         return conf_server_listen(cfg, path, s, reterr);
+    if (strcmp(name, "resp_password_file") == 0)
+        return conf_server_resp_password(cfg, path, s, reterr);
     if (strcmp(name, "workers") == 0) {
         r = conf_get_int(path, s, 0, CONFIG_WORKERS_MAX, &v, reterr);
         if (r == 0)
