@@ -130,6 +130,8 @@ help:
 	@echo "make, make all  build divvyd, divvyctl, libdivvy, pam_divvy.so, divvy-bench and the"
 	@echo "                examples into $(B)/: one line per step, V=1 prints every command"
 	@echo "make run        install missing deps (root), build, run divvyd with etc/divvy.conf"
+	@echo "                on tcp:127.0.0.1:8321 and $(B)/run/divvy.sock: RUN_LISTEN=\"ADDR ...\""
+	@echo "                replaces them, RUN_LISTEN= keeps the config's; RUN_CONFIG=FILE"
 	@echo "make check      install missing deps (root), build, run every test: gcc, valgrind,"
 	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/testing.md)"
 	@echo "make build-tests  build everything and every test binary; run nothing"
@@ -137,6 +139,9 @@ help:
 	@echo "make check-symbols  no daemon-only symbol in libdivvy.so or pam_divvy.so (check-unit)"
 	@echo "make check-docs every function has a man page, pages render, docs and completion"
 	@echo "                install (check-unit)"
+	@echo "make check-monitoring  promtool check and test the alert rules, the dashboard is JSON"
+	@echo "                (check-unit); make install-monitoring, make uninstall-monitoring"
+	@echo "                only them, into \$$DESTDIR\$$PREFIX/share/divvy/monitoring"
 	@echo "make check-systemd  (root) install into a Debian bookworm container booted with"
 	@echo "                systemd-nspawn and drive the units there (tests/systemd/check-systemd.sh)"
 	@echo "make check-fleet  (root) three hosts and their Redis (single, Sentinel, Cluster) in"
@@ -286,11 +291,10 @@ $(B)/tests/test_%: tests/integration/test_%.c $(ITEST_A) $(LIBDIVVYD) $(LIBSERVE
 	    $(ALL_LDFLAGS) -o $@ $< $(ITEST_A) $(LIBDIVVYD) $(LIBSERVER) $(LIBCOMMON) $(LINK_LIBDIVVY) \
 	    $(call pc_libs,$(TEST_PKGS)) $(LIBS) -lpam
 
-# Every test binary runs even when an earlier one fails, and says how long it
-# took; the failures are listed at the end.  $(call run_tests,BINS,ENV).
-run_tests = failed=""; for t in $(1); do echo "== $$t"; s=$$(date +%s); \
-    $(2) $$t || failed="$$failed $$t"; echo "== $$t: $$(( $$(date +%s) - s )) s"; done; \
-    if [ -n "$$failed" ]; then echo "FAILED:$$failed" >&2; exit 1; fi
+# Every test binary runs even when an earlier one fails; one line each, its
+# output only when it fails; skips counted with their reasons and the failures
+# listed at the end (tests/run_tests.sh).  $(call run_tests,BINS,ENV).
+run_tests = $(2) tests/run_tests.sh $(1)
 ITEST_ENV = DIVVYD=$(abspath $(DIVVYD)) DIVVYCTL=$(abspath $(DIVVYCTL)) \
             PAM_DIVVY=$(abspath $(PAM_SO)) DIVVY_BUILD=$(abspath $(B))
 
@@ -320,7 +324,10 @@ build-tests: all $(UNIT_BINS) $(ITEST_BINS)
 
 # `make check`: deps; gcc build and tests; the PAM module under valgrind; clang
 # build and tests; ASan+UBSan; TSan; a short run of each fuzzer.
+# The skips of every step, for the last line (tests/run_tests.sh).
+check: export DIVVY_SKIP_LOG := $(CURDIR)/build/check-skips.txt
 check: deps
+	@mkdir -p build && : >$(DIVVY_SKIP_LOG)
 	@$(call step,gcc,$(call suite,))
 	@$(call step,valgrind,$(SUBMAKE) valgrind)
 	@$(call step,clang,$(SUBMAKE) clang)
@@ -329,7 +336,9 @@ check: deps
 	@$(call step,fuzz,$(SUBMAKE) fuzz FUZZ_SECONDS=10)
 	@git status --porcelain 2>/dev/null | grep -v '^??' >/dev/null && \
 	    { echo "check: tests modified tracked files" >&2; git status --short >&2; exit 1; } || true
-	@echo "make check: all tests passed"
+	@n=$$(wc -l <$(DIVVY_SKIP_LOG)); if [ "$$n" = 0 ]; then \
+	    echo "make check: all tests passed, none skipped"; \
+	else echo "make check: all tests passed, $$n skipped:"; sed 's/^/  /' $(DIVVY_SKIP_LOG); fi
 
 # `make check-systemd`: `make install` into a Debian bookworm root (mmdebstrap,
 # cached under /var/cache/divvy-check-systemd/), booted with systemd-nspawn;
@@ -465,11 +474,15 @@ fuzz:
 	    else tail -40 $$tmp/log >&2; echo "fuzz $$n: FAILED; input and log in $$tmp" >&2; exit 1; fi; \
 	done
 
+# make run: divvyd in the foreground on RUN_CONFIG, listening on RUN_LISTEN,
+# which replaces the config's server.listen (divvyd logs the addresses it
+# leaves out); RUN_LISTEN= (empty) keeps the config's own listeners.
+RUN_CONFIG ?= etc/divvy.conf
+RUN_LISTEN ?= tcp:127.0.0.1:8321 unix:$(B)/run/divvy.sock
 run: deps-build
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(B)/run
-	$(DIVVYD) --config etc/divvy.conf --state-dir $(B)/run \
-	    --listen tcp:127.0.0.1:8321 --listen unix:$(B)/run/divvy.sock
+	$(DIVVYD) --config $(RUN_CONFIG) --state-dir $(B)/run $(RUN_LISTEN:%=--listen %)
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench_rules $(B)/divvy-rls-bench
@@ -568,6 +581,30 @@ uninstall-doc:
 	    $(MAN3_LINKS:%=$(DESTDIR)$(MANDIR)/man3/%.3) \
 	    $(COMPLETIONS:tools/bash-completion/%=$(DESTDIR)$(COMPLETIONSDIR)/%)
 	rm -rf $(DESTDIR)$(DOCDIR)
+
+# The Grafana dashboard and Prometheus alert rules (docs/operations.md
+# "Monitoring: dashboard and alerts"): check-monitoring (run by check-unit)
+# has promtool check and unit-test the rules and python3 parse the dashboard;
+# test_metrics_lint checks that every metric they query is exported.
+MONITORING_DIR   ?= $(PREFIX)/share/divvy/monitoring
+MONITORING_FILES := etc/monitoring/divvy-alerts.yml etc/monitoring/divvy-alerts.test.yml \
+                    etc/monitoring/grafana-divvy.json
+.PHONY: check-monitoring install-monitoring uninstall-monitoring
+check-unit: check-monitoring
+check-monitoring:
+	@cd etc/monitoring && out=$$( { promtool check rules divvy-alerts.yml && \
+	    promtool test rules divvy-alerts.test.yml && \
+	    python3 -m json.tool grafana-divvy.json >/dev/null; } 2>&1 ) && \
+	    echo "check-monitoring: alert rules checked and tested by promtool, dashboard is JSON" || \
+	    { echo "$$out" >&2; echo "check-monitoring: FAILED" >&2; exit 1; }
+install: install-monitoring
+install-monitoring:
+	$(INSTALL) -d $(DESTDIR)$(MONITORING_DIR)
+	$(INSTALL) -m 0644 $(MONITORING_FILES) $(DESTDIR)$(MONITORING_DIR)/
+uninstall: uninstall-monitoring
+uninstall-monitoring:
+	rm -f $(MONITORING_FILES:etc/monitoring/%=$(DESTDIR)$(MONITORING_DIR)/%)
+	-rmdir $(DESTDIR)$(MONITORING_DIR) $(DESTDIR)$(PREFIX)/share/divvy 2>/dev/null
 
 .PHONY: uninstall
 install: all

@@ -135,6 +135,15 @@ bool rules_spec_unleased(const struct rules_spec *spec, const struct rules_rule_
  */
 int rules_validate(const struct rules_spec *spec, struct diag *reterr);
 
+/*
+ * Notes on a valid @spec, one "file:line: text" each into @ret, for divvyd
+ * to log as warnings and divvyctl check to print: an actor key the rule's
+ * match does not name (a request without it shares one counter with every
+ * other; "did you mean" a match key when one is close), an actor on a rule
+ * that keeps no counter (rules_spec_counts()).  Returns how many.
+ */
+size_t rules_validate_notes(const struct rules_spec *spec, struct diag *ret);
+
 /* ---- compiled ----------------------------------------------------------- */
 
 struct rules;

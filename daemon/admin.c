@@ -143,7 +143,10 @@ void admin_explain(struct conn *c, const struct proto_req *req)
         }
         admin_append_fmt(line, sizeof(line), &pos, " reason=");
         admin_append_quoted(line, sizeof(line), &pos, text);
-        admin_append_fmt(line, sizeof(line), &pos, " cause=%s\n", cause);
+        /* resettable: whether RESET forgets this rule's counter (divvyctl reset
+         * says when a request's path holds none it may forget). */
+        admin_append_fmt(line, sizeof(line), &pos, " cause=%s resettable=%s\n", cause,
+                         r.resettable ? "true" : "false");
         line_text(c, line);
     }
     urcu_memb_read_unlock();
@@ -184,7 +187,8 @@ void admin_rules(struct conn *c, const struct proto_req *req)
                          r.fast_path ? "true" : "false", store_name(r.store),
                          (long long)rules_max_debit(&r));
         admin_append_quoted(line, sizeof(line), &pos, actor);
-        admin_append_fmt(line, sizeof(line), &pos, "\n");
+        admin_append_fmt(line, sizeof(line), &pos, " resettable=%s\n",
+                         r.resettable ? "true" : "false");
         line_text(c, line);
     }
     urcu_memb_read_unlock();

@@ -103,6 +103,8 @@ void conn_free(struct conn *c)
     if (!c)
         return;
     w = c->w;
+    if (c->proto && c->proto->on_free)
+        c->proto->on_free(c);
     conn_undirty(c);
     conn_unbacklog(c);
     replyq_clear(&c->replies, &w->replies);
@@ -140,7 +142,13 @@ static void conn_charge(struct conn *c)
     size_t extra = c->out_cap > OUT_INITIAL ? c->out_cap - OUT_INITIAL : 0;
 
     admit_charge(c->w->s->admit, &c->slot,
-                 extra + c->replies.bytes + c->replies.held);
+                 extra + c->replies.bytes + c->replies.held + c->proto_bytes);
+}
+
+void conn_charge_proto(struct conn *c, size_t bytes)
+{
+    c->proto_bytes = bytes;
+    conn_charge(c);
 }
 
 static int out_reserve(struct conn *c, size_t more)

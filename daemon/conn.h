@@ -77,6 +77,9 @@ struct conn_proto {
      * connection as conn_adopt() would (ownership of @fd and @slot). */
     void (*adopt)(struct worker *w, int fd, const struct listener *l, const struct admit_peer *p,
                   struct admit_slot *slot);
+    /* Frees what the protocol keeps in c->proto_state (NULL: nothing to free);
+     * conn_free() calls it once, before the connection goes. */
+    void (*on_free)(struct conn *c);
 };
 
 struct conn {
@@ -110,6 +113,9 @@ struct conn {
     char *out;
     size_t out_len, out_off, out_cap;
     char in[IN_CAP];
+    void *proto_state;          /* the protocol's own state, NULL until it makes one */
+    size_t proto_bytes;         /* ... and its buffers' bytes, counted in the output budget
+                                 * (conn_charge_proto()) */
 };
 
 /* ---- replies: the connection's thread ------------------------------------------------ */
@@ -134,6 +140,13 @@ struct replyq_slot *conn_reply_wait(struct conn *c, size_t held);
  * buffer, which the worker's flush event writes.
  */
 void conn_reply_answer(struct replyq_slot *s, char *text, size_t len);
+
+/*
+ * Sets what the protocol's own buffers of @c hold (c->proto_bytes: a RESP
+ * transaction's queue) and counts it in the shared output budget with @c's
+ * output, so one connection's queue is seen by every other's share.
+ */
+void conn_charge_proto(struct conn *c, size_t bytes);
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 

@@ -103,6 +103,7 @@ struct engine_call {
     bool rematched;
     engine_done_fn *done;
     void *arg;
+    enum metrics_protocol protocol;
 };
 
 /* ERR bad-request's reason for a DEBIT of @n above the max_debit of rule
@@ -189,6 +190,7 @@ static void engine_settle(struct worker *w, const struct engine_call *call,
     if (call->op == TABLE_TAKE) {
         stat_inc(&w->st.hits);
         stat_inc(res->allowed ? &w->st.accepted : &w->st.rejected);
+        metrics_decision(w->mw, call->protocol, res->allowed);
         metrics_hit_done(w->mw, call->start_ns);
     } else if (call->op == TABLE_RESET) {
         /* Only counters forgotten: not a resettable = false rule's, nor a
@@ -286,7 +288,7 @@ static struct engine_call hit_call(const struct engine_hit *h)
     struct engine_call call = { .op = h->op, .n = h->n, .uid = h->uid,
                                 .generation = h->generation, .start_ns = h->start_ns,
                                 .rematched = h->rematched, .done = h->done,
-                                .arg = h->done_arg };
+                                .arg = h->done_arg, .protocol = h->protocol };
 
     return call;
 }
@@ -382,6 +384,7 @@ static int hit_start(struct worker *w, const struct engine_req *rq,
     h->privileged = rq->privileged;
     h->name_rule = rq->name_rule || rq->op == TABLE_RESET;
     h->uid = rq->uid;
+    h->protocol = rq->protocol;
     h->done = call->done;
     h->done_arg = call->arg;
     h->generation = st->generation;
@@ -410,7 +413,8 @@ int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn 
 {
     struct rules_req mq = { .kv = rq->kv, .n_kv = rq->n_kv, .privileged = rq->privileged };
     struct engine_call call = { .op = rq->op, .n = rq->n, .uid = rq->uid, .done = done,
-                                .arg = arg, .start_ns = metrics_clock_ns() };
+                                .arg = arg, .start_ns = metrics_clock_ns(),
+                                .protocol = rq->protocol };
     const struct reload_state *st;
     struct eval_env env;
     struct eval_result res;
@@ -434,9 +438,11 @@ int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn 
     }
     engine_env(w, st->rules, &env);
     r = eval_request(&env, &mq, rq->op, rq->n, clock_now_ms(), &res);
-    /* The rule's strings live in the rules: copied inside the section. */
+    /* The rule's strings live in the rules: copied inside the section.  The
+     * reply names the rule whose credit it shows (the limiter: a continue
+     * rule tighter than the stop rule that decided), the decider otherwise. */
     if (r >= 0 && (rq->name_rule || rq->op == TABLE_RESET) &&
-        rules_get(st->rules, res.decider, &decider) >= 0)
+        rules_get(st->rules, res.limiter, &decider) >= 0)
         snprintf(rule, sizeof(rule), "%s", decider.id_str);
     engine_settle(w, &call, st->rules, r, &res, rule);
     urcu_memb_read_unlock();

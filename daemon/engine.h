@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "eval.h"
+#include "metrics.h"
 #include "proto.h"
 #include "rules.h"
 #include "table.h"
@@ -39,6 +40,8 @@ struct engine_req {
     bool privileged;            /* root or the admin group on the Unix socket */
     uid_t uid;                  /* the peer's, for RESET's log line; (uid_t)-1: unknown */
     bool name_rule;             /* the answer names the deciding rule (rule below) */
+    enum metrics_protocol protocol;     /* the front-end, for divvy_decisions_total
+                                         * (0: the line protocol) */
 };
 
 /* An answer, valid for the completion's call only (inside an RCU read-side

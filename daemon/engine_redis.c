@@ -418,10 +418,11 @@ static int hit_step(void *ctx, const struct eval_walk *at, const struct rules_ru
 }
 
 /*
- * Names the rule of @h's reply: the rule of the last step (@last, @name),
- * except for a DEBIT that an earlier rule on the path decided (the first
- * left in debt, eval_decides()), named from @rs unless a reload re-matched
- * the path since (then the indexes of earlier outcomes are stale).
+ * Names the rule of @h's reply: the rule whose credit the reply shows
+ * (h->res.limiter: a tighter continue rule earlier on the path, or for a
+ * DEBIT the first rule left in debt, eval_decides()), named from @rs; the
+ * rule of the last step (@last, @name) when that is the one, or when a
+ * reload re-matched the path since (then earlier indexes are stale).
  */
 static void hit_name(struct engine_hit *h, const struct rules *rs, const struct rules_rule *last,
                      const char *name)
@@ -430,8 +431,7 @@ static void hit_name(struct engine_hit *h, const struct rules *rs, const struct 
 
     if (!h->name_rule)
         return;
-    if (h->op == TABLE_DEBIT && h->res.decider != last->index && !h->rematched &&
-        rules_get(rs, h->res.decider, &r) >= 0)
+    if (h->res.limiter != last->index && !h->rematched && rules_get(rs, h->res.limiter, &r) >= 0)
         name = r.id_str;
     snprintf(h->rule, sizeof(h->rule), "%s", name);
 }

@@ -32,6 +32,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "reload.h"
+#include "resp_auth.h"
 #include "srv.h"
 #include "store.h"
 #include "table.h"
@@ -172,6 +173,39 @@ static int parse_args(int argc, char **argv, struct args *a)
  * the addresses to use (from --listen, else the config).  Returns 0, or
  * -EINVAL after saying which variable is bad.
  */
+/*
+ * --listen replaces server.listen: says so when it leaves out an address
+ * the config (or its defaults) listens on, naming them, so that a resp: or
+ * rls: listener added to the config is not missing in silence (`make run`
+ * passes --listen).  At most about 400 bytes of addresses, then "...".
+ */
+static void log_listen_override(const struct config *cfg, const struct args *a)
+{
+    char left[480];
+    size_t len = 0, n = 0;
+
+    if (a->n_listen == 0)
+        return;
+    left[0] = '\0';
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        bool kept = false;
+
+        for (size_t j = 0; j < a->n_listen && !kept; j++)
+            kept = strcmp(cfg->listen[i], a->listen[j]) == 0;
+        if (kept)
+            continue;
+        if (len < 400)
+            len += (size_t)snprintf(left + len, sizeof(left) - len, "%s%s", n ? ", " : "",
+                                    cfg->listen[i]);
+        else if (len < sizeof(left) - 6)
+            len += (size_t)snprintf(left + len, sizeof(left) - len, ", ...");
+        n++;
+    }
+    if (n)
+        log_msg(LOG_NOTICE, "--listen replaces the %zu listener(s) of %s (server.listen or its "
+                "default): not listening on %s", cfg->n_listen, a->config, left);
+}
+
 static int apply_divvy_env(struct config *cfg, const struct args *a, char *port_listen,
                            size_t size, const char **listen, size_t *n_listen)
 {
@@ -594,6 +628,13 @@ int main(int argc, char **argv)
         }
         goto out_rcu;
     }
+    if (resp_auth_set(cfg->resp_password) < 0) {
+        log_msg(LOG_ERR, "not starting: out of memory");
+        goto out_rcu;
+    }
+    if (cfg->resp_password)
+        log_msg(LOG_NOTICE, "resp: clients must authenticate (server.resp_password_file %s)",
+                cfg->resp_password_file);
     /* Counters of rules whose table changed since the last run move now. */
     r = reload_set_tables(rl, &(struct tables){ .fast = fast, .priv = priv, .privileged = prv });
     if (r < 0) {
@@ -602,6 +643,7 @@ int main(int argc, char **argv)
         goto out_rcu;
     }
 
+    log_listen_override(cfg, &a);
     if (apply_divvy_env(cfg, &a, port_listen, sizeof(port_listen), env_listen,
                         &n_env_listen) < 0)
         goto out_rcu;
@@ -639,6 +681,8 @@ int main(int argc, char **argv)
         log_msg(LOG_INFO, "admin group '%s' does not exist: only root may RESET and RELOAD",
                 cfg->admin_group ? cfg->admin_group : "");
     so.full_allow = cfg->when_full == CONFIG_FULL_ALLOW;
+    so.rls_unmatched_rule = cfg->rls_unmatched_rule;
+    so.rls_ratelimit_headers = cfg->rls_ratelimit_headers;
     so.fast = fast;
     so.priv = priv;
     so.fastfd = ff;
@@ -710,6 +754,7 @@ out_rcu:
     metrics_free(metrics);
     store_free(store);
     reload_free(rl);
+    resp_auth_free();
     urcu_memb_unregister_thread();
 out:
     /* A failed start leaves nothing half-created: no table, rules file or

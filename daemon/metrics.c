@@ -30,6 +30,9 @@
 
 _Static_assert((LABEL_HASH & (LABEL_HASH - 1)) == 0, "LABEL_HASH is a power of two");
 _Static_assert(METRICS_LABELS_MAX % CHUNK == 0, "whole chunks");
+/* rules_describe()'s text of one rule; longer ones count under the rule's id. */
+#define RULES_DESCRIBE_BUF 4096
+_Static_assert(METRICS_NAME_MAX + 1 <= RULES_DESCRIBE_BUF, "a name fits");
 _Static_assert(METRICS_LABELS_MAX < 65535, "label slots fit the uint16_t hash");
 _Static_assert((int)TABLE_FAST_N == (int)METRICS_N_STATUS &&
                (int)TABLE_FAST_ACCEPTED == (int)METRICS_ACCEPTED &&
@@ -103,16 +106,48 @@ static uint64_t *chunk_get(const struct metrics_worker *w, size_t c)
 }
 
 /*
- * The label slot rule @r counts in.  Unless the login figures are exposed
- * (metrics_opts.privileged), every source = privileged rule shares the
- * hidden slot: its hits add to the totals (histogram, statsd's hit.<status>,
- * the status line), never to a series of its own.  Under m->lock.
+ * The name rule @idx of @rules (@r) counts under into @buf: divvy's names,
+ * its label ("" without one); divvyd's, its label, else its match as
+ * divvyctl shows it ("method=GET path=/api/[star]"; "(default)" for the
+ * default rule), bytes outside printable ASCII as '?' and cut to
+ * METRICS_NAME_MAX bytes ("..." at the end), else, when it does not fit,
+ * its id.  A label never holds '=' or '(', so neither form is a label.
  */
-static uint32_t rule_slot_locked(struct metrics *m, const struct rules_rule *r)
+static const char *rule_name(const struct metrics *m, const struct rules *rules, uint32_t idx,
+                             const struct rules_rule *r, char *buf, size_t size)
 {
+    int n;
+
+    if (m->divvy_names || r->label[0])
+        return r->label;
+    n = rules_describe(rules, idx, buf, size);
+    if (n < 0)
+        return r->id_str;
+    if (!strchr(buf, '='))
+        return "(default)";
+    for (char *p = buf; *p; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            *p = '?';
+    if (n > METRICS_NAME_MAX)
+        memcpy(buf + METRICS_NAME_MAX - 3, "...", 4);
+    return buf;
+}
+
+/*
+ * The label slot rule @idx of @rules (@r) counts in.  Unless the login
+ * figures are exposed (metrics_opts.privileged), every source = privileged
+ * rule shares the hidden slot: its hits add to the totals (histogram,
+ * statsd's hit.<status>, the status line), never to a series of its own.
+ * Under m->lock.
+ */
+static uint32_t rule_slot_locked(struct metrics *m, const struct rules *rules, uint32_t idx,
+                                 const struct rules_rule *r)
+{
+    char buf[RULES_DESCRIBE_BUF];
+
     if (r->source == RULES_SOURCE_PRIVILEGED && m->hidden)
         return m->hidden;
-    return label_slot_locked(m, m->divvy_names ? r->label : r->id_str);
+    return label_slot_locked(m, rule_name(m, rules, idx, r, buf, sizeof(buf)));
 }
 
 /* Maps every rule of @rules to its label slot; runs once per worker and reload. */
@@ -138,9 +173,9 @@ static void map_rules(struct metrics_worker *w, const struct rules *rules, uint6
     for (size_t i = 0; i < n; i++) {
         slot = 0;
         /* divvy's rule_label is the label ("" without one); divvyd's own is the
-         * rule's id, so the default rule and unlabelled rules stand apart. */
+         * label or the match, so the default rule and unlabelled rules stand apart. */
         if (rules_get(rules, (uint32_t)i, &r) >= 0)
-            slot = rule_slot_locked(m, &r);
+            slot = rule_slot_locked(m, rules, (uint32_t)i, &r);
         if (!w->hits[slot / CHUNK]) {
             uint64_t *c = calloc(CHUNK * METRICS_N_STATUS, sizeof(*c));
 
@@ -218,6 +253,19 @@ void metrics_hit_done(struct metrics_worker *w, uint64_t start_ns)
         metrics_observe_ns(w, now > start_ns ? now - start_ns : 0);
 }
 
+const char *metrics_protocol_name(enum metrics_protocol p)
+{
+    static const char *const names[METRICS_N_PROTOCOL] = { "line", "resp", "rls" };
+
+    return (unsigned)p < METRICS_N_PROTOCOL ? names[p] : "?";
+}
+
+void metrics_decision(struct metrics_worker *w, enum metrics_protocol proto, bool allowed)
+{
+    if (w && (unsigned)proto < METRICS_N_PROTOCOL)
+        counter_add(&w->decisions[proto][allowed ? 0 : 1], 1);
+}
+
 void metrics_error(struct metrics_worker *w, enum proto_err err)
 {
     if (!w || (unsigned)err >= N_ERRORS || err == PROTO_E_NONE)
@@ -283,6 +331,15 @@ uint64_t metrics_sum_denied(const struct metrics *m, unsigned cause)
     return total;
 }
 
+uint64_t metrics_sum_decisions(const struct metrics *m, unsigned proto, bool allowed)
+{
+    uint64_t total = 0;
+
+    for (unsigned i = 0; i < m->n_workers; i++)
+        total += counter_get(&m->workers[i].decisions[proto][allowed ? 0 : 1]);
+    return total;
+}
+
 size_t metrics_labels_published(const struct metrics *m)
 {
     return __atomic_load_n(&m->n_labels, __ATOMIC_ACQUIRE);
@@ -308,7 +365,7 @@ static bool fast_name_locked(struct metrics *m, const struct rules *rules, uint6
     }
     for (size_t i = 0; i < n; i++)
         if (rules_get(rules, (uint32_t)i, &r) >= 0 && r.id == id) {
-            *ret_slot = rule_slot_locked(m, &r);
+            *ret_slot = rule_slot_locked(m, rules, (uint32_t)i, &r);
             return true;
         }
     return false;

@@ -36,6 +36,8 @@
 #define METRICS_PATH_DEFAULT        "/metrics"
 #define METRICS_STATSD_INTERVAL_MS  1000
 #define METRICS_LABELS_MAX          4096    /* distinct rule labels counted apart */
+#define METRICS_NAME_MAX            96      /* bytes of an unlabelled rule's match as its
+                                             * rule_label (divvyd's names) */
 
 /* The status label of divvy_hits_total, as divvy spells it. */
 enum metrics_status {
@@ -72,12 +74,25 @@ struct metrics_opts {
     bool divvy_names;           /* divvy's names and labels (metrics.names = "divvy"): the
                                  * gauge divvy_tcp_connections_total, rule_label = the
                                  * rule's label ("" without one); else names promtool
-                                 * accepts and rule_label = the rule's id (rules.h id_str) */
+                                 * accepts and rule_label = the rule's label, else its
+                                 * match ("key=value ...", METRICS_NAME_MAX bytes at
+                                 * most; "(default)" for the default rule) */
     bool privileged;            /* metrics.privileged: expose the login figures (per-rule
                                  * series of source = privileged rules, the privileged
                                  * table, no-counter); else they count only in totals */
     bool ignore_env;            /* do not read divvy's variables (tests) */
 };
+
+/* The front-end a decision came on (divvy_decisions_total{protocol}). */
+enum metrics_protocol {
+    METRICS_PROTO_LINE = 0,     /* "line": the line protocol, and libdivvy */
+    METRICS_PROTO_RESP,         /* "resp": a resp: listener (DIVVY.HIT, DIVVY.TAKE) */
+    METRICS_PROTO_RLS,          /* "rls": one descriptor of an Envoy RLS request */
+    METRICS_N_PROTOCOL
+};
+
+/* "line", "resp", "rls"; "?" for another value. */
+const char *metrics_protocol_name(enum metrics_protocol p);
 
 /* What the main thread owns, handed over by metrics_tick(). */
 struct metrics_gauges {
@@ -144,6 +159,9 @@ uint64_t metrics_clock_ns(void);
 
 /* Records the duration of a hit that started at @start_ns (metrics_clock_ns()). */
 void metrics_hit_done(struct metrics_worker *w, uint64_t start_ns);
+
+/* Counts one decided HIT/TAKE (the request, not each rule) by the front-end it came on. */
+void metrics_decision(struct metrics_worker *w, enum metrics_protocol proto, bool allowed);
 
 /* Counts one ERR reply with @err's code. */
 void metrics_error(struct metrics_worker *w, enum proto_err err);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * metrics_http: the Prometheus endpoint (see metrics_int.h): libmicrohttpd
- * on its own thread, serving metrics_prom_render()'s text at m->path, and the
- * account of its connections that keeps it answering scrapes whatever other
- * clients do (docs/operations.md "Prometheus").
+ * on its own thread, serving metrics_prom_render()'s text at m->path,
+ * /healthcheck (200 "OK" while divvyd serves, 503 once it is stopping:
+ * docs/rls.md "Health"), and the account of its connections that keeps it
+ * answering scrapes whatever other clients do (docs/operations.md
+ * "Prometheus").
  *
  * libmicrohttpd's timeout is one of inactivity, so a client that sends a
  * header line a second keeps its connection forever, and its connection
@@ -44,12 +46,14 @@
 #include "log.h"
 #include "metrics.h"
 #include "metrics_int.h"
+#include "notify.h"
 
 #define HTTP_MHD_CONN_MAX   (4 * HTTP_CONN_MAX)    /* room for closed ones not yet freed */
 #define HTTP_TIMEOUT_S      10                      /* libmicrohttpd's inactivity timeout */
 #define HTTP_MEMORY         16384                   /* per connection: request and headers */
 #define HTTP_BACKLOG        128
 #define CONTENT_TYPE        "text/plain; version=0.0.4; charset=utf-8"
+#define HEALTHCHECK_PATH    "/healthcheck"
 
 static struct log_ratelimit rl_http, rl_closed;
 
@@ -249,7 +253,7 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
                                size_t *upload_data_size, void **con_cls)
 {
     static char not_found[] = "not found\n", not_allowed[] = "method not allowed\n",
-                failed[] = "out of memory\n";
+                failed[] = "out of memory\n", healthy[] = "OK", stopping[] = "stopping\n";
     struct metrics *m = cls;
     struct metrics_http_conn *c = conn_of(conn);
     struct MHD_Response *resp;
@@ -257,6 +261,7 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
     char *body = NULL;
     size_t len = 0;
     enum MHD_Result ret;
+    bool plain = false;
 
     (void)version;
     (void)upload_data;
@@ -270,6 +275,14 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
                                                MHD_RESPMEM_PERSISTENT);
         if (resp)
             MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    } else if (strcmp(url, HEALTHCHECK_PATH) == 0 && strcmp(m->path, HEALTHCHECK_PATH) != 0) {
+        /* envoyproxy/ratelimit's /healthcheck (docs/rls.md "Health"). */
+        bool up = !notify_is_stopping();
+
+        plain = true;
+        status = up ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+        resp = MHD_create_response_from_buffer(up ? strlen(healthy) : strlen(stopping),
+                                               up ? healthy : stopping, MHD_RESPMEM_PERSISTENT);
     } else if (strcmp(url, m->path) != 0) {
         status = MHD_HTTP_NOT_FOUND;
         resp = MHD_create_response_from_buffer(strlen(not_found), not_found,
@@ -287,7 +300,8 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            status == MHD_HTTP_OK ? CONTENT_TYPE : "text/plain; charset=utf-8");
+                            status == MHD_HTTP_OK && !plain ? CONTENT_TYPE
+                                                            : "text/plain; charset=utf-8");
     ret = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
     return ret;

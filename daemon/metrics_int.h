@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "metrics.h"
@@ -82,6 +83,7 @@ struct metrics_worker {
     uint64_t fallbacks[METRICS_N_FALLBACK]; /* metrics_redis_fallback() */
     uint64_t samples[N_SAMPLES];        /* the latest durations in nanoseconds, for statsd */
     uint64_t n_samples;
+    uint64_t decisions[METRICS_N_PROTOCOL][2];  /* metrics_decision(): [0] accepted */
 } __attribute__((aligned(64)));
 
 /* One entry of the fast table's per-rule counts as metrics_fast_rules() last read it. */
@@ -152,6 +154,8 @@ struct metrics {
     uint64_t sent_fallbacks[METRICS_N_FALLBACK];
     uint64_t sent_breaker[2];           /* transitions to open, to closed */
     uint64_t *sent_samples;             /* per worker */
+    uint64_t sent_decisions[METRICS_N_PROTOCOL][2];
+    uint64_t sent_adhoc[ADHOC_N_KINDS][2];
 };
 
 /* divvy_hit_duration_seconds' `le` values, and divvy's status names. */
@@ -192,6 +196,9 @@ bool metrics_redis_get(struct metrics *m, struct metrics_redis *ret);
 /* on_redis_error's names: "local", "open", "closed". */
 extern const char *const metrics_fallback_name[METRICS_N_FALLBACK];
 
+/* Decisions of front-end @proto, accepted (@allowed) or rejected. */
+uint64_t metrics_sum_decisions(const struct metrics *m, unsigned proto, bool allowed);
+
 /* Label slots whose string m->labels[] holds (acquire: safe to read them). */
 size_t metrics_labels_published(const struct metrics *m);
 
@@ -207,6 +214,21 @@ bool metrics_fast_get(struct metrics *m, struct metrics_fast *ret);
 /* The whole exposition (text format 0.0.4) into *ret_buf (malloc'd, the
  * caller frees; *ret_len bytes).  Any thread.  -ENOMEM. */
 int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len);
+
+/* ---- metrics_process.c: the process figures every Prometheus client exports ---------- */
+
+struct metrics_process {
+    double cpu_seconds;                 /* user + system */
+    uint64_t resident_bytes, virtual_bytes;
+    uint64_t open_fds, max_fds;         /* max_fds: RLIMIT_NOFILE's soft limit */
+};
+
+/* Reads /proc/self (stat, statm, fd) and RLIMIT_NOFILE; any thread.  -errno
+ * when /proc/self cannot be read (no procfs). */
+int metrics_process_read(struct metrics_process *ret);
+
+/* process_* in the exposition (names of the Prometheus client libraries). */
+void metrics_process_render(FILE *f, const struct metrics *m);
 
 /* ---- metrics_http.c ------------------------------------------------------------------- */
 

@@ -283,6 +283,15 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
         fprintf(f, "divvy_open_connections %llu\n", (unsigned long long)g.connections);
     }
 
+    put_head(f, "divvy_decisions_total", "counter",
+             "Decided hits (a HIT or TAKE, a RESP DIVVY.HIT/TAKE, one RLS descriptor) by the "
+             "protocol they came on and status.");
+    for (unsigned p = 0; p < METRICS_N_PROTOCOL; p++)
+        for (unsigned a = 0; a < 2; a++)
+            fprintf(f, "divvy_decisions_total{protocol=\"%s\",status=\"%s\"} %llu\n",
+                    metrics_protocol_name((enum metrics_protocol)p), a ? "rejected" : "accepted",
+                    (unsigned long long)metrics_sum_decisions(m, p, a == 0));
+
     put_head(f, "divvy_errors_total", "counter", "Counter of total Divvy errors.");
     /* no-counter: only privileged rules answer it (their table full). */
     for (unsigned e = 1; e < N_ERRORS; e++)
@@ -328,9 +337,7 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
     render_redis(f, m);
     put_head(f, "divvy_build_info", "gauge", "divvyd's version, as a label; always 1.");
     fprintf(f, "divvy_build_info{version=\"%s\"} 1\n", DIVVY_VERSION);
-    put_head(f, "process_start_time_seconds", "gauge",
-             "Start time of the process since the Unix epoch in seconds.");
-    fprintf(f, "process_start_time_seconds %.3f\n", m->start_time);
+    metrics_process_render(f, m);
 
     if (fclose(f) != 0 || !buf) {
         free(buf);

@@ -131,6 +131,53 @@ static void statsd_redis(struct metrics *m, struct dgram *d)
     free(r);
 }
 
+/* divvyd's own, past divvy's: decision.<protocol>.<status> and, with a resp:
+ * listener, adhoc.<rl|cl>.<allowed|limited>, as deltas.  The process_*
+ * figures are the exposition's only: a statsd setup has its host agent's. */
+static void statsd_own(struct metrics *m, struct dgram *d, const struct metrics_gauges *g)
+{
+    static const char *const kind[ADHOC_N_KINDS] = { [ADHOC_RL] = "rl", [ADHOC_CL] = "cl" };
+    static const char *const decided[2] = { "accepted", "rejected" };
+    static const char *const took[2] = { "allowed", "limited" };
+    uint64_t total;
+
+    for (unsigned k = 0; k < METRICS_N_PROTOCOL; k++)
+        for (unsigned j = 0; j < 2; j++) {
+            total = metrics_sum_decisions(m, k, j == 0);
+            if (total > m->sent_decisions[k][j])
+                dgram_put(d, "decision.%s.%s:%llu|c",
+                          metrics_protocol_name((enum metrics_protocol)k), decided[j],
+                          (unsigned long long)(total - m->sent_decisions[k][j]));
+            m->sent_decisions[k][j] = total;
+        }
+    for (unsigned k = 0; g->have_adhoc && k < ADHOC_N_KINDS; k++)
+        for (unsigned j = 0; j < 2; j++) {
+            total = g->adhoc.hits[k][j];
+            if (total > m->sent_adhoc[k][j])
+                dgram_put(d, "adhoc.%s.%s:%llu|c", kind[k], took[j],
+                          (unsigned long long)(total - m->sent_adhoc[k][j]));
+            m->sent_adhoc[k][j] = total;
+        }
+}
+
+/* @label as one statsd name component into @buf: [A-Za-z0-9_-] kept, '(' and
+ * ')' dropped, anything else '_' (an unlabelled rule's match, metrics.c). */
+static const char *statsd_component(const char *label, char *buf, size_t size)
+{
+    size_t n = 0;
+
+    for (; *label && n + 1 < size; label++) {
+        char ch = *label;
+
+        if (ch == '(' || ch == ')')
+            continue;
+        buf[n++] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                   (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ? ch : '_';
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 /* divvy's statsd metrics (its README, "Statistics"), as deltas since the last flush. */
 static void statsd_flush(struct metrics *m)
 {
@@ -138,6 +185,7 @@ static void statsd_flush(struct metrics *m)
     struct metrics_gauges g;
     size_t n_labels = metrics_labels_published(m);
     uint64_t total, status_total[METRICS_N_STATUS] = { 0 };
+    char name[METRICS_NAME_MAX + 1];
 
     d = malloc(sizeof(*d));
     if (!d)
@@ -154,7 +202,8 @@ static void statsd_flush(struct metrics *m)
             /* hit.<status>.<label> only for rules with a label, as divvy does,
              * and not for the hidden privileged rules (metrics_opts.privileged). */
             if (slot > 0 && slot != m->hidden && total > *sent)
-                dgram_put(d, "hit.%s.%s:%llu|c", metrics_status_name[s], m->labels[slot],
+                dgram_put(d, "hit.%s.%s:%llu|c", metrics_status_name[s],
+                          statsd_component(m->labels[slot], name, sizeof(name)),
                           (unsigned long long)(total - *sent));
             *sent = total;
         }
@@ -203,6 +252,7 @@ static void statsd_flush(struct metrics *m)
         m->sent_samples[i] = n;
     }
     statsd_redis(m, d);
+    statsd_own(m, d, &g);
     dgram_put(d, "connections:%llu|g", (unsigned long long)g.connections);
     dgram_send(d);
     free(d);

@@ -68,9 +68,17 @@ void notify_status(const char *fmt, ...)
     va_end(ap);
 }
 
+static bool notify_stopped;      /* notify_stopping() was called (atomic) */
+
 void notify_stopping(void)
 {
+    __atomic_store_n(&notify_stopped, true, __ATOMIC_RELEASE);
     sd_notify(0, "STOPPING=1\nSTATUS=stopping");
+}
+
+bool notify_is_stopping(void)
+{
+    return __atomic_load_n(&notify_stopped, __ATOMIC_ACQUIRE);
 }
 
 void notify_watchdog_ping(void)

@@ -38,6 +38,10 @@ void notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* STOPPING=1: call when a stop begins (SIGTERM/SIGINT).  Thread-safe. */
 void notify_stopping(void);
 
+/* Whether notify_stopping() was called: the health checks' NOT_SERVING
+ * (docs/rls.md "Health", /healthcheck).  Thread-safe. */
+bool notify_is_stopping(void);
+
 /*
  * Puts a copy of @fd in the service manager's file descriptor store under
  * @name, replacing whatever the store held under that name: it sends

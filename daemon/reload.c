@@ -23,6 +23,7 @@
 #include "log.h"
 #include "reload.h"
 #include "reload_diff.h"
+#include "resp_auth.h"
 #include "tls.h"
 
 struct published {
@@ -378,6 +379,20 @@ static void reject(struct reload *rl, const char *who, const struct diag *diag, 
     }
 }
 
+/* server.resp_password_file, read again with the config: in force at once
+ * (docs/resp.md "AUTH"). */
+static void reload_resp_password(const struct config *cfg, const char *who)
+{
+    int r = resp_auth_set(cfg->resp_password);
+
+    if (r < 0)
+        log_msg(LOG_ERR, "reload (%s): out of memory: the RESP password stays the previous one",
+                who);
+    else if (r > 0)
+        log_msg(LOG_NOTICE, "reload (%s): RESP password %s: connections that authenticated "
+                "before must AUTH again", who, cfg->resp_password ? "changed" : "removed");
+}
+
 int reload_apply(struct reload *rl, const char *who, const struct reload_opts *opts,
                  struct reload_result *ret, char *errbuf, size_t errsize)
 {
@@ -500,6 +515,7 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
             rl->config_path, ret->diff.added, ret->diff.removed, ret->diff.changed);
     log_changes(rl, who, &ret->diff);
     log_notes(cfg, p->st.rules, who);
+    reload_resp_password(cfg, who);
     p = NULL;
     if (old)
         urcu_memb_call_rcu(&old->rcu, published_free_rcu);

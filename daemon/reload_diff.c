@@ -135,6 +135,8 @@ int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
     r |= set_add(&s, "statsd.port", "%u", cfg->statsd_port);
     r |= set_add(&s, "statsd.prefix", "%s", str_or(cfg->statsd_prefix));
     r |= set_add(&s, "statsd.interval_ms", "%u", cfg->statsd_interval_ms);
+    r |= set_add(&s, "rls.unmatched", "%s", cfg->rls_unmatched_rule ? "rule" : "ok");
+    r |= set_add(&s, "rls.ratelimit_headers", "%s", cfg->rls_ratelimit_headers ? "true" : "false");
     if (r != 0) {
         reload_settings_free(&s);
         return -ENOMEM;

@@ -2,9 +2,9 @@
 /*
  * resp_cmd: a RESP connection's commands (see resp_cmd.h).  A command is a
  * line of commands[]: its name, its arity as Redis states it (n: exactly n
- * arguments with the name, -n: at least n) and its handler.  Replies go
- * through out_append() like the line protocol's, so they keep request
- * order behind hits that wait for Redis (conn.h).
+ * arguments with the name, -n: at least n), its handler and what it may do
+ * before AUTH and inside MULTI.  Replies go through resp_conn.h's writers,
+ * so they keep request order behind hits that wait for Redis (conn.h).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -20,80 +20,25 @@
 #include "reqkv.h"
 #include "resp.h"
 #include "resp_cmd.h"
+#include "resp_conn.h"
+#include "resp_multi.h"
 #include "resp_rl.h"
+#include "resp_session.h"
 #include "worker_int.h"
+
+/* What a command may do besides running (resp_dispatch()). */
+enum {
+    RESP_F_NOAUTH = 1 << 0,     /* runs before AUTH when a password is set */
+    RESP_F_NOW = 1 << 1,        /* runs at once inside a transaction, not queued */
+    RESP_F_NOMULTI = 1 << 2,    /* refused inside a transaction (which it dooms) */
+};
 
 struct resp_command {
     const char *name;
     int arity;
     void (*handler)(struct conn *c, const struct resp_cmd *cmd);
+    unsigned flags;
 };
-
-/* ---- replies ------------------------------------------------------------------------- */
-
-static void resp_out(struct conn *c, const char *s, int n)
-{
-    if (n > 0)
-        out_append(c, s, (size_t)n);
-    else
-        c->dead = true;         /* a formatter's buffer too small: a bug, never input */
-}
-
-/* "-<text>": counted as divvy's @err is (STATS errors, metrics). */
-static void resp_error(struct conn *c, enum proto_err err, const char *text)
-{
-    char buf[PROTO_REPLY_MAX];
-
-    stat_inc(&c->w->st.errors);
-    metrics_error(c->w->mw, err);
-    resp_out(c, buf, resp_fmt_error(buf, sizeof(buf), text));
-}
-
-/* divvy's error @err as RESP speaks it ("-ERR <code> <reason>"), counted. */
-static void resp_proto_err(struct conn *c, enum proto_err err, const char *reason)
-{
-    char buf[PROTO_REPLY_MAX];
-
-    stat_inc(&c->w->st.errors);
-    metrics_error(c->w->mw, err);
-    resp_out(c, buf, resp_fmt_proto_err(buf, sizeof(buf), err, reason));
-}
-
-static void resp_simple(struct conn *c, const char *s)
-{
-    char buf[PROTO_REPLY_MAX];
-
-    resp_out(c, buf, resp_fmt_simple(buf, sizeof(buf), s));
-}
-
-static void resp_int(struct conn *c, int64_t v)
-{
-    char buf[32];
-
-    resp_out(c, buf, resp_fmt_int(buf, sizeof(buf), v));
-}
-
-static void resp_bulk(struct conn *c, const char *s, size_t len)
-{
-    char head[32];
-    int n = snprintf(head, sizeof(head), "$%zu\r\n", len);
-
-    resp_out(c, head, n);
-    out_append(c, s, len);
-    out_append(c, "\r\n", 2);
-}
-
-static void resp_bulk_str(struct conn *c, const char *s)
-{
-    resp_bulk(c, s, strlen(s));
-}
-
-static void resp_array(struct conn *c, unsigned n)
-{
-    char buf[32];
-
-    resp_out(c, buf, resp_fmt_array(buf, sizeof(buf), n));
-}
 
 /* Up to 64 printable bytes of argument @i, for error messages. */
 static void resp_arg_text(const struct resp_cmd *cmd, unsigned i, char *buf, size_t size)
@@ -108,55 +53,7 @@ static void resp_arg_text(const struct resp_cmd *cmd, unsigned i, char *buf, siz
     buf[n] = '\0';
 }
 
-/* ---- connection commands -------------------------------------------------------------- */
-
-static void resp_ping(struct conn *c, const struct resp_cmd *cmd)
-{
-    if (cmd->argc == 2)
-        resp_bulk(c, cmd->argv[1], cmd->len[1]);
-    else
-        resp_simple(c, "PONG");
-}
-
-static void resp_echo(struct conn *c, const struct resp_cmd *cmd)
-{
-    resp_bulk(c, cmd->argv[1], cmd->len[1]);
-}
-
-static void resp_quit(struct conn *c, const struct resp_cmd *cmd)
-{
-    (void)cmd;
-    resp_simple(c, "OK");
-    c->closing = true;
-}
-
-/* HELLO [protover [AUTH user pass] [SETNAME name]]: only version 2, so a
- * client asking for RESP3 falls back as it would with Redis 5. */
-static void resp_hello(struct conn *c, const struct resp_cmd *cmd)
-{
-    int64_t ver = 2;
-
-    if (cmd->argc >= 2 && (resp_arg_int(cmd, 1, 0, INT32_MAX, &ver) < 0 || ver != 2)) {
-        resp_error(c, PROTO_E_BAD_REQUEST, "NOPROTO sorry, this protocol version is not "
-                                           "supported (divvyd speaks RESP2)");
-        return;
-    }
-    resp_array(c, 14);
-    resp_bulk_str(c, "server");
-    resp_bulk_str(c, "divvy");
-    resp_bulk_str(c, "version");
-    resp_bulk_str(c, DIVVY_VERSION);
-    resp_bulk_str(c, "proto");
-    resp_int(c, 2);
-    resp_bulk_str(c, "id");
-    resp_int(c, c->fd);
-    resp_bulk_str(c, "mode");
-    resp_bulk_str(c, "standalone");
-    resp_bulk_str(c, "role");
-    resp_bulk_str(c, "master");
-    resp_bulk_str(c, "modules");
-    resp_array(c, 0);
-}
+/* ---- connection commands ------------------------------------------------------------ */
 
 /* COMMAND [COUNT | DOCS | INFO ...]: divvyd describes no commands (clients
  * only use the reply for hints); COUNT says how many there are. */
@@ -166,46 +63,18 @@ static void resp_command(struct conn *c, const struct resp_cmd *cmd)
 {
     if (resp_arg_is(cmd, 1, "COUNT"))
         resp_int(c, (int64_t)resp_n_commands());
+    else if (resp_arg_is(cmd, 1, "DOCS"))
+        resp_map(c, 0);             /* a map of command names to their docs */
     else
         resp_array(c, 0);
 }
 
-/* INFO: enough for clients that check "loading:0" before they are ready
- * (ioredis). */
-static void resp_info(struct conn *c, const struct resp_cmd *cmd)
-{
-    char text[256];
-    int n;
+static void resp_run(struct conn *c, const struct resp_cmd *cmd);
 
+static void resp_exec(struct conn *c, const struct resp_cmd *cmd)
+{
     (void)cmd;
-    n = snprintf(text, sizeof(text),
-                 "# Server\r\ndivvy_version:%s\r\nredis_mode:standalone\r\n"
-                 "# Persistence\r\nloading:0\r\n", DIVVY_VERSION);
-    resp_bulk(c, text, (size_t)n);
-}
-
-/* CLIENT SETNAME / SETINFO (accepted, not kept), GETNAME, ID. */
-static void resp_client(struct conn *c, const struct resp_cmd *cmd)
-{
-    if (resp_arg_is(cmd, 1, "SETNAME") || resp_arg_is(cmd, 1, "SETINFO"))
-        resp_simple(c, "OK");
-    else if (resp_arg_is(cmd, 1, "GETNAME"))
-        out_append(c, "$-1\r\n", 5);
-    else if (resp_arg_is(cmd, 1, "ID"))
-        resp_int(c, c->fd);
-    else
-        resp_error(c, PROTO_E_UNKNOWN_COMMAND, "ERR unknown CLIENT subcommand");
-}
-
-/* SELECT 0: there is one database. */
-static void resp_select(struct conn *c, const struct resp_cmd *cmd)
-{
-    int64_t db;
-
-    if (resp_arg_int(cmd, 1, 0, 0, &db) < 0)
-        resp_error(c, PROTO_E_BAD_REQUEST, "ERR DB index is out of range");
-    else
-        resp_simple(c, "OK");
+    resp_multi_exec(c, resp_run);
 }
 
 /* ---- divvy's rules ------------------------------------------------------------------ */
@@ -231,6 +100,7 @@ static void resp_hit(struct conn *c, const struct proto_req *req)
     struct engine_req rq = {
         .kv = req->kv, .n_kv = req->n_kv, .n = req->amount, .privileged = c->privileged,
         .uid = c->uid, .name_rule = true,
+        .protocol = METRICS_PROTO_RESP,
         .op = req->verb == PROTO_PEEK ? TABLE_PEEK : req->verb == PROTO_DEBIT ? TABLE_DEBIT
                                                                               : TABLE_TAKE,
     };
@@ -370,23 +240,30 @@ static void resp_divvy_peek(struct conn *c, const struct resp_cmd *cmd)
 /* ---- dispatch ------------------------------------------------------------------------- */
 
 static const struct resp_command commands[] = {
-    { "PING", -1, resp_ping },
-    { "ECHO", 2, resp_echo },
-    { "QUIT", -1, resp_quit },
-    { "HELLO", -1, resp_hello },
-    { "COMMAND", -1, resp_command },
-    { "INFO", -1, resp_info },
-    { "CLIENT", -2, resp_client },
-    { "SELECT", 2, resp_select },
-    { "DIVVY.HIT", -3, resp_divvy_hit },
-    { "DIVVY.TAKE", -4, resp_divvy_take },
-    { "DIVVY.DEBIT", -4, resp_divvy_debit },
-    { "DIVVY.PEEK", -3, resp_divvy_peek },
-    { "RL.REDUCE", -4, resp_rl_reduce },
-    { "RL.GET", -4, resp_rl_get },
-    { "RL.PREDUCE", -4, resp_rl_preduce },
-    { "RL.PGET", -4, resp_rl_pget },
-    { "CL.THROTTLE", -5, resp_cl_throttle },
+    { "PING", -1, resp_session_ping, 0 },
+    { "ECHO", 2, resp_session_echo, 0 },
+    { "QUIT", -1, resp_session_quit, RESP_F_NOAUTH | RESP_F_NOW },
+    { "HELLO", -1, resp_session_hello, RESP_F_NOAUTH | RESP_F_NOMULTI },
+    { "AUTH", -2, resp_session_auth, RESP_F_NOAUTH | RESP_F_NOMULTI },
+    { "COMMAND", -1, resp_command, 0 },
+    { "INFO", -1, resp_session_info, 0 },
+    { "CLIENT", -2, resp_session_client, 0 },
+    { "SELECT", 2, resp_session_select, 0 },
+    { "MULTI", 1, resp_multi_multi, RESP_F_NOMULTI },
+    { "EXEC", 1, resp_exec, RESP_F_NOW },
+    /* Also before AUTH: a password a reload replaced must not trap a transaction. */
+    { "DISCARD", 1, resp_multi_discard, RESP_F_NOW | RESP_F_NOAUTH },
+    { "WATCH", -2, resp_multi_watch, RESP_F_NOMULTI },
+    { "UNWATCH", 1, resp_multi_unwatch, 0 },
+    { "DIVVY.HIT", -3, resp_divvy_hit, 0 },
+    { "DIVVY.TAKE", -4, resp_divvy_take, 0 },
+    { "DIVVY.DEBIT", -4, resp_divvy_debit, 0 },
+    { "DIVVY.PEEK", -3, resp_divvy_peek, 0 },
+    { "RL.REDUCE", -4, resp_rl_reduce, 0 },
+    { "RL.GET", -4, resp_rl_get, 0 },
+    { "RL.PREDUCE", -4, resp_rl_preduce, 0 },
+    { "RL.PGET", -4, resp_rl_pget, 0 },
+    { "CL.THROTTLE", -5, resp_cl_throttle, 0 },
 };
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
 
@@ -395,26 +272,65 @@ static size_t resp_n_commands(void)
     return n_commands;
 }
 
-static void resp_dispatch(struct conn *c, const struct resp_cmd *cmd)
+static const struct resp_command *resp_lookup(const struct resp_cmd *cmd)
 {
-    const struct resp_command *rc = NULL;
+    for (size_t i = 0; i < n_commands; i++)
+        if (resp_arg_is(cmd, 0, commands[i].name))
+            return &commands[i];
+    return NULL;
+}
+
+/* A queued command at EXEC: checked when it was queued, so it only runs. */
+static void resp_run(struct conn *c, const struct resp_cmd *cmd)
+{
+    const struct resp_command *rc = resp_lookup(cmd);
+
+    if (rc)
+        rc->handler(c, cmd);
+    else
+        c->dead = true;         /* queued only when known: a bug, never input */
+}
+
+/*
+ * Answers @cmd, whose wire bytes are @raw[0..@len): a command known, with
+ * its arity, allowed before AUTH when a password is set (Redis refuses even
+ * PING), then run, or queued inside a transaction (resp_multi.h), where a
+ * refusal dooms the EXEC as Redis's does.
+ */
+static void resp_dispatch(struct conn *c, const struct resp_cmd *cmd, const char *raw,
+                          size_t len)
+{
+    const struct resp_command *rc = resp_lookup(cmd);
+    bool multi = resp_multi_active(c);
     char name[65], text[160];
 
-    for (size_t i = 0; i < n_commands && !rc; i++)
-        if (resp_arg_is(cmd, 0, commands[i].name))
-            rc = &commands[i];
     resp_arg_text(cmd, 0, name, sizeof(name));
     if (!rc) {
         snprintf(text, sizeof(text), "ERR unknown command '%s'", name);
         resp_error(c, PROTO_E_UNKNOWN_COMMAND, text);
+        resp_multi_doom(c);
         return;
     }
     if (rc->arity > 0 ? cmd->argc != (unsigned)rc->arity : cmd->argc < (unsigned)-rc->arity) {
         snprintf(text, sizeof(text), "ERR wrong number of arguments for '%s' command", name);
         resp_error(c, PROTO_E_BAD_REQUEST, text);
+        resp_multi_doom(c);
         return;
     }
-    rc->handler(c, cmd);
+    if (!(rc->flags & RESP_F_NOAUTH) && !resp_session_authed(c)) {
+        resp_error(c, PROTO_E_FORBIDDEN, "NOAUTH Authentication required.");
+        resp_multi_doom(c);
+        return;
+    }
+    if (multi && (rc->flags & RESP_F_NOMULTI)) {
+        resp_error(c, PROTO_E_BAD_REQUEST, "ERR Command not allowed inside a transaction");
+        resp_multi_doom(c);
+        return;
+    }
+    if (multi && !(rc->flags & RESP_F_NOW))
+        resp_multi_queue(c, raw, len);
+    else
+        rc->handler(c, cmd);
 }
 
 static ssize_t resp_input(struct conn *c, const char *data, size_t len, bool eof)
@@ -433,7 +349,7 @@ static ssize_t resp_input(struct conn *c, const char *data, size_t len, bool eof
         return r;
     }
     if (r > 0 && cmd.argc > 0)
-        resp_dispatch(c, &cmd);
+        resp_dispatch(c, &cmd, data, (size_t)r);
     return r;
 }
 
@@ -441,4 +357,5 @@ const struct conn_proto resp_proto = {
     .name = "resp",
     .on_input = resp_input,
     .fmt_refusal = resp_fmt_proto_err,
+    .on_free = resp_state_free,
 };

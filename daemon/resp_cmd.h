@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * resp_cmd: the commands of a "resp:" listener's connections (docs/resp.md),
- * dispatched through a table of {name, arity, handler} as line_verb.c does
- * for divvy's lines.  The connection commands (PING, ECHO, QUIT, HELLO,
- * COMMAND, INFO, CLIENT, SELECT) are answered here; DIVVY.HIT, DIVVY.TAKE,
+ * dispatched through a table of {name, arity, handler, flags} as
+ * line_verb.c does for divvy's lines: a command is refused before AUTH when
+ * a password is set (resp_session.h) and queued inside MULTI
+ * (resp_multi.h).  The connection commands are resp_session.c's (COMMAND
+ * is answered here, it knows the table); DIVVY.HIT, DIVVY.TAKE,
  * DIVVY.DEBIT and DIVVY.PEEK become engine requests (engine.h: the rules,
  * stores and metrics of every protocol) answered here in RESP, in request
  * order (the connection's reply queue, conn.h); the ad-hoc bucket commands

@@ -355,7 +355,7 @@ void rls_settle(struct rls_conn *rc)
     if ((r == 0 || over) && rc->reading) {
         event_del(rc->rev);
         rc->reading = false;
-    } else if (r > 0 && !over && !rc->reading && !rc->w->stopping) {
+    } else if (r > 0 && !over && !rc->reading) {
         event_add(rc->rev, NULL);
         rc->reading = true;
         /* Bytes the session already decrypted: the socket will not say so. */
@@ -595,13 +595,16 @@ void rls_stop(struct worker *w)
 {
     struct rls_conn *rc, *next;
 
+    /* A graceful GOAWAY: it names the last stream divvyd took, so the peer
+     * starts no more on this connection, and the calls already begun are
+     * still read and answered (a health check NOT_SERVING) until they are
+     * done (nghttp2 then wants neither to read nor to write: rls_settle()
+     * closes) or the worker's grace ends. */
     for (rc = w->rls; rc; rc = next) {
         next = rc->next;
-        if (rc->reading) {
-            event_del(rc->rev);
-            rc->reading = false;
-        }
-        if (nghttp2_session_terminate_session(rc->ses, NGHTTP2_NO_ERROR) != 0 ||
+        if (nghttp2_submit_goaway(rc->ses, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(rc->ses),
+                                  NGHTTP2_NO_ERROR, NULL, 0) != 0 ||
             (rc->tls && !tls_sess_ready(rc->tls)))
             rc->dead = true;
         rls_settle(rc);

@@ -47,7 +47,8 @@ void rls_conn_new(struct worker *w, int fd, const struct listener *l,
  * expired (admit_expired()). */
 void rls_sweep(struct worker *w, uint64_t now_ms);
 
-/* The worker stops: GOAWAY to every connection, closed once written. */
+/* The worker stops: a graceful GOAWAY to every connection, which finishes
+ * the calls it has begun (within the worker's grace) and is closed. */
 void rls_stop(struct worker *w);
 
 /* Frees every RLS connection of @w (its streams still waiting orphaned);

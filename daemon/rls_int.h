@@ -4,7 +4,8 @@
  * keeps a connection (socket, nghttp2 session, writing, timeouts, and the
  * memory it holds against its bound and the shared budget), rls_stream.c
  * its streams (nghttp2's callbacks, each call turned into hits and
- * answered).  Nothing outside these two files includes this header.
+ * answered), rls_health.c the calls of grpc.health.v1.Health.  Nothing
+ * outside these files includes this header.
  *
  * Memory a connection holds (docs/rls.md "Limits"): what nghttp2 allocates
  * for it beyond a fresh session (its allocator is the connection's, so
@@ -31,6 +32,14 @@ struct rls_conn;
 struct rls_stream;
 struct tls_sess;
 
+/* Which service a stream's :path names. */
+enum rls_route {
+    RLS_ROUTE_NONE = 0,         /* none divvyd serves: UNIMPLEMENTED */
+    RLS_ROUTE_RLS,              /* RateLimitService/ShouldRateLimit */
+    RLS_ROUTE_HEALTH_CHECK,     /* grpc.health.v1.Health/Check (rls_health.c) */
+    RLS_ROUTE_HEALTH_OTHER,     /* another grpc.health.v1.Health method */
+};
+
 /* One descriptor of a stream: where its hit's answer lands. */
 struct rls_desc {
     struct rls_stream *s;
@@ -43,7 +52,8 @@ struct rls_stream {
     int32_t id;
     bool receiving;             /* no END_STREAM yet */
     bool answered;              /* a response (or an error) is submitted */
-    bool post, path_ok, grpc_ct;
+    bool post, grpc_ct;
+    enum rls_route route;       /* its :path */
     size_t header_bytes;
     size_t mem;                 /* this object, its descriptors and answer (rc->stream_bytes) */
     uint64_t start_ms;
@@ -119,5 +129,21 @@ void rls_stream_callbacks(nghttp2_session_callbacks *cbs);
 
 /* Off its connection: freed now, or by its last descriptor's answer. */
 void rls_stream_orphan(struct rls_stream *s);
+
+/* Answers @s with grpc-status @code and grpc-message @msg (trailers only). */
+void rls_stream_fail(struct rls_stream *s, int code, const char *msg);
+
+/* Answers @s with the framed message @resp (@len bytes, malloc()ed: @s owns
+ * it now) and grpc-status 0. */
+void rls_stream_reply(struct rls_stream *s, uint8_t *resp, size_t len);
+
+/* ---- rls_health.c ---------------------------------------------------------------------- */
+
+/* The route of a :path under /grpc.health.v1.Health/ (RLS_ROUTE_NONE: not there). */
+enum rls_route rls_health_route(const uint8_t *path, size_t len);
+
+/* Answers the health call @s (route RLS_ROUTE_HEALTH_*) whose request
+ * message is @msg (@len bytes, unframed). */
+void rls_health_call(struct rls_stream *s, const uint8_t *msg, size_t len);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ typedef Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor rls_pb_des
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse rls_pb_resp;
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus rls_pb_status;
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit rls_pb_limit;
+typedef Envoy__Config__Core__V3__HeaderValue rls_pb_header;
 
 #define CODE_OK         ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
 #define CODE_OVER_LIMIT ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT
@@ -220,6 +222,18 @@ int rls_msg_request(const struct rls_msg *m, size_t i, struct proto_req *req)
     return r;
 }
 
+bool rls_msg_override(const struct rls_msg *m, size_t i, uint32_t *ret_per_unit,
+                      unsigned *ret_unit)
+{
+    const rls_pb_desc *d = m->req->descriptors[i];
+
+    if (!d->limit)
+        return false;
+    *ret_per_unit = d->limit->requests_per_unit;
+    *ret_unit = (unsigned)d->limit->unit;
+    return true;
+}
+
 bool rls_msg_unit(int64_t limit, int64_t period_s, uint32_t *ret_per_unit,
                   enum rls_unit *ret_unit)
 {
@@ -248,16 +262,107 @@ bool rls_msg_unit(int64_t limit, int64_t period_s, uint32_t *ret_per_unit,
     return true;
 }
 
-int rls_msg_encode(const struct rls_status *st, size_t n, uint8_t **ret, size_t *ret_len)
+/* A base-128 varint at *@p (before @end): 0, or -EINVAL when cut short or too long. */
+static int msg_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret)
+{
+    uint64_t v = 0;
+
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*p == end)
+            return -EINVAL;
+        v |= (uint64_t)(**p & 0x7f) << shift;
+        if (!(*(*p)++ & 0x80)) {
+            *ret = v;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int rls_msg_health_service(const uint8_t *msg, size_t len, const uint8_t **ret_name,
+                       size_t *ret_len)
+{
+    const uint8_t *p = msg, *end = msg + len;
+    uint64_t key, n;
+
+    *ret_name = (const uint8_t *)"";
+    *ret_len = 0;
+    while (p < end) {
+        if (msg_varint(&p, end, &key) < 0 || key >> 3 == 0)
+            return -EINVAL;
+        switch (key & 7) {
+        case 0:                 /* varint */
+            if (msg_varint(&p, end, &n) < 0)
+                return -EINVAL;
+            break;
+        case 1:                 /* 64-bit */
+        case 5:                 /* 32-bit */
+            n = (key & 7) == 1 ? 8 : 4;
+            if ((size_t)(end - p) < n)
+                return -EINVAL;
+            p += n;
+            break;
+        case 2:                 /* length-delimited: field 1 is the name, the last one wins */
+            if (msg_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p))
+                return -EINVAL;
+            if (key >> 3 == 1) {
+                *ret_name = p;
+                *ret_len = (size_t)n;
+            }
+            p += n;
+            break;
+        default:                /* groups: not in proto3 */
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+size_t rls_msg_ratelimit_headers(const struct rls_status *st, size_t n, struct rls_header *ret)
+{
+    const struct rls_status *min = NULL;
+    uint64_t retry = 0;
+    bool over = false;
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (st[i].has_limit && (!min || st[i].remaining < min->remaining))
+            min = &st[i];
+        if (st[i].over) {
+            over = true;
+            if (st[i].reset_s > retry)
+                retry = st[i].reset_s;
+        }
+    }
+    if (min) {
+        ret[k].key = "RateLimit-Limit";
+        snprintf(ret[k++].value, sizeof(ret->value), "%u", min->requests_per_unit);
+        ret[k].key = "RateLimit-Remaining";
+        snprintf(ret[k++].value, sizeof(ret->value), "%u", min->remaining);
+        ret[k].key = "RateLimit-Reset";
+        snprintf(ret[k++].value, sizeof(ret->value), "%llu", (unsigned long long)min->reset_s);
+    }
+    if (over && retry > 0) {
+        ret[k].key = "Retry-After";
+        snprintf(ret[k++].value, sizeof(ret->value), "%llu", (unsigned long long)retry);
+    }
+    return k;
+}
+
+int rls_msg_encode(const struct rls_status *st, size_t n, const struct rls_header *hdr,
+                   size_t n_hdr, uint8_t **ret, size_t *ret_len)
 {
     rls_pb_resp resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
     rls_pb_status *ps = NULL, **pps = NULL;
     rls_pb_limit *pl = NULL;
+    rls_pb_header ph[RLS_HEADERS_ADD_MAX], *pph[RLS_HEADERS_ADD_MAX];
     Google__Protobuf__Duration *pd = NULL;
     uint8_t *buf = NULL;
     size_t len;
     int r = -ENOMEM;
 
+    if (n_hdr > RLS_HEADERS_ADD_MAX)
+        return -EINVAL;
     ps = calloc(n ? n : 1, sizeof(*ps));
     pps = calloc(n ? n : 1, sizeof(*pps));
     pl = calloc(n ? n : 1, sizeof(*pl));
@@ -288,6 +393,14 @@ int rls_msg_encode(const struct rls_status *st, size_t n, uint8_t **ret, size_t 
     }
     resp.n_statuses = n;
     resp.statuses = pps;
+    for (size_t i = 0; i < n_hdr; i++) {
+        envoy__config__core__v3__header_value__init(&ph[i]);
+        ph[i].key = (char *)hdr[i].key;
+        ph[i].value = (char *)hdr[i].value;
+        pph[i] = &ph[i];
+    }
+    resp.n_response_headers_to_add = n_hdr;
+    resp.response_headers_to_add = n_hdr ? pph : NULL;
     len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&resp);
     buf = malloc(RLS_GRPC_PREFIX + len);
     if (!buf)

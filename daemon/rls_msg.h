@@ -5,8 +5,9 @@
  * framing of one unary message, the grpc-timeout header, decoding a
  * RateLimitRequest (protobuf-c, code generated from proto/ at build time)
  * within hard limits, turning one of its descriptors into a divvy request
- * (`domain=D k1=v1 ...`, docs/rls.md "Mapping"), and encoding the
- * RateLimitResponse.  Pure functions, thread-safe, never logs: the fuzz
+ * (`domain=D k1=v1 ...`, docs/rls.md "Mapping"), encoding the
+ * RateLimitResponse with its RateLimit headers, and reading gRPC health
+ * checking's HealthCheckRequest.  Pure functions, thread-safe, never logs: the fuzz
  * target tests/fuzz/fuzz_rls.c drives everything a peer controls here.
  */
 #ifndef DIVVY_RLS_MSG_H
@@ -31,6 +32,7 @@ enum rls_grpc_status {
     RLS_GRPC_UNKNOWN = 2,
     RLS_GRPC_INVALID_ARGUMENT = 3,
     RLS_GRPC_DEADLINE_EXCEEDED = 4,
+    RLS_GRPC_NOT_FOUND = 5,
     RLS_GRPC_RESOURCE_EXHAUSTED = 8,
     RLS_GRPC_INTERNAL = 13,
     RLS_GRPC_UNAVAILABLE = 14,
@@ -83,6 +85,26 @@ size_t rls_msg_descriptors(const struct rls_msg *m);
  */
 int rls_msg_request(const struct rls_msg *m, size_t i, struct proto_req *req);
 
+/*
+ * Descriptor @i's limit override (RateLimitDescriptor.limit, Envoy's
+ * per-descriptor "limit" from a route's rate_limits action): true with
+ * *ret_per_unit and *ret_unit (Envoy's RateLimitUnit, as sent) when the
+ * descriptor carries one.  divvyd does not honour it (docs/rls.md "Limit
+ * overrides"); rls_stream.c says so in the log.
+ */
+bool rls_msg_override(const struct rls_msg *m, size_t i, uint32_t *ret_per_unit,
+                      unsigned *ret_unit);
+
+/*
+ * The service name of the grpc.health.v1 HealthCheckRequest @msg (@len
+ * bytes, unframed): 0 with *ret_name, *ret_len (into @msg, not
+ * NUL-terminated; "" when absent; the last one when repeated, as protobuf
+ * merges), other fields skipped; -EINVAL when @msg is not a protobuf
+ * message.  No allocation.
+ */
+int rls_msg_health_service(const uint8_t *msg, size_t len, const uint8_t **ret_name,
+                           size_t *ret_len);
+
 /* Envoy's RateLimitResponse.RateLimit.Unit. */
 enum rls_unit {
     RLS_UNIT_UNKNOWN = 0,
@@ -105,6 +127,26 @@ struct rls_status {
     uint64_t reset_s;           /* duration_until_reset; 0: not sent */
 };
 
+/* One of response_headers_to_add (Envoy's HeaderValue). */
+struct rls_header {
+    const char *key;
+    char value[24];             /* a decimal uint64_t */
+};
+
+#define RLS_HEADERS_ADD_MAX 4
+
+/*
+ * The RateLimit headers for the answer @st (@n statuses) into @ret (room
+ * for RLS_HEADERS_ADD_MAX), as envoyproxy/ratelimit sends them
+ * (draft-ietf-httpapi-ratelimit-headers): of the statuses with a
+ * current_limit, the one with the fewest remaining gives RateLimit-Limit
+ * (its requests_per_unit), RateLimit-Remaining and RateLimit-Reset
+ * (seconds until its reset); none has a limit: none of the three.  An
+ * answer OVER_LIMIT also gets Retry-After: the longest duration_until_reset
+ * of its statuses over the limit, when one is known.  Returns how many.
+ */
+size_t rls_msg_ratelimit_headers(const struct rls_status *st, size_t n, struct rls_header *ret);
+
 /*
  * The rule's limit as Envoy states one: requests per SECOND, MINUTE, HOUR
  * or DAY when @period_s is exactly one of them (@limit capped at
@@ -115,9 +157,11 @@ bool rls_msg_unit(int64_t limit, int64_t period_s, uint32_t *ret_per_unit,
 
 /*
  * Encodes a RateLimitResponse for @n statuses (overall_code OVER_LIMIT when
- * any is over, else OK) as one gRPC message, prefix included, into a new
- * buffer *ret (malloc()ed, *ret_len bytes).  -ENOMEM.
+ * any is over, else OK) and @n_hdr response_headers_to_add @hdr as one gRPC
+ * message, prefix included, into a new buffer *ret (malloc()ed, *ret_len
+ * bytes).  -ENOMEM.
  */
-int rls_msg_encode(const struct rls_status *st, size_t n, uint8_t **ret, size_t *ret_len);
+int rls_msg_encode(const struct rls_status *st, size_t n, const struct rls_header *hdr,
+                   size_t n_hdr, uint8_t **ret, size_t *ret_len);
 
 #endif

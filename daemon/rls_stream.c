@@ -24,9 +24,11 @@
 
 #include "clock.h"
 #include "engine.h"
+#include "log.h"
 #include "rls.h"
 #include "rls_int.h"
 #include "rls_msg.h"
+#include "srv_int.h"
 #include "worker_int.h"
 
 #define RLS_PATH        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
@@ -107,7 +109,7 @@ static int stream_submit_rst(struct rls_conn *rc, int32_t id, uint32_t code)
  * still sending the request is told to stop once it is sent (RST_STREAM
  * NO_ERROR, on_frame_send(): nghttp2 would drop the answer queued before a
  * reset), so the stream, and all it held, goes at once. */
-static void stream_fail(struct rls_stream *s, int code, const char *msg)
+void rls_stream_fail(struct rls_stream *s, int code, const char *msg)
 {
     char status[16];
     nghttp2_nv nv[] = {
@@ -158,42 +160,18 @@ static ssize_t resp_read(nghttp2_session *ses, int32_t id, uint8_t *buf, size_t 
     return (ssize_t)n;
 }
 
-/* Every descriptor answered: the response, or the error one of them met. */
-static void stream_answer(struct rls_stream *s)
+void rls_stream_reply(struct rls_stream *s, uint8_t *resp, size_t len)
 {
     static const nghttp2_nv hdrs[] = {
         { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE },
         { (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
           NGHTTP2_NV_FLAG_NONE },
     };
-    struct rls_status *st;
     nghttp2_data_provider prd = { .source.ptr = s, .read_callback = resp_read };
     struct rls_conn *rc = s->rc;
-    int r;
 
-    if (!rc) {
-        stream_free(s);
-        return;
-    }
-    if (s->answered)
-        return;
-    if (s->err) {
-        stream_fail(s, s->err, s->err_msg);
-        return;
-    }
-    st = malloc(s->n_desc * sizeof(*st));
-    if (!st) {
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < s->n_desc; i++)
-        st[i] = s->desc[i].st;
-    r = rls_msg_encode(st, s->n_desc, &s->resp, &s->resp_len);
-    free(st);
-    if (r < 0) {
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
+    s->resp = resp;
+    s->resp_len = len;
     /* The descriptors are copied out: only the answer stays. */
     free(s->desc);
     s->desc = NULL;
@@ -205,6 +183,57 @@ static void stream_answer(struct rls_stream *s)
         rc->dead = true;
     rc->submitting = false;
     rls_wake(rc);
+}
+
+/* Every descriptor answered: the response, or the error one of them met. */
+static void stream_answer(struct rls_stream *s)
+{
+    struct rls_header hdr[RLS_HEADERS_ADD_MAX];
+    struct rls_status *st;
+    struct rls_conn *rc = s->rc;
+    size_t n_hdr = 0, len;
+    uint8_t *resp;
+    int r;
+
+    if (!rc) {
+        stream_free(s);
+        return;
+    }
+    if (s->answered)
+        return;
+    if (s->err) {
+        rls_stream_fail(s, s->err, s->err_msg);
+        return;
+    }
+    st = malloc(s->n_desc * sizeof(*st));
+    if (!st) {
+        rls_stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < s->n_desc; i++)
+        st[i] = s->desc[i].st;
+    if (rc->w->s->o.rls_ratelimit_headers)
+        n_hdr = rls_msg_ratelimit_headers(st, s->n_desc, hdr);
+    r = rls_msg_encode(st, s->n_desc, hdr, n_hdr, &resp, &len);
+    free(st);
+    if (r < 0) {
+        rls_stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    rls_stream_reply(s, resp, len);
+}
+
+/* Whether no rule but the default one decided @res (rls.unmatched, docs/rls.md
+ * "Descriptors no rule matches"): then, as Envoy's own services do, the
+ * descriptor is OK with no current_limit (zero-valued *st) unless
+ * rls.unmatched = "rule".  A continue or canary rule that matched and allowed
+ * does not make the default rule's denial the answer either: no rule of the
+ * operator's limited the descriptor. */
+static bool rls_unmatched(const struct rules *rs, const struct eval_result *res)
+{
+    struct rules_rule rule;
+
+    return rules_get(rs, res->decider, &rule) >= 0 && rule.is_default;
 }
 
 /* The engine's answer for one descriptor (inside the RCU section of a->rs). */
@@ -223,7 +252,7 @@ static void rls_answer(void *arg, const struct engine_answer *a)
             s->err_msg = r == -ENOSPC || r == -EDQUOT ? "no counter for a privileged rule"
                                                       : "internal error";
         }
-    } else {
+    } else if (!s->rc || s->rc->w->s->o.rls_unmatched_rule || !rls_unmatched(a->rs, res)) {
         st->over = !res->allowed;
         st->remaining = res->credit > UINT32_MAX ? UINT32_MAX : (uint32_t)res->credit;
         st->reset_s = res->reset_s;
@@ -247,7 +276,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    stream_fail(s, RLS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+    rls_stream_fail(s, RLS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
     if (rc)
         rls_settle(rc);
 }
@@ -268,12 +297,31 @@ static const char *stream_check(const struct rls_msg *m, size_t n, struct proto_
     return NULL;
 }
 
+/* Envoy's per-descriptor limit overrides are not honoured (docs/rls.md
+ * "Limit overrides"): not in silence either. */
+static void stream_log_overrides(const struct rls_msg *m, size_t n)
+{
+    static struct log_ratelimit rl;
+    uint32_t per_unit;
+    unsigned unit;
+
+    for (size_t i = 0; i < n; i++) {
+        if (rls_msg_override(m, i, &per_unit, &unit)) {
+            log_ratelimited(&rl, LOG_WARNING, "rls: a descriptor's limit override (%u per "
+                            "unit %u) is not honoured: divvy's rules decide (docs/rls.md "
+                            "\"Limit overrides\")", per_unit, unit);
+            return;
+        }
+    }
+}
+
 /* END_STREAM: the request is complete; check it and evaluate its descriptors. */
 static void stream_request(struct rls_stream *s)
 {
     struct rls_conn *rc = s->rc;
     struct worker *w = rc->w;
-    struct engine_req rq = { .op = TABLE_TAKE, .privileged = rc->privileged, .uid = rc->uid };
+    struct engine_req rq = { .op = TABLE_TAKE, .privileged = rc->privileged, .uid = rc->uid,
+                             .protocol = METRICS_PROTO_RLS };
     struct rls_msg *m = NULL;
     const uint8_t *msg;
     const char *why;
@@ -281,50 +329,59 @@ static void stream_request(struct rls_stream *s)
     int r;
 
     s->receiving = false;
-    if (!s->post || !s->path_ok) {
-        stream_fail(s, RLS_GRPC_UNIMPLEMENTED, "only " RLS_PATH " is served");
+    if (!s->post || s->route == RLS_ROUTE_NONE) {
+        rls_stream_fail(s, RLS_GRPC_UNIMPLEMENTED,
+                        "only " RLS_PATH " and /grpc.health.v1.Health/Check are served");
         return;
     }
     if (!s->grpc_ct) {
-        stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, "content-type must be application/grpc");
+        rls_stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, "content-type must be application/grpc");
         return;
     }
     r = rls_msg_unframe(s->body, s->body_len, &msg, &len);
+    if (r >= 0 && s->route != RLS_ROUTE_RLS) {
+        rls_health_call(s, msg, len);
+        stream_drop_body(s);
+        return;
+    }
     if (r >= 0)
         r = rls_msg_decode(msg, len, &m);
     stream_drop_body(s);
     if (r == -ENOTSUP) {
-        stream_fail(s, RLS_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+        rls_stream_fail(s, RLS_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
         return;
     }
     if (r == -EMSGSIZE || r == -E2BIG) {
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "request message too large");
+        rls_stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "request message too large");
         return;
     }
     if (r < 0) {
-        stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, r == -ENOMEM ? "out of memory"
-                                                               : "not a RateLimitRequest");
+        rls_stream_fail(s, RLS_GRPC_INVALID_ARGUMENT,
+                        r == -ENOMEM ? "out of memory"
+                        : s->route == RLS_ROUTE_RLS ? "not a RateLimitRequest"
+                                                    : "not one gRPC message");
         return;
     }
     s->n_desc = rls_msg_descriptors(m);
     why = stream_check(m, s->n_desc, &w->req);
     if (why) {
         rls_msg_free(m);
-        stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, why);
+        rls_stream_fail(s, RLS_GRPC_INVALID_ARGUMENT, why);
         return;
     }
     if (s->timeout_ms && clock_coarse_ms() >= s->start_ms + s->timeout_ms) {
         rls_msg_free(m);
-        stream_fail(s, RLS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+        rls_stream_fail(s, RLS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
         return;
     }
     /* Its answers are held until all are in: within the connection's bound. */
     if (!rls_input_ok(rc, s->n_desc * sizeof(*s->desc)) ||
         !(s->desc = calloc(s->n_desc, sizeof(*s->desc)))) {
         rls_msg_free(m);
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, RLS_NO_MEMORY);
+        rls_stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, RLS_NO_MEMORY);
         return;
     }
+    stream_log_overrides(m, s->n_desc);
     stream_mem(s, sizeof(*s) + s->n_desc * sizeof(*s->desc));
     /* One more while submitting: a descriptor answered at once cannot end it. */
     s->n_left = s->n_desc + 1;
@@ -411,7 +468,8 @@ static int on_header(nghttp2_session *ses, const nghttp2_frame *frame, const uin
     if (hdr_is(name, namelen, ":method"))
         s->post = hdr_is(value, valuelen, "POST");
     else if (hdr_is(name, namelen, ":path"))
-        s->path_ok = hdr_is(value, valuelen, RLS_PATH);
+        s->route = hdr_is(value, valuelen, RLS_PATH) ? RLS_ROUTE_RLS
+                                                     : rls_health_route(value, valuelen);
     else if (hdr_is(name, namelen, "content-type"))
         s->grpc_ct = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
                      (valuelen == 16 || value[16] == '+' || value[16] == ';');
@@ -433,7 +491,7 @@ static int on_data_chunk(nghttp2_session *ses, uint8_t flags, int32_t id, const 
     if (!s || s->answered || !s->receiving)
         return 0;
     if (s->body_len + len > RLS_GRPC_PREFIX + RLS_MSG_MAX) {
-        stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "request message too large");
+        rls_stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, "request message too large");
         return 0;
     }
     if (s->body_len + len > s->body_cap) {
@@ -444,12 +502,12 @@ static int on_data_chunk(nghttp2_session *ses, uint8_t flags, int32_t id, const 
             cap = RLS_GRPC_PREFIX + RLS_MSG_MAX;
         /* What the connection's streams hold together, and what it may hold. */
         if (rc->body_bytes - s->body_cap + cap > RLS_CONN_BODY_MAX) {
-            stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED,
+            rls_stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED,
                         "the connection's calls hold 256 KiB of request bodies");
             return 0;
         }
         if (!rls_input_ok(rc, cap - s->body_cap)) {
-            stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, RLS_NO_MEMORY);
+            rls_stream_fail(s, RLS_GRPC_RESOURCE_EXHAUSTED, RLS_NO_MEMORY);
             return 0;
         }
         grown = realloc(s->body, cap);

@@ -63,6 +63,9 @@ struct srv_opts {
      * setting each fd to -1, and binds only the listen addresses not among them. */
     struct notify_listener *inherited;
     size_t n_inherited;
+    /* rls { } (docs/rls.md "Settings"): read at start only. */
+    bool rls_unmatched_rule;    /* rls.unmatched = "rule": the default rule answers */
+    bool rls_ratelimit_headers; /* rls.ratelimit_headers: RateLimit-* in the answer */
     struct tls *tls;            /* the "tls:" listeners' context (tls.h); NULL: none */
 };
 

@@ -590,11 +590,12 @@ int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
     r = eval_walk(&w, fast_step, &fs);
     if (r == 0)
         return 0;                       /* fast_step() said why */
-    if (r < 0 || er.decider >= fs.n_rules) {
+    if (r < 0 || er.decider >= fs.n_rules || er.limiter >= fs.n_rules) {
         *ret_why = "the fast-path table could not decide";
         return 0;
     }
-    cr = &f->rule[er.decider];
+    /* Named: the rule whose credit the result shows (a tighter continue rule's). */
+    cr = &f->rule[er.limiter];
     res->allowed = er.allowed;
     res->credit = er.credit;
     res->reset_seconds = er.reset_s;

@@ -258,6 +258,10 @@ void config_free(struct config *cfg)
         explicit_bzero(cfg->redis.sentinel_password, strlen(cfg->redis.sentinel_password));
     free(cfg->redis.sentinel_password);
     free(cfg->redis.sentinel_password_file);
+    if (cfg->resp_password)
+        explicit_bzero(cfg->resp_password, strlen(cfg->resp_password));
+    free(cfg->resp_password);
+    free(cfg->resp_password_file);
     free(cfg->path);
     free(cfg);
 }

@@ -174,6 +174,14 @@ struct config {
     uint64_t lease_max;         /* most credit one host holds in one lease; default 1000 */
     struct config_redis redis;
 
+    /* rls { } (docs/rls.md "Settings"): read at start only. */
+    bool rls_unmatched_rule;    /* rls.unmatched = "rule"; default "ok" (false) */
+    bool rls_ratelimit_headers; /* rls.ratelimit_headers; default false */
+    /* server.resp_password_file (docs/resp.md "AUTH"): what RESP listeners ask
+     * of their clients; read from the file at every load, like redis.password_file. */
+    char *resp_password;        /* NULL: no password, every RESP client may send commands */
+    char *resp_password_file;   /* NULL, or as written: a path or a credential name */
+
     struct config_tls tls;      /* server.tls { } */
 };
 
@@ -197,7 +205,8 @@ const char *config_fleet_redis_env(void);
  * as warnings at every load: source = "privileged" rules that run "strict"
  * because store.mode "lease" never applies to them (one note for all), and
  * a native config that configures Redis (redis { }, or divvy's REDIS_HOST /
- * REDIS_PORT) while every rule is local.  Returns how many were added.
+ * REDIS_PORT) while every rule is local; and rules_validate_notes()'s
+ * (actor keys).  Returns how many were added.
  */
 size_t config_fleet_notes(const struct config *cfg, const struct rules *rules,
                           struct diag *ret);

@@ -54,6 +54,11 @@ static int config_divvy_ini_entry(struct rules_rule_spec *r, const struct ini_en
         diag_set(reterr, file, e->line, "%s needs a value ('%s = ...')", e->key, e->key);
         return -EINVAL;
     }
+    /* node-ini reads null (quoted or not) as JavaScript's null, and divvy
+     * takes a null setting as not set: "label = null" is no label, as
+     * "label": null is in JSON -- never the label "null". */
+    if (strcmp(e->value, "null") == 0)
+        return 0;
     switch (f->kind) {
     case CONFIG_DIVVY_INT:
         q = config_divvy_parse_int(e->value, &v);

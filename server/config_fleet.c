@@ -43,7 +43,7 @@ void conf_fleet_divvy(struct config *cfg)
 size_t config_fleet_notes(const struct config *cfg, const struct rules *rules, struct diag *ret)
 {
     const struct rules_rule_spec *first = NULL;
-    size_t n = 0, unleased = 0;
+    size_t n = rules_validate_notes(&cfg->rules, ret), unleased = 0;
     const char *env;
 
     for (size_t i = 0; i < cfg->rules.n; i++) {

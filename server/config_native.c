@@ -61,6 +61,7 @@ int conf_set_str(char **slot, const char *v)
 
 static const char *const conf_top_names[] = {
     "server", "table", "store", "redis", "metrics", "statsd", "rules", "include_dir",
+    "rls",
 };
 
 /* "unknown setting 'GROUP.NAME'" (no GROUP. at the top), with the closest
@@ -437,6 +438,8 @@ static int conf_native_doc(struct config *cfg, const char *path, const char *tex
             q = conf_each(cfg, path, s, conf_metrics_setting, reterr);
         } else if (strcmp(name, "statsd") == 0) {
             q = conf_each(cfg, path, s, conf_statsd_setting, reterr);
+        } else if (strcmp(name, "rls") == 0) {
+            q = conf_each(cfg, path, s, conf_rls_setting, reterr);
         } else if (strcmp(name, "redis") == 0) {
             redis = s;
             cfg->redis.line = conf_line(s);
@@ -446,8 +449,8 @@ static int conf_native_doc(struct config *cfg, const char *path, const char *tex
             q = conf_rules(cfg, path, s, reterr);
         } else {
             q = conf_unknown(path, s, "", conf_top_names, CONF_N(conf_top_names),
-                             " (expected server, table, store, redis, metrics, statsd, rules, "
-                             "include_dir)",
+                             " (expected server, table, store, redis, metrics, statsd, rls, "
+                             "rules, include_dir)",
                              reterr);
         }
         if (q == -ENOMEM) {

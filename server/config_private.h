@@ -97,6 +97,12 @@ int conf_get_int(const char *path, const config_setting_t *s, int64_t min,
 int conf_get_string(const char *path, const config_setting_t *s, const char **ret,
                     struct diag *reterr);
 int conf_set_str(char **slot, const char *v);
+
+/* A *_password_file setting @s: the secret it names read now (server/secret.c)
+ * into *@dst (the previous one wiped), its name into *@dst_file; a problem
+ * is reported as "@group.<name>: ...". */
+int conf_secret_file(const char *path, const config_setting_t *s, const char *group,
+                     char **dst, char **dst_file, struct diag *reterr);
 int conf_unknown(const char *path, const config_setting_t *s, const char *group,
                  const char *const *names, size_t n, const char *tail,
                  struct diag *reterr);
@@ -113,6 +119,8 @@ int conf_metrics_setting(struct config *cfg, const char *path,
                          const config_setting_t *s, struct diag *reterr);
 int conf_statsd_setting(struct config *cfg, const char *path,
                         const config_setting_t *s, struct diag *reterr);
+int conf_rls_setting(struct config *cfg, const char *path, const config_setting_t *s,
+                     struct diag *reterr);
 
 /* config_tls.c: server.tls { }, and whether the "tls:" listen addresses have it. */
 int conf_tls_group(struct config *cfg, const char *path, const config_setting_t *g,

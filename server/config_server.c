@@ -19,7 +19,7 @@ static const char *const conf_server_names[] = {
     "tcp_connections", "unix_connections", "reserved_connections",
     "tcp_connections_per_address", "unix_connections_per_uid", "idle_timeout_ms",
     "request_timeout_ms", "socket_buffer_bytes", "socket_mode", "state_dir", "admin_group",
-    "fast_group", "tls",
+    "fast_group", "resp_password_file", "tls",
 };
 static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
@@ -218,6 +218,18 @@ void config_connections(const struct config *cfg, unsigned *ret_tcp, unsigned *r
     *ret_total = max ? max : sum > UINT32_MAX ? UINT32_MAX : (unsigned)sum;
 }
 
+/*
+ * server.resp_password_file: the password RESP listeners ask for (docs/resp.md
+ * "AUTH"), read now (at start, at each reload, by --check) from the file or
+ * systemd credential named (server/secret.c); the name is kept for the writer.
+ */
+static int conf_server_resp_password(struct config *cfg, const char *path,
+                                     const config_setting_t *s, struct diag *reterr)
+{
+    return conf_secret_file(path, s, "server", &cfg->resp_password, &cfg->resp_password_file,
+                            reterr);
+}
+
 int conf_server_setting(struct config *cfg, const char *path,
                         const config_setting_t *s, struct diag *reterr)
 {
@@ -229,6 +241,8 @@ int conf_server_setting(struct config *cfg, const char *path,
         cfg->tls.listen_line = conf_line(s);
         return conf_server_listen(cfg, path, s, reterr);
     }
+    if (strcmp(name, "resp_password_file") == 0)
+        return conf_server_resp_password(cfg, path, s, reterr);
     if (strcmp(name, "tls") == 0)
         return conf_tls_group(cfg, path, s, reterr);
     if (strcmp(name, "workers") == 0) {
@@ -423,4 +437,37 @@ int conf_statsd_setting(struct config *cfg, const char *path,
     }
     return conf_unknown(path, s, "statsd", conf_statsd_names, CONF_N(conf_statsd_names), "",
                         reterr);
+}
+
+/* ---- rls { }: the RLS listener's answers (docs/rls.md "Settings") ------------------ */
+
+static const char *const conf_rls_names[] = { "unmatched", "ratelimit_headers" };
+
+int conf_rls_setting(struct config *cfg, const char *path, const config_setting_t *s,
+                     struct diag *reterr)
+{
+    const char *name = conf_name(s), *str;
+    int r;
+
+    if (strcmp(name, "unmatched") == 0) {
+        r = conf_get_string(path, s, &str, reterr);
+        if (r < 0)
+            return r;
+        if (strcmp(str, "ok") != 0 && strcmp(str, "rule") != 0) {
+            diag_set(reterr, path, conf_line(s),
+                     "rls.unmatched must be \"ok\" or \"rule\", not \"%s\"", str);
+            return -EINVAL;
+        }
+        cfg->rls_unmatched_rule = str[0] == 'r';
+        return 0;
+    }
+    if (strcmp(name, "ratelimit_headers") == 0) {
+        if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
+            diag_set(reterr, path, conf_line(s), "rls.ratelimit_headers must be true or false");
+            return -EINVAL;
+        }
+        cfg->rls_ratelimit_headers = config_setting_get_bool(s) != 0;
+        return 0;
+    }
+    return conf_unknown(path, s, "rls", conf_rls_names, CONF_N(conf_rls_names), "", reterr);
 }

@@ -181,6 +181,30 @@ static int conf_redis_cluster_nodes(struct config *cfg, const char *path,
                              &cfg->redis.n_cluster_nodes, reterr);
 }
 
+int conf_secret_file(const char *path, const config_setting_t *s, const char *group,
+                     char **dst, char **dst_file, struct diag *reterr)
+{
+    char err[SECRET_ERR_MAX], *secret = NULL;
+    const char *str;
+    int r;
+
+    r = conf_get_string(path, s, &str, reterr);
+    if (r < 0)
+        return r;
+    r = secret_read(str, &secret, err, sizeof(err));
+    if (r < 0) {
+        if (r != -ENOMEM)
+            diag_set(reterr, path, conf_line(s), "%s.%s: %s", group, conf_name(s), err);
+        return r == -ENOMEM ? r : -EINVAL;
+    }
+    if (*dst) {
+        explicit_bzero(*dst, strlen(*dst));
+        free(*dst);
+    }
+    *dst = secret;
+    return conf_set_str(dst_file, str);
+}
+
 /*
  * redis.password_file / redis.sentinel_password_file: the secret is read
  * now (at start, at each reload, by --check), from the file or systemd
@@ -190,28 +214,11 @@ static int conf_redis_secret_file(struct config *cfg, const char *path,
                                   const config_setting_t *s, struct diag *reterr)
 {
     struct config_redis *rd = &cfg->redis;
-    const char *name = conf_name(s), *str;
-    bool sentinel = name[0] == 's';
-    char err[SECRET_ERR_MAX], *secret = NULL, **dst, **dst_file;
-    int r;
+    bool sentinel = conf_name(s)[0] == 's';
 
-    r = conf_get_string(path, s, &str, reterr);
-    if (r < 0)
-        return r;
-    r = secret_read(str, &secret, err, sizeof(err));
-    if (r < 0) {
-        if (r != -ENOMEM)
-            diag_set(reterr, path, conf_line(s), "redis.%s: %s", name, err);
-        return r == -ENOMEM ? r : -EINVAL;
-    }
-    dst = sentinel ? &rd->sentinel_password : &rd->password;
-    dst_file = sentinel ? &rd->sentinel_password_file : &rd->password_file;
-    if (*dst) {
-        explicit_bzero(*dst, strlen(*dst));
-        free(*dst);
-    }
-    *dst = secret;
-    return conf_set_str(dst_file, str);
+    return conf_secret_file(path, s, "redis",
+                            sentinel ? &rd->sentinel_password : &rd->password,
+                            sentinel ? &rd->sentinel_password_file : &rd->password_file, reterr);
 }
 
 int conf_redis_setting(struct config *cfg, const char *path,

@@ -195,7 +195,8 @@ static void conf_write_server(const struct config *cfg, FILE *f)
                cfg->workers != 0 || cfg->max_connections != 0 ||
                cfg->max_output_bytes != CONFIG_DEFAULT_OUTPUT_BYTES || conf_admit_changed(cfg) ||
                cfg->socket_mode != CONFIG_DEFAULT_SOCKET_MODE ||
-               strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0;
+               strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0 ||
+               cfg->resp_password_file;
 
     if (!any)
         return;
@@ -215,6 +216,8 @@ static void conf_write_server(const struct config *cfg, FILE *f)
         fprintf(f, "    socket_mode = \"0%o\";\n", cfg->socket_mode);
     if (strcmp(cfg->admin_group, CONFIG_DEFAULT_ADMIN_GROUP) != 0)
         conf_put_setting(f, "    admin_group", cfg->admin_group);
+    if (cfg->resp_password_file)
+        conf_put_setting(f, "    resp_password_file", cfg->resp_password_file);
     fprintf(f, "};\n\n");
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "rules_build.h"
+#include "suggest.h"
 
 /* ---- preparation and validation ---------------------------------------- */
 
@@ -666,4 +667,67 @@ int rules_validate(const struct rules_spec *spec, struct diag *reterr)
 
     rules_build_free(&b);
     return r;
+}
+
+/* ---- notes: valid, but likely not what the author meant -------------------- */
+
+static bool spec_matches_key(const struct rules_rule_spec *r, const char *key)
+{
+    for (size_t i = 0; i < r->n_match; i++)
+        if (strcmp(r->match[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+/* An actor key the match does not name: a request without it counts with
+ * every other such request, in one counter.  Legitimate (an optional key),
+ * so a note; a typo of a match key ("usr" for "user") gets a hint. */
+static size_t note_actor_keys(const struct rules_rule_spec *r, struct diag *ret)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < r->n_actor; i++) {
+        const char *key = r->actor[i];
+        struct suggest sg;
+        const char *hint;
+
+        if (!key[0] || spec_matches_key(r, key))
+            continue;
+        suggest_init(&sg, key);
+        for (size_t j = 0; j < r->n_match; j++)
+            suggest_offer(&sg, r->match[j].key);
+        hint = suggest_best(&sg);
+        if (hint)
+            diag_set(ret, r->file, r->line, "actor key '%s' is not in this rule's match (did you "
+                     "mean '%s'?): requests without a '%s' all share one counter", key, hint,
+                     key);
+        else
+            diag_set(ret, r->file, r->line, "actor key '%s' is not in this rule's match: "
+                     "requests without a '%s' all share one counter (add %s = \"*\" to the "
+                     "match to require it)", key, key, key);
+        n++;
+    }
+    return n;
+}
+
+size_t rules_validate_notes(const struct rules_spec *spec, struct diag *ret)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < spec->n; i++) {
+        const struct rules_rule_spec *r = &spec->rules[i];
+
+        if (r->n_actor == 0)
+            continue;
+        /* No counter (rules_spec_counts()): the actor names nothing. */
+        if (!rules_spec_counts(r)) {
+            diag_set(ret, r->file, r->line, "actor has no effect: this rule keeps no counter "
+                     "(%s)", r->credit_limit <= 0 ? "credit_limit 0 denies every request"
+                                                  : "reset_seconds 0 allows every request");
+            n++;
+            continue;
+        }
+        n += note_actor_keys(r, ret);
+    }
+    return n;
 }

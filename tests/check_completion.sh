@@ -75,6 +75,9 @@ d=$comp/divvyd
 
 # A few completions as a user types them.
 expect "locked" "$ctl" divvyctl lo
+expect "unlock" "$ctl" divvyctl unl
+expect "--socket --source" "$ctl" divvyctl unlock --so
+expect "root" "$ctl" divvyctl unlock --source 192.0.2.1 roo
 expect "reload reset" "$ctl" divvyctl re
 expect "--socket" "$ctl" divvyctl --so
 expect "locked" "$ctl" divvyctl -s /run/divvy/divvy.sock lo

@@ -35,8 +35,9 @@ static const char ctl_help_main[] =
     "%s"
     "\n"
     "Options (before or after COMMAND):\n"
-    "  -s, --socket ADDR   divvyd's address: unix:PATH (or just /PATH), tcp:HOST:PORT,\n"
-    "                      tcp:[V6]:PORT; default $DIVVY_ADDRESS, else\n"
+    "  -s, --socket ADDR   divvyd's address: unix:PATH, or any PATH with a '/' in it\n"
+    "                      (/run/x.sock, build/run/divvy.sock, ./x.sock),\n"
+    "                      tcp:HOST:PORT, tcp:[V6]:PORT; default $DIVVY_ADDRESS, else\n"
     "                      " DIVVY_DEFAULT_ADDRESS "\n"
     "  -t, --timeout MS    connect timeout and reply timeout in milliseconds\n"
     "                      (default 5000)\n"
@@ -47,11 +48,12 @@ static const char ctl_help_main[] =
     "Exit status (stable; scripts may rely on it):\n"
     "  0  success; the request is allowed\n"
     "  1  the answer is no: the request is denied (hit, take, peek), a config has\n"
-    "     problems (check, convert), the daemon rejected a new config (reload)\n"
+    "     problems (check, convert), the daemon rejected a new config (reload),\n"
+    "     nothing to reset or unlock (reset, unlock)\n"
     "  2  usage error, or a request divvyd rejected as malformed\n"
     "  3  divvyd is unreachable, did not answer in time, is busy, or went away\n"
-    "  4  permission denied: an admin command (reset, reload, top, counters,\n"
-    "     locked) from a user who is neither root nor in divvy-admin, any admin\n"
+    "  4  permission denied: an admin command (reset, unlock, reload, top,\n"
+    "     counters, locked) from a user who is neither root nor in divvy-admin, any admin\n"
     "     command over TCP, or no access to the socket (group divvy)\n"
     "  5  any other failure: a file that cannot be read or written, an internal\n"
     "     error, a daemon that does not know the command\n"
@@ -79,6 +81,7 @@ static const struct ctl_cmd ctl_cmds[] = {
       ctl_help_debit },
     { "peek", cmd_hit, "show what a request would see, taking nothing", ctl_help_peek },
     { "reset", cmd_hit, "forget the counters a request touches (admin)", ctl_help_reset },
+    { "unlock", cmd_unlock, "clear every login counter of a user (admin)", ctl_help_unlock },
     { "rules", cmd_rules, "list the loaded rules", ctl_help_rules },
     { "explain", cmd_explain, "which rule decides a request, and why not the others",
       ctl_help_explain },
@@ -143,11 +146,15 @@ static void ctl_print_main_help(FILE *f)
 
 /* ---- options --------------------------------------------------------------- */
 
+/* An address that names no scheme of ours (unix:, tcp:) but holds a '/' is
+ * a Unix socket path: "/run/divvy/divvy.sock", "build/run/divvy.sock",
+ * "./x.sock".  A name with no '/' stays an error (it could be a typo'd
+ * scheme); "./NAME" says a socket in the current directory. */
 static int ctl_set_address(struct ctl *ctl, const char *addr)
 {
     int n;
 
-    if (addr[0] == '/')
+    if (strncmp(addr, "unix:", 5) != 0 && strncmp(addr, "tcp:", 4) != 0 && strchr(addr, '/'))
         n = snprintf(ctl->address, sizeof(ctl->address), "unix:%s", addr);
     else
         n = snprintf(ctl->address, sizeof(ctl->address), "%s", addr);

@@ -33,6 +33,7 @@
 
 #define CTL_TIMEOUT_DEFAULT  5000
 #define CTL_FIELDS_MAX       32     /* name=value fields of one reply line */
+#define CTL_LINE_MAX         4096   /* a request line, as the protocol limits it */
 
 /* Global options and the lazily opened connection. */
 struct ctl {
@@ -171,6 +172,12 @@ struct ctl_cmd {
 
 /* hit, take, debit, peek and reset share cmd_hit(); it tells them apart by name. */
 int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+/* Appends " key=value" to @line (@pos its length), quoted as the protocol asks:
+ * -EINVAL (a '"' or newline), -EMSGSIZE. */
+int ctl_append_pair(char *line, size_t size, size_t *pos, const char *key, const char *value);
+/* "@verb k=v..." of @kv into @line; a usage error (exit code) when it cannot be. */
+int ctl_request_line(const struct ctl_cmd *cmd, const char *verb, const struct divvy_kv *kv,
+                     size_t n_kv, char *line, size_t size);
 int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 extern const char ctl_help_hit[];
 extern const char ctl_help_take[];
@@ -201,6 +208,15 @@ int cmd_check(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 int cmd_convert(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 extern const char ctl_help_check[];
 extern const char ctl_help_convert[];
+
+/* ---- divvyctl_unlock.c ------------------------------------------------- */
+
+int cmd_unlock(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+extern const char ctl_help_unlock[];
+/* How many counters on @kv's path RESET would forget (EXPLAIN: matching
+ * rules with a counter, resettable) into *ret_n; 0, or an exit code. */
+int ctl_reset_clearable(struct ctl *ctl, const struct ctl_cmd *cmd, const struct divvy_kv *kv,
+                        size_t n_kv, size_t *ret_n);
 
 /* ---- divvyctl_top.c ---------------------------------------------------- */
 

@@ -36,8 +36,9 @@ int ctl_connect(struct ctl *ctl)
         return 0;
     r = divvy_open(ctl->address, DIVVY_SOCKET_ONLY, &ctl->h);
     if (r == -EINVAL || r == -ENAMETOOLONG)
-        return ctl_fail(CTL_EXIT_USAGE, "bad address '%s': use unix:PATH, tcp:HOST:PORT or "
-                        "tcp:[V6]:PORT", ctl->address);
+        return ctl_fail(CTL_EXIT_USAGE, "bad address '%s': use unix:PATH, a path with a '/' "
+                        "(./PATH for the current directory), tcp:HOST:PORT or tcp:[V6]:PORT",
+                        ctl->address);
     if (r < 0)
         return ctl_fail(CTL_EXIT_FAILURE, "cannot open a handle on %s: %s", ctl->address,
                         strerror(-r));

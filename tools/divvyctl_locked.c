@@ -30,16 +30,20 @@ const char ctl_help_locked[] =
     "again: a window's end, a token bucket's next refill step (not its refill\n"
     "to full), a sliding window's first moment with room for one hit.\n"
     "\n"
-    "Nothing locked: no lines, and a note on standard error.  To unlock, reset\n"
-    "with the request that locked it, e.g. for pam_divvy's rules:\n"
-    "  divvyctl reset event=authfail user=alice rhost=203.0.113.9\n"
+    "RULE is the rule's label; a rule without one shows as its match,\n"
+    "{ip=* method=GET path=/api/*}.\n"
+    "\n"
+    "Nothing locked: no lines, and a note on standard error.  To unlock a user\n"
+    "locked out by pam_divvy's rules, from every source:\n"
+    "  divvyctl unlock alice\n"
+    "Any other counter: reset with the request that locked it.\n"
     "\n"
     "Options:\n"
     "  -r, --rule ID       only this rule (label or hex id, as `divvyctl rules`\n"
     "                      shows)\n"
     "  -m, --max N         at most N lines (default and limit 10000)\n"
-    "  -j, --json          {\"locked\": [{\"rule\": ..., \"actor\": ..., \"fields\":\n"
-    "                      {...}, \"credit\": 0, \"used\": 5, \"limit\": 5,\n"
+    "  -j, --json          {\"locked\": [{\"rule\": ..., \"name\": ..., \"actor\": ...,\n"
+    "                      \"fields\": {...}, \"credit\": 0, \"used\": 5, \"limit\": 5,\n"
     "                      \"reset_seconds\": 871, \"retry_seconds\": 871}, ...]}\n"
     "                      (retry: the UNLOCKS IN column; reset: until full)\n"
     "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
@@ -91,8 +95,8 @@ int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
     }
     for (size_t i = 0; i < st.n_rows; i++) {
         top_split_actor(&st, &st.rows[i], NULL);
-        if (strlen(st.rows[i].rule) > wr)
-            wr = strlen(st.rows[i].rule);
+        if (strlen(st.rows[i].name) > wr)
+            wr = strlen(st.rows[i].name);
         if (strlen(st.rows[i].shown) > wa)
             wa = strlen(st.rows[i].shown);
     }
@@ -109,7 +113,7 @@ int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
 
         ctl_fmt_duration(c->retry, when, sizeof(when));
         snprintf(used, sizeof(used), "%" PRIu64 "/%" PRIu64, c->used, c->limit);
-        printf("%-*s  %-*s  %-10s  %s\n", (int)wr, c->rule, (int)wa, c->shown, used, when);
+        printf("%-*s  %-*s  %-10s  %s\n", (int)wr, c->name, (int)wa, c->shown, used, when);
     }
     r = CTL_EXIT_OK;
 out:

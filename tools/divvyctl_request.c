@@ -14,7 +14,6 @@
 
 #include "divvyctl.h"
 
-#define CTL_LINE_MAX 4096       /* a request line, as the protocol limits it */
 
 const char ctl_help_hit[] =
     "Usage: divvyctl hit [OPTIONS] KEY=VALUE...\n"
@@ -111,18 +110,27 @@ const char ctl_help_reset[] =
     "\n"
     "  reset credit=5 reset_seconds=0 rule=login-user-source\n"
     "\n"
-    "To unlock a user locked out by pam_divvy, send what the module sends:\n"
+    "To unlock a user locked out by pam_divvy from one source, send what the\n"
+    "module sends:\n"
     "  divvyctl reset event=authfail user=alice rhost=203.0.113.9\n"
     "(`divvyctl locked` lists who is locked out.)  divvyd logs the reset with\n"
     "your uid.\n"
     "\n"
     "Options:\n"
-    "  -j, --json          {\"reset\": true, \"credit\": 5, \"reset_seconds\": 0,\n"
-    "                      \"rule\": \"login-user-source\", \"request\": {...}}\n"
+    "  -j, --json          {\"reset\": true, \"counters\": 1, \"credit\": 5,\n"
+    "                      \"reset_seconds\": 0, \"rule\": \"login-user-source\",\n"
+    "                      \"request\": {...}} (counters: those on the path RESET\n"
+    "                      forgets; \"reset\" is false when there are none)\n"
     "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
     "\n"
-    "Exit status: 0 reset, 2 usage, 3 divvyd unreachable, 4 permission denied\n"
-    "(not root or divvy-admin, or over TCP).\n";
+    "A login counter is per user and source: without rhost= the request matches\n"
+    "another rule (login-local keeps no counter) and nothing is reset.  That is\n"
+    "exit status 1, with a note on standard error.  `divvyctl unlock USER` clears\n"
+    "every login counter of a user without knowing the source.\n"
+    "\n"
+    "Exit status: 0 reset, 1 nothing to reset (no rule the request matches keeps a\n"
+    "counter that RESET forgets), 2 usage, 3 divvyd unreachable, 4 permission\n"
+    "denied (not root or divvy-admin, or over TCP).\n";
 
 const char ctl_help_explain[] =
     "Usage: divvyctl explain [OPTIONS] KEY=VALUE...\n"
@@ -189,7 +197,7 @@ static json_t *ctl_json_request(const struct divvy_kv *kv, size_t n)
 }
 
 /* Appends " key=value" to @line, quoting as docs/protocol.md asks. */
-static int ctl_append_pair(char *line, size_t size, size_t *pos, const char *key,
+int ctl_append_pair(char *line, size_t size, size_t *pos, const char *key,
                            const char *value)
 {
     const char *s[2] = { key, value };
@@ -226,7 +234,7 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     const char *verb = reset ? "RESET" : debit ? "DEBIT" : take ? "TAKE"
                      : strcmp(cmd->name, "peek") == 0 ? "PEEK" : "HIT";
     long amount = 1, most = debit ? 1000000000000L : 1000000000L;
-    size_t n_kv = 0;
+    size_t n_kv = 0, clearable = 0;
     json_t *doc;
     int r, first;
 
@@ -254,6 +262,10 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
         return r;
     switch (verb[0]) {
     case 'R':
+        /* What the path holds that RESET may forget, asked first (EXPLAIN). */
+        r = ctl_reset_clearable(ctl, cmd, kv, n_kv, &clearable);
+        if (r > 0)
+            return r;
         r = divvy_reset(ctl->h, kv, n_kv, &res);
         break;
     case 'T':
@@ -275,8 +287,10 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     if (ctl->json) {
         doc = json_object();
         if (doc) {
-            if (reset)
-                json_object_set_new(doc, "reset", json_true());
+            if (reset) {
+                json_object_set_new(doc, "reset", json_boolean(clearable > 0));
+                json_object_set_new(doc, "counters", json_integer((json_int_t)clearable));
+            }
             json_object_set_new(doc, "allowed", json_boolean(res.allowed));
             json_object_set_new(doc, "credit", json_integer((json_int_t)res.credit));
             json_object_set_new(doc, "reset_seconds",
@@ -295,7 +309,29 @@ int cmd_hit(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     }
     if (r == CTL_EXIT_OK && !reset && !res.allowed)
         r = CTL_EXIT_NO;
+    if (r == CTL_EXIT_OK && reset && clearable == 0)
+        r = ctl_fail(CTL_EXIT_NO, "nothing was reset: no rule this request matches keeps a "
+                     "counter RESET forgets (rule %s keeps none, or is resettable = false); "
+                     "a login counter is per user and source: divvyctl unlock USER",
+                     res.rule[0] ? res.rule : "?");
     return r;
+}
+
+int ctl_request_line(const struct ctl_cmd *cmd, const char *verb, const struct divvy_kv *kv,
+                     size_t n_kv, char *line, size_t size)
+{
+    size_t pos = (size_t)snprintf(line, size, "%s", verb);
+    int r;
+
+    for (size_t i = 0; i < n_kv; i++) {
+        r = ctl_append_pair(line, size - 1, &pos, kv[i].key, kv[i].value);
+        if (r == -EINVAL)
+            return ctl_usage(cmd, "'%s=%s': a key or value may not contain '\"' or a newline",
+                             kv[i].key, kv[i].value);
+        if (r < 0)
+            return ctl_usage(cmd, "the request is longer than a protocol line (4096 bytes)");
+    }
+    return 0;
 }
 
 /* ---- explain -------------------------------------------------------------------------- */
@@ -322,7 +358,7 @@ int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
     struct divvy_result res = { .size = sizeof(res) };
     struct ctl_fields f;
     char line[CTL_LINE_MAX], **lines = NULL;
-    size_t n = 0, n_kv = 0, pos;
+    size_t n = 0, n_kv = 0;
     json_t *doc = NULL, *steps = NULL, *decided = NULL;
     const char *decided_cause = "";
     int r, first, peek;
@@ -333,15 +369,9 @@ int cmd_explain(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **arg
     r = ctl_parse_kv(cmd, argc - first, argv + first, kv, &n_kv);
     if (r > 0)
         return r;
-    pos = (size_t)snprintf(line, sizeof(line), "EXPLAIN");
-    for (size_t i = 0; i < n_kv; i++) {
-        r = ctl_append_pair(line, sizeof(line) - 1, &pos, kv[i].key, kv[i].value);
-        if (r == -EINVAL)
-            return ctl_usage(cmd, "'%s=%s': a key or value may not contain '\"' or a newline",
-                             kv[i].key, kv[i].value);
-        if (r < 0)
-            return ctl_usage(cmd, "the request is longer than a protocol line (4096 bytes)");
-    }
+    r = ctl_request_line(cmd, "EXPLAIN", kv, n_kv, line, sizeof(line));
+    if (r > 0)
+        return r;
     r = ctl_command(ctl, "EXPLAIN", line, &lines, &n);
     if (r > 0)
         return r;

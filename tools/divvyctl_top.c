@@ -33,7 +33,8 @@ const char ctl_help_top[] =
     "(for a counter with no credit: when the next credit arrives and the actor\n"
     "can try again - a window's end, a token bucket's next refill step, a\n"
     "sliding window's first moment with room for one; - while credit is left),\n"
-    "FULL IN (until the quota is full again), RULE (label or id) and ACTOR,\n"
+    "FULL IN (until the quota is full again), RULE (its label; a rule without\n"
+    "one as its match, {ip=* method=GET path=/api/*}) and ACTOR,\n"
     "split into the rule's actor keys (`user=alice rhost=203.0.113.9`; an\n"
     "actor longer than 32 bytes is shown as #digest; a rule without actor as -).\n"
     "Only counters below their full quota are live; a quiet system shows none.\n"
@@ -49,11 +50,13 @@ const char ctl_help_top[] =
     "                      20 with --once or without a terminal; at most 10000)\n"
     "  -S, --sort KEY      credit (default: least credit left first) or used (most\n"
     "                      used first)\n"
-    "  -j, --json          one snapshot as {\"counters\": [{\"rule\": ..., \"actor\":\n"
-    "                      ..., \"fields\": {\"user\": ..., ...}, \"credit\": 0, \"used\":\n"
+    "  -j, --json          one snapshot as {\"counters\": [{\"rule\": ..., \"name\":\n"
+    "                      ..., \"actor\": ..., \"fields\": {\"user\": ..., ...},\n"
+    "                      \"credit\": 0, \"used\":\n"
     "                      5, \"limit\": 5, \"reset_seconds\": 871, \"retry_seconds\":\n"
     "                      871}, ...]} (reset: until full; retry: until the next\n"
-    "                      credit, 0 while credit is left; implies --once)\n"
+    "                      credit, 0 while credit is left; rule: label or id,\n"
+    "                      name: the RULE column; implies --once)\n"
     "  -s, --socket ADDR, -t, --timeout MS, -h, --help: see divvyctl --help\n"
     "\n"
     "Exit status: 0 done, 2 usage or unknown rule, 3 divvyd unreachable, 4\n"
@@ -100,8 +103,21 @@ void top_rules_free(struct top_rule *rules, size_t n)
     for (size_t i = 0; rules && i < n; i++) {
         free(rules[i].id);
         free(rules[i].keys);
+        free(rules[i].name);
     }
     free(rules);
+}
+
+/* The name top and locked show for a rule (struct top_rule), malloc'd. */
+static char *top_rule_name(const char *label, const char *match)
+{
+    char *name = NULL;
+
+    if (label && label[0])
+        return strdup(label);
+    if (!match || !match[0] || strcmp(match, "default") == 0)
+        return strdup("default");
+    return asprintf(&name, "{%s}", match) < 0 ? NULL : name;
 }
 
 /* (Re)loads the rule id -> actor keys table. */
@@ -130,7 +146,8 @@ int top_load_rules(struct ctl *ctl, struct top_state *st)
         actor = ctl_field(f, "actor");
         rules[k].id = strdup(id);
         rules[k].keys = strdup(actor ? actor : "");
-        if (!rules[k].id || !rules[k].keys) {
+        rules[k].name = top_rule_name(ctl_field(f, "label"), ctl_field(f, "match"));
+        if (!rules[k].id || !rules[k].keys || !rules[k].name) {
             k++;
             r = ctl_fail(CTL_EXIT_FAILURE, "out of memory");
             goto out;
@@ -150,16 +167,15 @@ out:
     return r;
 }
 
-static const char *top_rule_keys(const struct top_state *st, const char *id)
+static const struct top_rule *top_rule_of(const struct top_state *st, const char *id)
 {
-    struct top_rule key = { .id = (char *)id }, *found;
+    struct top_rule key = { .id = (char *)id };
 
-    found = bsearch(&key, st->rules, st->n_rules, sizeof(*st->rules), top_rule_cmp);
-    return found ? found->keys : NULL;
+    return bsearch(&key, st->rules, st->n_rules, sizeof(*st->rules), top_rule_cmp);
 }
 
 /* Undoes rules_actor()'s escaping of one value of a several-key actor. */
-static size_t top_unescape(const char *s, size_t len, char *out, size_t size)
+size_t top_unescape(const char *s, size_t len, char *out, size_t size)
 {
     size_t o = 0;
 
@@ -181,9 +197,12 @@ static size_t top_unescape(const char *s, size_t len, char *out, size_t size)
 /* Fills @c->shown and, when @fields is not NULL, the actor's key -> value map. */
 void top_split_actor(const struct top_state *st, struct top_counter *c, json_t *fields)
 {
-    const char *keys = top_rule_keys(st, c->rule), *a = c->actor;
+    const struct top_rule *rule = top_rule_of(st, c->rule);
+    const char *keys = rule ? rule->keys : NULL, *a = c->actor;
     size_t pos = 0, n_keys = 0, n_vals = 1;
 
+    /* A rule a reload added since RULES: its id until the next load. */
+    snprintf(c->name, sizeof(c->name), "%s", rule ? rule->name : c->rule);
     c->shown[0] = '\0';
     if (!keys || c->actor[0] == '#') {
         snprintf(c->shown, sizeof(c->shown), "%s", c->actor[0] ? c->actor : "-");
@@ -292,8 +311,9 @@ json_t *top_json_rows(const struct top_state *st)
         json_t *fields = json_object();
 
         top_split_actor(st, &c, fields);
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I}",
-                                             "rule", c.rule, "actor", c.actor, "fields",
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I}",
+                                             "rule", c.rule, "name", c.name, "actor", c.actor,
+                                             "fields",
                                              fields, "credit", (json_int_t)c.credit, "used",
                                              (json_int_t)c.used, "limit", (json_int_t)c.limit,
                                              "reset_seconds", (json_int_t)c.reset,
@@ -402,8 +422,9 @@ static int top_refresh(struct ctl *ctl, struct top_state *st, const struct top_t
              st->rule ? ", rule " : "", st->rule ? st->rule : "",
              t->keys ? "   (s: sort, q: quit)" : "");
     for (size_t i = 0; i < st->n_rows; i++) {
-        if ((int)strlen(st->rows[i].rule) > wrule)
-            wrule = (int)strlen(st->rows[i].rule);
+        top_split_actor(st, &st->rows[i], NULL);
+        if ((int)strlen(st->rows[i].name) > wrule)
+            wrule = (int)strlen(st->rows[i].name);
     }
     top_putf(out, cols, t->screen, "%8s %8s %8s  %-9s  %-9s  %-*s  %s", "CREDIT", "USED",
              "LIMIT", "RETRY IN", "FULL IN", wrule, "RULE", "ACTOR");
@@ -411,7 +432,6 @@ static int top_refresh(struct ctl *ctl, struct top_state *st, const struct top_t
         struct top_counter *c = &st->rows[i];
         char retry[32], full[32];
 
-        top_split_actor(st, c, NULL);
         if (c->credit)
             snprintf(retry, sizeof(retry), "-");
         else
@@ -419,7 +439,7 @@ static int top_refresh(struct ctl *ctl, struct top_state *st, const struct top_t
         ctl_fmt_duration(c->reset, full, sizeof(full));
         top_putf(out, cols, t->screen,
                  "%8" PRIu64 " %8" PRIu64 " %8" PRIu64 "  %-9s  %-9s  %-*s  %s", c->credit,
-                 c->used, c->limit, retry, full, wrule, c->rule, c->shown);
+                 c->used, c->limit, retry, full, wrule, c->name, c->shown);
     }
     if (st->n_rows == 0)
         top_putf(out, cols, t->screen, "(no live counters)");

@@ -21,16 +21,20 @@
 
 #define TOP_FIELD_MAX     128
 
-/* The actor keys of each rule, by id, from RULES (both malloc'd). */
+/* The actor keys of each rule, by id, from RULES (all malloc'd), and the
+ * name top and locked show: its label, else its match as "{k=v k=v}" (a
+ * hex id tells a reader nothing), "default" for the default rule. */
 struct top_rule {
     char *id;
     char *keys;
+    char *name;
 };
 
 struct top_counter {
     char rule[TOP_FIELD_MAX];
     char actor[TOP_FIELD_MAX];
     char shown[TOP_FIELD_MAX * 8];  /* actor split into key=value pairs */
+    char name[TOP_FIELD_MAX * 4];   /* the rule as shown (struct top_rule's name) */
     uint64_t credit, used, limit, reset;
     uint64_t retry;                 /* seconds until the next credit (0: credit left) */
 };
@@ -57,7 +61,11 @@ uint64_t top_now_ms(void);
 void top_rules_free(struct top_rule *rules, size_t n);
 /* (Re)loads the rule id -> actor keys table. */
 int top_load_rules(struct ctl *ctl, struct top_state *st);
-/* Fills @c->shown and, when @fields is not NULL, the actor's key -> value map. */
+/* Undoes rules_actor()'s escaping (%2C, %25) of one value of a several-key
+ * actor: @len bytes of @s into @out, NUL-terminated; its length. */
+size_t top_unescape(const char *s, size_t len, char *out, size_t size);
+/* Fills @c->shown and @c->name and, when @fields is not NULL, the actor's
+ * key -> value map. */
 void top_split_actor(const struct top_state *st, struct top_counter *c, json_t *fields);
 /* Fetches COUNTERS into st->rows.  @exhausted: only counters with no credit. */
 int top_fetch(struct ctl *ctl, struct top_state *st, bool exhausted, long max);

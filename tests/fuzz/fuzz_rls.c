@@ -7,8 +7,10 @@
  * accepted request, the mapping to a divvy request (rls_msg_request()),
  * whose result must be what proto_parse() makes of the same request written
  * as a line: the RLS listener accepts nothing the line protocol could not
- * say.  grpc-timeout values and the response encoder (statuses built from
- * the input, decoded back with protobuf-c) are driven too.
+ * say.  grpc-timeout values, the response encoder (statuses built from
+ * the input, with their RateLimit headers, decoded back with protobuf-c)
+ * and the HealthCheckRequest reader (which must find the service name
+ * protobuf-c finds) are driven too.
  *   make build-fuzz/fuzz_rls (clang; the generated protobuf-c code is built in)
  */
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "envoy/service/ratelimit/v3/rls.pb-c.h"
+#include "grpc/health/v1/health.pb-c.h"
 #include "fuzz.h"
 #include "proto.h"
 #include "rls_msg.h"
@@ -89,8 +92,10 @@ static void encode(struct fz *z)
     struct rls_status st[8];
     size_t n = fz_u8(z) % 9, len;
     Envoy__Service__Ratelimit__V3__RateLimitResponse *resp;
+    struct rls_header hdr[RLS_HEADERS_ADD_MAX];
     uint8_t *buf;
     bool over = false;
+    size_t n_hdr;
 
     memset(st, 0, sizeof(st));
     for (size_t i = 0; i < n; i++) {
@@ -103,13 +108,16 @@ static void encode(struct fz *z)
         st[i].remaining = (uint32_t)fz_u64(z);
         st[i].reset_s = (uint32_t)fz_u64(z);
     }
-    if (rls_msg_encode(st, n, &buf, &len) < 0)
+    n_hdr = fz_u8(z) & 1 ? rls_msg_ratelimit_headers(st, n, hdr) : 0;
+    CHECK(n_hdr <= RLS_HEADERS_ADD_MAX);
+    if (rls_msg_encode(st, n, hdr, n_hdr, &buf, &len) < 0)
         return;
     CHECK(len >= RLS_GRPC_PREFIX && buf[0] == 0);
     resp = envoy__service__ratelimit__v3__rate_limit_response__unpack(
         NULL, len - RLS_GRPC_PREFIX, buf + RLS_GRPC_PREFIX);
     CHECK(resp != NULL);
     CHECK(resp->n_statuses == n);
+    CHECK(resp->n_response_headers_to_add == n_hdr);
     CHECK(resp->overall_code == (over ? 2 : 1));
     for (size_t i = 0; i < n; i++) {
         CHECK(resp->statuses[i]->limit_remaining == st[i].remaining);
@@ -118,6 +126,24 @@ static void encode(struct fz *z)
     }
     envoy__service__ratelimit__v3__rate_limit_response__free_unpacked(resp, NULL);
     free(buf);
+}
+
+/* rls_msg_health_service() reads what protobuf-c reads, or refuses what it refuses. */
+static void health(const uint8_t *data, size_t size)
+{
+    Grpc__Health__V1__HealthCheckRequest *pb;
+    const uint8_t *name;
+    size_t len;
+    int r = rls_msg_health_service(data, size, &name, &len);
+
+    CHECK(r == 0 || r == -EINVAL);
+    pb = grpc__health__v1__health_check_request__unpack(NULL, size, data);
+    if (r == 0 && pb && !memchr(name, '\0', len))
+        CHECK(strlen(pb->service) == len && memcmp(pb->service, name, len) == 0);
+    if (r == 0 && len > 0)
+        CHECK(name >= data && name + len <= data + size);
+    if (pb)
+        grpc__health__v1__health_check_request__free_unpacked(pb, NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -129,6 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int r;
 
     decode(data, size);
+    health(data, size);
     r = rls_msg_unframe(data, size, &msg, &len);
     CHECK(r == 0 || r == -EINVAL || r == -ENOTSUP || r == -EMSGSIZE);
     if (r == 0) {

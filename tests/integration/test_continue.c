@@ -4,7 +4,8 @@
  * chain replies the tightest limit.  A per-user token bucket with 7 credits
  * left before a per-IP rule with 47 left replies credit 7 and the bucket's
  * reset (as Envoy's rate-limit service reports its overall status), not the
- * looser per-IP 47; TAKE and PEEK still name the rule that decided.  The
+ * looser per-IP 47, and TAKE and PEEK name the rule whose credit they show
+ * (the bucket, not the per-IP stop rule that decided: issue 21).  The
  * same on every path that walks the rules (common/eval.h eval_walk()):
  * divvyd's local path over the socket, libdivvy's fast path in-process
  * (divvy_hit() through the shared table), and divvyd's Redis path with a
@@ -35,11 +36,11 @@ static void expect_chain(struct harness_conn *c, const char *user)
     snprintf(req, sizeof(req), "HIT user=%s ip=10.0.0.1", user);
     EXPECT_OK(c, req, true, 7, 59, 60);
     snprintf(req, sizeof(req), "TAKE 1 user=%s ip=10.0.0.1", user);
-    EXPECT_OK_RULE(c, req, true, 6, 59, 60, "ip");
+    EXPECT_OK_RULE(c, req, true, 6, 59, 60, "user");
     snprintf(req, sizeof(req), "PEEK user=%s ip=10.0.0.1", user);
-    EXPECT_OK_RULE(c, req, true, 6, 59, 60, "ip");
+    EXPECT_OK_RULE(c, req, true, 6, 59, 60, "user");
     snprintf(req, sizeof(req), "TAKE 6 user=%s ip=10.0.0.1", user);
-    EXPECT_OK_RULE(c, req, true, 0, 59, 360, "ip");
+    EXPECT_OK_RULE(c, req, true, 0, 59, 360, "user");
     snprintf(req, sizeof(req), "HIT user=%s ip=10.0.0.1", user);
     EXPECT_OK(c, req, false, 0, 59, 60);
 }
@@ -90,8 +91,8 @@ static void test_continue_tightest_fast_path(void **state)
         assert_int_equal(res.fast_path, 1);
         assert_true(res.allowed);
         if (res.credit != (uint64_t)(7 - i) || res.reset_seconds < 59 ||
-            res.reset_seconds > 60 * (uint64_t)(i + 1) || strcmp(res.rule, "ip") != 0)
-            fail_msg("hit %d: %s %llu %llu rule %s, want true %d 59..%d rule ip", i,
+            res.reset_seconds > 60 * (uint64_t)(i + 1) || strcmp(res.rule, "user") != 0)
+            fail_msg("hit %d: %s %llu %llu rule %s, want true %d 59..%d rule user", i,
                      res.allowed ? "true" : "false", (unsigned long long)res.credit,
                      (unsigned long long)res.reset_seconds, res.rule, 7 - i, 60 * (i + 1));
     }
@@ -163,8 +164,8 @@ static void test_continue_tightest_redis(void **state)
         if (!allowed && credit == 0 && secs >= 598 && secs <= 600 && strcmp(rule, "user") == 0)
             break;
         if (!allowed || credit > 7 - allowed_n || secs < 598 || secs > 600 ||
-            strcmp(rule, "ip") != 0)
-            fail_msg("TAKE %d: \"%s\", want OK true <= %d 598..600 ip", allowed_n, line,
+            strcmp(rule, "user") != 0)
+            fail_msg("TAKE %d: \"%s\", want OK true <= %d 598..600 user", allowed_n, line,
                      7 - allowed_n);
     }
     assert_true(allowed_n <= 8);
@@ -229,7 +230,7 @@ static void test_continue_redis_reload_while_waiting(void **state)
     if (!allowed || credit != 6 || secs < 59 || secs > 120)
         fail_msg("the waiting hit: \"%s\", want OK true 6 59..120", line);
     /* Each rule charged once: 5 left in the bucket, 46 for the ip. */
-    EXPECT_OK_RULE(c, "TAKE 1 user=gina ip=10.0.0.9", true, 5, 59, 180, "ip");
+    EXPECT_OK_RULE(c, "TAKE 1 user=gina ip=10.0.0.9", true, 5, 59, 180, "user");
     EXPECT_OK_RULE(c, "PEEK ip=10.0.0.9", true, 45, 3599, 3600, "ip");
     harness_close(admin);
     harness_close(c);

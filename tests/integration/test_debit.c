@@ -105,8 +105,9 @@ static void test_debit_socket(void **state)
     EXPECT_OK_RULE(c, "DEBIT 10 user=a ip=10.0.0.1", false, 0, 599, 600, "user");
     EXPECT_OK_RULE(c, "PEEK ip=10.0.0.1", true, 38, 3599, 3600, "ip");
     EXPECT_OK_RULE(c, "TAKE 1 user=a ip=10.0.0.1", false, 0, 599, 600, "user");
-    /* All within their limits: allowed, the tightest limit, the stop rule named. */
-    EXPECT_OK_RULE(c, "DEBIT 2 user=b ip=10.0.0.1", true, 6, 599, 600, "ip");
+    /* All within their limits: allowed, the tightest limit, and the rule
+     * whose credit that is named (the continue rule user, not the stop rule). */
+    EXPECT_OK_RULE(c, "DEBIT 2 user=b ip=10.0.0.1", true, 6, 599, 600, "user");
     EXPECT_OK_RULE(c, "PEEK ip=10.0.0.1", true, 36, 3599, 3600, "ip");
     /* Over TCP the same, within max_debit (the limit) per DEBIT. */
     harness_close(c);

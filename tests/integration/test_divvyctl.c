@@ -28,7 +28,7 @@
 
 #include <jansson.h>
 
-#include "harness.h"
+#include "harness_redis.h"
 
 #define OUT_MAX  (256 * 1024)
 
@@ -99,7 +99,7 @@ static const char *sock_of(struct harness_daemon *d)
 
 static void test_divvyctl_help_and_usage(void **state)
 {
-    static const char *const cmds[] = { "status", "hit", "take", "debit", "peek", "reset",
+    static const char *const cmds[] = { "status", "hit", "take", "debit", "peek", "reset", "unlock",
                                         "rules", "explain", "check", "convert", "reload", "stats",
                                         "top", "counters", "locked" };
     struct harness_ctl *r;
@@ -177,6 +177,53 @@ static void test_divvyctl_status(void **state)
     assert_true(json_is_false(json_object_get(doc, "running")));
     assert_true(json_is_string(json_object_get(doc, "error")));
     json_decref(doc);
+}
+
+/* A relative socket path, as the README writes it ("build/run/divvy.sock")
+ * and as "./x.sock": any address with a '/' and no scheme is a Unix socket
+ * path.  divvyctl runs from the parent of the daemon's directory. */
+static void test_divvyctl_relative_socket(void **state)
+{
+    struct harness_daemon *d;
+    char ctl[PATH_MAX], parent[HARNESS_PATH], rel[HARNESS_PATH * 2], dot[HARNESS_PATH * 2 + 8];
+    const char *base, *old = getenv("DIVVYCTL");
+    struct harness_ctl *r;
+    int here;
+
+    (void)state;
+    d = start_ctl();
+    assert_non_null(realpath(divvyctl_path(), ctl));
+    snprintf(parent, sizeof(parent), "%s", d->dir);
+    base = strrchr(parent, '/');
+    assert_non_null(base);
+    parent[base - parent] = '\0';
+    base = d->dir + (base - parent) + 1;
+    snprintf(rel, sizeof(rel), "%s/%s", base, d->sock + strlen(d->dir) + 1);
+    snprintf(dot, sizeof(dot), "./%s", rel);
+    here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(here >= 0);
+    assert_int_equal(chdir(parent[0] ? parent : "/"), 0);
+    setenv("DIVVYCTL", ctl, 1);
+    r = harness_ctl_run(false, NULL, -1, (const char *const[]){ "-s", rel, "peek",
+                                                                   "path=/take", NULL });
+    if (r->status == 0)
+        r = harness_ctl_run(false, NULL, -1, (const char *const[]){ "--socket", dot, "status",
+                                                                       NULL });
+    /* Back before any assertion can end the test. */
+    assert_int_equal(fchdir(here), 0);
+    close(here);
+    if (old)
+        setenv("DIVVYCTL", old, 1);
+    else
+        unsetenv("DIVVYCTL");
+    if (r->status != 0)
+        fail_msg("divvyctl with a relative socket path (%s, %s): exit %d\nstdout: %s\n"
+                 "stderr: %s", rel, dot, r->status, r->out, r->err);
+    expect_in(r->out, "running");
+    /* A name with no '/' and no scheme is still refused, and says what to write. */
+    r = CTL(2, "-s", "divvy.sock", "status");
+    expect_in(r->err, "bad address");
+    expect_in(r->err, "./PATH");
 }
 
 static void test_divvyctl_hit_take_peek_reset(void **state)
@@ -428,6 +475,174 @@ static const char *unlocks_in(const char *out, const char *label)
  * previous window's hits have slid out far enough for one (limit 2 in 10 s,
  * drained at once: after the roll-over and half the next window, 15 s, not
  * 20); a window at its end, as before. */
+/* A rule without a label shows as its match in top, counters and locked, not
+ * as its hex id; --json keeps the id in "rule" and adds the shown "name". */
+static void test_divvyctl_unlabelled_by_match(void **state)
+{
+    static const char conf[] =
+        "rules = (\n"
+        "    { match = { method = \"GET\"; path = \"/api/*\"; ip = \"*\"; }; actor = \"ip\";\n"
+        "      credit_limit = 1; reset_seconds = 600; },\n"
+        "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+        ");\n";
+    struct harness_opts o = { .config_name = "divvy.conf", .config_text = conf };
+    struct harness_daemon *d = NULL;
+    struct harness_ctl *r;
+    const char *s;
+    json_t *doc, *row;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    s = sock_of(d);
+    CTL(0, "-s", s, "hit", "method=GET", "path=/api/x", "ip=192.0.2.7");
+    r = CTL(0, "-s", s, "locked");
+    expect_in(r->out, "{ip=* method=GET path=/api/*}  ip=192.0.2.7");
+    r = CTL(0, "-s", s, "counters");
+    expect_in(r->out, "{ip=* method=GET path=/api/*}  ip=192.0.2.7");
+    r = CTL(0, "-s", s, "locked", "--json");
+    doc = parse_json(r);
+    row = json_array_get(json_object_get(doc, "locked"), 0);
+    assert_non_null(row);
+    assert_int_equal(strlen(json_string_value(json_object_get(row, "rule"))), 16);
+    assert_string_equal(json_string_value(json_object_get(row, "name")),
+                        "{ip=* method=GET path=/api/*}");
+    json_decref(doc);
+}
+
+/* pam_divvy's rules as etc/divvy.conf has them, with a limit of 2. */
+#define LOGIN_RULES                                                                           \
+    "    { match = { event = \"authfail\"; user = \"root\"; rhost = \"*\"; };\n"              \
+    "      label = \"login-root-source\"; actor = \"rhost\"; actor_prefix4 = 32;\n"          \
+    "      credit_limit = 2; reset_seconds = 900; match_policy = \"continue\";\n"          \
+    "      source = \"privileged\"; },\n"                                                 \
+    "    { match = { event = \"authfail\"; user = \"*\"; rhost = \"*\"; };\n"                 \
+    "      label = \"login-user-source\"; actor = [ \"user\", \"rhost\" ];\n"               \
+    "      actor_prefix4 = 32; credit_limit = 2; reset_seconds = 900;\n"                   \
+    "      match_policy = \"continue\"; source = \"privileged\"; },\n"                     \
+    "    { match = { event = \"authfail\"; rhost = \"*\"; }; label = \"login-source\";\n"     \
+    "      actor = \"rhost\"; actor_prefix4 = 32; credit_limit = 30; reset_seconds = 900;\n" \
+    "      source = \"privileged\"; resettable = false; },\n"                             \
+    "    { match = { event = \"authfail\"; }; label = \"login-local\"; credit_limit = 1;\n"   \
+    "      reset_seconds = 0; source = \"privileged\"; },\n"                              \
+    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+
+static const char login_conf[] =
+    "server = { socket_mode = \"0666\"; };\n"
+    "rules = (\n" LOGIN_RULES ");\n";
+
+#define LONG_USER "a-user-name-long-enough-for-a-digest"
+
+/* Issue 21 item 9: a reset without the source resets nothing and says so
+ * (exit 1); unlock USER clears every login counter of USER from every
+ * source, and only those (not another user's, not login-source's), says how
+ * many, and exits 1 when there is none; --source reaches one source, also a
+ * counter stored as a digest; root's per-source counters are root's. */
+static void test_divvyctl_unlock(void **state)
+{
+    struct harness_opts o = { .config_name = "divvy.conf", .config_text = login_conf };
+    struct harness_daemon *d = NULL;
+    struct harness_ctl *r;
+    const char *s;
+    json_t *doc;
+
+    (void)state;
+    CHECK(harness_start(&o, &d));
+    s = sock_of(d);
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=bob", "rhost=192.0.2.1");
+    CTL(0, "-s", s, "take", "1", "event=authfail", "user=root", "rhost=192.0.2.9");
+    CTL(0, "-s", s, "take", "2", "event=authfail", "user=" LONG_USER, "rhost=192.0.2.7");
+    CTL(1, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.1");
+
+    /* The README's unlock: the path holds no counter RESET may forget. */
+    r = CTL(1, "-s", s, "reset", "event=authfail", "user=alice");
+    expect_in(r->out, "rule=login-local");
+    expect_in(r->err, "nothing was reset");
+    expect_in(r->err, "divvyctl unlock");
+    CTL(1, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    r = CTL(1, "-s", s, "reset", "--json", "event=authfail", "user=alice");
+    doc = parse_json(r);
+    assert_true(json_is_false(json_object_get(doc, "reset")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "counters")), 0);
+    json_decref(doc);
+
+    /* Not for everyone; usage. */
+    r = CTL_NOBODY(4, "-s", s, "unlock", "alice");
+    expect_in(r->err, "permission denied");
+    CTL(2, "-s", s, "unlock");
+    CTL(2, "-s", s, "unlock", "alice", "bob");
+    CTL(2, "-s", s, "unlock", "--source", "", "alice");
+
+    r = CTL(0, "-s", s, "unlock", "alice");
+    expect_in(r->out, "cleared 2 login counter(s) of alice\n");
+    expect_in(r->out, "login-user-source  user=alice rhost=192.0.2.1/32\n");
+    expect_in(r->out, "login-user-source  user=alice rhost=192.0.2.2/32\n");
+    CTL(0, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", s, "peek", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    /* bob, root and login-source's per-source counts are kept. */
+    CTL(1, "-s", s, "peek", "event=authfail", "user=bob", "rhost=192.0.2.1");
+    r = CTL(0, "-s", s, "counters", "--rule", "login-source");
+    expect_in(r->out, "rhost=192.0.2.1/32");
+    r = CTL(1, "-s", s, "unlock", "alice");
+    expect_in(r->out, "cleared 0 login counter(s) of alice");
+    expect_in(r->err, "alice has no login counter to clear");
+
+    /* root: its per-source rule is root's too. */
+    r = CTL(0, "-s", s, "unlock", "root", "--json");
+    doc = parse_json(r);
+    assert_int_equal(json_integer_value(json_object_get(doc, "cleared")), 2);
+    json_decref(doc);
+    CTL(1, "-s", s, "peek", "event=authfail", "user=bob", "rhost=192.0.2.1");
+
+    /* A digest (actor over 32 bytes): only --source reaches it. */
+    CTL(1, "-s", s, "peek", "event=authfail", "user=" LONG_USER, "rhost=192.0.2.7");
+    CTL(1, "-s", s, "unlock", LONG_USER);
+    CTL(1, "-s", s, "unlock", "--source", "192.0.2.8", LONG_USER);
+    r = CTL(0, "-s", s, "unlock", "--source", "192.0.2.7", LONG_USER);
+    expect_in(r->out, "cleared 1 login counter(s) of " LONG_USER " from 192.0.2.7");
+    CTL(0, "-s", s, "peek", "event=authfail", "user=" LONG_USER, "rhost=192.0.2.7");
+
+    /* --source in the form locked shows. */
+    r = CTL(0, "-s", s, "unlock", "bob", "--source", "192.0.2.1/32");
+    expect_in(r->out, "cleared 1 login counter(s) of bob");
+    CTL(0, "-s", s, "peek", "event=authfail", "user=bob", "rhost=192.0.2.1");
+}
+
+/* unlock on every host: two divvyds keep the login counters in one real
+ * redis-server (store.mode strict); alice failed on each, from a source
+ * each; unlock on the first clears both, and the second agrees. */
+static void test_divvyctl_unlock_redis(void **state)
+{
+    struct harness_daemon *a, *b;
+    struct redis_srv *rs = NULL;
+    struct harness_ctl *r;
+    char sa[HARNESS_PATH + 8], sb[HARNESS_PATH + 8];
+    char *conf;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "strict", "closed", 1000, NULL, LOGIN_RULES);
+    assert_non_null(conf);
+    a = redis_divvyd(conf, 1);
+    b = redis_divvyd(conf, 1);
+    free(conf);
+    snprintf(sa, sizeof(sa), "unix:%s", a->sock);
+    snprintf(sb, sizeof(sb), "unix:%s", b->sock);
+    CTL(0, "-s", sa, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", sb, "take", "2", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    CTL(0, "-s", sb, "take", "2", "event=authfail", "user=bob", "rhost=192.0.2.2");
+    CTL(1, "-s", sa, "peek", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    r = CTL(0, "-s", sa, "unlock", "alice");
+    expect_in(r->out, "cleared 2 login counter(s) of alice\n");
+    CTL(0, "-s", sb, "peek", "event=authfail", "user=alice", "rhost=192.0.2.1");
+    CTL(0, "-s", sb, "peek", "event=authfail", "user=alice", "rhost=192.0.2.2");
+    CTL(1, "-s", sa, "peek", "event=authfail", "user=bob", "rhost=192.0.2.2");
+    redis_divvyd_stop(a);
+    redis_divvyd_stop(b);
+    redis_stop(rs);
+}
+
 static void test_divvyctl_locked_next_credit(void **state)
 {
     struct harness_opts o = { .config_name = "divvy.conf", .config_text = retry_conf };
@@ -887,12 +1102,19 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_divvyctl_help_and_usage, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_status, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_relative_socket, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_hit_take_peek_reset, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_rules_explain_stats, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_locked_and_top, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_unlabelled_by_match, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_unlock, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_divvyctl_unlock_redis, harness_setup,
+                                        redis_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_locked_next_credit, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_divvyctl_reload, harness_setup, harness_teardown),

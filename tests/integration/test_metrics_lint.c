@@ -8,15 +8,21 @@
  * rule and the default rule, fast-path hits decided in libdivvy, a rule kept
  * in a Redis that is not there (on_redis_error = "closed"), an unknown
  * command - then a live scrape must
- *   - name every rule by its id (its label, else its 16 hex digits), so the
- *     default rule and an unlabelled rule stand apart and none is "";
+ *   - name every rule by its label, else by its match ("path=/anon"; the
+ *     default rule "(default)"), so the default rule and an unlabelled rule
+ *     stand apart, none is "" and none is a hex id;
+ *   - count every decision once under divvy_decisions_total{protocol="line"}
+ *     (the other protocols at 0), and export the process_* figures;
  *   - count the continue rule under its own label for every hit it charged;
  *   - count fast-path decisions per rule and outcome;
+ *   - export every divvy_* and process_* metric that the shipped Grafana
+ *     dashboard and alert rules (etc/monitoring/) query;
  *   - pass promtool with exit 0 and no output.
  * A second test does the same under metrics.names = "divvy" (divvy's names,
  * for dashboards built on divvy): promtool's one finding there is divvy's
  * gauge divvy_tcp_connections_total.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -124,7 +130,8 @@ static int promtool(const char *dir, const char *body, char *out, size_t size)
 /* divvyd with the metrics endpoint under @names, and its port. */
 static struct harness_daemon *start(const char *names, int *ret_port)
 {
-    struct harness_opts o = { .workers = 2 };
+    /* resp: the ad-hoc bucket figures too. */
+    struct harness_opts o = { .workers = 2, .resp = true };
     struct harness_daemon *d = NULL;
     char *text = harness_scratch(8192);
     int port = harness_free_port(SOCK_STREAM);
@@ -182,6 +189,44 @@ static void send_hits(struct harness_daemon *d)
     harness_close(c);
 }
 
+/* Fails unless every divvy_* and process_* name that the shipped dashboard
+ * and alert rule file @rel (etc/monitoring/) query is a series of @body. */
+static void expect_queried(const char *rel, const char *body)
+{
+    char path[512], name[128], *text;
+    size_t len = 0;
+    FILE *f;
+
+    CHECK(harness_src_path(rel, path, sizeof(path)));
+    f = fopen(path, "r");
+    if (!f)
+        fail_msg("%s: %s", path, strerror(errno));
+    text = harness_scratch(BIG);
+    assert_non_null(text);
+    len = fread(text, 1, BIG - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    assert_true(len > 0 && len < BIG - 1);
+    for (const char *p = text; *p; p++) {
+        size_t n;
+        const char *at;
+        bool found = false;
+
+        if ((strncmp(p, "divvy_", 6) != 0 && strncmp(p, "process_", 8) != 0) ||
+            (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+            continue;
+        n = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
+        assert_true(n < sizeof(name));
+        memcpy(name, p, n);
+        name[n] = '\0';
+        for (at = body; !found && (at = strstr(at, name)) != NULL; at += n)
+            found = (at == body || at[-1] == '\n') && (at[n] == '{' || at[n] == ' ');
+        if (!found)
+            fail_msg("%s queries %s, which divvyd does not export:\n%s", rel, name, body);
+        p += n - 1;
+    }
+}
+
 static void test_metrics_lint_prometheus(void **state)
 {
     static const char *const want[] = {
@@ -196,28 +241,50 @@ static void test_metrics_lint_prometheus(void **state)
         "divvy_fast_path_hits_total 5",
         "divvy_fast_path_rule_hits_total{status=\"accepted\",rule_label=\"fast\"} 3",
         "divvy_fast_path_rule_hits_total{status=\"rejected\",rule_label=\"fast\"} 2",
+        "divvy_hits_total{status=\"accepted\",rule_label=\"path=/anon\"} 1",
+        "divvy_hits_total{status=\"rejected\",rule_label=\"path=/anon\"} 1",
+        "divvy_hits_total{status=\"rejected\",rule_label=\"(default)\"} 1",
+        "divvy_decisions_total{protocol=\"line\",status=\"accepted\"} 3",
+        "divvy_decisions_total{protocol=\"line\",status=\"rejected\"} 6",
+        "divvy_decisions_total{protocol=\"resp\",status=\"accepted\"} 0",
+        "divvy_decisions_total{protocol=\"rls\",status=\"rejected\"} 0",
     };
     struct harness_daemon *d = NULL;
     char *body = harness_scratch(BIG), out[8192];
     const char *p;
-    int port, n_hex = 0;
+    int port;
 
     (void)state;
     assert_non_null(body);
     d = start("prometheus", &port);
     send_hits(d);
     scrape_until(port, want, sizeof(want) / sizeof(want[0]), body, BIG);
-    /* The unlabelled rule and the default rule by their 16 hex digits, apart. */
+    /* No rule by "" or by an id's 16 hex digits. */
     assert_null(strstr(body, "rule_label=\"\""));
-    for (p = body; (p = strstr(p, "divvy_hits_total{status=\"rejected\",rule_label=\"")); p++) {
-        const char *id = p + strlen("divvy_hits_total{status=\"rejected\",rule_label=\"");
-
-        if (strspn(id, "0123456789abcdef") == 16 && strncmp(id + 16, "\"} 1\n", 5) == 0)
-            n_hex++;
-    }
-    if (n_hex != 2)
-        fail_msg("want two rules named by 16 hex digits with 1 rejected each:\n%s", body);
+    for (p = body; (p = strstr(p, "rule_label=\"")); p++)
+        if (strspn(p + strlen("rule_label=\""), "0123456789abcdef") == 16)
+            fail_msg("a rule named by its hex id:\n%s", body);
+    /* The process figures of every Prometheus client, with sane values. */
+    p = strstr(body, "\nprocess_open_fds ");
+    assert_non_null(p);
+    assert_true(strtoll(p + strlen("\nprocess_open_fds "), NULL, 10) > 3);
+    p = strstr(body, "\nprocess_max_fds ");
+    assert_non_null(p);
+    assert_true(strtoll(p + strlen("\nprocess_max_fds "), NULL, 10) >= 64);
+    p = strstr(body, "\nprocess_resident_memory_bytes ");
+    assert_non_null(p);
+    assert_true(strtoll(p + strlen("\nprocess_resident_memory_bytes "), NULL, 10) > 1 << 20);
+    p = strstr(body, "\nprocess_virtual_memory_bytes ");
+    assert_non_null(p);
+    assert_true(strtoll(p + strlen("\nprocess_virtual_memory_bytes "), NULL, 10) > 1 << 20);
+    p = strstr(body, "\nprocess_cpu_seconds_total ");
+    assert_non_null(p);
+    assert_true(strtod(p + strlen("\nprocess_cpu_seconds_total "), NULL) >= 0);
+    assert_non_null(strstr(body, "\nprocess_start_time_seconds "));
     expect_line(body, "divvy_errors_total{code=\"unknown-command\"} 1");
+    /* What the shipped dashboard and alerts query is exported. */
+    expect_queried("etc/monitoring/grafana-divvy.json", body);
+    expect_queried("etc/monitoring/divvy-alerts.yml", body);
     /* Not one finding. */
     if (promtool(d->dir, body, out, sizeof(out)) != 0 || out[0] != '\0')
         fail_msg("promtool check metrics found:\n%s\non:\n%s", out, body);

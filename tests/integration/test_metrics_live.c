@@ -173,6 +173,8 @@ static void test_metrics_statsd(void **state)
         { "divvy.hit.canary-accepted.canary-cookies", 1 },
         { "divvy.hit.canary-rejected.canary-cookies", 1 },
         { "divvy.error.unknown-command", 1 },
+        { "divvy.decision.line.accepted", 7 },
+        { "divvy.decision.line.rejected", 2 },
     };
     struct harness_opts o = { .config_text = config_text, .workers = 2 };
     struct harness_daemon *d = NULL;
@@ -260,6 +262,90 @@ static void test_metrics_config_listen(void **state)
     assert_null(strstr(body, "divvy_tcp_connections_total"));
 }
 
+/* Runs redis-cli @args on @d's RESP socket @times times; each answer must start with @want. */
+static void redis_cli(struct harness_daemon *d, const char *args, int times, const char *want)
+{
+    char cmd[1024], out[512];
+    size_t len;
+    FILE *f;
+
+    snprintf(cmd, sizeof(cmd), "redis-cli -s '%s' %s 2>&1", d->resp_sock, args);
+    for (int i = 0; i < times; i++) {
+        f = popen(cmd, "r");
+        assert_non_null(f);
+        len = fread(out, 1, sizeof(out) - 1, f);
+        out[len] = '\0';
+        assert_int_equal(pclose(f), 0);
+        if (strncmp(out, want, strlen(want)) != 0)
+            fail_msg("redis-cli %s: \"%s\", want \"%s...\"", args, out, want);
+    }
+}
+
+/*
+ * Decisions by the protocol they came on, ad-hoc buckets counted exactly,
+ * and the process figures: line hits over the Unix socket, DIVVY.HIT and
+ * RL.REDUCE / CL.THROTTLE through redis-cli on a resp: listener.
+ */
+static void test_metrics_protocols(void **state)
+{
+    static const char *const want[] = {
+        "divvy_decisions_total{protocol=\"line\",status=\"accepted\"} 2",
+        "divvy_decisions_total{protocol=\"line\",status=\"rejected\"} 1",
+        "divvy_decisions_total{protocol=\"resp\",status=\"accepted\"} 3",
+        "divvy_decisions_total{protocol=\"resp\",status=\"rejected\"} 1",
+        "divvy_decisions_total{protocol=\"rls\",status=\"accepted\"} 0",
+        "divvy_decisions_total{protocol=\"rls\",status=\"rejected\"} 0",
+        "divvy_hits_total{status=\"accepted\",rule_label=\"status\"} 5",
+        "divvy_hits_total{status=\"rejected\",rule_label=\"(default)\"} 2",
+        "divvy_hit_duration_seconds_count 7",
+        "divvy_adhoc_hits_total{command=\"RL.REDUCE\",status=\"allowed\"} 2",
+        "divvy_adhoc_hits_total{command=\"RL.REDUCE\",status=\"limited\"} 1",
+        "divvy_adhoc_hits_total{command=\"CL.THROTTLE\",status=\"allowed\"} 1",
+        "divvy_adhoc_hits_total{command=\"CL.THROTTLE\",status=\"limited\"} 2",
+    };
+    struct harness_opts o = { .workers = 2, .resp = true };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *u = NULL;
+    char *text = harness_scratch(4096), *body = harness_scratch(BIG);
+    int port = harness_free_port(SOCK_STREAM);
+    const char *p;
+
+    (void)state;
+    assert_non_null(text);
+    assert_non_null(body);
+    if (system("command -v redis-cli >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "SKIP: redis-cli not installed (Debian: redis-tools)\n");
+        skip();
+    }
+    snprintf(text, 4096, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", port,
+             config_text);
+    o.config_text = text;
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_connect(d, HARNESS_UNIX, &u));
+    EXPECT_OK(u, "HIT method=GET path=/status", true, 999, 59, 60);
+    EXPECT_OK(u, "HIT method=GET path=/status", true, 998, 59, 60);
+    EXPECT_OK(u, "HIT method=DELETE path=/index.html", false, 0, 0, 0);
+    harness_close(u);
+    redis_cli(d, "DIVVY.HIT method GET path /status", 3, "1\n");
+    redis_cli(d, "DIVVY.HIT method DELETE path /index.html", 1, "0\n");
+    /* A bucket of 2 a minute: 2 allowed, then limited. */
+    redis_cli(d, "RL.REDUCE bucket 2 60", 2, "");
+    redis_cli(d, "RL.REDUCE bucket 2 60", 1, "");
+    /* A burst of 0 at 1 an hour: 1 allowed, then 2 limited. */
+    redis_cli(d, "CL.THROTTLE gcra 0 1 3600", 3, "");
+    /* The ad-hoc figures follow the main loop's 1 s tick. */
+    harness_scrape_until(port, "/metrics", want[sizeof(want) / sizeof(want[0]) - 1], body, BIG);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        expect_line(body, want[i]);
+    p = strstr(body, "\nprocess_open_fds ");
+    assert_non_null(p);
+    /* At least stdin..stderr, the listeners, the epoll and the table files. */
+    assert_true(strtoll(p + strlen("\nprocess_open_fds "), NULL, 10) > 5);
+    p = strstr(body, "\nprocess_resident_memory_bytes ");
+    assert_non_null(p);
+    assert_true(strtoll(p + strlen("\nprocess_resident_memory_bytes "), NULL, 10) > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +354,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metrics_statsd, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_config_listen, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_protocols, harness_setup, harness_teardown),
     };
 
     return cmocka_run_group_tests_name("metrics_live", tests, NULL, NULL);

@@ -250,6 +250,32 @@ static void test_readme_cookies_json_and_conf(void **state)
     }
 }
 
+/*
+ * README: `make run` passes --listen, which replaces the config's
+ * server.listen; a resp: or rls: listener added to the config must not go
+ * missing in silence: divvyd names every address --listen leaves out
+ * (`make run RUN_LISTEN=` keeps them; tests/check_make.sh checks that).
+ */
+static void test_readme_make_run_names_replaced_listeners(void **state)
+{
+    struct harness_opts o = {
+        .config_text = "server = { listen = [ \"resp:unix:/nonexistent-divvy/resp.sock\",\n"
+                       "    \"rls:tcp:127.0.0.1:1\" ]; };\n"
+                       "rules = ( { default = true; credit_limit = 0; reset_seconds = 0; } );\n",
+    };
+    struct harness_daemon *d = NULL;
+
+    (void)state;
+    /* The config's addresses are not bound: nothing at those paths stops the start. */
+    CHECK(harness_start(&o, &d));
+    if (harness_log_contains(d, "--listen replaces the 2 listener(s) of ") <= 0 ||
+        harness_log_contains(d, "not listening on resp:unix:/nonexistent-divvy/resp.sock, "
+                                "rls:tcp:127.0.0.1:1") <= 0) {
+        harness_dump_log(d);
+        fail_msg("divvyd did not name the config's listeners --listen replaced");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +290,8 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_readme_cookies_json_and_conf, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_readme_make_run_names_replaced_listeners,
+                                        harness_setup, harness_teardown),
     };
 
     return cmocka_run_group_tests_name("readme", tests, NULL, NULL);

@@ -113,7 +113,8 @@ static void test_redis_compat_readme_strict_as_local(void **state)
 
 /* A strict continue rule and a local stop rule on one path: in order; the
  * strict rule is charged first, and when it denies, the local one is not.
- * An allowed hit replies the tighter of the two (the host rule decides). */
+ * An allowed hit replies the tighter of the two, named (the host rule
+ * decides; the shared one, with less credit left, is what the reply shows). */
 static void test_redis_compat_mixed_path(void **state)
 {
     static const char rules[] =
@@ -134,16 +135,16 @@ static void test_redis_compat_mixed_path(void **state)
     d = redis_divvyd(conf, 1);
     free(conf);
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    EXPECT_OK_RULE(c, "TAKE 1 path=/x user=u", true, 1, 600, 600, "host");
-    EXPECT_OK_RULE(c, "TAKE 1 path=/x user=u", true, 0, 599, 600, "host");
+    EXPECT_OK_RULE(c, "TAKE 1 path=/x user=u", true, 1, 600, 600, "shared");
+    EXPECT_OK_RULE(c, "TAKE 1 path=/x user=u", true, 0, 599, 600, "shared");
     /* The strict rule is exhausted: it decides, the host rule keeps its 1. */
     EXPECT_OK_RULE(c, "TAKE 1 path=/x user=u", false, 0, 599, 600, "shared");
     assert_int_equal(redis_int(rs, "GET %s", "divvy:{shared:u}"), 2);
     EXPECT_OK_RULE(c, "RESET path=/x user=u", true, 3, 0, 0, "host");
     assert_int_equal(redis_int(rs, "EXISTS %s", "divvy:{shared:u}"), 0);
-    EXPECT_OK_RULE(c, "TAKE 1 path=/x user=u", true, 1, 600, 600, "host");
+    EXPECT_OK_RULE(c, "TAKE 1 path=/x user=u", true, 1, 600, 600, "shared");
     /* Keys escape ':', '{', '}' and '%' in actors. */
-    EXPECT_OK_RULE(c, "TAKE 1 path=/x user=\"a:{b}%c\"", true, 1, 600, 600, "host");
+    EXPECT_OK_RULE(c, "TAKE 1 path=/x user=\"a:{b}%c\"", true, 1, 600, 600, "shared");
     assert_int_equal(redis_int(rs, "GET %s", "divvy:{shared:a%3A%7Bb%7D%25c}"), 1);
     harness_close(c);
     redis_stop(rs);

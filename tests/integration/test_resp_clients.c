@@ -6,8 +6,13 @@
  * (--pipe) whose counts must be exact; ioredis from the npm registry
  * (tests/resp/package-lock.json, installed with `npm ci` into a cache
  * outside the tree: $XDG_CACHE_HOME or ~/.cache, divvy-npm/<lock hash>)
- * connects, pipelines and runs four concurrent clients
- * (tests/resp/node_client.js).  A missing redis-cli, node or npm, or an
+ * connects, pipelines, runs a multi() transaction and four concurrent
+ * clients (tests/resp/node_client.js).  node-redis (npm "redis", RESP3 by
+ * default: HELLO 3), redis-py (Debian's python3-redis: pipeline() is a
+ * MULTI/EXEC transaction) and redis-cli -3 connect with their defaults and
+ * run DIVVY.HIT, RL.REDUCE, CL.THROTTLE; with server.resp_password_file set,
+ * each of them connects with the right password and is refused with a wrong
+ * one or none.  A missing redis-cli, node, npm or python3-redis, or an
  * unreachable registry, is a SKIP line, never a failure.
  */
 #include <errno.h>
@@ -24,6 +29,7 @@
 
 #include "harness.h"
 #include "hash.h"
+#include "resp_client.h"
 
 #define RULES                                                                         \
     "rules = (\n"                                                                     \
@@ -35,6 +41,8 @@
     ");\n"
 
 #define OUT_MAX (256 * 1024)
+/* Debian's interpreter, where python3-redis is (not a pyenv shim's). */
+#define PYTHON  "/usr/bin/python3"
 
 struct prog {
     const char *const *argv;
@@ -130,11 +138,7 @@ static bool have(const char *cmd)
 
 static struct harness_daemon *start_resp(void)
 {
-    struct harness_opts o = { .config_text = RULES, .resp = true, .workers = 2 };
-    struct harness_daemon *d = NULL;
-
-    CHECK(harness_start(&o, &d));
-    return d;
+    return resp_start(RULES);
 }
 
 /* The post's transcript, byte for byte (--no-raw: redis-cli's terminal
@@ -265,33 +269,150 @@ static int npm_modules(char *dir, size_t size, char *why, size_t why_size)
     return 0;
 }
 
-static void test_resp_node_ioredis(void **state)
+/* Runs tests/resp/@name (node, or python3 for a .py) on @d's RESP socket with
+ * @arg (NULL: none); its output, which must hold no FAIL line, into @out.
+ * Skips the test when the interpreter or the npm modules are missing. */
+static void run_script(struct harness_daemon *d, const char *name, const char *arg, char *out)
 {
-    char dir[PATH_MAX], why[512] = "", script[PATH_MAX], env[PATH_MAX + 32];
-    char *out = harness_scratch(OUT_MAX);
-    struct harness_daemon *d;
+    char dir[PATH_MAX], why[512] = "", rel[128], script[PATH_MAX], env[PATH_MAX + 32];
+    bool py = strstr(name, ".py") != NULL;
     int st, r;
 
-    (void)state;
-    if (!have("node") || !have("npm")) {
+    if (py && (!have(PYTHON) || run((const char *const[]){ PYTHON, "-c", "import redis", NULL },
+                                    NULL, "", 0, out, OUT_MAX, 10000, &st) < 0 || st != 0)) {
+        fprintf(stderr, "SKIP: %s cannot import redis (Debian: python3-redis)\n", PYTHON);
+        skip();
+    }
+    if (!py && (!have("node") || !have("npm"))) {
         fprintf(stderr, "SKIP: node or npm not installed (Debian: nodejs, npm)\n");
         skip();
     }
-    r = npm_modules(dir, sizeof(dir), why, sizeof(why));
-    if (r == -ENETUNREACH) {
-        fprintf(stderr, "SKIP: ioredis unavailable: %s\n", why);
-        skip();
+    if (!py) {
+        r = npm_modules(dir, sizeof(dir), why, sizeof(why));
+        if (r == -ENETUNREACH) {
+            fprintf(stderr, "SKIP: ioredis and redis (npm) unavailable: %s\n", why);
+            skip();
+        }
+        CHECK(r);
+        snprintf(env, sizeof(env), "NODE_PATH=%s/node_modules", dir);
+    } else {
+        snprintf(env, sizeof(env), "PYTHONDONTWRITEBYTECODE=1");
     }
-    CHECK(r);
-    CHECK(harness_src_path("tests/resp/node_client.js", script, sizeof(script)));
-    snprintf(env, sizeof(env), "NODE_PATH=%s/node_modules", dir);
-    d = start_resp();
-    CHECK(run((const char *const[]){ "env", env, "node", script, d->resp_sock, NULL }, NULL, "",
-              0, out, OUT_MAX, 60000, &st));
+    snprintf(rel, sizeof(rel), "tests/resp/%s", name);
+    CHECK(harness_src_path(rel, script, sizeof(script)));
+    CHECK(run((const char *const[]){ "env", env, py ? PYTHON : "node", script, d->resp_sock,
+                                     arg, NULL },
+              NULL, "", 0, out, OUT_MAX, 60000, &st));
     fprintf(stderr, "%s", out);
     if (st != 0 || strstr(out, "FAIL"))
-        fail_msg("node_client.js: status %d", st);
-    assert_non_null(strstr(out, "ok 4 x 250 DIVVY.HIT allowed"));
+        fail_msg("%s: status %d", name, st);
+}
+
+/* A fresh daemon, @name run on it, its output holding @want and @want2 (NULL: none). */
+static void script_test(const char *name, const char *want, const char *want2)
+{
+    char *out = harness_scratch(OUT_MAX);
+    struct harness_daemon *d = start_resp();
+
+    run_script(d, name, NULL, out);
+    assert_non_null(strstr(out, want));
+    assert_true(!want2 || strstr(out, want2));
+    harness_free(d);
+}
+
+static void test_resp_node_ioredis(void **state)
+{
+    (void)state;
+    script_test("node_client.js", "ok 4 x 250 DIVVY.HIT allowed",
+                "ok multi() DIVVY.HIT PING RL.REDUCE");
+}
+
+/* node-redis with its defaults: HELLO 3 (RESP3), CLIENT SETINFO. */
+static void test_resp_node_redis(void **state)
+{
+    (void)state;
+    script_test("node_redis_client.js", "ok MULTI/EXEC", NULL);
+}
+
+/* redis-py with its defaults: pipeline() is MULTI ... EXEC. */
+static void test_resp_redis_py(void **state)
+{
+    (void)state;
+    script_test("redis_py_client.py", "ok pipeline() (MULTI/EXEC)", NULL);
+}
+
+/* redis-cli -3: HELLO 3, then the same answers as RESP2's. */
+static void test_resp_cli_resp3(void **state)
+{
+    static const char multi[] = "MULTI\nRL.REDUCE c3 2 60\nPING\nEXEC\n";
+    struct harness_daemon *d;
+    char *out = harness_scratch(OUT_MAX);
+    int st;
+
+    (void)state;
+    if (!have("redis-cli")) {
+        fprintf(stderr, "SKIP: redis-cli not installed (Debian: redis-tools)\n");
+        skip();
+    }
+    d = start_resp();
+    CHECK(run((const char *const[]){ "redis-cli", "-3", "-s", d->resp_sock, "DIVVY.HIT", "app",
+                                     "cli3", NULL },
+              NULL, "", 0, out, OUT_MAX, 10000, &st));
+    assert_string_equal(out, "1\n2\n60\nr1\n");
+    CHECK(run((const char *const[]){ "redis-cli", "-3", "-s", d->resp_sock, "CL.THROTTLE", "u3",
+                                     "15", "30", "60", "1", NULL },
+              NULL, "", 0, out, OUT_MAX, 10000, &st));
+    assert_string_equal(out, "0\n16\n15\n-1\n2\n");
+    CHECK(run((const char *const[]){ "redis-cli", "-3", "--no-raw", "-s", d->resp_sock, "HELLO",
+                                     NULL },
+              NULL, "", 0, out, OUT_MAX, 10000, &st));
+    assert_non_null(strstr(out, "3# \"proto\" => (integer) 3\n"));
+    CHECK(run((const char *const[]){ "redis-cli", "-3", "-s", d->resp_sock, NULL }, NULL, multi,
+              strlen(multi), out, OUT_MAX, 10000, &st));
+    assert_string_equal(out, "OK\nQUEUED\nQUEUED\n2\nPONG\n");
+    harness_free(d);
+}
+
+/* ---- AUTH: server.resp_password_file ------------------------------------------------ */
+
+#define PASSWORD "s3cret-pw"
+
+static void test_resp_clients_auth(void **state)
+{
+    char *conf = harness_scratch(4096), *out = harness_scratch(OUT_MAX);
+    struct harness_daemon *d;
+    int st;
+
+    (void)state;
+    snprintf(conf, 4096, "server = { resp_password_file = \"%s\"; };\n%s",
+             resp_password_write(PASSWORD "\n", 0600), RULES);
+    d = resp_start(conf);
+    if (have("redis-cli")) {
+        CHECK(run((const char *const[]){ "redis-cli", "-s", d->resp_sock, "-a", PASSWORD,
+                                         "--no-auth-warning", "DIVVY.HIT", "app", "cli", NULL },
+                  NULL, "", 0, out, OUT_MAX, 10000, &st));
+        assert_string_equal(out, "1\n2\n60\nr1\n");
+        CHECK(run((const char *const[]){ "redis-cli", "-3", "-s", d->resp_sock, "--user",
+                                         "default", "--pass", PASSWORD, "--no-auth-warning",
+                                         "RL.REDUCE", "a3", "2", "60", NULL },
+                  NULL, "", 0, out, OUT_MAX, 10000, &st));
+        assert_string_equal(out, "2\n");
+        CHECK(run((const char *const[]){ "redis-cli", "-s", d->resp_sock, "-a", "wrong",
+                                         "--no-auth-warning", "DIVVY.HIT", "app", "cli", NULL },
+                  NULL, "", 0, out, OUT_MAX, 10000, &st));
+        assert_non_null(strstr(out, "AUTH failed: WRONGPASS invalid username-password pair"));
+        assert_non_null(strstr(out, "NOAUTH Authentication required."));
+        CHECK(run((const char *const[]){ "redis-cli", "-s", d->resp_sock, "DIVVY.HIT", "app",
+                                         "cli", NULL },
+                  NULL, "", 0, out, OUT_MAX, 10000, &st));
+        assert_string_equal(out, "NOAUTH Authentication required.\n\n");
+    } else {
+        fprintf(stderr, "SKIP (part): redis-cli not installed (Debian: redis-tools)\n");
+    }
+    run_script(d, "redis_py_client.py", PASSWORD, out);
+    assert_non_null(strstr(out, "ok wrong password"));
+    run_script(d, "node_auth.js", PASSWORD, out);
+    assert_non_null(strstr(out, "ok ioredis no password"));
     harness_free(d);
 }
 
@@ -303,6 +424,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resp_cli_pipe, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_resp_node_ioredis, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resp_node_redis, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resp_redis_py, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resp_cli_resp3, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resp_clients_auth, harness_setup, resp_teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);

@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "harness_redis.h"
+#include "resp_client.h"
 
 #define RULES                                                                         \
     "rules = (\n"                                                                     \
@@ -34,110 +35,6 @@
     "  { default = true; label = \"dflt\"; credit_limit = 5; reset_seconds = 60; }\n" \
     ");\n"
 
-/* Reads one RESP value and appends it flattened to @out: "+PONG", ":1",
- * "$text" ("$nil"), "-ERR ...", "*2 :1 $x". */
-static int resp_read(struct harness_conn *c, char *out, size_t size)
-{
-    char line[HARNESS_LINE];
-    size_t used = strlen(out);
-    ssize_t n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
-    long count;
-    int r;
-
-    if (n < 0)
-        return (int)n;
-    if (n > 0 && line[n - 1] == '\r')
-        line[--n] = '\0';
-    if (n == 0)
-        return -EPROTO;
-    switch (line[0]) {
-    case '+':
-    case '-':
-    case ':':
-        snprintf(out + used, size - used, "%s", line);
-        return 0;
-    case '$':
-        count = strtol(line + 1, NULL, 10);
-        if (count < 0) {
-            snprintf(out + used, size - used, "$nil");
-            return 0;
-        }
-        /* Line by line (our bulk strings hold no bare CR or LF) up to its length. */
-        snprintf(out + used, size - used, "$");
-        for (long got = 0; got < count + 2; got += n + 1) {
-            n = harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS);
-            if (n < 0)
-                return (int)n;
-            used = strlen(out);
-            snprintf(out + used, size - used, "%s%.*s", got ? "\n" : "",
-                     (int)(n > 0 && line[n - 1] == '\r' ? n - 1 : n), line);
-        }
-        return 0;
-    case '*':
-        count = strtol(line + 1, NULL, 10);
-        snprintf(out + used, size - used, "*%ld", count);
-        for (long i = 0; i < count; i++) {
-            used = strlen(out);
-            snprintf(out + used, size - used, " ");
-            r = resp_read(c, out, size);
-            if (r < 0)
-                return r;
-        }
-        return 0;
-    }
-    return -EPROTO;
-}
-
-/* Reads one value and asserts it is @want. */
-static void expect_resp(struct harness_conn *c, const char *want)
-{
-    char got[HARNESS_LINE] = "";
-
-    CHECK(resp_read(c, got, sizeof(got)));
-    if (strcmp(got, want) != 0)
-        fail_msg("RESP reply \"%s\", want \"%s\"", got, want);
-}
-
-static void expect_resp_prefix(struct harness_conn *c, const char *want)
-{
-    char got[HARNESS_LINE] = "";
-
-    CHECK(resp_read(c, got, sizeof(got)));
-    if (strncmp(got, want, strlen(want)) != 0)
-        fail_msg("RESP reply \"%s\", want \"%s...\"", got, want);
-}
-
-/* A command as a multibulk array: @argv NULL-terminated. */
-static size_t resp_cmd(char *buf, size_t size, const char *const *argv)
-{
-    size_t n = 0, used = 0;
-
-    while (argv[n])
-        n++;
-    used += (size_t)snprintf(buf + used, size - used, "*%zu\r\n", n);
-    for (size_t i = 0; i < n; i++)
-        used += (size_t)snprintf(buf + used, size - used, "$%zu\r\n%s\r\n", strlen(argv[i]),
-                                 argv[i]);
-    return used;
-}
-
-#define SEND_CMD(c, ...)                                                              \
-    do {                                                                              \
-        char send_b_[4096];                                                           \
-        size_t send_n_ = resp_cmd(send_b_, sizeof(send_b_),                           \
-                                  (const char *const[]){ __VA_ARGS__, NULL });        \
-        CHECK(harness_send((c), send_b_, send_n_));                                   \
-    } while (0)
-
-static struct harness_daemon *start_resp(const char *config)
-{
-    struct harness_opts o = { .config_text = config, .resp = true, .workers = 2 };
-    struct harness_daemon *d = NULL;
-
-    CHECK(harness_start(&o, &d));
-    return d;
-}
-
 /* PING (both framings), ECHO, HELLO, COMMAND, INFO, CLIENT, SELECT,
  * errors, an empty line, QUIT: all in one pipelined write, answered in order. */
 static void test_resp_connection(void **state)
@@ -149,6 +46,7 @@ static void test_resp_connection(void **state)
         "\r\n"
         "*0\r\n"
         "ping  \"x\"\r\n"
+        "HELLO 4\r\n"
         "HELLO 3\r\n"
         "*2\r\n$5\r\nHELLO\r\n$1\r\n2\r\n"
         "COMMAND\r\n"
@@ -161,7 +59,7 @@ static void test_resp_connection(void **state)
         "ECHO\r\n"
         "QUIT\r\n"
         "PING\r\n";
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct harness_conn *c;
     char got[HARNESS_LINE] = "";
 
@@ -172,7 +70,8 @@ static void test_resp_connection(void **state)
     expect_resp(c, "+PONG");
     expect_resp(c, "$hello");
     expect_resp(c, "$\"x\"");
-    expect_resp_prefix(c, "-NOPROTO ");
+    expect_resp(c, "-NOPROTO unsupported protocol version");
+    expect_resp_prefix(c, "%7 $server $divvy $version $" DIVVY_VERSION " $proto :3 $id");
     expect_resp_prefix(c, "*14 $server $divvy $version $" DIVVY_VERSION " $proto :2 $id");
     expect_resp(c, "*0");
     expect_resp(c, "*0");
@@ -193,7 +92,7 @@ static void test_resp_connection(void **state)
 /* DIVVY.* go through the same rules and counters as the line protocol. */
 static void test_resp_divvy_hit(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct harness_conn *c, *t, *line;
     char got[HARNESS_LINE] = "";
 
@@ -249,7 +148,7 @@ static void test_resp_divvy_hit(void **state)
  * root (or the admin group), as on the line protocol. */
 static void test_resp_privileged(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct harness_conn *c, *t;
 
     (void)state;
@@ -402,7 +301,7 @@ static int attack_child(void *arg)
 
 static void test_resp_attacks(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct attack a = { .port = d->resp_port };
     struct harness_conn *c;
     pid_t pid;
@@ -449,7 +348,7 @@ static void test_resp_adhoc_full(void **state)
     (void)state;
     snprintf(conf, sizeof(conf), "table = { adhoc_slots = 64; adhoc_max_buckets = 32;\n"
              "  adhoc_reserved_buckets = 4; adhoc_buckets_per_peer = 8; };\n%s", RULES);
-    d = start_resp(conf);
+    d = resp_start(conf);
     CHECK(harness_connect_unix(d->resp_sock, &c));
     CHECK(harness_connect_tcp(d->resp_port, &tcp));
     CHECK(harness_connect(d, HARNESS_UNIX, &line));
@@ -565,7 +464,7 @@ static void *exact_thread(void *arg)
 
 static void test_resp_exact(void **state)
 {
-    struct harness_daemon *d = start_resp(RULES);
+    struct harness_daemon *d = resp_start(RULES);
     struct exact e[EXACT_CLIENTS] = { 0 };
     pthread_t th[EXACT_CLIENTS];
     unsigned allowed = 0, denied = 0;
@@ -595,23 +494,12 @@ static void test_resp_exact(void **state)
 
 static void test_resp_redis_order(void **state)
 {
-    static const char rules[] =
-        "{ match = { app = \"*\"; }; label = \"s1\"; actor = \"app\"; store = \"strict\";\n"
-        "  credit_limit = 2; reset_seconds = 60; },\n"
-        "{ default = true; label = \"dflt\"; credit_limit = 5; reset_seconds = 60; }\n";
     struct redis_srv *rs;
     struct harness_daemon *d;
-    struct harness_opts o = { .resp = true, .workers = 1 };
     struct harness_conn *c;
-    char *conf;
 
     (void)state;
-    CHECK(redis_start(&rs));
-    conf = redis_config(rs, "local", "closed", 5000, NULL, rules);
-    assert_non_null(conf);
-    o.config_text = conf;
-    CHECK(harness_start(&o, &d));
-    free(conf);
+    d = resp_start_strict(&rs);
     CHECK(harness_connect_unix(d->resp_sock, &c));
     /* One write: strict hits wait for Redis, PING and ECHO do not. */
     {

@@ -41,229 +41,14 @@
 
 #include "envoy/service/ratelimit/v3/rls.pb-c.h"
 #include "harness.h"
+#include "harness_grpc.h"
+#include "harness_h2.h"
 #include "harness_redis.h"
 
 #define RLS_PATH    "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 #define FLOOD_UID   64013
 #define FLOOD_GID   64013
 
-static char node_modules[512];  /* "": the gRPC client is unavailable: skip */
-static char tmpdir[HARNESS_PATH];
-
-/* ---- the gRPC client (node) ------------------------------------------------------ */
-
-struct child_io {
-    const char *in, *out;
-    const char *const *argv;
-};
-
-static int exec_child(void *arg)
-{
-    const struct child_io *io = arg;
-    int in = open(io->in ? io->in : "/dev/null", O_RDONLY | O_CLOEXEC);
-    int out = open(io->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-    if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0)
-        return 126;
-    if (node_modules[0])
-        setenv("NODE_PATH", node_modules, 1);
-    execvp(io->argv[0], (char *const *)io->argv);
-    return 127;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *text;
-    long n;
-
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    rewind(f);
-    text = harness_scratch((size_t)n + 1);
-    if (text && fread(text, 1, (size_t)n, f) != (size_t)n)
-        text = NULL;
-    fclose(f);
-    return text;
-}
-
-static int group_setup(void **state)
-{
-    char script[512], out[HARNESS_PATH + 16];
-    const char *argv[] = { "sh", script, NULL };
-    struct child_io io = { .out = out, .argv = argv };
-    char *path;
-    pid_t pid;
-    int status;
-
-    (void)state;
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/divvy-test-rls-XXXXXX");
-    if (!mkdtemp(tmpdir) || harness_src_path("tests/rls/npm_ensure.sh", script,
-                                             sizeof(script)) < 0)
-        return -1;
-    snprintf(out, sizeof(out), "%s/npm.out", tmpdir);
-    if (harness_spawn(exec_child, &io, &pid) < 0 || harness_reap(pid, 300000, &status) < 0)
-        return -1;
-    if (status == 77) {
-        printf("SKIP: the gRPC client tests: npm or the npm registry is unreachable "
-               "(tests/rls/npm_ensure.sh)\n");
-        return 0;
-    }
-    path = slurp(out);
-    if (status != 0 || !path) {
-        fprintf(stderr, "tests/rls/npm_ensure.sh failed (%d)\n", status);
-        return -1;
-    }
-    path[strcspn(path, "\n")] = '\0';
-    snprintf(node_modules, sizeof(node_modules), "%s", path);
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    harness_rm_tree(tmpdir);
-    return 0;
-}
-
-/* Runs rls_client.js on @job against @addr (grpc-js's address); its result array. */
-static json_t *grpc_run(const char *addr, const char *job)
-{
-    char script[512], proto[512], in[HARNESS_PATH + 16], out[HARNESS_PATH + 16];
-    const char *argv[] = { "node", script, proto, addr, NULL };
-    struct child_io io = { .in = in, .out = out, .argv = argv };
-    static unsigned seq;
-    json_error_t jerr;
-    json_t *res;
-    FILE *f;
-    pid_t pid;
-    int status;
-
-    CHECK(harness_src_path("tests/rls/rls_client.js", script, sizeof(script)));
-    CHECK(harness_src_path("proto", proto, sizeof(proto)));
-    snprintf(in, sizeof(in), "%s/job%u.json", tmpdir, seq);
-    snprintf(out, sizeof(out), "%s/out%u.json", tmpdir, seq++);
-    f = fopen(in, "w");
-    assert_non_null(f);
-    fputs(job, f);
-    fclose(f);
-    CHECK(harness_spawn(exec_child, &io, &pid));
-    CHECK(harness_reap(pid, 60000, &status));
-    if (status != 0)
-        fail_msg("rls_client.js exited with %d", status);
-    res = json_load_file(out, 0, &jerr);
-    if (!res || !json_is_array(res))
-        fail_msg("rls_client.js output: %s", jerr.text);
-    return res;
-}
-
-static void need_client(void)
-{
-    if (!node_modules[0])
-        skip();
-}
-
-/* Call @i's response, or a failure naming it. */
-static json_t *resp_of(json_t *res, size_t i)
-{
-    json_t *c = json_array_get(res, i);
-
-    if (!c || !json_is_true(json_object_get(c, "ok")))
-        fail_msg("call %zu failed: %s", i, c ? json_dumps(c, 0) : "(missing)");
-    return json_object_get(c, "resp");
-}
-
-static const char *jstr(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-
-    return s ? s : "";
-}
-
-/* Status @i of @resp is exactly this (Envoy's fields, proto-loader's JSON). */
-static void expect_status(json_t *resp, size_t i, const char *code, const char *name,
-                          long long per_unit, const char *unit, long long remaining,
-                          long long reset_min, long long reset_max)
-{
-    json_t *st = json_array_get(json_object_get(resp, "statuses"), i);
-    json_t *lim = json_object_get(st, "current_limit"), *dur;
-    long long secs;
-
-    if (!st)
-        fail_msg("no status %zu in %s", i, json_dumps(resp, 0));
-    if (strcmp(jstr(st, "code"), code) != 0 ||
-        json_integer_value(json_object_get(st, "limit_remaining")) != remaining)
-        fail_msg("status %zu: %s, want %s remaining %lld", i, json_dumps(st, 0), code, remaining);
-    if (name) {
-        if (!json_is_object(lim) || strcmp(jstr(lim, "name"), name) != 0 ||
-            strcmp(jstr(lim, "unit"), unit) != 0 ||
-            json_integer_value(json_object_get(lim, "requests_per_unit")) != per_unit)
-            fail_msg("status %zu: %s, want limit %s %lld/%s", i, json_dumps(st, 0), name,
-                     per_unit, unit);
-    } else if (!json_is_null(lim)) {
-        fail_msg("status %zu: %s, want no current_limit", i, json_dumps(st, 0));
-    }
-    dur = json_object_get(st, "duration_until_reset");
-    if (reset_max == 0) {
-        if (!json_is_null(dur))
-            fail_msg("status %zu: %s, want no duration_until_reset", i, json_dumps(st, 0));
-        return;
-    }
-    secs = atoll(jstr(dur, "seconds"));
-    if (secs < reset_min || secs > reset_max)
-        fail_msg("status %zu: %s, want a reset in %lld..%lld s", i, json_dumps(st, 0),
-                 reset_min, reset_max);
-}
-
-static void expect_overall(json_t *resp, const char *code, size_t n)
-{
-    if (strcmp(jstr(resp, "overall_code"), code) != 0 ||
-        json_array_size(json_object_get(resp, "statuses")) != n)
-        fail_msg("response %s, want overall_code %s with %zu statuses", json_dumps(resp, 0),
-                 code, n);
-}
-
-/* ---- divvyd with RLS listeners ---------------------------------------------------- */
-
-struct rls_daemon {
-    struct harness_daemon *d;
-    int port;
-    char tcp[64], unix_sock[HARNESS_PATH + 16];         /* grpc-js addresses */
-    char lis_tcp[80], lis_unix[HARNESS_PATH + 32];      /* --listen */
-};
-
-static struct rls_daemon *start_rls(const char *conf)
-{
-    struct rls_daemon *r = harness_scratch(sizeof(*r));
-    struct harness_opts o = { .config_text = conf, .workers = 2 };
-    static unsigned seq;
-
-    assert_non_null(r);
-    r->port = harness_free_port(SOCK_STREAM);
-    assert_true(r->port > 0);
-    snprintf(r->tcp, sizeof(r->tcp), "127.0.0.1:%d", r->port);
-    snprintf(r->unix_sock, sizeof(r->unix_sock), "unix:%s/rls%u.sock", tmpdir, seq++);
-    snprintf(r->lis_tcp, sizeof(r->lis_tcp), "rls:tcp:%s", r->tcp);
-    snprintf(r->lis_unix, sizeof(r->lis_unix), "rls:%s", r->unix_sock);
-    o.listen[0] = r->lis_tcp;
-    o.listen[1] = r->lis_unix;
-    CHECK(harness_start(&o, &r->d));
-    return r;
-}
-
-/* Stops divvyd; it must exit 0 (an ASan report or a crash would not). */
-static void stop_rls(struct rls_daemon *r)
-{
-    int status = -1;
-
-    CHECK(harness_stop(r->d, &status));
-    if (status != 0) {
-        harness_dump_log(r->d);
-        fail_msg("divvyd exited with status %d", status);
-    }
-}
 
 #define RULES_EDGE                                                                            \
     "rules = (\n"                                                                             \
@@ -284,75 +69,79 @@ static void stop_rls(struct rls_daemon *r)
 
 static void test_rls_under_and_over_limit(void **state)
 {
-    struct rls_daemon *r;
+    struct harness_rls *r;
     json_t *res, *resp;
 
     (void)state;
-    need_client();
-    r = start_rls(RULES_EDGE);
+    harness_grpc_need();
+    r = harness_rls_start(RULES_EDGE);
     /* Three calls under the limit, then one over; the first over TCP, the rest on Unix.
      * Each call starts a node client (seconds on a loaded machine): a reset
      * counts down from the first, so later ones allow for that. */
-    res = grpc_run(r->tcp, "{\"calls\":[" CALL_2 "]}");
-    resp = resp_of(res, 0);
-    expect_overall(resp, "OK", 2);
-    expect_status(resp, 0, "OK", "per_user", 3, "MINUTE", 2, 59, 60);
-    expect_status(resp, 1, "OK", "per_path", 100, "HOUR", 99, 3599, 3600);
+    res = harness_grpc_run(r->tcp, "{\"calls\":[" CALL_2 "]}");
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_overall(resp, "OK", 2);
+    harness_grpc_status(resp, 0, "OK", "per_user", 3, "MINUTE", 2, 59, 60);
+    harness_grpc_status(resp, 1, "OK", "per_path", 100, "HOUR", 99, 3599, 3600);
     json_decref(res);
-    res = grpc_run(r->unix_sock, "{\"calls\":[" CALL_2 "," CALL_2 "]}");
-    expect_status(resp_of(res, 1), 0, "OK", "per_user", 3, "MINUTE", 0, 45, 60);
+    res = harness_grpc_run(r->unix_sock, "{\"calls\":[" CALL_2 "," CALL_2 "]}");
+    harness_grpc_status(harness_grpc_resp(res, 1), 0, "OK", "per_user", 3, "MINUTE", 0, 45, 60);
     json_decref(res);
-    res = grpc_run(r->unix_sock, "{\"calls\":[" CALL_2 "]}");
-    resp = resp_of(res, 0);
-    expect_overall(resp, "OVER_LIMIT", 2);
-    expect_status(resp, 0, "OVER_LIMIT", "per_user", 3, "MINUTE", 0, 40, 60);
+    res = harness_grpc_run(r->unix_sock, "{\"calls\":[" CALL_2 "]}");
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_overall(resp, "OVER_LIMIT", 2);
+    harness_grpc_status(resp, 0, "OVER_LIMIT", "per_user", 3, "MINUTE", 0, 40, 60);
     /* Every descriptor is counted, as Envoy's reference service does. */
-    expect_status(resp, 1, "OK", "per_path", 100, "HOUR", 96, 3580, 3600);
+    harness_grpc_status(resp, 1, "OK", "per_path", 100, "HOUR", 96, 3580, 3600);
     json_decref(res);
-    /* A 90 s period is no whole unit: no current_limit; the default rule
-     * (credit_limit 0) answers a descriptor no rule names. */
-    res = grpc_run(r->tcp, "{\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
+    /* A 90 s period is no whole unit: no current_limit; a descriptor no rule
+     * but the default one names is OK with no limit (rls.unmatched = "ok",
+     * test_rls_envoy.c has "rule"). */
+    res = harness_grpc_run(r->tcp, "{\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
                            "{\"entries\":[{\"key\":\"key\",\"value\":\"odd\"}]},"
                            "{\"entries\":[{\"key\":\"nothing\",\"value\":\"x\"}]}]}]}");
-    resp = resp_of(res, 0);
-    expect_overall(resp, "OVER_LIMIT", 2);
-    expect_status(resp, 0, "OK", NULL, 0, NULL, 4, 89, 90);
-    expect_status(resp, 1, "OVER_LIMIT", NULL, 0, NULL, 0, 0, 0);
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_overall(resp, "OK", 2);
+    harness_grpc_status(resp, 0, "OK", NULL, 0, NULL, 4, 89, 90);
+    harness_grpc_status(resp, 1, "OK", NULL, 0, NULL, 0, 0, 0);
     json_decref(res);
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
 static void test_rls_hits_addend(void **state)
 {
-    struct rls_daemon *r;
-    json_t *res;
+    struct harness_rls *r;
+    json_t *res, *resp;
 
     (void)state;
-    need_client();
-    r = start_rls(RULES_EDGE);
-    res = grpc_run(r->tcp,
+    harness_grpc_need();
+    r = harness_rls_start(RULES_EDGE);
+    res = harness_grpc_run(r->tcp,
         "{\"calls\":[{\"domain\":\"edge\",\"hits_addend\":2,\"descriptors\":["
         "{\"entries\":[{\"key\":\"user\",\"value\":\"al\"}]},"
         "{\"entries\":[{\"key\":\"path\",\"value\":\"/a\"}],\"hits_addend\":{\"value\":\"10\"}},"
         "{\"entries\":[{\"key\":\"path\",\"value\":\"/b\"}],"
         "\"hits_addend\":{\"value\":\"0\"}}]}]}");
     /* Request 2; descriptor 10 instead; a descriptor's 0 means 1. */
-    expect_status(resp_of(res, 0), 0, "OK", "per_user", 3, "MINUTE", 1, 59, 60);
-    expect_status(resp_of(res, 0), 1, "OK", "per_path", 100, "HOUR", 90, 3599, 3600);
-    expect_status(resp_of(res, 0), 2, "OK", "per_path", 100, "HOUR", 99, 3599, 3600);
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_status(resp, 0, "OK", "per_user", 3, "MINUTE", 1, 59, 60);
+    harness_grpc_status(resp, 1, "OK", "per_path", 100, "HOUR", 90, 3599, 3600);
+    harness_grpc_status(resp, 2, "OK", "per_path", 100, "HOUR", 99, 3599, 3600);
     json_decref(res);
     /* 2 more than the 1 left: denied, nothing taken. */
-    res = grpc_run(r->tcp, "{\"calls\":[{\"domain\":\"edge\",\"hits_addend\":2,\"descriptors\":["
-                           "{\"entries\":[{\"key\":\"user\",\"value\":\"al\"}]}]}]}");
-    expect_overall(resp_of(res, 0), "OVER_LIMIT", 1);
-    expect_status(resp_of(res, 0), 0, "OVER_LIMIT", "per_user", 3, "MINUTE", 1, 45, 60);
+    res = harness_grpc_run(r->tcp, "{\"calls\":[{\"domain\":\"edge\",\"hits_addend\":2,"
+                           "\"descriptors\":[{\"entries\":[{\"key\":\"user\","
+                           "\"value\":\"al\"}]}]}]}");
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_overall(resp, "OVER_LIMIT", 1);
+    harness_grpc_status(resp, 0, "OVER_LIMIT", "per_user", 3, "MINUTE", 1, 45, 60);
     json_decref(res);
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
 static void test_rls_invalid_requests(void **state)
 {
-    struct rls_daemon *r;
+    struct harness_rls *r;
     json_t *res;
     static const char *const bad[] = {
         "{\"domain\":\"edge\",\"descriptors\":[]}",
@@ -368,13 +157,13 @@ static void test_rls_invalid_requests(void **state)
     size_t pos = 0;
 
     (void)state;
-    need_client();
-    r = start_rls(RULES_EDGE);
+    harness_grpc_need();
+    r = harness_rls_start(RULES_EDGE);
     pos += (size_t)snprintf(job + pos, sizeof(job) - pos, "{\"calls\":[");
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         pos += (size_t)snprintf(job + pos, sizeof(job) - pos, "%s%s", i ? "," : "", bad[i]);
     snprintf(job + pos, sizeof(job) - pos, "]}");
-    res = grpc_run(r->tcp, job);
+    res = harness_grpc_run(r->tcp, job);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         json_t *c = json_array_get(res, i);
 
@@ -383,7 +172,7 @@ static void test_rls_invalid_requests(void **state)
             fail_msg("%s: %s, want INVALID_ARGUMENT (3)", bad[i], json_dumps(c, 0));
     }
     json_decref(res);
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
 /* Canary rules are Envoy's shadow mode; source = privileged only from a privileged Unix peer. */
@@ -401,24 +190,24 @@ static void test_rls_canary_and_privileged(void **state)
         ");\n";
     static const char call[] = "{\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
                                "{\"entries\":[{\"key\":\"user\",\"value\":\"u\"}]}]}]}";
-    struct rls_daemon *r;
+    struct harness_rls *r;
     json_t *res;
 
     (void)state;
-    need_client();
+    harness_grpc_need();
     if (geteuid() != 0)
         skip();
-    r = start_rls(conf);
+    r = harness_rls_start(conf);
     /* TCP: never privileged; the canary's denial is ignored. */
-    res = grpc_run(r->tcp, call);
-    expect_overall(resp_of(res, 0), "OK", 1);
-    expect_status(resp_of(res, 0), 0, "OK", "anyone", 10, "MINUTE", 9, 59, 60);
+    res = harness_grpc_run(r->tcp, call);
+    harness_grpc_overall(harness_grpc_resp(res, 0), "OK", 1);
+    harness_grpc_status(harness_grpc_resp(res, 0), 0, "OK", "anyone", 10, "MINUTE", 9, 59, 60);
     json_decref(res);
     /* root on the Unix socket: the privileged rule decides. */
-    res = grpc_run(r->unix_sock, call);
-    expect_status(resp_of(res, 0), 0, "OK", "root_only", 1, "MINUTE", 0, 59, 60);
+    res = harness_grpc_run(r->unix_sock, call);
+    harness_grpc_status(harness_grpc_resp(res, 0), 0, "OK", "root_only", 1, "MINUTE", 0, 59, 60);
     json_decref(res);
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
 /* Hundreds of concurrent streams (one connection per client, 4 clients): exactly the limit. */
@@ -433,32 +222,30 @@ static void test_rls_concurrent_exact(void **state)
     static const char job[] = "{\"repeat\":200,\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
                               "{\"entries\":[{\"key\":\"user\",\"value\":\"c\"}]}]}]}";
     char script[512], proto[512], in[HARNESS_PATH + 16], out[4][HARNESS_PATH + 16];
-    struct child_io io[4];
     const char *argv[4][5];
-    struct rls_daemon *r;
+    struct harness_rls *r;
     pid_t pid[4];
     long ok = 0, over = 0;
     FILE *f;
 
     (void)state;
-    need_client();
-    r = start_rls(conf);
+    harness_grpc_need();
+    r = harness_rls_start(conf);
     CHECK(harness_src_path("tests/rls/rls_client.js", script, sizeof(script)));
     CHECK(harness_src_path("proto", proto, sizeof(proto)));
-    snprintf(in, sizeof(in), "%s/conc.json", tmpdir);
+    snprintf(in, sizeof(in), "%s/conc.json", harness_grpc_tmp);
     f = fopen(in, "w");
     assert_non_null(f);
     fputs(job, f);
     fclose(f);
     for (int i = 0; i < 4; i++) {
-        snprintf(out[i], sizeof(out[i]), "%s/conc%d.out", tmpdir, i);
+        snprintf(out[i], sizeof(out[i]), "%s/conc%d.out", harness_grpc_tmp, i);
         argv[i][0] = "node";
         argv[i][1] = script;
         argv[i][2] = proto;
         argv[i][3] = i % 2 ? r->unix_sock : r->tcp;
         argv[i][4] = NULL;
-        io[i] = (struct child_io){ .in = in, .out = out[i], .argv = argv[i] };
-        CHECK(harness_spawn(exec_child, &io[i], &pid[i]));
+        harness_grpc_spawn(in, out[i], argv[i], &pid[i]);
     }
     for (int i = 0; i < 4; i++) {
         json_error_t jerr;
@@ -471,7 +258,7 @@ static void test_rls_concurrent_exact(void **state)
         assert_non_null(res);
         assert_int_equal(json_array_size(res), 200);
         for (size_t j = 0; j < 200; j++) {
-            const char *code = jstr(resp_of(res, j), "overall_code");
+            const char *code = harness_grpc_str(harness_grpc_resp(res, j), "overall_code");
 
             ok += strcmp(code, "OK") == 0;
             over += strcmp(code, "OVER_LIMIT") == 0;
@@ -480,7 +267,7 @@ static void test_rls_concurrent_exact(void **state)
     }
     if (ok != 250 || over != 550)
         fail_msg("800 concurrent calls on a limit of 250: %ld OK, %ld OVER_LIMIT", ok, over);
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
 /* Rules in Redis: the waiting path of hit_submit(). */
@@ -497,37 +284,37 @@ static void test_rls_redis(void **state)
         "{\"entries\":[{\"key\":\"user\",\"value\":\"r\"}]},"
         "{\"entries\":[{\"key\":\"path\",\"value\":\"/r\"}]}]}]}";
     struct redis_srv *rs;
-    struct rls_daemon *r;
+    struct harness_rls *r;
     json_t *res, *resp;
     long ok = 0;
     char *conf;
 
     (void)state;
-    need_client();
+    harness_grpc_need();
     CHECK(redis_start(&rs));
     conf = redis_config(rs, "strict", "closed", 2000, NULL, rules);
     assert_non_null(conf);
-    r = start_rls(conf);
+    r = harness_rls_start(conf);
     free(conf);
     /* 100 concurrent calls on one connection, 60 allowed: every descriptor waits for Redis. */
-    res = grpc_run(r->tcp, job);
+    res = harness_grpc_run(r->tcp, job);
     for (size_t i = 0; i < 100; i++) {
-        resp = resp_of(res, i);
-        ok += strcmp(jstr(resp, "overall_code"), "OK") == 0;
+        resp = harness_grpc_resp(res, i);
+        ok += strcmp(harness_grpc_str(resp, "overall_code"), "OK") == 0;
     }
     if (ok != 60)
         fail_msg("100 concurrent calls on a limit of 60 kept in Redis: %ld OK", ok);
     json_decref(res);
-    res = grpc_run(r->unix_sock, "{\"calls\":[" CALL_2 "]}");
-    resp = resp_of(res, 0);
-    expect_overall(resp, "OK", 2);
-    expect_status(resp, 0, "OK", "per_user", 60, "MINUTE", 59, 59, 60);
-    expect_status(resp, 1, "OK", "per_path", 1000, "HOUR", 999, 3599, 3600);
+    res = harness_grpc_run(r->unix_sock, "{\"calls\":[" CALL_2 "]}");
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_overall(resp, "OK", 2);
+    harness_grpc_status(resp, 0, "OK", "per_user", 60, "MINUTE", 59, 59, 60);
+    harness_grpc_status(resp, 1, "OK", "per_path", 1000, "HOUR", 999, 3599, 3600);
     json_decref(res);
     /* Redis stopped: a deadline of 300 ms passes first; the descriptors
      * still waiting are answered (on_redis_error) after their stream is gone. */
     redis_pause(rs, true);
-    res = grpc_run(r->tcp, "{\"deadline_ms\":300,\"calls\":[" CALL_2 "]}");
+    res = harness_grpc_run(r->tcp, "{\"deadline_ms\":300,\"calls\":[" CALL_2 "]}");
     if (json_integer_value(json_object_get(json_array_get(res, 0), "code")) != 4)
         fail_msg("Redis paused, deadline 300 ms: %s, want DEADLINE_EXCEEDED (4)",
                  json_dumps(res, 0));
@@ -535,138 +322,15 @@ static void test_rls_redis(void **state)
     /* Redis gone: store.on_redis_error = closed denies. */
     redis_pause(rs, false);
     redis_kill(rs);
-    res = grpc_run(r->tcp, "{\"calls\":[" CALL_2 "]}");
-    resp = resp_of(res, 0);
-    expect_overall(resp, "OVER_LIMIT", 2);
+    res = harness_grpc_run(r->tcp, "{\"calls\":[" CALL_2 "]}");
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_overall(resp, "OVER_LIMIT", 2);
     json_decref(res);
     assert_true(harness_alive(r->d));
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
-/* ---- a raw HTTP/2 client (nghttp2), for what grpc-js never sends ------------------ */
-
-struct h2 {
-    int fd;
-    nghttp2_session *ses;
-    int32_t id;
-    const uint8_t *body;
-    size_t body_len, body_off;
-    int grpc_status;            /* -1: none seen */
-    bool closed;
-};
-
-static ssize_t h2_read_body(nghttp2_session *ses, int32_t id, uint8_t *buf, size_t len,
-                            uint32_t *flags, nghttp2_data_source *src, void *user)
-{
-    struct h2 *h = user;
-    size_t n = h->body_len - h->body_off;
-
-    (void)ses;
-    (void)id;
-    (void)src;
-    if (n > len)
-        n = len;
-    if (n)
-        memcpy(buf, h->body + h->body_off, n);
-    h->body_off += n;
-    if (h->body_off == h->body_len)
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    return (ssize_t)n;
-}
-
-static int h2_on_header(nghttp2_session *ses, const nghttp2_frame *frame, const uint8_t *name,
-                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                        void *user)
-{
-    struct h2 *h = user;
-
-    (void)ses;
-    (void)flags;
-    if (frame->hd.stream_id == h->id && namelen == 11 && memcmp(name, "grpc-status", 11) == 0)
-        h->grpc_status = (int)strtol((const char *)value, NULL, 10) + 0 * (int)valuelen;
-    return 0;
-}
-
-static int h2_on_close(nghttp2_session *ses, int32_t id, uint32_t code, void *user)
-{
-    struct h2 *h = user;
-
-    (void)ses;
-    (void)code;
-    if (id == h->id)
-        h->closed = true;
-    return 0;
-}
-
-/* Writes all of @data, reading nothing (harness_send() drains replies): -ETIMEDOUT
- * when the peer stops taking it for HARNESS_TIMEOUT_MS. */
-static int raw_send(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-
-    while (len > 0) {
-        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-        ssize_t n;
-
-        if (poll(&pfd, 1, HARNESS_TIMEOUT_MS) <= 0)
-            return -ETIMEDOUT;
-        n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0 && errno != EAGAIN && errno != EINTR)
-            return -errno;
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-        }
-    }
-    return 0;
-}
-
-/* One call of @path with @ctype and body @body over TCP @port: its grpc-status (-1: none). */
-static int h2_call(int port, const char *path, const char *ctype, const uint8_t *body, size_t len)
-{
-    struct h2 h = { .body = body, .body_len = len, .grpc_status = -1 };
-    struct harness_conn *c;
-    nghttp2_session_callbacks *cbs;
-    nghttp2_data_provider prd = { .read_callback = h2_read_body };
-    nghttp2_nv nv[] = {
-        { (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
-        { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
-        { (uint8_t *)":authority", (uint8_t *)"divvy", 10, 5, 0 },
-        { (uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0 },
-        { (uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0 },
-        { (uint8_t *)"te", (uint8_t *)"trailers", 2, 8, 0 },
-    };
-    uint64_t end = harness_now_ms() + HARNESS_TIMEOUT_MS;
-
-    CHECK(harness_connect_tcp(port, &c));
-    h.fd = c->fd;
-    assert_int_equal(nghttp2_session_callbacks_new(&cbs), 0);
-    nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_close);
-    assert_int_equal(nghttp2_session_client_new(&h.ses, cbs, &h), 0);
-    nghttp2_session_callbacks_del(cbs);
-    assert_int_equal(nghttp2_submit_settings(h.ses, 0, NULL, 0), 0);
-    h.id = nghttp2_submit_request(h.ses, NULL, nv, 6, &prd, NULL);
-    assert_true(h.id > 0);
-    while (!h.closed && harness_now_ms() < end) {
-        const uint8_t *data;
-        uint8_t buf[16384];
-        ssize_t n;
-        struct pollfd p = { .fd = h.fd, .events = POLLIN };
-
-        while ((n = nghttp2_session_mem_send(h.ses, &data)) > 0)
-            CHECK(raw_send(h.fd, data, (size_t)n));
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        n = read(h.fd, buf, sizeof(buf));
-        if (n <= 0)
-            break;
-        assert_true(nghttp2_session_mem_recv(h.ses, buf, (size_t)n) >= 0);
-    }
-    nghttp2_session_del(h.ses);
-    harness_close(c);
-    return h.grpc_status;
-}
+/* ---- what grpc-js never sends (harness_h2.h) ------------------------------------ */
 
 /* A framed RateLimitRequest of @n_desc descriptors with @n_entries entries each. */
 static uint8_t *request_bytes(size_t n_desc, size_t n_entries, size_t *ret_len)
@@ -713,28 +377,30 @@ static uint8_t *request_bytes(size_t n_desc, size_t n_entries, size_t *ret_len)
 
 static void test_rls_malformed_calls(void **state)
 {
-    struct rls_daemon *r;
+    struct harness_rls *r;
     uint8_t *ok, garbage[64], *big;
     size_t ok_len, big_len = 70000, len;
 
     (void)state;
-    r = start_rls(RULES_EDGE);
+    r = harness_rls_start(RULES_EDGE);
     ok = request_bytes(1, 1, &ok_len);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len), 0);
-    assert_int_equal(h2_call(r->port, "/other.Service/Call", "application/grpc", ok, ok_len), 12);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "text/plain", ok, ok_len), 3);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc+proto", ok, ok_len), 0);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len), 0);
+    assert_int_equal(harness_h2_call(r->port, "/other.Service/Call", "application/grpc", ok,
+                                     ok_len), 12);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "text/plain", ok, ok_len), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc+proto", ok, ok_len), 0);
     ok[0] = 1;      /* compressed, but no grpc-encoding was agreed */
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len), 12);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len), 12);
     ok[0] = 0;
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len - 1), 3);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, 3), 3);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", NULL, 0), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, ok_len - 1), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, 3), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", NULL, 0), 3);
     memset(garbage, 0xff, sizeof(garbage));
     garbage[0] = 0;
     garbage[1] = garbage[2] = garbage[3] = 0;
     garbage[4] = sizeof(garbage) - 5;
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", garbage, sizeof(garbage)), 3);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", garbage,
+                                     sizeof(garbage)), 3);
     /* Over one message, and over the descriptor count. */
     big = harness_scratch(big_len);
     assert_non_null(big);
@@ -742,13 +408,13 @@ static void test_rls_malformed_calls(void **state)
     big[2] = (uint8_t)((big_len - 5) >> 16);
     big[3] = (uint8_t)((big_len - 5) >> 8);
     big[4] = (uint8_t)(big_len - 5);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", big, big_len), 8);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", big, big_len), 8);
     ok = request_bytes(65, 1, &len);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 8);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 8);
     ok = request_bytes(1, 40, &len);        /* one key 40 times: fine, the last wins */
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
     assert_true(harness_alive(r->d));
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
 /* ---- garbage and a client that never reads ------------------------------------------ */
@@ -758,7 +424,7 @@ static void expect_closed(int port, const void *bytes, size_t len)
     struct harness_conn *c;
 
     CHECK(harness_connect_tcp(port, &c));
-    raw_send(c->fd, bytes, len);
+    harness_raw_send(c->fd, bytes, len);
     CHECK(harness_wait_eof(c, HARNESS_TIMEOUT_MS));
     harness_close(c);
 }
@@ -767,13 +433,13 @@ static void test_rls_garbage(void **state)
 {
     static const char http1[] = "GET / HTTP/1.1\r\nHost: divvy\r\n\r\n";
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    struct rls_daemon *r;
+    struct harness_rls *r;
     uint8_t junk[4096];
     size_t len;
     uint8_t *ok;
 
     (void)state;
-    r = start_rls(RULES_EDGE);
+    r = harness_rls_start(RULES_EDGE);
     expect_closed(r->port, http1, sizeof(http1) - 1);
     for (int round = 0; round < 20; round++) {
         for (size_t i = 0; i < sizeof(junk); i++)
@@ -784,9 +450,9 @@ static void test_rls_garbage(void **state)
         expect_closed(r->port, junk, sizeof(junk));
     }
     ok = request_bytes(1, 1, &len);
-    assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
+    assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
     assert_true(harness_alive(r->d));
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
 struct flood {
@@ -802,8 +468,8 @@ static int flood_child(void *arg)
     nghttp2_session_callbacks *cbs;
     nghttp2_option *opt;
     nghttp2_session *ses;
-    struct h2 h = { .body = f->req, .body_len = f->req_len };
-    nghttp2_data_provider prd = { .read_callback = h2_read_body };
+    struct harness_h2 h = { .body = f->req, .body_len = f->req_len };
+    nghttp2_data_provider prd = { .read_callback = harness_h2_read_body };
     nghttp2_nv nv[] = {
         { (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
         { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
@@ -840,7 +506,7 @@ static int flood_child(void *arg)
             return 13;
         while ((n = nghttp2_session_mem_send(ses, &data)) > 0) {
             /* A full socket: divvyd stopped reading us; hold on until killed. */
-            if (raw_send(fd, data, (size_t)n) < 0)
+            if (harness_raw_send(fd, data, (size_t)n) < 0)
                 for (;;)
                     pause();
         }
@@ -853,7 +519,7 @@ static int flood_child(void *arg)
 static void test_rls_never_reading_client(void **state)
 {
     static char conf[] = "server = { request_timeout_ms = 3000; };\n" RULES_EDGE;
-    struct rls_daemon *r;
+    struct harness_rls *r;
     struct harness_conn *probe;
     struct flood fl;
     long long before, after;
@@ -865,7 +531,7 @@ static void test_rls_never_reading_client(void **state)
     (void)state;
     if (geteuid() != 0)
         skip();
-    r = start_rls(conf);
+    r = harness_rls_start(conf);
     fl.port = r->port;
     fl.req = request_bytes(2, 1, &fl.req_len);
     before = harness_rss_kb(r->d->pid);
@@ -877,7 +543,7 @@ static void test_rls_never_reading_client(void **state)
         long long out = 0, req = 0;
 
         ok = request_bytes(1, 1, &len);
-        assert_int_equal(h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
+        assert_int_equal(harness_h2_call(r->port, RLS_PATH, "application/grpc", ok, len), 0);
         CHECK(harness_get_stat(probe, "closed_slow_output", &out));
         CHECK(harness_get_stat(probe, "closed_slow_request", &req));
         if (out + req > 0)
@@ -894,7 +560,7 @@ static void test_rls_never_reading_client(void **state)
     kill(pid, SIGKILL);
     CHECK(harness_reap(pid, 10000, &status));
     assert_true(harness_alive(r->d));
-    stop_rls(r);
+    harness_rls_stop(r);
 }
 
 int main(void)
@@ -917,5 +583,5 @@ int main(void)
                                         harness_teardown),
     };
 
-    return cmocka_run_group_tests_name("rls", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("rls", tests, harness_grpc_setup, harness_grpc_teardown);
 }

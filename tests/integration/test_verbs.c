@@ -158,13 +158,14 @@ static void test_verbs_explain(void **state)
         fail_msg("EXPLAIN: %s: \"%s\"", strerror(-n), buf);
     assert_int_equal(n, 1);
     parse_line_n(buf, 0, &req);
-    assert_int_equal(req.n_kv, 6);
+    assert_int_equal(req.n_kv, 7);
     EXPECT_FIELD(&req, "rule", "0");
     EXPECT_FIELD(&req, "id", "status");
     EXPECT_FIELD(&req, "verdict", "decides");
     EXPECT_FIELD(&req, "match", "method=GET path=/status");
     EXPECT_FIELD(&req, "reason", "");
     EXPECT_FIELD(&req, "cause", "counter");
+    EXPECT_FIELD(&req, "resettable", "true");
     /* EXPLAIN consumed nothing. */
     EXPECT_REPLY(c, "HIT method=GET path=/status", "OK true 999 60");
 

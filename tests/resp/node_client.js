@@ -2,22 +2,16 @@
 // divvyd's RESP listener from ioredis (tests/integration/test_resp_clients.c):
 // node node_client.js SOCKET.  Connects as any Redis client would (ioredis's
 // ready check sends INFO), pipelines DIVVY.HIT, reproduces Smyte's RL.REDUCE
-// transcript and a CL.THROTTLE, then 4 clients x 250 hits on a rule that
-// allows 700 must get exactly 700.  Prints one line per check; exit 0 when
-// all pass.
+// transcript and a CL.THROTTLE, runs a multi() transaction, then 4 clients x
+// 250 hits on a rule that allows 700 must get exactly 700.  Prints one line
+// per check; exit 0 when all pass.
 'use strict';
+const { fail, same } = require('./check');
 const Redis = require('ioredis');
 
 const path = process.argv[2];
 const open = () => new Redis({ path, maxRetriesPerRequest: 0, enableOfflineQueue: true,
                                retryStrategy: () => null });
-const fail = (what) => { console.log('FAIL ' + what); process.exitCode = 1; };
-const same = (what, got, want) => {
-  if (JSON.stringify(got) !== JSON.stringify(want))
-    fail(`${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-  else
-    console.log('ok ' + what);
-};
 
 async function main() {
   const r = open();
@@ -34,6 +28,11 @@ async function main() {
   same('RL.REDUCE TwoPerMin 2 60 x3', t, [2, 1, 0]);
   same('CL.THROTTLE', await r.call('CL.THROTTLE', 'user123', '15', '30', '60', '1'),
        [0, 16, 15, -1, 2]);
+  // multi(): MULTI, the commands (+QUEUED each), EXEC and its array.
+  const m = await r.multi().call('DIVVY.HIT', 'app', 'multi').ping()
+    .call('RL.REDUCE', 'TwoPerMin', '2', '60').exec();
+  same('multi() DIVVY.HIT PING RL.REDUCE', m, [[null, [1, 2, 60, 'r1']], [null, 'PONG'],
+                                                [null, 0]]);
   try {
     await r.call('NOPE');
     fail('unknown command answered');

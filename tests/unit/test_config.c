@@ -213,7 +213,7 @@ static void test_config_example_ini_values(void **state)
     r = rule(cfg, 1);
     assert_int_equal(r->policy, RULES_POLICY_CANARY);
     assert_int_equal(r->reset_seconds, 86400);
-    assert_int_equal(r->line, 6);
+    assert_int_equal(r->line, 7);
     r = rule(cfg, 2);
     assert_string_equal(match_of(r, "path"), "/pantry/cookies/*");
     assert_string_equal(match_of(r, "ip"), "*");
@@ -228,8 +228,12 @@ static void test_config_example_ini_values(void **state)
     assert_true(r->is_default);
     assert_int_equal(r->n_match, 0);
     assert_int_equal(r->credit_limit, 0);
-    assert_int_equal(r->line, 36);
+    assert_int_equal(r->line, 41);
     assert_string_equal(r->comment, "Default deny!");
+    /* Every shipped rule has a label (top, locked and metrics name it). */
+    for (size_t i = 0; i < cfg->rules.n; i++)
+        assert_non_null(rule(cfg, i)->label);
+    assert_string_equal(rule(cfg, 0)->label, "status");
     assert_string_equal(r->file, cfg->path);
     /* Server settings keep their defaults in a divvy config. */
     assert_int_equal(cfg->n_listen, 2);
@@ -310,9 +314,9 @@ static void test_config_json_lines(void **state)
 
     (void)state;
     assert_int_equal(rule(cfg, 0)->line, 3);
-    assert_int_equal(rule(cfg, 1)->line, 13);
-    assert_int_equal(rule(cfg, 4)->line, 49);
-    assert_int_equal(rule(cfg, 5)->line, 63);
+    assert_int_equal(rule(cfg, 1)->line, 14);
+    assert_int_equal(rule(cfg, 4)->line, 53);
+    assert_int_equal(rule(cfg, 5)->line, 68);
     assert_int_equal(rule(cfg, 0)->match[0].line, 5);
     config_free(cfg);
 }

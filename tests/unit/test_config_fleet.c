@@ -257,6 +257,66 @@ static void test_config_fleet_convert(void **state)
     free(text);
 }
 
+/* rules_validate_notes() (issue 21 item 10): an actor key the match does not
+ * name, with "did you mean" a match key; an actor on a rule that keeps no
+ * counter; each at its rule's file:line; the shipped examples say nothing.
+ * INI null (quoted or not) is not set, as node-ini and JSON null. */
+static void test_config_fleet_actor_notes(void **state)
+{
+    static const char typo[] =
+        "rules = (\n"
+        "  { match = { user = \"*\"; }; actor = \"usr\"; credit_limit = 3;\n"
+        "    reset_seconds = 60; label = \"typo\"; },\n"
+        "  { match = { path = \"/o\"; }; actor = \"ip\"; credit_limit = 3;\n"
+        "    reset_seconds = 60; },\n"
+        "  { match = { path = \"/deny\"; ip = \"*\"; }; actor = \"ip\"; credit_limit = 0;\n"
+        "    reset_seconds = 60; },\n"
+        "  { match = { path = \"/free\"; ip = \"*\"; }; actor = \"ip\"; credit_limit = 5;\n"
+        "    reset_seconds = 0; },\n"
+        "  { match = { path = \"/ok\"; ip = \"*\"; }; actor = \"ip\"; credit_limit = 5;\n"
+        "    reset_seconds = 60; },\n"
+        "  { default = true; credit_limit = 0; reset_seconds = 0; } );\n";
+    static const char ini_null[] =
+        "[path=/a]\ncreditLimit = 3\nresetSeconds = 60\nlabel = null\ncomment = \"null\"\n\n"
+        "[path=/b]\ncreditLimit = 3\nresetSeconds = 60\nlabel = nullish\n\n"
+        "[default]\ncreditLimit = 0\nresetSeconds = 0\n";
+    static const char *const shipped[] = { "etc/divvy.conf", "etc/divvy.ini", "etc/divvy.json" };
+    struct config *cfg;
+    char buf[4096];
+
+    (void)state;
+    cfg = load_ok("conf", typo);
+    assert_int_equal(notes(cfg, buf, sizeof(buf)), 4);
+    assert_non_null(strstr(buf, "c.conf:2: warning: actor key 'usr' is not in this rule's match "
+                                "(did you mean 'user'?)"));
+    assert_non_null(strstr(buf, "c.conf:4: warning: actor key 'ip' is not in this rule's match: "
+                                "requests without a 'ip' all share one counter"));
+    assert_non_null(strstr(buf, "c.conf:6: warning: actor has no effect: this rule keeps no "
+                                "counter (credit_limit 0"));
+    assert_non_null(strstr(buf, "c.conf:8: warning: actor has no effect: this rule keeps no "
+                                "counter (reset_seconds 0"));
+    assert_null(strstr(buf, "c.conf:10:"));
+    config_free(cfg);
+
+    cfg = load_ok("ini", ini_null);
+    assert_null(cfg->rules.rules[0].label);
+    assert_null(cfg->rules.rules[0].comment);
+    assert_string_equal(cfg->rules.rules[1].label, "nullish");
+    config_free(cfg);
+
+    for (size_t i = 0; i < sizeof(shipped) / sizeof(shipped[0]); i++) {
+        char path[1024];
+        struct diag d;
+
+        snprintf(path, sizeof(path), "%s/%s", getenv("DIVVY_SRCDIR") ? getenv("DIVVY_SRCDIR")
+                                                                     : ".", shipped[i]);
+        diag_init(&d);
+        assert_int_equal(config_load(path, &cfg, &d), 0);
+        assert_int_equal(notes(cfg, buf, sizeof(buf)), 0);
+        config_free(cfg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_config_fleet_privileged_never_leased),
         cmocka_unit_test(test_config_fleet_native_redis_all_local),
         cmocka_unit_test(test_config_fleet_convert),
+        cmocka_unit_test(test_config_fleet_actor_notes),
     };
 
     return cmocka_run_group_tests_name("config_fleet", tests, group_setup, group_teardown);
