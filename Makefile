@@ -24,6 +24,9 @@ PKGS      := libconfig liburcu-memb libevent libevent_pthreads jansson hiredis l
              libmicrohttpd libnghttp2 libprotobuf-c
 TEST_PKGS := cmocka
 
+# TLS listeners (daemon/tls.c, docs/security.md): OpenSSL's libssl and libcrypto.
+PKGS      += openssl
+
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
         -Wno-format-nonliteral
 ifeq ($(WERROR),1)
@@ -499,9 +502,10 @@ $(B)/bench-instr-fast: tools/bench-instr-fast.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(B) -ldivvy \
 	    -Wl,-rpath,$(abspath $(B))
 
-# The RLS rows' load (tools/divvy-rls-bench.c): HTTP/2 calls, libnghttp2 only.
+# The RLS rows' load (tools/divvy-rls-bench.c): HTTP/2 calls, libnghttp2, and
+# OpenSSL for its TLS mode (-s).
 $(B)/divvy-rls-bench: $(B)/tools/divvy-rls-bench.o
-	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2 openssl)
 
 $(B)/bench_rules: tests/unit/bench_rules.c $(LIBSERVER) $(LIBCOMMON)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(ALL_LDFLAGS) -o $@ $< $(LIBSERVER) $(LIBCOMMON) \

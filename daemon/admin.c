@@ -27,6 +27,7 @@
 #include "srv_int.h"
 #include "store.h"
 #include "table.h"
+#include "tls.h"
 #include "worker_int.h"
 
 void admin_append_quoted(char *buf, size_t size, size_t *pos, const char *s)
@@ -265,6 +266,10 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                      (unsigned long long)fast.slots, (unsigned long long)fast.live,
                      (unsigned long long)(sum.table_full + table_fast_full(s->o.fast)),
                      (unsigned long long)table_fast_hits(s->o.fast));
+    /* docs/security.md: only with TLS listeners. */
+    if (s->o.tls)
+        admin_append_fmt(buf, sizeof(buf), &pos, "tls_handshake_failures=%llu\n",
+                         (unsigned long long)tls_handshake_failures());
     /* docs/redis.md "Monitoring": state unused (no rule needs Redis), up, down. */
     admin_append_fmt(buf, sizeof(buf), &pos,
                      "redis_state=%s\nredis_connections=%u\nredis_requests=%llu\n"

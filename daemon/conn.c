@@ -32,6 +32,7 @@
 #include "metrics.h"
 #include "peer.h"
 #include "srv_int.h"
+#include "tls.h"
 #include "worker_int.h"
 
 #define ACCEPT_BATCH      32
@@ -117,6 +118,7 @@ void conn_free(struct conn *c)
         event_free(c->rev);
     if (c->wev)
         event_free(c->wev);
+    tls_sess_free(c->tls);
     if (c->fd >= 0)
         close(c->fd);
     free(c->out);
@@ -302,10 +304,50 @@ static void conn_rearm(struct conn *c)
 {
     if (c->out_paused || c->paused || c->backlogged || c->dead)
         return;
-    if (c->eof)
+    if (c->eof) {
         c->closing = true;
-    else if (!c->closing && c->rev)
+    } else if (!c->closing && c->rev) {
         event_add(c->rev, NULL);
+        /* Bytes the session already decrypted: the socket will not say so. */
+        if (c->tls && tls_sess_pending(c->tls))
+            event_active(c->rev, EV_READ, 0);
+    }
+}
+
+/* One write to @c's peer, plain or through its TLS session: bytes taken, or -errno. */
+static ssize_t conn_send(struct conn *c, const char *data, size_t len)
+{
+    ssize_t n;
+
+    if (c->tls)
+        return tls_write(c->tls, data, len);
+    n = send(c->fd, data, len, MSG_NOSIGNAL);
+    return n < 0 ? -errno : n;
+}
+
+/* One read from @c's peer into its input: bytes read, 0 at its end, or -errno. */
+static ssize_t conn_recv(struct conn *c)
+{
+    ssize_t n;
+
+    if (c->tls)
+        return tls_recv(c->tls, c->in + c->in_len, IN_CAP - c->in_len, c->wev,
+                        &c->read_wants_write);
+    n = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);
+    return n < 0 ? -errno : n;
+}
+
+/* One step of @c's TLS handshake, waiting for the event it needs; true
+ * once done (then the connection reads as any other). */
+static bool conn_handshake(struct conn *c)
+{
+    int r = tls_step(c->tls, c->rev, c->wev);
+
+    if (r < 0)
+        c->dead = true;
+    else if (r > 0)
+        c->partial_ms = 0;
+    return r > 0;
 }
 
 /* Writes what is pending; arms the write event if the socket is full.
@@ -315,19 +357,22 @@ int conn_flush(struct conn *c)
     bool progress = false;
     ssize_t n;
 
+    /* Nothing is written before the handshake is done (nothing was read). */
+    if (c->tls && !tls_sess_ready(c->tls))
+        return 1;
     while (c->out_off < c->out_len) {
-        n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        n = conn_send(c, c->out + c->out_off, c->out_len - c->out_off);
         if (n < 0) {
-            if (errno == EINTR)
+            if (n == -EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (n == -EAGAIN || n == -EWOULDBLOCK) {
                 /* The slow-output timeout counts from the last progress. */
                 if (progress || !c->stall_ms)
                     c->stall_ms = clock_coarse_ms();
                 event_add(c->wev, NULL);
                 return 0;
             }
-            return -errno;
+            return (int)n;
         }
         c->out_off += (size_t)n;
         progress = true;
@@ -345,7 +390,8 @@ int conn_flush(struct conn *c)
             conn_charge(c);
         }
     }
-    event_del(c->wev);
+    if (!c->read_wants_write)
+        event_del(c->wev);
     return 1;
 }
 
@@ -373,6 +419,8 @@ static void conn_zombie(struct conn *c)
         event_free(c->wev);
         c->wev = NULL;
     }
+    tls_sess_free(c->tls);
+    c->tls = NULL;
     if (c->fd >= 0) {
         close(c->fd);
         c->fd = -1;
@@ -413,13 +461,16 @@ void conn_settle(struct conn *c)
     }
 }
 
-static void on_read(evutil_socket_t fd, short what, void *arg)
+/* Whether @c may read more now (its TLS session may hold decrypted bytes). */
+static bool conn_reads(const struct conn *c)
 {
-    struct conn *c = arg;
-    ssize_t n;
+    return !c->dead && !c->closing && !c->paused && !c->out_paused && !c->backlogged &&
+           !c->eof && c->in_len < IN_CAP;
+}
 
-    (void)what;
-    n = read(fd, c->in + c->in_len, IN_CAP - c->in_len);
+/* What one read brought (@n, conn_recv()'s): answered, or the end. */
+static void on_input(struct conn *c, ssize_t n)
+{
     if (n > 0) {
         uint64_t now = clock_coarse_ms();
         size_t before;
@@ -443,9 +494,26 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         process_input(c, true);
         if (!c->paused && !c->out_paused && !c->backlogged)
             c->closing = true;
-    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    } else if (n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR) {
         c->dead = true;
     }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    ssize_t n;
+
+    (void)fd;
+    (void)what;
+    if (c->tls && !tls_sess_ready(c->tls) && !conn_handshake(c)) {
+        conn_settle(c);
+        return;
+    }
+    do {
+        n = conn_recv(c);
+        on_input(c, n);
+    } while (n > 0 && c->tls && tls_sess_pending(c->tls) && conn_reads(c));
     conn_settle(c);
 }
 
@@ -453,8 +521,12 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
 
-    (void)fd;
-    (void)what;
+    /* A handshake, or a TLS read, waited for room to write. */
+    if (c->tls && (!tls_sess_ready(c->tls) || c->read_wants_write)) {
+        c->read_wants_write = false;
+        on_read(fd, what, c);
+        return;
+    }
     conn_settle(c);
 }
 
@@ -489,6 +561,12 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
     c->last_ms = clock_coarse_ms();
     if (!l->is_unix)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* The handshake is the first request: the request timeout bounds it. */
+    if (l->tls) {
+        if (tls_sess_new(w->s->o.tls, fd, false, &c->tls) < 0)
+            goto fail;
+        c->partial_ms = c->last_ms;
+    }
     /* Bounds what the kernel holds for a client that never reads (or that
      * we stopped reading): server.socket_buffer_bytes (docs/daemon.md). */
     if (sockbuf > 0)
@@ -509,6 +587,7 @@ fail:
             event_free(c->rev);
         if (c->wev)
             event_free(c->wev);
+        tls_sess_free(c->tls);
         free(c->out);
         admit_leave(w->s->admit, &c->slot);
         free(c);
@@ -548,8 +627,10 @@ static void refuse(struct worker *w, int fd, const struct listener *l, enum admi
     char line[PROTO_REPLY_MAX];
     int n;
 
-    /* As its protocol says it (an HTTP/2 peer, rls:, is only closed). */
-    n = l->ops->fmt_refusal ? l->ops->fmt_refusal(line, sizeof(line), PROTO_E_BUSY, reason) : 0;
+    /* As its protocol says it (an HTTP/2 peer, rls:, and a TLS one before
+     * its handshake are only closed). */
+    n = l->ops->fmt_refusal && !l->tls
+            ? l->ops->fmt_refusal(line, sizeof(line), PROTO_E_BUSY, reason) : 0;
     if (n > 0 && send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* The refused client may already be gone; nothing to tell. */
     }
@@ -656,7 +737,7 @@ void conn_sweep(struct worker *w, uint64_t now)
     struct conn *c, *next;
 
     for (c = w->conns; c; c = next) {
-        bool pending, partial, idle;
+        bool pending, partial, idle, handshake;
         int why;
 
         next = c->next;
@@ -664,8 +745,11 @@ void conn_sweep(struct worker *w, uint64_t now)
         if (c->dead || c->fd < 0 || c->replies.n > 0 || c->paused || c->backlogged)
             continue;
         pending = c->out_off < c->out_len;
-        partial = !c->out_paused && (c->in_len > 0 || c->discarding);
-        idle = !pending && !partial && !c->out_paused;
+        /* A TLS handshake is a request still arriving, and the idle timeout
+         * bounds it too (request_timeout_ms may be 0). */
+        handshake = c->tls && !tls_sess_ready(c->tls);
+        partial = !c->out_paused && (c->in_len > 0 || c->discarding || handshake);
+        idle = !pending && (!partial || handshake) && !c->out_paused;
         why = admit_expired(a, now, idle, c->last_ms, partial ? c->partial_ms : 0,
                             pending ? c->stall_ms : 0);
         if (why < 0)

@@ -10,6 +10,11 @@
  * request order; a protocol with a transport of its own (RLS, rls.h) takes
  * the accepted socket instead.
  *
+ * TLS ("tls:" listeners, tls.h): the handshake comes first, driven by the
+ * same events and bounded by the request timeout (its start is the
+ * connection's); then reads and writes go through the session.  The
+ * protocol sees the same bytes either way.
+ *
  * Reply order: every reply goes through out_append().  While answers of the
  * connection wait (a hit waiting for Redis, COUNTERS reading it), each holds
  * a slot in the connection's reply queue (replyq.h) and a reply goes into
@@ -52,6 +57,7 @@
 struct worker;
 struct listener;
 struct conn;
+struct tls_sess;
 
 /* A protocol as the transport reaches it; its listener carries it (listener.h). */
 struct conn_proto {
@@ -101,6 +107,8 @@ struct conn {
     struct conn *dirty_next;
     struct conn *bl_prev, *bl_next;     /* the worker's backlog */
     struct replyq replies;      /* answers that wait, in request order (replyq.h) */
+    struct tls_sess *tls;       /* a "tls:" listener's (tls.h); NULL: plain */
+    bool read_wants_write;      /* a TLS read waits for the socket to take bytes */
     size_t in_len;
     char *out;
     size_t out_len, out_off, out_cap;

@@ -100,8 +100,8 @@ static int listen_tcp(const char *hostport, const struct listener_opts *o, int b
         r = -EADDRNOTAVAIL;
         goto out;
     }
-    snprintf(name, sizeof(name), ss.ss_family == AF_INET6 ? "tcp:[%s]:%s" : "tcp:%s:%s", hbuf,
-             pbuf);
+    snprintf(name, sizeof(name), ss.ss_family == AF_INET6 ? "%s:[%s]:%s" : "%s:%s:%s",
+             l->tls ? "tls" : "tcp", hbuf, pbuf);
     l->name = strdup(name);
     if (!l->name) {
         r = -ENOMEM;
@@ -156,7 +156,8 @@ int listener_open(const char *full, const struct listener_opts *o, struct listen
         } else if (!l->name) {
             r = -ENOMEM;
         }
-    } else if (strncmp(addr, "tcp:", 4) == 0) {
+    } else if (strncmp(addr, "tcp:", 4) == 0 || config_listen_is_tls(addr)) {
+        l->tls = config_listen_is_tls(addr);
         r = listen_tcp(addr + 4, o, backlog, l);
         if (r >= 0 && addr != full)
             r = listener_prefix_name(l, full, addr);

@@ -28,6 +28,7 @@ struct listener {
     char *path;                 /* Unix socket file we created, unlinked at close */
     char *name;                 /* "tcp:127.0.0.1:8321" as bound, or "unix:PATH" */
     bool root_only;             /* PATH.root: privileged peers only, mode 0600 */
+    bool tls;                   /* "tls:HOST:PORT": TCP with TLS (tls.h, docs/security.md) */
 };
 
 struct listener_opts {
@@ -40,7 +41,8 @@ struct listener_opts {
 /*
  * Binds and listens on @addr: "unix:PATH" (a stale socket file nobody
  * answers on is replaced; a live one is -EADDRINUSE) or "tcp:HOST:PORT" /
- * "tcp:[V6]:PORT" (numeric port; an empty host is every address).  On
+ * "tcp:[V6]:PORT" (numeric port; an empty host is every address), or
+ * "tls:HOST:PORT" the same with l->tls set (conn.c does the TLS).  On
  * success *l owns the socket; on failure *l holds nothing (fd -1) and a
  * socket file it created is removed.  -EINVAL (neither prefix, no port),
  * -ENAMETOOLONG, -EADDRNOTAVAIL (the host does not resolve), -ENOMEM,

@@ -36,6 +36,7 @@
 #include "srv.h"
 #include "store.h"
 #include "table.h"
+#include "tls.h"
 
 #define DEFAULT_CONFIG "/etc/divvy/divvy.conf"
 #define MAX_LISTEN     65          /* the config allows 64, plus $PORT */
@@ -48,7 +49,8 @@ static const char usage_text[] =
     "  -c, --config=FILE     rules and settings (default " DEFAULT_CONFIG ");\n"
     "                        FILE.ini and FILE.json are read as divvy INI/JSON,\n"
     "                        anything else as libconfig (divvy.conf)\n"
-    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT, resp: before\n"
+    "  -l, --listen=ADDR     listen on ADDR: unix:PATH or tcp:HOST:PORT (tls:HOST:PORT\n"
+    "                        for TLS, with the config's server.tls), resp: before\n"
     "                        either for the Redis protocol, rls: for Envoy's rate limit\n"
     "                        service (repeatable; replaces the config's server.listen)\n"
     "  -s, --state-dir=DIR   counter tables live here (default: the config's\n"
@@ -111,9 +113,10 @@ static int parse_args(int argc, char **argv, struct args *a)
             break;
         case 'l':
             rest = config_listen_proto(optarg, &proto);
-            if (strncmp(rest, "unix:", 5) != 0 && strncmp(rest, "tcp:", 4) != 0) {
+            if (strncmp(rest, "unix:", 5) != 0 && strncmp(rest, "tcp:", 4) != 0 &&
+                !config_listen_is_tls(rest)) {
                 fprintf(stderr, "divvyd: --listen %s: expected [resp:|rls:]unix:PATH or "
-                        "[resp:|rls:]tcp:HOST:PORT\n", optarg);
+                        "[resp:|rls:]tcp:HOST:PORT or [resp:|rls:]tls:HOST:PORT\n", optarg);
                 return -EINVAL;
             }
             if (a->n_listen == MAX_LISTEN) {
@@ -440,6 +443,48 @@ static int make_adhoc(const struct config *cfg, const char *state_dir, char *pat
     return 0;
 }
 
+/* --check: server.tls's files as a start would read them. */
+static int check_tls(const struct config *cfg, struct diag *diag)
+{
+    char err[TLS_ERR_MAX];
+    struct tls_ctx *x = NULL;
+    int r = tls_prepare(&cfg->tls, &x, err, sizeof(err));
+
+    if (r < 0)
+        diag_set(diag, cfg->path, cfg->tls.line, "%s", err);
+    tls_ctx_free(x);
+    return r;
+}
+
+/* The "tls:" listeners' certificate (server.tls, docs/security.md), read
+ * now and at every reload; none without server.tls (srv.c then refuses a
+ * "tls:" listener). */
+static int make_tls(const struct config *cfg, struct reload *rl, struct tls **ret)
+{
+    char err[TLS_ERR_MAX];
+    struct tls_ctx *x = NULL;
+    struct tls *t;
+    int r;
+
+    if (!cfg->tls.line)
+        return 0;
+    r = tls_prepare(&cfg->tls, &x, err, sizeof(err));
+    if (r < 0) {
+        log_msg(LOG_ERR, "not starting: %s:%u: %s", cfg->path, cfg->tls.line, err);
+        return r;
+    }
+    t = tls_new();
+    if (!t) {
+        tls_ctx_free(x);
+        log_msg(LOG_ERR, "not starting: out of memory");
+        return -ENOMEM;
+    }
+    tls_install(t, x);
+    reload_set_tls(rl, t);
+    *ret = t;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct args a = { 0 };
@@ -455,6 +500,7 @@ int main(int argc, char **argv)
     ssize_t sidx;
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
+    struct tls *tls = NULL;
     struct store *store = NULL;
     struct metrics_opts mo = { 0 };
     struct metrics *metrics = NULL;
@@ -489,6 +535,8 @@ int main(int argc, char **argv)
     r = config_load(a.config, &cfg, diag);
     if (r >= 0 && a.check)
         r = rules_compile(&cfg->rules, 0, &rules, diag);
+    if (r >= 0 && a.check && cfg->tls.line)
+        r = check_tls(cfg, diag);
     if (r < 0) {
         print_diag(diag, a.config, r, a.check);
         if (!a.check)
@@ -678,6 +726,10 @@ int main(int argc, char **argv)
     }
     so.inherited = inherited;
     so.n_inherited = n_inherited;
+    r = make_tls(cfg, rl, &tls);
+    if (r < 0)
+        goto out_rcu;
+    so.tls = tls;
     r = srv_new(&so, &srv);
     if (r < 0 || fastfd_start(ff) < 0)
         goto out_rcu;
@@ -698,6 +750,7 @@ int main(int argc, char **argv)
     log_msg(LOG_NOTICE, "stopped");
 out_rcu:
     srv_free(srv);
+    tls_free(tls);
     metrics_free(metrics);
     store_free(store);
     reload_free(rl);

@@ -110,6 +110,8 @@ struct metrics_gauges {
     uint64_t fast_path_hits;
     bool have_adhoc;            /* RESP's ad-hoc buckets (adhoc.h): a resp: listener */
     struct adhoc_stats adhoc;
+    bool have_tls;              /* TLS listeners (tls.h, docs/security.md) */
+    uint64_t tls_handshake_failures;
 };
 
 struct metrics;

@@ -318,6 +318,13 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
                  "Hits decided by clients in shared memory, counted in the fast-path table.");
         fprintf(f, "divvy_fast_path_hits_total %llu\n", (unsigned long long)g.fast_path_hits);
     }
+    if (g.have_tls) {
+        put_head(f, "divvy_tls_handshake_failures_total", "counter",
+                 "TLS handshakes that failed (plain text, bad or missing client certificate, "
+                 "no common version or cipher, the peer gone).");
+        fprintf(f, "divvy_tls_handshake_failures_total %llu\n",
+                (unsigned long long)g.tls_handshake_failures);
+    }
     render_fast_rules(f, m);
     put_head(f, "divvy_reloads_total", "counter", "Config reloads, by result.");
     fprintf(f, "divvy_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)g.reloads_ok);

@@ -24,6 +24,7 @@
 #include "reload.h"
 #include "reload_diff.h"
 #include "resp_auth.h"
+#include "tls.h"
 
 struct published {
     struct reload_state st;
@@ -42,6 +43,7 @@ struct reload {
     uint64_t next_generation;
     uint64_t n_ok;
     uint64_t n_rejected;
+    struct tls *tls;                /* the TLS listeners' certificate; NULL: none (tls.h) */
 };
 
 /*
@@ -283,6 +285,29 @@ const struct reload_state *reload_current(struct reload *rl)
     return p ? &p->st : NULL;
 }
 
+void reload_set_tls(struct reload *rl, struct tls *tls)
+{
+    rl->tls = tls;
+}
+
+/* The TLS listeners' new context from @cfg's server.tls, into *ret; a
+ * problem is the reload's, at server.tls's line. */
+static int reload_tls(const struct config *cfg, struct tls_ctx **ret, struct diag *diag)
+{
+    char err[TLS_ERR_MAX];
+    int r;
+
+    if (!cfg->tls.line) {
+        diag_set(diag, cfg->path, 0, "server.tls is gone, but divvyd started with it and "
+                 "its TLS listeners stay open until a restart: put server.tls back");
+        return -EINVAL;
+    }
+    r = tls_prepare(&cfg->tls, ret, err, sizeof(err));
+    if (r < 0)
+        diag_set(diag, cfg->path, cfg->tls.line, "%s", err);
+    return r;
+}
+
 int reload_run(struct reload *rl, const char *who, uint64_t *ret_generation, size_t *ret_rules,
                char *errbuf, size_t errsize)
 {
@@ -379,6 +404,7 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     struct diag *diag;
     struct tables_log copied = { 0 };
     struct fastrules trusted = { 0 };
+    struct tls_ctx *tls = NULL;
     uint64_t gen;
     bool move, wrote = false;
     int r;
@@ -398,6 +424,13 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
         r = reload_settings_take(cfg, &now_set);
     if (r >= 0)
         r = reload_diff(rl->current->st.rules, rules, &rl->settings, &now_set, &ret->diff);
+    /* A new certificate is read and checked now (a dry run too); it goes in
+     * with the rules, or not at all, and the old one stays. */
+    if (r >= 0 && rl->tls)
+        r = reload_tls(cfg, &tls, diag);
+    else if (r >= 0 && cfg->tls.line)
+        log_msg(LOG_WARNING, "reload (%s): %s:%u: server.tls is new: it applies at the next "
+                "start (with a tls: listener)", who, cfg->path, cfg->tls.line);
     if (r >= 0 && opts->dry_run) {
         ret->generation = rl->current->st.generation;
         ret->rules = rules_count(rules);
@@ -456,6 +489,10 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     p->st.generation = gen;
     rules = NULL;
     old = rcu_xchg_pointer(&rl->current, p);
+    if (tls) {
+        tls_install(rl->tls, tls);
+        tls = NULL;
+    }
     /* The file is complete before the generation that names it is visible. */
     table_set_generation(rl->fast, gen);
     remove_old_rules_files(rl, gen);
@@ -489,6 +526,7 @@ out:
     reload_settings_free(&now_set);
     published_free(p);
     rules_free(rules);
+    tls_ctx_free(tls);
     config_free(cfg);
     free(diag);
     return r;

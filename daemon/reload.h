@@ -99,6 +99,11 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
                  struct reload_result *ret, char *errbuf, size_t errsize);
 void reload_result_free(struct reload_result *res);
 
+/* The TLS listeners' context holder (tls.h): each reload reads server.tls
+ * again and installs a new context, or is refused (the old one stays). */
+struct tls;
+void reload_set_tls(struct reload *rl, struct tls *tls);
+
 /* The main config file's path, as given (constant: any thread). */
 const char *reload_config_path(const struct reload *rl);
 

@@ -20,6 +20,10 @@
  * whatever it sends.  An idle connection holds no output buffer: answers
  * are gathered in a per-thread batch, and only what the socket did not take
  * is kept.
+ *
+ * TLS ("rls:tls:", tls.h): the handshake comes first (ALPN "h2"), bounded
+ * by the request timeout from accept; nghttp2 sees the same bytes either
+ * way, and nothing is written before the handshake is done.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -43,6 +47,7 @@
 #include "rls.h"
 #include "rls_int.h"
 #include "srv_int.h"
+#include "tls.h"
 #include "worker_int.h"
 
 #define RLS_READ_CHUNK  16384
@@ -159,6 +164,7 @@ static void rls_conn_free(struct rls_conn *rc)
         event_free(rc->wev);
     if (rc->flush_ev)
         event_free(rc->flush_ev);
+    tls_sess_free(rc->tls);
     if (rc->fd >= 0)
         close(rc->fd);
     free(rc->out);
@@ -166,6 +172,22 @@ static void rls_conn_free(struct rls_conn *rc)
     free(rc);
     if (w->stopping && !w->conns && !w->rls)
         event_base_loopbreak(w->base);
+}
+
+/* One write of @mh's buffers to @rc's peer, plain (one sendmsg()) or
+ * through its TLS session (its first non-empty buffer): bytes taken, or -errno. */
+static ssize_t rls_sendv(struct rls_conn *rc, const struct msghdr *mh)
+{
+    ssize_t n;
+
+    if (rc->tls) {
+        for (size_t i = 0; i < mh->msg_iovlen; i++)
+            if (mh->msg_iov[i].iov_len > 0)
+                return tls_write(rc->tls, mh->msg_iov[i].iov_base, mh->msg_iov[i].iov_len);
+        return 0;
+    }
+    n = sendmsg(rc->fd, mh, MSG_NOSIGNAL);
+    return n < 0 ? -errno : n;
 }
 
 /* Sends @a then @b (either may be empty) in one sendmsg(), keeping what
@@ -180,13 +202,13 @@ static int rls_send(struct rls_conn *rc, const uint8_t *a, size_t alen, const ui
     ssize_t n;
 
     while (left > 0) {
-        n = sendmsg(rc->fd, &mh, MSG_NOSIGNAL);
+        n = rls_sendv(rc, &mh);
         if (n < 0) {
-            if (errno == EINTR)
+            if (n == -EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+            if (n == -EAGAIN || n == -EWOULDBLOCK)
                 break;
-            return -errno;
+            return (int)n;
         }
         *progress = true;
         left -= (size_t)n;
@@ -223,15 +245,20 @@ static int rls_write(struct rls_conn *rc)
     bool progress = false;
     int r = 1;
 
+    /* Nothing is written before the TLS handshake is done. */
+    if (rc->tls && !tls_sess_ready(rc->tls))
+        return 1;
     /* What the socket did not take last time goes first. */
     while (rc->out && rc->out_off < rc->out_len) {
-        ssize_t n = send(rc->fd, rc->out + rc->out_off, rc->out_len - rc->out_off, MSG_NOSIGNAL);
+        struct iovec iov = { rc->out + rc->out_off, rc->out_len - rc->out_off };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        ssize_t n = rls_sendv(rc, &mh);
 
         if (n < 0) {
-            if (errno == EINTR)
+            if (n == -EINTR)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                return -errno;
+            if (n != -EAGAIN && n != -EWOULDBLOCK)
+                return (int)n;
             r = 0;
             break;
         }
@@ -278,8 +305,23 @@ static int rls_write(struct rls_conn *rc)
         return 0;
     }
     rc->stall_ms = 0;
-    event_del(rc->wev);
+    if (!rc->read_wants_write)
+        event_del(rc->wev);
     return 1;
+}
+
+/* One step of @rc's TLS handshake, waiting for the event it needs. */
+static void rls_handshake(struct rls_conn *rc)
+{
+    int r = tls_step(rc->tls, rc->rev, rc->wev);
+
+    if (r < 0) {
+        rc->dead = true;
+        return;
+    }
+    rc->reading = r > 0 || !tls_sess_wants_write(rc->tls);
+    if (r > 0)
+        rc->last_ms = clock_coarse_ms();
 }
 
 void rls_settle(struct rls_conn *rc)
@@ -287,6 +329,9 @@ void rls_settle(struct rls_conn *rc)
     bool over;
     int r = 0;
 
+    /* The handshake's events are its own (rls_handshake()). */
+    if (rc->tls && !tls_sess_ready(rc->tls) && !rc->dead)
+        return;
     if (!rc->dead) {
         r = rls_write(rc);
         if (r < 0)
@@ -313,18 +358,28 @@ void rls_settle(struct rls_conn *rc)
     } else if (r > 0 && !over && !rc->reading) {
         event_add(rc->rev, NULL);
         rc->reading = true;
+        /* Bytes the session already decrypted: the socket will not say so. */
+        if (rc->tls && tls_sess_pending(rc->tls))
+            event_active(rc->rev, EV_READ, 0);
     }
 }
 
-static void on_read(evutil_socket_t fd, short what, void *arg)
+/* One read from @rc's peer into @buf: bytes read, 0 at its end, or -errno. */
+static ssize_t rls_recv(struct rls_conn *rc, uint8_t *buf, size_t len)
 {
-    struct rls_conn *rc = arg;
-    uint8_t buf[RLS_READ_CHUNK];
-    size_t allow, held;
     ssize_t n;
 
-    (void)what;
-    n = read(fd, buf, sizeof(buf));
+    if (rc->tls)
+        return tls_recv(rc->tls, buf, len, rc->wev, &rc->read_wants_write);
+    n = read(rc->fd, buf, len);
+    return n < 0 ? -errno : n;
+}
+
+/* What one read brought (@n bytes of @buf, rls_recv()'s): to nghttp2, or the end. */
+static void rls_input(struct rls_conn *rc, const uint8_t *buf, ssize_t n)
+{
+    size_t allow, held;
+
     if (n > 0) {
         rc->last_ms = clock_coarse_ms();
         allow = rls_allowance(rc);
@@ -341,17 +396,48 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
                             rc->is_unix ? (int)rc->uid : -1, rls_held(rc));
             rc->dead = true;
         }
-    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    } else if (n == 0 || (n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR)) {
         rc->dead = true;
     }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct rls_conn *rc = arg;
+    uint8_t buf[RLS_READ_CHUNK];
+    ssize_t n;
+
+    (void)fd;
+    (void)what;
+    if (rc->tls && !tls_sess_ready(rc->tls)) {
+        rls_handshake(rc);
+        if (rc->dead || !tls_sess_ready(rc->tls)) {
+            if (rc->dead)
+                rls_settle(rc);
+            return;
+        }
+    }
+    /* A TLS session may hold more than one read takes: read on while its
+     * connection reads (rls_settle() decides). */
+    do {
+        n = rls_recv(rc, buf, sizeof(buf));
+        rls_input(rc, buf, n);
+    } while (n > 0 && rc->tls && !rc->dead && rc->reading && tls_sess_pending(rc->tls) &&
+             rls_input_ok(rc, 0));
     rls_settle(rc);
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd;
-    (void)what;
-    rls_settle(arg);
+    struct rls_conn *rc = arg;
+
+    /* A handshake, or a TLS read, waited for room to write. */
+    if (rc->tls && (!tls_sess_ready(rc->tls) || rc->read_wants_write)) {
+        rc->read_wants_write = false;
+        on_read(fd, what, rc);
+        return;
+    }
+    rls_settle(rc);
 }
 
 static void on_flush(evutil_socket_t fd, short what, void *arg)
@@ -420,10 +506,13 @@ void rls_conn_new(struct worker *w, int fd, const struct listener *l, const stru
     rc->slot = *slot;
     memset(slot, 0, sizeof(*slot));
     rc->last_ms = clock_coarse_ms();
+    rc->accept_ms = rc->last_ms;
     if (!l->is_unix)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (sockbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf));
+    if (l->tls && tls_sess_new(w->s->o.tls, fd, true, &rc->tls) < 0)
+        goto fail;
     rc->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, rc);
     rc->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, rc);
     rc->flush_ev = event_new(w->base, -1, 0, on_flush, rc);
@@ -449,6 +538,7 @@ fail:
             event_free(rc->wev);
         if (rc->flush_ev)
             event_free(rc->flush_ev);
+        tls_sess_free(rc->tls);
         admit_leave(w->s->admit, &rc->slot);
         free(rc);
     }
@@ -468,6 +558,9 @@ void rls_sweep(struct worker *w, uint64_t now_ms)
 
         next = rc->next;
         stall = pending ? rc->stall_ms : 0;
+        /* A TLS handshake is a request that has not arrived yet. */
+        if (rc->tls && !tls_sess_ready(rc->tls))
+            partial = rc->accept_ms;
         /* A request still arriving counts from its start; one waiting for
          * Redis is left to redis.timeout_ms (as conn.c does); an answer
          * that is submitted but not taken (the peer's flow-control window
@@ -511,7 +604,8 @@ void rls_stop(struct worker *w)
         next = rc->next;
         if (nghttp2_submit_goaway(rc->ses, NGHTTP2_FLAG_NONE,
                                   nghttp2_session_get_last_proc_stream_id(rc->ses),
-                                  NGHTTP2_NO_ERROR, NULL, 0) != 0)
+                                  NGHTTP2_NO_ERROR, NULL, 0) != 0 ||
+            (rc->tls && !tls_sess_ready(rc->tls)))
             rc->dead = true;
         rls_settle(rc);
     }

@@ -30,6 +30,7 @@
 struct worker;
 struct rls_conn;
 struct rls_stream;
+struct tls_sess;
 
 /* Which service a stream's :path names. */
 enum rls_route {
@@ -97,6 +98,9 @@ struct rls_conn {
     size_t stream_bytes;        /* its streams' objects (struct rls_stream.mem) */
     uint8_t *out;               /* what send() did not take */
     size_t out_len, out_off;
+    struct tls_sess *tls;       /* a "rls:tls:" listener's (tls.h, rls.c); NULL: plain */
+    bool read_wants_write;      /* a TLS read waits for the socket to take bytes */
+    uint64_t accept_ms;         /* a TLS handshake counts as a request from here */
 };
 
 /* ---- rls.c ----------------------------------------------------------------------------- */

@@ -34,6 +34,7 @@
 #include "srv.h"
 #include "srv_int.h"
 #include "store.h"
+#include "tls.h"
 #include "worker.h"
 #include "worker_int.h"
 
@@ -41,17 +42,46 @@
 
 /* ---- server ---------------------------------------------------------------- */
 
+/* The address systemd names a listen address's socket by: a "tls:" one is
+ * its "tcp:" socket (TLS is ours, not the kernel's).  @buf holds it. */
+static const char *srv_socket_addr(const char *listen, char *buf, size_t size,
+                                   enum config_proto *ret_proto, bool *ret_tls)
+{
+    const char *a = config_listen_proto(listen, ret_proto);
+
+    *ret_tls = config_listen_is_tls(a);
+    if (!*ret_tls || (size_t)snprintf(buf, size, "tcp:%s", a + 4) >= size)
+        return a;
+    return buf;
+}
+
 /* The protocol server.listen gives the socket systemd passed as @nl ("resp:"
- * before its address); divvy's when it is not listed. */
+ * before its address, "tls:" for TLS); divvy's plain one when it is not listed. */
 static enum config_proto srv_listen_proto(const struct srv_opts *o,
-                                          const struct notify_listener *nl)
+                                          const struct notify_listener *nl, bool *ret_tls)
 {
     enum config_proto proto;
+    char buf[512];
 
     for (size_t i = 0; i < o->n_listen; i++)
-        if (notify_listeners_find(nl, 1, config_listen_proto(o->listen[i], &proto)) == 0)
+        if (notify_listeners_find(nl, 1, srv_socket_addr(o->listen[i], buf, sizeof(buf),
+                                                         &proto, ret_tls)) == 0)
             return proto;
+    *ret_tls = false;
     return CONFIG_PROTO_DIVVY;
+}
+
+/* A "tls:" listener needs a certificate (tls.h): divvyd does not start without. */
+static int srv_check_tls(const struct srv *s)
+{
+    for (size_t i = 0; i < s->n_lis; i++) {
+        if (s->lis[i].tls && (!s->o.tls || !tls_ready(s->o.tls))) {
+            log_msg(LOG_ERR, "%s is a TLS listener but no certificate is configured "
+                    "(server.tls, docs/security.md)", s->lis[i].name);
+            return -EINVAL;
+        }
+    }
+    return 0;
 }
 
 /* The front-end a listener's connections speak through (conn.h: the
@@ -138,10 +168,13 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
     }
     for (size_t i = 0; i < opts->n_listen; i++) {
         enum config_proto proto;
+        char buf[512];
+        bool tls;
 
         /* systemd already holds it: adopted below. */
         if (notify_listeners_find(opts->inherited, opts->n_inherited,
-                                  config_listen_proto(opts->listen[i], &proto)) >= 0)
+                                  srv_socket_addr(opts->listen[i], buf, sizeof(buf), &proto,
+                                                  &tls)) >= 0)
             continue;
         r = listener_open(opts->listen[i], &lo, &s->lis[s->n_lis]);
         s->n_lis++;
@@ -157,7 +190,7 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         struct notify_listener *nl = &opts->inherited[i];
 
         /* No path: a socket systemd created is never unlinked by us. */
-        l->proto = srv_listen_proto(opts, nl);     /* while nl holds its fd */
+        l->proto = srv_listen_proto(opts, nl, &l->tls);    /* while nl holds its fd */
         l->fd = nl->fd;
         nl->fd = -1;
         l->is_unix = nl->is_unix;
@@ -169,6 +202,9 @@ int srv_new(const struct srv_opts *opts, struct srv **ret)
         log_msg(LOG_NOTICE, "listening on %s (socket activation%s%s)", l->name,
                 nl->name[0] ? ", " : "", nl->name);
     }
+    r = srv_check_tls(s);
+    if (r < 0)
+        goto fail;
     srv_root_sockets(s);
     for (size_t i = 0; i < s->n_lis; i++)
         s->lis[i].ops = srv_proto_ops(s->lis[i].proto);
@@ -229,6 +265,10 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     if (s->o.adhoc) {
         adhoc_stats(s->o.adhoc, &g->adhoc);
         g->have_adhoc = true;
+    }
+    if (s->o.tls) {
+        g->have_tls = true;
+        g->tls_handshake_failures = tls_handshake_failures();
     }
 }
 

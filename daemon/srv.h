@@ -66,9 +66,11 @@ struct srv_opts {
     /* rls { } (docs/rls.md "Settings"): read at start only. */
     bool rls_unmatched_rule;    /* rls.unmatched = "rule": the default rule answers */
     bool rls_ratelimit_headers; /* rls.ratelimit_headers: RateLimit-* in the answer */
+    struct tls *tls;            /* the "tls:" listeners' context (tls.h); NULL: none */
 };
 
 struct srv;
+struct tls;
 
 /*
  * Binds every listener (a stale Unix socket file nobody answers on is

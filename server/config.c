@@ -244,6 +244,9 @@ void config_free(struct config *cfg)
         explicit_bzero(cfg->redis.password, strlen(cfg->redis.password));
     free(cfg->redis.password);
     free(cfg->redis.password_file);
+    free(cfg->tls.certificate_file);
+    free(cfg->tls.key_file);
+    free(cfg->tls.client_ca_file);
     for (size_t i = 0; i < cfg->redis.n_sentinels; i++)
         free(cfg->redis.sentinels[i]);
     free(cfg->redis.sentinels);

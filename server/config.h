@@ -112,6 +112,16 @@ enum config_proto {
                                  * (docs/rls.md) */
 };
 
+/* server.tls { } (docs/security.md): what the "tls:" listeners serve. */
+struct config_tls {
+    char *certificate_file;     /* PEM chain, leaf first; NULL: no server.tls */
+    char *key_file;             /* PEM key, mode 0600/0400 (server/secret.h) */
+    char *client_ca_file;       /* NULL: no client certificate asked (mTLS off) */
+    unsigned min_version;       /* 12 (TLS 1.2, the default) or 13 */
+    unsigned line;              /* server.tls's line; 0: none */
+    unsigned listen_line;       /* server.listen's line: a "tls:" address needs server.tls */
+};
+
 struct config {
     char *path;
     enum config_format format;
@@ -171,6 +181,8 @@ struct config {
      * of their clients; read from the file at every load, like redis.password_file. */
     char *resp_password;        /* NULL: no password, every RESP client may send commands */
     char *resp_password_file;   /* NULL, or as written: a path or a credential name */
+
+    struct config_tls tls;      /* server.tls { } */
 };
 
 /*
@@ -247,6 +259,10 @@ void config_free(struct config *cfg);
  * past the prefix ("resp:unix:/x" -> "unix:/x") and its protocol in
  * *ret_proto (CONFIG_PROTO_DIVVY and @addr itself without one). */
 const char *config_listen_proto(const char *addr, enum config_proto *ret_proto);
+
+/* Whether @addr (past its protocol prefix, config_listen_proto()) is a TLS
+ * listener's: "tls:HOST:PORT", TCP with TLS (docs/security.md). */
+bool config_listen_is_tls(const char *addr);
 
 /* Writes @cfg's rules as a divvy.conf (libconfig) document to @f; used by
  * `divvyctl convert`.  Round-trips through config_load().  -EIO; -EINVAL

@@ -466,6 +466,8 @@ static int conf_native_doc(struct config *cfg, const char *path, const char *tex
     }
     if (dropin)
         goto out;
+    if (conf_tls_check(cfg, path, reterr) < 0)
+        r = -EINVAL;
     if (cfg->statsd_host && !cfg->statsd_port) {
         diag_set(reterr, path, 0, "statsd.host needs statsd.port");
         r = -EINVAL;

@@ -122,6 +122,11 @@ int conf_statsd_setting(struct config *cfg, const char *path,
 int conf_rls_setting(struct config *cfg, const char *path, const config_setting_t *s,
                      struct diag *reterr);
 
+/* config_tls.c: server.tls { }, and whether the "tls:" listen addresses have it. */
+int conf_tls_group(struct config *cfg, const char *path, const config_setting_t *g,
+                   struct diag *reterr);
+int conf_tls_check(const struct config *cfg, const char *path, struct diag *reterr);
+
 /* config_store.c */
 int conf_store_setting(struct config *cfg, const char *path,
                        const config_setting_t *s, struct diag *reterr);

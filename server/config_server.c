@@ -19,7 +19,7 @@ static const char *const conf_server_names[] = {
     "tcp_connections", "unix_connections", "reserved_connections",
     "tcp_connections_per_address", "unix_connections_per_uid", "idle_timeout_ms",
     "request_timeout_ms", "socket_buffer_bytes", "socket_mode", "state_dir", "admin_group",
-    "fast_group", "resp_password_file",
+    "fast_group", "resp_password_file", "tls",
 };
 static const char *const conf_table_names[] = {
     "slots", "fast_slots", "privileged_slots", "when_full", "snapshot_interval_ms",
@@ -66,13 +66,13 @@ static const char *conf_listen_problem(const char *a)
             return "has a path too long for a Unix socket";
         return NULL;
     }
-    if (strncmp(a, "tcp:", 4) == 0) {
+    if (strncmp(a, "tcp:", 4) == 0 || config_listen_is_tls(a)) {
         const char *host = a + 4, *colon = strrchr(host, ':');
         unsigned long port;
         char *end;
 
         if (!colon || colon == host)
-            return "needs tcp:HOST:PORT";
+            return "needs tcp:HOST:PORT (or tls:HOST:PORT)";
         if (host[0] == '[' && colon[-1] != ']')
             return "has an unclosed '[' around an IPv6 address";
         errno = 0;
@@ -81,8 +81,8 @@ static const char *conf_listen_problem(const char *a)
             return "needs a port between 1 and 65535";
         return NULL;
     }
-    return "must start with tcp: or unix: (after resp: for the Redis protocol, rls: for "
-           "Envoy's rate limit service)";
+    return "must start with tcp:, tls: or unix: (after resp: for the Redis protocol, rls: "
+           "for Envoy's rate limit service)";
 }
 
 /*
@@ -237,10 +237,14 @@ int conf_server_setting(struct config *cfg, const char *path,
     int64_t v;
     int r;
 
-    if (strcmp(name, "listen") == 0)
+    if (strcmp(name, "listen") == 0) {
+        cfg->tls.listen_line = conf_line(s);
         return conf_server_listen(cfg, path, s, reterr);
+    }
     if (strcmp(name, "resp_password_file") == 0)
         return conf_server_resp_password(cfg, path, s, reterr);
+    if (strcmp(name, "tls") == 0)
+        return conf_tls_group(cfg, path, s, reterr);
     if (strcmp(name, "workers") == 0) {
         r = conf_get_int(path, s, 0, CONFIG_WORKERS_MAX, &v, reterr);
         if (r == 0)

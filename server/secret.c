@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,42 +58,58 @@ static int resolve(const char *name, char *path, size_t size, char *reterr, size
     return 0;
 }
 
-int secret_read(const char *name, char **ret, char *reterr, size_t err_size)
+int secret_open(const char *name, bool private, char *ret_path, size_t path_size,
+                char *reterr, size_t err_size)
 {
-    char path[PATH_MAX], buf[SECRET_MAX + 3];
     struct stat st;
-    size_t len = 0;
-    ssize_t n;
-    char *s;
-    int fd = -1, r;
+    int fd, r;
 
-    if (!name || !ret)
+    if (!name || !ret_path)
         return fail(reterr, err_size, -EINVAL, "no file name");
-    r = resolve(name, path, sizeof(path), reterr, err_size);
+    r = resolve(name, ret_path, path_size, reterr, err_size);
     if (r < 0)
         return r;
     /* O_NONBLOCK: a FIFO under that name must not hang a reload. */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    fd = open(ret_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         r = -errno;
-        return fail(reterr, err_size, r, "%s: %s", path, strerror(-r));
+        return fail(reterr, err_size, r, "%s: %s", ret_path, strerror(-r));
     }
     if (fstat(fd, &st) < 0) {
-        r = fail(reterr, err_size, -errno, "%s: %s", path, strerror(errno));
-        goto out;
+        r = fail(reterr, err_size, -errno, "%s: %s", ret_path, strerror(errno));
+        goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
-        r = fail(reterr, err_size, -EINVAL, "%s: not a regular file", path);
-        goto out;
+        r = fail(reterr, err_size, -EINVAL, "%s: not a regular file", ret_path);
+        goto fail;
     }
-    if (st.st_mode & 0044) {
+    if (private && (st.st_mode & 0044)) {
         r = fail(reterr, err_size, -EPERM, "%s: readable by %s (mode %04o): make it 0600 or "
-                 "0400, owned by divvyd's user", path,
+                 "0400, owned by divvyd's user", ret_path,
                  (st.st_mode & 0044) == 0044 ? "its group and others"
                  : st.st_mode & 0040 ? "its group" : "others",
                  (unsigned)(st.st_mode & 07777));
-        goto out;
+        goto fail;
     }
+    return fd;
+fail:
+    close(fd);
+    return r;
+}
+
+int secret_read(const char *name, char **ret, char *reterr, size_t err_size)
+{
+    char path[PATH_MAX], buf[SECRET_MAX + 3];
+    size_t len = 0;
+    ssize_t n;
+    char *s;
+    int fd, r;
+
+    if (!ret)
+        return fail(reterr, err_size, -EINVAL, "no file name");
+    fd = secret_open(name, true, path, sizeof(path), reterr, err_size);
+    if (fd < 0)
+        return fd;
     n = fdio_read_all(fd, buf, sizeof(buf));
     if (n < 0) {
         r = fail(reterr, err_size, (int)n, "%s: %s", path, strerror((int)-n));

@@ -9,6 +9,7 @@
 #ifndef DIVVY_SECRET_H
 #define DIVVY_SECRET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define SECRET_MAX      512     /* bytes, like redis.password */
@@ -30,5 +31,16 @@
  * cannot be resolved): -EINVAL, -ENOENT, -EACCES, -EPERM, -EMSGSIZE, -ENOMEM, ...
  */
 int secret_read(const char *name, char **ret, char *reterr, size_t err_size);
+
+/*
+ * Resolves @name as secret_read() does (an absolute path or a systemd
+ * credential name), the path into @ret_path, and opens it (O_RDONLY,
+ * close-on-exec, never blocking on a FIFO): a regular file, and with
+ * @private one not readable by group or others, as a key must be (TLS
+ * keys: daemon/tls.c).  The descriptor, the caller's to close; on failure
+ * -errno and @reterr as secret_read() says.
+ */
+int secret_open(const char *name, bool private, char *ret_path, size_t path_size,
+                char *reterr, size_t err_size);
 
 #endif

@@ -44,7 +44,7 @@ esac
 build_pkgs="libconfig:libconfig-dev liburcu-memb:liburcu-dev libevent:libevent-dev
 libevent_pthreads:libevent-dev jansson:libjansson-dev hiredis:libhiredis-dev
 libsystemd:libsystemd-dev libmicrohttpd:libmicrohttpd-dev libnghttp2:libnghttp2-dev
-libprotobuf-c:libprotobuf-c-dev"
+libprotobuf-c:libprotobuf-c-dev openssl:libssl-dev"
 # header (libpam has no .pc on Debian) -> Debian package
 build_headers="security/pam_modules.h:libpam0g-dev"
 # commands -> Debian package
@@ -55,7 +55,7 @@ systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pam
 strace:strace git:git valgrind:valgrind gcovr:gcovr
 systemd-nspawn:systemd-container mmdebstrap:mmdebstrap
 dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian redis-cli:redis-tools
-ip:iproute2"
+ip:iproute2 openssl:openssl"
 # Listed only when the command is missing: a machine may have Node.js from
 # elsewhere (NodeSource's nodejs ships npm and conflicts with Debian's npm,
 # so naming both would make apt-get refuse the whole list).

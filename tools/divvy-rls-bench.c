@@ -8,8 +8,10 @@
  * second and the latency of a call (p50, p99, p99.9, microseconds), as
  * divvy-bench prints its rows.  A call whose grpc-status is not 0, or that
  * is reset, is an error.  The request is encoded by hand (the message is
- * fixed but for the actor), so the tool needs only libnghttp2.
- *   divvy-rls-bench HOST:PORT [-c CONNS] [-d DEPTH] [-t SECONDS] [-k KEYS] [-q]
+ * fixed but for the actor), so the tool needs only libnghttp2, and OpenSSL
+ * for -s: TLS with ALPN h2 to an "rls:tls:" listener, divvyd's certificate
+ * verified against CAFILE (docs/security.md).
+ *   divvy-rls-bench HOST:PORT [-c CONNS] [-d DEPTH] [-t SECONDS] [-k KEYS] [-s CAFILE] [-q]
  */
 #include <errno.h>
 #include <netdb.h>
@@ -25,6 +27,8 @@
 #include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #define CONNS_MAX   64
 #define BUCKETS     64          /* latency histogram: powers of 2^(1/2) microseconds */
@@ -38,6 +42,7 @@ struct call {
 
 struct bconn {
     int fd;
+    SSL *ssl;                   /* -s: TLS; NULL: h2c */
     nghttp2_session *ses;
     unsigned inflight;
 };
@@ -218,10 +223,11 @@ static int flush_out(struct bconn *b)
             return -EIO;
         if (len > 0 && (n == 0 || len + (size_t)n > sizeof(out))) {
             for (size_t off = 0; off < len;) {
-                ssize_t w = send(b->fd, out + off, len - off, MSG_NOSIGNAL);
+                ssize_t w = b->ssl ? SSL_write(b->ssl, out + off, (int)(len - off))
+                                   : send(b->fd, out + off, len - off, MSG_NOSIGNAL);
 
-                if (w < 0)
-                    return -errno;
+                if (w <= 0)
+                    return b->ssl ? -EIO : -errno;
                 off += (size_t)w;
             }
             len = 0;
@@ -233,6 +239,46 @@ static int flush_out(struct bconn *b)
         memcpy(out + len, data, (size_t)n);
         len += (size_t)n;
     }
+}
+
+/* -s: TLS on @b's connected socket, ALPN h2, divvyd's certificate verified. */
+static int tls_start(SSL_CTX *ctx, struct bconn *b, const char *hostport)
+{
+    static const unsigned char h2[] = "\x02h2";
+    const unsigned char *alpn = NULL;
+    unsigned alpn_len = 0;
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - hostport), hostport);
+    b->ssl = SSL_new(ctx);
+    if (!b->ssl || SSL_set_fd(b->ssl, b->fd) != 1 ||
+        SSL_set_alpn_protos(b->ssl, h2, sizeof(h2) - 1) != 0 ||
+        SSL_set1_host(b->ssl, host) != 1 || SSL_connect(b->ssl) != 1) {
+        ERR_print_errors_fp(stderr);
+        return -EPROTO;
+    }
+    SSL_get0_alpn_selected(b->ssl, &alpn, &alpn_len);
+    if (alpn_len != 2 || memcmp(alpn, "h2", 2) != 0) {
+        fprintf(stderr, "divvy-rls-bench: the server did not select ALPN h2\n");
+        return -EPROTO;
+    }
+    return 0;
+}
+
+/* Feeds what the connection brought to its session (TLS: every record it
+ * holds decrypted, not only what poll() saw). */
+static int read_in(struct bconn *b)
+{
+    uint8_t buf[65536];
+    ssize_t n;
+
+    do {
+        n = b->ssl ? SSL_read(b->ssl, buf, sizeof(buf)) : read(b->fd, buf, sizeof(buf));
+        if (n <= 0 || nghttp2_session_mem_recv(b->ses, buf, (size_t)n) < 0)
+            return -EIO;
+    } while (b->ssl && SSL_pending(b->ssl) > 0);
+    return 0;
 }
 
 static double pct(double q)
@@ -257,14 +303,16 @@ int main(int argc, char **argv)
     unsigned n_conns = 8;
     int quiet = 0, opt;
     uint64_t start, end;
-    const char *addr;
+    const char *addr, *cafile = NULL;
+    SSL_CTX *ctx = NULL;
 
-    while ((opt = getopt(argc, argv, "c:d:t:k:q")) != -1) {
+    while ((opt = getopt(argc, argv, "c:d:t:k:s:q")) != -1) {
         switch (opt) {
         case 'c': n_conns = (unsigned)atoi(optarg); break;
         case 'd': depth = (unsigned)atoi(optarg); break;
         case 't': seconds = atof(optarg); break;
         case 'k': n_keys = (unsigned)atoi(optarg); break;
+        case 's': cafile = optarg; break;
         case 'q': quiet = 1; break;
         default: goto usage;
         }
@@ -272,14 +320,24 @@ int main(int argc, char **argv)
     if (optind + 1 != argc || n_conns < 1 || n_conns > CONNS_MAX || depth < 1 || n_keys < 1)
         goto usage;
     addr = argv[optind];
+    if (cafile) {
+        ctx = SSL_CTX_new(TLS_client_method());
+        if (!ctx || SSL_CTX_load_verify_locations(ctx, cafile, NULL) != 1) {
+            fprintf(stderr, "divvy-rls-bench: %s: no CA certificate\n", cafile);
+            return 1;
+        }
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    }
     if (nghttp2_session_callbacks_new(&cbs) != 0)
         return 1;
     nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_close);
     for (unsigned i = 0; i < n_conns; i++) {
         conns[i].fd = connect_to(addr);
+        conns[i].ssl = NULL;
         conns[i].inflight = 0;
-        if (conns[i].fd < 0 || nghttp2_session_client_new(&conns[i].ses, cbs, &conns[i]) != 0) {
+        if (conns[i].fd < 0 || (ctx && tls_start(ctx, &conns[i], addr) < 0) ||
+            nghttp2_session_client_new(&conns[i].ses, cbs, &conns[i]) != 0) {
             fprintf(stderr, "divvy-rls-bench: cannot connect to %s\n", addr);
             return 1;
         }
@@ -305,16 +363,9 @@ int main(int argc, char **argv)
             break;
         if (poll(pfd, n_conns, 100) < 0)
             goto fail;
-        for (unsigned i = 0; i < n_conns; i++) {
-            uint8_t buf[65536];
-            ssize_t n;
-
-            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            n = read(conns[i].fd, buf, sizeof(buf));
-            if (n <= 0 || nghttp2_session_mem_recv(conns[i].ses, buf, (size_t)n) < 0)
+        for (unsigned i = 0; i < n_conns; i++)
+            if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) && read_in(&conns[i]) < 0)
                 goto fail;
-        }
     }
     {
         double secs = (double)(now_us() - start) / 1e6;
@@ -334,6 +385,6 @@ fail:
     return 1;
 usage:
     fprintf(stderr, "usage: divvy-rls-bench HOST:PORT [-c CONNS] [-d DEPTH] [-t SECONDS] "
-            "[-k KEYS] [-q]\n");
+            "[-k KEYS] [-s CAFILE] [-q]\n");
     return 2;
 }

@@ -634,6 +634,18 @@ static void test_config_error_unknown_setting(void **state)
     expect_error_at("tests/fixtures/bad-toplevel.json", 3, "unknown setting 'defualt'");
 }
 
+/* server.tls (docs/security.md): a "tls:" address needs it, at the listen line. */
+static void test_config_error_tls(void **state)
+{
+    (void)state;
+    expect_error_at("tests/fixtures/bad-tls-listen.conf", 2,
+                    "\"resp:tls:127.0.0.1:6380\" is TLS: it needs a server.tls group");
+    expect_error_at("tests/fixtures/bad-tls-group.conf", 3,
+                    "server.tls needs certificate_file and key_file");
+    expect_error_at("tests/fixtures/bad-tls-version.conf", 5,
+                    "min_version must be \"TLS1.2\" or \"TLS1.3\"");
+}
+
 static void test_config_error_rule_typo(void **state)
 {
     (void)state;
@@ -805,7 +817,7 @@ static void test_config_error_syntax(void **state)
 static void test_config_error_settings(void **state)
 {
     (void)state;
-    expect_error("tests/fixtures/bad-listen.conf", "must start with tcp: or unix:");
+    expect_error("tests/fixtures/bad-listen.conf", "must start with tcp:, tls: or unix:");
     expect_error("tests/fixtures/bad-when-full.conf", "when_full must be");
     expect_error("tests/fixtures/bad-socket-mode.conf", "socket_mode must be an octal string");
     expect_error("tests/fixtures/bad-include.conf", "@include");
@@ -1277,6 +1289,7 @@ int main(void)
         cmocka_unit_test(test_config_extensions_json),
         cmocka_unit_test(test_config_extension_case),
         cmocka_unit_test(test_config_error_unknown_setting),
+        cmocka_unit_test(test_config_error_tls),
         cmocka_unit_test(test_config_error_rule_typo),
         cmocka_unit_test(test_config_error_not_integer),
         cmocka_unit_test(test_config_error_huge_int),
