@@ -528,7 +528,7 @@ UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
 
 # The documentation (`make install-doc`, part of install): man pages, one
 # link per public function of divvy.h to libdivvy(3), README.md, LICENSE,
-# NEWS and docs/*.md under DOCDIR, bash completion.  Pages name the guides
+# NEWS, docs/*.md and docs/dev/*.md under DOCDIR, bash completion.  Pages name the guides
 # as /usr/share/doc/divvy/..., rewritten to DOCDIR.  tests/check_docs.sh
 # (check-unit) installs this and checks it.
 COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
@@ -550,6 +550,8 @@ install-doc:
 	    ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	$(INSTALL) -m 0644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
 	$(INSTALL) -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/docs/dev
+	$(INSTALL) -m 0644 $(wildcard docs/dev/*.md) $(DESTDIR)$(DOCDIR)/docs/dev/
 	$(INSTALL) -m 0644 $(COMPLETIONS) $(DESTDIR)$(COMPLETIONSDIR)/
 # check-docs (run by check-unit): tests/check_docs.sh installs the above into
 # a temporary DESTDIR and checks it; tests/check_completion.sh the completion.
