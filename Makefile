@@ -128,7 +128,7 @@ help:
 	@echo "                examples into $(B)/: one line per step, V=1 prints every command"
 	@echo "make run        install missing deps (root), build, run divvyd with etc/divvy.conf"
 	@echo "make check      install missing deps (root), build, run every test: gcc, valgrind,"
-	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/testing.md)"
+	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/dev/testing.md)"
 	@echo "make build-tests  build everything and every test binary; run nothing"
 	@echo "make check-unit, make check-integration  one suite of this build (B=), built first"
 	@echo "make check-symbols  no daemon-only symbol in libdivvy.so or pam_divvy.so (check-unit)"
@@ -148,7 +148,7 @@ help:
 	@echo "make soak DURATION=10m   mixed load with reloads and Redis restarts (tools/soak.sh)"
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
 	@echo "make bench-instr  instructions per decision on each path, with callgrind"
-	@echo "                (tools/bench-instr.sh, docs/benchmarks.md; a few minutes)"
+	@echo "                (tools/bench-instr.sh, docs/dev/benchmarks.md; a few minutes)"
 	@echo "make install    install into \$$DESTDIR\$$PREFIX (docs/operations.md)"
 	@echo "make uninstall  remove what install installed, except the config"
 	@echo "make install-doc, make uninstall-doc  only the man pages, docs and completion"
@@ -247,12 +247,13 @@ $(B)/examples/%: docs/examples/%.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 cas-check: $(LIBCOMMON) $(LIBSERVER)
 	@if nm $(LIBCOMMON) $(LIBSERVER) | grep -E \
 	        ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
-	    echo "cas-check: common/ or server/ calls libatomic for 16-byte atomics (docs/shm.md)" >&2; \
+	    echo "cas-check: common/ or server/ calls libatomic for 16-byte atomics" \
+	        "(docs/dev/shm.md)" >&2; \
 	    exit 1; fi
 
 # Unit tests: one cmocka binary per module, linking the archives (daemon/ and
 # libclient/ modules included); a test's fakes are -Wl,--wrap= flags in its
-# TEST_WRAP (docs/testing.md).
+# TEST_WRAP (docs/dev/testing.md).
 $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
@@ -299,7 +300,7 @@ check-unit: $(UNIT_BINS)
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS) $(BENCH)
 	@$(call run_tests,$(ITEST_BINS),$(ITEST_ENV))
 
-# ---- test matrix (docs/testing.md) ----------------------------------------------
+# ---- test matrix (docs/dev/testing.md) ----------------------------------------------
 # Each configuration builds in its own directory with every CPU (unless the
 # caller gave -j), then runs its tests one binary at a time.
 CLANG   ?= clang
@@ -330,7 +331,7 @@ check: deps
 
 # `make check-systemd`: `make install` into a Debian bookworm root (mmdebstrap,
 # cached under /var/cache/divvy-check-systemd/), booted with systemd-nspawn;
-# the units driven with systemctl and divvyctl there (docs/testing.md).  Root.
+# the units driven with systemctl and divvyctl there (docs/dev/testing.md).  Root.
 check-systemd: deps
 	@$(SUBMAKE) $(BUILD_J) all $(SYSD_ATTACK)
 	@tests/systemd/check-systemd.sh $(B)
@@ -344,7 +345,7 @@ $(SYSD_ATTACK): tests/systemd/fast_attack.c $(B)/libdivvy.so
 # `make check-fleet`: three hosts, each its own divvyd, and their Redis (one,
 # Sentinel, a 3-master Cluster) in network namespaces the script creates;
 # faults, exact counts, lease bounds, pam_divvy across hosts
-# (tests/fleet/check-fleet.sh, docs/testing.md).  Root; SKIP without netns.
+# (tests/fleet/check-fleet.sh, docs/dev/testing.md).  Root; SKIP without netns.
 FLEET_BINS := $(B)/tests/fleet/delay_proxy $(B)/tests/fleet/fleet_hit
 check-fleet: deps
 	@$(SUBMAKE) $(BUILD_J) all $(FLEET_BINS)
@@ -474,7 +475,7 @@ bench: deps
 	$(B)/bench_rules
 	tools/bench.sh $(B)
 
-# The instruction budget (docs/benchmarks.md): callgrind counts per decision
+# The instruction budget (docs/dev/benchmarks.md): callgrind counts per decision
 # on each path, with the no-work reference server and the fast-path driver,
 # both built only here.
 bench-instr:
