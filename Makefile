@@ -133,7 +133,7 @@ help:
 	@echo "                on tcp:127.0.0.1:8321 and $(B)/run/divvy.sock: RUN_LISTEN=\"ADDR ...\""
 	@echo "                replaces them, RUN_LISTEN= keeps the config's; RUN_CONFIG=FILE"
 	@echo "make check      install missing deps (root), build, run every test: gcc, valgrind,"
-	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/testing.md)"
+	@echo "                clang, ASan+UBSan, TSan, 10 s per fuzzer (docs/dev/testing.md)"
 	@echo "make build-tests  build everything and every test binary; run nothing"
 	@echo "make check-unit, make check-integration  one suite of this build (B=), built first"
 	@echo "make check-symbols  no daemon-only symbol in libdivvy.so or pam_divvy.so (check-unit)"
@@ -156,7 +156,7 @@ help:
 	@echo "make soak DURATION=10m   mixed load with reloads and Redis restarts (tools/soak.sh)"
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
 	@echo "make bench-instr  instructions per decision on each path, with callgrind"
-	@echo "                (tools/bench-instr.sh, docs/benchmarks.md; a few minutes)"
+	@echo "                (tools/bench-instr.sh, docs/dev/benchmarks.md; a few minutes)"
 	@echo "make install    install into \$$DESTDIR\$$PREFIX (docs/operations.md)"
 	@echo "make uninstall  remove what install installed, except the config"
 	@echo "make install-doc, make uninstall-doc  only the man pages, docs and completion"
@@ -255,12 +255,13 @@ $(B)/examples/%: docs/examples/%.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 cas-check: $(LIBCOMMON) $(LIBSERVER)
 	@if nm $(LIBCOMMON) $(LIBSERVER) | grep -E \
 	        ' U (__atomic_compare_exchange_16|__sync_val_compare_and_swap_16|__atomic_load_16)$$'; then \
-	    echo "cas-check: common/ or server/ calls libatomic for 16-byte atomics (docs/shm.md)" >&2; \
+	    echo "cas-check: common/ or server/ calls libatomic for 16-byte atomics" \
+	        "(docs/dev/shm.md)" >&2; \
 	    exit 1; fi
 
 # Unit tests: one cmocka binary per module, linking the archives (daemon/ and
 # libclient/ modules included); a test's fakes are -Wl,--wrap= flags in its
-# TEST_WRAP (docs/testing.md).
+# TEST_WRAP (docs/dev/testing.md).
 $(B)/tests/test_%: tests/unit/test_%.c $(LIBDIVVYD) $(LIBCLIENT_A) $(LIBSERVER) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(call pc_cflags,$(TEST_PKGS)) $(ALL_LDFLAGS) \
@@ -306,7 +307,7 @@ check-unit: $(UNIT_BINS)
 check-integration: $(ITEST_BINS) $(DIVVYD) $(CLIENT_TARGETS) $(BENCH)
 	@$(call run_tests,$(ITEST_BINS),$(ITEST_ENV))
 
-# ---- test matrix (docs/testing.md) ----------------------------------------------
+# ---- test matrix (docs/dev/testing.md) ----------------------------------------------
 # Each configuration builds in its own directory with every CPU (unless the
 # caller gave -j), then runs its tests one binary at a time.
 CLANG   ?= clang
@@ -342,7 +343,7 @@ check: deps
 
 # `make check-systemd`: `make install` into a Debian bookworm root (mmdebstrap,
 # cached under /var/cache/divvy-check-systemd/), booted with systemd-nspawn;
-# the units driven with systemctl and divvyctl there (docs/testing.md).  Root.
+# the units driven with systemctl and divvyctl there (docs/dev/testing.md).  Root.
 check-systemd: deps
 	@$(SUBMAKE) $(BUILD_J) all $(SYSD_ATTACK)
 	@tests/systemd/check-systemd.sh $(B)
@@ -356,7 +357,7 @@ $(SYSD_ATTACK): tests/systemd/fast_attack.c $(B)/libdivvy.so
 # `make check-fleet`: three hosts, each its own divvyd, and their Redis (one,
 # Sentinel, a 3-master Cluster) in network namespaces the script creates;
 # faults, exact counts, lease bounds, pam_divvy across hosts
-# (tests/fleet/check-fleet.sh, docs/testing.md).  Root; SKIP without netns.
+# (tests/fleet/check-fleet.sh, docs/dev/testing.md).  Root; SKIP without netns.
 FLEET_BINS := $(B)/tests/fleet/delay_proxy $(B)/tests/fleet/fleet_hit
 check-fleet: deps
 	@$(SUBMAKE) $(BUILD_J) all $(FLEET_BINS)
@@ -490,7 +491,7 @@ bench: deps
 	$(B)/bench_rules
 	tools/bench.sh $(B)
 
-# The instruction budget (docs/benchmarks.md): callgrind counts per decision
+# The instruction budget (docs/dev/benchmarks.md): callgrind counts per decision
 # on each path, with the no-work reference server and the fast-path driver,
 # both built only here.
 bench-instr:
@@ -545,7 +546,7 @@ UNIT_SED    := -e 's|/usr/sbin/divvyd|$(SBINDIR)/divvyd|g' \
 
 # The documentation (`make install-doc`, part of install): man pages, one
 # link per public function of divvy.h to libdivvy(3), README.md, LICENSE,
-# NEWS and docs/*.md under DOCDIR, bash completion.  Pages name the guides
+# NEWS, docs/*.md and docs/dev/*.md under DOCDIR, bash completion.  Pages name the guides
 # as /usr/share/doc/divvy/..., rewritten to DOCDIR.  tests/check_docs.sh
 # (check-unit) installs this and checks it.
 COMPLETIONSDIR ?= $(PREFIX)/share/bash-completion/completions
@@ -567,6 +568,8 @@ install-doc:
 	    ln -sf libdivvy.3 $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	$(INSTALL) -m 0644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
 	$(INSTALL) -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/docs/dev
+	$(INSTALL) -m 0644 $(wildcard docs/dev/*.md) $(DESTDIR)$(DOCDIR)/docs/dev/
 	$(INSTALL) -m 0644 $(COMPLETIONS) $(DESTDIR)$(COMPLETIONSDIR)/
 # check-docs (run by check-unit): tests/check_docs.sh installs the above into
 # a temporary DESTDIR and checks it; tests/check_completion.sh the completion.

@@ -2,7 +2,7 @@
 /*
  * algo: window, token bucket and sliding window on the packed (idle, data)
  * state of a counter-table slot.  The encodings are specified in
- * docs/shm.md ("Algorithm state"); every function here is pure, so the
+ * docs/dev/shm.md ("Algorithm state"); every function here is pure, so the
  * table can retry it freely inside its compare-and-swap loop.  Arithmetic
  * that could exceed 64 bits is done in 128 bits and times saturate at
  * ALGO_IDLE_MAX instead of wrapping.
@@ -84,7 +84,7 @@ static unsigned __int128 window_idle(const struct table_limits *lim, uint64_t us
  * its end (*end); false when no window runs (fresh).  A count above the
  * limit (a DEBIT's debt) carries on: each window that ends pays back one
  * limit's worth, so window k after the one that ended at E starts with
- * used - k * L (docs/shm.md).
+ * used - k * L (docs/dev/shm.md).
  */
 static bool window_read(const struct table_limits *lim, uint64_t now,
                         const struct algo_state *cur, uint64_t *used, uint64_t *end)
@@ -192,7 +192,7 @@ static void bucket_read(const struct table_limits *lim, uint64_t now,
     if (cur->idle <= now || (!cur->debt && cur->data >= cap) || (cur->debt && cur->data <= cap))
         return;
     d = cur->debt ? cur->data : cap - cur->data;
-    /* last = F - ceil(deficit / amount) * period (docs/shm.md) */
+    /* last = F - ceil(deficit / amount) * period (docs/dev/shm.md) */
     t = (unsigned __int128)div_ceil(d, amount) * period;
     *last = t > cur->idle ? 0 : cur->idle - (uint64_t)t;
     refills = *last < now ? (now - *last) / period : 0;

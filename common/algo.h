@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * algo: the rate-limit algorithms as pure functions on a counter's packed
- * state (idle, data) as the counter table stores it (docs/shm.md,
+ * state (idle, data) as the counter table stores it (docs/dev/shm.md,
  * "Algorithm state"): divvy's fixed window, a token bucket (optionally
  * strict) and the weighted two-window sliding approximation.  The table
  * applies them inside its CAS loop; tests call them with injected times.
@@ -15,7 +15,7 @@
 
 #include "table.h"
 
-/* Field widths of the state word (docs/shm.md). */
+/* Field widths of the state word (docs/dev/shm.md). */
 #define ALGO_IDLE_MAX     (((uint64_t)1 << 40) - 1)     /* times saturate here */
 #define ALGO_DATA_MAX     (((uint64_t)1 << 48) - 1)     /* window used, bucket tokens */
 #define ALGO_SLIDING_MAX  (((uint64_t)1 << 24) - 1)     /* sliding_window prev and cur */
@@ -32,7 +32,7 @@ struct algo_state {
     uint64_t idle;              /* absolute ms: when the quota is full again */
     uint64_t data;              /* 48 bits, per algorithm */
     bool debt;                  /* window, token bucket: data holds a DEBIT's debt (the
-                                 * slot's state flag, docs/shm.md); without it a count
+                                 * slot's state flag, docs/dev/shm.md); without it a count
                                  * above the limit (the limit was lowered) means
                                  * "nothing left" (window) or "full" (bucket), as ever */
 };
@@ -53,7 +53,7 @@ int algo_check(const struct table_limits *lim);
  * TAKE consumes nothing (a strict token bucket does restart its refill
  * clock); TAKE of 0 is a PEEK of 0.  DEBIT always consumes @n (of 0: a
  * PEEK): the balance may go below zero, a debt later windows or refills pay
- * back (docs/shm.md "Algorithm state").  The debt saturates at
+ * back (docs/dev/shm.md "Algorithm state").  The debt saturates at
  * ALGO_DEBT_WINDOWS x credit_limit (a sliding window's count at
  * (ALGO_DEBT_WINDOWS + 1) x credit_limit), or sooner where the state word
  * ends; a DEBIT on a counter past that (a debt from before the bound, a

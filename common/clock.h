@@ -3,7 +3,7 @@
  * clock: the time divvy counts in.  CLOCK_MONOTONIC milliseconds: never
  * steps with the wall clock, shared by every process on the host (so the
  * daemon and fast-path clients agree), reset by a reboot (which also
- * discards the counter table, docs/shm.md).  Thread-safe, never fails on
+ * discards the counter table, docs/dev/shm.md).  Thread-safe, never fails on
  * Linux (a failure returns 0, which only makes counters look fresh).
  */
 #ifndef DIVVY_CLOCK_H

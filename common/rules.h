@@ -33,7 +33,7 @@ struct diag;                   /* server/diag.h: the validator's and compiler's 
 #define RULES_SECONDS_MAX     315360000LL          /* 10 years */
 #define RULES_LABEL_MAX       64
 #define RULES_ACTOR_MAX       (PROTO_LINE_MAX * 3) /* longest actor string rules_actor() writes */
-/* credit_limit of a lease rule (docs/shm.md "Lease slots") */
+/* credit_limit of a lease rule (docs/dev/shm.md "Lease slots") */
 #define RULES_LEASE_LIMIT_MAX    (((int64_t)1 << 24) - 1)
 /* strict sliding_window: credit_limit * window ms, exact in Lua (docs/redis.md) */
 #define RULES_STRICT_SLIDING_MAX ((int64_t)1 << 52)
@@ -47,7 +47,7 @@ enum rules_store { RULES_STORE_LOCAL = 0, RULES_STORE_LEASE, RULES_STORE_STRICT 
 /* A rule's when_full (docs/rules.md "Full"): what a hit that needs a new
  * counter and finds no room gets.  TABLE: the config's table.when_full;
  * EVICT: room made by forgetting a counter of the rule that refused nobody
- * (docs/shm.md "Eviction"), else denied. */
+ * (docs/dev/shm.md "Eviction"), else denied. */
 enum rules_full { RULES_FULL_TABLE = 0, RULES_FULL_DENY, RULES_FULL_ALLOW, RULES_FULL_EVICT };
 
 /* ---- spec: what loaders build ------------------------------------------ */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rules_match: matching a request against the compiled rules
- * (docs/rules.md "Index and matching").  The matcher never allocates: it
+ * (docs/dev/rules.md "Index and matching").  The matcher never allocates: it
  * looks up the request's pairs in the blob's index of exact-valued anchors
  * and in the glob prefix index (rules_index.c), merges their candidate
  * lists with what is left of the scan list in rule order, and tests each

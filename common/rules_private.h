@@ -18,7 +18,7 @@
 #include "hash.h"
 #include "rules.h"
 
-/* ---- blob layout (docs/rules.md "Compiled form") ------------------------ */
+/* ---- blob layout (docs/dev/rules.md "Compiled form") ------------------------ */
 
 #define BLOB_MAGIC      "DIVVYRL1"
 #define BLOB_LAYOUT     3
@@ -113,7 +113,7 @@ struct rules_pkey {
 
 /* Built by every reader from the blob where it is loaded (rules_attach()),
  * never stored in it: the blob's scan list split into the rules a glob's
- * literal prefix files and the rest (docs/rules.md "Index and matching"). */
+ * literal prefix files and the rest (docs/dev/rules.md "Index and matching"). */
 struct rules_index {
     struct rules_pfx *pfx;      /* sorted by key (length, then bytes), then prefix */
     uint32_t n_pfx;

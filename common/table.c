@@ -5,7 +5,7 @@
  * MAP_SHARED by the daemon and by fast-path clients.  This file is the part
  * every process that counts runs: finding a key's slot, claiming a slot for
  * a new counter, and applying a hit to it with one 16-byte compare-and-swap
- * (docs/shm.md: the 128-bit state word and the claim protocol), so no process
+ * (docs/dev/shm.md: the 128-bit state word and the claim protocol), so no process
  * ever holds a lock in the table and one killed at any instruction leaves
  * nothing that others wait for forever; also the per-rule live counts
  * (max_actors), evicting a counter that refused nobody to make room for a
@@ -211,7 +211,7 @@ enum rescan_verdict { RESCAN_CLEAR, RESCAN_FOUND, RESCAN_DEFER };
 
 /*
  * After claiming offset @mine: is there another counter or claim for the key?
- * docs/shm.md "Claim", step 4.  For RESCAN_DEFER, *ret_off and *ret_lo name the
+ * docs/dev/shm.md "Claim", step 4.  For RESCAN_DEFER, *ret_off and *ret_lo name the
  * lower claim to wait for.
  */
 static enum rescan_verdict rescan(struct table *t, const struct table_kw *kw, unsigned mine,
@@ -282,7 +282,7 @@ static u128 update_step(void *arg, u128 v)
         key_read(a->s, a->w);
         return st_dead(v);
     }
-    /* REFUSED, kept for when_full = "evict" (docs/shm.md "Eviction"): refused
+    /* REFUSED, kept for when_full = "evict" (docs/dev/shm.md "Eviction"): refused
      * someone since the quota was last full (idle <= now). */
     if (a->lim->evict) {
         if (!a->ret->allowed)
@@ -431,7 +431,7 @@ int table_claim(struct table *t, const struct table_kw *kw, const struct table_l
     return claim_slot(t, kw, sc, first, flags, now, qidx);
 }
 
-/* ---- eviction (when_full = "evict", docs/shm.md "Eviction") --------------- */
+/* ---- eviction (when_full = "evict", docs/dev/shm.md "Eviction") --------------- */
 
 struct evict_pick {
     struct table_slot *s;       /* NULL: none found */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * table: the host's counter tables (docs/shm.md).  A fixed-size file in the
+ * table: the host's counter tables (docs/dev/shm.md).  A fixed-size file in the
  * state directory (the private table) or a sealed memfd with a read-only
  * control page (the fast-path table), mapped shared, holding cache-line slots
  * in an open-addressing hash keyed with a per-table secret.  Every state
@@ -84,11 +84,11 @@ int table_attach_fd(int fd, uint32_t n_slots, struct table **ret, char *why, siz
  * table opened by path. */
 int table_fd(const struct table *t);
 
-/* Bytes of the mapping: TABLE_HDR_SIZE + 64 * slots (docs/shm.md). */
+/* Bytes of the mapping: TABLE_HDR_SIZE + 64 * slots (docs/dev/shm.md). */
 size_t table_size(const struct table *t);
 
 /*
- * The control page (docs/shm.md "Control page"): the words only divvyd
+ * The control page (docs/dev/shm.md "Control page"): the words only divvyd
  * writes (generation, heartbeat, lease_max, when_full), in a second memfd.
  * table_ctl_create() (divvyd) makes it, maps it read-write and then seals it
  * with F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL: from
@@ -150,7 +150,8 @@ struct table_limits {
     uint64_t max_actors;        /* 0: no cap on live counters for this rule id */
     bool evict;                 /* when_full = "evict": a new counter that finds no room (no
                                  * reclaimable slot, or max_actors reached) forgets one of the
-                                 * rule's counters that refused nothing (docs/shm.md "Eviction") */
+                                 * rule's counters that refused nothing (docs/dev/shm.md
+                                 * "Eviction") */
     bool lease;                 /* a lease slot (window only; table_lease_*): its own key */
     uint64_t lease_max;         /* lease: most credit one host holds, 1..TABLE_LEASE_MAX */
 };
@@ -160,7 +161,7 @@ enum table_op {
     TABLE_PEEK,                 /* report without consuming or creating a slot */
     TABLE_RESET,                /* forget the counter (back to a full quota) */
     TABLE_DEBIT,                /* consume @n always: the balance may go below zero (debt,
-                                 * docs/shm.md "Algorithm state"); allowed: still >= 0 */
+                                 * docs/dev/shm.md "Algorithm state"); allowed: still >= 0 */
 };
 
 struct table_result {
@@ -181,7 +182,7 @@ struct table_result {
  *             window (the caller applies the configured full-table policy);
  *   -EDQUOT   the rule already holds lim->max_actors live counters;
  *             with lim->evict, either only when no counter of the rule could
- *             be evicted to make room (docs/shm.md "Eviction");
+ *             be evicted to make room (docs/dev/shm.md "Eviction");
  *   -EINVAL   @lim inconsistent (or not representable, algo_check());
  *   -EAGAIN   the key's slots never settled (only a process corrupting the
  *             table can cause this).
@@ -214,7 +215,7 @@ int table_hit_prepared(struct table *t, const struct table_kw *key, const struct
  * only (a no-op where the compiler has no prefetch builtin); reads nothing. */
 void table_prefetch(const struct table *t, const struct table_kw *key);
 
-/* ---- leases (docs/shm.md "Lease slots", docs/redis.md "lease") ------------
+/* ---- leases (docs/dev/shm.md "Lease slots", docs/redis.md "lease") ------------
  *
  * A lease slot holds credit this host leased from the shared pool in Redis
  * for one window: `left` (still spendable here) and `remain` (what the pool
@@ -325,7 +326,7 @@ void table_add_fast_hits(struct table *t, uint64_t n);
 uint64_t table_fast_hits(const struct table *t);
 
 /*
- * Fast-path decisions per rule (docs/shm.md "Header"): TABLE_FAST_RULES
+ * Fast-path decisions per rule (docs/dev/shm.md "Header"): TABLE_FAST_RULES
  * entries of a rule id and a count per outcome, in the table header where
  * fast-path clients may write.  Clients count in their own memory and add
  * with table_add_fast_rule() when they flush their fast_hits (one atomic add
@@ -379,9 +380,9 @@ struct table_entry {
     uint64_t used_or_tokens;    /* window: used; token bucket: tokens; sliding: current;
                                  * lease: 0 (see lease_left, lease_remain) */
     uint64_t expires_ms;        /* when the counter is back to a full quota */
-    uint64_t data;              /* the state word's data as stored (docs/shm.md): with
+    uint64_t data;              /* the state word's data as stored (docs/dev/shm.md): with
                                  * expires_ms and debt, the algo_state algo_apply() reads */
-    bool debt;                  /* the state's debt flag (a DEBIT's, docs/shm.md) */
+    bool debt;                  /* the state's debt flag (a DEBIT's, docs/dev/shm.md) */
     bool lease;                 /* a lease slot (HOLD slots are not reported) */
     uint64_t lease_left;        /* lease: credit this host may still spend */
     uint64_t lease_remain;      /* lease: the pool's remainder as last seen */
@@ -402,7 +403,7 @@ int table_foreach(struct table *t, uint64_t now_ms,
 int table_room_prepared(struct table *t, const struct table_kw *key,
                         const struct table_limits *lim, uint64_t now_ms);
 
-/* ---- moving counters between tables (docs/shm.md "Moving counters") ------
+/* ---- moving counters between tables (docs/dev/shm.md "Moving counters") ------
  *
  * When a reload moves a rule to another table (fast_path or source changed),
  * divvyd carries its counters over, so actors keep their remaining credit.

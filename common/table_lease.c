@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * table_lease: lease slots (docs/shm.md "Lease slots"), credit a rule with
+ * table_lease: lease slots (docs/dev/shm.md "Lease slots"), credit a rule with
  * store = lease holds from Redis in the host table.  table_lease_take()
  * spends it (divvyd and fast-path clients); the grant, refill-claim, abort
  * and clear-fetches transitions are divvyd's.  Each is a pure transition

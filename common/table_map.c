@@ -224,7 +224,7 @@ void table_close(struct table *t)
     free(t);
 }
 
-/* ---- memfds (docs/shm.md "Memfds and seals") ------------------------------ */
+/* ---- memfds (docs/dev/shm.md "Memfds and seals") ------------------------------ */
 
 int table_fd(const struct table *t)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * table_private: what the files of the table module share and nothing else
- * includes (docs/shm.md is the contract): the file and control-page layouts,
+ * includes (docs/dev/shm.md is the contract): the file and control-page layouts,
  * struct table, the 16-byte atomics, the state-word accessors, and the
  * helpers one stage of the module calls in another.  The stages are
  * table.c (lookup, claim and the CAS updates: what every process that
@@ -23,11 +23,11 @@
 #include "table.h"
 
 #if !defined(__SIZEOF_INT128__)
-#error "the counter table needs unsigned __int128 and a 16-byte compare-and-swap (docs/shm.md)"
+#error "the counter table needs unsigned __int128 and a 16-byte compare-and-swap (docs/dev/shm.md)"
 #endif
 #if !defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
 #if defined(__x86_64__)
-#error "build with -mcx16: the counter table needs an inline cmpxchg16b (docs/shm.md)"
+#error "build with -mcx16: the counter table needs an inline cmpxchg16b (docs/dev/shm.md)"
 #else
 #error "no inline 16-byte compare-and-swap on this target: the counter table cannot be built"
 #endif
@@ -65,13 +65,13 @@
 
 #define QUOTA_USED      1ull
 
-/* Lease slots (docs/shm.md "Lease slots"): data = left << 24 | remain. */
+/* Lease slots (docs/dev/shm.md "Lease slots"): data = left << 24 | remain. */
 #define LEASE_SHIFT     24
 #define LEASE_MASK      0xffffffull
 #define LF_FETCH        1u
 #define LF_HOLD         2u
 
-/* Counter slots' state flags (docs/shm.md "State word"). */
+/* Counter slots' state flags (docs/dev/shm.md "State word"). */
 #define SF_DEBT         4u      /* data encodes a DEBIT's debt (struct algo_state debt) */
 #define SF_REFUSED      8u      /* refused a request since its quota was last full (eviction) */
 
@@ -133,30 +133,30 @@ struct table_slot {
 _Static_assert(sizeof(struct table_slot) == TABLE_SLOT_SIZE, "slot is 64 bytes");
 _Static_assert(_Alignof(struct table_slot) == 64, "slots are cache-line aligned");
 _Static_assert(offsetof(struct table_slot, key) == 16, "key words follow the state word");
-_Static_assert(offsetof(struct table_hdr, file_size) == 24, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, boot_id) == 32, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, secret) == 48, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, quota_entries) == 64, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, created_ms) == 72, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, digest_secret) == 80, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, generation) == 128, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, heartbeat_ms) == 192, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, full_events) == 256, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, quota_events) == 320, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, fast_hits) == 384, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, lease_max) == 448, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, when_full) == 456, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, fast_full) == 464, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, evictions) == 472, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, fast_rules) == 512, "docs/shm.md header");
-_Static_assert(sizeof(struct table_fast_rule) == 40, "docs/shm.md header");
-_Static_assert(offsetof(struct table_hdr, quota) == TABLE_QUOTA_OFFSET, "docs/shm.md header");
-_Static_assert(sizeof(struct table_hdr) == TABLE_HDR_SIZE, "docs/shm.md header");
+_Static_assert(offsetof(struct table_hdr, file_size) == 24, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, boot_id) == 32, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, secret) == 48, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, quota_entries) == 64, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, created_ms) == 72, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, digest_secret) == 80, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, generation) == 128, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, heartbeat_ms) == 192, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, full_events) == 256, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, quota_events) == 320, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, fast_hits) == 384, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, lease_max) == 448, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, when_full) == 456, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, fast_full) == 464, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, evictions) == 472, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, fast_rules) == 512, "docs/dev/shm.md header");
+_Static_assert(sizeof(struct table_fast_rule) == 40, "docs/dev/shm.md header");
+_Static_assert(offsetof(struct table_hdr, quota) == TABLE_QUOTA_OFFSET, "docs/dev/shm.md header");
+_Static_assert(sizeof(struct table_hdr) == TABLE_HDR_SIZE, "docs/dev/shm.md header");
 _Static_assert(TABLE_HDR_SIZE % 4096 == 0, "slots start on a page");
 _Static_assert(TABLE_SLOTS_MIN >= TABLE_PROBE, "a probe window never wraps onto itself");
 _Static_assert(TABLE_SLOTS_MAX <= (1u << 26), "the tag (hash >> 40) must not overlap the bucket");
 
-/* The control page (docs/shm.md "Control page"): divvyd's words, sealed
+/* The control page (docs/dev/shm.md "Control page"): divvyd's words, sealed
  * against every writer but divvyd's own mapping. */
 #define TABLE_CTL_MAGIC     "DIVVYCT1"
 #define TABLE_CTL_VERSION   1u
@@ -177,12 +177,12 @@ struct table_ctl {
     _Alignas(64) uint8_t reserved1[3840];
 };
 
-_Static_assert(offsetof(struct table_ctl, boot_id) == 16, "docs/shm.md control page");
-_Static_assert(offsetof(struct table_ctl, generation) == 64, "docs/shm.md control page");
-_Static_assert(offsetof(struct table_ctl, heartbeat_ms) == 128, "docs/shm.md control page");
-_Static_assert(offsetof(struct table_ctl, lease_max) == 192, "docs/shm.md control page");
-_Static_assert(offsetof(struct table_ctl, when_full) == 200, "docs/shm.md control page");
-_Static_assert(sizeof(struct table_ctl) == TABLE_CTL_SIZE, "docs/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, boot_id) == 16, "docs/dev/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, generation) == 64, "docs/dev/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, heartbeat_ms) == 128, "docs/dev/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, lease_max) == 192, "docs/dev/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, when_full) == 200, "docs/dev/shm.md control page");
+_Static_assert(sizeof(struct table_ctl) == TABLE_CTL_SIZE, "docs/dev/shm.md control page");
 
 struct table {
     uint8_t *base;
@@ -355,7 +355,7 @@ static inline uint64_t table_file_size(uint32_t n_slots)
 int table_quota_find(struct table *t, uint64_t rule_id, bool insert);
 void table_quota_release(struct table *t, uint64_t rule_id);
 
-/* table.c: lookup and claim (docs/shm.md "Claim"). */
+/* table.c: lookup and claim (docs/dev/shm.md "Claim"). */
 struct table_scan {
     int key_off;                /* LIVE slot holding the key, or -1 */
     uint64_t key_lo;

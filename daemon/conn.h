@@ -20,7 +20,7 @@
  * a slot in the connection's reply queue (replyq.h) and a reply goes into
  * the trailer of the last slot instead; when a slot is answered
  * (conn_reply_answer()) the answered prefix of the queue moves to the
- * output buffer, so replies always leave in request order (docs/daemon.md
+ * output buffer, so replies always leave in request order (docs/dev/daemon.md
  * "Hits that wait for Redis").
  *
  * Fairness: one turn of a connection (a read, a resumption) answers at most

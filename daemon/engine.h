@@ -7,7 +7,7 @@
  * A request on rules that live only on this host is decided at once
  * (common/eval.h); one whose path reaches a rule kept in Redis
  * (docs/redis.md) waits: the store's callback continues it rule by rule
- * and calls the completion (docs/daemon.md "Hits that wait for Redis").
+ * and calls the completion (docs/dev/daemon.md "Hits that wait for Redis").
  * The engine counts every decision (STATS, metrics) and formats nothing:
  * each protocol (line_hit.c, resp_cmd.c, rls_stream.c) builds requests
  * from its own wire and answers in its own format.  Lease refills run in

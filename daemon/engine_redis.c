@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * engine_redis: the engine's walk of a request on the Redis path
- * (docs/redis.md "Mixed paths", docs/daemon.md "Hits that wait for Redis").
+ * (docs/redis.md "Mixed paths", docs/dev/daemon.md "Hits that wait for Redis").
  *
  * engine_run() walks the request's rule path with common/eval.h's eval_walk() and
  * hit_step(): a local rule is decided from the host tables, a strict or

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fastfd: divvyd's side of the fast path's trust model (DESIGN sections 4
- * and 5, docs/shm.md "Memfds and seals", docs/protocol.md FAST).  Owns the
+ * and 5, docs/dev/shm.md "Memfds and seals", docs/protocol.md FAST).  Owns the
  * fast-path table, which lives in a sealed memfd (never a file a client can
  * open, resize or fill a filesystem with), and its control page (the words
  * only divvyd writes, sealed against every other writer).  At start it takes

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fastrules: the daemon-only record of the fast_path rules of the generation
- * that owns the fast-path table (fastrules.h; its layout in docs/shm.md
+ * that owns the fast-path table (fastrules.h; its layout in docs/dev/shm.md
  * "Which counters leave the fast table"), kept sorted in memory and written
  * whole or not at all through persist.c.
  */

@@ -2,7 +2,7 @@
 /*
  * fastrules: which rules were fast_path in the generation that owns the
  * fast-path table, the one thing that decides which of its counters may ever
- * leave it (docs/shm.md "Which counters leave the fast table").  Every
+ * leave it (docs/dev/shm.md "Which counters leave the fast table").  Every
  * divvy-fast member writes the fast table's slots, so a slot there says
  * nothing divvyd may believe about the rule it names: a counter leaves the
  * fast table (tables_settle()) only for a rule that was fast_path, with the

@@ -762,7 +762,7 @@ out:
     if (status != 0 && !serving && state_dir) {
         char path[PATH_MAX];
 
-        /* Ours alone: generations are never reused (docs/shm.md). */
+        /* Ours alone: generations are never reused (docs/dev/shm.md). */
         if (fast && table_generation(fast) &&
             (size_t)snprintf(path, sizeof(path), "%s/rules.%llu", state_dir,
                              (unsigned long long)table_generation(fast)) < sizeof(path))

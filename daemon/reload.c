@@ -49,7 +49,7 @@ struct reload {
 /*
  * Writes the compiled blob to <state_dir>/rules.<generation> (through a
  * temporary name and rename(), so a client never opens a half-written file).
- * The file is immutable from then on.  docs/shm.md "Rule files".
+ * The file is immutable from then on.  docs/dev/shm.md "Rule files".
  */
 static int write_rules_file(const struct reload *rl, const struct rules *rules, uint64_t gen)
 {
@@ -105,7 +105,7 @@ static void remove_old_rules_files(const struct reload *rl, uint64_t keep)
 
 /*
  * Generations only grow, across restarts too, although each divvyd starts
- * with a new control page (docs/shm.md "Rule files"): the later of @min and
+ * with a new control page (docs/dev/shm.md "Rule files"): the later of @min and
  * CLOCK_MONOTONIC in microseconds, which no earlier divvyd of this boot can
  * have reached (one publication takes far longer than a microsecond).
  */

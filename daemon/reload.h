@@ -31,7 +31,7 @@ struct reload;
  * Compiles the rules of the startup config @cfg (only read; problems in
  * @reterr) and publishes them: inside the daemon under RCU, and for
  * fast-path clients as the immutable file <@state_dir>/rules.<generation>
- * whose generation is then stored in @fast's header (docs/shm.md).
+ * whose generation is then stored in @fast's header (docs/dev/shm.md).
  * Generations continue from the one @fast already announces.  @config_path is
  * re-read by every reload; a reload that changes @cfg's server/table
  * settings says they need a restart.  -EINVAL (invalid rules), -ENOMEM, or

@@ -6,7 +6,7 @@
  * bucket in Redis) takes a slot at the end of its connection's queue;
  * replies made while slots are pending go into the last slot's trailer, and
  * once the head slot is answered the queue's answered prefix leaves in
- * order (docs/daemon.md "Hits that wait for Redis").  Nothing is queued,
+ * order (docs/dev/daemon.md "Hits that wait for Redis").  Nothing is queued,
  * and nothing allocated, while no answer waits.
  *
  * A data structure only: it knows neither connections nor the engine.  The

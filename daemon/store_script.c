@@ -41,7 +41,7 @@
     "local debt = used ~= nil and used ~= math.floor(used)\n"                        \
     "if debt then used = math.floor(used) end\n"
 
-/* A window key in debt (used > limit and the mark, docs/shm.md "Algorithm
+/* A window key in debt (used > limit and the mark, docs/dev/shm.md "Algorithm
  * state"): its PTTL runs to the start of the first window with a full quota
  * again, each window that ends pays one limit back.  In: key, used, debt,
  * limit, reset and ttl (the key's PTTL); out (locals the caller declares):

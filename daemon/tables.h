@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tables: divvyd's three counter tables as one set (docs/daemon.md
- * "Counter tables", docs/shm.md): the fast-path table, the private table and
+ * "Counter tables", docs/dev/shm.md): the fast-path table, the private table and
  * the privileged table that only source = privileged rules use, so that no
  * request of an unprivileged peer can take a login rule's counter.  Owns
  * nothing: main.c opens and closes the tables.  Also carries counters over

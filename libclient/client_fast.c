@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * client_fast: libdivvy's shared-memory fast path (DESIGN section 5,
- * docs/shm.md, docs/client.md).  Maps the table memfd divvyd hands over
+ * docs/dev/shm.md, docs/client.md).  Maps the table memfd divvyd hands over
  * (client_handoff.c) read-write and its control page read-only, loads the
  * immutable rules.<generation> file the control page names, then decides a hit
  * in the caller's process with the daemon's own code (eval_walk(), the rule

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * client_fast: libdivvy's shared-memory fast path (client_fast.c, DESIGN
- * section 5, docs/shm.md): maps the table divvyd hands over
+ * section 5, docs/dev/shm.md): maps the table divvyd hands over
  * (client_handoff), loads the rules file of the current generation and
  * decides a request in-process along its rule path.  Sends REFILL hints
  * over the handle's connection (client_conn).  Used by client_memo and the
@@ -65,7 +65,7 @@ struct client_fast {
     size_t n_rules;             /* rules_count(rules): 0 when none are loaded */
     uint64_t gen;               /* generation of @rules (0: none loaded) */
     uint64_t max_gen;           /* the largest generation ever loaded: a smaller one is
-                                 * "no rules" (generations only grow, docs/shm.md) */
+                                 * "no rules" (generations only grow, docs/dev/shm.md) */
     uint64_t loads;             /* rules loaded so far: a new number for each remap, even
                                  * when a restarted daemon reuses a generation number */
     uint64_t attach_at_ms;      /* earliest next table_attach() attempt */

@@ -4,7 +4,7 @@
  * connection of its own (so the handle's request stream never carries
  * descriptors): "FAST\n", then one reply line read with recvmsg(), whose
  * SCM_RIGHTS message brings the table's memfd and the control page's
- * (docs/protocol.md FAST, docs/shm.md "Memfds and seals").  divvyd decides
+ * (docs/protocol.md FAST, docs/dev/shm.md "Memfds and seals").  divvyd decides
  * who gets them (SO_PEERCRED/SO_PEERGROUPS); this side only checks the
  * shape of what it got and closes anything unexpected.
  */

@@ -5,7 +5,7 @@
  * daemon's parser would leave them, replies parsed strictly.  Pure
  * functions with no I/O and no allocation; the layer under client_conn
  * (libclient's layers: divvy -> memo -> fast -> handoff -> conn -> wire ->
- * err, docs/client.md "The code").
+ * err, docs/dev/client.md "The code").
  */
 #ifndef DIVVY_CLIENT_WIRE_H
 #define DIVVY_CLIENT_WIRE_H

@@ -5,7 +5,7 @@
  * A handle talks to divvyd over its Unix socket or TCP (the divvy line
  * protocol, docs/protocol.md) and, where the caller may map the host's
  * fast-path counter table (group divvy-fast), decides hits on rules marked
- * fast_path inside the calling process with no system call (docs/shm.md).
+ * fast_path inside the calling process with no system call (docs/dev/shm.md).
  * Which path answered is reported in each result; the answers are the same.
  *
  * Errors: every function that can fail returns 0 (or a count) on success and

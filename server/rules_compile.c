@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rules_compile: emitting the compiled blob from a validated build
- * (docs/rules.md "Compiled form"), divvyd and divvyctl only: header, rule
+ * (docs/dev/rules.md "Compiled form"), divvyd and divvyctl only: header, rule
  * records, match entries, actor keys, the index of exact (key, value)
  * anchors, the scan list and a deduplicated string pool, laid out in one
  * allocation and handed to rules_attach() like any blob read from a file.

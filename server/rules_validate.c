@@ -308,7 +308,7 @@ static void prep_settings(struct pr *p, struct diag *d)
         if (p->reset_seconds == -1)
             p->reset_seconds = p->refill_seconds;
         /* An empty bucket must refill within what a slot can represent
-         * (ALGO_SPAN_MAX, about 17 years; docs/shm.md). */
+         * (ALGO_SPAN_MAX, about 17 years; docs/dev/shm.md). */
         if (s->credit_limit > 0 && p->refill_amount >= 1 && p->refill_seconds >= 1 &&
             p->refill_amount <= s->credit_limit &&
             ((uint64_t)s->credit_limit + (uint64_t)p->refill_amount - 1) /

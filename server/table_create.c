@@ -4,7 +4,7 @@
  * state directory (built beside its path, preallocated, renamed into place;
  * reopened when its header is valid, rebuilt when not), the sealed
  * fast-path memfd and its control page, each with a fresh secret
- * (docs/shm.md "Memfds and seals").
+ * (docs/dev/shm.md "Memfds and seals").
  */
 #include <errno.h>
 #include <fcntl.h>

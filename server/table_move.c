@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * table_move: moving counters between tables when a reload moves a rule
- * into or out of the fast path (docs/shm.md "Moving counters"), divvyd
+ * into or out of the fast path (docs/dev/shm.md "Moving counters"), divvyd
  * only: a copy pass and a moving pass that merges into counters the
  * destination already has, and table_adopt_digests().
  */
@@ -11,7 +11,7 @@
 
 #include "table_private.h"
 
-/* ---- moving counters between tables (docs/shm.md "Moving counters") ------ */
+/* ---- moving counters between tables (docs/dev/shm.md "Moving counters") ------ */
 
 /* @w, key words read from a slot of another table, as @t stores and finds
  * them: the same words (without the counted flag), hashed with @t's secret. */

@@ -15,7 +15,13 @@
 #     no docs/ path of the source tree, and each divvy page they name
 #     ("divvyctl(8)") is installed;
 #   - README.md, docs/*.md and the man pages cite no document that is not in
-#     the tree (DESIGN, STYLE.md, a missing docs/*.md);
+#     the tree (DESIGN, STYLE.md, a missing docs/*.md or docs/dev/*.md);
+#   - the user guides (README.md, docs/*.md, the man pages' text) name no
+#     source file (daemon/conn.c, common/eval.h, ...) and no test
+#     (test_lane, test_fast_plant.c): how the code works, and which test
+#     proves what, is in the developer documents, docs/dev/*.md;
+#   - every source or test file README.md, docs/*.md or docs/dev/*.md names
+#     (daemon/conn.c, tests/resp/node_client.js, ...) is in the tree;
 #   - divvy.pc.in names no other project's URL, LICENSE is the MIT licence
 #     that every SPDX header names;
 #   - `make uninstall-doc` removes all of it.
@@ -80,9 +86,9 @@ done
 for f in README.md LICENSE NEWS; do
     [ -f "$doc/$f" ] || problem "$f is not installed in /usr/share/doc/divvy"
 done
-for f in "$top"/docs/*.md; do
-    [ -f "$doc/docs/${f##*/}" ] ||
-        problem "docs/${f##*/} is not installed in /usr/share/doc/divvy/docs"
+for f in "$top"/docs/*.md "$top"/docs/dev/*.md; do
+    r=${f#"$top"/}
+    [ -f "$doc/$r" ] || problem "$r is not installed in /usr/share/doc/divvy/docs"
 done
 for f in divvyctl divvyd; do
     [ -f "$root/usr/share/bash-completion/completions/$f" ] ||
@@ -107,10 +113,27 @@ done
 
 # Documents cite what the tree has.
 cd "$top"
-grep -nw -e DESIGN -e 'STYLE\.md' README.md docs/*.md docs/man/* |
+grep -nw -e DESIGN -e 'STYLE\.md' README.md docs/*.md docs/dev/*.md docs/man/* |
     sed 's|^|check_docs: cites a document not in the tree: |' >>"$bad" || true
-for f in $(grep -oh 'docs/[a-z]*\.md' README.md docs/*.md docs/man/* | sort -u); do
+for f in $(grep -ohE 'docs/[a-z/-]*\.md' README.md docs/*.md docs/dev/*.md docs/man/* |
+           sort -u); do
     [ -f "$f" ] || problem "$f is cited but not in the tree"
+done
+
+# The guides are for users: no source file, no test name (the man pages'
+# comment lines, .\", are for their maintainers).  docs/dev/ holds the code.
+guide_code='(^|[^A-Za-z0-9_./-])(daemon|common|server|libclient|pam|tools)/[a-z_0-9]+\.[ch]([^A-Za-z0-9_]|$)'
+guide_test='(^|[^A-Za-z0-9_])test_[a-z_]+'
+for f in README.md docs/*.md docs/man/*; do
+    case $f in docs/man/*) text=$(grep -nv '^\.\\"' "$f" || true) ;;
+                *) text=$(grep -n '' "$f") ;; esac
+    printf '%s\n' "$text" | grep -E -e "$guide_code" -e "$guide_test" |
+        sed "s|^|check_docs: $f names code or a test (move it to docs/dev/): |" >>"$bad" || true
+done
+# Every source or test file a document names is in the tree.
+for p in $(grep -ohE "(^|[^A-Za-z0-9_./-])(daemon|common|server|libclient|pam|tools|tests|proto)/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(c|h|sh|js|map|proto)([^A-Za-z0-9_]|\$)" \
+            README.md docs/*.md docs/dev/*.md | sed -E 's#^[^a-z]##; s#[^A-Za-z0-9_]$##' | sort -u); do
+    [ -e "$p" ] || problem "$p is named in the documentation but not in the tree"
 done
 ! grep -n 'github.com/button' libclient/divvy.pc.in >/dev/null ||
     problem "libclient/divvy.pc.in names Button's project as its URL"

@@ -3,7 +3,7 @@
 #
 # Two checks, run by `make check-unit`; each exits 1 listing every violation.
 #
-# 1. libclient's layering (docs/client.md "The code"): one direction,
+# 1. libclient's layering (docs/dev/client.md "The code"): one direction,
 #   divvy (the API) -> memo -> fast -> handoff -> conn -> wire -> err
 # a module uses only the modules to its right (and common/), through their
 # private headers; only the API layer (divvy.c, divvy_private.h) knows
@@ -12,8 +12,8 @@
 # header of a module to its left, and that it names no function or type of
 # one.
 #
-# 2. No include circle among daemon/'s files (DESIGN §12, docs/daemon.md
-# "The code"): a module is x.c with its header x.h, so an edge runs from
+# 2. No include circle among daemon/'s files (DESIGN §12, docs/dev/daemon.md
+# "Source files"): a module is x.c with its header x.h, so an edge runs from
 # module x to module y when x.c or x.h includes "y.h"; a header with no .c
 # of its own (srv_int.h, rls_int.h, ...) is a module of its own, and its
 # include of the public header of the module it belongs to (x_int.h of

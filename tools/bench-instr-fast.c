@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench-instr-fast: the fast-path row of `make bench-instr`
- * (tools/bench-instr.sh, docs/benchmarks.md).  One thread calls divvy_hit()
+ * (tools/bench-instr.sh, docs/dev/benchmarks.md).  One thread calls divvy_hit()
  * HITS times on one hot key of three pairs through a DIVVY_FAST_ONLY handle,
  * inside bench_instr_hot() alone, so that
  *

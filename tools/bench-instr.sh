@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # bench-instr.sh BUILDDIR: the instruction budget of issue 20 (make
-# bench-instr, docs/benchmarks.md): userspace instructions per decision on
+# bench-instr, docs/dev/benchmarks.md): userspace instructions per decision on
 # each path, counted with callgrind, which repeats to the instruction where
 # wall-clock time on a shared machine moves by 15 %.
 #
@@ -32,7 +32,7 @@
 # BENCH_INSTR_REPEAT windows of each divvyd row, the fewest instructions
 # counting (default 2); BENCH_INSTR_ROUNDS for row 4 (default 7);
 # BENCH_INSTR_KEEP=DIR keeps the callgrind dumps there for callgrind_annotate
-# (docs/benchmarks.md names them).  Numbers are reported, never judged: the
+# (docs/dev/benchmarks.md names them).  Numbers are reported, never judged: the
 # exit status is 1 only when something could not be measured (a tool
 # missing, a server that does not start), each such cause in one line.
 set -eu
@@ -238,7 +238,7 @@ line_hits() {
 # bench_ini FILE N: the rule-match config of row 5 (and of row 1 at N = 1):
 # N-1 rules [path=/r<i> actor=*] (i = 0 .. N-2), then [path=/bench actor=*],
 # then the default.  Work on rule matching is measured against exactly
-# this (docs/benchmarks.md): change it only with the numbers there.
+# this (docs/dev/benchmarks.md): change it only with the numbers there.
 bench_ini() {
     awk -v n="$2" 'BEGIN {
         for (i = 0; i < n - 1; i++)
@@ -380,7 +380,7 @@ echo "window, hits or not (its 1 s tick), which is time, not a hit's work."
 
 cat <<EOF
 
-How (docs/benchmarks.md): each server under valgrind --tool=callgrind, a 1 s
+How (docs/dev/benchmarks.md): each server under valgrind --tool=callgrind, a 1 s
 uncounted warm-up, then callgrind_control -z PID, $SECS s of load, callgrind_control -d
 PID; instructions of that window / decisions in it (divvyd: its threads but the
 main one, over the replies the load received, the fewest of $REPEAT windows).

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench-noop: the reference server of `make bench-instr` (tools/bench-instr.sh,
- * docs/benchmarks.md).  It listens on a Unix stream socket and answers every
+ * docs/dev/benchmarks.md).  It listens on a Unix stream socket and answers every
  * line it reads with a fixed "OK\n", deciding nothing: what a server that
  * speaks divvy's line protocol costs when the decision is free.  THREADS
  * threads (default 1, as many as the divvyd it is compared with), each its

@@ -13,7 +13,7 @@
 # comes from every host through libdivvy (tests/fleet/fleet_hit.c), raw
 # protocol lines on TCP and on the Unix socket, divvyctl and pamtester.
 #
-# Scenarios (docs/testing.md "The fleet"): 1 strict exact across hosts;
+# Scenarios (docs/dev/testing.md "The fleet"): 1 strict exact across hosts;
 # 2 lease bounds; 3 failure policy timing (Redis paused, the link to Redis
 # stalled by tests/fleet/delay_proxy.c, one host partitioned) and the breaker
 # closing after the heal; 4 Sentinel: planned failover and a killed master;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for what a libdivvy client reads from shared files: the
- * counter table (fast.table, docs/shm.md) and the compiled rules
- * (rules.<generation>, docs/rules.md "Compiled form").  Whatever bytes
+ * counter table (fast.table, docs/dev/shm.md) and the compiled rules
+ * (rules.<generation>, docs/dev/rules.md "Compiled form").  Whatever bytes
  * another process left there, a client must either refuse them cleanly
  * (-EBADMSG, -ENOTSUP, ...) or use them without crashing, hanging, reading
  * outside the mapping or leaking; wrong answers from a corrupt but
@@ -54,7 +54,7 @@
 #define TABLE_SIZE      (HDR_SIZE + 64u * SLOTS)
 #define OFF_SECRET      48u
 #define OFF_BOOT_ID     32u
-#define CTL_SIZE        4096u           /* docs/shm.md "Control page" */
+#define CTL_SIZE        4096u           /* docs/dev/shm.md "Control page" */
 #define CTL_GEN         64u
 #define CTL_HB          128u
 #define CTL_LEASE_MAX   192u

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fast_fds: what libdivvy does at open, by hand, for tests of the fast
- * path's trust model (docs/protocol.md FAST, docs/shm.md "Memfds and
+ * path's trust model (docs/protocol.md FAST, docs/dev/shm.md "Memfds and
  * seals"): one raw "FAST\n" on a new Unix connection, the reply line and any
  * SCM_RIGHTS descriptors read with recvmsg(), so a test can look at exactly
  * what divvyd handed over (or did not).  Raw syscalls only: usable in a

@@ -703,7 +703,7 @@ static void test_divvyctl_reload(void **state)
     d = start_ctl();
     s = sock_of(d);
     r = CTL(0, "-s", s, "reload");
-    /* Generations only grow, from CLOCK_MONOTONIC (docs/shm.md "Rule files"). */
+    /* Generations only grow, from CLOCK_MONOTONIC (docs/dev/shm.md "Rule files"). */
     expect_in(r->out, "reloaded: generation ");
     expect_in(r->out, ", 4 rules");
     /* A bad config is rejected with its file:line; the old rules stay. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A divvy-fast member plants counters of rules that are not fast_path
- * (issue 18 item 3; DESIGN section 5; docs/shm.md "Which counters leave the
+ * (issue 18 item 3; DESIGN section 5; docs/dev/shm.md "Which counters leave the
  * fast table").  The member runs as a throwaway uid in the config's fast
  * group (a numeric gid), gets the table with FAST as libdivvy does, maps it
  * with the table code libdivvy uses (table_attach_fd(), table_hit()), reads

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The fast path's trust model (issue 11 items 1, 4 and 5; DESIGN sections 4
- * and 5; docs/shm.md "Memfds and seals").  The attacks run as the users
+ * and 5; docs/dev/shm.md "Memfds and seals").  The attacks run as the users
  * they name, in forked children that dropped root (setgroups/setgid/setuid
  * to throwaway numeric ids; the config's server.fast_group is the numeric
  * gid), with raw syscalls only:

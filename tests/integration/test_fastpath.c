@@ -348,7 +348,7 @@ static int forge_memfd(const void *data, size_t len, unsigned seals, void **ret_
 
 #define SEALS_TABLE (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 #define SEALS_CTL   (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)
-#define CTL_GEN     64              /* docs/shm.md "Control page" */
+#define CTL_GEN     64              /* docs/dev/shm.md "Control page" */
 #define CTL_HB      128
 
 /* Forges the pair the fake divvyd hands out next: the real table with

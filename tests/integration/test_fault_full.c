@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fault injection: a full counter table (DESIGN section 4, docs/shm.md
+ * Fault injection: a full counter table (DESIGN section 4, docs/dev/shm.md
  * "Claim").  Both tables hold 64 slots; ten existing actors own counters in
  * each; then several client processes flood the daemon with thousands of
  * unique actors, over the socket and through libdivvy's fast path, while
@@ -25,7 +25,7 @@
 #include "harness.h"
 
 #define SLOTS        64
-#define TABLE_BYTES  (20480 + 64 * SLOTS)      /* docs/shm.md "File" */
+#define TABLE_BYTES  (20480 + 64 * SLOTS)      /* docs/dev/shm.md "File" */
 #define KEEPERS      10
 #define LIMIT        1000000
 #define FLOOD_PROCS  3                          /* socket flooders */

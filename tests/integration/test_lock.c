@@ -99,7 +99,7 @@ static void test_lock_second_daemon_refused(void **state)
     EXPECT_OK(c, "HIT path=/u user=a", true, 99, 3599, 3600);
     CHECK(harness_get_stat(c, "config_generation", &gen));
     assert_lock_holds(d, d->pid);
-    /* The fast table is a memfd (docs/shm.md): no file of its own, only the
+    /* The fast table is a memfd (docs/dev/shm.md): no file of its own, only the
      * record of the rules its counters belong to (fast.rules). */
     snprintf(rules_name, sizeof(rules_name), "rules.%lld", gen);
     snprintf(want, sizeof(want), "divvyd.lock fast.rules private.table privileged.table %s",

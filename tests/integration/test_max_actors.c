@@ -138,7 +138,7 @@ static void test_max_actors_flood_keeps_serving(void **state)
 #define FAST_MAX    100
 
 /* A fast table of 4096 slots: the eviction's sample reaches the rule's
- * 100 counters wherever they are (docs/shm.md "Eviction"). */
+ * 100 counters wherever they are (docs/dev/shm.md "Eviction"). */
 static const char fast_conf[] =
     "table = { fast_slots = 4096; };\n"
     "rules = (\n"

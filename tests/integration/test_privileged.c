@@ -261,7 +261,7 @@ static void reload_to(struct harness_daemon *d, struct harness_conn *c, bool fas
     EXPECT_PREFIX(r, "OK reloaded ");
 }
 
-/* An actor over 32 bytes: stored as a digest (docs/shm.md). */
+/* An actor over 32 bytes: stored as a digest (docs/dev/shm.md). */
 #define LONG_USER "a-user-name-longer-than-32-bytes-so-it-is-a-digest"
 
 /* HIT alice (want @credit left) and PEEK the long actor (want @long_credit). */

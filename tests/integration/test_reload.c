@@ -419,7 +419,7 @@ static void test_reload_restart_keeps_counts(void **state)
     harness_close(c);
 }
 
-/* The generation the control page announces (docs/shm.md) only grows, also
+/* The generation the control page announces (docs/dev/shm.md) only grows, also
  * across restarts, though each divvyd starts with a new control page: a
  * fast-path client treats a smaller one as "no rules" (issue 11 item 4: it
  * used to start again from 1 and go backwards). */

@@ -5,7 +5,7 @@
  * a few glob rules on the scan list and a default, then times rules_match()
  * on random requests (about one in ten hits no rule but the default) and
  * prints ns per match for each N.  A benchmark, not a test: it never fails
- * on speed.  Build: see docs/rules.md "Benchmark".
+ * on speed.  Build: see docs/dev/rules.md "Benchmark".
  */
 #include <stdio.h>
 #include <stdlib.h>

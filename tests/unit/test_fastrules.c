@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for daemon/fastrules.c: the record of the fast_path rules of
- * the generation that owns the fast table (docs/shm.md "Which counters
+ * the generation that owns the fast table (docs/dev/shm.md "Which counters
  * leave the fast table") survives a save and a load exactly; a record that
  * is not one (another magic, version, size, count, or an entry with a bad
  * algorithm or reserved bits) is refused, never half-trusted; forgetting it

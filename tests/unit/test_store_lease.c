@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the lease slots of common/table_lease.c (docs/shm.md "Lease
+ * Unit tests for the lease slots of common/table_lease.c (docs/dev/shm.md "Lease
  * slots"), the host side of the Redis store's lease mode (docs/redis.md):
  * spending a lease, the FETCH flag and HOLD slots, grants and new windows,
  * the low-water refill, the exhaustion shortcut, abort, clearing flags at

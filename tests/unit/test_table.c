@@ -5,7 +5,7 @@
  * max_actors, long actors, PEEK/RESET, and exact counts under contention
  * from several processes and threads at once.  Every test works in its own
  * mktemp directory.  The tests that forge slot states write the layout of
- * docs/shm.md directly into the file.
+ * docs/dev/shm.md directly into the file.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,7 +28,7 @@
 #include "hash.h"
 #include "table.h"
 
-/* docs/shm.md */
+/* docs/dev/shm.md */
 #define HDR_SIZE        20480u
 #define SLOT_SIZE       64u
 #define OFF_BOOT_ID     32u
@@ -153,7 +153,7 @@ static uint8_t *map_raw(const char *path, size_t *ret_len)
     return p;
 }
 
-/* The key's home slot and tag, computed as docs/shm.md says. */
+/* The key's home slot and tag, computed as docs/dev/shm.md says. */
 static void key_home(const uint8_t *raw, uint32_t n_slots, uint64_t rule, const char *actor,
                      uint32_t *ret_bucket, uint32_t *ret_tag)
 {
@@ -771,7 +771,7 @@ static struct shared *shared_new(void)
 /*
  * ThreadSanitizer emulates 16-byte atomics with a lock private to each
  * process, so counts across processes cannot be exact under it (which is
- * why common/ must never call out for them: docs/shm.md).
+ * why common/ must never call out for them: docs/dev/shm.md).
  */
 #if defined(__SANITIZE_THREAD__)
 #define UNDER_TSAN 1
@@ -1093,7 +1093,7 @@ static void test_table_concurrent_churn_never_duplicates(void **state)
     table_close(t);
 }
 
-/* ---- memfds (docs/shm.md "Memfds and seals") -------------------------------------- */
+/* ---- memfds (docs/dev/shm.md "Memfds and seals") -------------------------------------- */
 
 /* The fast table: a memfd sealed against resizing before anyone gets it;
  * a second mapping of the same fd shares the counters. */
@@ -1305,7 +1305,7 @@ static void test_table_snapshot_restore(void **state)
     table_close(t);
 }
 
-/* ---- moving counters (table_move, docs/shm.md "Moving counters") ---------- */
+/* ---- moving counters (table_move, docs/dev/shm.md "Moving counters") ---------- */
 
 struct move_pick_arg {
     uint64_t rule;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the counter table's eviction (common/table.c, docs/shm.md
+ * Unit tests for the counter table's eviction (common/table.c, docs/dev/shm.md
  * "Eviction", docs/rules.md "Full"): a rule with when_full = "evict" that
  * finds no room for a new actor forgets the counter of one of its actors
  * that has refused nobody, the one back at a full quota soonest, and never
