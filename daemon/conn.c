@@ -544,7 +544,7 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
                      const struct admit_peer *p, struct admit_slot *slot)
 {
     struct conn *c;
-    int one = 1, sockbuf = (int)w->s->o.admit.sockbuf;
+    int one = 1, sockbuf = (int)w->s->o.admit.sockbuf, r = -ENOMEM;
 
     c = calloc(1, sizeof(*c));
     if (!c)
@@ -563,7 +563,8 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     /* The handshake is the first request: the request timeout bounds it. */
     if (l->tls) {
-        if (tls_sess_new(w->s->o.tls, fd, false, &c->tls) < 0)
+        r = tls_sess_new(w->s->o.tls, fd, false, &c->tls);
+        if (r < 0)
             goto fail;
         c->partial_ms = c->last_ms;
     }
@@ -581,7 +582,8 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
     w->conns = c;
     return;
 fail:
-    log_ratelimited(&rl_accept, LOG_ERR, "out of memory for a new connection");
+    if (r != -EBUSY)            /* tls.c said so */
+        log_ratelimited(&rl_accept, LOG_ERR, "out of memory for a new connection");
     if (c) {
         if (c->rev)
             event_free(c->rev);

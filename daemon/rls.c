@@ -493,7 +493,7 @@ void rls_conn_new(struct worker *w, int fd, const struct listener *l, const stru
                   struct admit_slot *slot)
 {
     struct rls_conn *rc;
-    int one = 1, sockbuf = (int)w->s->o.admit.sockbuf;
+    int one = 1, sockbuf = (int)w->s->o.admit.sockbuf, r = -ENOMEM;
 
     rc = calloc(1, sizeof(*rc));
     if (!rc)
@@ -511,8 +511,12 @@ void rls_conn_new(struct worker *w, int fd, const struct listener *l, const stru
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (sockbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf));
-    if (l->tls && tls_sess_new(w->s->o.tls, fd, true, &rc->tls) < 0)
-        goto fail;
+    if (l->tls) {
+        r = tls_sess_new(w->s->o.tls, fd, true, &rc->tls);
+        if (r < 0)
+            goto fail;
+    }
+    r = -ENOMEM;
     rc->rev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_read, rc);
     rc->wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST, on_write, rc);
     rc->flush_ev = event_new(w->base, -1, 0, on_flush, rc);
@@ -528,7 +532,8 @@ void rls_conn_new(struct worker *w, int fd, const struct listener *l, const stru
     rls_settle(rc);
     return;
 fail:
-    log_ratelimited(&rl_rls, LOG_ERR, "out of memory for a new RLS connection");
+    if (r != -EBUSY)            /* tls.c said so */
+        log_ratelimited(&rl_rls, LOG_ERR, "out of memory for a new RLS connection");
     if (rc) {
         if (rc->ses)
             nghttp2_session_del(rc->ses);

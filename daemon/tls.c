@@ -43,9 +43,11 @@ struct tls_sess {
     bool ready;                 /* the handshake is done */
     bool want_write;
     bool failed;                /* a fatal error: no close_notify */
+    bool counted;               /* one of the handshakes under way */
 };
 
 static uint64_t handshake_failures;
+static unsigned handshaking;    /* sessions whose handshake is under way, every thread's */
 static struct log_ratelimit rl_hs;
 
 /* OpenSSL's reason for the last failure of this thread, and its queue emptied. */
@@ -277,13 +279,34 @@ void tls_free(struct tls *t)
     free(t);
 }
 
+/* The end of @s's handshake (done, or the session freed): its place is free. */
+static void sess_uncount(struct tls_sess *s)
+{
+    if (s->counted)
+        __atomic_sub_fetch(&handshaking, 1, __ATOMIC_RELAXED);
+    s->counted = false;
+}
+
 int tls_sess_new(struct tls *t, int fd, bool h2, struct tls_sess **ret)
 {
-    struct tls_sess *s = calloc(1, sizeof(*s));
+    struct tls_sess *s;
     int r = -ENOMEM;
 
-    if (!s)
+    /* What OpenSSL holds for a handshake (about 50 KiB) is in no connection
+     * budget: a flood of clients that never finish one is bounded here. */
+    if (__atomic_add_fetch(&handshaking, 1, __ATOMIC_RELAXED) > TLS_HANDSHAKES_MAX) {
+        __atomic_sub_fetch(&handshaking, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&handshake_failures, 1, __ATOMIC_RELAXED);
+        log_ratelimited(&rl_hs, LOG_WARNING, "%d TLS handshakes under way: a new TLS "
+                        "connection is closed", TLS_HANDSHAKES_MAX);
+        return -EBUSY;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        __atomic_sub_fetch(&handshaking, 1, __ATOMIC_RELAXED);
         return -ENOMEM;
+    }
+    s->counted = true;
     pthread_mutex_lock(&t->lock);
     if (!t->ctx)
         r = -ENOTCONN;
@@ -305,6 +328,7 @@ void tls_sess_free(struct tls_sess *s)
 {
     if (!s)
         return;
+    sess_uncount(s);
     if (s->ssl && s->ready && !s->failed)
         SSL_shutdown(s->ssl);   /* best effort: the socket is non-blocking */
     ERR_clear_error();
@@ -347,6 +371,7 @@ int tls_handshake(struct tls_sess *s)
     ret = SSL_do_handshake(s->ssl);
     if (ret == 1) {
         s->ready = true;
+        sess_uncount(s);
         return 1;
     }
     r = sess_error(s, ret);

@@ -32,6 +32,9 @@
 #include "config.h"
 
 #define TLS_ERR_MAX 512
+/* Handshakes under way at once, every listener and worker together: one more
+ * TLS connection is closed at accept (docs/security.md "What TLS costs"). */
+#define TLS_HANDSHAKES_MAX 256
 
 struct tls;
 struct tls_ctx;
@@ -66,8 +69,9 @@ void tls_free(struct tls *t);
 /*
  * A server session on the accepted, non-blocking socket @fd (borrowed: the
  * transport closes it after tls_sess_free()), with the context in force.
- * @h2: offer "h2" by ALPN (RLS: gRPC clients require it).  -ENOMEM, or
- * -ENOTCONN when no context is installed.
+ * @h2: offer "h2" by ALPN (RLS: gRPC clients require it).  -ENOMEM,
+ * -ENOTCONN when no context is installed, or -EBUSY when TLS_HANDSHAKES_MAX
+ * handshakes are under way (counted as a failed handshake, and logged).
  */
 int tls_sess_new(struct tls *t, int fd, bool h2, struct tls_sess **ret);
 

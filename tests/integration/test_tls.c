@@ -424,6 +424,57 @@ static void test_tls_handshake_flood(void **state)
     harness_free(d);
 }
 
+/* TLS_HANDSHAKES_MAX (256) handshakes under way at once, all listeners
+ * together: the 44 connections past them are closed at accept and counted;
+ * the Unix socket is served throughout, and a TLS client once places free. */
+#define CAP_FLOOD 300
+#define CAP_MAX 256
+
+static void test_tls_handshake_cap(void **state)
+{
+    struct harness_daemon *d;
+    struct harness_conn *c = NULL;
+    char *out = harness_scratch(65536);
+    char reply[HARNESS_LINE];
+    int fds[CAP_FLOOD], st;
+    uint64_t deadline;
+
+    (void)state;
+    if (skip_without_openssl())
+        return;
+    d = start_tls("tcp_connections = 1024; tcp_connections_per_address = 1024;\n"
+                  "  request_timeout_ms = 60000; idle_timeout_ms = 60000;", "");
+    for (int i = 0; i < CAP_FLOOD; i++) {
+        fds[i] = harness_tcp_fd_from("127.0.0.3", i % 2 ? port_line : port_rls);
+        assert_true(fds[i] >= 0);
+    }
+    deadline = harness_now_ms() + 15000;
+    while (handshake_failures(d) < CAP_FLOOD - CAP_MAX && harness_now_ms() < deadline)
+        harness_pause_ms(50);
+    harness_pause_ms(300);
+    /* Exactly the connections past the bound, no more. */
+    assert_int_equal(handshake_failures(d), CAP_FLOOD - CAP_MAX);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_cmd(c, "HIT app=unix", reply, sizeof(reply)));
+    if (strncmp(reply, "OK true 2 ", 10) != 0)
+        fail_msg("HIT on the Unix socket during the flood: %s", reply);
+    harness_close(c);
+    /* Places freed by clients that leave are taken by the next. */
+    for (int i = 0; i < 100; i++)
+        close(fds[i]);
+    deadline = harness_now_ms() + 15000;
+    do {
+        harness_pause_ms(100);
+        st = tls_hit("", "cap", out, 65536);
+    } while ((st != 0 || !strstr(out, "OK true 2 ")) && harness_now_ms() < deadline);
+    if (st != 0 || !strstr(out, "OK true 2 "))
+        fail_msg("a TLS client after the flood left: status %d:\n%s", st, out);
+    for (int i = 100; i < CAP_FLOOD; i++)
+        close(fds[i]);
+    assert_true(harness_alive(d));
+    harness_free(d);
+}
+
 /* A "tls:" address without server.tls, and a readable key, stop divvyd at
  * start with the file and line. */
 static void test_tls_config_errors(void **state)
@@ -502,6 +553,7 @@ int main(void)
         cmocka_unit_test_teardown(test_tls_mtls, harness_teardown),
         cmocka_unit_test_teardown(test_tls_reload, harness_teardown),
         cmocka_unit_test_teardown(test_tls_handshake_flood, harness_teardown),
+        cmocka_unit_test_teardown(test_tls_handshake_cap, harness_teardown),
         cmocka_unit_test_teardown(test_tls_config_errors, harness_teardown),
     };
 
