@@ -102,9 +102,11 @@ static struct harness_daemon *start_with_env(const struct harness_opts *o,
 
 static void test_divvy_env_fleet_shares_the_limit(void **state)
 {
-    struct harness_opts oi = { .config_name = "example-config.ini", .config_text = example_ini,
-                               .workers = 2 };
+    /* The shipped INI and the JSON fixture: the same rules with the same
+     * labels (a label is part of a rule's id, so of its Redis key). */
+    struct harness_opts oi = { .config_name = "example-config.ini", .workers = 2 };
     struct harness_opts oj = { .config_name = "example-config.json", .workers = 2 };
+    char ini[512];
     struct harness_daemon *d[2];
     struct harness_conn *c[2];
     struct redis_srv *rs = NULL;
@@ -112,6 +114,8 @@ static void test_divvy_env_fleet_shares_the_limit(void **state)
     int allowed = 0;
 
     (void)state;
+    CHECK(harness_src_path("etc/divvy.ini", ini, sizeof(ini)));
+    oi.config_src = ini;
     CHECK(harness_src_path("tests/fixtures/divvy-example-as-ini.json", src, sizeof(src)));
     oj.config_src = src;
     CHECK(redis_start_ex(&(struct redis_start_opts){ .tcp = true }, &rs));
@@ -131,7 +135,7 @@ static void test_divvy_env_fleet_shares_the_limit(void **state)
         allowed += ok;
     }
     if (allowed != 3)
-        fail_msg("two divvyds on Button's config with REDIS_HOST set allowed %d cookies for "
+        fail_msg("two divvyds on the example config with REDIS_HOST set allowed %d cookies for "
                  "one IP; divvy allows 3 (every counter in Redis)", allowed);
     /* The counter is Redis's: one key for the IP, none per host. */
     assert_true(redis_int(rs, "DBSIZE") >= 1);
