@@ -784,6 +784,8 @@ static struct shared *shared_new(void)
 static void skip_under_tsan(void)
 {
 #ifdef UNDER_TSAN
+    printf("SKIP (TSan): its 16-byte atomics are a lock private to each process, so counts "
+           "across processes cannot be exact under it\n");
     skip();
 #endif
 }
