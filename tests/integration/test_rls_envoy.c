@@ -16,6 +16,8 @@
  *     default rule's answer with rls.unmatched = "rule";
  *   - rls.ratelimit_headers: RateLimit-Limit/Remaining/Reset and, when over,
  *     Retry-After with the right values; none when off;
+ *   - decisions through RLS counted exactly as divvy_decisions_total's
+ *     protocol="rls";
  *   - a descriptor's limit override is not honoured, and the log says so.
  */
 #include <errno.h>
@@ -259,6 +261,37 @@ static void test_rls_ratelimit_headers(void **state)
     harness_rls_stop(r);
 }
 
+/* Decisions taken through RLS are counted as the RLS protocol's, exactly:
+ * five calls on one user of a limit of 3, one descriptor each. */
+static void test_rls_decisions_metric(void **state)
+{
+    static const char *const want[] = {
+        "divvy_decisions_total{protocol=\"rls\",status=\"accepted\"} 3",
+        "divvy_decisions_total{protocol=\"rls\",status=\"rejected\"} 2",
+        "divvy_decisions_total{protocol=\"line\",status=\"accepted\"} 0",
+        "divvy_decisions_total{protocol=\"resp\",status=\"accepted\"} 0",
+    };
+    struct harness_rls *r;
+    json_t *res;
+    char conf[512], *body = harness_scratch(262144);
+    int mport = harness_free_port(SOCK_STREAM);
+
+    (void)state;
+    harness_grpc_need();
+    snprintf(conf, sizeof(conf), "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n" RULES_EDGE,
+             mport);
+    r = harness_rls_start(conf);
+    res = harness_grpc_run(r->tcp, "{\"repeat\":5," CALLS(DESC("user", "dm")) "}");
+    harness_grpc_overall(harness_grpc_resp(res, 2), "OK", 1);
+    harness_grpc_overall(harness_grpc_resp(res, 3), "OVER_LIMIT", 1);
+    json_decref(res);
+    assert_int_equal(harness_http_get(mport, "/metrics", body, 262144), 200);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (!strstr(body, want[i]))
+            fail_msg("no \"%s\" in:\n%.4000s", want[i], body);
+    harness_rls_stop(r);
+}
+
 static void test_rls_limit_override(void **state)
 {
     static const char call[] =
@@ -323,6 +356,8 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_rls_unmatched, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_rls_ratelimit_headers, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_rls_decisions_metric, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_rls_limit_override, harness_setup,
                                         harness_teardown),
