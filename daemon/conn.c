@@ -530,15 +530,6 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     conn_settle(c);
 }
 
-/* Right after accept(), before admission: the reserve is for privileged peers. */
-static void peer_privilege(int fd, gid_t admin_gid, struct admit_peer *p)
-{
-    if (peer_cred(fd, admin_gid, &p->uid, &p->privileged) < 0) {
-        p->uid = (uid_t)-1;
-        p->privileged = false;
-    }
-}
-
 /* Takes ownership of @fd and of the place @slot holds. */
 static void conn_new(struct worker *w, int fd, const struct listener *l,
                      const struct admit_peer *p, struct admit_slot *slot)
@@ -689,8 +680,10 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
         }
         /* A Unix peer's credentials are known now: the reserve can tell. */
         p.is_unix = l->is_unix;
-        if (l->is_unix)
-            peer_privilege(fd, s->o.admin_gid, &p);
+        if (l->is_unix && peer_cred(fd, s->o.admin_gid, &p.uid, &p.privileged) < 0) {
+            p.uid = (uid_t)-1;
+            p.privileged = false;
+        }
         if (l->root_only && !p.privileged) {
             refuse_unprivileged(w, fd, l);
             continue;
