@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: calendar windows (docs/rules.md "Calendar windows") with a
+ * real divvyd.  "1,000 per month" (here 3 per month, to reach the limit) on
+ * the line protocol answers nextResetSeconds as the seconds to the end of
+ * the month, in UTC and in Europe/Berlin; a per-day rule in Berlin is decided
+ * by libdivvy's fast path in-process (DIVVY_FAST_ONLY) with the same reset;
+ * a strict rule decided by a real redis-server answers the month's end and
+ * leaves the key's TTL there; and the window script picks the period Redis's
+ * clock is in when the host's clock is ahead or behind (docs/redis.md).
+ * Every expected end is computed here independently: timegm() for UTC,
+ * mktime() under TZ=Europe/Berlin (this test process may set TZ; divvyd
+ * never does).  Margins are a few seconds: no tight timing.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "divvy.h"
+#include "harness_redis.h"
+
+#include "daemon/store.h"
+
+#define SLACK 3                 /* seconds between our clock read and divvyd's answer */
+
+/* Unix time of the first instant of the month after @now's, in @tz (NULL: UTC). */
+static time_t next_month(time_t now, const char *tz)
+{
+    struct tm tm;
+    time_t end;
+
+    if (!tz) {
+        gmtime_r(&now, &tm);
+        tm.tm_mday = 1;
+        tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+        tm.tm_mon++;
+        return timegm(&tm);
+    }
+    setenv("TZ", tz, 1);
+    tzset();
+    localtime_r(&now, &tm);
+    tm.tm_mday = 1;
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_mon++;
+    tm.tm_isdst = -1;
+    end = mktime(&tm);
+    unsetenv("TZ");
+    tzset();
+    return end;
+}
+
+/* The next local midnight in @tz. */
+static time_t next_day(time_t now, const char *tz)
+{
+    struct tm tm;
+    time_t end;
+
+    setenv("TZ", tz, 1);
+    tzset();
+    localtime_r(&now, &tm);
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_mday++;
+    tm.tm_isdst = -1;
+    end = mktime(&tm);
+    unsetenv("TZ");
+    tzset();
+    return end;
+}
+
+/* Waits past a boundary that is only seconds away, so no answer straddles it. */
+static void not_near(time_t end)
+{
+    time_t now = time(NULL);
+
+    if (end - now < 2 * SLACK)
+        harness_pause_ms((unsigned)(end - now + 1) * 1000);
+}
+
+static void reset_near(long long got, time_t end, time_t now)
+{
+    long long want = (long long)(end - now);
+
+    if (got < want - SLACK || got > want + SLACK)
+        fail_msg("nextResetSeconds %lld, the period ends in %lld s", got, want);
+}
+
+static const char conf[] =
+    "table = { fast_slots = 4096; };\n"
+    "rules = (\n"
+    "    { label = \"month-utc\"; match = { api = \"utc\"; }; credit_limit = 3;\n"
+    "      calendar = \"month\"; },\n"
+    "    { label = \"month-berlin\"; match = { api = \"berlin\"; }; actor = \"user\";\n"
+    "      credit_limit = 3; algorithm = \"window\"; calendar = \"month\";\n"
+    "      time_zone = \"Europe/Berlin\"; },\n"
+    "    { label = \"day-fast\"; match = { api = \"fast\"; }; credit_limit = 1000;\n"
+    "      calendar = \"day\"; time_zone = \"Europe/Berlin\"; fast_path = true; },\n"
+    "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+    ");\n";
+
+static void test_calendar_month_socket(void **state)
+{
+    struct harness_opts o = { .config_name = "cal.conf", .config_text = conf, .workers = 1 };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c = NULL;
+    char reply[512], rules[4096];
+    long long credit, secs;
+    bool allowed;
+    time_t now;
+
+    (void)state;
+    not_near(next_month(time(NULL), NULL));
+    not_near(next_month(time(NULL), "Europe/Berlin"));
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    for (int i = 0; i < 4; i++) {
+        now = time(NULL);
+        CHECK(harness_cmd(c, "HIT api=utc", reply, sizeof(reply)));
+        CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+        assert_int_equal(allowed, i < 3);
+        assert_int_equal(credit, i < 3 ? 2 - i : 0);
+        reset_near(secs, next_month(now, NULL), now);
+    }
+    for (int i = 0; i < 4; i++) {
+        now = time(NULL);
+        CHECK(harness_cmd(c, "HIT api=berlin user=ann", reply, sizeof(reply)));
+        CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+        assert_int_equal(allowed, i < 3);
+        reset_near(secs, next_month(now, "Europe/Berlin"), now);
+    }
+    /* Another actor has its own month. */
+    CHECK(harness_cmd(c, "HIT api=berlin user=bob", reply, sizeof(reply)));
+    CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+    assert_true(allowed);
+    assert_int_equal(credit, 2);
+    /* RULES names the calendar and the zone. */
+    CHECK(harness_multi(c, "RULES", rules, sizeof(rules)));
+    assert_non_null(strstr(rules, "calendar=month time_zone=Europe/Berlin"));
+    assert_non_null(strstr(rules, "label=\"month-utc\""));
+    harness_close(c);
+    harness_free(d);
+}
+
+static void test_calendar_day_fast_path(void **state)
+{
+    struct harness_opts o = { .config_name = "cal.conf", .config_text = conf, .workers = 1 };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c = NULL;
+    const struct divvy_kv kv[] = { { "api", "fast" } };
+    struct divvy_result res = { .size = sizeof(res) };
+    struct divvy *h = NULL;
+    char reply[512];
+    long long credit, secs;
+    bool allowed;
+    time_t now;
+
+    (void)state;
+    not_near(next_day(time(NULL), "Europe/Berlin"));
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_divvy_env(d));
+    CHECK(divvy_open(NULL, DIVVY_AUTO, &h));
+    harness_wait_fast(h, kv, 1);
+    divvy_close(h);
+    h = NULL;
+    /* In-process only: a hit that needed divvyd would be -ENOTSUP. */
+    CHECK(divvy_open(NULL, DIVVY_FAST_ONLY, &h));
+    for (int i = 0; i < 5; i++) {
+        now = time(NULL);
+        CHECK(divvy_take(h, 10, kv, 1, &res));
+        assert_int_equal(res.allowed, 1);
+        assert_int_equal(res.fast_path, 1);
+        assert_int_equal(res.credit, 1000 - 10 * (i + 1));
+        reset_near((long long)res.reset_seconds, next_day(now, "Europe/Berlin"), now);
+    }
+    divvy_close(h);
+    /* divvyd sees the same counter and the same day. */
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    now = time(NULL);
+    CHECK(harness_cmd(c, "HIT api=fast", reply, sizeof(reply)));
+    CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+    assert_true(allowed);
+    assert_int_equal(credit, 949);
+    reset_near(secs, next_day(now, "Europe/Berlin"), now);
+    harness_close(c);
+    harness_free(d);
+}
+
+static void test_calendar_month_strict(void **state)
+{
+    static const char rules[] =
+        "    { label = \"m\"; match = { api = \"utc\"; }; credit_limit = 3;\n"
+        "      calendar = \"month\"; store = \"strict\"; },\n"
+        "    { default = true; credit_limit = 0; reset_seconds = 0; }\n";
+    struct redis_srv *rs = NULL;
+    struct harness_daemon *d;
+    struct harness_conn *c = NULL;
+    char reply[512], *text;
+    long long credit, secs, pttl;
+    bool allowed;
+    time_t now;
+
+    (void)state;
+    not_near(next_month(time(NULL), NULL));
+    CHECK(redis_start(&rs));
+    text = redis_config(rs, "local", "closed", 2000, NULL, rules);
+    assert_non_null(text);
+    d = redis_divvyd(text, 1);
+    free(text);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    for (int i = 0; i < 4; i++) {
+        now = time(NULL);
+        CHECK(harness_cmd(c, "HIT api=utc", reply, sizeof(reply)));
+        CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+        assert_int_equal(allowed, i < 3);
+        assert_int_equal(credit, i < 3 ? 2 - i : 0);
+        reset_near(secs, next_month(now, NULL), now);
+    }
+    /* Redis holds the count, expiring at the month's end by its own clock. */
+    now = time(NULL);
+    assert_int_equal(redis_int(rs, "GET divvy:{m:}"), 3);
+    pttl = redis_int(rs, "PTTL divvy:{m:}");
+    reset_near(pttl / 1000, next_month(now, NULL), now);
+    harness_close(c);
+    redis_divvyd_stop(d);
+    redis_stop(rs);
+}
+
+/* The window script's ARGV[5..7] with the period placed around Redis's TIME. */
+static struct store_verdict cal_window(redisContext *rc, const char *key, int64_t start,
+                                       int64_t end, int64_t next)
+{
+    struct store_window_args a = { .op = STORE_TAKE, .n = 1, .limit = 5,
+                                   .reset_ms = 31 * 86400000LL, .cal_start_ms = start,
+                                   .cal_end_ms = end, .cal_next_ms = next };
+    struct store_call call;
+    const char *argv[4 + STORE_SCRIPT_ARGV_MAX];
+    struct store_reply out;
+    redisReply *rep;
+    int argc = 0;
+
+    store_script_window(&a, &call);
+    argv[argc++] = "EVAL";
+    argv[argc++] = store_script_source(call.script);
+    argv[argc++] = "1";
+    argv[argc++] = key;
+    for (unsigned i = 0; i < call.argc; i++)
+        argv[argc++] = call.argv[i];
+    rep = redisCommandArgv(rc, argc, argv, NULL);
+    assert_non_null(rep);
+    if (rep->type == REDIS_REPLY_ERROR)
+        fail_msg("EVAL: %s", rep->str);
+    assert_int_equal(store_script_decode(call.script, rep, &out), 0);
+    freeReplyObject(rep);
+    return out.verdict;
+}
+
+static int64_t redis_now_ms(redisContext *rc)
+{
+    redisReply *rep = redisCommand(rc, "TIME");
+    int64_t ms;
+
+    assert_true(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+    ms = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
+    freeReplyObject(rep);
+    return ms;
+}
+
+static void test_calendar_strict_skew(void **state)
+{
+    struct redis_srv *rs = NULL;
+    redisContext *rc;
+    struct store_verdict v;
+    int64_t now;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    rc = redis_cli(rs);
+    assert_non_null(rc);
+    now = redis_now_ms(rc);
+    /* Host and Redis agree: the period ends 100 s from now. */
+    v = cal_window(rc, "k1", now - 50000, now + 100000, now + 200000);
+    assert_true(v.allowed);
+    assert_true(v.reset_ms > 95000 && v.reset_ms <= 100000);
+    /* The host is behind: its period ended 10 s ago by Redis's clock, so the
+     * window is the next period's, which ends in 90 s. */
+    v = cal_window(rc, "k2", now - 100000, now - 10000, now + 90000);
+    assert_true(v.reset_ms > 85000 && v.reset_ms <= 90000);
+    /* The host is ahead: its period starts in 10 s by Redis's clock, so the
+     * window is the one that ends then. */
+    v = cal_window(rc, "k3", now + 10000, now + 100000, now + 200000);
+    assert_true(v.reset_ms > 5000 && v.reset_ms <= 10000);
+    /* A rolling window (no calendar) is as ever. */
+    v = cal_window(rc, "k4", 0, 0, 0);
+    assert_int_equal(v.reset_ms, 31 * 86400000LL);
+    redisFree(rc);
+    redis_stop(rs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_calendar_month_socket, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_calendar_day_fast_path, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_calendar_month_strict, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_calendar_strict_skew, harness_setup,
+                                        redis_teardown),
+    };
+
+    return cmocka_run_group_tests_name("calendar_paths", tests, NULL, NULL);
+}
