@@ -165,16 +165,16 @@ int32_t calendar_offset(const struct calendar_zone *z, const struct calendar_tra
             *ret_next = INT64_MAX;
         return 0;
     }
-    tr = trans + z->first;
     hi = z->n;
-    if (hi == 0 || t < tr[0].at) {
+    if (hi == 0 || t < trans[z->first].at) {
         if (ret_next)
-            *ret_next = hi ? tr[0].at : INT64_MAX;
+            *ret_next = hi ? trans[z->first].at : INT64_MAX;
         if (hi == 0 && z->has_dst)
             return rule_offset(z, t, ret_next);
         return hi ? z->off0 : z->std_off;
     }
     /* The last transition at or before t. */
+    tr = trans + z->first;
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
 
