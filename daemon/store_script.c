@@ -188,7 +188,8 @@
  * calendar window (ARGV[5..7] the host's period start and end and the next
  * period's end, Unix ms; "0": none) the end of the period Redis's clock is
  * in, so every host's hits start the same period at the same Redis instant
- * (docs/redis.md "Calendar windows"). */
+ * (docs/redis.md "Calendar windows"); a host more than a period behind
+ * Redis gets a window of the nominal reset_ms. */
 #define LUA_WINDOW_FIRST                                                             \
     "local first = reset\n"                                                          \
     "local cal = tonumber(ARGV[5])\n"                                                \
@@ -197,7 +198,7 @@
     "  local e = tonumber(ARGV[6])\n"                                                \
     "  if now < cal then e = cal elseif now >= e then e = tonumber(ARGV[7]) end\n"    \
     "  first = e - now\n"                                                            \
-    "  if first < 1 then first = 1 end\n"                                            \
+    "  if first < 1 then first = reset end\n"                                        \
     "end\n"
 
 #define LUA_WINDOW(mode)                                                             \

@@ -288,6 +288,9 @@ static void test_calendar_strict_skew(void **state)
      * window is the one that ends then. */
     v = cal_window(rc, "k3", now + 10000, now + 100000, now + 200000);
     assert_true(v.reset_ms > 5000 && v.reset_ms <= 10000);
+    /* A host more than a period behind: the nominal length, never a 1 ms window. */
+    v = cal_window(rc, "k5", now - 300000, now - 200000, now - 100000);
+    assert_int_equal(v.reset_ms, 31 * 86400000LL);
     /* A rolling window (no calendar) is as ever. */
     v = cal_window(rc, "k4", 0, 0, 0);
     assert_int_equal(v.reset_ms, 31 * 86400000LL);
