@@ -23,48 +23,44 @@
 
 #define SLACK 3                 /* seconds between our clock read and divvyd's answer */
 
-/* Unix time of the first instant of the month after @now's, in @tz (NULL: UTC). */
-static time_t next_month(time_t now, const char *tz)
+/* Unix time of the first instant of the month (@month) or day after @now's,
+ * in @tz (NULL: UTC, by timegm()). */
+static time_t next_start(time_t now, const char *tz, bool month)
 {
     struct tm tm;
     time_t end;
 
-    if (!tz) {
+    if (tz) {
+        setenv("TZ", tz, 1);
+        tzset();
+        localtime_r(&now, &tm);
+    } else {
         gmtime_r(&now, &tm);
-        tm.tm_mday = 1;
-        tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-        tm.tm_mon++;
-        return timegm(&tm);
     }
-    setenv("TZ", tz, 1);
-    tzset();
-    localtime_r(&now, &tm);
-    tm.tm_mday = 1;
     tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    tm.tm_mon++;
+    if (month) {
+        tm.tm_mday = 1;
+        tm.tm_mon++;
+    } else {
+        tm.tm_mday++;
+    }
     tm.tm_isdst = -1;
+    if (!tz)
+        return timegm(&tm);
     end = mktime(&tm);
     unsetenv("TZ");
     tzset();
     return end;
 }
 
-/* The next local midnight in @tz. */
+static time_t next_month(time_t now, const char *tz)
+{
+    return next_start(now, tz, true);
+}
+
 static time_t next_day(time_t now, const char *tz)
 {
-    struct tm tm;
-    time_t end;
-
-    setenv("TZ", tz, 1);
-    tzset();
-    localtime_r(&now, &tm);
-    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    tm.tm_mday++;
-    tm.tm_isdst = -1;
-    end = mktime(&tm);
-    unsetenv("TZ");
-    tzset();
-    return end;
+    return next_start(now, tz, false);
 }
 
 /* Waits past a boundary that is only seconds away, so no answer straddles it. */
@@ -82,6 +78,25 @@ static void reset_near(long long got, time_t end, time_t now)
 
     if (got < want - SLACK || got > want + SLACK)
         fail_msg("nextResetSeconds %lld, the period ends in %lld s", got, want);
+}
+
+/* Four HITs @req on a rule of 3 per month in @tz: 3 allowed, then denied,
+ * each answering the month's end. */
+static void month_of_three(struct harness_conn *c, const char *req, const char *tz)
+{
+    char reply[512];
+    long long credit, secs;
+    bool allowed;
+    time_t now;
+
+    for (int i = 0; i < 4; i++) {
+        now = time(NULL);
+        CHECK(harness_cmd(c, req, reply, sizeof(reply)));
+        CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+        assert_int_equal(allowed, i < 3);
+        assert_int_equal(credit, i < 3 ? 2 - i : 0);
+        reset_near(secs, next_month(now, tz), now);
+    }
 }
 
 static const char conf[] =
@@ -105,28 +120,14 @@ static void test_calendar_month_socket(void **state)
     char reply[512], rules[4096];
     long long credit, secs;
     bool allowed;
-    time_t now;
 
     (void)state;
     not_near(next_month(time(NULL), NULL));
     not_near(next_month(time(NULL), "Europe/Berlin"));
     CHECK(harness_start(&o, &d));
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    for (int i = 0; i < 4; i++) {
-        now = time(NULL);
-        CHECK(harness_cmd(c, "HIT api=utc", reply, sizeof(reply)));
-        CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
-        assert_int_equal(allowed, i < 3);
-        assert_int_equal(credit, i < 3 ? 2 - i : 0);
-        reset_near(secs, next_month(now, NULL), now);
-    }
-    for (int i = 0; i < 4; i++) {
-        now = time(NULL);
-        CHECK(harness_cmd(c, "HIT api=berlin user=ann", reply, sizeof(reply)));
-        CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
-        assert_int_equal(allowed, i < 3);
-        reset_near(secs, next_month(now, "Europe/Berlin"), now);
-    }
+    month_of_three(c, "HIT api=utc", NULL);
+    month_of_three(c, "HIT api=berlin user=ann", "Europe/Berlin");
     /* Another actor has its own month. */
     CHECK(harness_cmd(c, "HIT api=berlin user=bob", reply, sizeof(reply)));
     CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
@@ -193,9 +194,8 @@ static void test_calendar_month_strict(void **state)
     struct redis_srv *rs = NULL;
     struct harness_daemon *d;
     struct harness_conn *c = NULL;
-    char reply[512], *text;
-    long long credit, secs, pttl;
-    bool allowed;
+    char *text;
+    long long pttl;
     time_t now;
 
     (void)state;
@@ -206,14 +206,7 @@ static void test_calendar_month_strict(void **state)
     d = redis_divvyd(text, 1);
     free(text);
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    for (int i = 0; i < 4; i++) {
-        now = time(NULL);
-        CHECK(harness_cmd(c, "HIT api=utc", reply, sizeof(reply)));
-        CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
-        assert_int_equal(allowed, i < 3);
-        assert_int_equal(credit, i < 3 ? 2 - i : 0);
-        reset_near(secs, next_month(now, NULL), now);
-    }
+    month_of_three(c, "HIT api=utc", NULL);
     /* Redis holds the count, expiring at the month's end by its own clock. */
     now = time(NULL);
     assert_int_equal(redis_int(rs, "GET divvy:{m:}"), 3);
