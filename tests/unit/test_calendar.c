@@ -154,6 +154,23 @@ static void test_calendar_half_hour_zone(void **state)
     free(k.tr);
 }
 
+/* fuzz_tzif's first find (corpus regress-empty-transitions): a zone without
+ * transitions and no transition array (UTC's TZif) must not do arithmetic
+ * on a null pointer (UBSan). */
+static void test_calendar_regress_empty_transitions(void **state)
+{
+    struct calendar_zone z;
+    int64_t s, e, next;
+
+    (void)state;
+    memset(&z, 0, sizeof(z));
+    strcpy(z.name, "Etc/UTC");
+    assert_int_equal(calendar_offset(&z, NULL, 1700000000, &next), 0);
+    assert_true(next == INT64_MAX);
+    assert_int_equal(calendar_period(&z, NULL, CALENDAR_DAY, 1700000000000LL, &s, &e), 0);
+    assert_int_equal(e - s, 86400000);
+}
+
 static void test_calendar_range(void **state)
 {
     int64_t s, e;
@@ -532,6 +549,7 @@ int main(void)
         cmocka_unit_test(test_calendar_berlin_dst_days),
         cmocka_unit_test(test_calendar_footer_far_future),
         cmocka_unit_test(test_calendar_half_hour_zone),
+        cmocka_unit_test(test_calendar_regress_empty_transitions),
         cmocka_unit_test(test_calendar_range),
         cmocka_unit_test(test_calendar_posix_rules),
         cmocka_unit_test(test_calendar_tzif_malformed),
