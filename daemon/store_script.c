@@ -186,7 +186,7 @@
 
 /* The ms to the end of a window that starts now (first): reset_ms, or for a
  * calendar window (ARGV[5..7] the host's period start and end and the next
- * period's end, Unix ms; "0": none) the end of the period Redis's clock is
+ * period's end, Unix ms; absent otherwise) the end of the period Redis's clock is
  * in, so every host's hits start the same period at the same Redis instant
  * (docs/redis.md "Calendar windows"); a host more than a period behind
  * Redis gets a window of the nominal reset_ms. */
@@ -293,9 +293,13 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     arg_u64(ret, a->n);                 /* ARGV[2] */
     arg_i64(ret, a->limit);             /* ARGV[3] */
     arg_u64(ret, a->reset_ms);          /* ARGV[4] */
-    arg_i64(ret, a->cal_start_ms);      /* ARGV[5]: 0 unless a calendar window */
-    arg_i64(ret, a->cal_end_ms);        /* ARGV[6] */
-    arg_i64(ret, a->cal_next_ms);       /* ARGV[7] */
+    /* A calendar window only: other windows' calls are as they always were
+     * (in the batched form ARGV[5] is then the list, no number). */
+    if (a->cal_end_ms) {
+        arg_i64(ret, a->cal_start_ms);  /* ARGV[5] */
+        arg_i64(ret, a->cal_end_ms);    /* ARGV[6] */
+        arg_i64(ret, a->cal_next_ms);   /* ARGV[7] */
+    }
 }
 
 #define LUA_BUCKET(mode)                                                             \

@@ -53,7 +53,7 @@ struct store_window_args {
     /* A calendar window (docs/redis.md "Calendar windows"): the period this
      * host's clock is in, [cal_start_ms, cal_end_ms), and the next one's end,
      * Unix ms; the script starts a window to the end of the period Redis's
-     * clock is in.  0: a window of reset_ms. */
+     * clock is in (ARGV[5..7], only then).  0: a window of reset_ms. */
     int64_t cal_start_ms, cal_end_ms, cal_next_ms;
 };
 
@@ -171,7 +171,7 @@ struct store_reply {
 
 /* ARGV of the longest script (the window's: 7 with a calendar window), and one
  * argument's room. */
-#define STORE_SCRIPT_ARGV_MAX   8
+#define STORE_SCRIPT_ARGV_MAX   7
 #define STORE_SCRIPT_ARG_SIZE   24
 
 /* Requests in one batched call, at most, and one's room in its list. */
