@@ -66,7 +66,8 @@ test_files="/usr/lib/$ma/libpam_wrapper.so:libpam-wrapper
 /usr/share/build-essential/essential-packages-list:build-essential
 /usr/lib/python3/dist-packages/redis/__init__.py:python3-redis
 /usr/share/zoneinfo/Europe/Berlin:tzdata
-/usr/share/zoneinfo/Asia/Kolkata:tzdata"
+/usr/share/zoneinfo/Asia/Kolkata:tzdata
+/usr/lib/$ma/faketime/libfaketimeMT.so.1:faketime"
 
 clang_rt() {
     ver=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p')

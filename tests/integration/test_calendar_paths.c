@@ -8,13 +8,17 @@
  * a strict rule decided by a real redis-server answers the month's end and
  * leaves the key's TTL there; and the window script picks the period Redis's
  * clock is in when the host's clock is ahead or behind (docs/redis.md).
+ * A month window crosses January 31 -> February 1 end to end with divvyd's
+ * wall clock set by libfaketime (its monotonic clock left real).
  * Every expected end is computed here independently: timegm() for UTC,
  * mktime() under TZ=Europe/Berlin (this test process may set TZ; divvyd
  * never does).  Margins are a few seconds: no tight timing.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "divvy.h"
 #include "harness_redis.h"
@@ -291,12 +295,115 @@ static void test_calendar_strict_skew(void **state)
     redis_stop(rs);
 }
 
+/* libfaketime (Debian package faketime): divvyd's wall clock set to a chosen
+ * instant, its monotonic clock left alone. */
+static const char *faketime_lib(void)
+{
+    static const char *const paths[] = {
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/faketime/libfaketimeMT.so.1",
+    };
+
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        if (access(paths[i], R_OK) == 0)
+            return paths[i];
+    }
+    return NULL;
+}
+
+/*
+ * A month window end to end across January 31 -> February 1: divvyd's wall
+ * clock starts at 2026-01-31T23:59:45Z (libfaketime).  January's quota is
+ * spent, the reply says the seconds to midnight; right after midnight the
+ * same counter has February's full quota and the seconds to March 1.  The
+ * Berlin rule is already in February (00:59 there) and ends at Berlin's
+ * March 1, 2026-02-28T23:00Z.
+ */
+static void test_calendar_month_rollover(void **state)
+{
+    static const char rules[] =
+        "rules = (\n"
+        "    { label = \"jan\"; match = { api = \"utc\"; }; credit_limit = 2;\n"
+        "      calendar = \"month\"; },\n"
+        "    { label = \"berlin\"; match = { api = \"berlin\"; }; credit_limit = 2;\n"
+        "      calendar = \"month\"; time_zone = \"Europe/Berlin\"; },\n"
+        "    { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+        ");\n";
+    struct harness_opts o = { .config_name = "cal.conf", .config_text = rules, .workers = 1 };
+    const time_t feb1 = 1769904000, mar1 = 1772323200, berlin_mar1 = 1772319600;
+    const char *lib = faketime_lib(), *asan;
+    char asan_was[512], asan_now[600];
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c = NULL;
+    char reply[512];
+    long long credit, secs, left;
+    bool allowed;
+    int r;
+
+    (void)state;
+    if (!lib) {
+        fprintf(stderr, "  (no libfaketime: apt-get install faketime; skipping)\n");
+        skip();
+    }
+    /* An ASan build of divvyd accepts a preloaded library after its runtime. */
+    asan = getenv("ASAN_OPTIONS");
+    snprintf(asan_was, sizeof(asan_was), "%s", asan ? asan : "");
+    snprintf(asan_now, sizeof(asan_now), "%s%sverify_asan_link_order=0", asan_was,
+             asan_was[0] ? ":" : "");
+    setenv("ASAN_OPTIONS", asan_now, 1);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("FAKETIME", "@2026-01-31 23:59:45", 1);
+    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+    r = harness_start(&o, &d);
+    unsetenv("LD_PRELOAD");
+    unsetenv("FAKETIME");
+    unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+    if (asan)
+        setenv("ASAN_OPTIONS", asan_was, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    CHECK(r);
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_cmd(c, "HIT api=utc", reply, sizeof(reply)));
+    CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+    assert_true(allowed);
+    /* Fewer than 15 s to midnight: divvyd's clock is January 31's last minute. */
+    if (secs < 1 || secs > 15)
+        fail_msg("nextResetSeconds %lld at 23:59:45 + startup", secs);
+    left = secs;
+    CHECK(harness_cmd(c, "HIT api=utc", reply, sizeof(reply)));
+    CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+    assert_true(allowed && credit == 0);
+    CHECK(harness_cmd(c, "HIT api=utc", reply, sizeof(reply)));
+    CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+    assert_false(allowed);
+    assert_true(secs <= left);
+    CHECK(harness_cmd(c, "HIT api=berlin", reply, sizeof(reply)));
+    CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+    assert_true(allowed);
+    reset_near(secs, berlin_mar1, feb1 - (time_t)left);
+    /* Past midnight: February's quota, to March 1. */
+    harness_pause_ms((unsigned)(left + 2) * 1000);
+    CHECK(harness_cmd(c, "HIT api=utc", reply, sizeof(reply)));
+    CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
+    assert_true(allowed);
+    assert_int_equal(credit, 1);
+    if (secs > mar1 - feb1 || secs < mar1 - feb1 - 30)
+        fail_msg("nextResetSeconds %lld just after February 1, want about %lld", secs,
+                 (long long)(mar1 - feb1));
+    harness_close(c);
+    harness_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_calendar_month_socket, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_calendar_day_fast_path, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_calendar_month_rollover, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_calendar_month_strict, harness_setup,
                                         redis_teardown),
