@@ -463,6 +463,8 @@ static void test_calendar_config_errors(void **state)
         { "calendar = \"month\"; store = \"lease\";", "cannot be leased" },
         { "calendar = \"fortnight\";", "calendar must be" },
         { "calendar = 3;", "calendar must be a string" },
+        { "calender = \"month\";", "did you mean 'calendar'" },
+        { "timezone = \"UTC\";", "did you mean 'time_zone'" },
     };
 
     (void)state;
