@@ -3,7 +3,7 @@
  * Integration: calendar windows (docs/rules.md "Calendar windows") with a
  * real divvyd.  "1,000 per month" (here 3 per month, to reach the limit) on
  * the line protocol answers nextResetSeconds as the seconds to the end of
- * the month, in UTC and in Europe/Berlin; a per-day rule in Berlin is decided
+ * the month, in UTC and in Europe/Berlin, and RESP's DIVVY.HIT the same; a per-day rule in Berlin is decided
  * by libdivvy's fast path in-process (DIVVY_FAST_ONLY) with the same reset;
  * a strict rule decided by a real redis-server answers the month's end and
  * leaves the key's TTL there; and the window script picks the period Redis's
@@ -22,6 +22,7 @@
 
 #include "divvy.h"
 #include "harness_redis.h"
+#include "resp_client.h"
 
 #include "daemon/store.h"
 
@@ -118,7 +119,8 @@ static const char conf[] =
 
 static void test_calendar_month_socket(void **state)
 {
-    struct harness_opts o = { .config_name = "cal.conf", .config_text = conf, .workers = 1 };
+    struct harness_opts o = { .config_name = "cal.conf", .config_text = conf, .workers = 1,
+                              .resp = true };
     struct harness_daemon *d = NULL;
     struct harness_conn *c = NULL;
     char reply[512], rules[4096];
@@ -137,6 +139,26 @@ static void test_calendar_month_socket(void **state)
     CHECK(harness_parse_ok(reply, &allowed, &credit, &secs));
     assert_true(allowed);
     assert_int_equal(credit, 2);
+    /* RESP's DIVVY.HIT walks the same rules: January's (this month's) count
+     * is spent, the reply names the rule and the month's end. */
+    {
+        struct harness_conn *rc = NULL;
+        char got[256];
+        long long a = -1, cr = -1, sec = -1;
+        time_t now = time(NULL);
+
+        CHECK(harness_connect_unix(d->resp_sock, &rc));
+        SEND_CMD(rc, "DIVVY.HIT", "api", "utc");
+        got[0] = '\0';
+        CHECK(resp_read(rc, got, sizeof(got)));
+        if (sscanf(got, "*4 :%lld :%lld :%lld", &a, &cr, &sec) != 3 ||
+            !strstr(got, "$month-utc"))
+            fail_msg("DIVVY.HIT: %s", got);
+        assert_int_equal(a, 0);
+        assert_int_equal(cr, 0);
+        reset_near(sec, next_month(now, NULL), now);
+        harness_close(rc);
+    }
     /* RULES names the calendar and the zone. */
     CHECK(harness_multi(c, "RULES", rules, sizeof(rules)));
     assert_non_null(strstr(rules, "calendar=month time_zone=Europe/Berlin"));
