@@ -3,7 +3,8 @@
  * Integration: calendar windows (docs/rules.md "Calendar windows") with a
  * real divvyd.  "1,000 per month" (here 3 per month, to reach the limit) on
  * the line protocol answers nextResetSeconds as the seconds to the end of
- * the month, in UTC and in Europe/Berlin, and RESP's DIVVY.HIT the same; a per-day rule in Berlin is decided
+ * the month, in UTC and in Europe/Berlin, and RESP's DIVVY.HIT and RLS
+ * (Envoy's gRPC: per MONTH) the same; a per-day rule in Berlin is decided
  * by libdivvy's fast path in-process (DIVVY_FAST_ONLY) with the same reset;
  * a strict rule decided by a real redis-server answers the month's end and
  * leaves the key's TTL there; and the window script picks the period Redis's
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "divvy.h"
+#include "harness_grpc.h"
 #include "harness_redis.h"
 #include "resp_client.h"
 
@@ -418,6 +420,42 @@ static void test_calendar_month_rollover(void **state)
     harness_free(d);
 }
 
+/* RLS (Envoy's gRPC service, node's grpc-js client): a calendar rule's
+ * current_limit is per HOUR, DAY or MONTH (none for a week) and its
+ * duration_until_reset the period's end. */
+static void test_calendar_rls(void **state)
+{
+    static const char rules[] =
+        "rules = (\n"
+        "  { match = { domain = \"edge\"; plan = \"month\"; }; label = \"monthly\";\n"
+        "    credit_limit = 1000; calendar = \"month\"; },\n"
+        "  { match = { domain = \"edge\"; plan = \"week\"; }; label = \"weekly\";\n"
+        "    credit_limit = 70; calendar = \"week\"; },\n"
+        "  { default = true; credit_limit = 0; reset_seconds = 0; }\n"
+        ");\n";
+    struct harness_rls *r;
+    json_t *res, *resp;
+    time_t now, end;
+
+    (void)state;
+    harness_grpc_need();
+    not_near(next_month(time(NULL), NULL));
+    r = harness_rls_start(rules);
+    now = time(NULL);
+    end = next_month(now, NULL);
+    res = harness_grpc_run(r->tcp, "{\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
+                           "{\"entries\":[{\"key\":\"plan\",\"value\":\"month\"}]},"
+                           "{\"entries\":[{\"key\":\"plan\",\"value\":\"week\"}]}]}]}");
+    resp = harness_grpc_resp(res, 0);
+    harness_grpc_overall(resp, "OK", 2);
+    /* The node client takes seconds to start on a loaded machine. */
+    harness_grpc_status(resp, 0, "OK", "monthly", 1000, "MONTH", 999,
+                        (long long)(end - now) - 30, (long long)(end - now) + SLACK);
+    harness_grpc_status(resp, 1, "OK", NULL, 0, NULL, 69, 1, 7 * 86400);
+    json_decref(res);
+    harness_rls_stop(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,7 +469,9 @@ int main(void)
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_calendar_strict_skew, harness_setup,
                                         redis_teardown),
+        cmocka_unit_test_setup_teardown(test_calendar_rls, harness_setup, harness_teardown),
     };
 
-    return cmocka_run_group_tests_name("calendar_paths", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("calendar_paths", tests, harness_grpc_setup,
+                                       harness_grpc_teardown);
 }
