@@ -165,6 +165,14 @@ static void test_calendar_month_socket(void **state)
     CHECK(harness_multi(c, "RULES", rules, sizeof(rules)));
     assert_non_null(strstr(rules, "calendar=month time_zone=Europe/Berlin"));
     assert_non_null(strstr(rules, "label=\"month-utc\""));
+    /* divvyctl rules shows the period as the calendar's. */
+    {
+        struct harness_ctl *ctl = harness_ctl_run(
+            false, NULL, 0, (const char *const[]){ "-s", d->sock, "rules", NULL });
+
+        assert_non_null(strstr(ctl->out, "month Europe/Berlin"));
+        assert_non_null(strstr(ctl->out, "day Europe/Berlin"));
+    }
     harness_close(c);
     harness_free(d);
 }
