@@ -138,6 +138,15 @@ static uint64_t window_most(const struct table_limits *lim, uint64_t end)
     return most;
 }
 
+/* The end of a window that starts at @now: a calendar window's period end
+ * (table_limits.window_end_ms), else now + reset_ms. */
+static uint64_t window_start(const struct table_limits *lim, uint64_t now)
+{
+    if (lim->window_end_ms > now)
+        return lim->window_end_ms < ALGO_IDLE_MAX ? lim->window_end_ms : ALGO_IDLE_MAX;
+    return sat_add(now, lim->reset_ms);
+}
+
 static bool apply_window(const struct table_limits *lim, enum table_op op, uint64_t n,
                          uint64_t now, const struct algo_state *cur, struct algo_state *out,
                          struct table_result *ret)
@@ -151,7 +160,7 @@ static bool apply_window(const struct table_limits *lim, enum table_op op, uint6
     *out = *cur;
     if (op == TABLE_TAKE && fits) {
         if (fresh)
-            end = sat_add(now, lim->reset_ms);
+            end = window_start(lim, now);
         out->idle = end;                /* within the limit: no debt */
         out->data = used + n;
         out->debt = false;
@@ -159,7 +168,7 @@ static bool apply_window(const struct table_limits *lim, enum table_op op, uint6
         fresh = false;
     } else if (op == TABLE_DEBIT) {
         if (fresh)
-            end = sat_add(now, lim->reset_ms);
+            end = window_start(lim, now);
         most = window_most(lim, end);
         used = used < most && n <= most - used ? used + n : most;
         out->idle = (uint64_t)window_idle(lim, used, end);

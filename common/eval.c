@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "clock.h"
 #include "eval.h"
 
 uint64_t eval_ms_to_s(uint64_t ms)
@@ -27,6 +28,19 @@ void eval_limits(const struct rules_rule *r, struct table_limits *lim)
     lim->strict = r->strict;
     lim->max_actors = (uint64_t)(r->max_actors > 0 ? r->max_actors : 0);
     lim->evict = r->when_full == RULES_FULL_EVICT;
+}
+
+int eval_calendar_end(const struct rules *rules, const struct rules_rule *r, uint64_t now_ms,
+                      int64_t unix_ms, uint64_t *ret_end_ms)
+{
+    int64_t start, end;
+    int rc = rules_period(rules, r->index, unix_ms, &start, &end);
+
+    if (rc < 0)
+        return rc;
+    /* end > unix_ms: the period's end as far from now on the counting clock. */
+    *ret_end_ms = now_ms + (uint64_t)(end - unix_ms);
+    return 0;
 }
 
 int eval_debit_check(const struct rules *rules, const uint32_t *path, size_t n_path, uint64_t n,
@@ -130,10 +144,19 @@ int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
                        enum table_op op, uint64_t n, uint64_t now_ms, struct eval_outcome *o)
 {
     struct table *t = eval_table(env, r);
+    struct table_limits cal;
     struct table_result res;
     int rc;
 
     op = eval_rule_op(r, op, n);
+    if (r->calendar) {
+        cal = *limits;
+        rc = eval_calendar_end(env->rules, r, now_ms, clock_unix_ns() / 1000000,
+                               &cal.window_end_ms);
+        if (rc < 0)
+            return rc;
+        limits = &cal;
+    }
     rc = table_hit_prepared(t, kw, limits, op, n, now_ms, &res);
     if (rc == -ENOSPC || rc == -EDQUOT)
         return eval_full(env, r, rc, o);

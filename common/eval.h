@@ -105,6 +105,17 @@ bool eval_zero(const struct rules_rule *r, struct eval_outcome *ret);
 /* Rule @r's limits in the table's units. */
 void eval_limits(const struct rules_rule *r, struct table_limits *ret);
 
+/*
+ * Calendar rule @r (docs/rules.md "Calendar windows"): the end of the period
+ * that holds Unix time @unix_ms, read on the same instant as @now_ms
+ * (CLOCK_MONOTONIC ms), as a CLOCK_MONOTONIC deadline in *ret_end_ms: what
+ * table_limits.window_end_ms wants.  eval_rule_prepared() calls it on every
+ * hit of a calendar rule with the wall clock (clock_unix_ns()).  -EINVAL (not
+ * a calendar rule), -ERANGE (the wall clock outside 1900..9999).
+ */
+int eval_calendar_end(const struct rules *rules, const struct rules_rule *r, uint64_t now_ms,
+                      int64_t unix_ms, uint64_t *ret_end_ms);
+
 /* The table that holds rule @r's host counters (fast, privileged or private). */
 struct table *eval_table(const struct eval_env *env, const struct rules_rule *r);
 

@@ -54,6 +54,11 @@ static bool blob_ok(const struct rules *rs)
         if (r->prefix4 < -1 || r->prefix4 > 32 || r->prefix6 < -1 || r->prefix6 > 128 ||
             r->max_debit < -1 || r->max_debit > (int64_t)PROTO_DEBIT_MAX)
             return false;
+        /* A calendar window: a window rule in UTC or a zone of the table. */
+        if (r->calendar > CALENDAR_UNIT_MAX ||
+            (r->calendar && (r->algo != RULES_ALGO_WINDOW ||
+                             (r->zone != UINT32_MAX && r->zone >= h->n_zone))))
+            return false;
         if (r->policy != RULES_POLICY_STOP)
             n_side++;
     }
@@ -124,7 +129,9 @@ int rules_attach(uint8_t *blob, size_t len, struct rules **ret)
         !section_ok(len, h->bucket_off, h->n_bucket, sizeof(struct blob_bucket)) ||
         !section_ok(len, h->list_off, h->n_list, sizeof(uint32_t)) ||
         !section_ok(len, h->scan_off, h->n_scan, sizeof(uint32_t)) ||
-        !section_ok(len, h->pool_off, h->pool_size, 1))
+        !section_ok(len, h->pool_off, h->pool_size, 1) ||
+        !section_ok(len, h->zone_off, h->n_zone, sizeof(struct calendar_zone)) ||
+        !section_ok(len, h->ztrans_off, h->n_ztrans, sizeof(struct calendar_trans)))
         return -EBADMSG;
     rs = calloc(1, sizeof(*rs));
     if (!rs)
@@ -140,7 +147,10 @@ int rules_attach(uint8_t *blob, size_t len, struct rules **ret)
     rs->list = (const uint32_t *)(blob + h->list_off);
     rs->scan = (const uint32_t *)(blob + h->scan_off);
     rs->pool = (const char *)(blob + h->pool_off);
-    if (!blob_ok(rs)) {
+    rs->zone = (const struct calendar_zone *)(blob + h->zone_off);
+    rs->ztrans = (const struct calendar_trans *)(blob + h->ztrans_off);
+    if (h->n_zone > CALENDAR_ZONES_MAX ||
+        calendar_check(rs->zone, h->n_zone, rs->ztrans, h->n_ztrans) < 0 || !blob_ok(rs)) {
         free(rs);
         return -EBADMSG;
     }
@@ -239,5 +249,23 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
     ret->source = (enum rules_source)r->source;
     ret->store = (enum rules_store)r->store;
     ret->when_full = (enum rules_full)r->when_full;
+    ret->calendar = r->calendar;
+    if (r->calendar) {
+        ret->zone = r->zone;
+        ret->time_zone = r->zone == UINT32_MAX ? "UTC" : rules->zone[r->zone].name;
+    }
     return 0;
+}
+
+int rules_period(const struct rules *rules, uint32_t idx, int64_t unix_ms, int64_t *ret_start_ms,
+                 int64_t *ret_end_ms)
+{
+    const struct blob_rule *r = rules_rule_at(rules, idx);
+
+    if (!r)
+        return -ENOENT;
+    if (!r->calendar)
+        return -EINVAL;
+    return calendar_period(r->zone == UINT32_MAX ? NULL : &rules->zone[r->zone], rules->ztrans,
+                           (enum calendar_unit)r->calendar, unix_ms, ret_start_ms, ret_end_ms);
 }

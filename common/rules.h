@@ -85,6 +85,13 @@ struct rules_rule_spec {
     enum rules_full when_full;  /* RULES_FULL_TABLE: not set */
     char *label;            /* NULL or [A-Za-z0-9_-]{1,64} */
     char *comment;
+    /* Calendar windows (docs/rules.md "Calendar windows"): the window is the
+     * current hour, day, ISO week or month (enum calendar_unit; 0: a window
+     * of reset_seconds from the first hit) of @time_zone (NULL: UTC). */
+    unsigned calendar;
+    unsigned calendar_line;     /* where calendar was set (0: not set) */
+    char *time_zone;
+    unsigned time_zone_line;
 };
 
 struct rules_spec {
@@ -192,8 +199,20 @@ struct rules_rule {
     enum rules_source source;
     enum rules_store store;     /* effective: the rule's own, else the config's store.mode */
     enum rules_full when_full;  /* RULES_FULL_TABLE: the daemon's table.when_full */
+    unsigned calendar;          /* enum calendar_unit; 0: not a calendar window */
+    uint32_t zone;              /* calendar: its zone in the blob's zone table; UINT32_MAX: UTC */
+    const char *time_zone;      /* calendar: the zone's name ("UTC") */
 };
 int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
+
+/*
+ * The calendar period (common/calendar.h) of calendar rule @idx that holds
+ * Unix time @unix_ms, in the rule's zone: *ret_start_ms <= @unix_ms <
+ * *ret_end_ms, Unix ms.  -ENOENT (no such rule), -EINVAL (not a calendar
+ * rule), -ERANGE (@unix_ms outside the years 1900..9999).
+ */
+int rules_period(const struct rules *rules, uint32_t idx, int64_t unix_ms, int64_t *ret_start_ms,
+                 int64_t *ret_end_ms);
 
 /* The most one DEBIT from an unprivileged peer may charge rule @r
  * (docs/rules.md "DEBIT bounds"): its max_debit, else its credit_limit. */

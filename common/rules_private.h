@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "calendar.h"
 #include "glob.h"
 #include "hash.h"
 #include "rules.h"
@@ -21,7 +22,7 @@
 /* ---- blob layout (docs/dev/rules.md "Compiled form") ------------------------ */
 
 #define BLOB_MAGIC      "DIVVYRL1"
-#define BLOB_LAYOUT     3
+#define BLOB_LAYOUT     4
 #define BLOB_ALIGN      8
 /* Longest "key\0value" the index files; longer pairs cannot arrive in one
  * request line anyway, so their rules go on the scan list. */
@@ -45,6 +46,10 @@ struct blob_hdr {
     uint32_t n_bucket, n_list, n_scan, pool_size;
     uint64_t rule_off, match_off, actor_off, akey_off;
     uint64_t bucket_off, list_off, scan_off, pool_off;
+    /* The zone table of calendar windows (docs/dev/rules.md "Zone table"):
+     * struct calendar_zone and struct calendar_trans records. */
+    uint32_t n_zone, n_ztrans;
+    uint64_t zone_off, ztrans_off;
 };
 
 struct blob_rule {
@@ -64,6 +69,9 @@ struct blob_rule {
     uint8_t when_full;                  /* enum rules_full */
     uint8_t reserved[2];
     int64_t max_debit;                  /* -1: the credit_limit */
+    uint32_t zone;                      /* calendar: index into the zone table; UINT32_MAX: UTC */
+    uint8_t calendar;                   /* enum calendar_unit; 0: not a calendar window */
+    uint8_t reserved2[3];
 };
 
 struct blob_match {
@@ -80,9 +88,9 @@ struct blob_bucket {
 };
 
 _Static_assert(sizeof(struct blob_str) == 8, "blob_str layout");
-_Static_assert(sizeof(struct blob_hdr) == 128, "blob_hdr layout");
+_Static_assert(sizeof(struct blob_hdr) == 152, "blob_hdr layout");
 _Static_assert(offsetof(struct blob_hdr, rule_off) == 64, "blob_hdr layout");
-_Static_assert(sizeof(struct blob_rule) == 120, "blob_rule layout");
+_Static_assert(sizeof(struct blob_rule) == 128, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");
@@ -143,6 +151,8 @@ struct rules {
     const uint32_t *list;
     const uint32_t *scan;
     const char *pool;
+    const struct calendar_zone *zone;
+    const struct calendar_trans *ztrans;
     bool uses_store;            /* some counting rule is lease or strict */
     struct rules_index ix;
 };

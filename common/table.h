@@ -154,6 +154,9 @@ struct table_limits {
                                  * "Eviction") */
     bool lease;                 /* a lease slot (window only; table_lease_*): its own key */
     uint64_t lease_max;         /* lease: most credit one host holds, 1..TABLE_LEASE_MAX */
+    uint64_t window_end_ms;     /* window: when a window that starts now ends (absolute
+                                 * ms; a calendar window's period end, set per hit by
+                                 * eval_rule_prepared()); 0: now + reset_ms */
 };
 
 enum table_op {

@@ -18,6 +18,7 @@
 #include "admin.h"
 #include "admit.h"
 #include "algo.h"
+#include "calendar.h"
 #include "clock.h"
 #include "conn.h"
 #include "eval.h"
@@ -187,8 +188,13 @@ void admin_rules(struct conn *c, const struct proto_req *req)
                          r.fast_path ? "true" : "false", store_name(r.store),
                          (long long)rules_max_debit(&r));
         admin_append_quoted(line, sizeof(line), &pos, actor);
-        admin_append_fmt(line, sizeof(line), &pos, " resettable=%s\n",
+        admin_append_fmt(line, sizeof(line), &pos, " resettable=%s",
                          r.resettable ? "true" : "false");
+        /* Calendar windows only: other rules' lines are as they were. */
+        if (r.calendar)
+            admin_append_fmt(line, sizeof(line), &pos, " calendar=%s time_zone=%s",
+                             calendar_unit_name((enum calendar_unit)r.calendar), r.time_zone);
+        admin_append_fmt(line, sizeof(line), &pos, "\n");
         line_text(c, line);
     }
     urcu_memb_read_unlock();

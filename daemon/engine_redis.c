@@ -204,14 +204,28 @@ static int hit_keep_actor(struct engine_hit *h, const char *actor, size_t len)
 /* The script of rule @r's algorithm decides @op for @h in Redis (key in
  * w->key_buf, @klen bytes): sent, or queued behind the script already in
  * flight for that key (hit_batch.h), as store_verdict(). */
-static int hit_verdict_send(struct worker *w, struct engine_hit *h, const struct rules_rule *r,
-                            const struct table_limits *lim, enum table_op op, size_t klen)
+static int hit_verdict_send(struct worker *w, struct engine_hit *h, const struct rules *rs,
+                            const struct rules_rule *r, const struct table_limits *lim,
+                            enum table_op op, size_t klen)
 {
     enum store_op sop = op == TABLE_TAKE ? STORE_TAKE : op == TABLE_DEBIT ? STORE_DEBIT
                                                                            : STORE_PEEK;
     struct store_verdict_args a;
+    int64_t next_start;
+    int rc;
 
     store_verdict_args_of(r->algo, r->credit_limit, lim, r->strict, sop, h->n, &a);
+    /* A calendar window: this host's period and the next one's end; the
+     * script picks the one Redis's clock is in (docs/redis.md). */
+    if (r->calendar) {
+        rc = rules_period(rs, r->index, (int64_t)(clock_unix_ns() / 1000000),
+                          &a.window.cal_start_ms, &a.window.cal_end_ms);
+        if (rc >= 0)
+            rc = rules_period(rs, r->index, a.window.cal_end_ms, &next_start,
+                              &a.window.cal_next_ms);
+        if (rc < 0)
+            return rc;
+    }
     return hit_batch_send(w->hb, w->key_buf, klen, &a, h->deadline, engine_on_store, h);
 }
 
@@ -375,7 +389,7 @@ static int hit_remote(struct worker *w, struct engine_hit *h, const struct rules
     }
 
     /* Strict (and lease PEEK and ASK): one script decides in Redis. */
-    rc = hit_verdict_send(w, h, r, &lim, op, (size_t)klen);
+    rc = hit_verdict_send(w, h, rs, r, &lim, op, (size_t)klen);
     if (rc < 0)
         return hit_fallback(w, h, rs, r, o);
     h->sent_ms = now;

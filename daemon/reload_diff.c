@@ -243,6 +243,8 @@ static void put_fields(struct line *l, const struct rules *ra, const struct rule
     FIELD(a->credit_limit != b->credit_limit, "credit_limit");
     FIELD(a->reset_seconds != b->reset_seconds, "reset_seconds");
     FIELD(a->algo != b->algo, "algorithm");
+    FIELD(a->calendar != b->calendar, "calendar");
+    FIELD(a->calendar && b->calendar && strcmp(a->time_zone, b->time_zone) != 0, "time_zone");
     FIELD(a->refill_amount != b->refill_amount, "refill_amount");
     FIELD(a->refill_seconds != b->refill_seconds, "refill_seconds");
     FIELD(a->max_actors != b->max_actors, "max_actors");

@@ -22,6 +22,7 @@
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 
+#include "calendar.h"
 #include "clock.h"
 #include "engine.h"
 #include "log.h"
@@ -263,6 +264,15 @@ static void rls_answer(void *arg, const struct engine_answer *a)
             st->has_limit = rls_msg_unit(bucket ? rule.refill_amount : rule.credit_limit,
                                          bucket ? rule.refill_seconds : rule.reset_seconds,
                                          &st->requests_per_unit, &st->unit);
+            /* A calendar window is Envoy's unit itself (its reset_seconds is the
+             * unit's longest period); RateLimitUnit has no week. */
+            if (rule.calendar)
+                st->has_limit = rule.calendar != CALENDAR_WEEK &&
+                                rls_msg_unit(rule.credit_limit, 3600, &st->requests_per_unit,
+                                             &st->unit);
+            if (rule.calendar && st->has_limit)
+                st->unit = rule.calendar == CALENDAR_HOUR ? RLS_UNIT_HOUR :
+                           rule.calendar == CALENDAR_DAY ? RLS_UNIT_DAY : RLS_UNIT_MONTH;
         }
     }
     if (--s->n_left == 0)

@@ -184,12 +184,30 @@
     "kv.flush()\n"                                                                   \
     "return out\n"
 
+/* The ms to the end of a window that starts now (first): reset_ms, or for a
+ * calendar window (ARGV[5..7] the host's period start and end and the next
+ * period's end, Unix ms; absent otherwise) the end of the period Redis's clock is
+ * in, so every host's hits start the same period at the same Redis instant
+ * (docs/redis.md "Calendar windows"); a host more than a period behind
+ * Redis gets a window of the nominal reset_ms. */
+#define LUA_WINDOW_FIRST                                                             \
+    "local first = reset\n"                                                          \
+    "local cal = tonumber(ARGV[5])\n"                                                \
+    "if cal and cal > 0 then\n"                                                      \
+    LUA_NOW                                                                          \
+    "  local e = tonumber(ARGV[6])\n"                                                \
+    "  if now < cal then e = cal elseif now >= e then e = tonumber(ARGV[7]) end\n"    \
+    "  first = e - now\n"                                                            \
+    "  if first < 1 then first = reset end\n"                                        \
+    "end\n"
+
 #define LUA_WINDOW(mode)                                                             \
     "-- divvy window: KEYS[1] = credit used in the window, its PTTL the window's end\n" \
     "-- (in debt: the end of the window that has a full quota again).\n"             \
     "-- ARGV: op (take|peek|debit), n, limit, reset_ms -> {allowed, credit, ms to reset}\n" \
     "local key = KEYS[1]\n"                                                          \
     "local limit, reset = tonumber(ARGV[3]), tonumber(ARGV[4])\n"                    \
+    LUA_WINDOW_FIRST                                                                 \
     KV(mode, LAYER)                                                                  \
     "local function decide(op, n)\n"                                                 \
     "local debit = op == 'debit'\n"                                                  \
@@ -198,21 +216,21 @@
     LUA_WINDOW_GET                                                                   \
     "if not used then\n"                                                             \
     "  if debit and n > limit then\n"                                                \
-    "    local left, used = reset, n\n"                                              \
+    "    local left, used = first, n\n"                                              \
     LUA_WINDOW_SET(mode)                                                             \
-    "    return {0, 0, reset}\n"                                                     \
+    "    return {0, 0, first}\n"                                                     \
     "  end\n"                                                                        \
     "  if (op == 'take' or debit) and n <= limit then\n"                             \
-    "    " KV(mode, SET) "n, 'PX', reset)\n"                                        \
-    "    return {1, limit - n, reset}\n"                                             \
+    "    " KV(mode, SET) "n, 'PX', first)\n"                                        \
+    "    return {1, limit - n, first}\n"                                             \
     "  end\n"                                                                        \
     "  if n <= limit then return {1, limit, 0} end\n"                                \
     "  return {0, limit, 0}\n"                                                       \
     "end\n"                                                                          \
     "local ttl = " KV(mode, PTTL) ")\n"                                              \
     "if ttl < 0 then\n"                                                              \
-    "  " KV(mode, PEXPIRE) "reset)\n"                                                \
-    "  ttl = reset\n"                                                                \
+    "  " KV(mode, PEXPIRE) "first)\n"                                                \
+    "  ttl = first\n"                                                                \
     "end\n"                                                                          \
     "local left, carried\n"                                                          \
     LUA_WINDOW_CARRY                                                                 \
@@ -275,6 +293,13 @@ void store_script_window(const struct store_window_args *a, struct store_call *r
     arg_u64(ret, a->n);                 /* ARGV[2] */
     arg_i64(ret, a->limit);             /* ARGV[3] */
     arg_u64(ret, a->reset_ms);          /* ARGV[4] */
+    /* A calendar window only: other windows' calls are as they always were
+     * (in the batched form ARGV[5] is then the list, no number). */
+    if (a->cal_end_ms) {
+        arg_i64(ret, a->cal_start_ms);  /* ARGV[5] */
+        arg_i64(ret, a->cal_end_ms);    /* ARGV[6] */
+        arg_i64(ret, a->cal_next_ms);   /* ARGV[7] */
+    }
 }
 
 #define LUA_BUCKET(mode)                                                             \
@@ -642,7 +667,9 @@ bool store_script_same(const struct store_verdict_args *a, const struct store_ve
         return a->sliding.limit == b->sliding.limit &&
                a->sliding.window_ms == b->sliding.window_ms;
     default:
-        return a->window.limit == b->window.limit && a->window.reset_ms == b->window.reset_ms;
+        return a->window.limit == b->window.limit && a->window.reset_ms == b->window.reset_ms &&
+               a->window.cal_start_ms == b->window.cal_start_ms &&
+               a->window.cal_end_ms == b->window.cal_end_ms;
     }
 }
 

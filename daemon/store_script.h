@@ -49,7 +49,12 @@ struct store_window_args {
     enum store_op op;
     uint64_t n;                 /* credit asked for */
     int64_t limit;              /* credit_limit: an argument, never stored */
-    uint64_t reset_ms;          /* the window's length */
+    uint64_t reset_ms;          /* the window's length (a calendar window: its nominal one) */
+    /* A calendar window (docs/redis.md "Calendar windows"): the period this
+     * host's clock is in, [cal_start_ms, cal_end_ms), and the next one's end,
+     * Unix ms; the script starts a window to the end of the period Redis's
+     * clock is in (ARGV[5..7], only then).  0: a window of reset_ms. */
+    int64_t cal_start_ms, cal_end_ms, cal_next_ms;
 };
 
 struct store_bucket_args {
@@ -164,8 +169,9 @@ struct store_reply {
     };
 };
 
-/* ARGV of the longest script (the token bucket's), and one argument's room. */
-#define STORE_SCRIPT_ARGV_MAX   6
+/* ARGV of the longest script (the window's: 7 with a calendar window), and one
+ * argument's room. */
+#define STORE_SCRIPT_ARGV_MAX   7
 #define STORE_SCRIPT_ARG_SIZE   24
 
 /* Requests in one batched call, at most, and one's room in its list. */

@@ -310,6 +310,12 @@ const char *config_divvy_hint(const char *key, bool native)
         if (native || f->kind != CONFIG_DIVVY_MATCH)
             suggest_offer(&sg, native ? f->native : f->divvy);
     }
+    /* The native format's own settings (config_native.c, docs/rules.md
+     * "Calendar windows"). */
+    if (native) {
+        suggest_offer(&sg, "calendar");
+        suggest_offer(&sg, "time_zone");
+    }
     return suggest_best(&sg);
 }
 

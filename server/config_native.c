@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calendar.h"
 #include "config_divvy.h"
 #include "config_private.h"
 #include "suggest.h"
@@ -189,6 +190,40 @@ static int conf_rule_actor(struct rules_rule_spec *r, const struct config_divvy_
     return 0;
 }
 
+/*
+ * The calendar-window settings (docs/rules.md "Calendar windows"), native
+ * only: calendar = "hour" | "day" | "week" | "month", time_zone = an IANA
+ * name or "UTC".  rules_validate() checks what goes with them and loads the
+ * zone.  Returns 1 when @s is not one of them.
+ */
+static int conf_rule_calendar(struct rules_rule_spec *r, const char *path,
+                              const config_setting_t *s, struct diag *reterr)
+{
+    const char *name = conf_name(s), *v;
+    unsigned line = conf_line(s);
+    bool cal = strcmp(name, "calendar") == 0;
+
+    if (!cal && strcmp(name, "time_zone") != 0)
+        return 1;
+    if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+        diag_set(reterr, path, line, "%s must be a string", name);
+        return -EINVAL;
+    }
+    v = config_setting_get_string(s);
+    if (cal) {
+        r->calendar = calendar_unit_parse(v);
+        r->calendar_line = line;
+        if (r->calendar == CALENDAR_NONE) {
+            diag_set(reterr, path, line, "calendar must be \"hour\", \"day\", \"week\" or "
+                     "\"month\", not \"%s\"", v);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    r->time_zone_line = line;
+    return conf_set_str(&r->time_zone, v);
+}
+
 static int conf_rule_setting(struct rules_rule_spec *r, const char *path,
                              const config_setting_t *s, struct diag *reterr)
 {
@@ -196,7 +231,10 @@ static int conf_rule_setting(struct rules_rule_spec *r, const char *path,
     const struct config_divvy_field *f = config_divvy_field(name, true);
     unsigned line = conf_line(s);
     int type = config_setting_type(s);
+    int q = f ? 1 : conf_rule_calendar(r, path, s, reterr);
 
+    if (q <= 0)
+        return q;
     if (!f) {
         const char *hint = config_divvy_hint(name, true);
 

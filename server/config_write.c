@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calendar.h"
 #include "config_divvy.h"
 #include "config_private.h"
 #include "table.h"
@@ -142,6 +143,11 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         conf_put_int(f, "max_debit", r->max_debit);
     if (r->when_full != RULES_FULL_TABLE)
         fprintf(f, "        when_full = \"%s\";\n", config_divvy_when_full_name(r->when_full));
+    if (r->calendar)
+        fprintf(f, "        calendar = \"%s\";\n",
+                calendar_unit_name((enum calendar_unit)r->calendar));
+    if (r->time_zone)
+        conf_put_setting(f, "        time_zone", r->time_zone);
     if (r->label)
         conf_put_setting(f, "        label", r->label);
     if (r->comment)

@@ -161,4 +161,29 @@ void rules_build_free(struct build *b);
  */
 int rules_build_checked(const struct rules_spec *spec, struct build *b, struct diag *reterr);
 
+/* ---- calendar windows (rules_calendar.c) ---------------------------------- */
+
+/*
+ * rules_validate.c: checks the calendar settings of rule @p (calendar,
+ * time_zone: the zone file must load) and sets its nominal reset_seconds
+ * (calendar_nominal_ms()).  Problems go into @d with the setting's line.
+ */
+void rules_calendar_prep(struct pr *p, struct diag *d);
+
+/* The zone table of a build: each distinct zone once, and each rule's index
+ * into it (UINT32_MAX: UTC or not a calendar rule). */
+struct rules_zones {
+    struct calendar_zone *zone;
+    uint32_t n_zone;
+    struct calendar_trans *trans;
+    uint32_t n_trans;
+    uint32_t *rule_zone;        /* b->n entries */
+};
+
+/* rules_compile.c: loads the zones of validated build @b into @ret (freed
+ * with rules_zones_free(), also after a failure).  -EINVAL when a zone file
+ * no longer loads (@d says which), -ENOMEM. */
+int rules_zones_build(const struct build *b, struct rules_zones *ret, struct diag *d);
+void rules_zones_free(struct rules_zones *z);
+
 #endif

@@ -46,7 +46,8 @@ static uint64_t align_up(uint64_t v)
 }
 
 /* Lays out and fills the blob from a validated build. */
-static int emit(const struct build *b, uint64_t generation, struct rules **ret)
+static int emit(const struct build *b, const struct rules_zones *zt, uint64_t generation,
+                struct rules **ret)
 {
     struct pool pl = { 0 };
     struct blob_rule *rules = NULL;
@@ -110,6 +111,8 @@ static int emit(const struct build *b, uint64_t generation, struct rules **ret)
                              (s->no_reset ? FLAG_NO_RESET : 0));
         o->store = (uint8_t)p->store;
         o->when_full = (uint8_t)s->when_full;
+        o->calendar = (uint8_t)s->calendar;
+        o->zone = zt->rule_zone[i];
         r = pool_add(&pl, p->id_str, strlen(p->id_str), &o->id_str);
         if (r >= 0)
             r = pool_add(&pl, label, strlen(label), &o->label);
@@ -209,6 +212,12 @@ static int emit(const struct build *b, uint64_t generation, struct rules **ret)
     off = align_up(off + (uint64_t)b->n_scan * sizeof(uint32_t));
     h.pool_off = off;
     off = align_up(off + pl.b.len);
+    h.n_zone = zt->n_zone;
+    h.zone_off = off;
+    off = align_up(off + (uint64_t)zt->n_zone * sizeof(*zt->zone));
+    h.n_ztrans = zt->n_trans;
+    h.ztrans_off = off;
+    off = align_up(off + (uint64_t)zt->n_trans * sizeof(*zt->trans));
     h.total_size = off;
 
     blob = calloc(1, off);
@@ -225,6 +234,10 @@ static int emit(const struct build *b, uint64_t generation, struct rules **ret)
     memcpy(blob + h.list_off, b->list, b->n_list * sizeof(uint32_t));
     memcpy(blob + h.scan_off, b->scan, b->n_scan * sizeof(uint32_t));
     memcpy(blob + h.pool_off, pl.b.p, pl.b.len);
+    if (zt->n_zone)
+        memcpy(blob + h.zone_off, zt->zone, zt->n_zone * sizeof(*zt->zone));
+    if (zt->n_trans)
+        memcpy(blob + h.ztrans_off, zt->trans, zt->n_trans * sizeof(*zt->trans));
     r = rules_attach(blob, off, ret);
     if (r >= 0)
         blob = NULL;                    /* the table owns it now */
@@ -243,11 +256,15 @@ out:
 int rules_compile(const struct rules_spec *spec, uint64_t generation, struct rules **ret,
                   struct diag *reterr)
 {
+    struct rules_zones zt = { 0 };
     struct build b;
     int r = rules_build_checked(spec, &b, reterr);
 
     if (r >= 0)
-        r = emit(&b, generation, ret);
+        r = rules_zones_build(&b, &zt, reterr);
+    if (r >= 0)
+        r = emit(&b, &zt, generation, ret);
+    rules_zones_free(&zt);
     rules_build_free(&b);
     return r;
 }

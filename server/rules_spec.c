@@ -106,6 +106,7 @@ void rules_spec_free(struct rules_spec *spec)
         free(r->file);
         free(r->label);
         free(r->comment);
+        free(r->time_zone);
     }
     free(spec->rules);
     memset(spec, 0, sizeof(*spec));
@@ -113,7 +114,8 @@ void rules_spec_free(struct rules_spec *spec)
 
 bool rules_spec_counts(const struct rules_rule_spec *r)
 {
-    return r->credit_limit > 0 && (r->algo == RULES_ALGO_TOKEN_BUCKET || r->reset_seconds > 0);
+    return r->credit_limit > 0 &&
+           (r->algo == RULES_ALGO_TOKEN_BUCKET || r->reset_seconds > 0 || r->calendar);
 }
 
 /* A lease strands credit on every host that holds one (docs/redis.md

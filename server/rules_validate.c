@@ -121,6 +121,10 @@ static int rule_id(struct pr *p)
     /* Privileged rules get their own counters; "any" ids are exactly as above. */
     if (r >= 0 && s->source == RULES_SOURCE_PRIVILEGED)
         r = buf_put(&b, "privileged", 10);
+    /* A calendar window counts afresh (its counters mean something else);
+     * other rules' ids are exactly as above. */
+    if (r >= 0 && s->calendar)
+        r = buf_u32(&b, 0x43414c00u | (uint32_t)s->calendar);
     if (r < 0)
         goto out;
     p->id = hash_siphash(zero_key, b.p, b.len);
@@ -282,7 +286,9 @@ static void prep_settings(struct pr *p, struct diag *d)
     p->refill_seconds = s->refill_seconds;
     if (s->reset_seconds != -1)
         check_limit(p, d, "reset_seconds", s->reset_seconds, RULES_SECONDS_MAX);
-    if (!tb) {
+    if (s->calendar || s->time_zone)
+        rules_calendar_prep(p, d);
+    else if (!tb) {
         if (s->reset_seconds == -1)
             RULE_ERR(p, 0, "reset_seconds is not set");
         if (s->refill_amount != -1 || s->refill_seconds != -1)

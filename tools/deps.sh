@@ -64,7 +64,10 @@ test_cmds_if_missing="node:nodejs npm:npm"
 ma=$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 test_files="/usr/lib/$ma/libpam_wrapper.so:libpam-wrapper
 /usr/share/build-essential/essential-packages-list:build-essential
-/usr/lib/python3/dist-packages/redis/__init__.py:python3-redis"
+/usr/lib/python3/dist-packages/redis/__init__.py:python3-redis
+/usr/share/zoneinfo/Europe/Berlin:tzdata
+/usr/share/zoneinfo/Asia/Kolkata:tzdata
+/usr/lib/$ma/faketime/libfaketimeMT.so.1:faketime"
 
 clang_rt() {
     ver=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p')

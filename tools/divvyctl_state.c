@@ -45,8 +45,9 @@ const char ctl_help_rules[] =
     "  0  status  1000   1m 00s window    stop     any        no   -      method=GET ...\n"
     "\n"
     "ID is the rule's label, or 16 hex digits of its digest (the id counters,\n"
-    "COUNTERS, EXPLAIN and top use).  MATCH is the rule's match set (default for\n"
-    "the default rule); * means present with any value.\n"
+    "COUNTERS, EXPLAIN and top use).  PER is the window (a calendar window's\n"
+    "unit and zone: \"month\", \"day Europe/Berlin\").  MATCH is the rule's match\n"
+    "set (default for the default rule); * means present with any value.\n"
     "\n"
     "Options:\n"
     "  -j, --json          {\"rules\": [{\"rule\": 0, \"id\": \"status\", \"label\": \"\",\n"
@@ -305,7 +306,15 @@ int cmd_rules(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 
                 if (!v)
                     v = "?";
-                if (c == 3 && ctl_field_u64(f, cols[c], &secs) == 0) {
+                if (c == 3 && ctl_field(f, "calendar")) {
+                    /* A calendar window: its unit, and its zone unless UTC. */
+                    const char *tz = ctl_field(f, "time_zone");
+
+                    snprintf(cell, sizeof(cell), "%s%s%s", ctl_field(f, "calendar"),
+                             tz && strcmp(tz, "UTC") != 0 ? " " : "",
+                             tz && strcmp(tz, "UTC") != 0 ? tz : "");
+                    v = cell;
+                } else if (c == 3 && ctl_field_u64(f, cols[c], &secs) == 0) {
                     ctl_fmt_duration(secs, cell, sizeof(cell));
                     v = cell;
                 } else if (c == 7) {

@@ -96,9 +96,23 @@ static void test_store_script_pack(void **state)
     assert_string_equal(c.argv[1], "2");
     assert_string_equal(c.argv[2], "-1");
     assert_string_equal(c.argv[3], "60000");
+    /* A calendar window adds its periods (docs/redis.md "Calendar windows"). */
+    {
+        struct store_window_args cw = wa;
+
+        cw.cal_start_ms = 1793487600000;
+        cw.cal_end_ms = 1796079600000;
+        cw.cal_next_ms = 1798758000000;
+        store_script_window(&cw, &c);
+        assert_int_equal(c.argc, 7);
+        assert_string_equal(c.argv[3], "60000");
+        assert_string_equal(c.argv[4], "1793487600000");
+        assert_string_equal(c.argv[5], "1796079600000");
+        assert_string_equal(c.argv[6], "1798758000000");
+    }
     store_script_bucket(&ba, &c);
     assert_int_equal(c.script, STORE_SCRIPT_BUCKET);
-    assert_int_equal(c.argc, STORE_SCRIPT_ARGV_MAX);
+    assert_int_equal(c.argc, 6);
     assert_string_equal(c.argv[0], "take");
     assert_string_equal(c.argv[1], "3");
     assert_string_equal(c.argv[2], "10");
@@ -230,7 +244,7 @@ static void test_store_script_batched(void **state)
     assert_int_equal(store_items_add(&items, STORE_DEBIT, 18446744073709551615ULL), 0);
     store_script_verdicts(&a, &items, &c);
     assert_int_equal(c.script, STORE_SCRIPT_BUCKET_MANY);
-    assert_int_equal(c.argc, STORE_SCRIPT_ARGV_MAX);
+    assert_int_equal(c.argc, 6);
     assert_string_equal(c.argv[0], "many");
     assert_string_equal(c.argv[1], "3");
     assert_string_equal(c.argv[2], "10");
