@@ -21,7 +21,7 @@
 /* ---- blob layout (docs/dev/rules.md "Compiled form") ------------------------ */
 
 #define BLOB_MAGIC      "DIVVYRL1"
-#define BLOB_LAYOUT     3
+#define BLOB_LAYOUT     4
 #define BLOB_ALIGN      8
 /* Longest "key\0value" the index files; longer pairs cannot arrive in one
  * request line anyway, so their rules go on the scan list. */
@@ -29,6 +29,8 @@
 
 enum { KIND_PRESENT = 0, KIND_EXACT = 1, KIND_GLOB = 2 };
 enum { FLAG_STRICT = 1, FLAG_FAST_PATH = 2, FLAG_DEFAULT = 4, FLAG_NO_RESET = 8 };
+/* A token bucket with refill = "continuous" (common/algo_gcra.h). */
+enum { FLAG_CONTINUOUS = 16 };
 
 struct blob_str {
     uint32_t off;               /* into the pool; pool[off + len] is NUL */
@@ -64,6 +66,11 @@ struct blob_rule {
     uint8_t when_full;                  /* enum rules_full */
     uint8_t reserved[2];
     int64_t max_debit;                  /* -1: the credit_limit */
+    /* The window and the refill period in ms, as the algorithms count them
+     * (reset_seconds and refill_seconds above: the same, rounded up to whole
+     * seconds, for what prints or speaks seconds). */
+    int64_t reset_ms;
+    int64_t refill_ms;
 };
 
 struct blob_match {
@@ -82,7 +89,7 @@ struct blob_bucket {
 _Static_assert(sizeof(struct blob_str) == 8, "blob_str layout");
 _Static_assert(sizeof(struct blob_hdr) == 128, "blob_hdr layout");
 _Static_assert(offsetof(struct blob_hdr, rule_off) == 64, "blob_hdr layout");
-_Static_assert(sizeof(struct blob_rule) == 120, "blob_rule layout");
+_Static_assert(sizeof(struct blob_rule) == 136, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");

@@ -154,6 +154,8 @@ struct table_limits {
                                  * "Eviction") */
     bool lease;                 /* a lease slot (window only; table_lease_*): its own key */
     uint64_t lease_max;         /* lease: most credit one host holds, 1..TABLE_LEASE_MAX */
+    bool continuous;            /* token_bucket: refill = "continuous" (common/algo_gcra.h):
+                                 * its own counters, as another algorithm's */
 };
 
 enum table_op {
@@ -386,6 +388,7 @@ struct table_entry {
     bool lease;                 /* a lease slot (HOLD slots are not reported) */
     uint64_t lease_left;        /* lease: credit this host may still spend */
     uint64_t lease_remain;      /* lease: the pool's remainder as last seen */
+    bool continuous;            /* a continuous token bucket's (table_limits.continuous) */
 };
 
 /* Calls @fn for every live, unexpired counter; stops early when @fn returns
