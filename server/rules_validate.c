@@ -288,8 +288,6 @@ static void prep_algo(struct pr *p, struct diag *d)
         check_limit(p, d, "reset_seconds", s->reset_seconds, RULES_SECONDS_MAX);
     if (s->reset_ms != -1)
         check_limit(p, d, "reset_ms", s->reset_ms, ms_max);
-    if (s->refill_ms != -1 && (s->refill_ms < 1 || s->refill_ms > ms_max))
-        RULE_ERR(p, 0, "refill_ms %" PRId64 " is out of range 1..%" PRId64, s->refill_ms, ms_max);
     reset_ms = s->reset_ms != -1 ? s->reset_ms
                : s->reset_seconds != -1 ? s->reset_seconds * 1000 : -1;
     refill_ms = s->refill_ms != -1 ? s->refill_ms
@@ -299,7 +297,7 @@ static void prep_algo(struct pr *p, struct diag *d)
     p->reset_seconds = s->reset_seconds != -1 ? s->reset_seconds : ms_to_s(reset_ms);
     if (!tb && !gcra) {
         if (reset_ms == -1)
-            RULE_ERR(p, 0, "reset_seconds (or reset_ms) is not set");
+            RULE_ERR(p, 0, "reset_seconds is not set (or reset_ms)");
         if (s->refill_amount != -1 || s->refill_seconds != -1 || s->refill_ms != -1)
             RULE_ERR(p, 0, "refill_amount, refill_seconds and refill_ms need algorithm "
                      "token_bucket or gcra");
@@ -331,9 +329,15 @@ static void prep_algo(struct pr *p, struct diag *d)
     if (refill_ms == -1)
         RULE_ERR(p, 0, "%s needs refill_seconds or refill_ms (or reset_seconds)",
                  gcra ? "gcra" : "token_bucket");
-    else if (refill_ms < 1 || refill_ms > ms_max)
-        RULE_ERR(p, 0, "the refill period (%" PRId64 " ms) is out of range 1..%" PRId64 " ms",
+    else if ((refill_ms < 1 || refill_ms > ms_max) && s->refill_ms != -1)
+        RULE_ERR(p, 0, "refill_ms %" PRId64 " is out of range 1..%" PRId64, refill_ms, ms_max);
+    else if ((refill_ms < 1 || refill_ms > ms_max) && s->refill_seconds == -1 &&
+             s->reset_ms != -1)
+        RULE_ERR(p, 0, "reset_ms %" PRId64 " (the refill period) is out of range 1..%" PRId64,
                  refill_ms, ms_max);
+    else if (refill_ms < 1 || refill_ms > ms_max)
+        RULE_ERR(p, 0, "refill_seconds %" PRId64 " is out of range 1..%lld", refill_ms / 1000,
+                 RULES_SECONDS_MAX);
     p->refill_seconds = ms_to_s(refill_ms);
     if (reset_ms == -1) {
         reset_ms = refill_ms;
