@@ -14,8 +14,9 @@
  * one denied); 12.5 s after those, 6 tokens.  Each wait is checked against
  * the clock, with at least 1.5 s of margin on each side; the exact clock
  * behaviour (200 ms, 1.2 s) is the unit tests' (tests/unit/test_algo_gcra.c).
- * Then redis-cell's README example as a gcra rule, locally and in Redis,
- * and a sub-second refill's nextResetSeconds, which is never 0 while denied.
+ * Then redis-cell's README example as a gcra rule, locally and in Redis
+ * (and RULES showing the settings), and a sub-second refill's
+ * nextResetSeconds, which is never 0 while denied.
  * Every divvyd and redis-server started here is stopped by PID, also on
  * failure (harness_teardown, redis_teardown).
  */
@@ -191,6 +192,16 @@ static void test_algo_continuous_gcra_redis_cell(void **state)
     d = redis_divvyd(conf, 2);
     free(conf);
     CHECK(harness_connect(d, HARNESS_UNIX, &x.c));
+    /* RULES shows the settings as the algorithms count them. */
+    {
+        static char buf[16384];
+
+        assert_int_equal(harness_multi(x.c, "RULES\n", buf, sizeof(buf)), 7);
+        assert_non_null(strstr(buf, "algorithm=gcra"));
+        assert_non_null(strstr(buf, "refill_amount=30 refill_ms=60000\n"));
+        assert_non_null(strstr(buf, "refill_amount=5 refill_ms=10000 refill=continuous\n"));
+        assert_non_null(strstr(buf, "reset_ms=900 refill_amount=1 refill_ms=900 refill=steps\n"));
+    }
     for (int p = 0; p < 2; p++) {
         uint64_t t0 = harness_now_ms();
 
