@@ -49,9 +49,32 @@ struct path {
 };
 
 struct ctx {
+    struct redis_srv *rs;
+    struct harness_daemon *d;
     struct harness_conn *c;
     struct divvy *h;
 };
+
+/* redis-server, divvyd on rules_text with it, a connection to divvyd. */
+static void start(struct ctx *x)
+{
+    char *conf;
+
+    CHECK(redis_start(&x->rs));
+    conf = redis_config(x->rs, "local", "closed", 2000, "", rules_text);
+    assert_non_null(conf);
+    x->d = redis_divvyd(conf, 2);
+    free(conf);
+    CHECK(harness_connect(x->d, HARNESS_UNIX, &x->c));
+}
+
+static void stop(struct ctx *x)
+{
+    divvy_close(x->h);
+    harness_close(x->c);
+    redis_divvyd_stop(x->d);
+    redis_stop(x->rs);
+}
 
 struct answer {
     bool allowed;
@@ -103,21 +126,13 @@ static void test_algo_continuous_bursty_every_path(void **state)
 {
     const struct path paths[] = { { "/sock", false }, { "/fast", true }, { "/strict", false } };
     uint64_t burst[3], pair[3];
-    struct harness_daemon *d;
-    struct redis_srv *rs;
     struct ctx x = { 0 };
     struct answer a;
     redisReply *rep;
-    char *conf;
 
     (void)state;
-    CHECK(redis_start(&rs));
-    conf = redis_config(rs, "local", "closed", 2000, "", rules_text);
-    assert_non_null(conf);
-    d = redis_divvyd(conf, 2);
-    free(conf);
-    CHECK(harness_connect(d, HARNESS_UNIX, &x.c));
-    CHECK(harness_divvy_env(d));
+    start(&x);
+    CHECK(harness_divvy_env(x.d));
     CHECK(divvy_open(NULL, DIVVY_AUTO, &x.h));
     harness_wait_fast(x.h, (struct divvy_kv[]){ { "path", "/elsewhere" } }, 1);
 
@@ -161,15 +176,12 @@ static void test_algo_continuous_bursty_every_path(void **state)
         need_elapsed(paths[p].name, pair[p], 12000, 14000);
     }
     /* Strict kept it in Redis, as "c:<full ms>:<fraction>:<debt>" (docs/redis.md). */
-    rep = redis_cmd(rs, "GET %s", "divvy:{strict:}");
+    rep = redis_cmd(x.rs, "GET %s", "divvy:{strict:}");
     assert_non_null(rep);
     assert_int_equal(rep->type, REDIS_REPLY_STRING);
     assert_true(strncmp(rep->str, "c:", 2) == 0);
     freeReplyObject(rep);
-    divvy_close(x.h);
-    harness_close(x.c);
-    redis_divvyd_stop(d);
-    redis_stop(rs);
+    stop(&x);
 }
 
 /* redis-cell's README: CL.THROTTLE user123 15 30 60 1 -> 16 15 -1 2; as a
@@ -179,19 +191,11 @@ static void test_algo_continuous_bursty_every_path(void **state)
 static void test_algo_continuous_gcra_redis_cell(void **state)
 {
     const struct path paths[] = { { "/gcra", false }, { "/gcra-strict", false } };
-    struct harness_daemon *d;
-    struct redis_srv *rs;
     struct ctx x = { 0 };
     struct answer a;
-    char *conf;
 
     (void)state;
-    CHECK(redis_start(&rs));
-    conf = redis_config(rs, "local", "closed", 2000, "", rules_text);
-    assert_non_null(conf);
-    d = redis_divvyd(conf, 2);
-    free(conf);
-    CHECK(harness_connect(d, HARNESS_UNIX, &x.c));
+    start(&x);
     /* RULES shows the settings as the algorithms count them. */
     {
         static char buf[16384];
@@ -219,9 +223,7 @@ static void test_algo_continuous_gcra_redis_cell(void **state)
             assert_true(a.secs >= 30 && a.secs <= 32);
         }
     }
-    harness_close(x.c);
-    redis_divvyd_stop(d);
-    redis_stop(rs);
+    stop(&x);
 }
 
 /* A refill every 900 ms: the denied hit waits less than a second, and says
@@ -229,20 +231,12 @@ static void test_algo_continuous_gcra_redis_cell(void **state)
 static void test_algo_continuous_subsecond_reset(void **state)
 {
     const struct path p = { "/sub", false };
-    struct harness_daemon *d;
-    struct redis_srv *rs;
     struct ctx x = { 0 };
     struct answer a;
     uint64_t t0;
-    char *conf;
 
     (void)state;
-    CHECK(redis_start(&rs));
-    conf = redis_config(rs, "local", "closed", 2000, "", rules_text);
-    assert_non_null(conf);
-    d = redis_divvyd(conf, 1);
-    free(conf);
-    CHECK(harness_connect(d, HARNESS_UNIX, &x.c));
+    start(&x);
     t0 = harness_now_ms();
     assert_true(hit(&x, &p, "HIT").allowed);
     a = hit(&x, &p, "HIT");
@@ -250,9 +244,7 @@ static void test_algo_continuous_subsecond_reset(void **state)
         fail_msg("900 ms between two requests: the machine stalled");
     assert_false(a.allowed);
     assert_int_equal(a.secs, 1);
-    harness_close(x.c);
-    redis_divvyd_stop(d);
-    redis_stop(rs);
+    stop(&x);
 }
 
 int main(void)
