@@ -92,9 +92,7 @@ bool algo_gcra_apply(const struct table_limits *lim, enum table_op op, uint64_t 
         /* Always charged: a debt, up to ALGO_DEBT_WINDOWS buckets more and
          * never past what the idle field holds. */
         most = (__int128)(ALGO_DEBT_WINDOWS + 1) * dvt;
-        tat += (__int128)(n < (uint64_t)(ALGO_DEBT_WINDOWS + 1) * lim->credit_limit
-                              ? n : (uint64_t)(ALGO_DEBT_WINDOWS + 1) * lim->credit_limit) *
-               period;
+        tat += (__int128)n * period;            /* < 2^64 x 2^39: no overflow */
         if (tat - now > most)
             tat = now + most;
         ret->allowed = tat - now <= dvt;
