@@ -51,7 +51,8 @@ static struct rules *compiled(struct config *cfg)
 
 static void test_config_algo_bursty_rule(void **state)
 {
-    struct config *cfg = load_ok("conf", RULE("label = \"api\"; match = { path = \"/api\" }; credit_limit = 10; "
+    struct config *cfg = load_ok("conf", RULE("label = \"api\"; match = { path = \"/api\" }; "
+                                              "credit_limit = 10; "
                                               "algorithm = \"token_bucket\"; refill = "
                                               "\"continuous\"; refill_amount = 5; "
                                               "refill_ms = 1000;"));
@@ -192,7 +193,8 @@ static void test_config_algo_refusals(void **state)
     refused("conf", "rules = ( { credit_limit = 2; algorithm = \"gcra\"; },\n"
             "  { default = true; credit_limit = 0; reset_seconds = 0; } );\n",
             "gcra needs refill_seconds or refill_ms", 1);
-    refused("conf", "rules = ( { credit_limit = 2;\n algorithm = \"token_bucket\"; refill_ms = 0; },\n"
+    refused("conf", "rules = ( { credit_limit = 2;\n algorithm = \"token_bucket\";\n"
+            " refill_ms = 0; },\n"
             "  { default = true; credit_limit = 0; reset_seconds = 0; } );\n",
             "refill_ms 0 is out of range", 1);
     refused("conf", "rules = ( { credit_limit = 2;\n refill = \"smooth\"; reset_ms = 1; },\n"
