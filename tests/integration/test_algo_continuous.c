@@ -15,8 +15,9 @@
  * the clock, with at least 1.5 s of margin on each side; the exact clock
  * behaviour (200 ms, 1.2 s) is the unit tests' (tests/unit/test_algo_gcra.c).
  * Then redis-cell's README example as a gcra rule, locally and in Redis
- * (and RULES showing the settings), and a sub-second refill's
- * nextResetSeconds, which is never 0 while denied.
+ * (and RULES showing the settings), a sub-second refill's
+ * nextResetSeconds, which is never 0 while denied, and RESP's DIVVY.HIT
+ * on both algorithms.
  * Every divvyd and redis-server started here is stopped by PID, also on
  * failure (harness_teardown, redis_teardown).
  */
@@ -26,6 +27,7 @@
 
 #include "divvy.h"
 #include "harness_redis.h"
+#include "resp_client.h"
 
 #define BUCKET "credit_limit = 10; algorithm = \"token_bucket\"; refill = \"continuous\";\n" \
                "  refill_amount = 5; refill_ms = 10000;"
@@ -226,6 +228,48 @@ static void test_algo_continuous_gcra_redis_cell(void **state)
     stop(&x);
 }
 
+/* RESP's DIVVY.HIT decides with the same engine: a continuous bucket's
+ * burst (the 11th denied, the next token 2 s away) and the gcra rule's first
+ * answer, strict included, as redis-cell's. */
+static void test_algo_continuous_resp(void **state)
+{
+    struct harness_opts o = { .resp = true, .workers = 1 };
+    struct harness_conn *c;
+    struct harness_daemon *d;
+    struct redis_srv *rs;
+    uint64_t t0;
+    char *conf;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "local", "closed", 2000, "", rules_text);
+    assert_non_null(conf);
+    o.config_text = conf;
+    CHECK(harness_start(&o, &d));
+    free(conf);
+    CHECK(harness_connect_unix(d->resp_sock, &c));
+    t0 = harness_now_ms();
+    for (int i = 0; i < 10; i++) {
+        char want[64];
+
+        snprintf(want, sizeof(want), "*4 :1 :%d :", 9 - i);
+        SEND_CMD(c, "DIVVY.HIT", "path", "/sock");
+        expect_resp_prefix(c, want);
+    }
+    SEND_CMD(c, "DIVVY.HIT", "path", "/sock");
+    if (harness_now_ms() - t0 < 1500)
+        expect_resp(c, "*4 :0 :0 :2 $sock");
+    else
+        expect_resp_prefix(c, "*4 :0 :0 :");
+    SEND_CMD(c, "DIVVY.HIT", "path", "/gcra");
+    expect_resp(c, "*4 :1 :15 :2 $gcra");
+    SEND_CMD(c, "DIVVY.HIT", "path", "/gcra-strict");
+    expect_resp(c, "*4 :1 :15 :2 $gcra-strict");
+    harness_close(c);
+    redis_divvyd_stop(d);
+    redis_stop(rs);
+}
+
 /* A refill every 900 ms: the denied hit waits less than a second, and says
  * 1, never 0 (docs/protocol.md "nextResetSeconds"). */
 static void test_algo_continuous_subsecond_reset(void **state)
@@ -255,6 +299,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_algo_continuous_gcra_redis_cell, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_algo_continuous_subsecond_reset, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_algo_continuous_resp, harness_setup,
                                         redis_teardown),
     };
 
