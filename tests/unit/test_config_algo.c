@@ -211,6 +211,12 @@ static void test_config_algo_refusals(void **state)
             "  { default = true; credit_limit = 0; reset_seconds = 0; } );\n"
             "redis = { unix_socket = \"/nonexistent\"; };\n",
             "\"lease\" needs algorithm window", 1);
+    /* Strict: Lua's doubles must stay exact (credit_limit * refill_ms <= 2^49). */
+    refused("conf", "rules = ( { credit_limit = 1099511627776L; algorithm = \"gcra\";\n"
+            " refill_amount = 1099511627776L; refill_ms = 1000; store = \"strict\"; },\n"
+            "  { default = true; credit_limit = 0; reset_seconds = 0; } );\n"
+            "redis = { unix_socket = \"/nonexistent\"; };\n",
+            "credit_limit * refill_ms is too large for a strict gcra", 1);
     /* divvy's INI keeps whole seconds: no reset_ms there. */
     refused("ini", "[method=GET]\ncreditLimit=1\nresetSeconds=1\nreset_ms=5\n"
             "[default]\ncreditLimit=0\nresetSeconds=0\n", "unknown setting 'reset_ms'", 4);
