@@ -40,8 +40,9 @@ int algo_gcra_check(const struct table_limits *lim)
     unsigned __int128 span;
 
     if (!lim || lim->credit_limit == 0 || lim->credit_limit > ALGO_DATA_MAX ||
-        lim->refill_amount == 0 || lim->refill_amount > ALGO_DATA_MAX || lim->refill_ms == 0)
-        return -EINVAL;
+        lim->refill_amount == 0 || lim->refill_amount > ALGO_DATA_MAX || lim->refill_ms == 0 ||
+        lim->refill_ms > ALGO_SPAN_MAX)
+        return -EINVAL;         /* so n x refill_ms < 2^103 and credit_limit x refill_ms < 2^87 */
     span = (unsigned __int128)lim->credit_limit * lim->refill_ms;
     span = span / lim->refill_amount + (span % lim->refill_amount != 0);
     return span > ALGO_SPAN_MAX ? -EINVAL : 0;

@@ -38,7 +38,7 @@ void algo_gcra_step(__int128 dvt, __int128 inc, __int128 now, __int128 *tat,
                     struct algo_gcra_step *ret);
 
 /* algo_check() for the continuous algorithms: credit_limit, refill_amount in
- * [1, ALGO_DATA_MAX], refill_ms >= 1, credit_limit * refill_ms / refill_amount
+ * [1, ALGO_DATA_MAX], refill_ms in [1, ALGO_SPAN_MAX], credit_limit * refill_ms / refill_amount
  * (a full refill) at most ALGO_SPAN_MAX.  0 or -EINVAL. */
 int algo_gcra_check(const struct table_limits *lim);
 

@@ -241,6 +241,9 @@ static void test_algo_gcra_boundaries(void **state)
     assert_int_equal(algo_check(&lim), 0);
     lim.refill_ms++;
     assert_int_equal(algo_check(&lim), -EINVAL);
+    /* A period past 2^39 ms, even at a rate that refills in time. */
+    lim = gcra(1, ALGO_DATA_MAX, ALGO_SPAN_MAX + 1);
+    assert_int_equal(algo_check(&lim), -EINVAL);
     /* A rate above the capacity is fine: 1000 a second, burst 1. */
     lim = gcra(1, 1000, 1000);
     assert_int_equal(algo_check(&lim), 0);
