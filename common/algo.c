@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "algo.h"
+#include "algo_gcra.h"
 
 #define SLIDING_SHIFT 24
 
@@ -49,7 +50,11 @@ int algo_check(const struct table_limits *lim)
             lim->credit_limit > ALGO_SLIDING_MAX)
             return -EINVAL;
         return 0;
+    case RULES_ALGO_GCRA:
+        return algo_gcra_check(lim);
     case RULES_ALGO_TOKEN_BUCKET:
+        if (lim->continuous)
+            return algo_gcra_check(lim);
         if (lim->refill_amount == 0 || lim->refill_ms == 0)
             return -EINVAL;
         span = (unsigned __int128)div_ceil(lim->credit_limit, lim->refill_amount) *
@@ -323,9 +328,13 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
     }
     switch (lim->algo) {
     case RULES_ALGO_TOKEN_BUCKET:
+        if (lim->continuous)
+            return algo_gcra_apply(lim, op, n, now_ms, &in, ret_state, ret);
         return apply_bucket(lim, op, n, now_ms, &in, ret_state, ret);
     case RULES_ALGO_SLIDING_WINDOW:
         return apply_sliding(lim, op, n, now_ms, &in, ret_state, ret);
+    case RULES_ALGO_GCRA:
+        return algo_gcra_apply(lim, op, n, now_ms, &in, ret_state, ret);
     case RULES_ALGO_WINDOW:
     default:
         return apply_window(lim, op, n, now_ms, &in, ret_state, ret);
@@ -403,5 +412,7 @@ uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
         return retry_sliding(lim, now_ms, cur);
     if (lim->algo == RULES_ALGO_WINDOW)
         return retry_window(lim, now_ms, cur);
+    if (lim->algo == RULES_ALGO_GCRA || lim->continuous)
+        return algo_gcra_retry_ms(lim, now_ms, cur);
     return retry_bucket(lim, now_ms, cur);
 }

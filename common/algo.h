@@ -42,7 +42,8 @@ struct algo_state {
  * [1, ALGO_DATA_MAX] (sliding_window: [1, ALGO_SLIDING_MAX]), reset_ms in
  * [1, ALGO_SPAN_MAX] for window and sliding_window, refill_amount and
  * refill_ms > 0 and a full refill (ceil(limit / amount) * refill_ms) at most
- * ALGO_SPAN_MAX for token_bucket.  Returns 0 or -EINVAL.
+ * ALGO_SPAN_MAX for token_bucket; gcra and a continuous token bucket:
+ * algo_gcra_check().  Returns 0 or -EINVAL.
  */
 int algo_check(const struct table_limits *lim);
 
@@ -74,7 +75,8 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
  * clock as last restarted; in debt: the step that leaves a token).  Sliding
  * window: when the previous window's hits, weighted down as it slides out,
  * leave room for one credit (possibly only after the current window has
- * become the previous one).  Saturates at ALGO_IDLE_MAX.
+ * become the previous one).  GCRA and a continuous bucket: redis-cell's
+ * retry_after for one credit.  Saturates at ALGO_IDLE_MAX.
  */
 uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
                        const struct algo_state *cur);

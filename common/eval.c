@@ -14,6 +14,8 @@
 
 uint64_t eval_ms_to_s(uint64_t ms)
 {
+    if (ms > 0 && ms < 1000)
+        return 1;
     return ms / 1000 + (ms % 1000 >= 500);
 }
 
@@ -22,12 +24,13 @@ void eval_limits(const struct rules_rule *r, struct table_limits *lim)
     memset(lim, 0, sizeof(*lim));
     lim->algo = r->algo;
     lim->credit_limit = (uint64_t)r->credit_limit;
-    lim->reset_ms = (uint64_t)(r->reset_seconds > 0 ? r->reset_seconds : 0) * 1000;
+    lim->reset_ms = (uint64_t)(r->reset_ms > 0 ? r->reset_ms : 0);
     lim->refill_amount = (uint64_t)(r->refill_amount > 0 ? r->refill_amount : 0);
-    lim->refill_ms = (uint64_t)(r->refill_seconds > 0 ? r->refill_seconds : 0) * 1000;
+    lim->refill_ms = (uint64_t)(r->refill_ms > 0 ? r->refill_ms : 0);
     lim->strict = r->strict;
     lim->max_actors = (uint64_t)(r->max_actors > 0 ? r->max_actors : 0);
     lim->evict = r->when_full == RULES_FULL_EVICT;
+    lim->continuous = r->continuous;
 }
 
 int eval_calendar_end(const struct rules *rules, const struct rules_rule *r, uint64_t now_ms,
@@ -68,7 +71,7 @@ bool eval_zero(const struct rules_rule *r, struct eval_outcome *o)
     o->rule = r->index;
     if (r->credit_limit == 0)
         return true;                            /* always deny: OK false 0 0 */
-    if (r->algo != RULES_ALGO_TOKEN_BUCKET && r->reset_seconds == 0) {
+    if (r->reset_ms == 0 && r->algo != RULES_ALGO_TOKEN_BUCKET && r->algo != RULES_ALGO_GCRA) {
         o->allowed = true;                      /* always allow */
         o->credit = (uint64_t)r->credit_limit;
         return true;

@@ -90,7 +90,9 @@ int eval_request(const struct eval_env *env, const struct rules_req *req, enum t
 int eval_debit_check(const struct rules *rules, const uint32_t *path, size_t n_path, uint64_t n,
                      bool privileged, struct rules_rule *ret_rule);
 
-/* Remaining milliseconds as nextResetSeconds: (ms + 500) / 1000, like Redis TTL. */
+/* Remaining milliseconds as nextResetSeconds (docs/protocol.md): (ms + 500) /
+ * 1000, like Redis TTL, except that a wait under a second is 1, never 0: 0
+ * says there is nothing to wait for (a sub-second window or refill). */
 uint64_t eval_ms_to_s(uint64_t ms);
 
 /* A rule's step that stops the walk at that rule: it waits for another

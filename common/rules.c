@@ -46,10 +46,12 @@ static bool blob_ok(const struct rules *rs)
         if (!str_ok(h, rs->pool, &r->id_str) || !str_ok(h, rs->pool, &r->label) ||
             !str_ok(h, rs->pool, &r->comment) || !str_ok(h, rs->pool, &r->file))
             return false;
-        if (r->policy > RULES_POLICY_CONTINUE || r->algo > RULES_ALGO_SLIDING_WINDOW ||
+        if (r->policy > RULES_POLICY_CONTINUE || r->algo > RULES_ALGO_LAST ||
             r->source > RULES_SOURCE_PRIVILEGED || r->store > RULES_STORE_STRICT ||
             r->when_full > RULES_FULL_EVICT ||
-            (r->flags & ~(FLAG_STRICT | FLAG_FAST_PATH | FLAG_DEFAULT | FLAG_NO_RESET)))
+            (r->flags & ~(FLAG_STRICT | FLAG_FAST_PATH | FLAG_DEFAULT | FLAG_NO_RESET |
+                          FLAG_CONTINUOUS)) ||
+            r->reset_ms < 0 || r->refill_ms < 0)
             return false;
         if (r->prefix4 < -1 || r->prefix4 > 32 || r->prefix6 < -1 || r->prefix6 > 128 ||
             r->max_debit < -1 || r->max_debit > (int64_t)PROTO_DEBIT_MAX)
@@ -162,7 +164,8 @@ int rules_attach(uint8_t *blob, size_t len, struct rules **ret)
         const struct blob_rule *r = &rs->rule[i];
 
         if (r->store != RULES_STORE_LOCAL && r->credit_limit > 0 &&
-            (r->algo == RULES_ALGO_TOKEN_BUCKET || r->reset_seconds > 0))
+            (r->algo == RULES_ALGO_TOKEN_BUCKET || r->algo == RULES_ALGO_GCRA ||
+             r->reset_ms > 0))
             rs->uses_store = true;
     }
     *ret = rs;
@@ -254,6 +257,9 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
         ret->zone = r->zone;
         ret->time_zone = r->zone == UINT32_MAX ? "UTC" : rules->zone[r->zone].name;
     }
+    ret->reset_ms = r->reset_ms;
+    ret->refill_ms = r->refill_ms;
+    ret->continuous = r->flags & FLAG_CONTINUOUS;
     return 0;
 }
 

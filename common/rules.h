@@ -37,9 +37,16 @@ struct diag;                   /* server/diag.h: the validator's and compiler's 
 #define RULES_LEASE_LIMIT_MAX    (((int64_t)1 << 24) - 1)
 /* strict sliding_window: credit_limit * window ms, exact in Lua (docs/redis.md) */
 #define RULES_STRICT_SLIDING_MAX ((int64_t)1 << 52)
+/* strict gcra / continuous token_bucket: credit_limit * refill_ms, exact in
+ * Lua with ALGO_DEBT_WINDOWS buckets of debt (docs/redis.md) */
+#define RULES_STRICT_GCRA_MAX    ((int64_t)1 << 49)
 
 enum rules_policy { RULES_POLICY_STOP = 0, RULES_POLICY_CANARY, RULES_POLICY_CONTINUE };
-enum rules_algo { RULES_ALGO_WINDOW = 0, RULES_ALGO_TOKEN_BUCKET, RULES_ALGO_SLIDING_WINDOW };
+enum rules_algo {
+    RULES_ALGO_WINDOW = 0, RULES_ALGO_TOKEN_BUCKET, RULES_ALGO_SLIDING_WINDOW,
+    RULES_ALGO_GCRA,            /* redis-cell's (docs/rules.md "Algorithms") */
+};
+#define RULES_ALGO_LAST RULES_ALGO_GCRA
 enum rules_source { RULES_SOURCE_ANY = 0, RULES_SOURCE_PRIVILEGED };
 /* Where a rule's counters live (docs/redis.md): the host table alone, the
  * host table spending credit leased from Redis, or Redis for every hit. */
@@ -92,6 +99,14 @@ struct rules_rule_spec {
     unsigned calendar_line;     /* where calendar was set (0: not set) */
     char *time_zone;
     unsigned time_zone_line;
+    /* Native only (docs/rules.md "Algorithms"): the window and the refill
+     * period in milliseconds, instead of reset_seconds / refill_seconds
+     * (never both); -1: not set.  continuous: refill = "continuous";
+     * refill_set: refill was given at all. */
+    int64_t reset_ms;
+    int64_t refill_ms;
+    bool continuous;
+    bool refill_set;
 };
 
 struct rules_spec {
@@ -202,6 +217,9 @@ struct rules_rule {
     unsigned calendar;          /* enum calendar_unit; 0: not a calendar window */
     uint32_t zone;              /* calendar: its zone in the blob's zone table; UINT32_MAX: UTC */
     const char *time_zone;      /* calendar: the zone's name ("UTC") */
+    int64_t reset_ms;           /* the window in ms (reset_seconds: rounded up) */
+    int64_t refill_ms;          /* the refill period in ms (refill_seconds: rounded up) */
+    bool continuous;            /* token_bucket: refill = "continuous" */
 };
 int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
 

@@ -30,6 +30,8 @@
 
 enum { KIND_PRESENT = 0, KIND_EXACT = 1, KIND_GLOB = 2 };
 enum { FLAG_STRICT = 1, FLAG_FAST_PATH = 2, FLAG_DEFAULT = 4, FLAG_NO_RESET = 8 };
+/* A token bucket with refill = "continuous" (common/algo_gcra.h). */
+enum { FLAG_CONTINUOUS = 16 };
 
 struct blob_str {
     uint32_t off;               /* into the pool; pool[off + len] is NUL */
@@ -72,6 +74,11 @@ struct blob_rule {
     uint32_t zone;                      /* calendar: index into the zone table; UINT32_MAX: UTC */
     uint8_t calendar;                   /* enum calendar_unit; 0: not a calendar window */
     uint8_t reserved2[3];
+    /* The window and the refill period in ms, as the algorithms count them
+     * (reset_seconds and refill_seconds above: the same, rounded up to whole
+     * seconds, for what prints or speaks seconds). */
+    int64_t reset_ms;
+    int64_t refill_ms;
 };
 
 struct blob_match {
@@ -90,7 +97,7 @@ struct blob_bucket {
 _Static_assert(sizeof(struct blob_str) == 8, "blob_str layout");
 _Static_assert(sizeof(struct blob_hdr) == 152, "blob_hdr layout");
 _Static_assert(offsetof(struct blob_hdr, rule_off) == 64, "blob_hdr layout");
-_Static_assert(sizeof(struct blob_rule) == 128, "blob_rule layout");
+_Static_assert(sizeof(struct blob_rule) == 144, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");

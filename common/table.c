@@ -89,7 +89,8 @@ static void key_prepare(const struct table *t, const struct table_key *key,
 {
     uint8_t buf[8 + 32];
     size_t stored;
-    uint32_t kflags = (uint32_t)lim->algo << KF_ALGO_SHIFT | (lim->lease ? KF_LEASE : 0);
+    uint32_t kflags = (uint32_t)lim->algo << KF_ALGO_SHIFT | (lim->lease ? KF_LEASE : 0) |
+                      (lim->continuous ? KF_CONTINUOUS : 0);
     uint64_t h;
 
     memset(buf, 0, sizeof(buf));

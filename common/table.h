@@ -157,6 +157,8 @@ struct table_limits {
     uint64_t window_end_ms;     /* window: when a window that starts now ends (absolute
                                  * ms; a calendar window's period end, set per hit by
                                  * eval_rule_prepared()); 0: now + reset_ms */
+    bool continuous;            /* token_bucket: refill = "continuous" (common/algo_gcra.h):
+                                 * its own counters, as another algorithm's */
 };
 
 enum table_op {
@@ -389,6 +391,7 @@ struct table_entry {
     bool lease;                 /* a lease slot (HOLD slots are not reported) */
     uint64_t lease_left;        /* lease: credit this host may still spend */
     uint64_t lease_remain;      /* lease: the pool's remainder as last seen */
+    bool continuous;            /* a continuous token bucket's (table_limits.continuous) */
 };
 
 /* Calls @fn for every live, unexpired counter; stops early when @fn returns

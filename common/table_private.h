@@ -57,6 +57,7 @@
 #define KF_DIGEST       (1u << 0)
 #define KF_COUNTED      (1u << 1)
 #define KF_LEASE        (1u << 2)
+#define KF_CONTINUOUS   (1u << 3)       /* a continuous token bucket: not a stepped one */
 #define KF_ALGO_SHIFT   8
 
 #define ST_TAG_MASK     0xffffffull

@@ -2,14 +2,16 @@
 /*
  * adhoc_algo: the algorithms of the ad-hoc buckets (see adhoc.h), pure:
  * Smyte's token bucket (adhoc_tb_step()) and redis-cell's GCRA
- * (adhoc_gcra_check(), adhoc_gcra_step()), and the rules of their Unix
- * clock (adhoc_at_check(), adhoc_expire_ms()).  No state, no lock; the
+ * (adhoc_gcra_check(), adhoc_gcra_step(): common/algo_gcra.c's step, in
+ * nanoseconds), and the rules of their Unix clock (adhoc_at_check(),
+ * adhoc_expire_ms()).  No state, no lock; the
  * table that keeps their states is adhoc.c, the Redis scripts that keep
  * them in Redis daemon/store_script.c.
  */
 #include <errno.h>
 
 #include "adhoc.h"
+#include "algo_gcra.h"
 
 #define NS_PER_MS      1000000LL
 #define NS_PER_S       1000000000LL
@@ -89,28 +91,23 @@ void adhoc_gcra_step(const struct adhoc_gcra *p, bool exists, int64_t now_ns, in
                      struct adhoc_gcra_result *ret, int64_t *ret_idle_ms)
 {
     int64_t t = gcra_interval(p), dvt = t * (p->max_burst + 1), inc = t * p->quantity;
-    int64_t tat = exists ? *tat_ns : now_ns, new_tat, diff, ttl, next;
+    int64_t tat, next;
+    __int128 tat128 = exists ? *tat_ns : now_ns;
+    struct algo_gcra_step st;
 
+    /* The one GCRA (common/algo_gcra.c); adhoc_gcra_check() keeps every
+     * sum within 64 bits. */
+    algo_gcra_step(dvt, inc, now_ns, &tat128, &st);
+    tat = (int64_t)tat128;
     ret->limit = p->max_burst + 1;
     ret->remaining = 0;
-    ret->retry_after_ns = -NS_PER_S;
-    new_tat = (now_ns > tat ? now_ns : tat) + inc;
-    diff = now_ns - (new_tat - dvt);
-    if (diff < 0) {
-        if (inc <= dvt)
-            ret->retry_after_ns = -diff;
-        ret->limited = true;
-        ttl = tat - now_ns;
-    } else {
-        ret->limited = false;
-        ttl = new_tat - now_ns;
-        tat = new_tat;
-    }
-    next = dvt - ttl;
+    ret->limited = st.limited;
+    ret->retry_after_ns = st.limited && st.wait >= 0 ? (int64_t)st.wait : -NS_PER_S;
+    next = dvt - (int64_t)st.ttl;
     /* Redis-cell divides whole microseconds in floating point. */
     if (next > -t)
         ret->remaining = (int64_t)((double)(next / 1000) / (double)(t / 1000 ? t / 1000 : 1));
-    ret->reset_after_ns = ttl;
+    ret->reset_after_ns = (int64_t)st.ttl;
     *tat_ns = tat;
     *ret_idle_ms = tat / NS_PER_MS + (tat % NS_PER_MS != 0);
 }

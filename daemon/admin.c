@@ -69,6 +69,7 @@ static const char *algo_name(enum rules_algo a)
 {
     return a == RULES_ALGO_TOKEN_BUCKET     ? "token_bucket"
            : a == RULES_ALGO_SLIDING_WINDOW ? "sliding_window"
+           : a == RULES_ALGO_GCRA           ? "gcra"
                                             : "window";
 }
 
@@ -153,6 +154,19 @@ void admin_explain(struct conn *c, const struct proto_req *req)
     urcu_memb_read_unlock();
 }
 
+/* The durations as the algorithms count them (docs/protocol.md "RULES"):
+ * reset_ms, and a bucket's or GCRA's refill settings. */
+static void admin_rules_algo(char *line, size_t size, size_t *pos, const struct rules_rule *r)
+{
+    admin_append_fmt(line, size, pos, " reset_ms=%lld", (long long)r->reset_ms);
+    if (r->algo != RULES_ALGO_TOKEN_BUCKET && r->algo != RULES_ALGO_GCRA)
+        return;
+    admin_append_fmt(line, size, pos, " refill_amount=%lld refill_ms=%lld",
+                     (long long)r->refill_amount, (long long)r->refill_ms);
+    if (r->algo == RULES_ALGO_TOKEN_BUCKET)
+        admin_append_fmt(line, size, pos, " refill=%s", r->continuous ? "continuous" : "steps");
+}
+
 void admin_rules(struct conn *c, const struct proto_req *req)
 {
     char line[2 * PROTO_LINE_MAX], desc[PROTO_LINE_MAX], actor[PROTO_LINE_MAX];
@@ -190,6 +204,7 @@ void admin_rules(struct conn *c, const struct proto_req *req)
         admin_append_quoted(line, sizeof(line), &pos, actor);
         admin_append_fmt(line, sizeof(line), &pos, " resettable=%s",
                          r.resettable ? "true" : "false");
+        admin_rules_algo(line, sizeof(line), &pos, &r);
         /* Calendar windows only: other rules' lines are as they were. */
         if (r.calendar)
             admin_append_fmt(line, sizeof(line), &pos, " calendar=%s time_zone=%s",

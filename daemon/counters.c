@@ -142,7 +142,7 @@ static int collect_counter(const struct table_entry *e, void *userdata)
      * one naming any rule, a login rule's included. */
     if (idx < 0 || (job->one_rule && e->rule_id != job->only_rule) ||
         rules_get(job->rules, (uint32_t)idx, &r) < 0 || eval_table(&job->env, &r) != job->walked ||
-        e->algo != r.algo)
+        e->algo != r.algo || e->continuous != r.continuous)
         return 0;
     limit = (uint64_t)r.credit_limit;
     retry_ms = 0;
@@ -491,7 +491,19 @@ static void on_peek(void *arg, const struct store_reply *rep)
     /* The scripts answer the time to the reset (window), to the next refill
      * (token bucket) or to the current window's end (sliding window). */
     row->retry_ms = credit > 0 ? 0 : rep->verdict.reset_ms;
-    if (sr->algo == RULES_ALGO_TOKEN_BUCKET && credit < limit && sr->lim.refill_amount) {
+    if ((sr->algo == RULES_ALGO_GCRA || sr->lim.continuous) && sr->lim.refill_amount) {
+        /* The continuous script answers the time to full (gcra) or to the
+         * next credit (continuous bucket): the other from the rate. */
+        uint64_t rest = (uint64_t)((unsigned __int128)(limit - 1) * sr->lim.refill_ms /
+                                   sr->lim.refill_amount);
+
+        row->reset_ms = rep->verdict.reset_ms;
+        if (sr->algo == RULES_ALGO_GCRA && credit == 0)
+            row->retry_ms = rep->verdict.reset_ms > rest ? rep->verdict.reset_ms - rest : 1;
+        else if (sr->algo != RULES_ALGO_GCRA && credit < limit)
+            row->reset_ms += (uint64_t)((unsigned __int128)(limit - credit - 1) *
+                                        sr->lim.refill_ms / sr->lim.refill_amount);
+    } else if (sr->algo == RULES_ALGO_TOKEN_BUCKET && credit < limit && sr->lim.refill_amount) {
         uint64_t steps = (limit - credit + sr->lim.refill_amount - 1) / sr->lim.refill_amount;
 
         row->reset_ms = rep->verdict.reset_ms + (steps - 1) * sr->lim.refill_ms;

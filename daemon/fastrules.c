@@ -135,7 +135,7 @@ int fastrules_load(const char *state_dir, struct fastrules *ret)
     if (h.n)
         memcpy(fr.v, (const uint8_t *)buf + sizeof(h), h.n * sizeof(*fr.v));
     for (size_t i = 0; i < fr.n; i++)
-        if (fr.v[i].zero != 0 || fr.v[i].algo > RULES_ALGO_SLIDING_WINDOW)
+        if (fr.v[i].zero != 0 || fr.v[i].algo > RULES_ALGO_LAST)
             goto out;
     fastrules_sort(&fr);
     *ret = fr;

@@ -257,6 +257,7 @@ static void args_item(const struct store_verdict_args *a, enum store_op *ret_op,
 {
     switch (a->script) {
     case STORE_SCRIPT_BUCKET:
+    case STORE_SCRIPT_GCRA:
         *ret_op = a->bucket.op;
         *ret_n = a->bucket.n;
         return;
@@ -279,6 +280,7 @@ static struct store_verdict_args args_with(const struct store_verdict_args *a, e
 
     switch (c.script) {
     case STORE_SCRIPT_BUCKET:
+    case STORE_SCRIPT_GCRA:
         c.bucket.op = op;
         c.bucket.n = n;
         break;

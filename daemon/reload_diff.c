@@ -247,6 +247,9 @@ static void put_fields(struct line *l, const struct rules *ra, const struct rule
     FIELD(a->calendar && b->calendar && strcmp(a->time_zone, b->time_zone) != 0, "time_zone");
     FIELD(a->refill_amount != b->refill_amount, "refill_amount");
     FIELD(a->refill_seconds != b->refill_seconds, "refill_seconds");
+    FIELD(a->reset_ms != b->reset_ms && a->reset_seconds == b->reset_seconds, "reset_ms");
+    FIELD(a->refill_ms != b->refill_ms && a->refill_seconds == b->refill_seconds, "refill_ms");
+    FIELD(a->continuous != b->continuous, "refill");
     FIELD(a->max_actors != b->max_actors, "max_actors");
     FIELD(a->max_debit != b->max_debit, "max_debit");
     FIELD(a->strict != b->strict, "strict");
@@ -273,11 +276,13 @@ static bool rule_differs(const struct rules *ra, const struct rules_rule *a,
 }
 
 /* kept: same counters, same table; moved: same id, another table (tables.c
- * carries them); fresh: another id, or another store (counts do not move
- * between stores, docs/redis.md). */
+ * carries them); fresh: another id, another store (counts do not move
+ * between stores, docs/redis.md) or another algorithm (a labelled rule's:
+ * docs/rules.md "Identity"). */
 static const char *counters_of(const struct rules_rule *a, const struct rules_rule *b)
 {
-    if (a->id != b->id || a->store != b->store)
+    if (a->id != b->id || a->store != b->store || a->algo != b->algo ||
+        a->continuous != b->continuous)
         return "fresh";
     return strcmp(table_of(a), table_of(b)) != 0 ? "moved" : "kept";
 }

@@ -258,11 +258,13 @@ static void rls_answer(void *arg, const struct engine_answer *a)
         st->remaining = res->credit > UINT32_MAX ? UINT32_MAX : (uint32_t)res->credit;
         st->reset_s = res->reset_s;
         if (rules_get(a->rs, res->limiter, &rule) >= 0) {
-            bool bucket = rule.algo == RULES_ALGO_TOKEN_BUCKET;
+            bool bucket = rule.algo == RULES_ALGO_TOKEN_BUCKET || rule.algo == RULES_ALGO_GCRA;
+            int64_t ms = bucket ? rule.refill_ms : rule.reset_ms;
 
+            /* A unit only for whole seconds (a period of 1500 ms has none). */
             snprintf(st->name, sizeof(st->name), "%s", rule.id_str);
             st->has_limit = rls_msg_unit(bucket ? rule.refill_amount : rule.credit_limit,
-                                         bucket ? rule.refill_seconds : rule.reset_seconds,
+                                         ms % 1000 == 0 ? ms / 1000 : 0,
                                          &st->requests_per_unit, &st->unit);
             /* A calendar window is Envoy's unit itself (its reset_seconds is the
              * unit's longest period); RateLimitUnit has no week. */

@@ -73,6 +73,7 @@ int store_script_decode(enum store_script script, const struct redisReply *r,
     case STORE_SCRIPT_WINDOW:
     case STORE_SCRIPT_BUCKET:
     case STORE_SCRIPT_SLIDING:
+    case STORE_SCRIPT_GCRA:
         /* {allowed, credit, ms to reset} */
         if (!ints(r, 3, v))
             return -EPROTO;
@@ -114,6 +115,7 @@ int store_script_decode(enum store_script script, const struct redisReply *r,
     case STORE_SCRIPT_WINDOW_MANY:
     case STORE_SCRIPT_BUCKET_MANY:
     case STORE_SCRIPT_SLIDING_MANY:
+    case STORE_SCRIPT_GCRA_MANY:
         return decode_many(r, ret);
     case STORE_N_SCRIPTS:
         break;

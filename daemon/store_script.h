@@ -37,6 +37,10 @@ enum store_script {
     STORE_SCRIPT_WINDOW_MANY,
     STORE_SCRIPT_BUCKET_MANY,
     STORE_SCRIPT_SLIDING_MANY,
+    /* gcra and a continuous token bucket (store_script_gcra.c), plain and
+     * batched; their arguments are a struct store_bucket_args. */
+    STORE_SCRIPT_GCRA,
+    STORE_SCRIPT_GCRA_MANY,
     STORE_N_SCRIPTS
 };
 
@@ -64,6 +68,8 @@ struct store_bucket_args {
     uint64_t refill_amount;     /* >= 1 */
     uint64_t refill_ms;         /* >= 1 */
     bool strict;                /* an attempt while empty pushes the refill clock back */
+    bool gcra;                  /* STORE_SCRIPT_GCRA: algorithm gcra (else a continuous
+                                 * bucket): the reply's ms is until full */
 };
 
 struct store_sliding_args {
@@ -208,6 +214,9 @@ struct store_call {
 /* Pack @a into *ret, a call of the script of that name. */
 void store_script_window(const struct store_window_args *a, struct store_call *ret);
 void store_script_bucket(const struct store_bucket_args *a, struct store_call *ret);
+/* The continuous algorithms' script (its text: store_script_gcra.c); @a->gcra picks
+ * what the reply's ms says. */
+void store_script_gcra(const struct store_bucket_args *a, struct store_call *ret);
 void store_script_sliding(const struct store_sliding_args *a, struct store_call *ret);
 void store_script_lease(const struct store_lease_args *a, struct store_call *ret);
 void store_script_adhoc_tb(const struct store_adhoc_tb_args *a, struct store_call *ret);

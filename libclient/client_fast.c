@@ -241,7 +241,8 @@ static int remap(struct client_fast *f, uint64_t gen)
         rule[i].eligible = rr.source != RULES_SOURCE_PRIVILEGED &&
                            ((rr.fast_path && (rr.store == RULES_STORE_LOCAL || rule[i].lease)) ||
                             rr.credit_limit == 0 ||
-                            (rr.algo != RULES_ALGO_TOKEN_BUCKET && rr.reset_seconds == 0));
+                            (rr.reset_ms == 0 && rr.algo != RULES_ALGO_TOKEN_BUCKET &&
+                             rr.algo != RULES_ALGO_GCRA));
     }
     /* The old rules' counts first: the indexes change with the rules. */
     flush_rules(f);

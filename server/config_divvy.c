@@ -37,10 +37,15 @@ static const struct config_divvy_field config_divvy_fields[] = {
     { CONFIG_DIVVY_F_SOURCE, CONFIG_DIVVY_STRING, "source", "source" },
     { CONFIG_DIVVY_F_STORE, CONFIG_DIVVY_STRING, "store", "store" },
     { CONFIG_DIVVY_F_WHEN_FULL, CONFIG_DIVVY_STRING, "when_full", "whenFull" },
+    { CONFIG_DIVVY_F_RESET_MS, CONFIG_DIVVY_INT, "reset_ms", NULL },
+    { CONFIG_DIVVY_F_REFILL_MS, CONFIG_DIVVY_INT, "refill_ms", NULL },
+    { CONFIG_DIVVY_F_REFILL, CONFIG_DIVVY_STRING, "refill", NULL },
 };
 
 static const char *const config_divvy_policies[] = { "stop", "canary", "continue" };
-static const char *const config_divvy_algos[] = { "window", "token_bucket", "sliding_window" };
+static const char *const config_divvy_algos[] = { "window", "token_bucket", "sliding_window",
+                                                   "gcra" };
+static const char *const config_divvy_refills[] = { "steps", "continuous" };
 static const char *const config_divvy_sources[] = { "any", "privileged" };
 static const char *const config_divvy_stores[] = { "local", "lease", "strict" };
 /* enum rules_full from RULES_FULL_DENY on (RULES_FULL_TABLE is "not set"). */
@@ -95,6 +100,25 @@ int config_divvy_store_parse(const char *v)
     return -EINVAL;
 }
 
+/* A duration given both in seconds and in ms: which one would be meant? */
+static int config_divvy_twice(const struct rules_rule_spec *r, enum config_divvy_id id,
+                              const char *name, const char *file, unsigned line,
+                              struct diag *reterr)
+{
+    const char *other = NULL;
+
+    if ((id == CONFIG_DIVVY_F_RESET_SECONDS && r->reset_ms != -1) ||
+        (id == CONFIG_DIVVY_F_RESET_MS && r->reset_seconds != -1))
+        other = id == CONFIG_DIVVY_F_RESET_MS ? "reset_seconds" : "reset_ms";
+    else if ((id == CONFIG_DIVVY_F_REFILL_SECONDS && r->refill_ms != -1) ||
+             (id == CONFIG_DIVVY_F_REFILL_MS && r->refill_seconds != -1))
+        other = id == CONFIG_DIVVY_F_REFILL_MS ? "refill_seconds" : "refill_ms";
+    if (!other)
+        return 0;
+    diag_set(reterr, file, line, "%s and %s are both set: give the duration once", name, other);
+    return -EINVAL;
+}
+
 int config_divvy_set_int(struct rules_rule_spec *r, const struct config_divvy_field *f,
                          const char *name, int64_t v, const char *file, unsigned line,
                          struct diag *reterr)
@@ -105,6 +129,10 @@ int config_divvy_set_int(struct rules_rule_spec *r, const struct config_divvy_fi
     case CONFIG_DIVVY_F_RESET_SECONDS:
     case CONFIG_DIVVY_F_REFILL_SECONDS:
         max = RULES_SECONDS_MAX;
+        break;
+    case CONFIG_DIVVY_F_RESET_MS:
+    case CONFIG_DIVVY_F_REFILL_MS:
+        max = RULES_SECONDS_MAX * 1000;
         break;
     case CONFIG_DIVVY_F_PREFIX4:
         max = 32;
@@ -127,6 +155,8 @@ int config_divvy_set_int(struct rules_rule_spec *r, const struct config_divvy_fi
         diag_set(reterr, file, line, "%s is out of range (at most %lld)", name, (long long)max);
         return -EINVAL;
     }
+    if (config_divvy_twice(r, f->id, name, file, line, reterr) < 0)
+        return -EINVAL;
     switch (f->id) {
     case CONFIG_DIVVY_F_CREDIT_LIMIT:
         r->credit_limit = v;
@@ -151,6 +181,12 @@ int config_divvy_set_int(struct rules_rule_spec *r, const struct config_divvy_fi
         break;
     case CONFIG_DIVVY_F_MAX_DEBIT:
         r->max_debit = v;
+        break;
+    case CONFIG_DIVVY_F_RESET_MS:
+        r->reset_ms = v;
+        break;
+    case CONFIG_DIVVY_F_REFILL_MS:
+        r->refill_ms = v;
         break;
     default:
         return -EINVAL;
@@ -289,6 +325,14 @@ int config_divvy_set_string(struct rules_rule_spec *r, const struct config_divvy
                                  name, v, file, line, reterr);
         if (i >= 0)
             r->when_full = (enum rules_full)(i + 1);
+        return i < 0 ? i : 0;
+    case CONFIG_DIVVY_F_REFILL:
+        i = config_divvy_keyword(config_divvy_refills, CONFIG_DIVVY_N(config_divvy_refills),
+                                 name, v, file, line, reterr);
+        if (i >= 0) {
+            r->continuous = i == 1;
+            r->refill_set = true;
+        }
         return i < 0 ? i : 0;
     default:
         return -EINVAL;

@@ -47,6 +47,11 @@ enum config_divvy_id {
     CONFIG_DIVVY_F_SOURCE,
     CONFIG_DIVVY_F_STORE,
     CONFIG_DIVVY_F_WHEN_FULL,
+    /* Native only (docs/rules.md "Algorithms"): divvy's INI and JSON keep
+     * whole seconds and stepped refills. */
+    CONFIG_DIVVY_F_RESET_MS,
+    CONFIG_DIVVY_F_REFILL_MS,
+    CONFIG_DIVVY_F_REFILL,
 };
 
 struct config_divvy_field {

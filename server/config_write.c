@@ -121,6 +121,13 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         conf_put_int(f, "refill_amount", r->refill_amount);
     if (r->refill_seconds >= 0)
         conf_put_int(f, "refill_seconds", r->refill_seconds);
+    /* Native-only durations and refill (docs/rules.md "Algorithms"). */
+    if (r->reset_ms >= 0)
+        conf_put_int(f, "reset_ms", r->reset_ms);
+    if (r->refill_ms >= 0)
+        conf_put_int(f, "refill_ms", r->refill_ms);
+    if (r->refill_set)
+        fprintf(f, "        refill = \"%s\";\n", r->continuous ? "continuous" : "steps");
     if (r->strict)
         fprintf(f, "        strict = true;\n");
     if (r->policy != RULES_POLICY_STOP)

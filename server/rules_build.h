@@ -104,6 +104,7 @@ struct pr {                     /* one rule, prepared */
     char id_str[RULES_LABEL_MAX + 1];
     int64_t reset_seconds, refill_amount, refill_seconds;
     enum rules_store store;     /* effective */
+    int64_t reset_ms, refill_ms;        /* as the algorithms count (blob_rule) */
     size_t anchor;              /* index into m, or SIZE_MAX: scan list */
     uint32_t bucket;
 };

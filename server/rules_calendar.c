@@ -42,12 +42,13 @@ void rules_calendar_prep(struct pr *p, struct diag *d)
     }
     if (s->algo != RULES_ALGO_WINDOW)
         CAL_ERR(p, s->calendar_line, "calendar needs algorithm window");
-    if (s->reset_seconds != -1)
-        CAL_ERR(p, s->calendar_line, "reset_seconds does not go with calendar: the window is "
+    if (s->reset_seconds != -1 || s->reset_ms != -1)
+        CAL_ERR(p, s->calendar_line, "reset_seconds and reset_ms do not go with calendar: the window is "
                 "the calendar's %s", calendar_unit_name((enum calendar_unit)s->calendar));
-    if (s->refill_amount != -1 || s->refill_seconds != -1 || s->strict)
-        CAL_ERR(p, s->calendar_line, "refill_amount, refill_seconds and strict need "
-                "algorithm token_bucket");
+    if (s->refill_amount != -1 || s->refill_seconds != -1 || s->refill_ms != -1 ||
+        s->refill_set || s->strict)
+        CAL_ERR(p, s->calendar_line, "refill_amount, refill_seconds, refill_ms, refill and "
+                "strict need algorithm token_bucket");
     /* A lease's window is the lease script's TTL, counted by Redis from the
      * first grant, and a host's lease slot ends with it: it has no calendar. */
     if (p->store == RULES_STORE_LEASE && s->credit_limit > 0)

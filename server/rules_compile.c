@@ -108,11 +108,14 @@ static int emit(const struct build *b, const struct rules_zones *zt, uint64_t ge
         o->source = (uint8_t)s->source;
         o->flags = (uint8_t)((s->strict ? FLAG_STRICT : 0) | (s->fast_path ? FLAG_FAST_PATH : 0) |
                              (s->is_default ? FLAG_DEFAULT : 0) |
-                             (s->no_reset ? FLAG_NO_RESET : 0));
+                             (s->no_reset ? FLAG_NO_RESET : 0) |
+                             (s->continuous ? FLAG_CONTINUOUS : 0));
         o->store = (uint8_t)p->store;
         o->when_full = (uint8_t)s->when_full;
         o->calendar = (uint8_t)s->calendar;
         o->zone = zt->rule_zone[i];
+        o->reset_ms = p->reset_ms;
+        o->refill_ms = p->refill_ms;
         r = pool_add(&pl, p->id_str, strlen(p->id_str), &o->id_str);
         if (r >= 0)
             r = pool_add(&pl, label, strlen(label), &o->label);

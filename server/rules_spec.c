@@ -36,6 +36,8 @@ int rules_spec_add(struct rules_spec *spec, const char *file, unsigned line,
     r->reset_seconds = -1;
     r->refill_amount = -1;
     r->refill_seconds = -1;
+    r->reset_ms = -1;
+    r->refill_ms = -1;
     r->prefix4 = -1;
     r->prefix6 = -1;
     r->max_debit = -1;
@@ -114,8 +116,9 @@ void rules_spec_free(struct rules_spec *spec)
 
 bool rules_spec_counts(const struct rules_rule_spec *r)
 {
-    return r->credit_limit > 0 &&
-           (r->algo == RULES_ALGO_TOKEN_BUCKET || r->reset_seconds > 0 || r->calendar);
+    return r->credit_limit > 0 && (r->algo == RULES_ALGO_TOKEN_BUCKET ||
+                                   r->algo == RULES_ALGO_GCRA || r->reset_seconds > 0 ||
+                                   r->reset_ms > 0 || r->calendar);
 }
 
 /* A lease strands credit on every host that holds one (docs/redis.md

@@ -118,6 +118,10 @@ static int rule_id(struct pr *p)
         r = buf_u32(&b, (uint32_t)(int32_t)s->prefix6);
     if (r >= 0)
         r = buf_u32(&b, (uint32_t)s->algo);
+    /* A continuous bucket keeps other counters than a stepped one; ids of
+     * stepped ones are as ever. */
+    if (r >= 0 && s->algo == RULES_ALGO_TOKEN_BUCKET && s->continuous)
+        r = buf_put(&b, "continuous", 10);
     /* Privileged rules get their own counters; "any" ids are exactly as above. */
     if (r >= 0 && s->source == RULES_SOURCE_PRIVILEGED)
         r = buf_put(&b, "privileged", 10);
@@ -229,11 +233,18 @@ static void prep_store(struct pr *p, struct diag *d)
     }
     /* Lua numbers are doubles: the sliding estimate must stay exact. */
     if (p->store == RULES_STORE_STRICT && s->algo == RULES_ALGO_SLIDING_WINDOW &&
-        s->reset_seconds > 0 &&
-        (unsigned __int128)s->credit_limit * (uint64_t)s->reset_seconds * 1000 >
+        p->reset_ms > 0 &&
+        (unsigned __int128)s->credit_limit * (uint64_t)p->reset_ms >
             (unsigned __int128)RULES_STRICT_SLIDING_MAX)
         RULE_ERR(p, 0, "credit_limit * reset_seconds is too large for a strict sliding_window "
                  "(credit_limit * reset_seconds * 1000 must be at most 2^52)");
+    /* The continuous script counts credit_limit * refill_ms, 5 times in debt. */
+    if (p->store == RULES_STORE_STRICT && p->refill_ms > 0 &&
+        (s->algo == RULES_ALGO_GCRA || (s->algo == RULES_ALGO_TOKEN_BUCKET && s->continuous)) &&
+        (unsigned __int128)s->credit_limit * (uint64_t)p->refill_ms >
+            (unsigned __int128)RULES_STRICT_GCRA_MAX)
+        RULE_ERR(p, 0, "credit_limit * refill_ms is too large for a strict %s (at most 2^49)",
+                 s->algo == RULES_ALGO_GCRA ? "gcra" : "continuous token_bucket");
 }
 
 /* when_full (docs/rules.md "Full"): only what can apply to the rule. */
@@ -261,15 +272,110 @@ static void prep_when_full(struct pr *p, struct diag *d)
                  "holds credit leased from Redis)", s->store_set ? "store" : "store.mode");
 }
 
+static int64_t ms_to_s(int64_t ms)
+{
+    return ms < 0 ? ms : ms / 1000 + (ms % 1000 != 0);
+}
+
+/* The durations and refill settings (docs/rules.md "Algorithms"): each
+ * duration in seconds or in ms (config_divvy.c refuses both), refills only
+ * where something refills, and a full bucket within what a slot holds. */
+static void prep_algo(struct pr *p, struct diag *d)
+{
+    const struct rules_rule_spec *s = p->s;
+    bool tb = s->algo == RULES_ALGO_TOKEN_BUCKET, gcra = s->algo == RULES_ALGO_GCRA;
+    bool cont = gcra || (tb && s->continuous);
+    int64_t ms_max = RULES_SECONDS_MAX * 1000, reset_ms, refill_ms, amount_max;
+    unsigned __int128 span;
+
+    if (s->calendar || s->time_zone) {
+        rules_calendar_prep(p, d);
+        p->reset_ms = p->reset_seconds * 1000;
+        p->refill_ms = 0;
+        return;
+    }
+    if (s->reset_seconds != -1)
+        check_limit(p, d, "reset_seconds", s->reset_seconds, RULES_SECONDS_MAX);
+    if (s->reset_ms != -1)
+        check_limit(p, d, "reset_ms", s->reset_ms, ms_max);
+    reset_ms = s->reset_ms != -1 ? s->reset_ms
+               : s->reset_seconds != -1 ? s->reset_seconds * 1000 : -1;
+    refill_ms = s->refill_ms != -1 ? s->refill_ms
+                : s->refill_seconds != -1 ? s->refill_seconds * 1000 : -1;
+    p->refill_amount = s->refill_amount;
+    p->refill_seconds = s->refill_seconds;
+    p->reset_seconds = s->reset_seconds != -1 ? s->reset_seconds : ms_to_s(reset_ms);
+    if (!tb && !gcra) {
+        if (reset_ms == -1)
+            RULE_ERR(p, 0, "reset_seconds is not set (or reset_ms)");
+        if (s->refill_amount != -1 || s->refill_seconds != -1 || s->refill_ms != -1)
+            RULE_ERR(p, 0, "refill_amount, refill_seconds and refill_ms need algorithm "
+                     "token_bucket or gcra");
+        if (s->strict)
+            RULE_ERR(p, 0, "strict needs algorithm token_bucket");
+        if (s->refill_set)
+            RULE_ERR(p, 0, "refill needs algorithm token_bucket");
+        p->refill_amount = 0;
+        p->refill_seconds = 0;
+        p->reset_ms = reset_ms;
+        p->refill_ms = 0;
+        return;
+    }
+    if (gcra && s->refill_set)
+        RULE_ERR(p, 0, "refill does not apply to gcra (it always refills continuously)");
+    if (cont && s->strict)
+        RULE_ERR(p, 0, "strict needs a stepped token_bucket (refill = \"steps\"): a "
+                 "continuous bucket has no refill clock to push back");
+    if (p->refill_amount == -1)
+        p->refill_amount = 1;
+    /* A stepped bucket never adds more than it holds; a continuous one is a
+     * rate (redis-cell's count per period may pass the burst). */
+    amount_max = cont ? RULES_LIMIT_MAX : s->credit_limit > 0 ? s->credit_limit : RULES_LIMIT_MAX;
+    if (p->refill_amount < 1 || p->refill_amount > amount_max)
+        RULE_ERR(p, 0, "refill_amount %" PRId64 " is out of range 1..%s", p->refill_amount,
+                 cont ? "2^47" : "credit_limit");
+    if (refill_ms == -1)
+        refill_ms = reset_ms;
+    if (refill_ms == -1)
+        RULE_ERR(p, 0, "%s needs refill_seconds or refill_ms (or reset_seconds)",
+                 gcra ? "gcra" : "token_bucket");
+    else if ((refill_ms < 1 || refill_ms > ms_max) && s->refill_ms != -1)
+        RULE_ERR(p, 0, "refill_ms %" PRId64 " is out of range 1..%" PRId64, refill_ms, ms_max);
+    else if ((refill_ms < 1 || refill_ms > ms_max) && s->refill_seconds == -1 &&
+             s->reset_ms != -1)
+        RULE_ERR(p, 0, "reset_ms %" PRId64 " (the refill period) is out of range 1..%" PRId64,
+                 refill_ms, ms_max);
+    else if (refill_ms < 1 || refill_ms > ms_max)
+        RULE_ERR(p, 0, "refill_seconds %" PRId64 " is out of range 1..%lld", refill_ms / 1000,
+                 RULES_SECONDS_MAX);
+    p->refill_seconds = ms_to_s(refill_ms);
+    if (reset_ms == -1) {
+        reset_ms = refill_ms;
+        p->reset_seconds = p->refill_seconds;
+    }
+    p->reset_ms = reset_ms;
+    p->refill_ms = refill_ms;
+    /* An empty bucket must refill within what a slot can represent
+     * (ALGO_SPAN_MAX, about 17 years; docs/dev/shm.md). */
+    if (p->bad || s->credit_limit < 1 || refill_ms < 1)
+        return;
+    span = cont ? ((unsigned __int128)s->credit_limit * (uint64_t)refill_ms +
+                   (uint64_t)p->refill_amount - 1) / (uint64_t)p->refill_amount
+                : (unsigned __int128)(((uint64_t)s->credit_limit + (uint64_t)p->refill_amount -
+                                       1) / (uint64_t)p->refill_amount) * (uint64_t)refill_ms;
+    if (span > (unsigned __int128)1 << 39)
+        RULE_ERR(p, 0, "an empty bucket would take more than 17 years to refill "
+                       "(credit_limit / refill_amount * the refill period)");
+}
+
 /* Per-rule checks of everything but the match set. */
 static void prep_settings(struct pr *p, struct diag *d)
 {
     const struct rules_rule_spec *s = p->s;
-    bool tb = s->algo == RULES_ALGO_TOKEN_BUCKET;
     int64_t limit_max = s->algo == RULES_ALGO_SLIDING_WINDOW ? RULES_SLIDING_LIMIT_MAX
                                                              : RULES_LIMIT_MAX;
 
-    if ((unsigned)s->algo > RULES_ALGO_SLIDING_WINDOW)
+    if ((unsigned)s->algo > RULES_ALGO_LAST)
         RULE_ERR(p, 0, "unknown algorithm");
     if ((unsigned)s->policy > RULES_POLICY_CONTINUE)
         RULE_ERR(p, 0, "unknown match_policy");
@@ -281,48 +387,7 @@ static void prep_settings(struct pr *p, struct diag *d)
     else
         check_limit(p, d, "credit_limit", s->credit_limit, limit_max);
 
-    p->reset_seconds = s->reset_seconds;
-    p->refill_amount = s->refill_amount;
-    p->refill_seconds = s->refill_seconds;
-    if (s->reset_seconds != -1)
-        check_limit(p, d, "reset_seconds", s->reset_seconds, RULES_SECONDS_MAX);
-    if (s->calendar || s->time_zone)
-        rules_calendar_prep(p, d);
-    else if (!tb) {
-        if (s->reset_seconds == -1)
-            RULE_ERR(p, 0, "reset_seconds is not set");
-        if (s->refill_amount != -1 || s->refill_seconds != -1)
-            RULE_ERR(p, 0, "refill_amount and refill_seconds need algorithm token_bucket");
-        if (s->strict)
-            RULE_ERR(p, 0, "strict needs algorithm token_bucket");
-        p->refill_amount = 0;
-        p->refill_seconds = 0;
-    } else {
-        if (p->refill_amount == -1)
-            p->refill_amount = 1;
-        if (p->refill_amount < 1 || p->refill_amount > RULES_LIMIT_MAX ||
-            (s->credit_limit > 0 && p->refill_amount > s->credit_limit))
-            RULE_ERR(p, 0, "refill_amount %" PRId64 " is out of range 1..credit_limit",
-                     p->refill_amount);
-        if (p->refill_seconds == -1)
-            p->refill_seconds = s->reset_seconds;
-        if (p->refill_seconds == -1)
-            RULE_ERR(p, 0, "token_bucket needs refill_seconds (or reset_seconds)");
-        else if (p->refill_seconds < 1 || p->refill_seconds > RULES_SECONDS_MAX)
-            RULE_ERR(p, 0, "refill_seconds %" PRId64 " is out of range 1..%lld",
-                     p->refill_seconds, RULES_SECONDS_MAX);
-        if (p->reset_seconds == -1)
-            p->reset_seconds = p->refill_seconds;
-        /* An empty bucket must refill within what a slot can represent
-         * (ALGO_SPAN_MAX, about 17 years; docs/dev/shm.md). */
-        if (s->credit_limit > 0 && p->refill_amount >= 1 && p->refill_seconds >= 1 &&
-            p->refill_amount <= s->credit_limit &&
-            ((uint64_t)s->credit_limit + (uint64_t)p->refill_amount - 1) /
-                        (uint64_t)p->refill_amount >
-                ((uint64_t)1 << 39) / 1000 / (uint64_t)p->refill_seconds)
-            RULE_ERR(p, 0, "an empty bucket would take more than 17 years to refill "
-                           "(credit_limit / refill_amount * refill_seconds)");
-    }
+    prep_algo(p, d);
 
     if (s->n_actor > RULES_ACTOR_KEYS_MAX)
         RULE_ERR(p, 0, "actor names %zu keys; at most %d", s->n_actor, RULES_ACTOR_KEYS_MAX);

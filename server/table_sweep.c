@@ -132,13 +132,16 @@ int table_foreach(struct table *t, uint64_t now_ms,
         e.actor_len = e.actor_is_digest ? 16 : (uint32_t)w[1];
         if (e.actor_len > sizeof(actor))
             e.actor_len = sizeof(actor);
-        e.algo = algo <= RULES_ALGO_SLIDING_WINDOW ? (enum rules_algo)algo : RULES_ALGO_WINDOW;
+        e.algo = algo <= RULES_ALGO_LAST ? (enum rules_algo)algo : RULES_ALGO_WINDOW;
+        e.continuous = (w[1] >> 32 & KF_CONTINUOUS) != 0;
         e.used_or_tokens = st_data(v);
         e.data = st_data(v);
         e.debt = !(w[1] >> 32 & KF_LEASE) && (st_flags(v) & SF_DEBT);
         if (e.algo == RULES_ALGO_SLIDING_WINDOW)
             e.used_or_tokens &= ALGO_SLIDING_MAX;
-        if (e.algo == RULES_ALGO_TOKEN_BUCKET && e.debt)
+        if (e.algo == RULES_ALGO_GCRA || e.continuous)
+            e.used_or_tokens = 0;       /* data is a fraction of a ms: counters.c peeks */
+        else if (e.algo == RULES_ALGO_TOKEN_BUCKET && e.debt)
             e.used_or_tokens = 0;       /* tokens below zero */
         if (w[1] >> 32 & KF_LEASE) {
             e.lease = true;

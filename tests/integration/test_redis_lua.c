@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Integration: the Lua scripts of daemon/store.c run directly against a real
- * redis-server (docs/redis.md "Scripts"): the window, token bucket, sliding
+ * redis-server (docs/redis.md "Scripts"): the window, token bucket, gcra, sliding
  * window and lease scripts always leave a TTL on the key, never report a
  * negative remainder (also after the limit is lowered), keep divvy's window
  * semantics, recover a key of the wrong type or without expiry, and their
@@ -366,7 +366,7 @@ static struct store_verdict_args with_item(const struct store_verdict_args *a, e
 {
     struct store_verdict_args one = *a;
 
-    if (a->script == STORE_SCRIPT_BUCKET) {
+    if (a->script == STORE_SCRIPT_BUCKET || a->script == STORE_SCRIPT_GCRA) {
         one.bucket.op = op;
         one.bucket.n = n;
     } else if (a->script == STORE_SCRIPT_SLIDING) {
@@ -399,21 +399,28 @@ static void test_redis_lua_batched(void **state)
         { STORE_DEBIT, 3 }, { STORE_TAKE, 1 }, { STORE_PEEK, 1 },
     };
     enum { N = sizeof(list) / sizeof(list[0]) };
-    struct store_verdict_args algos[3] = {
+    struct store_verdict_args algos[5] = {
         { .script = STORE_SCRIPT_WINDOW,
           .window = { .limit = 10, .reset_ms = 3600000 } },
         { .script = STORE_SCRIPT_BUCKET,
           .bucket = { .limit = 10, .refill_amount = 1, .refill_ms = 3600000, .strict = true } },
         { .script = STORE_SCRIPT_SLIDING,
           .sliding = { .limit = 10, .window_ms = 3600000 } },
+        /* The continuous algorithms: their key is the time the bucket is
+         * full again, which moves with Redis's clock: compared by presence. */
+        { .script = STORE_SCRIPT_GCRA,
+          .bucket = { .limit = 10, .refill_amount = 1, .refill_ms = 3600000 } },
+        { .script = STORE_SCRIPT_GCRA,
+          .bucket = { .limit = 10, .refill_amount = 1, .refill_ms = 3600000, .gcra = true } },
     };
-    static const char *const state_of[3] = { "GET %s", "HGET %s d", "HGET %s c" };
+    static const char *const state_of[5] = { "GET %s", "HGET %s d", "HGET %s c", "EXISTS %s",
+                                              "EXISTS %s" };
     struct store_verdict plain[N], many[N];
     struct redis_srv *rs;
     redisContext *c = connect_fresh(&rs);
 
     (void)state;
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < 5; a++) {
         char k1[32], k2[32];
 
         snprintf(k1, sizeof(k1), "divvy:{hot:plain%d}", a);

@@ -456,7 +456,7 @@ static void test_calendar_config_errors(void **state)
 {
     static const char *const bad[][2] = {
         { "calendar = \"month\"; time_zone = \"Mars/Olympus\";", "unknown time_zone" },
-        { "calendar = \"month\"; reset_seconds = 60;", "reset_seconds does not go" },
+        { "calendar = \"month\"; reset_seconds = 60;", "reset_seconds and reset_ms do not go" },
         { "time_zone = \"UTC\"; reset_seconds = 60;", "time_zone needs calendar" },
         { "calendar = \"month\"; algorithm = \"token_bucket\"; refill_seconds = 1;",
           "calendar needs algorithm window" },

@@ -461,7 +461,9 @@ static void test_eval_ms_to_s_rounds_like_redis_ttl(void **state)
 {
     (void)state;
     assert_int_equal(eval_ms_to_s(0), 0);
-    assert_int_equal(eval_ms_to_s(499), 0);
+    assert_int_equal(eval_ms_to_s(1), 1);        /* a sub-second wait is never 0 */
+    assert_int_equal(eval_ms_to_s(499), 1);
+    assert_int_equal(eval_ms_to_s(1499), 1);
     assert_int_equal(eval_ms_to_s(500), 1);
     assert_int_equal(eval_ms_to_s(3599499), 3599);
     assert_int_equal(eval_ms_to_s(3599500), 3600);

@@ -136,7 +136,7 @@ static void test_fastrules_refuses(void **state)
     v = 2;
     poke(f, 12, &v, 4);
     expect_refused(f, "a count short of its end");
-    v = 3;
+    v = RULES_ALGO_LAST + 1;
     poke(f, 24 + 8, &v, 4);
     expect_refused(f, "an unknown algorithm");
     v = 1;

@@ -125,6 +125,54 @@ static void test_reload_diff_rules(void **state)
     reload_diff_free(&d);
 }
 
+/* Rules "a" (path /a) and "b" (path /b), labelled, of algorithms @a and
+ * @b (a token_bucket continuous when @b_cont), then a default rule. */
+static struct rules *compile_algos(enum rules_algo a, enum rules_algo b, bool b_cont)
+{
+    struct rules_spec spec = { 0 };
+    struct rules_rule_spec *s;
+    struct rules *rules = NULL;
+    struct diag d;
+
+    diag_init(&d);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(rules_spec_add(&spec, "f.conf", (unsigned)i + 1, &s), 0);
+        s->credit_limit = i < 2 ? 10 : 0;
+        s->reset_seconds = i < 2 ? 60 : 0;
+        s->is_default = i == 2;
+        if (i == 2)
+            continue;
+        s->algo = i == 0 ? a : b;
+        s->continuous = s->refill_set = i == 1 && b_cont;
+        assert_int_equal(rules_spec_add_match(s, "path", i == 0 ? "/a" : "/b", 0), 0);
+        assert_non_null(s->label = strdup(i == 0 ? "a" : "b"));
+    }
+    assert_int_equal(rules_compile(&spec, 1, &rules, &d), 0);
+    rules_spec_free(&spec);
+    return rules;
+}
+
+/* A labelled rule whose algorithm changed, or its refill between steps
+ * and continuous, keeps its id but not its counters (docs/rules.md
+ * "Algorithms"): fresh, not kept. */
+static void test_reload_diff_algorithm(void **state)
+{
+    struct reload_settings none = { 0 };
+    struct rules *ra = compile_algos(RULES_ALGO_WINDOW, RULES_ALGO_TOKEN_BUCKET, false);
+    struct rules *rb = compile_algos(RULES_ALGO_GCRA, RULES_ALGO_TOKEN_BUCKET, true);
+    struct reload_diff d;
+
+    (void)state;
+    memset(&d, 0, sizeof(d));
+    assert_int_equal(reload_diff(ra, rb, &none, &none, &d), 0);
+    rules_free(ra);
+    rules_free(rb);
+    assert_int_equal(d.changed, 2);
+    assert_non_null(strstr(line_with(&d, "\"a\""), "counters=fresh fields=algorithm"));
+    assert_non_null(strstr(line_with(&d, "\"b\""), "counters=fresh fields=refill "));
+    reload_diff_free(&d);
+}
+
 static void test_reload_diff_bounded(void **state)
 {
     enum { N = RELOAD_DIFF_LINES_MAX + 50 };
@@ -192,6 +240,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reload_diff_rules),
+        cmocka_unit_test(test_reload_diff_algorithm),
         cmocka_unit_test(test_reload_diff_bounded),
         cmocka_unit_test(test_reload_diff_settings),
     };
