@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "algo.h"
+#include "algo_lock.h"
 
 #define SLIDING_SHIFT 24
 
@@ -57,6 +58,8 @@ int algo_check(const struct table_limits *lim)
         if (span > ALGO_SPAN_MAX)
             return -EINVAL;
         return 0;
+    case RULES_ALGO_LOCKOUT:
+        return algo_lock_check(lim);
     }
     return -EINVAL;
 }
@@ -317,6 +320,8 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
         return apply_bucket(lim, op, n, now_ms, &in, ret_state, ret);
     case RULES_ALGO_SLIDING_WINDOW:
         return apply_sliding(lim, op, n, now_ms, &in, ret_state, ret);
+    case RULES_ALGO_LOCKOUT:
+        return algo_lock_apply(lim, op, n, now_ms, &in, ret_state, ret);
     case RULES_ALGO_WINDOW:
     default:
         return apply_window(lim, op, n, now_ms, &in, ret_state, ret);
@@ -394,5 +399,7 @@ uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
         return retry_sliding(lim, now_ms, cur);
     if (lim->algo == RULES_ALGO_WINDOW)
         return retry_window(lim, now_ms, cur);
+    if (lim->algo == RULES_ALGO_LOCKOUT)
+        return algo_lock_retry_ms(lim, now_ms, cur);
     return retry_bucket(lim, now_ms, cur);
 }

@@ -22,6 +22,19 @@ static bool section_ok(uint64_t total, uint64_t off, uint64_t count, uint64_t si
     return off % BLOB_ALIGN == 0 && off <= total && count <= (total - off) / size;
 }
 
+/* A lockout rule's settings as validation leaves them (server/rules_lock.c), so
+ * common/algo_lock.c never sees a value it did not check. */
+static bool rules_lock_ok(const struct rules_lock *k)
+{
+    return k->fail_interval >= 1 && k->unlock_time >= 1 && k->lock_max >= k->unlock_time &&
+           k->lock_max <= RULES_SECONDS_MAX && k->remember >= 0 &&
+           k->remember <= RULES_SECONDS_MAX && k->lock_factor >= 1 && k->lock_factor <= 1000 &&
+           k->delay_after >= 0 &&
+           (k->delay_after == 0 || (k->delay >= 1 && k->delay_max >= k->delay &&
+                                    k->delay_max <= RULES_SECONDS_MAX && k->delay_factor >= 1 &&
+                                    k->delay_factor <= 1000));
+}
+
 static bool str_ok(const struct blob_hdr *h, const char *pool, const struct blob_str *s)
 {
     return s->off < h->pool_size && s->len < h->pool_size - s->off && pool[s->off + s->len] == 0;
@@ -46,13 +59,15 @@ static bool blob_ok(const struct rules *rs)
         if (!str_ok(h, rs->pool, &r->id_str) || !str_ok(h, rs->pool, &r->label) ||
             !str_ok(h, rs->pool, &r->comment) || !str_ok(h, rs->pool, &r->file))
             return false;
-        if (r->policy > RULES_POLICY_CONTINUE || r->algo > RULES_ALGO_SLIDING_WINDOW ||
+        if (r->policy > RULES_POLICY_CONTINUE || r->algo > RULES_ALGO_LOCKOUT ||
             r->source > RULES_SOURCE_PRIVILEGED || r->store > RULES_STORE_STRICT ||
             r->when_full > RULES_FULL_EVICT ||
             (r->flags & ~(FLAG_STRICT | FLAG_FAST_PATH | FLAG_DEFAULT | FLAG_NO_RESET)))
             return false;
         if (r->prefix4 < -1 || r->prefix4 > 32 || r->prefix6 < -1 || r->prefix6 > 128 ||
             r->max_debit < -1 || r->max_debit > (int64_t)PROTO_DEBIT_MAX)
+            return false;
+        if (r->algo == RULES_ALGO_LOCKOUT && !rules_lock_ok(&r->lock))
             return false;
         if (r->policy != RULES_POLICY_STOP)
             n_side++;
@@ -239,5 +254,6 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
     ret->source = (enum rules_source)r->source;
     ret->store = (enum rules_store)r->store;
     ret->when_full = (enum rules_full)r->when_full;
+    ret->lock = &r->lock;
     return 0;
 }

@@ -39,7 +39,8 @@ struct diag;                   /* server/diag.h: the validator's and compiler's 
 #define RULES_STRICT_SLIDING_MAX ((int64_t)1 << 52)
 
 enum rules_policy { RULES_POLICY_STOP = 0, RULES_POLICY_CANARY, RULES_POLICY_CONTINUE };
-enum rules_algo { RULES_ALGO_WINDOW = 0, RULES_ALGO_TOKEN_BUCKET, RULES_ALGO_SLIDING_WINDOW };
+enum rules_algo { RULES_ALGO_WINDOW = 0, RULES_ALGO_TOKEN_BUCKET, RULES_ALGO_SLIDING_WINDOW,
+                  RULES_ALGO_LOCKOUT };
 enum rules_source { RULES_SOURCE_ANY = 0, RULES_SOURCE_PRIVILEGED };
 /* Where a rule's counters live (docs/redis.md): the host table alone, the
  * host table spending credit leased from Redis, or Redis for every hit. */
@@ -49,6 +50,26 @@ enum rules_store { RULES_STORE_LOCAL = 0, RULES_STORE_LEASE, RULES_STORE_STRICT 
  * EVICT: room made by forgetting a counter of the rule that refused nobody
  * (docs/dev/shm.md "Eviction"), else denied. */
 enum rules_full { RULES_FULL_TABLE = 0, RULES_FULL_DENY, RULES_FULL_ALLOW, RULES_FULL_EVICT };
+
+/* algorithm = "lockout" (docs/rules.md "Lockout", common/algo_lock.h): the settings besides
+ * credit_limit (failures allowed), in seconds.  In a spec -1 means "not set"; compiled, every
+ * field holds its effective value.  Fixed-width: it is part of the compiled blob. */
+struct rules_lock {
+    int64_t fail_interval;      /* failures are counted over this from the first one; the
+                                 * compiled rule's reset_seconds */
+    int64_t unlock_time;        /* the first lock's length */
+    int64_t lock_max;           /* escalation.max: no lock lasts longer */
+    int64_t remember;           /* escalation.remember: a level is forgotten this long after
+                                 * the last lock or counting interval ended */
+    int64_t delay;              /* delay.seconds: the first delay */
+    int64_t delay_max;          /* delay.max */
+    int32_t lock_factor;        /* escalation.factor: 1 without escalation */
+    int32_t delay_factor;       /* delay.factor */
+    int32_t delay_after;        /* delay.after: failures before the first delay; 0: none */
+    int32_t set;                /* spec: escalation (1) and delay (2) groups given */
+};
+#define RULES_LOCK_SET_ESCALATION 1
+#define RULES_LOCK_SET_DELAY      2
 
 /* ---- spec: what loaders build ------------------------------------------ */
 
@@ -85,6 +106,7 @@ struct rules_rule_spec {
     enum rules_full when_full;  /* RULES_FULL_TABLE: not set */
     char *label;            /* NULL or [A-Za-z0-9_-]{1,64} */
     char *comment;
+    struct rules_lock lock; /* algorithm = "lockout" (native only) */
 };
 
 struct rules_spec {
@@ -192,6 +214,7 @@ struct rules_rule {
     enum rules_source source;
     enum rules_store store;     /* effective: the rule's own, else the config's store.mode */
     enum rules_full when_full;  /* RULES_FULL_TABLE: the daemon's table.when_full */
+    const struct rules_lock *lock;  /* in the blob: lockout's settings (else all 0) */
 };
 int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
 

@@ -21,7 +21,7 @@
 /* ---- blob layout (docs/dev/rules.md "Compiled form") ------------------------ */
 
 #define BLOB_MAGIC      "DIVVYRL1"
-#define BLOB_LAYOUT     3
+#define BLOB_LAYOUT     4
 #define BLOB_ALIGN      8
 /* Longest "key\0value" the index files; longer pairs cannot arrive in one
  * request line anyway, so their rules go on the scan list. */
@@ -64,6 +64,7 @@ struct blob_rule {
     uint8_t when_full;                  /* enum rules_full */
     uint8_t reserved[2];
     int64_t max_debit;                  /* -1: the credit_limit */
+    struct rules_lock lock;             /* lockout's settings (layout 4); else zero */
 };
 
 struct blob_match {
@@ -82,7 +83,8 @@ struct blob_bucket {
 _Static_assert(sizeof(struct blob_str) == 8, "blob_str layout");
 _Static_assert(sizeof(struct blob_hdr) == 128, "blob_hdr layout");
 _Static_assert(offsetof(struct blob_hdr, rule_off) == 64, "blob_hdr layout");
-_Static_assert(sizeof(struct blob_rule) == 120, "blob_rule layout");
+_Static_assert(sizeof(struct blob_rule) == 184, "blob_rule layout");
+_Static_assert(sizeof(struct rules_lock) == 64, "rules_lock layout");
 _Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config_divvy.h"
+#include "config_lock.h"
 #include "config_private.h"
 #include "suggest.h"
 
@@ -196,7 +197,10 @@ static int conf_rule_setting(struct rules_rule_spec *r, const char *path,
     const struct config_divvy_field *f = config_divvy_field(name, true);
     unsigned line = conf_line(s);
     int type = config_setting_type(s);
+    int q = config_lock_setting(r, path, s, reterr);
 
+    if (q <= 0)
+        return q;                       /* lockout's own settings (config_lock.c) */
     if (!f) {
         const char *hint = config_divvy_hint(name, true);
 

@@ -110,6 +110,7 @@ static int emit(const struct build *b, uint64_t generation, struct rules **ret)
                              (s->no_reset ? FLAG_NO_RESET : 0));
         o->store = (uint8_t)p->store;
         o->when_full = (uint8_t)s->when_full;
+        o->lock = p->lock;
         r = pool_add(&pl, p->id_str, strlen(p->id_str), &o->id_str);
         if (r >= 0)
             r = pool_add(&pl, label, strlen(label), &o->label);

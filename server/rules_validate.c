@@ -265,7 +265,7 @@ static void prep_settings(struct pr *p, struct diag *d)
     int64_t limit_max = s->algo == RULES_ALGO_SLIDING_WINDOW ? RULES_SLIDING_LIMIT_MAX
                                                              : RULES_LIMIT_MAX;
 
-    if ((unsigned)s->algo > RULES_ALGO_SLIDING_WINDOW)
+    if ((unsigned)s->algo > RULES_ALGO_LOCKOUT)
         RULE_ERR(p, 0, "unknown algorithm");
     if ((unsigned)s->policy > RULES_POLICY_CONTINUE)
         RULE_ERR(p, 0, "unknown match_policy");
@@ -282,7 +282,9 @@ static void prep_settings(struct pr *p, struct diag *d)
     p->refill_seconds = s->refill_seconds;
     if (s->reset_seconds != -1)
         check_limit(p, d, "reset_seconds", s->reset_seconds, RULES_SECONDS_MAX);
-    if (!tb) {
+    if (rules_lock_prep(p, d)) {
+        /* lockout: its own settings (rules_lock.c) */
+    } else if (!tb) {
         if (s->reset_seconds == -1)
             RULE_ERR(p, 0, "reset_seconds is not set");
         if (s->refill_amount != -1 || s->refill_seconds != -1)

@@ -225,7 +225,7 @@ int table_move(struct table *from, bool remove, table_move_fn pick, void *arg,
                 break;
             algo = (unsigned)(w[1] >> (32 + KF_ALGO_SHIFT)) & 0xffu;
             memset(&lim, 0, sizeof(lim));
-            if (algo > RULES_ALGO_SLIDING_WINDOW)
+            if (algo > RULES_ALGO_LOCKOUT)
                 break;
             to = pick(w[0], (enum rules_algo)algo, arg, &lim);
             if (!to || to == from || lim.algo != (enum rules_algo)algo || lim.lease ||

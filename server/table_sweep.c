@@ -132,7 +132,7 @@ int table_foreach(struct table *t, uint64_t now_ms,
         e.actor_len = e.actor_is_digest ? 16 : (uint32_t)w[1];
         if (e.actor_len > sizeof(actor))
             e.actor_len = sizeof(actor);
-        e.algo = algo <= RULES_ALGO_SLIDING_WINDOW ? (enum rules_algo)algo : RULES_ALGO_WINDOW;
+        e.algo = algo <= RULES_ALGO_LOCKOUT ? (enum rules_algo)algo : RULES_ALGO_WINDOW;
         e.used_or_tokens = st_data(v);
         e.data = st_data(v);
         e.debt = !(w[1] >> 32 & KF_LEASE) && (st_flags(v) & SF_DEBT);
