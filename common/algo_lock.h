@@ -17,7 +17,7 @@
 #include "algo.h"
 
 #define ALGO_LOCK_COUNT_MAX     1023u                       /* credit_limit of a lockout rule */
-#define ALGO_LOCK_LEVEL_MAX     63u                         /* escalation levels remembered */
+#define ALGO_LOCK_LEVEL_MAX     63      /* escalation levels remembered; a plain 63: Lua text */
 #define ALGO_LOCK_INTERVAL_MAX  ((((uint64_t)1) << 32) - 1) /* fail_interval, ms (49 days) */
 #define ALGO_LOCK_FACTOR_MAX    1000u                       /* escalation / delay factor */
 
