@@ -7,6 +7,8 @@
  * server/rules_lock.c checks them together and fills in the defaults.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config_lock.h"
@@ -99,4 +101,37 @@ int config_lock_setting(struct rules_rule_spec *r, const char *path, const confi
     if (strcmp(name, "delay") == 0)
         return config_lock_group(r, path, s, false, reterr);
     return 1;
+}
+
+/* One "name = v; " of a group, when set. */
+static void config_lock_put(FILE *f, const char *name, int64_t v)
+{
+    if (v != -1)
+        fprintf(f, "%s = %" PRId64 "; ", name, v);
+}
+
+void config_lock_write(FILE *f, const struct rules_rule_spec *r)
+{
+    const struct rules_lock *k = &r->lock;
+
+    fprintf(f, "        algorithm = \"lockout\";\n");
+    if (k->fail_interval != -1)
+        fprintf(f, "        fail_interval = %" PRId64 ";\n", k->fail_interval);
+    if (k->unlock_time != -1)
+        fprintf(f, "        unlock_time = %" PRId64 ";\n", k->unlock_time);
+    if (k->set & RULES_LOCK_SET_ESCALATION) {
+        fprintf(f, "        escalation = { ");
+        config_lock_put(f, "factor", k->lock_factor);
+        config_lock_put(f, "max", k->lock_max);
+        config_lock_put(f, "remember", k->remember);
+        fprintf(f, "};\n");
+    }
+    if (k->set & RULES_LOCK_SET_DELAY) {
+        fprintf(f, "        delay = { ");
+        config_lock_put(f, "after", k->delay_after);
+        config_lock_put(f, "seconds", k->delay);
+        config_lock_put(f, "factor", k->delay_factor);
+        config_lock_put(f, "max", k->delay_max);
+        fprintf(f, "};\n");
+    }
 }

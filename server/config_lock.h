@@ -5,6 +5,8 @@
 #ifndef DIVVY_CONFIG_LOCK_H
 #define DIVVY_CONFIG_LOCK_H
 
+#include <stdio.h>
+
 #include <libconfig.h>
 
 #include "diag.h"
@@ -17,5 +19,9 @@
  */
 int config_lock_setting(struct rules_rule_spec *r, const char *path, const config_setting_t *s,
                         struct diag *reterr);
+
+/* Writes @r's lockout settings (algorithm = "lockout" included) as the native format reads
+ * them, for config_write.c (divvyctl convert, rules add): only what the rule sets. */
+void config_lock_write(FILE *f, const struct rules_rule_spec *r);
 
 #endif
