@@ -15,7 +15,7 @@
  *
  * Checks: only pam_sm_* exported and dlopen(RTLD_NOW) works; 5 wrong
  * passwords lock a user from one source and the 6th attempt is refused
- * before the password prompt with "try again in N seconds"; root is locked
+ * before the password prompt with "locked for 15 minutes from this address"; root is locked
  * after 3; an IPv4 client in IPv6 form (::ffff:a.b.c.d) counts as its IPv4
  * address, not with every other IPv4 client; a good password resets the count; an attacker elsewhere does not
  * lock the user out; 30 failures from one source lock that source for every
