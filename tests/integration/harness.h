@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <setjmp.h>
+#include <limits.h>               /* PATH_MAX for harness_pam_module() */
 #include <sys/socket.h>           /* SOCK_STREAM, SOCK_DGRAM for harness_free_port() */
 #include <sys/types.h>
 
@@ -269,6 +270,9 @@ const char *harness_public_copy(const char *path);
  */
 int harness_pam_auth(struct harness_daemon *d, const char *service, const char *control,
                      const char *args, const char *rest, const char *user, const char *rhost);
+/* The real pam_divvy.so's absolute path ($PAM_DIVVY, else $DIVVY_BUILD/pam_divvy.so, else
+ * build/pam_divvy.so) into @module; fails the test when there is none. */
+void harness_pam_module(char module[PATH_MAX]);
 
 /* ---- memory ---------------------------------------------------------------- */
 
