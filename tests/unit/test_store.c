@@ -98,7 +98,7 @@ static void test_store_script_pack(void **state)
     assert_string_equal(c.argv[3], "60000");
     store_script_bucket(&ba, &c);
     assert_int_equal(c.script, STORE_SCRIPT_BUCKET);
-    assert_int_equal(c.argc, STORE_SCRIPT_ARGV_MAX);
+    assert_int_equal(c.argc, 6);
     assert_string_equal(c.argv[0], "take");
     assert_string_equal(c.argv[1], "3");
     assert_string_equal(c.argv[2], "10");
@@ -230,7 +230,7 @@ static void test_store_script_batched(void **state)
     assert_int_equal(store_items_add(&items, STORE_DEBIT, 18446744073709551615ULL), 0);
     store_script_verdicts(&a, &items, &c);
     assert_int_equal(c.script, STORE_SCRIPT_BUCKET_MANY);
-    assert_int_equal(c.argc, STORE_SCRIPT_ARGV_MAX);
+    assert_int_equal(c.argc, 6);
     assert_string_equal(c.argv[0], "many");
     assert_string_equal(c.argv[1], "3");
     assert_string_equal(c.argv[2], "10");
