@@ -24,6 +24,17 @@
 #include <unistd.h>
 
 #include "harness.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SSHD_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SSHD_TEST_ASAN 1
+#endif
+#endif
+#ifndef SSHD_TEST_ASAN
+#define SSHD_TEST_ASAN 0
+#endif
 #include "lockout_rules.h"
 
 #define PASSWORD     "s3cret"
@@ -52,6 +63,22 @@ static void find_lib(const char *rel, char *buf, size_t size)
             return;
     }
     buf[0] = '\0';
+}
+
+/* The ASan runtime (libasan.so.N) in the multiarch library directory, or "". */
+static void find_asan(char *buf, size_t size)
+{
+    static const char *const dirs[] = { "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                        "/usr/lib64" };
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(*dirs) && !buf[0]; i++) {
+        for (int v = 20; v >= 5 && !buf[0]; v--) {
+            snprintf(buf, size, "%s/libasan.so.%d", dirs[i], v);
+            if (access(buf, R_OK) != 0)
+                buf[0] = '\0';
+        }
+    }
 }
 
 /* True when @prog is an executable in PATH (or an absolute path). */
@@ -146,10 +173,11 @@ static void write_file(const char *dir, const char *name, const char *text)
 static void sshd_start(struct sshd *s)
 {
     char module[PATH_MAX], text[32768], key[HARNESS_PATH + 16];
-    char cfg[HARNESS_PATH + 32], svcdir[HARNESS_PATH + 16], envs[3][HARNESS_PATH + 64];
+    char cfg[HARNESS_PATH + 32], svcdir[HARNESS_PATH + 16], envs[5][2 * PATH_MAX];
+    char asan[PATH_MAX] = "";
     const char *common = "unknown_users=source timeout_ms=5000";
     struct harness_opts o = { .config_text = rules };
-    const char *senv[4];
+    const char *senv[6];
     struct run r;
     uint64_t t0;
 
@@ -189,13 +217,21 @@ static void sshd_start(struct sshd *s)
     snprintf(cfg, sizeof(cfg), "%s/sshd_config", s->d->dir);
     snprintf(s->log, sizeof(s->log), "%s/sshd.log", s->d->dir);
 
-    snprintf(envs[0], sizeof(envs[0]), "LD_PRELOAD=%s", PAM_WRAPPER);
+    /* An ASan-built pam_divvy.so in an sshd that is not: the runtime must come first. */
+    if (SSHD_TEST_ASAN) {
+        find_asan(asan, sizeof(asan));
+        if (!asan[0])
+            fail_msg("ASan build: no libasan.so.N to preload into sshd");
+    }
+    snprintf(envs[0], sizeof(envs[0]), "LD_PRELOAD=%s%s%s", asan, asan[0] ? " " : "",
+             PAM_WRAPPER);
     snprintf(envs[1], sizeof(envs[1]), "PAM_WRAPPER=1");
     snprintf(envs[2], sizeof(envs[2]), "PAM_WRAPPER_SERVICE_DIR=%s", svcdir);
-    senv[0] = envs[0];
-    senv[1] = envs[1];
-    senv[2] = envs[2];
-    senv[3] = NULL;
+    snprintf(envs[3], sizeof(envs[3]), "PAM_WRAPPER_DISABLE_DEEPBIND=1");
+    snprintf(envs[4], sizeof(envs[4]), "ASAN_OPTIONS=detect_leaks=0");
+    for (int i = 0; i < 5; i++)
+        senv[i] = envs[i];
+    senv[5] = NULL;
     r = (struct run){ .argv = (const char *const[]){ SSHD, "-D", "-e", "-f", cfg, NULL },
                       .out = s->log, .env = senv };
     CHECK(harness_spawn(run_child, &r, &s->pid));
