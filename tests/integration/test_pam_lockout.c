@@ -170,6 +170,27 @@ static void test_pam_lockout_delay_lock_escalation(void **state)
     ask(d, "PEEK event=authfail user=root rhost=" RHOST, reply, sizeof(reply));
     if (strncmp(reply, "OK false 0 ", 11) != 0 || atoi(reply + 11) < 30)
         fail_msg("the escalated lock: %s", reply);
+    /* divvyctl locked lists the lock; unlock ends it and forgets the level. */
+    {
+        char sock[HARNESS_PATH + 8];
+        struct harness_ctl *ctl;
+
+        snprintf(sock, sizeof(sock), "unix:%s", d->sock);
+        ctl = harness_ctl_run(false, NULL, 0,
+                              (const char *const[]){ "-s", sock, "locked", NULL });
+        if (!strstr(ctl->out, "login-user-source  user=root rhost=" RHOST))
+            fail_msg("divvyctl locked:\n%s%s", ctl->out, ctl->err);
+        ctl = harness_ctl_run(false, NULL, 0,
+                              (const char *const[]){ "-s", sock, "unlock", "root", NULL });
+        if (!strstr(ctl->out, "cleared "))
+            fail_msg("divvyctl unlock root:\n%s%s", ctl->out, ctl->err);
+    }
+    assert_int_equal(auth(d, "pre", "root", RHOST, 1, &s), PAM_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(auth(d, "fail", "root", RHOST, 1, &s), PAM_AUTH_ERR);
+    ask(d, "PEEK event=authfail user=root rhost=" RHOST, reply, sizeof(reply));
+    if (strncmp(reply, "OK false 0 ", 11) != 0 || atoi(reply + 11) > 5)
+        fail_msg("after unlock the next lock is the first again (5 s): %s", reply);
 }
 
 static void test_pam_unknown_users_per_source(void **state)
