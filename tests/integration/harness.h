@@ -283,6 +283,8 @@ void harness_rm_tree(const char *dir);
 /* The names in @dir, sorted, space-separated ("" if empty, "-" if @dir does
  * not exist; at most 64 names). */
 void harness_list_dir(const char *dir, char *buf, size_t size);
+/* How many times @needle occurs in @hay (overlapping ones too). */
+size_t harness_count(const char *hay, const char *needle);
 /* Process @pid's resident set (VmRSS) in kB, from /proc; -1 when unknown. */
 long long harness_rss_kb(pid_t pid);
 void *harness_scratch(size_t size);

@@ -102,15 +102,6 @@ static int auth(struct harness_daemon *d, const char *name, const char *user, co
     return rv;
 }
 
-static size_t count_said(const char *hay, const char *needle)
-{
-    size_t n = 0;
-
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
 /* A line-protocol request on a root (privileged) Unix connection: its reply. */
 static void ask(struct harness_daemon *d, const char *req, char *reply, size_t size)
 {
@@ -151,7 +142,7 @@ static void test_pam_lockout_delay_lock_escalation(void **state)
     /* The 3rd failure locks for unlock_time (5 s): told once on one handle, three calls. */
     assert_int_equal(auth(d, "fail", "root", RHOST, 1, &s), PAM_AUTH_ERR);
     assert_int_equal(auth(d, "pre", "root", RHOST, 3, &s), PAM_MAXTRIES);
-    if (count_said(s.msgs, "Too many failed login attempts: locked for ") != 1 ||
+    if (harness_count(s.msgs, "Too many failed login attempts: locked for ") != 1 ||
         !strstr(s.msgs, " second") || !strstr(s.msgs, " from this address.\n"))
         fail_msg("the lock said, over three calls on one handle: \"%s\"", s.msgs);
     /* Wait for the lock's end, then lock again: 30 times as long (150 s). */
