@@ -11,6 +11,7 @@
 
 #include "algo.h"
 #include "algo_gcra.h"
+#include "algo_lock.h"
 
 #define SLIDING_SHIFT 24
 
@@ -62,6 +63,8 @@ int algo_check(const struct table_limits *lim)
         if (span > ALGO_SPAN_MAX)
             return -EINVAL;
         return 0;
+    case RULES_ALGO_LOCKOUT:
+        return algo_lock_check(lim);
     }
     return -EINVAL;
 }
@@ -335,6 +338,8 @@ bool algo_apply(const struct table_limits *lim, enum table_op op, uint64_t n, ui
         return apply_sliding(lim, op, n, now_ms, &in, ret_state, ret);
     case RULES_ALGO_GCRA:
         return algo_gcra_apply(lim, op, n, now_ms, &in, ret_state, ret);
+    case RULES_ALGO_LOCKOUT:
+        return algo_lock_apply(lim, op, n, now_ms, &in, ret_state, ret);
     case RULES_ALGO_WINDOW:
     default:
         return apply_window(lim, op, n, now_ms, &in, ret_state, ret);
@@ -414,5 +419,7 @@ uint64_t algo_retry_ms(const struct table_limits *lim, uint64_t now_ms,
         return retry_window(lim, now_ms, cur);
     if (lim->algo == RULES_ALGO_GCRA || lim->continuous)
         return algo_gcra_retry_ms(lim, now_ms, cur);
+    if (lim->algo == RULES_ALGO_LOCKOUT)
+        return algo_lock_retry_ms(lim, now_ms, cur);
     return retry_bucket(lim, now_ms, cur);
 }

@@ -19,6 +19,21 @@ uint64_t eval_ms_to_s(uint64_t ms)
     return ms / 1000 + (ms % 1000 >= 500);
 }
 
+/* A lockout rule's settings in ms (common/algo_lock.h); reset_ms is its fail_interval. */
+static void eval_limits_lock(const struct rules_rule *r, struct table_limits *lim)
+{
+    const struct rules_lock *k = r->lock;
+
+    lim->unlock_ms = (uint64_t)k->unlock_time * 1000;
+    lim->lock_max_ms = (uint64_t)k->lock_max * 1000;
+    lim->remember_ms = (uint64_t)k->remember * 1000;
+    lim->lock_factor = (uint32_t)k->lock_factor;
+    lim->delay_after = (uint32_t)k->delay_after;
+    lim->delay_ms = (uint64_t)k->delay * 1000;
+    lim->delay_factor = (uint32_t)k->delay_factor;
+    lim->delay_max_ms = (uint64_t)k->delay_max * 1000;
+}
+
 void eval_limits(const struct rules_rule *r, struct table_limits *lim)
 {
     memset(lim, 0, sizeof(*lim));
@@ -31,6 +46,8 @@ void eval_limits(const struct rules_rule *r, struct table_limits *lim)
     lim->max_actors = (uint64_t)(r->max_actors > 0 ? r->max_actors : 0);
     lim->evict = r->when_full == RULES_FULL_EVICT;
     lim->continuous = r->continuous;
+    if (r->algo == RULES_ALGO_LOCKOUT)
+        eval_limits_lock(r, lim);
 }
 
 int eval_calendar_end(const struct rules *rules, const struct rules_rule *r, uint64_t now_ms,

@@ -22,6 +22,19 @@ static bool section_ok(uint64_t total, uint64_t off, uint64_t count, uint64_t si
     return off % BLOB_ALIGN == 0 && off <= total && count <= (total - off) / size;
 }
 
+/* A lockout rule's settings as validation leaves them (server/rules_lock.c), so
+ * common/algo_lock.c never sees a value it did not check. */
+static bool rules_lock_ok(const struct rules_lock *k)
+{
+    return k->fail_interval >= 1 && k->unlock_time >= 1 && k->lock_max >= k->unlock_time &&
+           k->lock_max <= RULES_SECONDS_MAX && k->remember >= 0 &&
+           k->remember <= RULES_SECONDS_MAX && k->lock_factor >= 1 && k->lock_factor <= 1000 &&
+           k->delay_after >= 0 &&
+           (k->delay_after == 0 || (k->delay >= 1 && k->delay_max >= k->delay &&
+                                    k->delay_max <= RULES_SECONDS_MAX && k->delay_factor >= 1 &&
+                                    k->delay_factor <= 1000));
+}
+
 static bool str_ok(const struct blob_hdr *h, const char *pool, const struct blob_str *s)
 {
     return s->off < h->pool_size && s->len < h->pool_size - s->off && pool[s->off + s->len] == 0;
@@ -60,6 +73,7 @@ static bool blob_ok(const struct rules *rs)
         if (r->calendar > CALENDAR_UNIT_MAX ||
             (r->calendar && (r->algo != RULES_ALGO_WINDOW ||
                              (r->zone != UINT32_MAX && r->zone >= h->n_zone))))
+        if (r->algo == RULES_ALGO_LOCKOUT && !rules_lock_ok(&r->lock))
             return false;
         if (r->policy != RULES_POLICY_STOP)
             n_side++;
@@ -260,6 +274,7 @@ int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret)
     ret->reset_ms = r->reset_ms;
     ret->refill_ms = r->refill_ms;
     ret->continuous = r->flags & FLAG_CONTINUOUS;
+    ret->lock = &r->lock;
     return 0;
 }
 

@@ -45,8 +45,9 @@ enum rules_policy { RULES_POLICY_STOP = 0, RULES_POLICY_CANARY, RULES_POLICY_CON
 enum rules_algo {
     RULES_ALGO_WINDOW = 0, RULES_ALGO_TOKEN_BUCKET, RULES_ALGO_SLIDING_WINDOW,
     RULES_ALGO_GCRA,            /* redis-cell's (docs/rules.md "Algorithms") */
+    RULES_ALGO_LOCKOUT,         /* login throttling (docs/rules.md "Lockout") */
 };
-#define RULES_ALGO_LAST RULES_ALGO_GCRA
+#define RULES_ALGO_LAST RULES_ALGO_LOCKOUT
 enum rules_source { RULES_SOURCE_ANY = 0, RULES_SOURCE_PRIVILEGED };
 /* Where a rule's counters live (docs/redis.md): the host table alone, the
  * host table spending credit leased from Redis, or Redis for every hit. */
@@ -56,6 +57,26 @@ enum rules_store { RULES_STORE_LOCAL = 0, RULES_STORE_LEASE, RULES_STORE_STRICT 
  * EVICT: room made by forgetting a counter of the rule that refused nobody
  * (docs/dev/shm.md "Eviction"), else denied. */
 enum rules_full { RULES_FULL_TABLE = 0, RULES_FULL_DENY, RULES_FULL_ALLOW, RULES_FULL_EVICT };
+
+/* algorithm = "lockout" (docs/rules.md "Lockout", common/algo_lock.h): the settings besides
+ * credit_limit (failures allowed), in seconds.  In a spec -1 means "not set"; compiled, every
+ * field holds its effective value.  Fixed-width: it is part of the compiled blob. */
+struct rules_lock {
+    int64_t fail_interval;      /* failures are counted over this from the first one; the
+                                 * compiled rule's reset_seconds */
+    int64_t unlock_time;        /* the first lock's length */
+    int64_t lock_max;           /* escalation.max: no lock lasts longer */
+    int64_t remember;           /* escalation.remember: a level is forgotten this long after
+                                 * the last lock or counting interval ended */
+    int64_t delay;              /* delay.seconds: the first delay */
+    int64_t delay_max;          /* delay.max */
+    int32_t lock_factor;        /* escalation.factor: 1 without escalation */
+    int32_t delay_factor;       /* delay.factor */
+    int32_t delay_after;        /* delay.after: failures before the first delay; 0: none */
+    int32_t set;                /* spec: escalation (1) and delay (2) groups given */
+};
+#define RULES_LOCK_SET_ESCALATION 1
+#define RULES_LOCK_SET_DELAY      2
 
 /* ---- spec: what loaders build ------------------------------------------ */
 
@@ -107,6 +128,7 @@ struct rules_rule_spec {
     int64_t refill_ms;
     bool continuous;
     bool refill_set;
+    struct rules_lock lock; /* algorithm = "lockout" (native only) */
 };
 
 struct rules_spec {
@@ -220,6 +242,7 @@ struct rules_rule {
     int64_t reset_ms;           /* the window in ms (reset_seconds: rounded up) */
     int64_t refill_ms;          /* the refill period in ms (refill_seconds: rounded up) */
     bool continuous;            /* token_bucket: refill = "continuous" */
+    const struct rules_lock *lock;  /* in the blob: lockout's settings (else all 0) */
 };
 int rules_get(const struct rules *rules, uint32_t idx, struct rules_rule *ret);
 

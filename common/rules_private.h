@@ -79,6 +79,7 @@ struct blob_rule {
      * seconds, for what prints or speaks seconds). */
     int64_t reset_ms;
     int64_t refill_ms;
+    struct rules_lock lock;             /* lockout's settings (layout 4); else zero */
 };
 
 struct blob_match {
@@ -97,7 +98,8 @@ struct blob_bucket {
 _Static_assert(sizeof(struct blob_str) == 8, "blob_str layout");
 _Static_assert(sizeof(struct blob_hdr) == 152, "blob_hdr layout");
 _Static_assert(offsetof(struct blob_hdr, rule_off) == 64, "blob_hdr layout");
-_Static_assert(sizeof(struct blob_rule) == 144, "blob_rule layout");
+_Static_assert(sizeof(struct blob_rule) == 208, "blob_rule layout");
+_Static_assert(sizeof(struct rules_lock) == 64, "rules_lock layout");
 _Static_assert(offsetof(struct blob_rule, match_first) == 48, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, line) == 96, "blob_rule layout");
 _Static_assert(offsetof(struct blob_rule, policy) == 104, "blob_rule layout");

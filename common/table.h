@@ -159,6 +159,15 @@ struct table_limits {
                                  * eval_rule_prepared()); 0: now + reset_ms */
     bool continuous;            /* token_bucket: refill = "continuous" (common/algo_gcra.h):
                                  * its own counters, as another algorithm's */
+    /* lockout (common/algo_lock.h); its fail_interval is reset_ms */
+    uint64_t unlock_ms;         /* the first lock's length */
+    uint64_t lock_max_ms;       /* escalation cap: no lock lasts longer */
+    uint64_t remember_ms;       /* a lock's level is remembered this long after it ends */
+    uint64_t delay_ms;          /* the first delay (after delay_after failures) */
+    uint64_t delay_max_ms;      /* the longest delay */
+    uint32_t lock_factor;       /* each lock lasts this many times the last (1: no escalation) */
+    uint32_t delay_factor;      /* each further failure multiplies the delay by this */
+    uint32_t delay_after;       /* failures before the first delay; 0: no delay */
 };
 
 enum table_op {

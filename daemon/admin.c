@@ -70,6 +70,7 @@ static const char *algo_name(enum rules_algo a)
     return a == RULES_ALGO_TOKEN_BUCKET     ? "token_bucket"
            : a == RULES_ALGO_SLIDING_WINDOW ? "sliding_window"
            : a == RULES_ALGO_GCRA           ? "gcra"
+           : a == RULES_ALGO_LOCKOUT        ? "lockout"
                                             : "window";
 }
 

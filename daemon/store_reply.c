@@ -74,6 +74,7 @@ int store_script_decode(enum store_script script, const struct redisReply *r,
     case STORE_SCRIPT_BUCKET:
     case STORE_SCRIPT_SLIDING:
     case STORE_SCRIPT_GCRA:
+    case STORE_SCRIPT_LOCKOUT:
         /* {allowed, credit, ms to reset} */
         if (!ints(r, 3, v))
             return -EPROTO;

@@ -515,6 +515,10 @@ void store_verdict_args_of(enum rules_algo algo, int64_t limit, const struct tab
         ret->sliding = (struct store_sliding_args){ .op = op, .n = n, .limit = limit,
                                                     .window_ms = lim->reset_ms };
         return;
+    case RULES_ALGO_LOCKOUT:
+        ret->script = STORE_SCRIPT_LOCKOUT;
+        ret->lockout = (struct store_lockout_args){ .op = op, .n = n, .lim = *lim };
+        return;
     default:
         ret->script = STORE_SCRIPT_WINDOW;
         ret->window = (struct store_window_args){ .op = op, .n = n, .limit = limit,
@@ -534,6 +538,9 @@ void store_script_verdict(const struct store_verdict_args *a, struct store_call 
         return;
     case STORE_SCRIPT_SLIDING:
         store_script_sliding(&a->sliding, ret);
+        return;
+    case STORE_SCRIPT_LOCKOUT:
+        store_script_lockout(&a->lockout, ret);
         return;
     default:
         store_script_window(&a->window, ret);
@@ -559,7 +566,8 @@ void store_script_verdicts(const struct store_verdict_args *a, const struct stor
 
 bool store_script_same(const struct store_verdict_args *a, const struct store_verdict_args *b)
 {
-    if (a->script != b->script)
+    /* A lockout call is never batched (store_script_lock.c). */
+    if (a->script != b->script || a->script == STORE_SCRIPT_LOCKOUT)
         return false;
     switch (a->script) {
     case STORE_SCRIPT_BUCKET:
@@ -581,12 +589,12 @@ bool store_script_same(const struct store_verdict_args *a, const struct store_ve
 static const char *const scripts[STORE_N_SCRIPTS] = {
     lua_window, lua_bucket, lua_sliding, lua_lease, lua_adhoc_tb, lua_adhoc_gcra,
     lua_window_many, lua_bucket_many, lua_sliding_many,
-    store_script_lua_gcra, store_script_lua_gcra_many,
+    store_script_lua_gcra, store_script_lua_gcra_many, store_lua_lockout,
 };
 static const char *const script_names[STORE_N_SCRIPTS] = {
     "window", "token_bucket", "sliding_window", "lease", "adhoc_tb", "adhoc_gcra",
     "window_many", "token_bucket_many", "sliding_window_many",
-    "gcra", "gcra_many",
+    "gcra", "gcra_many", "lockout",
 };
 static char script_sha[STORE_N_SCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;

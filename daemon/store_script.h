@@ -41,6 +41,7 @@ enum store_script {
      * batched; their arguments are a struct store_bucket_args. */
     STORE_SCRIPT_GCRA,
     STORE_SCRIPT_GCRA_MANY,
+    STORE_SCRIPT_LOCKOUT,       /* lockout (store_script_lock.c); never batched */
     STORE_N_SCRIPTS
 };
 
@@ -79,14 +80,22 @@ struct store_sliding_args {
     uint64_t window_ms;
 };
 
-/* A call of one of the three verdict scripts, typed: @script (WINDOW,
- * BUCKET or SLIDING) names the member that holds its arguments. */
+/* lockout (common/algo_lock.h): the rule's limits as the host table takes them. */
+struct store_lockout_args {
+    enum store_op op;
+    uint64_t n;
+    struct table_limits lim;
+};
+
+/* A call of one of the verdict scripts, typed: @script (WINDOW, BUCKET,
+ * SLIDING or LOCKOUT) names the member that holds its arguments. */
 struct store_verdict_args {
     enum store_script script;
     union {
         struct store_window_args window;
         struct store_bucket_args bucket;
         struct store_sliding_args sliding;
+        struct store_lockout_args lockout;
     };
 };
 
@@ -175,9 +184,8 @@ struct store_reply {
     };
 };
 
-/* ARGV of the longest script (the window's: 7 with a calendar window), and one
- * argument's room. */
-#define STORE_SCRIPT_ARGV_MAX   7
+/* ARGV of the longest script (lockout's: 12), and one argument's room. */
+#define STORE_SCRIPT_ARGV_MAX   12
 #define STORE_SCRIPT_ARG_SIZE   24
 
 /* Requests in one batched call, at most, and one's room in its list. */
@@ -221,6 +229,9 @@ void store_script_sliding(const struct store_sliding_args *a, struct store_call 
 void store_script_lease(const struct store_lease_args *a, struct store_call *ret);
 void store_script_adhoc_tb(const struct store_adhoc_tb_args *a, struct store_call *ret);
 void store_script_adhoc_gcra(const struct store_adhoc_gcra_args *a, struct store_call *ret);
+void store_script_lockout(const struct store_lockout_args *a, struct store_call *ret);
+/* store_script_lock.c: the lockout script's text. */
+extern const char store_lua_lockout[];
 
 /* @a's plain call (its op and n), or its batched form for @items (@a's op
  * and n unused; @items borrowed as store_call.list says). */

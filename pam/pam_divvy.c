@@ -10,20 +10,28 @@
  * arguments onto the stack, opens one libdivvy handle on the Unix socket,
  * asks, closes it.  It logs only through pam_syslog(), and a daemon that is
  * down or slow costs at most timeout_ms, after which fail_open (default) or
- * fail_closed decides.
+ * fail_closed decides.  A rule that answers preauth with a delay (a refusal
+ * that leaves credit: algorithm "lockout") is waited out here, at most
+ * max_delay seconds per call; a lock is told once per PAM handle and ends
+ * the conversation (PAM_MAXTRIES).  Unknown user names can be counted per
+ * source only (unknown_users=source) and non-local users left alone
+ * (local_users_only), as pam_faillock does (docs/pam.md).
  */
 #include <errno.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAM_SM_AUTH
 #define PAM_SM_ACCOUNT
 #include <security/pam_ext.h>
 #include <security/pam_modules.h>
+#include <security/pam_modutil.h>
 
 #include "divvy.h"
 
@@ -33,6 +41,11 @@
 #define PD_TIMEOUT_MAX      60000
 #define PD_VALUE_MAX        256     /* bytes kept of each PAM item (LOGIN_NAME_MAX) */
 #define PD_EVENT            "authfail"
+#define PD_DELAY_DEFAULT    30      /* max_delay=, seconds */
+#define PD_DELAY_MAX        600
+#define PD_DELAY_ROUNDS     4       /* PEEKs in one preauth at most (a delay renewed meanwhile) */
+/* pam_set_data() name: a lock was told on this handle (docs/pam.md "Messages"). */
+#define PD_DATA_TOLD        "pam_divvy_told"
 
 /* -fvisibility=hidden hides everything else; pam/pam_divvy.map lists these. */
 #define PD_EXPORT __attribute__((visibility("default")))
@@ -74,15 +87,19 @@ struct pd_args {
     bool debug;
     bool silent;
     bool bad_address;           /* socket= was unusable: treated as an outage */
+    bool local_only;            /* local_users_only: users not in /etc/passwd are ignored */
+    bool unknown_by_source;     /* unknown_users=source: no user= for unknown names */
+    int max_delay;              /* seconds preauth may wait out delays, 0..PD_DELAY_MAX */
 };
 
 /* A request: event=authfail plus the chosen PAM items that are set. */
 struct pd_req {
-    struct divvy_kv kv[PD_FIELD_N + 1];
+    struct divvy_kv kv[PD_FIELD_N + 2];
     size_t n;
     char value[PD_FIELD_N][PD_VALUE_MAX];
     const char *user;           /* points into value[], or "" */
     const char *rhost;
+    bool unknown;               /* the user has no passwd entry (sent as known=no) */
 };
 
 static const char *pd_mode_name(enum pd_mode mode)
@@ -124,17 +141,19 @@ static unsigned pd_parse_fields(pam_handle_t *pamh, const char *list)
     return set;
 }
 
-static int pd_parse_timeout(pam_handle_t *pamh, const char *text)
+/* An integer argument NAME=@text in [@min, @max], else @def (logged). */
+static int pd_parse_int(pam_handle_t *pamh, const char *name, const char *text, int min, int max,
+                        int def)
 {
     char *end;
     long v;
 
     errno = 0;
     v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < 1 || v > PD_TIMEOUT_MAX) {
-        pam_syslog(pamh, LOG_ERR, "timeout_ms=%s: not an integer 1..%d; using %d", text,
-                   PD_TIMEOUT_MAX, PD_TIMEOUT_DEFAULT);
-        return PD_TIMEOUT_DEFAULT;
+    if (errno || end == text || *end || v < min || v > max) {
+        pam_syslog(pamh, LOG_ERR, "%s=%s: not an integer %d..%d; using %d", name, text, min,
+                   max, def);
+        return def;
     }
     return (int)v;
 }
@@ -165,6 +184,7 @@ static void pd_parse_args(pam_handle_t *pamh, int flags, int argc, const char **
     memset(args, 0, sizeof(*args));
     snprintf(args->address, sizeof(args->address), "%s", PD_DEFAULT_ADDRESS);
     args->timeout_ms = PD_TIMEOUT_DEFAULT;
+    args->max_delay = PD_DELAY_DEFAULT;
     args->fields = PD_FIELDS_DEFAULT;
     args->silent = (flags & PAM_SILENT) != 0;
 
@@ -180,7 +200,17 @@ static void pd_parse_args(pam_handle_t *pamh, int flags, int argc, const char **
         else if (strncmp(a, "socket=", 7) == 0)
             pd_parse_address(pamh, a + 7, args);
         else if (strncmp(a, "timeout_ms=", 11) == 0)
-            args->timeout_ms = pd_parse_timeout(pamh, a + 11);
+            args->timeout_ms = pd_parse_int(pamh, "timeout_ms", a + 11, 1, PD_TIMEOUT_MAX,
+                                            PD_TIMEOUT_DEFAULT);
+        else if (strncmp(a, "max_delay=", 10) == 0)
+            args->max_delay = pd_parse_int(pamh, "max_delay", a + 10, 0, PD_DELAY_MAX,
+                                           PD_DELAY_DEFAULT);
+        else if (strcmp(a, "local_users_only") == 0)
+            args->local_only = true;
+        else if (strcmp(a, "unknown_users=source") == 0)
+            args->unknown_by_source = true;
+        else if (strcmp(a, "unknown_users=name") == 0)
+            args->unknown_by_source = false;
         else if (strncmp(a, "fields=", 7) == 0)
             args->fields = pd_parse_fields(pamh, a + 7);
         else if (strcmp(a, "fail_open") == 0)
@@ -237,6 +267,17 @@ static int pd_build_request(pam_handle_t *pamh, const struct pd_args *args, stru
         pam_syslog(pamh, LOG_ERR, "cannot get the user name: %s", pam_strerror(pamh, rv));
         return rv == PAM_CONV_AGAIN ? PAM_INCOMPLETE : rv;
     }
+    /* As pam_faillock: a user not in /etc/passwd (NSS, LDAP, made up) is none of ours. */
+    if (args->local_only && pam_modutil_check_user_in_passwd(pamh, user, NULL) != PAM_SUCCESS)
+        return PAM_IGNORE;
+    /* Every unknown name from one source on the source's counters, none of its own: a
+     * spray of made-up names takes no slot per name, and is throttled as the source. */
+    if (args->unknown_by_source && pam_modutil_getpwnam(pamh, user) == NULL) {
+        req->unknown = true;
+        req->kv[req->n].key = "known";
+        req->kv[req->n].value = "no";
+        req->n++;
+    }
     for (unsigned f = 0; f < PD_FIELD_N; f++) {
         const void *item = NULL;
 
@@ -254,7 +295,7 @@ static int pd_build_request(pam_handle_t *pamh, const struct pd_args *args, stru
             req->user = req->value[f];
         else if (f == PD_FIELD_RHOST)
             req->rhost = req->value[f];
-        if (!(args->fields & (1u << f)))
+        if (!(args->fields & (1u << f)) || (f == PD_FIELD_USER && req->unknown))
             continue;
         req->kv[req->n].key = pd_fields[f].name;
         req->kv[req->n].value = req->value[f];
@@ -317,17 +358,94 @@ out:
     return r;
 }
 
-/* What a refusal tells the user through the conversation. */
-static void pd_tell_locked(pam_handle_t *pamh, const struct pd_args *args,
-                           const struct divvy_result *res)
+/* @secs as a person reads it, rounded up: "40 seconds", "15 minutes", "3 hours", "2 days". */
+static void pd_duration(uint64_t secs, char *buf, size_t size)
 {
-    if (args->silent)
+    static const struct {
+        uint64_t unit, upto;        /* this unit while secs <= upto */
+        const char *name;
+    } units[] = {
+        { 1, 99, "second" }, { 60, 120 * 60, "minute" }, { 3600, 48 * 3600, "hour" },
+        { 86400, UINT64_MAX, "day" },
+    };
+    size_t i = 0;
+    uint64_t n;
+
+    while (secs > units[i].upto)
+        i++;
+    n = secs / units[i].unit + (secs % units[i].unit != 0);
+    snprintf(buf, size, "%llu %s%s", (unsigned long long)n, units[i].name, n == 1 ? "" : "s");
+}
+
+/* What a lock tells the user through the conversation: once per PAM handle (sshd and login
+ * call pam_authenticate() on one handle for each password they ask). */
+static void pd_tell_locked(pam_handle_t *pamh, const struct pd_args *args,
+                           const struct pd_req *req, const struct divvy_result *res)
+{
+    static const char told[] = PD_DATA_TOLD;
+    const void *was = NULL;
+    char when[48];
+
+    if (args->silent || pam_get_data(pamh, PD_DATA_TOLD, &was) == PAM_SUCCESS)
         return;
-    if (res->reset_seconds > 0)
-        pam_error(pamh, "Too many failed login attempts: try again in %llu second%s.",
-                  (unsigned long long)res->reset_seconds, res->reset_seconds == 1 ? "" : "s");
-    else
+    /* The data is a constant: nothing to free (cleanup NULL). */
+    pam_set_data(pamh, PD_DATA_TOLD, (void *)(uintptr_t)told, NULL);
+    if (res->reset_seconds == 0) {
         pam_error(pamh, "Too many failed login attempts: logins are refused.");
+        return;
+    }
+    pd_duration(res->reset_seconds, when, sizeof(when));
+    pam_error(pamh, "Too many failed login attempts: locked for %s%s.", when,
+              req->rhost[0] ? " from this address" : "");
+}
+
+/* Sleeps @secs, resumed after signals: a ramping delay waited out. */
+static void pd_sleep(unsigned secs)
+{
+    struct timespec left = { .tv_sec = (time_t)secs, .tv_nsec = 0 };
+
+    while (nanosleep(&left, &left) < 0 && errno == EINTR)
+        ;
+}
+
+/*
+ * preauth and account: asks until divvyd answers with no delay to wait out.  A refusal with
+ * credit left is a delay (algorithm "lockout", docs/rules.md): in the auth phase it is slept
+ * here, max_delay seconds per call at most, then asked again; a delay longer than what is left
+ * of max_delay refuses (*ret_delay set).  In the account phase a delay is not a refusal.
+ * 0 with *res the last answer, or pd_ask()'s -errno.
+ */
+static int pd_ask_waiting(pam_handle_t *pamh, const struct pd_args *args, enum pd_phase phase,
+                          const struct pd_req *req, struct divvy_result *res, char *why,
+                          size_t why_size, bool *ret_delay)
+{
+    unsigned waited = 0;
+    int r = 0;
+
+    *ret_delay = false;
+    for (int round = 0; round < PD_DELAY_ROUNDS; round++) {
+        unsigned wait;
+
+        r = pd_ask(args, req, res, why, why_size);
+        if (r < 0 || res->allowed || res->credit == 0)
+            return r;
+        if (phase == PD_PHASE_ACCOUNT) {
+            res->allowed = true;
+            return 0;
+        }
+        /* eval rounds ms to the nearest second: a delay under 500 ms reads 0. */
+        wait = res->reset_seconds > 0 ? (unsigned)res->reset_seconds : 1;
+        if (res->reset_seconds > PD_DELAY_MAX || wait > (unsigned)args->max_delay - waited)
+            break;
+        if (args->debug)
+            pam_syslog(pamh, LOG_DEBUG, "preauth: user '%s' from '%s': waiting %u s "
+                       "(rule %s: a delay after failures)", req->user, req->rhost, wait,
+                       res->rule);
+        pd_sleep(wait);
+        waited += wait;
+    }
+    *ret_delay = true;
+    return r;
 }
 
 /*
@@ -366,7 +484,8 @@ static int pd_run(pam_handle_t *pamh, int flags, int argc, const char **argv,
     struct divvy_result res = { .size = sizeof(res) };
     struct pd_args args;
     struct pd_req req;
-    char why[512];
+    char why[512], when[48];
+    bool delayed = false;
     int rv, r;
 
     pd_parse_args(pamh, flags, argc, argv, &args);
@@ -392,7 +511,10 @@ static int pd_run(pam_handle_t *pamh, int flags, int argc, const char **argv,
                    pd_mode_name(args.mode), args.address, args.timeout_ms, line);
     }
 
-    r = pd_ask(&args, &req, &res, why, sizeof(why));
+    if (args.mode == PD_MODE_PREAUTH)
+        r = pd_ask_waiting(pamh, &args, phase, &req, &res, why, sizeof(why), &delayed);
+    else
+        r = pd_ask(&args, &req, &res, why, sizeof(why));
     if (r < 0) {
         rv = pd_outage(pamh, &args, phase, &req, r, why);
         goto out;
@@ -426,11 +548,25 @@ static int pd_run(pam_handle_t *pamh, int flags, int argc, const char **argv,
                            req.user, req.rhost, res.rule, (unsigned long long)res.credit);
             break;
         }
-        rv = phase == PD_PHASE_ACCOUNT ? PAM_PERM_DENIED : PAM_AUTH_ERR;
+        if (delayed) {
+            /* A delay longer than max_delay: refused now, not locked; the next try may pass. */
+            rv = PAM_AUTH_ERR;
+            pam_syslog(pamh, LOG_NOTICE, "preauth: user '%s' from '%s' refused: rule %s asks "
+                       "a delay of %llu s, more than max_delay=%d", req.user, req.rhost,
+                       res.rule, (unsigned long long)res.reset_seconds, args.max_delay);
+            if (!args.silent) {
+                pd_duration(res.reset_seconds > 0 ? res.reset_seconds : 1, when, sizeof(when));
+                pam_error(pamh, "Too many failed login attempts: try again in %s.", when);
+            }
+            break;
+        }
+        /* A lock: PAM_MAXTRIES in auth, so sshd asks no more passwords on this connection
+         * and login(1) ends its loop; the user is told once. */
+        rv = phase == PD_PHASE_ACCOUNT ? PAM_PERM_DENIED : PAM_MAXTRIES;
         pam_syslog(pamh, LOG_NOTICE, "%s: user '%s' from '%s' refused: no credit left on "
                    "rule %s for %llu s", phase == PD_PHASE_ACCOUNT ? "account" : "preauth",
                    req.user, req.rhost, res.rule, (unsigned long long)res.reset_seconds);
-        pd_tell_locked(pamh, &args, &res);
+        pd_tell_locked(pamh, &args, &req, &res);
         break;
     }
 out:

@@ -13,6 +13,7 @@
 
 #include "calendar.h"
 #include "config_divvy.h"
+#include "config_lock.h"
 #include "config_private.h"
 #include "suggest.h"
 
@@ -231,8 +232,11 @@ static int conf_rule_setting(struct rules_rule_spec *r, const char *path,
     const struct config_divvy_field *f = config_divvy_field(name, true);
     unsigned line = conf_line(s);
     int type = config_setting_type(s);
-    int q = f ? 1 : conf_rule_calendar(r, path, s, reterr);
+    int q = config_lock_setting(r, path, s, reterr);
 
+    if (q <= 0)
+        return q;                       /* lockout's own settings (config_lock.c) */
+    q = f ? 1 : conf_rule_calendar(r, path, s, reterr);
     if (q <= 0)
         return q;
     if (!f) {

@@ -13,6 +13,7 @@
 
 #include "calendar.h"
 #include "config_divvy.h"
+#include "config_lock.h"
 #include "config_private.h"
 #include "table.h"
 
@@ -115,7 +116,9 @@ static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
         conf_put_int(f, "credit_limit", r->credit_limit);
     if (r->reset_seconds >= 0)
         conf_put_int(f, "reset_seconds", r->reset_seconds);
-    if (r->algo != RULES_ALGO_WINDOW)
+    if (r->algo == RULES_ALGO_LOCKOUT)
+        config_lock_write(f, r);
+    else if (r->algo != RULES_ALGO_WINDOW)
         fprintf(f, "        algorithm = \"%s\";\n", config_divvy_algo_name(r->algo));
     if (r->refill_amount >= 0)
         conf_put_int(f, "refill_amount", r->refill_amount);

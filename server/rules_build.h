@@ -107,6 +107,7 @@ struct pr {                     /* one rule, prepared */
     int64_t reset_ms, refill_ms;        /* as the algorithms count (blob_rule) */
     size_t anchor;              /* index into m, or SIZE_MAX: scan list */
     uint32_t bucket;
+    struct rules_lock lock;     /* lockout: effective (rules_lock_prep()); else zero */
 };
 
 struct build {
@@ -154,6 +155,11 @@ static inline int buf_put(struct buf *b, const void *data, size_t len)
  */
 int rules_build_prepare(const struct rules_spec *spec, struct build *b, struct diag *d);
 void rules_build_free(struct build *b);
+
+/* rules_lock.c: checks lockout rule @p's settings (or lockout settings on a rule of another
+ * algorithm) into @d and fills p->lock and p->reset_seconds (its fail_interval); true when
+ * @p is a lockout rule (the caller skips the other algorithms' checks). */
+bool rules_lock_prep(struct pr *p, struct diag *d);
 
 /*
  * rules_build_prepare() into @b, reporting to @reterr (NULL: nowhere), and

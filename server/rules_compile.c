@@ -116,6 +116,7 @@ static int emit(const struct build *b, const struct rules_zones *zt, uint64_t ge
         o->zone = zt->rule_zone[i];
         o->reset_ms = p->reset_ms;
         o->refill_ms = p->refill_ms;
+        o->lock = p->lock;
         r = pool_add(&pl, p->id_str, strlen(p->id_str), &o->id_str);
         if (r >= 0)
             r = pool_add(&pl, label, strlen(label), &o->label);

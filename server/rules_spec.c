@@ -44,6 +44,7 @@ int rules_spec_add(struct rules_spec *spec, const char *file, unsigned line,
     r->policy = RULES_POLICY_STOP;
     r->algo = RULES_ALGO_WINDOW;
     r->source = RULES_SOURCE_ANY;
+    r->lock = (struct rules_lock){ -1, -1, -1, -1, -1, -1, -1, -1, -1, 0 };
     *ret = r;
     return 0;
 }
@@ -117,8 +118,8 @@ void rules_spec_free(struct rules_spec *spec)
 bool rules_spec_counts(const struct rules_rule_spec *r)
 {
     return r->credit_limit > 0 && (r->algo == RULES_ALGO_TOKEN_BUCKET ||
-                                   r->algo == RULES_ALGO_GCRA || r->reset_seconds > 0 ||
-                                   r->reset_ms > 0 || r->calendar);
+                                   r->algo == RULES_ALGO_GCRA || r->algo == RULES_ALGO_LOCKOUT ||
+                                   r->reset_seconds > 0 || r->reset_ms > 0 || r->calendar);
 }
 
 /* A lease strands credit on every host that holds one (docs/redis.md

@@ -294,6 +294,12 @@ static void prep_algo(struct pr *p, struct diag *d)
         p->refill_ms = 0;
         return;
     }
+    if (rules_lock_prep(p, d)) {
+        /* lockout: its own settings (rules_lock.c); reset_ms is its fail_interval */
+        p->reset_ms = p->reset_seconds * 1000;
+        p->refill_ms = 0;
+        return;
+    }
     if (s->reset_seconds != -1)
         check_limit(p, d, "reset_seconds", s->reset_seconds, RULES_SECONDS_MAX);
     if (s->reset_ms != -1)

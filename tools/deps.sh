@@ -55,7 +55,8 @@ systemd-analyze:systemd systemd-socket-activate:systemd man:man-db pamtester:pam
 strace:strace git:git valgrind:valgrind gcovr:gcovr
 systemd-nspawn:systemd-container mmdebstrap:mmdebstrap
 dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian redis-cli:redis-tools
-ip:iproute2 openssl:openssl"
+ip:iproute2 openssl:openssl
+sshd:openssh-server ssh:openssh-client sshpass:sshpass"
 # Listed only when the command is missing: a machine may have Node.js from
 # elsewhere (NodeSource's nodejs ships npm and conflicts with Debian's npm,
 # so naming both would make apt-get refuse the whole list).

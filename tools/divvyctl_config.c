@@ -217,7 +217,8 @@ static bool ctl_same_rule(const struct rules *ra, const struct rules *rb, uint32
            x.strict == y.strict && x.fast_path == y.fast_path && x.is_default == y.is_default &&
            x.policy == y.policy && x.algo == y.algo && x.source == y.source &&
            x.store == y.store && x.when_full == y.when_full && x.reset_ms == y.reset_ms &&
-           x.refill_ms == y.refill_ms && x.continuous == y.continuous;
+           x.refill_ms == y.refill_ms && x.continuous == y.continuous &&
+           memcmp(x.lock, y.lock, sizeof(*x.lock)) == 0;
 }
 
 /* The converted config compiles to the same rules, in the same order. */

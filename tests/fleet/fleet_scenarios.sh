@@ -456,7 +456,7 @@ scenario_pam() {
     check "6 five wrong passwords refused: 2 on A, 2 on B, 1 on C" 'want $n 5'
     n=0
     for h in $hosts; do
-        ! pamtester $h alice 192.0.2.30 s3cret && grep -q "try again in" "$T/$h/pam.out" &&
+        ! pamtester $h alice 192.0.2.30 s3cret && grep -q "locked for " "$T/$h/pam.out" &&
             n=$((n + 1))
     done
     check "6 the right password is then refused on A, B and C, with the wait" 'want $n 3'

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <setjmp.h>
+#include <limits.h>               /* PATH_MAX for harness_pam_module() */
 #include <sys/socket.h>           /* SOCK_STREAM, SOCK_DGRAM for harness_free_port() */
 #include <sys/types.h>
 
@@ -269,6 +270,9 @@ const char *harness_public_copy(const char *path);
  */
 int harness_pam_auth(struct harness_daemon *d, const char *service, const char *control,
                      const char *args, const char *rest, const char *user, const char *rhost);
+/* The real pam_divvy.so's absolute path ($PAM_DIVVY, else $DIVVY_BUILD/pam_divvy.so, else
+ * build/pam_divvy.so) into @module; fails the test when there is none. */
+void harness_pam_module(char module[PATH_MAX]);
 
 /* ---- memory ---------------------------------------------------------------- */
 
@@ -279,6 +283,8 @@ void harness_rm_tree(const char *dir);
 /* The names in @dir, sorted, space-separated ("" if empty, "-" if @dir does
  * not exist; at most 64 names). */
 void harness_list_dir(const char *dir, char *buf, size_t size);
+/* How many times @needle occurs in @hay (overlapping ones too). */
+size_t harness_count(const char *hay, const char *needle);
 /* Process @pid's resident set (VmRSS) in kB, from /proc; -1 when unknown. */
 long long harness_rss_kb(pid_t pid);
 void *harness_scratch(size_t size);

@@ -24,15 +24,10 @@ static int no_conv(int n, const struct pam_message **msg, struct pam_response **
     return PAM_CONV_ERR;
 }
 
-int harness_pam_auth(struct harness_daemon *d, const char *service, const char *control,
-                     const char *args, const char *rest, const char *user, const char *rhost)
+void harness_pam_module(char module[PATH_MAX])
 {
     const char *env = getenv("PAM_DIVVY"), *build = getenv("DIVVY_BUILD");
-    struct pam_conv c = { no_conv, NULL };
-    char module[PATH_MAX], guess[HARNESS_PATH], path[HARNESS_PATH * 2];
-    pam_handle_t *pamh = NULL;
-    FILE *f;
-    int rv;
+    char guess[HARNESS_PATH];
 
     if (env && env[0])
         snprintf(guess, sizeof(guess), "%s", env);
@@ -40,6 +35,18 @@ int harness_pam_auth(struct harness_daemon *d, const char *service, const char *
         snprintf(guess, sizeof(guess), "%s/pam_divvy.so", build && build[0] ? build : "build");
     if (!realpath(guess, module))
         fail_msg("pam_divvy.so: %s: %s (set PAM_DIVVY)", guess, strerror(errno));
+}
+
+int harness_pam_auth(struct harness_daemon *d, const char *service, const char *control,
+                     const char *args, const char *rest, const char *user, const char *rhost)
+{
+    struct pam_conv c = { no_conv, NULL };
+    char module[PATH_MAX], path[HARNESS_PATH * 2];
+    pam_handle_t *pamh = NULL;
+    FILE *f;
+    int rv;
+
+    harness_pam_module(module);
     snprintf(path, sizeof(path), "%s/%s", d->dir, service);
     f = fopen(path, "w");
     assert_non_null(f);

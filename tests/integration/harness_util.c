@@ -239,3 +239,12 @@ long long harness_rss_kb(pid_t pid)
     fclose(f);
     return kb;
 }
+
+size_t harness_count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}

@@ -159,7 +159,10 @@ static void test_privileged_flood_does_not_blind_logins(void **state)
     /* root: 3 failures from the source are counted, the 4th attempt is refused. */
     for (int i = 0; i < 3; i++) {
         CHECK(harness_cmd(c, "PEEK " LOGIN_KV, r, sizeof(r)));
-        EXPECT_PREFIX(r, "OK true ");
+        /* Not locked: allowed, or (the shipped login-user-source's ramping delay after the
+         * 2nd failure) refused with credit left, which pam_divvy waits out. */
+        if (strncmp(r, "OK true ", 8) != 0 && (strncmp(r, "OK false ", 9) != 0 || r[9] == '0'))
+            fail_msg("PEEK before failure %d: \"%s\", want not locked", i + 1, r);
         CHECK(harness_cmd(c, "TAKE 1 " LOGIN_KV, r, sizeof(r)));
         if (strncmp(r, "OK true ", 8) != 0)
             fail_msg("root's failure %d not counted: \"%s\"", i + 1, r);

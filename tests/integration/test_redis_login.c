@@ -17,6 +17,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <security/pam_appl.h>
 
@@ -89,7 +91,7 @@ static void test_login_lease_three_hosts(void **state)
     for (int h = 0; h < HOSTS; h++) {
         int rv = pam_step(d[h], "preauth", "alice");
 
-        if (rv != PAM_AUTH_ERR)
+        if (rv != PAM_MAXTRIES)
             fail_msg("after 5 failures host %d still lets the user try (%d)", h, rv);
     }
     /* The rule runs strict, and each host said so at start ... */
@@ -162,12 +164,95 @@ static void test_login_lease_explicit_is_an_error(void **state)
         fail_msg("divvyd --check: exit %d, no \"%s\" in:\n%s", status, want, err);
 }
 
+/* algorithm = "lockout" in strict Redis, shared by two divvyds (docs/rules.md "Lockout"):
+ * 3 failures counted over 900 s (fail_interval) lock for 3 s (unlock_time), each lock 10 times
+ * the last (escalation), and from the 2nd failure a 60 s delay.  A failure on one host counts
+ * on the other, the delay and the lock are seen on both, a lock escalated through one host is
+ * longer on the other, and RESET (a good login) on one forgets the level for both. */
+static const char lockout_rules[] =
+    "{ match = { event = \"authfail\"; user = \"*\"; rhost = \"*\"; };\n"
+    "  label = \"login-lockout\"; actor = [ \"user\", \"rhost\" ];\n"
+    "  algorithm = \"lockout\"; credit_limit = 3; fail_interval = 900; unlock_time = 3;\n"
+    "  escalation = { factor = 10; max = 3600; remember = 3600; };\n"
+    "  delay = { after = 2; seconds = 60; max = 60; };\n"
+    "  source = \"privileged\"; },\n"
+    "{ default = true; credit_limit = 100; reset_seconds = 60; }";
+
+#define LOCK_KEYS "event=authfail user=alice rhost=" RHOST
+
+/* Polls PEEK on @c until the lock is over (allowed, full credit); fails after 15 s. */
+static void wait_unlocked(struct harness_conn *c)
+{
+    uint64_t deadline = harness_now_ms() + 15000;
+    char reply[HARNESS_LINE];
+
+    for (;;) {
+        CHECK(harness_cmd(c, "PEEK " LOCK_KEYS, reply, sizeof(reply)));
+        if (strncmp(reply, "OK true 3 ", 10) == 0)
+            return;
+        if (harness_now_ms() > deadline)
+            fail_msg("the lock never ended: PEEK -> %s", reply);
+        usleep(100 * 1000);
+    }
+}
+
+static void test_login_lockout_two_hosts(void **state)
+{
+    struct harness_daemon *a, *b;
+    struct harness_conn *ca = NULL, *cb = NULL;
+    struct redis_srv *rs = NULL;
+    char *conf;
+
+    (void)state;
+    CHECK(redis_start(&rs));
+    conf = redis_config(rs, "strict", "closed", 2000, NULL, lockout_rules);
+    assert_non_null(conf);
+    a = redis_divvyd(conf, 2);
+    b = redis_divvyd(conf, 2);
+    free(conf);
+    CHECK(harness_connect(a, HARNESS_UNIX, &ca));
+    CHECK(harness_connect(b, HARNESS_UNIX, &cb));
+
+    /* fail_interval: a failure on A and one on B are two in the same 900 s. */
+    EXPECT_OK_RULE(ca, "TAKE 1 " LOCK_KEYS, true, 2, 899, 900, "login-lockout");
+    EXPECT_OK_RULE(cb, "TAKE 1 " LOCK_KEYS, true, 1, 898, 900, "login-lockout");
+    /* The delay after the 2nd failure: refused with credit left, on both hosts. */
+    EXPECT_OK_RULE(ca, "PEEK " LOCK_KEYS, false, 1, 55, 60, "login-lockout");
+    EXPECT_OK_RULE(cb, "PEEK " LOCK_KEYS, false, 1, 55, 60, "login-lockout");
+    /* unlock_time: the 3rd failure locks for 3 s, not for what is left of 900 s. */
+    EXPECT_OK_RULE(ca, "TAKE 1 " LOCK_KEYS, true, 0, 3, 3, "login-lockout");
+    EXPECT_OK_RULE(cb, "PEEK " LOCK_KEYS, false, 0, 0, 3, "login-lockout");
+    EXPECT_OK_RULE(cb, "TAKE 1 " LOCK_KEYS, false, 0, 0, 3, "login-lockout");
+    wait_unlocked(cb);
+    /* The second lock, through A, lasts 30 s, and B sees it so. */
+    EXPECT_OK_RULE(ca, "TAKE 1 " LOCK_KEYS, true, 2, 899, 900, "login-lockout");
+    EXPECT_OK_RULE(ca, "TAKE 1 " LOCK_KEYS, true, 1, 898, 900, "login-lockout");
+    EXPECT_OK_RULE(ca, "TAKE 1 " LOCK_KEYS, true, 0, 30, 30, "login-lockout");
+    EXPECT_OK_RULE(cb, "PEEK " LOCK_KEYS, false, 0, 20, 30, "login-lockout");
+    /* A good login (RESET) on B forgets the lock and the level for both hosts. */
+    {
+        char reply[HARNESS_LINE];
+
+        CHECK(harness_cmd(cb, "RESET " LOCK_KEYS, reply, sizeof(reply)));
+        EXPECT_PREFIX(reply, "OK");
+    }
+    EXPECT_OK_RULE(ca, "PEEK " LOCK_KEYS, true, 3, 0, 0, "login-lockout");
+    EXPECT_OK_RULE(cb, "TAKE 1 " LOCK_KEYS, true, 2, 899, 900, "login-lockout");
+    EXPECT_OK_RULE(cb, "TAKE 1 " LOCK_KEYS, true, 1, 898, 900, "login-lockout");
+    EXPECT_OK_RULE(cb, "TAKE 1 " LOCK_KEYS, true, 0, 3, 3, "login-lockout");
+    EXPECT_OK_RULE(ca, "PEEK " LOCK_KEYS, false, 0, 0, 3, "login-lockout");
+    harness_close(ca);
+    harness_close(cb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_login_lease_three_hosts, harness_setup,
                                         redis_teardown),
         cmocka_unit_test_setup_teardown(test_login_lease_explicit_is_an_error, harness_setup,
+                                        redis_teardown),
+        cmocka_unit_test_setup_teardown(test_login_lockout_two_hosts, harness_setup,
                                         redis_teardown),
     };
 

@@ -303,8 +303,8 @@ static void test_cov_pam_answers(void **state)
     fake_stop(&f);
 
     fake_start(&f, "OK false 0 42 login-user-source\n");
-    assert_int_equal(run_fake(&f, "preauth", "fail_open", false), PAM_AUTH_ERR);
-    assert_non_null(strstr(said, "try again in 42 seconds"));
+    assert_int_equal(run_fake(&f, "preauth", "fail_open", false), PAM_MAXTRIES);
+    assert_non_null(strstr(said, "locked for 42 seconds from this address."));
     assert_int_equal(run_fake(&f, "preauth", "silent", true), PAM_PERM_DENIED);
     assert_string_equal(said, "");
     /* A denied TAKE: the failure is not counted, and logged. */
@@ -312,12 +312,30 @@ static void test_cov_pam_answers(void **state)
     fake_stop(&f);
 
     fake_start(&f, "OK false 0 1 x\n");
-    assert_int_equal(run_fake(&f, "preauth", "fail_open", false), PAM_AUTH_ERR);
-    assert_non_null(strstr(said, "try again in 1 second."));
+    assert_int_equal(run_fake(&f, "preauth", "fail_open", false), PAM_MAXTRIES);
+    assert_non_null(strstr(said, "locked for 1 second from this address."));
+    fake_stop(&f);
+
+    fake_start(&f, "OK false 0 883 x\n");
+    assert_int_equal(run_fake(&f, "preauth", "fail_open", false), PAM_MAXTRIES);
+    assert_non_null(strstr(said, "locked for 15 minutes from this address."));
+    fake_stop(&f);
+
+    fake_start(&f, "OK false 0 7201 x\n");
+    assert_int_equal(run_fake(&f, "preauth", "fail_open", false), PAM_MAXTRIES);
+    assert_non_null(strstr(said, "locked for 3 hours from this address."));
+    fake_stop(&f);
+
+    /* A delay (credit left) longer than max_delay: refused now, "try again". */
+    fake_start(&f, "OK false 3 42 x\n");
+    assert_int_equal(run_fake(&f, "preauth", "max_delay=5", false), PAM_AUTH_ERR);
+    assert_non_null(strstr(said, "try again in 42 seconds."));
+    /* In the account phase a delay is no refusal. */
+    assert_int_equal(run_fake(&f, "preauth", "max_delay=5", true), PAM_SUCCESS);
     fake_stop(&f);
 
     fake_start(&f, "OK false 0 0 x\n");
-    assert_int_equal(run_fake(&f, "preauth", "fail_open", false), PAM_AUTH_ERR);
+    assert_int_equal(run_fake(&f, "preauth", "fail_open", false), PAM_MAXTRIES);
     assert_non_null(strstr(said, "logins are refused"));
     fake_stop(&f);
 

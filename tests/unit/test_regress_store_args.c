@@ -6,7 +6,7 @@
  * req_send() built the EVALSHA command in arrays of 4 + STORE_ARGS_MAX
  * entries, one short of "EVALSHA sha 1 key op" + STORE_ARGS_MAX, so the last
  * number was written past both arrays.  Calls are typed now (store_script.h);
- * here the longest one, a calendar window's, goes to a fake Redis on a Unix
+ * here the longest one, lockout's (12 arguments), goes to a fake Redis on a Unix
  * socket that reads the command and checks every argument arrived where the
  * script reads it; ASan (make asan) would see an overflow.
  * The module is daemon code: this binary links it from libdivvyd.a, as
@@ -77,15 +77,15 @@ static void test_regress_store_longest_call(void **state)
     char dir[] = "/tmp/divvy-regress-store.XXXXXX", path[96];
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct store_opts o = { .unix_socket = path, .timeout_ms = 1000 };
-    /* The longest call: a calendar window's (the token bucket's before). */
-    const struct store_verdict_args args = { .script = STORE_SCRIPT_WINDOW,
-                                             .window = { .op = STORE_TAKE, .n = 101,
-                                                         .limit = 102, .reset_ms = 103,
-                                                         .cal_start_ms = 104,
-                                                         .cal_end_ms = 105,
-                                                         .cal_next_ms = 106 } };
+    const struct store_verdict_args args = {
+        .script = STORE_SCRIPT_LOCKOUT,
+        .lockout = { .op = STORE_TAKE, .n = 101,
+                     .lim = { .credit_limit = 102, .reset_ms = 103, .unlock_ms = 104,
+                              .lock_factor = 105, .lock_max_ms = 106, .remember_ms = 107,
+                              .delay_after = 108, .delay_ms = 109, .delay_factor = 110,
+                              .delay_max_ms = 111 } } };
     const char *want[STORE_SCRIPT_ARGV_MAX] = { "take", "101", "102", "103", "104", "105",
-                                                "106" };
+                                                "106", "107", "108", "109", "110", "111" };
     struct event_base *base;
     struct store_conn *sc = NULL;
     struct store *st = NULL;
@@ -113,7 +113,7 @@ static void test_regress_store_longest_call(void **state)
     cmd = read_evalsha(base, fd);
     assert_non_null(cmd);
     assert_int_equal(cmd->elements, 4 + STORE_SCRIPT_ARGV_MAX);
-    assert_string_equal(cmd->element[1]->str, store_script_sha(STORE_SCRIPT_WINDOW));
+    assert_string_equal(cmd->element[1]->str, store_script_sha(STORE_SCRIPT_LOCKOUT));
     assert_string_equal(cmd->element[2]->str, "1");
     assert_string_equal(cmd->element[3]->str, "key");
     for (int i = 0; i < STORE_SCRIPT_ARGV_MAX; i++)
