@@ -73,6 +73,7 @@ static bool blob_ok(const struct rules *rs)
         if (r->calendar > CALENDAR_UNIT_MAX ||
             (r->calendar && (r->algo != RULES_ALGO_WINDOW ||
                              (r->zone != UINT32_MAX && r->zone >= h->n_zone))))
+            return false;
         if (r->algo == RULES_ALGO_LOCKOUT && !rules_lock_ok(&r->lock))
             return false;
         if (r->policy != RULES_POLICY_STOP)
