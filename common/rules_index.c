@@ -161,6 +161,10 @@ int rules_index_build(struct rules *rs)
     int r = -ENOMEM;
 
     memset(ix, 0, sizeof(*ix));
+    /* Rules with a cidr entry go to the CIDR index (rules_cidr.c). */
+    r = rules_cidr_index(rs);
+    if (r < 0)
+        return r;
     for (uint32_t k = 0; k < h->n_scan; k++) {
         const struct blob_rule *p = &rs->rule[rs->scan[k]];
 
@@ -169,30 +173,36 @@ int rules_index_build(struct rules *rs)
                 size += rs->match[p->match_first + i].value.len;
         }
     }
-    if (!size)
+    if (!size && !rs->cidr.n_ix)
         return 0;                       /* no prefix to file: the blob's scan list */
-    ix->bytes = malloc(size);
+    r = -ENOMEM;
+    ix->bytes = malloc(size + 1);
     ix->scan = calloc(h->n_scan, sizeof(*ix->scan));
     t = calloc(h->n_scan, sizeof(*t));
     if (!ix->bytes || !ix->scan || !t)
         goto out;
     for (uint32_t k = 0; k < h->n_scan; k++) {
+        if (rs->cidr.n_ix && rules_cidr_filed(rs, rs->scan[k]))
+            continue;
         if (file_rule(rs, ix, rs->scan[k], &t[n_t], &pos))
             n_t++;
         else
             ix->scan[ix->n_scan++] = rs->scan[k];
     }
     r = 0;
-    if (!n_t)
-        goto out;                       /* only empty prefixes ("*x"): n_pfx stays 0 */
-    qsort(t, n_t, sizeof(*t), tmp_cmp);
-    r = group(rs, t, n_t);
-    if (r >= 0)
-        r = key_runs(rs);
+    if (n_t) {
+        qsort(t, n_t, sizeof(*t), tmp_cmp);
+        r = group(rs, t, n_t);
+        if (r >= 0)
+            r = key_runs(rs);
+    }
 out:
     free(t);
-    if (r < 0 || !ix->n_pfx)
+    /* Only empty prefixes ("*x") and no CIDR index: the blob's scan list. */
+    if (r < 0 || (!ix->n_pfx && !rs->cidr.n_ix))
         rules_index_free(rs);
+    else
+        ix->split = true;
     return r;
 }
 
@@ -285,6 +295,7 @@ size_t rules_index_lists(const struct rules *rs, const struct proto_kv *kv,
         out[n].p = ix->list + a->list_first;
         out[n].end = out[n].p + a->list_n;
         out[n].bk = NULL;
+        out[n].ckey = NULL;
         n++;
     }
     return n;

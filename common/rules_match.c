@@ -28,9 +28,10 @@ static bool same_str(const struct blob_str *a, const struct blob_str *b)
  * same pool strings, the pool being deduplicated -- is not tested again.
  */
 static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_req *req,
-                      const struct blob_bucket *bk)
+                      const struct rules_cand *c)
 {
     const struct blob_rule *r = &rs->rule[idx];
+    const struct blob_bucket *bk = c ? c->bk : NULL;
 
     if (r->source == RULES_SOURCE_PRIVILEGED && !req->privileged)
         return false;
@@ -41,8 +42,12 @@ static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_r
         if (bk && m->kind == KIND_EXACT && same_str(&m->key, &bk->key) &&
             same_str(&m->value, &bk->value))
             continue;
+        /* Found through a CIDR index list: a prefix of this entry (the
+         * rule's only cidr entry of that key) contains the value. */
+        if (c && c->ckey && m->kind == KIND_CIDR && same_str(&m->key, c->ckey))
+            continue;
         kv = req_find(req, rs->pool + m->key.off, m->key.len);
-        if (!kv || !match_one(rs, m, kv))
+        if (!match_one(rs, m, kv))
             return false;
     }
     return true;
@@ -133,6 +138,7 @@ static size_t candidates(const struct rules *rules, const struct rules_req *req,
             c[n_c].p = rules->list + bk->list_first;
             c[n_c].end = c[n_c].p + bk->list_n;
             c[n_c].bk = bk;
+            c[n_c].ckey = NULL;
             n_c++;
         }
         if (ix->n_pfx) {
@@ -143,10 +149,19 @@ static size_t candidates(const struct rules *rules, const struct rules_req *req,
             n_c += k;
             room -= k;
         }
+        if (rules->cidr.n_ix) {
+            size_t k = rules_cidr_lists(rules, &req->kv[i], c + n_c, room);
+
+            if (k == SIZE_MAX)
+                return SIZE_MAX;
+            n_c += k;
+            room -= k;
+        }
     }
-    c[n_c].p = ix->n_pfx ? ix->scan : rules->scan;
-    c[n_c].end = c[n_c].p + (ix->n_pfx ? ix->n_scan : rules->hdr->n_scan);
+    c[n_c].p = ix->split ? ix->scan : rules->scan;
+    c[n_c].end = c[n_c].p + (ix->split ? ix->n_scan : rules->hdr->n_scan);
     c[n_c].bk = NULL;
+    c[n_c].ckey = NULL;
     return n_c + 1;
 }
 
@@ -182,7 +197,7 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
             break;
         c[best].p++;
         next = idx + 1;
-        if (rule_test(rules, idx, req, c[best].bk) && take(rules, idx, ret_idx, &n))
+        if (rule_test(rules, idx, req, &c[best]) && take(rules, idx, ret_idx, &n))
             break;
     }
     return n;

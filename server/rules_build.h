@@ -92,6 +92,10 @@ struct pm {                     /* one match entry, prepared */
     int kind;
     unsigned line;
     size_t orig;                /* position in the spec, for stable duplicate reports */
+    /* operators (KIND_CIDR, KIND_NOT, KIND_NOT_CIDR; rules_ops.c): raw is val */
+    size_t val_cap;
+    size_t n_vals;              /* values in the list */
+    struct cidr *nets;          /* owned: the parsed prefixes of a cidr / not_cidr list */
 };
 
 struct pr {                     /* one rule, prepared */
@@ -160,5 +164,22 @@ void rules_build_free(struct build *b);
  * rules_compile() both start with.  Free @b with rules_build_free().
  */
 int rules_build_checked(const struct rules_spec *spec, struct build *b, struct diag *reterr);
+
+/* ---- match operators (rules_ops.c, docs/rules.md "Addresses and negation") ---- */
+
+/*
+ * Adds spec entry @i of rule @p (an operator, not RULES_MATCH_VALUE) to the
+ * prepared entry of its key and operator, creating it in p->m[p->n_m] when
+ * it is the first; a malformed value or prefix is reported to @d (file:line)
+ * and marks @p bad.  -ENOMEM.
+ */
+int rules_ops_add(struct pr *p, size_t i, struct diag *d);
+
+/*
+ * Whether every request satisfying prepared entry @bm satisfies @am (same
+ * key, one of them an operator): the unreachable-rule check's inclusion,
+ * conservative -- false whenever inclusion is not proven.
+ */
+bool rules_ops_implies(const struct pm *bm, const struct pm *am);
 
 #endif

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules_ops: the match operators of the native config while a rule list is
+ * checked (docs/rules.md "Addresses and negation"), divvyd and divvyctl
+ * only: each cidr, not and not_cidr value validated and gathered into one
+ * prepared entry per key and operator (prefixes parsed and written in
+ * canonical text, not values kept as configured), and the inclusion of
+ * such entries that the unreachable-rule check needs, proven or refused.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rules_build.h"
+
+static const char *op_name(int kind)
+{
+    return kind == KIND_CIDR ? "cidr" : kind == KIND_NOT ? "not" : "not_cidr";
+}
+
+static int op_kind(enum rules_match_op op)
+{
+    return op == RULES_MATCH_CIDR ? KIND_CIDR : op == RULES_MATCH_NOT ? KIND_NOT : KIND_NOT_CIDR;
+}
+
+/* Appends @len bytes of @s to @m's value, after @sep unless it is the first. */
+static int val_append(struct pm *m, char sep, const char *s, size_t len)
+{
+    size_t need = m->val_len + (m->n_vals ? 1 : 0) + len + 1;
+
+    if (need > m->val_cap) {
+        size_t cap = m->val_cap ? m->val_cap : 64;
+        char *grown;
+
+        while (cap < need)
+            cap *= 2;
+        grown = realloc(m->val, cap);
+        if (!grown)
+            return -ENOMEM;
+        m->val = grown;
+        m->val_cap = cap;
+    }
+    if (m->n_vals)
+        m->val[m->val_len++] = sep;
+    memcpy(m->val + m->val_len, s, len);
+    m->val_len += len;
+    m->val[m->val_len] = '\0';
+    m->raw = m->val;
+    m->raw_len = m->val_len;
+    m->n_vals++;
+    return 0;
+}
+
+/* The prepared entry of (@key, @kind) in @p, created when missing. */
+static struct pm *entry_for(struct pr *p, const struct rules_match_spec *ms, int kind, size_t i)
+{
+    struct pm *m;
+
+    for (size_t j = 0; j < p->n_m; j++) {
+        if (p->m[j].kind == kind && strcmp(p->m[j].key, ms->key) == 0)
+            return &p->m[j];
+    }
+    m = &p->m[p->n_m++];
+    memset(m, 0, sizeof(*m));
+    m->key = ms->key;
+    m->key_len = strlen(ms->key);
+    m->kind = kind;
+    m->line = ms->line;
+    m->orig = i;
+    m->raw = "";
+    return m;
+}
+
+int rules_ops_add(struct pr *p, size_t i, struct diag *d)
+{
+    const struct rules_match_spec *ms = &p->s->match[i];
+    const char *file = p->s->file;
+    unsigned line = ms->line ? ms->line : p->s->line;
+    int kind = op_kind(ms->op);
+    struct pm *m = entry_for(p, ms, kind, i);
+    size_t len = strlen(ms->value);
+    char text[CIDR_TEXT_MAX];
+    struct cidr net, *grown;
+    int r;
+
+    if (m->n_vals == MATCH_VALUES_MAX) {
+        diag_set(d, file, line, "%s list of '%s' has more than %d values", op_name(kind),
+                 ms->key, MATCH_VALUES_MAX);
+        p->bad = true;
+        return 0;
+    }
+    if (kind == KIND_NOT) {
+        if (glob_parse(ms->value, len) < 0) {
+            diag_set(d, file, line, "malformed glob in %s = { not = \"%s\" }: a backslash may "
+                     "only escape '*' or '\\'", ms->key, ms->value);
+            p->bad = true;
+            return 0;
+        }
+        return val_append(m, '\0', ms->value, len);
+    }
+    r = cidr_parse(ms->value, len, &net);
+    if (r == -EINVAL) {
+        diag_set(d, file, line, "%s of '%s': \"%s\" is not an IPv4 or IPv6 prefix "
+                 "(ADDRESS or ADDRESS/LENGTH, e.g. \"10.0.0.0/8\", \"2001:db8::/32\")",
+                 op_name(kind), ms->key, ms->value);
+        p->bad = true;
+        return 0;
+    }
+    if (cidr_format(&net, text, sizeof(text)) < 0)
+        return -EINVAL;
+    if (r == -EDOM) {
+        diag_set(d, file, line, "%s of '%s': \"%s\" has bits set past its length (did you "
+                 "mean \"%s\"?)", op_name(kind), ms->key, ms->value, text);
+        p->bad = true;
+        return 0;
+    }
+    grown = realloc(m->nets, (m->n_vals + 1) * sizeof(*grown));
+    if (!grown)
+        return -ENOMEM;
+    m->nets = grown;
+    m->nets[m->n_vals] = net;
+    return val_append(m, ' ', text, strlen(text));
+}
+
+/* ---- inclusion (the unreachable-rule check) ------------------------------- */
+
+/* Every prefix of @in lies inside some prefix of @out. */
+static bool nets_within(const struct pm *in, const struct pm *out)
+{
+    for (size_t i = 0; i < in->n_vals; i++) {
+        bool held = false;
+
+        for (size_t j = 0; j < out->n_vals && !held; j++)
+            held = cidr_contains(&out->nets[j], &in->nets[i]);
+        if (!held)
+            return false;
+    }
+    return true;
+}
+
+/* No prefix of @x meets a prefix of @y (prefixes are nested or disjoint). */
+static bool nets_disjoint(const struct pm *x, const struct pm *y)
+{
+    for (size_t i = 0; i < x->n_vals; i++) {
+        for (size_t j = 0; j < y->n_vals; j++) {
+            if (cidr_contains(&x->nets[i], &y->nets[j]) ||
+                cidr_contains(&y->nets[j], &x->nets[i]))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Calls the glob @g of NOT list @m, one by one: the @k-th (@ret, @ret_len). */
+static bool not_value(const struct pm *m, size_t k, const char **ret, size_t *ret_len)
+{
+    const char *v = m->val, *end = m->val + m->val_len;
+
+    for (size_t i = 0;; i++) {
+        const char *e = memchr(v, '\0', (size_t)(end - v));
+        size_t n = e ? (size_t)(e - v) : (size_t)(end - v);
+
+        if (i == k) {
+            *ret = v;
+            *ret_len = n;
+            return true;
+        }
+        if (!e)
+            return false;
+        v = e + 1;
+    }
+}
+
+/* Every value of NOT list @x is covered by (its language inside) a value of @y. */
+static bool nots_within(const struct pm *x, const struct pm *y)
+{
+    const char *a, *b;
+    size_t alen, blen;
+
+    for (size_t i = 0; not_value(x, i, &a, &alen); i++) {
+        bool held = false;
+
+        for (size_t j = 0; !held && not_value(y, j, &b, &blen); j++)
+            held = glob_covers(b, blen, a, alen);
+        if (!held)
+            return false;
+    }
+    return true;
+}
+
+bool rules_ops_implies(const struct pm *bm, const struct pm *am)
+{
+    const char *g;
+    size_t glen;
+
+    switch (am->kind) {
+    case KIND_PRESENT:
+        /* A cidr entry needs the key; a negation holds without it. */
+        return bm->kind == KIND_CIDR;
+    case KIND_CIDR:
+        return bm->kind == KIND_CIDR && nets_within(bm, am);
+    case KIND_NOT_CIDR:
+        if (bm->kind == KIND_NOT_CIDR)
+            return nets_within(am, bm);
+        return bm->kind == KIND_CIDR && nets_disjoint(am, bm);
+    case KIND_NOT:
+        if (bm->kind == KIND_NOT)
+            return nots_within(am, bm);
+        if (bm->kind != KIND_EXACT)
+            return false;
+        /* b's one value must match none of a's excluded values. */
+        for (size_t i = 0; not_value(am, i, &g, &glen); i++) {
+            if (glob_match(g, glen, bm->val, bm->val_len))
+                return false;
+        }
+        return true;
+    default:
+        /* An exact value or a glob: not proven from an operator (conservative). */
+        return false;
+    }
+}
