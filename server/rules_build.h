@@ -110,6 +110,7 @@ struct pr {                     /* one rule, prepared */
     enum rules_store store;     /* effective */
     size_t anchor;              /* index into m, or SIZE_MAX: scan list */
     uint32_t bucket;
+    const struct pm *cidr;      /* scan list: its first cidr entry, filed by prefix (rules_ops.c) */
 };
 
 struct build {
@@ -123,6 +124,8 @@ struct build {
     uint32_t n_list;
     uint32_t *scan;
     uint32_t n_scan;
+    struct ops_filed *filed;    /* scan-list rules with a cidr entry, by prefix (rules_ops.c) */
+    size_t n_filed;
 };
 
 /* A growable byte buffer for the id serialization and the string pool. */
@@ -181,5 +184,20 @@ int rules_ops_add(struct pr *p, size_t i, struct diag *d);
  * conservative -- false whenever inclusion is not proven.
  */
 bool rules_ops_implies(const struct pm *bm, const struct pm *am);
+
+/*
+ * The unreachable-rule check of scan-list rules with a cidr entry, without
+ * testing every pair: rules_ops_file() sorts the prefixes of each such
+ * rule's first cidr entry (p->cidr) into b->filed (-ENOMEM);
+ * rules_ops_shadow() returns the first of those rules before min(@bi, @best)
+ * that @covers says covers rule @bi, else @best.  An earlier rule filed
+ * there can only cover @bi if @bi has a cidr entry on the same key with a
+ * prefix inside one of its own, so only the prefixes containing @bi's first
+ * prefix on each of its cidr keys are looked up.  Rules not filed there
+ * are left to the caller's scan.
+ */
+int rules_ops_file(struct build *b);
+size_t rules_ops_shadow(const struct build *b, size_t bi, size_t best,
+                        bool (*covers)(const struct pr *a, const struct pr *b));
 
 #endif

@@ -219,3 +219,108 @@ bool rules_ops_implies(const struct pm *bm, const struct pm *am)
         return false;
     }
 }
+
+/* ---- the unreachable check of cidr rules, by prefix ------------------------- */
+
+struct ops_filed {              /* one prefix of a filed rule's first cidr entry */
+    const char *key;
+    size_t key_len;
+    struct cidr net;
+    uint32_t rule;
+};
+
+static int filed_cmp(const void *x, const void *y)
+{
+    const struct ops_filed *a = x, *b = y;
+    int c = bytes_cmp(a->key, a->key_len, b->key, b->key_len);
+
+    if (!c)
+        c = cidr_cmp(&a->net, &b->net);
+    if (!c)
+        c = a->rule < b->rule ? -1 : a->rule > b->rule;
+    return c;
+}
+
+int rules_ops_file(struct build *b)
+{
+    size_t n = 0;
+
+    for (uint32_t k = 0; k < b->n_scan; k++) {
+        struct pr *p = &b->r[b->scan[k]];
+
+        for (size_t j = 0; j < p->n_m && !p->cidr; j++) {
+            if (p->m[j].kind == KIND_CIDR)
+                p->cidr = &p->m[j];
+        }
+        if (p->cidr)
+            n += p->cidr->n_vals;
+    }
+    if (!n)
+        return 0;
+    b->filed = calloc(n, sizeof(*b->filed));
+    if (!b->filed)
+        return -ENOMEM;
+    for (uint32_t k = 0; k < b->n_scan; k++) {
+        const struct pr *p = &b->r[b->scan[k]];
+
+        for (size_t j = 0; p->cidr && j < p->cidr->n_vals; j++)
+            b->filed[b->n_filed++] = (struct ops_filed){ p->cidr->key, p->cidr->key_len,
+                                                         p->cidr->nets[j], b->scan[k] };
+    }
+    qsort(b->filed, b->n_filed, sizeof(*b->filed), filed_cmp);
+    return 0;
+}
+
+/* The first filed entry not before (@key, @net, rule 0). */
+static size_t filed_lower(const struct build *b, const char *key, size_t key_len,
+                          const struct cidr *net)
+{
+    struct ops_filed probe = { key, key_len, *net, 0 };
+    size_t lo = 0, hi = b->n_filed;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (filed_cmp(&b->filed[mid], &probe) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+size_t rules_ops_shadow(const struct build *b, size_t bi, size_t best,
+                        bool (*covers)(const struct pr *a, const struct pr *b))
+{
+    const struct pr *p = &b->r[bi];
+
+    for (size_t j = 0; b->n_filed && j < p->n_m; j++) {
+        const struct pm *m = &p->m[j];
+        unsigned max = m->kind == KIND_CIDR ? m->nets[0].len : 0;
+
+        if (m->kind != KIND_CIDR)
+            continue;
+        /* every prefix containing m's first one: its own masked to each length */
+        for (unsigned len = 0; len <= max; len++) {
+            struct cidr net = m->nets[0];
+            size_t at;
+
+            net.len = (uint8_t)len;
+            for (unsigned bit = len; bit < 128; bit++)
+                net.addr[bit / 8] &= (uint8_t)~(0x80 >> (bit % 8));
+            for (at = filed_lower(b, m->key, m->key_len, &net);
+                 at < b->n_filed && b->filed[at].rule < bi && b->filed[at].rule < best &&
+                 bytes_eq(b->filed[at].key, b->filed[at].key_len, m->key, m->key_len) &&
+                 cidr_cmp(&b->filed[at].net, &net) == 0;
+                 at++) {
+                const struct pr *a = &b->r[b->filed[at].rule];
+
+                if (a->s->policy == RULES_POLICY_STOP && covers(a, p)) {
+                    best = b->filed[at].rule;
+                    break;
+                }
+            }
+        }
+    }
+    return best;
+}

@@ -38,6 +38,7 @@ void rules_build_free(struct build *b)
     free(b->bk_n);
     free(b->list);
     free(b->scan);
+    free(b->filed);
     memset(b, 0, sizeof(*b));
 }
 
@@ -507,11 +508,15 @@ static size_t find_shadow(const struct build *b, size_t bi)
     for (uint32_t k = 0; k < b->n_scan && b->scan[k] < bi && b->scan[k] < best; k++) {
         const struct pr *a = &b->r[b->scan[k]];
 
+        /* Rules with a cidr entry: looked up by prefix below. */
+        if (a->cidr)
+            continue;
         if (a->s->policy == RULES_POLICY_STOP && rule_covers(a, p)) {
             best = b->scan[k];
             break;
         }
     }
+    best = rules_ops_shadow(b, bi, best, rule_covers);
     /* An anchored rule can only cover @p if @p carries its anchor pair exactly. */
     for (size_t j = 0; j < p->n_m; j++) {
         const struct pm *m = &p->m[j];
@@ -580,6 +585,8 @@ static int check_list(struct build *b, struct diag *d)
     /* Reachability first: a rule hidden behind an earlier one is reported as
      * such, not also as a duplicate of it. */
     r = build_index(b);
+    if (r >= 0)
+        r = rules_ops_file(b);
     if (r < 0)
         goto out;
     for (size_t i = 0; i < b->n; i++) {
