@@ -60,86 +60,66 @@ bool rules_cidr_test(const struct rules *rs, const struct blob_match *m,
 
 /* ---- loading -------------------------------------------------------------- */
 
-/* Calls @fn on each ' '-separated prefix of entry @m; stops at an error. */
-static int each_prefix(const struct rules *rs, const struct blob_match *m,
-                       int (*fn)(struct rules *rs, const struct cidr *p), struct rules *out)
+/*
+ * Parses the ' '-separated prefixes of entry @m into @out (NULL: only
+ * counts them) and adds how many to *@n.  -EBADMSG unless each is in the
+ * canonical form rules_compile() writes (no host bits) and there are at
+ * most MATCH_VALUES_MAX.
+ */
+static int parse_entry(const struct rules *rs, const struct blob_match *m, struct cidr *out,
+                       uint32_t *n)
 {
     const char *v = rs->pool + m->value.off, *end = v + m->value.len;
-    uint32_t n = 0;
 
-    for (;;) {
+    for (uint32_t k = 1;; k++) {
         const char *e = memchr(v, ' ', (size_t)(end - v));
         size_t len = e ? (size_t)(e - v) : (size_t)(end - v);
         struct cidr p;
-        int r;
 
-        /* Canonical text only: what rules_compile() writes. */
-        if (++n > MATCH_VALUES_MAX || cidr_parse(v, len, &p) != 0)
+        if (k > MATCH_VALUES_MAX || cidr_parse(v, len, &p) != 0)
             return -EBADMSG;
-        if (fn) {
-            r = fn(out, &p);
-            if (r < 0)
-                return r;
-        }
+        if (out)
+            out[*n] = p;
+        ++*n;
         if (!e)
             return 0;
         v = e + 1;
     }
 }
 
-static int put_prefix(struct rules *rs, const struct cidr *p)
+static bool is_cidr_kind(const struct blob_match *m)
 {
-    rs->cidr.p[rs->cidr.n++] = *p;
-    return 0;
-}
-
-static int count_prefix(struct rules *rs, const struct cidr *p)
-{
-    (void)p;
-    rs->cidr.n++;
-    return 0;
+    return m->kind == KIND_CIDR || m->kind == KIND_NOT_CIDR;
 }
 
 int rules_cidr_load(struct rules *rs)
 {
     const struct blob_hdr *h = rs->hdr;
     uint32_t total = 0;
-    int r;
+    int r = 0;
 
     memset(&rs->cidr, 0, sizeof(rs->cidr));
-    for (uint32_t i = 0; i < h->n_match; i++) {
-        const struct blob_match *m = &rs->match[i];
-
-        if (m->kind != KIND_CIDR && m->kind != KIND_NOT_CIDR)
-            continue;
-        r = each_prefix(rs, m, count_prefix, rs);
-        if (r < 0)
-            goto out;
+    for (uint32_t i = 0; i < h->n_match && r >= 0; i++) {
+        if (is_cidr_kind(&rs->match[i]))
+            r = parse_entry(rs, &rs->match[i], NULL, &total);
     }
-    total = rs->cidr.n;
-    rs->cidr.n = 0;
-    if (!total)
-        return 0;
-    r = -ENOMEM;
+    if (r < 0 || !total)
+        return r;
     rs->cidr.p = calloc(total, sizeof(*rs->cidr.p));
     rs->cidr.of = calloc(h->n_match, sizeof(*rs->cidr.of));
-    if (!rs->cidr.p || !rs->cidr.of)
-        goto out;
+    if (!rs->cidr.p || !rs->cidr.of) {
+        rules_cidr_free(rs);
+        return -ENOMEM;
+    }
     for (uint32_t i = 0; i < h->n_match; i++) {
-        const struct blob_match *m = &rs->match[i];
-
-        if (m->kind != KIND_CIDR && m->kind != KIND_NOT_CIDR)
+        if (!is_cidr_kind(&rs->match[i]))
             continue;
         rs->cidr.of[i].first = rs->cidr.n;
-        r = each_prefix(rs, m, put_prefix, rs);
-        if (r < 0)
-            goto out;
+        /* Parsed once above: it cannot fail now. */
+        (void)parse_entry(rs, &rs->match[i], rs->cidr.p, &rs->cidr.n);
         rs->cidr.of[i].n = rs->cidr.n - rs->cidr.of[i].first;
     }
     return 0;
-out:
-    rules_cidr_free(rs);
-    return r;
 }
 
 void rules_cidr_free(struct rules *rs)
@@ -149,6 +129,7 @@ void rules_cidr_free(struct rules *rs)
     free(rs->cidr.ix);
     free(rs->cidr.keys);
     free(rs->cidr.list);
+    free(rs->cidr.kb);
     memset(&rs->cidr, 0, sizeof(rs->cidr));
 }
 
@@ -212,8 +193,9 @@ static int group(struct rules *rs, const struct cidr_tmp *t, size_t n_t)
     cx->ix = calloc(n_t, sizeof(*cx->ix));
     cx->keys = calloc(n_t, sizeof(*cx->keys));
     cx->list = calloc(n_t, sizeof(*cx->list));
+    cx->kb = calloc(n_t, sizeof(*cx->kb));
     stack = calloc(n_t, sizeof(*stack));
-    if (!cx->ix || !cx->keys || !cx->list || !stack)
+    if (!cx->ix || !cx->keys || !cx->list || !cx->kb || !stack)
         goto out;
     for (size_t i = 0; i < n_t; i++) {
         bool new_key = i == 0 || str_cmp_pool(rs->pool, &t[i - 1].key, &t[i].key) != 0;
@@ -222,6 +204,8 @@ static int group(struct rules *rs, const struct cidr_tmp *t, size_t n_t)
         if (new_key) {
             cx->keys[cx->n_keys].key = t[i].key;
             cx->keys[cx->n_keys].first = cx->n_ix;
+            cx->kb[cx->n_keys].key = t[i].key;
+            cx->kb[cx->n_keys].value.off = CIDX_VALUE;
             cx->n_keys++;
             sp = 0;
         }
@@ -342,8 +326,7 @@ size_t rules_cidr_lists(const struct rules *rs, const struct proto_kv *kv,
             return SIZE_MAX;
         out[n].p = cx->list + e->list_first;
         out[n].end = out[n].p + e->list_n;
-        out[n].bk = NULL;
-        out[n].ckey = &e->key;
+        out[n].bk = &cx->kb[key - cx->keys];
         n++;
     }
     return n;

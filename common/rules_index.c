@@ -295,7 +295,6 @@ size_t rules_index_lists(const struct rules *rs, const struct proto_kv *kv,
         out[n].p = ix->list + a->list_first;
         out[n].end = out[n].p + a->list_n;
         out[n].bk = NULL;
-        out[n].ckey = NULL;
         n++;
     }
     return n;

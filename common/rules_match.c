@@ -22,32 +22,36 @@ static bool same_str(const struct blob_str *a, const struct blob_str *b)
 }
 
 /*
- * Whether rule @idx matches @req.  A rule found through bucket @bk (NULL:
- * the scan list) carries bk's pair as its anchor, and the request carries
- * that pair exactly (index_find() compared it), so the anchor entry -- the
- * same pool strings, the pool being deduplicated -- is not tested again.
+ * Whether entry @m of a rule found through the list of bucket @bk needs no
+ * test: the rule was filed there under that entry, which the request's
+ * pair was just found to satisfy.  A real bucket proves the rule's anchor
+ * pair (the same pool strings: the pool is deduplicated; index_find()
+ * compared the pair); a CIDR index list's bucket (value.off CIDX_VALUE,
+ * rules_cidr.c) proves the rule's cidr entry of its key (a rule's only
+ * one), a prefix of which holds the value.
  */
+static inline bool proven(const struct blob_match *m, const struct blob_bucket *bk)
+{
+    if (m->kind == KIND_EXACT)
+        return same_str(&m->key, &bk->key) && same_str(&m->value, &bk->value);
+    return m->kind == KIND_CIDR && bk->value.off == CIDX_VALUE && same_str(&m->key, &bk->key);
+}
+
+/* Whether rule @idx matches @req; @bk: the bucket whose list gave it, or
+ * NULL (the scan list, or a plain scan). */
 static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_req *req,
-                      const struct rules_cand *c)
+                      const struct blob_bucket *bk)
 {
     const struct blob_rule *r = &rs->rule[idx];
-    const struct blob_bucket *bk = c ? c->bk : NULL;
 
     if (r->source == RULES_SOURCE_PRIVILEGED && !req->privileged)
         return false;
     for (uint32_t i = 0; i < r->n_match; i++) {
         const struct blob_match *m = &rs->match[r->match_first + i];
-        const struct proto_kv *kv;
 
-        if (bk && m->kind == KIND_EXACT && same_str(&m->key, &bk->key) &&
-            same_str(&m->value, &bk->value))
+        if (bk && proven(m, bk))
             continue;
-        /* Found through a CIDR index list: a prefix of this entry (the
-         * rule's only cidr entry of that key) contains the value. */
-        if (c && c->ckey && m->kind == KIND_CIDR && same_str(&m->key, c->ckey))
-            continue;
-        kv = req_find(req, rs->pool + m->key.off, m->key.len);
-        if (!match_one(rs, m, kv))
+        if (!match_entry(rs, m, req_find(req, rs->pool + m->key.off, m->key.len)))
             return false;
     }
     return true;
@@ -138,9 +142,10 @@ static size_t candidates(const struct rules *rules, const struct rules_req *req,
             c[n_c].p = rules->list + bk->list_first;
             c[n_c].end = c[n_c].p + bk->list_n;
             c[n_c].bk = bk;
-            c[n_c].ckey = NULL;
             n_c++;
         }
+        if (!ix->split)
+            continue;
         if (ix->n_pfx) {
             size_t k = rules_index_lists(rules, &req->kv[i], c + n_c, room);
 
@@ -161,7 +166,6 @@ static size_t candidates(const struct rules *rules, const struct rules_req *req,
     c[n_c].p = ix->split ? ix->scan : rules->scan;
     c[n_c].end = c[n_c].p + (ix->split ? ix->n_scan : rules->hdr->n_scan);
     c[n_c].bk = NULL;
-    c[n_c].ckey = NULL;
     return n_c + 1;
 }
 
@@ -197,7 +201,7 @@ size_t rules_match(const struct rules *rules, const struct rules_req *req,
             break;
         c[best].p++;
         next = idx + 1;
-        if (rule_test(rules, idx, req, &c[best]) && take(rules, idx, ret_idx, &n))
+        if (rule_test(rules, idx, req, c[best].bk) && take(rules, idx, ret_idx, &n))
             break;
     }
     return n;

@@ -138,8 +138,7 @@ struct rules_index {
 /* A sorted run of candidate rule indexes, as rules_match() merges them. */
 struct rules_cand {
     const uint32_t *p, *end;
-    const struct blob_bucket *bk;       /* the anchor bucket, or NULL */
-    const struct blob_str *ckey;        /* a CIDR index list: its key's cidr entry holds */
+    const struct blob_bucket *bk;       /* the anchor bucket (or a CIDR key's), or NULL */
 };
 
 /* ---- CIDR entries (rules_cidr.c) ----------------------------------------- */
@@ -169,7 +168,12 @@ struct rules_cidrs {
     struct rules_pkey *keys;    /* the distinct keys of ix, in that order */
     uint32_t n_keys;
     uint32_t *list;
+    struct blob_bucket *kb;     /* per key: the bucket its lists carry (value.off CIDX_VALUE) */
 };
+
+/* No pool string starts here (the pool is < 4 GiB - 1): marks a CIDR key's
+ * bucket, whose lists prove the rules' cidr entry of that key. */
+#define CIDX_VALUE      UINT32_MAX
 
 struct rules {
     uint8_t *blob;              /* owned, malloc'd: aligned for every record */
@@ -254,21 +258,29 @@ static inline const struct proto_kv *req_find(const struct rules_req *req, const
 bool rules_cidr_test(const struct rules *rs, const struct blob_match *m,
                      const struct proto_kv *kv);
 
-/* Whether the request pair @kv (NULL: the key is missing) satisfies @m. */
+/* Whether the request pair @kv (not NULL) satisfies @m. */
 static inline bool match_one(const struct rules *rs, const struct blob_match *m,
                              const struct proto_kv *kv)
 {
     const char *v = rs->pool + m->value.off;
 
-    if (m->kind > KIND_GLOB)
-        return rules_cidr_test(rs, m, kv);
-    if (!kv)
-        return false;
     if (m->kind == KIND_PRESENT)
         return true;
     if (m->kind == KIND_EXACT)
         return bytes_eq(kv->value, kv->value_len, v, m->value.len);
-    return glob_match(v, m->value.len, kv->value, kv->value_len);
+    if (m->kind == KIND_GLOB)
+        return glob_match(v, m->value.len, kv->value, kv->value_len);
+    return rules_cidr_test(rs, m, kv);
+}
+
+/* match_one() where the request may lack the key (@kv NULL): only a
+ * negation holds then. */
+static inline bool match_entry(const struct rules *rs, const struct blob_match *m,
+                               const struct proto_kv *kv)
+{
+    if (!kv)
+        return m->kind >= KIND_NOT && rules_cidr_test(rs, m, NULL);
+    return match_one(rs, m, kv);
 }
 
 /* rules_index.c: builds @rs->ix from the checked blob (-ENOMEM); frees it

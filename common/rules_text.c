@@ -335,7 +335,7 @@ int rules_why_not(const struct rules *rules, uint32_t idx, const struct rules_re
         const char *key = rules->pool + m->key.off;
         const struct proto_kv *kv = req_find(req, key, m->key.len);
 
-        if (match_one(rules, m, kv))
+        if (match_entry(rules, m, kv))
             continue;
         if (!kv) {
             out_put(&o, "missing key ", 12);

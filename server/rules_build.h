@@ -174,7 +174,8 @@ int rules_build_checked(const struct rules_spec *spec, struct build *b, struct d
  * Adds spec entry @i of rule @p (an operator, not RULES_MATCH_VALUE) to the
  * prepared entry of its key and operator, creating it in p->m[p->n_m] when
  * it is the first; a malformed value or prefix is reported to @d (file:line)
- * and marks @p bad.  -ENOMEM.
+ * and marks @p bad.  -ENOMEM (-ENOBUFS: cidr_format() failed, which
+ * CIDR_TEXT_MAX rules out).
  */
 int rules_ops_add(struct pr *p, size_t i, struct diag *d);
 

@@ -106,8 +106,9 @@ int rules_ops_add(struct pr *p, size_t i, struct diag *d)
         p->bad = true;
         return 0;
     }
+    /* CIDR_TEXT_MAX holds any prefix: this cannot fail. */
     if (cidr_format(&net, text, sizeof(text)) < 0)
-        return -EINVAL;
+        return -ENOBUFS;
     if (r == -EDOM) {
         diag_set(d, file, line, "%s of '%s': \"%s\" has bits set past its length (did you "
                  "mean \"%s\"?)", op_name(kind), ms->key, ms->value, text);
@@ -151,7 +152,7 @@ static bool nets_disjoint(const struct pm *x, const struct pm *y)
     return true;
 }
 
-/* Calls the glob @g of NOT list @m, one by one: the @k-th (@ret, @ret_len). */
+/* The @k-th value of NOT list @m into (@ret, @ret_len); false past the last. */
 static bool not_value(const struct pm *m, size_t k, const char **ret, size_t *ret_len)
 {
     const char *v = m->val, *end = m->val + m->val_len;

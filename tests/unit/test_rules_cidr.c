@@ -901,6 +901,24 @@ static void test_rules_cidr_divvy_stays_literal(void **state)
     assert_int_equal(first(rules, mkreq(&q, "ip", "10.1.1.1", "path", "!x", NULL, NULL)), 1);
     assert_int_equal(first(rules, mkreq(&q, "ip", "10.0.0.0/8", "path", "y", NULL, NULL)), 1);
     rules_free(rules);
+    /* divvyctl convert writes them as strings, which load back as values. */
+    {
+        struct config *again;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        assert_non_null(f);
+        assert_int_equal(config_write_libconfig(cfg, f), 0);
+        assert_int_equal(fclose(f), 0);
+        assert_non_null(strstr(text, "ip = \"10.0.0.0/8\";"));
+        assert_non_null(strstr(text, "path = \"!x\";"));
+        again = load_ok("conf", text);
+        expect_same_spec(&cfg->rules, &again->rules);
+        assert_int_equal(again->rules.rules[0].match[0].op, RULES_MATCH_VALUE);
+        config_free(again);
+        free(text);
+    }
     config_free(cfg);
     cfg = load_ok("json", "{\"overrides\":[{\"operation\":{\"ip\":\"10.0.0.0/8\",\"path\":\"!x\"},"
                           "\"creditLimit\":5,\"resetSeconds\":60}],\"default\":{\"operation\":{},"
