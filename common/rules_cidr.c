@@ -161,18 +161,10 @@ struct cidr_tmp {               /* one (rule, prefix) while the index is built *
     uint32_t rule;
 };
 
-/* Keys by length, then bytes (as rules_index.c orders its keys). */
-static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
-{
-    if (alen != blen)
-        return alen < blen ? -1 : 1;
-    return memcmp(a, b, alen);
-}
-
 static int tmp_cmp(const void *x, const void *y)
 {
     const struct cidr_tmp *a = x, *b = y;
-    int c = key_cmp(a->key_p, a->key.len, b->key_p, b->key.len);
+    int c = pkey_cmp(a->key_p, a->key.len, b->key_p, b->key.len);
 
     if (!c)
         c = cidr_cmp(a->net, b->net);
@@ -273,30 +265,12 @@ out:
 
 /* ---- lookup --------------------------------------------------------------- */
 
-static const struct rules_pkey *key_find(const struct rules *rs, const char *key, size_t len)
-{
-    size_t lo = 0, hi = rs->cidr.n_keys;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct rules_pkey *k = &rs->cidr.keys[mid];
-        int c = key_cmp(rs->pool + k->key.off, k->key.len, key, len);
-
-        if (c == 0)
-            return k;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
 size_t rules_cidr_lists(const struct rules *rs, const struct proto_kv *kv,
                         struct rules_cand *out, size_t room)
 {
     const struct rules_cidrs *cx = &rs->cidr;
-    const struct rules_pkey *key = key_find(rs, kv->key, kv->key_len);
+    const struct rules_pkey *key = pkey_find(rs->pool, cx->keys, cx->n_keys, kv->key,
+                                             kv->key_len);
     size_t lo, hi, n = 0;
     struct cidr a;
 

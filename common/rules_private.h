@@ -116,6 +116,35 @@ struct rules_pkey {
     uint32_t first, end;        /* its run of rules_index.pfx */
 };
 
+/* Keys of the prefix indexes by length, then bytes: a lookup compares most
+ * keys by length alone. */
+static inline int pkey_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen != blen)
+        return alen < blen ? -1 : 1;
+    return memcmp(a, b, alen);
+}
+
+/* The run of @keys (@n, sorted by pkey_cmp()) under key @key, or NULL. */
+static inline const struct rules_pkey *pkey_find(const char *pool, const struct rules_pkey *keys,
+                                                 uint32_t n, const char *key, size_t len)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = pkey_cmp(pool + keys[mid].key.off, keys[mid].key.len, key, len);
+
+        if (c == 0)
+            return &keys[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
 #define PFX_NONE        UINT32_MAX
 /* Most prefix lists one request may merge; past it rules_match() scans. */
 #define PFX_LISTS_MAX   32

@@ -363,14 +363,15 @@ cidr_conf() {
     awk -v n="$2" 'BEGIN {
         m = int(n / 4); if (m > 40) m = 40
         print "rules = ("
+        r = "; actor = \"*\"; }; actor = \"actor\"; credit_limit = "
         for (i = 0; i < n - 1 - m; i++)
-            printf "{ match = { ip = { cidr = \"10.%d.%d.0/24\"; }; actor = \"*\"; }; actor = \"actor\";" \
-                   " credit_limit = 100; reset_seconds = 60; },\n", int(i / 256), i % 256
+            printf "{ match = { ip = { cidr = \"10.%d.%d.0/24\"; }%s100; reset_seconds = 60; },\n",
+                   int(i / 256), i % 256, r
         for (j = 0; j < m; j++)
-            printf "{ match = { ip = { cidr = \"10.%d.0.0/16\"; }; actor = \"*\"; }; actor = \"actor\";" \
-                   " credit_limit = 100; reset_seconds = 60; },\n", j
-        print "{ match = { ip = { cidr = \"10.255.255.0/24\"; }; actor = \"*\"; }; actor = \"actor\";" \
-              " credit_limit = 1000000000; reset_seconds = 3600; },"
+            printf "{ match = { ip = { cidr = \"10.%d.0.0/16\"; }%s100; reset_seconds = 60; },\n",
+                   j, r
+        print "{ match = { ip = { cidr = \"10.255.255.0/24\"; }" r "1000000000;" \
+              " reset_seconds = 3600; },"
         print "{ match = { ip = { cidr = \"10.0.0.0/8\"; }; }; credit_limit = 1;" \
               " reset_seconds = 60; },"
         print "{ default = true; credit_limit = 0; reset_seconds = 0; }\n);"

@@ -153,7 +153,8 @@ static void test_match_cidr_rls(void **state)
     off = (size_t)snprintf(job, sizeof(job), "{\"calls\":[{\"domain\":\"edge\",\"descriptors\":[");
     for (size_t i = 0; i < N_CASES; i++) {
         off += (size_t)snprintf(job + off, sizeof(job) - off,
-                                "%s{\"entries\":[{\"key\":\"app\",\"value\":\"api\"}", i ? "," : "");
+                                "%s{\"entries\":[{\"key\":\"app\",\"value\":\"api\"}",
+                                i ? "," : "");
         if (cases[i].ip)
             off += (size_t)snprintf(job + off, sizeof(job) - off,
                                     ",{\"key\":\"ip\",\"value\":\"%s\"}", cases[i].ip);

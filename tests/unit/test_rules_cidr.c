@@ -795,7 +795,8 @@ static void test_rules_cidr_blob_checked(void **state)
 #define NATIVE                                                                              \
     "rules = (\n"                                                                           \
     "  { match = { app = \"api\";\n"                                                        \
-    "              ip = { cidr = [ \"10.0.0.0/8\", \"2001:db8::/32\" ]; not_cidr = \"10.66.0.0/16\"; };\n" \
+    "              ip = { cidr = [ \"10.0.0.0/8\", \"2001:db8::/32\" ];\n"                      \
+    "                     not_cidr = \"10.66.0.0/16\"; };\n"                                   \
     "              path = { not = [ \"/admin/*\", \"!x\" ]; }; port = { not = 22; }; };\n"   \
     "    credit_limit = 5; reset_seconds = 60; },\n"                                        \
     "  { default = true; credit_limit = 1; reset_seconds = 60; }\n"                         \
