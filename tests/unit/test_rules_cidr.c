@@ -404,6 +404,63 @@ static struct xaddr ref_addr(const char *s)
     return a;
 }
 
+/* cidr_addr_parse() reads every string of up to 7 bytes over "019.:f" as
+ * inet_pton() does (its own IPv4 reader included), family and bytes. */
+static void test_rules_cidr_addr_like_inet_pton(void **state)
+{
+    static const char alpha[] = "019.:f";
+    char s[8];
+    long n_v4 = 0, n_v6 = 0;
+
+    (void)state;
+    for (int len = 0; len <= 7; len++) {
+        long total = 1;
+
+        for (int i = 0; i < len; i++)
+            total *= 6;
+        for (long k = 0; k < total; k++) {
+            struct xaddr want;
+            struct cidr got;
+            long x = k;
+            int r;
+
+            for (int i = 0; i < len; i++, x /= 6)
+                s[i] = alpha[x % 6];
+            s[len] = '\0';
+            want = ref_addr(s);
+            r = cidr_addr_parse(s, (size_t)len, &got);
+            if ((r == 0) != (want.fam != 0) || (r == 0 && (got.family != want.fam ||
+                memcmp(got.addr, want.b, 16) != 0)))
+                fail_msg("\"%s\": cidr_addr_parse %d family %d, inet_pton family %d", s, r,
+                         r == 0 ? got.family : 0, want.fam);
+            n_v4 += want.fam == 4;
+            n_v6 += want.fam == 6;
+        }
+    }
+    assert_true(n_v4 > 50 && n_v6 > 1000);
+    /* longer dotted strings: several digits, leading zeros, 256, missing parts */
+    srand(4);
+    n_v4 = 0;
+    for (int k = 0; k < 300000; k++) {
+        static const char digits[] = "0123456789.....2";
+        char t[20];
+        int len = 7 + rand() % 10;
+        struct xaddr want;
+        struct cidr got;
+        int r;
+
+        for (int i = 0; i < len; i++)
+            t[i] = digits[rand() % 16];
+        t[len] = '\0';
+        want = ref_addr(t);
+        r = cidr_addr_parse(t, (size_t)len, &got);
+        if ((r == 0) != (want.fam != 0) || (r == 0 && memcmp(got.addr, want.b, 16) != 0))
+            fail_msg("\"%s\": cidr_addr_parse %d, inet_pton family %d", t, r, want.fam);
+        n_v4 += want.fam == 4;
+    }
+    assert_true(n_v4 > 1000);
+}
+
 struct xpfx {
     int fam, len;
     unsigned char b[16];
@@ -934,6 +991,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rules_cidr_parse),
         cmocka_unit_test(test_rules_cidr_addresses),
+        cmocka_unit_test(test_rules_cidr_addr_like_inet_pton),
         cmocka_unit_test(test_rules_cidr_semantics),
         cmocka_unit_test(test_rules_cidr_describe_why_not),
         cmocka_unit_test(test_rules_cidr_validation),
