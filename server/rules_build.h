@@ -198,6 +198,15 @@ bool rules_ops_implies(const struct pm *bm, const struct pm *am);
  * are left to the caller's scan.
  */
 int rules_ops_file(struct build *b);
+
+/*
+ * rules_validate_notes()' note on operators: when more than
+ * RULES_OPS_SCAN_NOTE rules match by negation alone (not / not_cidr and
+ * presence, nothing the index can file them under), one note at the first
+ * of them: each is tested for every request.  Returns how many (0 or 1).
+ */
+#define RULES_OPS_SCAN_NOTE 32
+size_t rules_ops_notes(const struct rules_spec *spec, struct diag *ret);
 size_t rules_ops_shadow(const struct build *b, size_t bi, size_t best,
                         bool (*covers)(const struct pr *a, const struct pr *b));
 

@@ -325,3 +325,43 @@ size_t rules_ops_shadow(const struct build *b, size_t bi, size_t best,
     }
     return best;
 }
+
+/* ---- notes ------------------------------------------------------------------ */
+
+/* Whether rule @r has a negation and nothing the index could file it under:
+ * no exact value, glob with a literal prefix or cidr (docs/rules.md "Cost"). */
+static bool negation_only(const struct rules_rule_spec *r)
+{
+    bool neg = false;
+
+    for (size_t i = 0; i < r->n_match; i++) {
+        const struct rules_match_spec *m = &r->match[i];
+
+        if (m->op == RULES_MATCH_NOT || m->op == RULES_MATCH_NOT_CIDR)
+            neg = true;
+        else if (m->op == RULES_MATCH_CIDR || m->value[0] != '*')
+            return false;           /* an exact value, a glob with a literal prefix, a cidr */
+    }
+    return neg;
+}
+
+size_t rules_ops_notes(const struct rules_spec *spec, struct diag *ret)
+{
+    const struct rules_rule_spec *first = NULL;
+    size_t n = 0;
+
+    for (size_t i = 0; i < spec->n; i++) {
+        if (!negation_only(&spec->rules[i]))
+            continue;
+        if (!first)
+            first = &spec->rules[i];
+        n++;
+    }
+    if (n <= RULES_OPS_SCAN_NOTE)
+        return 0;
+    diag_set(ret, first->file, first->line, "%zu rules, this the first, match by negation "
+             "alone (not / not_cidr, no exact value, cidr or glob prefix): each is tested for "
+             "every request, several hundred instructions apiece (docs/rules.md \"Addresses and "
+             "negation\")", n);
+    return 1;
+}

@@ -770,5 +770,5 @@ size_t rules_validate_notes(const struct rules_spec *spec, struct diag *ret)
         }
         n += note_actor_keys(r, ret);
     }
-    return n;
+    return n + rules_ops_notes(spec, ret);
 }

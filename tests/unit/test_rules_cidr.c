@@ -804,6 +804,40 @@ static void test_rules_cidr_ten_thousand(void **state)
     rules_spec_free(&spec);
 }
 
+/* More than 32 rules matching by negation alone get one note, at the first. */
+static void test_rules_cidr_scan_note(void **state)
+{
+    struct rules_spec spec = { 0 };
+    struct diag d;
+
+    (void)state;
+    for (int i = 0; i < 40; i++) {
+        struct rules_rule_spec *r = add_rule(&spec, (unsigned)i + 1);
+
+        /* rules 1..8 are indexed: an exact value, a glob prefix, a cidr */
+        if (i < 3)
+            assert_int_equal(rules_spec_add_match(r, "app", "", 0), 0);
+        else if (i < 6)
+            assert_int_equal(rules_spec_add_match(r, "path", "/x*", 0), 0);
+        else if (i < 8)
+            assert_int_equal(rules_spec_add_match_op(r, "ip", RULES_MATCH_CIDR, "::/0", 0), 0);
+        else
+            assert_int_equal(rules_spec_add_match(r, "tag", "*", 0), 0);
+        assert_int_equal(rules_spec_add_match_op(r, "path", RULES_MATCH_NOT, "/admin/*", 0), 0);
+    }
+    add_default(&spec, 99);
+    diag_init(&d);
+    assert_int_equal(rules_validate_notes(&spec, &d), 0);       /* 32: not more than 32 */
+    add_rule(&spec, 50);
+    assert_int_equal(rules_spec_add_match_op(&spec.rules[spec.n - 1], "ip", RULES_MATCH_NOT_CIDR,
+                                             "10.0.0.0/8", 0), 0);
+    diag_init(&d);
+    assert_int_equal(rules_validate_notes(&spec, &d), 1);
+    assert_int_equal(d.e[0].line, 9);
+    assert_non_null(strstr(d.e[0].msg, "33 rules, this the first, match by negation alone"));
+    rules_spec_free(&spec);
+}
+
 /* ---- the blob check ------------------------------------------------------------------ */
 
 /* A copy of @rules' blob with @from (the first time it occurs) replaced by
@@ -999,6 +1033,7 @@ int main(void)
         cmocka_unit_test(test_rules_cidr_index_agrees_with_reference),
         cmocka_unit_test(test_rules_cidr_deep_nesting_scans),
         cmocka_unit_test(test_rules_cidr_ten_thousand),
+        cmocka_unit_test(test_rules_cidr_scan_note),
         cmocka_unit_test(test_rules_cidr_blob_checked),
         cmocka_unit_test(test_rules_cidr_config_round_trip),
         cmocka_unit_test(test_rules_cidr_config_errors),
