@@ -102,26 +102,35 @@ static uint32_t first(const struct rules *rules, const struct rules_req *req)
     return idx[n - 1];
 }
 
+/* @d has a problem "@file:@line: ...@needle...", else the test fails
+ * printing them all. */
+static void expect_diag(const struct diag *d, const char *file, unsigned line,
+                        const char *needle)
+{
+    char want[192], text[1024];
+
+    snprintf(want, sizeof(want), "%s:%u: ", file, line);
+    for (size_t i = 0; i < d->n; i++) {
+        diag_format(d, i, text, sizeof(text));
+        if (strncmp(text, want, strlen(want)) == 0 && strstr(text, needle))
+            return;
+    }
+    for (size_t i = 0; i < d->n; i++) {
+        diag_format(d, i, text, sizeof(text));
+        print_error("%s\n", text);
+    }
+    fail_msg("no \"%s%s\"", want, needle);
+}
+
 /* Compiling fails with a problem at FILE_NAME:@line containing @needle. */
 static void expect_error(const struct rules_spec *spec, unsigned line, const char *needle)
 {
     struct rules *rules = NULL;
     struct diag d;
-    char want[64], text[1024];
 
     diag_init(&d);
     assert_int_equal(rules_compile(spec, 1, &rules, &d), -EINVAL);
-    snprintf(want, sizeof(want), "%s:%u: ", FILE_NAME, line);
-    for (size_t i = 0; i < d.n; i++) {
-        diag_format(&d, i, text, sizeof(text));
-        if (strncmp(text, want, strlen(want)) == 0 && strstr(text, needle))
-            return;
-    }
-    for (size_t i = 0; i < d.n; i++) {
-        diag_format(&d, i, text, sizeof(text));
-        print_error("%s\n", text);
-    }
-    fail_msg("no \"%s%s\"", want, needle);
+    expect_diag(&d, FILE_NAME, line, needle);
 }
 
 /* ---- cidr.c ------------------------------------------------------------------ */
@@ -939,21 +948,12 @@ static void test_rules_cidr_config_round_trip(void **state)
 static void expect_load_error(const char *text, unsigned line, const char *needle)
 {
     struct diag d;
-    char want[160], msg[1024];
+    char file[128];
     struct config *cfg = load("conf", text, &d);
 
     assert_null(cfg);
-    snprintf(want, sizeof(want), "%s/c.conf:%u: ", tmpdir, line);
-    for (size_t i = 0; i < d.n; i++) {
-        diag_format(&d, i, msg, sizeof(msg));
-        if (strncmp(msg, want, strlen(want)) == 0 && strstr(msg, needle))
-            return;
-    }
-    for (size_t i = 0; i < d.n; i++) {
-        diag_format(&d, i, msg, sizeof(msg));
-        print_error("%s\n", msg);
-    }
-    fail_msg("no \"%s%s\"", want, needle);
+    snprintf(file, sizeof(file), "%s/c.conf", tmpdir);
+    expect_diag(&d, file, line, needle);
 }
 
 #define RULE_WITH(m)                                                                       \
