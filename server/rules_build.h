@@ -198,6 +198,8 @@ bool rules_ops_implies(const struct pm *bm, const struct pm *am);
  * are left to the caller's scan.
  */
 int rules_ops_file(struct build *b);
+size_t rules_ops_shadow(const struct build *b, size_t bi, size_t best,
+                        bool (*covers)(const struct pr *a, const struct pr *b));
 
 /*
  * rules_validate_notes()' note on operators: when more than
@@ -207,7 +209,5 @@ int rules_ops_file(struct build *b);
  */
 #define RULES_OPS_SCAN_NOTE 32
 size_t rules_ops_notes(const struct rules_spec *spec, struct diag *ret);
-size_t rules_ops_shadow(const struct build *b, size_t bi, size_t best,
-                        bool (*covers)(const struct pr *a, const struct pr *b));
 
 #endif
