@@ -40,6 +40,24 @@ static bool str_ok(const struct blob_hdr *h, const char *pool, const struct blob
     return s->off < h->pool_size && s->len < h->pool_size - s->off && pool[s->off + s->len] == 0;
 }
 
+/* A NOT entry's values: NUL-separated well-formed globs, at most
+ * MATCH_VALUES_MAX (CIDR entries are parsed by rules_cidr_load()). */
+static bool not_values_ok(const char *v, size_t len)
+{
+    const char *end = v + len;
+
+    for (uint32_t n = 1;; n++) {
+        const char *e = memchr(v, '\0', (size_t)(end - v));
+        size_t k = e ? (size_t)(e - v) : (size_t)(end - v);
+
+        if (n > MATCH_VALUES_MAX || glob_parse(v, k) < 0)
+            return false;
+        if (!e)
+            return true;
+        v = e + 1;
+    }
+}
+
 /* Every count, offset, length and enum of the blob; never reads outside it. */
 static bool blob_ok(const struct rules *rs)
 {
@@ -96,9 +114,11 @@ static bool blob_ok(const struct rules *rs)
         const struct blob_match *m = &rs->match[i];
 
         if (!str_ok(h, rs->pool, &m->key) || !str_ok(h, rs->pool, &m->value) ||
-            m->kind > KIND_GLOB)
+            m->kind > KIND_NOT_CIDR)
             return false;
         if (m->kind == KIND_GLOB && glob_parse(rs->pool + m->value.off, m->value.len) < 0)
+            return false;
+        if (m->kind == KIND_NOT && !not_values_ok(rs->pool + m->value.off, m->value.len))
             return false;
     }
     for (uint32_t i = 0; i < h->n_actor; i++) {
@@ -135,6 +155,7 @@ int rules_attach(uint8_t *blob, size_t len, struct rules **ret)
 {
     const struct blob_hdr *h = (const struct blob_hdr *)blob;
     struct rules *rs;
+    int q;
 
     if (len < sizeof(*h) || memcmp(h->magic, BLOB_MAGIC, sizeof(h->magic)) != 0 ||
         h->layout != BLOB_LAYOUT || h->hdr_size != sizeof(*h) || h->total_size != len)
@@ -171,7 +192,13 @@ int rules_attach(uint8_t *blob, size_t len, struct rules **ret)
         free(rs);
         return -EBADMSG;
     }
+    q = rules_cidr_load(rs);
+    if (q < 0) {
+        free(rs);
+        return q;
+    }
     if (rules_index_build(rs) < 0) {
+        rules_cidr_free(rs);
         free(rs);
         return -ENOMEM;
     }
@@ -209,6 +236,7 @@ void rules_free(struct rules *rules)
     if (!rules)
         return;
     rules_index_free(rules);
+    rules_cidr_free(rules);
     free(rules->blob);
     free(rules);
 }

@@ -80,10 +80,21 @@ struct rules_lock {
 
 /* ---- spec: what loaders build ------------------------------------------ */
 
+/* A native-config match operator (docs/rules.md "Addresses and negation"):
+ * VALUE is divvy's value (literal or glob), the only one divvy's .ini and
+ * .json configs can give. */
+enum rules_match_op {
+    RULES_MATCH_VALUE = 0,
+    RULES_MATCH_CIDR,       /* the value is an address in one of the key's cidr prefixes */
+    RULES_MATCH_NOT,        /* the key is missing or its value matches none of its not values */
+    RULES_MATCH_NOT_CIDR,   /* the key is missing or its value is in none of the prefixes */
+};
+
 struct rules_match_spec {
     char *key;
     char *value;            /* "*" = present with any value; else exact or glob */
     unsigned line;          /* 0: the rule's line */
+    enum rules_match_op op; /* entries of one key and op (not VALUE) form one list */
 };
 
 struct rules_rule_spec {
@@ -150,6 +161,9 @@ int rules_spec_add(struct rules_spec *spec, const char *file, unsigned line,
 int rules_spec_add_match(struct rules_rule_spec *r, const char *key, const char *value,
                          unsigned line);
 int rules_spec_add_actor(struct rules_rule_spec *r, const char *key);
+/* rules_spec_add_match() of an operator's value: one element of its list. */
+int rules_spec_add_match_op(struct rules_rule_spec *r, const char *key, enum rules_match_op op,
+                            const char *value, unsigned line);
 /* Frees everything the spec owns and zeroes it.  NULL-safe. */
 void rules_spec_free(struct rules_spec *spec);
 

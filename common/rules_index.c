@@ -27,18 +27,10 @@ struct pfx_tmp {                /* one filed rule while the index is built */
     uint32_t rule;
 };
 
-/* Keys by length, then bytes: a lookup compares most keys by length alone. */
-static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
-{
-    if (alen != blen)
-        return alen < blen ? -1 : 1;
-    return memcmp(a, b, alen);
-}
-
 static int tmp_cmp(const void *a, const void *b)
 {
     const struct pfx_tmp *x = a, *y = b;
-    int c = key_cmp(x->key, x->key_len, y->key, y->key_len);
+    int c = pkey_cmp(x->key, x->key_len, y->key, y->key_len);
 
     if (!c)
         c = bytes_cmp(x->pre, x->pre_len, y->pre, y->pre_len);
@@ -131,7 +123,7 @@ static int group(struct rules *rs, const struct pfx_tmp *t, size_t n_t)
     for (size_t i = 0; i < n_t; i++) {
         struct rules_pfx *e;
 
-        if (i == 0 || key_cmp(t[i - 1].key, t[i - 1].key_len, t[i].key, t[i].key_len) ||
+        if (i == 0 || pkey_cmp(t[i - 1].key, t[i - 1].key_len, t[i].key, t[i].key_len) ||
             bytes_cmp(t[i - 1].pre, t[i - 1].pre_len, t[i].pre, t[i].pre_len)) {
             e = &ix->pfx[ix->n_pfx++];
             e->key = t[i].bkey;
@@ -161,6 +153,10 @@ int rules_index_build(struct rules *rs)
     int r = -ENOMEM;
 
     memset(ix, 0, sizeof(*ix));
+    /* Rules with a cidr entry go to the CIDR index (rules_cidr.c). */
+    r = rules_cidr_index(rs);
+    if (r < 0)
+        return r;
     for (uint32_t k = 0; k < h->n_scan; k++) {
         const struct blob_rule *p = &rs->rule[rs->scan[k]];
 
@@ -169,30 +165,36 @@ int rules_index_build(struct rules *rs)
                 size += rs->match[p->match_first + i].value.len;
         }
     }
-    if (!size)
+    if (!size && !rs->cidr.n_ix)
         return 0;                       /* no prefix to file: the blob's scan list */
-    ix->bytes = malloc(size);
+    r = -ENOMEM;
+    ix->bytes = malloc(size + 1);
     ix->scan = calloc(h->n_scan, sizeof(*ix->scan));
     t = calloc(h->n_scan, sizeof(*t));
     if (!ix->bytes || !ix->scan || !t)
         goto out;
     for (uint32_t k = 0; k < h->n_scan; k++) {
+        if (rs->cidr.n_ix && rules_cidr_filed(rs, rs->scan[k]))
+            continue;
         if (file_rule(rs, ix, rs->scan[k], &t[n_t], &pos))
             n_t++;
         else
             ix->scan[ix->n_scan++] = rs->scan[k];
     }
     r = 0;
-    if (!n_t)
-        goto out;                       /* only empty prefixes ("*x"): n_pfx stays 0 */
-    qsort(t, n_t, sizeof(*t), tmp_cmp);
-    r = group(rs, t, n_t);
-    if (r >= 0)
-        r = key_runs(rs);
+    if (n_t) {
+        qsort(t, n_t, sizeof(*t), tmp_cmp);
+        r = group(rs, t, n_t);
+        if (r >= 0)
+            r = key_runs(rs);
+    }
 out:
     free(t);
-    if (r < 0 || !ix->n_pfx)
+    /* Only empty prefixes ("*x") and no CIDR index: the blob's scan list. */
+    if (r < 0 || (!ix->n_pfx && !rs->cidr.n_ix))
         rules_index_free(rs);
+    else
+        ix->split = true;
     return r;
 }
 
@@ -207,26 +209,6 @@ void rules_index_free(struct rules *rs)
 }
 
 /* ---- lookup -------------------------------------------------------------- */
-
-/* The run of entries under key @key, or NULL. */
-static const struct rules_pkey *key_find(const struct rules *rs, const char *key, size_t len)
-{
-    size_t lo = 0, hi = rs->ix.n_keys;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct rules_pkey *k = &rs->ix.keys[mid];
-        int c = key_cmp(rs->pool + k->key.off, k->key.len, key, len);
-
-        if (c == 0)
-            return k;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
 
 /* Compares prefix @p with value @v, which share their first @k bytes;
  * *@ret_common gets how many they share. */
@@ -247,7 +229,8 @@ size_t rules_index_lists(const struct rules *rs, const struct proto_kv *kv,
                          struct rules_cand *out, size_t room)
 {
     const struct rules_index *ix = &rs->ix;
-    const struct rules_pkey *key = key_find(rs, kv->key, kv->key_len);
+    const struct rules_pkey *key = pkey_find(rs->pool, ix->keys, ix->n_keys, kv->key,
+                                             kv->key_len);
     size_t lo, hi, n = 0, common = 0, c_lo = 0, c_hi = 0;
 
     if (!key)

@@ -22,11 +22,23 @@ static bool same_str(const struct blob_str *a, const struct blob_str *b)
 }
 
 /*
- * Whether rule @idx matches @req.  A rule found through bucket @bk (NULL:
- * the scan list) carries bk's pair as its anchor, and the request carries
- * that pair exactly (index_find() compared it), so the anchor entry -- the
- * same pool strings, the pool being deduplicated -- is not tested again.
+ * Whether entry @m of a rule found through the list of bucket @bk needs no
+ * test: the rule was filed there under that entry, which the request's
+ * pair was just found to satisfy.  A real bucket proves the rule's anchor
+ * pair (the same pool strings: the pool is deduplicated; index_find()
+ * compared the pair); a CIDR index list's bucket (value.off CIDX_VALUE,
+ * rules_cidr.c) proves the rule's cidr entry of its key (a rule's only
+ * one), a prefix of which holds the value.
  */
+static inline bool proven(const struct blob_match *m, const struct blob_bucket *bk)
+{
+    if (m->kind == KIND_EXACT)
+        return same_str(&m->key, &bk->key) && same_str(&m->value, &bk->value);
+    return m->kind == KIND_CIDR && bk->value.off == CIDX_VALUE && same_str(&m->key, &bk->key);
+}
+
+/* Whether rule @idx matches @req; @bk: the bucket whose list gave it, or
+ * NULL (the scan list, or a plain scan). */
 static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_req *req,
                       const struct blob_bucket *bk)
 {
@@ -36,13 +48,10 @@ static bool rule_test(const struct rules *rs, uint32_t idx, const struct rules_r
         return false;
     for (uint32_t i = 0; i < r->n_match; i++) {
         const struct blob_match *m = &rs->match[r->match_first + i];
-        const struct proto_kv *kv;
 
-        if (bk && m->kind == KIND_EXACT && same_str(&m->key, &bk->key) &&
-            same_str(&m->value, &bk->value))
+        if (bk && proven(m, bk))
             continue;
-        kv = req_find(req, rs->pool + m->key.off, m->key.len);
-        if (!kv || !match_one(rs, m, kv))
+        if (!match_entry(rs, m, req_find(req, rs->pool + m->key.off, m->key.len)))
             return false;
     }
     return true;
@@ -135,6 +144,8 @@ static size_t candidates(const struct rules *rules, const struct rules_req *req,
             c[n_c].bk = bk;
             n_c++;
         }
+        if (!ix->split)
+            continue;
         if (ix->n_pfx) {
             size_t k = rules_index_lists(rules, &req->kv[i], c + n_c, room);
 
@@ -143,9 +154,17 @@ static size_t candidates(const struct rules *rules, const struct rules_req *req,
             n_c += k;
             room -= k;
         }
+        if (rules->cidr.n_ix) {
+            size_t k = rules_cidr_lists(rules, &req->kv[i], c + n_c, room);
+
+            if (k == SIZE_MAX)
+                return SIZE_MAX;
+            n_c += k;
+            room -= k;
+        }
     }
-    c[n_c].p = ix->n_pfx ? ix->scan : rules->scan;
-    c[n_c].end = c[n_c].p + (ix->n_pfx ? ix->n_scan : rules->hdr->n_scan);
+    c[n_c].p = ix->split ? ix->scan : rules->scan;
+    c[n_c].end = c[n_c].p + (ix->split ? ix->n_scan : rules->hdr->n_scan);
     c[n_c].bk = NULL;
     return n_c + 1;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "calendar.h"
+#include "cidr.h"
 #include "glob.h"
 #include "hash.h"
 #include "rules.h"
@@ -29,6 +30,14 @@
 #define PAIR_MAX        PROTO_LINE_MAX
 
 enum { KIND_PRESENT = 0, KIND_EXACT = 1, KIND_GLOB = 2 };
+/* Native-config match operators (docs/rules.md "Addresses and negation"):
+ * the value of a CIDR or NOT_CIDR entry is its prefixes in canonical text,
+ * separated by ' '; of a NOT entry its values as configured (globs),
+ * separated by NUL.  A reader from before them rejects a blob using them
+ * (kind > KIND_GLOB). */
+enum { KIND_CIDR = 3, KIND_NOT = 4, KIND_NOT_CIDR = 5 };
+/* Values in one cidr / not / not_cidr list (docs/rules.md). */
+#define MATCH_VALUES_MAX 1024
 enum { FLAG_STRICT = 1, FLAG_FAST_PATH = 2, FLAG_DEFAULT = 4, FLAG_NO_RESET = 8 };
 /* A token bucket with refill = "continuous" (common/algo_gcra.h). */
 enum { FLAG_CONTINUOUS = 16 };
@@ -124,6 +133,35 @@ struct rules_pkey {
     uint32_t first, end;        /* its run of rules_index.pfx */
 };
 
+/* Keys of the prefix indexes by length, then bytes: a lookup compares most
+ * keys by length alone. */
+static inline int pkey_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen != blen)
+        return alen < blen ? -1 : 1;
+    return memcmp(a, b, alen);
+}
+
+/* The run of @keys (@n, sorted by pkey_cmp()) under key @key, or NULL. */
+static inline const struct rules_pkey *pkey_find(const char *pool, const struct rules_pkey *keys,
+                                                 uint32_t n, const char *key, size_t len)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = pkey_cmp(pool + keys[mid].key.off, keys[mid].key.len, key, len);
+
+        if (c == 0)
+            return &keys[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
 #define PFX_NONE        UINT32_MAX
 /* Most prefix lists one request may merge; past it rules_match() scans. */
 #define PFX_LISTS_MAX   32
@@ -140,13 +178,48 @@ struct rules_index {
     uint32_t *scan;             /* scan-list rules without a prefix, ascending */
     uint32_t n_scan;
     char *bytes;
+    bool split;                 /* scan (not the blob's) is the list left to scan */
 };
 
 /* A sorted run of candidate rule indexes, as rules_match() merges them. */
 struct rules_cand {
     const uint32_t *p, *end;
-    const struct blob_bucket *bk;       /* the anchor bucket, or NULL */
+    const struct blob_bucket *bk;       /* the anchor bucket (or a CIDR key's), or NULL */
 };
+
+/* ---- CIDR entries (rules_cidr.c) ----------------------------------------- */
+
+/* The parsed prefixes of one CIDR / NOT_CIDR match entry. */
+struct rules_cref {
+    uint32_t first, n;          /* in rules_cidrs.p */
+};
+
+/* One (key, prefix) of the CIDR index: the rules filed under it. */
+struct rules_cidx {
+    struct cidr net;
+    struct blob_str key;        /* into the pool */
+    uint32_t parent;            /* nearest prefix containing it under the same key, or PFX_NONE */
+    uint32_t list_first, list_n;        /* rule indexes in rules_cidrs.list, ascending */
+};
+
+/* Built by every reader from the blob (rules_attach()): every CIDR and
+ * NOT_CIDR entry's prefixes parsed once, and the index of scan-list rules
+ * with a cidr entry by prefix (docs/dev/rules.md "CIDR index"). */
+struct rules_cidrs {
+    struct cidr *p;
+    uint32_t n;
+    struct rules_cref *of;      /* per match entry; NULL when the blob has no CIDR entry */
+    struct rules_cidx *ix;      /* sorted by key (length, then bytes), then cidr_cmp() */
+    uint32_t n_ix;
+    struct rules_pkey *keys;    /* the distinct keys of ix, in that order */
+    uint32_t n_keys;
+    uint32_t *list;
+    struct blob_bucket *kb;     /* per key: the bucket its lists carry (value.off CIDX_VALUE) */
+};
+
+/* No pool string starts here (the pool is < 4 GiB - 1): marks a CIDR key's
+ * bucket, whose lists prove the rules' cidr entry of that key. */
+#define CIDX_VALUE      UINT32_MAX
 
 struct rules {
     uint8_t *blob;              /* owned, malloc'd: aligned for every record */
@@ -164,6 +237,7 @@ struct rules {
     const struct calendar_trans *ztrans;
     bool uses_store;            /* some counting rule is lease or strict */
     struct rules_index ix;
+    struct rules_cidrs cidr;
 };
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -227,6 +301,12 @@ static inline const struct proto_kv *req_find(const struct rules_req *req, const
     return NULL;
 }
 
+/* rules_cidr.c: whether request pair @kv (NULL: the request lacks the key)
+ * satisfies the CIDR, NOT or NOT_CIDR entry @m. */
+bool rules_cidr_test(const struct rules *rs, const struct blob_match *m,
+                     const struct proto_kv *kv);
+
+/* Whether the request pair @kv (not NULL) satisfies @m. */
 static inline bool match_one(const struct rules *rs, const struct blob_match *m,
                              const struct proto_kv *kv)
 {
@@ -236,7 +316,19 @@ static inline bool match_one(const struct rules *rs, const struct blob_match *m,
         return true;
     if (m->kind == KIND_EXACT)
         return bytes_eq(kv->value, kv->value_len, v, m->value.len);
-    return glob_match(v, m->value.len, kv->value, kv->value_len);
+    if (m->kind == KIND_GLOB)
+        return glob_match(v, m->value.len, kv->value, kv->value_len);
+    return rules_cidr_test(rs, m, kv);
+}
+
+/* match_one() where the request may lack the key (@kv NULL): only a
+ * negation holds then. */
+static inline bool match_entry(const struct rules *rs, const struct blob_match *m,
+                               const struct proto_kv *kv)
+{
+    if (!kv)
+        return m->kind >= KIND_NOT && rules_cidr_test(rs, m, NULL);
+    return match_one(rs, m, kv);
 }
 
 /* rules_index.c: builds @rs->ix from the checked blob (-ENOMEM); frees it
@@ -249,6 +341,17 @@ void rules_index_free(struct rules *rs);
  * SIZE_MAX when there would be more than @room. */
 size_t rules_index_lists(const struct rules *rs, const struct proto_kv *kv,
                          struct rules_cand *out, size_t room);
+
+/* rules_cidr.c: parses every CIDR / NOT_CIDR entry of the checked blob
+ * (-EBADMSG: a malformed one, -ENOMEM); builds the CIDR index of the scan
+ * list (-ENOMEM); the scan-list rule filed there (it has a CIDR entry);
+ * the index lists of request pair @kv as rules_index_lists(); frees it all. */
+int rules_cidr_load(struct rules *rs);
+int rules_cidr_index(struct rules *rs);
+bool rules_cidr_filed(const struct rules *rs, uint32_t idx);
+size_t rules_cidr_lists(const struct rules *rs, const struct proto_kv *kv,
+                        struct rules_cand *out, size_t room);
+void rules_cidr_free(struct rules *rs);
 
 /* rules.c: checks @blob (malloc'd, @len bytes) and wraps it; takes ownership
  * on success.  -EBADMSG, -ENOMEM. */

@@ -79,9 +79,34 @@ static void out_value(struct out *o, const char *s, size_t len, bool escape)
         out_ch(o, '"');
 }
 
+/* A match entry's value: an exact value escaped, a glob as configured;
+ * the operators as "cidr(P,P)", "not_cidr(P)", "not(V,V)" (docs/rules.md
+ * "Addresses and negation"). */
 static void out_pattern(struct out *o, const struct rules *rs, const struct blob_match *m)
 {
-    out_value(o, rs->pool + m->value.off, m->value.len, m->kind == KIND_EXACT);
+    const char *v = rs->pool + m->value.off, *end = v + m->value.len;
+    char sep = m->kind == KIND_NOT ? '\0' : ' ';
+
+    if (m->kind <= KIND_GLOB) {
+        out_value(o, v, m->value.len, m->kind == KIND_EXACT);
+        return;
+    }
+    out_put(o, m->kind == KIND_CIDR ? "cidr(" : m->kind == KIND_NOT ? "not(" : "not_cidr(",
+            m->kind == KIND_CIDR ? 5 : m->kind == KIND_NOT ? 4 : 9);
+    for (;;) {
+        const char *e = memchr(v, sep, (size_t)(end - v));
+        size_t n = e ? (size_t)(e - v) : (size_t)(end - v);
+
+        if (m->kind == KIND_NOT)
+            out_value(o, v, n, false);
+        else
+            out_put(o, v, n);
+        if (!e)
+            break;
+        out_ch(o, ',');
+        v = e + 1;
+    }
+    out_ch(o, ')');
 }
 
 /* Writes @addr (@n_bytes: 4 or 16) masked to @prefix bits as "addr/len", or
@@ -285,6 +310,13 @@ int rules_describe(const struct rules *rules, uint32_t idx, char *buf, size_t si
     return out_end(&o);
 }
 
+static bool value_is_addr(const struct proto_kv *kv)
+{
+    struct cidr a;
+
+    return cidr_addr_parse(kv->value, kv->value_len, &a) == 0;
+}
+
 int rules_why_not(const struct rules *rules, uint32_t idx, const struct rules_req *req,
                   char *buf, size_t size)
 {
@@ -303,19 +335,24 @@ int rules_why_not(const struct rules *rules, uint32_t idx, const struct rules_re
         const char *key = rules->pool + m->key.off;
         const struct proto_kv *kv = req_find(req, key, m->key.len);
 
+        if (match_entry(rules, m, kv))
+            continue;
         if (!kv) {
             out_put(&o, "missing key ", 12);
             out_value(&o, key, m->key.len, false);
             break;
         }
-        if (!match_one(rules, m, kv)) {
-            out_value(&o, key, m->key.len, false);
-            out_ch(&o, '=');
-            out_value(&o, kv->value, kv->value_len, false);
+        out_value(&o, key, m->key.len, false);
+        out_ch(&o, '=');
+        out_value(&o, kv->value, kv->value_len, false);
+        if (m->kind == KIND_NOT || m->kind == KIND_NOT_CIDR)
+            out_put(&o, " is excluded by ", 16);
+        else if (m->kind == KIND_CIDR && !value_is_addr(kv))
+            out_put(&o, " is not an address, for ", 24);
+        else
             out_put(&o, " does not match ", 16);
-            out_pattern(&o, rules, m);
-            break;
-        }
+        out_pattern(&o, rules, m);
+        break;
     }
     return out_end(&o);
 }

@@ -107,6 +107,91 @@ static int conf_each(struct config *cfg, const char *path, const config_setting_
     return r;
 }
 
+/* ---- match operators: key = { cidr = ...; not = ...; not_cidr = ...; } ---- */
+
+static const struct {
+    const char *name;
+    enum rules_match_op op;
+} conf_match_ops[] = {
+    { "cidr", RULES_MATCH_CIDR },
+    { "not", RULES_MATCH_NOT },
+    { "not_cidr", RULES_MATCH_NOT_CIDR },
+};
+
+/* One operator's value: a string, an integer, or a non-empty list of them. */
+static int conf_rule_match_op(struct rules_rule_spec *r, const char *path, const char *key,
+                              enum rules_match_op op, const config_setting_t *v,
+                              struct diag *reterr)
+{
+    bool list = config_setting_is_array(v) || config_setting_is_list(v);
+    int n = list ? config_setting_length(v) : 1;
+
+    if (list && n == 0) {
+        diag_set(reterr, path, conf_line(v), "%s of '%s' is an empty list: give at least one "
+                 "value", conf_name(v), key);
+        return -EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *e = list ? config_setting_get_elem(v, (unsigned)i) : v;
+        unsigned line = conf_line(e) ? conf_line(e) : conf_line(v);
+        char num[32];
+        const char *s;
+        int q;
+
+        if (config_setting_type(e) == CONFIG_TYPE_STRING) {
+            s = config_setting_get_string(e);
+        } else if (config_setting_type(e) == CONFIG_TYPE_INT ||
+                   config_setting_type(e) == CONFIG_TYPE_INT64) {
+            snprintf(num, sizeof(num), "%lld", config_setting_get_int64(e));
+            s = num;
+        } else {
+            diag_set(reterr, path, line, "%s of '%s' must be a string or a list of strings",
+                     conf_name(v), key);
+            return -EINVAL;
+        }
+        q = rules_spec_add_match_op(r, key, op, s, line);
+        if (q < 0)
+            return q;
+    }
+    return 0;
+}
+
+/* key = { cidr = ...; not = ...; not_cidr = ...; } (docs/rules.md "Addresses
+ * and negation"): a group, which divvy's .ini and .json cannot write. */
+static int conf_rule_match_ops(struct rules_rule_spec *r, const char *path,
+                               const config_setting_t *g, struct diag *reterr)
+{
+    int n = config_setting_length(g), ret = 0;
+
+    if (n == 0) {
+        diag_set(reterr, path, conf_line(g), "match value of '%s' is an empty group: give "
+                 "cidr, not or not_cidr", conf_name(g));
+        return -EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *v = config_setting_get_elem(g, (unsigned)i);
+        size_t k = 0;
+        int q;
+
+        while (k < sizeof(conf_match_ops) / sizeof(conf_match_ops[0]) &&
+               strcmp(conf_match_ops[k].name, conf_name(v)) != 0)
+            k++;
+        if (k == sizeof(conf_match_ops) / sizeof(conf_match_ops[0])) {
+            diag_set(reterr, path, conf_line(v) ? conf_line(v) : conf_line(g),
+                     "unknown match operator '%s' for '%s' (cidr, not, not_cidr)",
+                     conf_name(v), conf_name(g));
+            ret = -EINVAL;
+            continue;
+        }
+        q = conf_rule_match_op(r, path, conf_name(g), conf_match_ops[k].op, v, reterr);
+        if (q == -ENOMEM)
+            return q;
+        if (q < 0)
+            ret = q;
+    }
+    return ret;
+}
+
 static int conf_rule_match_value(struct rules_rule_spec *r, const char *path,
                                  const config_setting_t *m, struct diag *reterr)
 {
@@ -114,6 +199,8 @@ static int conf_rule_match_value(struct rules_rule_spec *r, const char *path,
     char num[32];
 
     switch (config_setting_type(m)) {
+    case CONFIG_TYPE_GROUP:
+        return conf_rule_match_ops(r, path, m, reterr);
     case CONFIG_TYPE_STRING:
         return rules_spec_add_match(r, conf_name(m), config_setting_get_string(m), line);
     case CONFIG_TYPE_INT:
@@ -121,8 +208,8 @@ static int conf_rule_match_value(struct rules_rule_spec *r, const char *path,
         snprintf(num, sizeof(num), "%lld", config_setting_get_int64(m));
         return rules_spec_add_match(r, conf_name(m), num, line);
     default:
-        diag_set(reterr, path, line, "match value of '%s' must be a string or an integer",
-                 conf_name(m));
+        diag_set(reterr, path, line, "match value of '%s' must be a string, an integer or a "
+                 "group { cidr / not / not_cidr = ... }", conf_name(m));
         return -EINVAL;
     }
 }

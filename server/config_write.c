@@ -78,21 +78,61 @@ static bool conf_is_plain_name(const char *s)
     return true;
 }
 
+static const char *conf_match_op_name(enum rules_match_op op)
+{
+    return op == RULES_MATCH_CIDR ? "cidr" : op == RULES_MATCH_NOT ? "not" : "not_cidr";
+}
+
+/*
+ * The operator entries of key r->match[*@i] as "key = { op = [ ... ]; ... }; "
+ * (docs/rules.md "Addresses and negation"); the loader added each key's
+ * entries together, each operator's values in a run.  Advances *@i past them.
+ */
+static void conf_write_match_ops(const struct rules_rule_spec *r, size_t *i, FILE *f)
+{
+    const char *key = r->match[*i].key;
+
+    fprintf(f, "%s = { ", key);
+    while (*i < r->n_match && r->match[*i].op != RULES_MATCH_VALUE &&
+           strcmp(r->match[*i].key, key) == 0) {
+        enum rules_match_op op = r->match[*i].op;
+
+        fprintf(f, "%s = [ ", conf_match_op_name(op));
+        for (bool first = true; *i < r->n_match && r->match[*i].op == op &&
+                                strcmp(r->match[*i].key, key) == 0; (*i)++, first = false) {
+            if (!first)
+                fprintf(f, ", ");
+            conf_put_string(f, r->match[*i].value);
+        }
+        fprintf(f, " ]; ");
+    }
+    fprintf(f, "}; ");
+}
+
 static int conf_write_rule(const struct rules_rule_spec *r, bool last, FILE *f)
 {
-    bool plain = true;
+    bool plain = true, ops = false;
 
     fprintf(f, "    {\n");
     for (size_t i = 0; i < r->n_match; i++) {
         if (!conf_is_plain_name(r->match[i].key))
             plain = false;
+        if (r->match[i].op != RULES_MATCH_VALUE)
+            ops = true;
     }
+    /* Operators exist only in the group form, whose keys libconfig read as
+     * setting names: they can be written back as names. */
+    if (ops)
+        plain = true;
     if (r->is_default)
         fprintf(f, "        default = true;\n");
     if (r->n_match) {
         fprintf(f, plain ? "        match = { " : "        match = [ ");
         for (size_t i = 0; i < r->n_match; i++) {
-            if (plain) {
+            if (r->match[i].op != RULES_MATCH_VALUE) {
+                conf_write_match_ops(r, &i, f);
+                i--;
+            } else if (plain) {
                 fprintf(f, "%s = ", r->match[i].key);
                 conf_put_string(f, r->match[i].value);
                 fprintf(f, "; ");

@@ -92,6 +92,10 @@ struct pm {                     /* one match entry, prepared */
     int kind;
     unsigned line;
     size_t orig;                /* position in the spec, for stable duplicate reports */
+    /* operators (KIND_CIDR, KIND_NOT, KIND_NOT_CIDR; rules_ops.c): raw is val */
+    size_t val_cap;
+    size_t n_vals;              /* values in the list */
+    struct cidr *nets;          /* owned: the parsed prefixes of a cidr / not_cidr list */
 };
 
 struct pr {                     /* one rule, prepared */
@@ -108,6 +112,7 @@ struct pr {                     /* one rule, prepared */
     size_t anchor;              /* index into m, or SIZE_MAX: scan list */
     uint32_t bucket;
     struct rules_lock lock;     /* lockout: effective (rules_lock_prep()); else zero */
+    const struct pm *cidr;      /* scan list: its first cidr entry, filed by prefix (rules_ops.c) */
 };
 
 struct build {
@@ -121,6 +126,8 @@ struct build {
     uint32_t n_list;
     uint32_t *scan;
     uint32_t n_scan;
+    struct ops_filed *filed;    /* scan-list rules with a cidr entry, by prefix (rules_ops.c) */
+    size_t n_filed;
 };
 
 /* A growable byte buffer for the id serialization and the string pool. */
@@ -192,5 +199,47 @@ struct rules_zones {
  * no longer loads (@d says which), -ENOMEM. */
 int rules_zones_build(const struct build *b, struct rules_zones *ret, struct diag *d);
 void rules_zones_free(struct rules_zones *z);
+
+/* ---- match operators (rules_ops.c, docs/rules.md "Addresses and negation") ---- */
+
+/*
+ * Adds spec entry @i of rule @p (an operator, not RULES_MATCH_VALUE) to the
+ * prepared entry of its key and operator, creating it in p->m[p->n_m] when
+ * it is the first; a malformed value or prefix is reported to @d (file:line)
+ * and marks @p bad.  -ENOMEM (-ENOBUFS: cidr_format() failed, which
+ * CIDR_TEXT_MAX rules out).
+ */
+int rules_ops_add(struct pr *p, size_t i, struct diag *d);
+
+/*
+ * Whether every request satisfying prepared entry @bm satisfies @am (same
+ * key, one of them an operator): the unreachable-rule check's inclusion,
+ * conservative -- false whenever inclusion is not proven.
+ */
+bool rules_ops_implies(const struct pm *bm, const struct pm *am);
+
+/*
+ * The unreachable-rule check of scan-list rules with a cidr entry, without
+ * testing every pair: rules_ops_file() sorts the prefixes of each such
+ * rule's first cidr entry (p->cidr) into b->filed (-ENOMEM);
+ * rules_ops_shadow() returns the first of those rules before min(@bi, @best)
+ * that @covers says covers rule @bi, else @best.  An earlier rule filed
+ * there can only cover @bi if @bi has a cidr entry on the same key with a
+ * prefix inside one of its own, so only the prefixes containing @bi's first
+ * prefix on each of its cidr keys are looked up.  Rules not filed there
+ * are left to the caller's scan.
+ */
+int rules_ops_file(struct build *b);
+size_t rules_ops_shadow(const struct build *b, size_t bi, size_t best,
+                        bool (*covers)(const struct pr *a, const struct pr *b));
+
+/*
+ * rules_validate_notes()' note on operators: when more than
+ * RULES_OPS_SCAN_NOTE rules match by negation alone (not / not_cidr and
+ * presence, nothing the index can file them under), one note at the first
+ * of them: each is tested for every request.  Returns how many (0 or 1).
+ */
+#define RULES_OPS_SCAN_NOTE 32
+size_t rules_ops_notes(const struct rules_spec *spec, struct diag *ret);
 
 #endif

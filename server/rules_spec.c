@@ -70,7 +70,18 @@ int rules_spec_add_match(struct rules_rule_spec *r, const char *key, const char 
     m->key = k;
     m->value = v;
     m->line = line;
+    m->op = RULES_MATCH_VALUE;
     return 0;
+}
+
+int rules_spec_add_match_op(struct rules_rule_spec *r, const char *key, enum rules_match_op op,
+                            const char *value, unsigned line)
+{
+    int ret = rules_spec_add_match(r, key, value, line);
+
+    if (ret >= 0)
+        r->match[r->n_match - 1].op = op;
+    return ret;
 }
 
 int rules_spec_add_actor(struct rules_rule_spec *r, const char *key)

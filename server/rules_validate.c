@@ -26,8 +26,10 @@ static const char *policy_name(enum rules_policy p)
 void rules_build_free(struct build *b)
 {
     for (size_t i = 0; i < b->n; i++) {
-        for (size_t j = 0; j < b->r[i].n_m; j++)
+        for (size_t j = 0; j < b->r[i].n_m; j++) {
             free(b->r[i].m[j].val);
+            free(b->r[i].m[j].nets);
+        }
         free(b->r[i].m);
     }
     free(b->r);
@@ -36,6 +38,7 @@ void rules_build_free(struct build *b)
     free(b->bk_n);
     free(b->list);
     free(b->scan);
+    free(b->filed);
     memset(b, 0, sizeof(*b));
 }
 
@@ -105,8 +108,19 @@ static int rule_id(struct pr *p)
         r = buf_u32(&b, (uint32_t)p->n_m);
     for (size_t i = 0; r >= 0 && i < p->n_m; i++) {
         r = buf_lstr(&b, p->m[i].key, p->m[i].key_len);
-        if (r >= 0)
+        /* An operator's value: NUL, its kind, its list as compiled (no
+         * configured value starts with NUL, so no plain value collides). */
+        if (r >= 0 && p->m[i].kind > KIND_GLOB) {
+            char tag[2] = { '\0', (char)('0' + p->m[i].kind) };
+
+            r = buf_u32(&b, (uint32_t)(2 + p->m[i].raw_len));
+            if (r >= 0)
+                r = buf_put(&b, tag, 2);
+            if (r >= 0)
+                r = buf_put(&b, p->m[i].raw, p->m[i].raw_len);
+        } else if (r >= 0) {
             r = buf_lstr(&b, p->m[i].raw, p->m[i].raw_len);
+        }
     }
     if (r >= 0)
         r = buf_u32(&b, (uint32_t)s->n_actor);
@@ -154,11 +168,18 @@ static int prep_match(struct pr *p, struct diag *d)
     p->m = calloc(s->n_match, sizeof(*p->m));
     if (!p->m)
         return -ENOMEM;
-    p->n_m = s->n_match;
     for (size_t i = 0; i < s->n_match; i++) {
-        struct pm *m = &p->m[i];
+        struct pm *m;
         int kind;
 
+        if (s->match[i].op != RULES_MATCH_VALUE) {
+            int r = rules_ops_add(p, i, d);
+
+            if (r < 0)
+                return r;
+            continue;
+        }
+        m = &p->m[p->n_m++];
         m->key = s->match[i].key;
         m->key_len = strlen(m->key);
         m->raw = s->match[i].value;
@@ -188,8 +209,11 @@ static int prep_match(struct pr *p, struct diag *d)
         }
     }
     qsort(p->m, p->n_m, sizeof(*p->m), pm_cmp);
+    /* One key may carry several operators (all must hold), never a value
+     * beside anything else. */
     for (size_t i = 1; i < p->n_m; i++) {
-        if (bytes_eq(p->m[i - 1].key, p->m[i - 1].key_len, p->m[i].key, p->m[i].key_len))
+        if (bytes_eq(p->m[i - 1].key, p->m[i - 1].key_len, p->m[i].key, p->m[i].key_len) &&
+            (p->m[i - 1].kind <= KIND_GLOB || p->m[i].kind <= KIND_GLOB))
             RULE_ERR(p, p->m[i].line, "key '%s' repeats in this rule's match", p->m[i].key);
     }
     if (p->n_m > PROTO_KV_MAX)
@@ -436,6 +460,7 @@ static bool rule_covers(const struct pr *a, const struct pr *b)
         return false;
     for (size_t i = 0; i < a->n_m; i++) {
         const struct pm *am = &a->m[i];
+        bool held = false;
         int c = 1;
 
         while (j < b->n_m &&
@@ -443,8 +468,18 @@ static bool rule_covers(const struct pr *a, const struct pr *b)
             j++;
         if (j == b->n_m || c != 0)
             return false;
-        /* "*" read as a glob is exactly "present with any value". */
-        if (!glob_covers(am->raw, am->raw_len, b->m[j].raw, b->m[j].raw_len))
+        /* Some entry of b on that key (several with operators) must imply am's. */
+        for (size_t k = j; !held && k < b->n_m &&
+                           bytes_eq(b->m[k].key, b->m[k].key_len, am->key, am->key_len); k++) {
+            const struct pm *bm = &b->m[k];
+
+            /* "*" read as a glob is exactly "present with any value". */
+            if (am->kind <= KIND_GLOB && bm->kind <= KIND_GLOB)
+                held = glob_covers(am->raw, am->raw_len, bm->raw, bm->raw_len);
+            else
+                held = rules_ops_implies(bm, am);
+        }
+        if (!held)
             return false;
     }
     return true;
@@ -550,11 +585,15 @@ static size_t find_shadow(const struct build *b, size_t bi)
     for (uint32_t k = 0; k < b->n_scan && b->scan[k] < bi && b->scan[k] < best; k++) {
         const struct pr *a = &b->r[b->scan[k]];
 
+        /* Rules with a cidr entry: looked up by prefix below. */
+        if (a->cidr)
+            continue;
         if (a->s->policy == RULES_POLICY_STOP && rule_covers(a, p)) {
             best = b->scan[k];
             break;
         }
     }
+    best = rules_ops_shadow(b, bi, best, rule_covers);
     /* An anchored rule can only cover @p if @p carries its anchor pair exactly. */
     for (size_t j = 0; j < p->n_m; j++) {
         const struct pm *m = &p->m[j];
@@ -623,6 +662,8 @@ static int check_list(struct build *b, struct diag *d)
     /* Reachability first: a rule hidden behind an earlier one is reported as
      * such, not also as a duplicate of it. */
     r = build_index(b);
+    if (r >= 0)
+        r = rules_ops_file(b);
     if (r < 0)
         goto out;
     for (size_t i = 0; i < b->n; i++) {
@@ -806,5 +847,5 @@ size_t rules_validate_notes(const struct rules_spec *spec, struct diag *ret)
         }
         n += note_actor_keys(r, ret);
     }
-    return n;
+    return n + rules_ops_notes(spec, ret);
 }

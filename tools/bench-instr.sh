@@ -27,6 +27,9 @@
 #   5 row 1 with N-1 rules [path=/r<i> actor=*] before [path=/bench actor=*]
 #     and the default, N = 16 and N = 10,000: the ratio 10,000 / 16 (with
 #     callgrind's cache simulation: data misses per hit beside it)
+#   6 row 5 with cidr rules (docs/rules.md "Addresses and negation"): N = 16
+#     and N = 10,000 rules ip = { cidr = ... } of nested /24s, /16s and a /8,
+#     the ratio 10,000 / 16 and 10,000 cidr rules / 10,000 exact ones
 #
 # BENCH_INSTR_SECONDS of load per callgrind window (default 3);
 # BENCH_INSTR_REPEAT windows of each divvyd row, the fewest instructions
@@ -350,6 +353,42 @@ divvyd_cg r10000 "$T/r10000.ini"
 set -- $(line_hits r10000 "$dpid" --unix "$T/r10000.sock")
 match10000=$1 miss10000="$2 $3"
 stop "$dpid"
+
+# ---- row 6: rule match by address (issue 22), 16 against 10,000 cidr rules -------------
+# cidr_conf FILE N: N+1 rules in divvy.conf: N-1-M rules ip in 10.<i/256>.<i%256>.0/24
+# and M = min(40, N/4) rules ip in 10.<j>.0.0/16 overlapping them, then the hit's
+# rule ip in 10.255.255.0/24 (actor), then ip in 10.0.0.0/8, which also holds the
+# hit's address (a second candidate list), then the default.
+cidr_conf() {
+    awk -v n="$2" 'BEGIN {
+        m = int(n / 4); if (m > 40) m = 40
+        print "rules = ("
+        r = "; actor = \"*\"; }; actor = \"actor\"; credit_limit = "
+        for (i = 0; i < n - 1 - m; i++)
+            printf "{ match = { ip = { cidr = \"10.%d.%d.0/24\"; }%s100; reset_seconds = 60; },\n",
+                   int(i / 256), i % 256, r
+        for (j = 0; j < m; j++)
+            printf "{ match = { ip = { cidr = \"10.%d.0.0/16\"; }%s100; reset_seconds = 60; },\n",
+                   j, r
+        print "{ match = { ip = { cidr = \"10.255.255.0/24\"; }" r "1000000000;" \
+              " reset_seconds = 3600; },"
+        print "{ match = { ip = { cidr = \"10.0.0.0/8\"; }; }; credit_limit = 1;" \
+              " reset_seconds = 60; },"
+        print "{ default = true; credit_limit = 0; reset_seconds = 0; }\n);"
+    }' >"$1"
+}
+cidr_conf "$T/c16.conf" 16
+divvyd_cg c16 "$T/c16.conf"
+# shellcheck disable=SC2046
+set -- $(line_hits c16 "$dpid" --unix "$T/c16.sock" --pairs "ip=10.255.255.7")
+cidr16=$1 cmiss16="$2 $3"
+stop "$dpid"
+cidr_conf "$T/c10000.conf" 10000
+divvyd_cg c10000 "$T/c10000.conf"
+# shellcheck disable=SC2046
+set -- $(line_hits c10000 "$dpid" --unix "$T/c10000.sock" --pairs "ip=10.255.255.7")
+cidr10000=$1 cmiss10000="$2 $3"
+stop "$dpid"
 cg_opts=''
 
 if [ -n "${BENCH_INSTR_KEEP:-}" ]; then
@@ -374,6 +413,10 @@ row "line 8x32 hits/s / bench-noop's (median of $ROUNDS)" "${tput}x" ">= 0.5x" \
 row "rule match: HIT at 10,000 rules / at 16" "$(ratio "$match10000" "$match16")x" "<= 1.5x" \
     "16 rules $match16, 10,000 rules $match10000"
 row "  data misses per hit (D1 LL), 16 / 10,000 rules" "" "" "$miss16 / $miss10000"
+row "cidr match: HIT at 10,000 cidr rules / at 16" "$(ratio "$cidr10000" "$cidr16")x" "<= 1.5x" \
+    "16 rules $cidr16, 10,000 rules $cidr10000"
+row "  HIT at 10,000 cidr rules / at 10,000 exact" "$(ratio "$cidr10000" "$match10000")x" "" \
+    "data misses per hit (D1 LL) $cmiss16 / $cmiss10000"
 tick=$(awk -v t="$tick" 'BEGIN { printf "%.1f M", t / 1e6 }')
 echo "Left out of the divvyd rows: its main thread, $tick instructions a second in row 1's"
 echo "window, hits or not (its 1 s tick), which is time, not a hit's work."
@@ -396,4 +439,6 @@ main one, over the replies the load received, the fewest of $REPEAT windows).
   row 4:  divvy-bench -c 8 -d 32 -t 1 against divvyd -w 2 and bench-noop S 2 in turn,
           $ROUNDS rounds, not under callgrind
   row 5:  as row 1, divvyd under valgrind --tool=callgrind --cache-sim=yes
+  row 6:  as row 5 on divvy.conf rules ip = { cidr = ... } (N-1-M /24s, M /16s, the
+          hit's /24, a /8 holding it too), divvy-bench --pairs "ip=10.255.255.7"
 EOF

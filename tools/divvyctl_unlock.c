@@ -260,6 +260,11 @@ static int unlock_request(const struct unlock_rule *ur, char vals[][TOP_FIELD_MA
 
         if (!eq || strchr(eq + 1, '*'))
             continue;               /* a glob: the actor gives the value, or no request can */
+        /* An operator (docs/rules.md "Addresses and negation"): a negation
+         * holds without the key; a cidr needs the actor's value. */
+        if (strncmp(eq + 1, "cidr(", 5) == 0 || strncmp(eq + 1, "not(", 4) == 0 ||
+            strncmp(eq + 1, "not_cidr(", 9) == 0)
+            continue;
         *eq = '\0';
         for (size_t k = 0; k < ur->n_keys; k++)
             actor |= strcmp(ur->keys[k], pairs[i]) == 0;

@@ -101,6 +101,7 @@ static void write_file(const char *p, const uint8_t *data, size_t size)
 struct witness {
     struct proto_kv kv[PROTO_KV_MAX];
     char *values[PROTO_KV_MAX];
+    size_t n;                   /* pairs built */
     struct rules_req req;
 };
 
@@ -131,32 +132,77 @@ static char *witness_value(const char *pat)
     return v;
 }
 
-/* False when the rule's strings do not fit a request's fields. */
+/* The key of entry @j has an entry with operator @op. */
+static bool witness_has(const struct rules_rule_spec *r, size_t j, enum rules_match_op op)
+{
+    for (size_t k = 0; k < r->n_match; k++) {
+        if (r->match[k].op == op && strcmp(r->match[k].key, r->match[j].key) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * False when the rule's strings do not fit a request's fields, or when no
+ * simple witness exists.  A value's witness is witness_value(); a key with
+ * a cidr list gets the address of its first prefix; a key with only
+ * negations (not, not_cidr) is left out, which they accept; a key with both
+ * a cidr and a negation is not attempted (docs/rules.md "Addresses and
+ * negation").
+ */
 static bool witness_build(const struct rules_rule_spec *r, struct witness *w)
 {
+    w->n = 0;
     if (r->n_match > PROTO_KV_MAX)
         return false;
     for (size_t j = 0; j < r->n_match; j++) {
         if (strlen(r->match[j].key) > WITNESS_VALUE_MAX ||
             strlen(r->match[j].value) > WITNESS_VALUE_MAX)
             return false;
+        if (r->match[j].op == RULES_MATCH_CIDR &&
+            (witness_has(r, j, RULES_MATCH_NOT) || witness_has(r, j, RULES_MATCH_NOT_CIDR)))
+            return false;
     }
     for (size_t j = 0; j < r->n_match; j++) {
-        w->values[j] = witness_value(r->match[j].value);
-        w->kv[j] = (struct proto_kv){ .key = r->match[j].key, .value = w->values[j],
-                                      .key_len = (uint16_t)strlen(r->match[j].key),
-                                      .value_len = (uint16_t)strlen(w->values[j]) };
+        const struct rules_match_spec *m = &r->match[j];
+        char *v;
+
+        if (m->op == RULES_MATCH_NOT || m->op == RULES_MATCH_NOT_CIDR)
+            continue;
+        if (m->op == RULES_MATCH_CIDR) {
+            /* the first of the key's list only */
+            bool earlier = false;
+
+            for (size_t k = 0; k < j; k++)
+                earlier |= r->match[k].op == RULES_MATCH_CIDR &&
+                           strcmp(r->match[k].key, m->key) == 0;
+            if (earlier)
+                continue;
+            v = strdup(m->value);
+            CHECK(v != NULL);
+            if (strchr(v, '/'))
+                *strchr(v, '/') = '\0';
+        } else {
+            v = witness_value(m->value);
+        }
+        w->values[w->n] = v;
+        w->kv[w->n] = (struct proto_kv){ .key = m->key, .value = v,
+                                         .key_len = (uint16_t)strlen(m->key),
+                                         .value_len = (uint16_t)strlen(v) };
+        w->n++;
     }
-    /* Validation rejects a key repeated in one rule: the pairs are unique. */
-    qsort(w->kv, r->n_match, sizeof(w->kv[0]), kv_cmp);
-    w->req = (struct rules_req){ .kv = w->kv, .n_kv = (unsigned)r->n_match, .privileged = true };
+    /* Validation rejects a key repeated in one rule but as operators of one
+     * key, each given once here: the pairs are unique. */
+    qsort(w->kv, w->n, sizeof(w->kv[0]), kv_cmp);
+    w->req = (struct rules_req){ .kv = w->kv, .n_kv = (unsigned)w->n, .privileged = true };
     return true;
 }
 
-static void witness_free(struct witness *w, size_t n)
+static void witness_free(struct witness *w)
 {
-    for (size_t j = 0; j < n; j++)
+    for (size_t j = 0; j < w->n; j++)
         free(w->values[j]);
+    w->n = 0;
 }
 
 static void check_path(const struct rules *rules, const struct rules_req *req, uint32_t aim)
@@ -212,11 +258,13 @@ static void check_rules(const struct config *cfg, const struct rules *rules)
     for (size_t i = 0; i < n && i < WITNESS_RULES_MAX; i++) {
         const struct rules_rule_spec *r = &cfg->rules.rules[i];
 
-        if (!witness_build(r, &w))
+        if (!witness_build(r, &w)) {
+            witness_free(&w);
             continue;
+        }
         CHECK(rules_why_not(rules, (uint32_t)i, &w.req, buf, sizeof(buf)) == 0);
         check_path(rules, &w.req, (uint32_t)i);
-        witness_free(&w, r->n_match);
+        witness_free(&w);
     }
 }
 
