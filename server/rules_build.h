@@ -163,6 +163,24 @@ static inline int buf_put(struct buf *b, const void *data, size_t len)
 int rules_build_prepare(const struct rules_spec *spec, struct build *b, struct diag *d);
 void rules_build_free(struct build *b);
 
+/* Reports a problem of rule @p into @d, at line @ln (0: the rule's line),
+ * and marks @p bad: how every rules_*_prep() reports. */
+#define RULES_PREP_ERR(p, d, ln, ...)                                           \
+    do {                                                                        \
+        diag_set((d), (p)->s->file, (ln) ? (ln) : (p)->s->line, __VA_ARGS__);   \
+        (p)->bad = true;                                                        \
+    } while (0)
+
+/* rules_validate.c: reports setting @name of rule @p when @v is outside 0..@max. */
+void rules_check_limit(struct pr *p, struct diag *d, const char *name, int64_t v, int64_t max);
+
+/* rules_algo.c: checks rule @p's algorithm settings (docs/rules.md
+ * "Algorithms"), handing calendar windows to rules_calendar_prep() and
+ * lockout rules to rules_lock_prep(), and fills p->reset_seconds,
+ * refill_amount, refill_seconds, reset_ms and refill_ms as the blob stores
+ * them.  Problems go into @d. */
+void rules_algo_prep(struct pr *p, struct diag *d);
+
 /* rules_lock.c: checks lockout rule @p's settings (or lockout settings on a rule of another
  * algorithm) into @d and fills p->lock and p->reset_seconds (its fail_interval); true when
  * @p is a lockout rule (the caller skips the other algorithms' checks). */

@@ -15,11 +15,7 @@
 #include "rules_build.h"
 #include "tzif.h"
 
-#define CAL_ERR(p, ln, ...)                                                     \
-    do {                                                                        \
-        diag_set(d, (p)->s->file, (ln) ? (ln) : (p)->s->line, __VA_ARGS__);     \
-        (p)->bad = true;                                                        \
-    } while (0)
+#define CAL_ERR(p, ln, ...) RULES_PREP_ERR(p, d, ln, __VA_ARGS__)
 
 static bool zone_is_utc(const char *name)
 {

@@ -10,11 +10,7 @@
 #include "algo_lock.h"
 #include "rules_build.h"
 
-#define LOCK_ERR(p, d, ...)                                                     \
-    do {                                                                        \
-        diag_set(d, (p)->s->file, (p)->s->line, __VA_ARGS__);                   \
-        (p)->bad = true;                                                        \
-    } while (0)
+#define LOCK_ERR(p, d, ...) RULES_PREP_ERR(p, d, 0, __VA_ARGS__)
 
 #define LOCK_DEFAULT_FACTOR    2
 #define LOCK_DEFAULT_LOCK_MAX  86400        /* escalation: a day at most ... */
