@@ -25,6 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
 #include "config.h"
 #include "fuzz.h"
 #include "rules.h"
@@ -150,6 +152,28 @@ static bool witness_has(const struct rules_rule_spec *r, size_t j, enum rules_ma
  * a cidr and a negation is not attempted (docs/rules.md "Addresses and
  * negation").
  */
+/* Whether cidr prefix @text's own address is no witness for it: an IPv6
+ * prefix shorter than /96 whose address lies in ::ffff:0:0/96 or
+ * 64:ff9b::/96 -- that address counts as IPv4, and the IPv6 prefix matches
+ * no IPv4 address (docs/rules.md "IPv4 and IPv6"). */
+static bool witness_cidr_mapped(const char *text)
+{
+    static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+    const char *slash = strchr(text, '/');
+    char addr[64];
+    uint8_t a[16];
+
+    if (!slash || !strchr(text, ':') || (size_t)(slash - text) >= sizeof(addr) ||
+        atoi(slash + 1) >= 96)
+        return false;
+    memcpy(addr, text, (size_t)(slash - text));
+    addr[slash - text] = '\0';
+    if (inet_pton(AF_INET6, addr, a) != 1)
+        return false;
+    return memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0;
+}
+
 static bool witness_build(const struct rules_rule_spec *r, struct witness *w)
 {
     w->n = 0;
@@ -178,6 +202,8 @@ static bool witness_build(const struct rules_rule_spec *r, struct witness *w)
                            strcmp(r->match[k].key, m->key) == 0;
             if (earlier)
                 continue;
+            if (witness_cidr_mapped(m->value))
+                return false;           /* the caller frees what w holds */
             v = strdup(m->value);
             CHECK(v != NULL);
             if (strchr(v, '/'))

@@ -717,8 +717,10 @@ static void run_server(struct fz *f)
             r = store_del(sc, key, 2, deadline, on_done, p);
             break;
         case STORE_SCRIPT_WINDOW: {
-            struct store_verdict_args va = { .script = STORE_SCRIPT_WINDOW,
-                                             .window = { op, a[0], (int64_t)a[1], a[2] } };
+            struct store_verdict_args va = {
+                .script = STORE_SCRIPT_WINDOW,
+                .window = { .op = op, .n = a[0], .limit = (int64_t)a[1], .reset_ms = a[2] },
+            };
 
             r = store_verdict(sc, key, 2, &va, deadline, on_done, p);
             break;
@@ -726,7 +728,8 @@ static void run_server(struct fz *f)
         case STORE_SCRIPT_BUCKET: {
             struct store_verdict_args va = {
                 .script = STORE_SCRIPT_BUCKET,
-                .bucket = { op, a[0], (int64_t)a[1], a[2], a[3], a[4] & 1 },
+                .bucket = { .op = op, .n = a[0], .limit = (int64_t)a[1], .refill_amount = a[2],
+                            .refill_ms = a[3], .strict = a[4] & 1 },
             };
 
             r = store_verdict(sc, key, 2, &va, deadline, on_done, p);
