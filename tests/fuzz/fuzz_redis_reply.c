@@ -193,7 +193,7 @@ static bool ref_decode(unsigned kind, const struct ints *in, struct store_reply 
         return true;
     }
     if (kind == STORE_SCRIPT_WINDOW_MANY || kind == STORE_SCRIPT_BUCKET_MANY ||
-        kind == STORE_SCRIPT_SLIDING_MANY) {
+        kind == STORE_SCRIPT_SLIDING_MANY || kind == STORE_SCRIPT_GCRA_MANY) {
         /* {k, then k verdicts}; the verdicts are checked in verdicts_match(). */
         if (in->n < 4 || (in->n - 1) % 3 != 0 || in->v[0] != (int64_t)(in->n - 1) / 3)
             return false;
