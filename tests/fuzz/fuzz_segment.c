@@ -391,7 +391,7 @@ static int count_entry(const struct table_entry *e, void *userdata)
 
     CHECK(e->actor_is_digest ? e->actor_len == 16 : e->actor_len <= 32);
     CHECK(e->actor_len == 0 || e->actor != NULL);
-    CHECK(e->algo <= RULES_ALGO_SLIDING_WINDOW);
+    CHECK(e->algo <= RULES_ALGO_LAST);
     return ++*n > SLOTS;
 }
 
