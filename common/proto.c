@@ -28,6 +28,8 @@ static const char R_NO_ARGS[] = "command takes no arguments";
 static const char R_TAKE_COUNT[] = "TAKE needs a count from 1 to 1000000000";
 static const char R_DEBIT_COUNT[] = "DEBIT needs a count from 1 to 1000000000000";
 static const char R_TOO_MANY_KEYS[] = "more than 32 distinct keys";
+static const char R_REPORT[] = "REPORT needs <mono_ms> <TAKE|PEEK|DEBIT> <n> <0|1> <credit> "
+                               "<reset_s> <16 hex digits> before its pairs";
 
 static const char *const err_codes[] = {
     [PROTO_E_NONE] = "unknown",
@@ -67,6 +69,7 @@ static const struct verb_name verbs[] = {
     VERB("FAST", PROTO_FAST, false),
     VERB("DROPIN", PROTO_DROPIN, true),
     VERB("DEBIT", PROTO_DEBIT, true),
+    VERB("REPORT", PROTO_REPORT, true),
 };
 
 
@@ -271,6 +274,104 @@ static enum proto_err parse_amount(struct cursor *c, struct proto_req *req)
     return PROTO_E_NONE;
 }
 
+/*
+ * One of REPORT's fields: an unquoted word at the cursor (after whitespace)
+ * that ends at whitespace or the end of the line.  Its length, 0 when there
+ * is none (or a quote or '=' is in it).
+ */
+static size_t report_word(struct cursor *c, const char **ret)
+{
+    char *start;
+    size_t len;
+
+    skip_ws(c);
+    start = c->p;
+    while (!byte_class[at(c)])
+        c->p++;
+    len = (size_t)(c->p - start);
+    if (len == 0 || !at_end_or_ws(c))
+        return 0;
+    *ret = start;
+    return len;
+}
+
+/* Decimal @w[0..@len) into *@ret: 1..20 digits, no sign, at most @max. */
+static bool report_u64(const char *w, size_t len, uint64_t max, uint64_t *ret)
+{
+    uint64_t v = 0;
+
+    if (len == 0 || len > 20)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned)(w[i] - '0');
+
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    if (v > max)
+        return false;
+    *ret = v;
+    return true;
+}
+
+/* Exactly 16 lowercase hex digits (a rule id as RULES shows it) into *@ret. */
+static bool report_hex(const char *w, size_t len, uint64_t *ret)
+{
+    uint64_t v = 0;
+
+    if (len != 16)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = w[i];
+        unsigned d = ch >= '0' && ch <= '9' ? (unsigned)(ch - '0')
+                     : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10) : 16;
+
+        if (d > 15)
+            return false;
+        v = v << 4 | d;
+    }
+    *ret = v;
+    return true;
+}
+
+/* REPORT's seven fields (docs/protocol.md "REPORT") into req->report and req->amount. */
+static enum proto_err parse_report(struct cursor *c, struct proto_req *req)
+{
+    struct proto_report *r = &req->report;
+    const char *w[7];
+    size_t len[7];
+    uint64_t flag = 0;
+
+    for (int i = 0; i < 7; i++) {
+        len[i] = report_word(c, &w[i]);
+        if (len[i] == 0)
+            goto bad;
+    }
+    if (len[1] == 4 && memcmp(w[1], "TAKE", 4) == 0)
+        r->op = PROTO_TAKE;
+    else if (len[1] == 4 && memcmp(w[1], "PEEK", 4) == 0)
+        r->op = PROTO_PEEK;
+    else if (len[1] == 5 && memcmp(w[1], "DEBIT", 5) == 0)
+        r->op = PROTO_DEBIT;
+    else
+        goto bad;
+    if (!report_u64(w[0], len[0], UINT64_MAX, &r->mono_ms) ||
+        !report_u64(w[2], len[2], r->op == PROTO_DEBIT ? PROTO_DEBIT_MAX
+                                  : r->op == PROTO_TAKE ? PROTO_TAKE_MAX : 1, &req->amount) ||
+        req->amount == 0 || !report_u64(w[3], len[3], 1, &flag) ||
+        !report_u64(w[4], len[4], UINT64_MAX, &r->credit) ||
+        !report_u64(w[5], len[5], UINT64_MAX, &r->reset_s) ||
+        !report_hex(w[6], len[6], &r->rule_id))
+        goto bad;
+    r->allowed = flag == 1;
+    return PROTO_E_NONE;
+bad:
+    req->amount = 1;
+    req->reason = R_REPORT;
+    return PROTO_E_BAD_REQUEST;
+}
+
 /* The verb whose name @word is, in any case; NULL when none is. */
 static const struct verb_name *find_verb(const char *word, size_t len)
 {
@@ -373,6 +474,11 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
     }
     if (v->verb == PROTO_TAKE || v->verb == PROTO_DEBIT) {
         err = parse_amount(&c, req);
+        if (err != PROTO_E_NONE)
+            return err;
+    }
+    if (v->verb == PROTO_REPORT) {
+        err = parse_report(&c, req);
         if (err != PROTO_E_NONE)
             return err;
     }
@@ -640,6 +746,67 @@ int proto_fmt_string(char *buf, size_t size, const char *s, size_t len)
     }
     if (quote)
         buf[pos++] = '"';
+    buf[pos] = '\0';
+    return (int)pos;
+}
+
+/* ---- REPORT (libdivvy's fast path to divvyd) ---------------------------------------- */
+
+/* " k=v" of one pair at @buf + *@pos, leaving room for "\n" and the NUL. */
+static int fmt_report_pair(char *buf, size_t cap, size_t *pos, const struct proto_kv *kv)
+{
+    int m;
+
+    if (*pos + 3 > cap)
+        return -EMSGSIZE;
+    buf[(*pos)++] = ' ';
+    m = proto_fmt_string(buf + *pos, cap - *pos, kv->key, kv->key_len);
+    if (m < 0 || *pos + (size_t)m + 3 > cap)
+        return -EMSGSIZE;
+    *pos += (size_t)m;
+    buf[(*pos)++] = '=';
+    m = proto_fmt_string(buf + *pos, cap - *pos, kv->value, kv->value_len);
+    if (m < 0 || *pos + (size_t)m + 2 > cap)
+        return -EMSGSIZE;
+    *pos += (size_t)m;
+    return 0;
+}
+
+int proto_fmt_report(char *buf, size_t size, const struct proto_report *r, uint64_t n,
+                     const struct proto_kv *kv, unsigned n_kv)
+{
+    static const char hex[] = "0123456789abcdef";
+    /* "REPORT " mono op n 0|1 credit reset_s id: 7 + 4 * 21 + 6 + 2 + 17 bytes at most. */
+    char head[128];
+    size_t pos, cap = size < PROTO_LINE_MAX + 1 ? size : PROTO_LINE_MAX + 1;
+    const char *op = r->op == PROTO_TAKE ? "TAKE " : r->op == PROTO_PEEK ? "PEEK "
+                     : r->op == PROTO_DEBIT ? "DEBIT " : NULL;
+
+    if (!op)
+        return -EINVAL;
+    memcpy(head, "REPORT ", 7);
+    pos = 7;
+    pos += fmt_u64(head + pos, r->mono_ms);
+    head[pos++] = ' ';
+    memcpy(head + pos, op, strlen(op));
+    pos += strlen(op);
+    pos += fmt_u64(head + pos, n);
+    head[pos++] = ' ';
+    head[pos++] = r->allowed ? '1' : '0';
+    head[pos++] = ' ';
+    pos += fmt_u64(head + pos, r->credit);
+    head[pos++] = ' ';
+    pos += fmt_u64(head + pos, r->reset_s);
+    head[pos++] = ' ';
+    for (int i = 15; i >= 0; i--)
+        head[pos++] = hex[(r->rule_id >> (i * 4)) & 0xf];
+    if (pos + 2 > cap)
+        return -EMSGSIZE;
+    memcpy(buf, head, pos);
+    for (unsigned i = 0; i < n_kv; i++)
+        if (fmt_report_pair(buf, cap, &pos, &kv[i]) < 0)
+            return -EMSGSIZE;
+    buf[pos++] = '\n';
     buf[pos] = '\0';
     return (int)pos;
 }
