@@ -28,3 +28,14 @@ int peer_cred(int fd, gid_t gid, uid_t *ret_uid, bool *ret_member)
     *ret_member = member;
     return 0;
 }
+
+int peer_pid(int fd, pid_t *ret_pid)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return -errno;
+    *ret_pid = cred.pid;
+    return 0;
+}
