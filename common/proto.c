@@ -752,6 +752,23 @@ int proto_fmt_string(char *buf, size_t size, const char *s, size_t len)
 
 /* ---- REPORT (libdivvy's fast path to divvyd) ---------------------------------------- */
 
+/* proto_fmt_string() for a fast-path client's every decision: a string of
+ * plain bytes (the usual key or value) is one scan and one copy. */
+static int fmt_report_string(char *buf, size_t size, const char *s, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len && !byte_class[(unsigned char)s[i]])
+        i++;
+    if (i < len || len == 0)
+        return proto_fmt_string(buf, size, s, len);
+    if (len + 1 > size)
+        return -ENOBUFS;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return (int)len;
+}
+
 /* " k=v" of one pair at @buf + *@pos, leaving room for "\n" and the NUL. */
 static int fmt_report_pair(char *buf, size_t cap, size_t *pos, const struct proto_kv *kv)
 {
@@ -760,12 +777,12 @@ static int fmt_report_pair(char *buf, size_t cap, size_t *pos, const struct prot
     if (*pos + 3 > cap)
         return -EMSGSIZE;
     buf[(*pos)++] = ' ';
-    m = proto_fmt_string(buf + *pos, cap - *pos, kv->key, kv->key_len);
+    m = fmt_report_string(buf + *pos, cap - *pos, kv->key, kv->key_len);
     if (m < 0 || *pos + (size_t)m + 3 > cap)
         return -EMSGSIZE;
     *pos += (size_t)m;
     buf[(*pos)++] = '=';
-    m = proto_fmt_string(buf + *pos, cap - *pos, kv->value, kv->value_len);
+    m = fmt_report_string(buf + *pos, cap - *pos, kv->value, kv->value_len);
     if (m < 0 || *pos + (size_t)m + 2 > cap)
         return -EMSGSIZE;
     *pos += (size_t)m;
