@@ -258,6 +258,29 @@ static void test_verb_refill_is_never_answered(void **state)
     }
 }
 
+/* REPORT (docs/protocol.md): never answered either; here no fast path to
+ * check the peer against, so every one is dropped and counted. */
+static void test_verb_report_is_never_answered(void **state)
+{
+    static const char *const lines[] = {
+        "REPORT 1 TAKE 1 1 0 0 0123456789abcdef path=/a",   /* no fast path: dropped */
+        "REPORT 1 TAKE 1",                                  /* incomplete */
+        "REPORT 1 TAKE 1 1 0 0 0123456789abcdef a=\"x",     /* rejected by the parser */
+    };
+    struct fixture *f = *state;
+
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        uint64_t reports = stat_get(&f->w.st.reports);
+        uint64_t dropped = stat_get(&f->w.st.reports_dropped);
+
+        handle(f, lines[i]);
+        assert_int_equal(n_replies, 0);
+        assert_null(ran);
+        assert_int_equal(stat_get(&f->w.st.reports), reports + 1);
+        assert_int_equal(stat_get(&f->w.st.reports_dropped), dropped + 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +288,7 @@ int main(void)
         cmocka_unit_test_setup(test_verb_admin_verbs_refused_before_their_handler, setup),
         cmocka_unit_test_setup(test_verb_small_verbs_and_rejected_lines, setup),
         cmocka_unit_test_setup(test_verb_refill_is_never_answered, setup),
+        cmocka_unit_test_setup(test_verb_report_is_never_answered, setup),
     };
 
     return cmocka_run_group_tests_name("line_verb", tests, NULL, NULL);
