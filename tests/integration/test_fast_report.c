@@ -132,24 +132,13 @@ static uint64_t rule_id(struct harness_daemon *d, unsigned idx)
     return id;
 }
 
-static long long stat_of(struct harness_daemon *d, const char *name)
-{
-    struct harness_conn *c = NULL;
-    long long v = -1;
-
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    CHECK(harness_get_stat(c, name, &v));
-    harness_close(c);
-    return v;
-}
-
 /* Polls STATS until @name reaches @want (5 s). */
 static void wait_stat(struct harness_daemon *d, const char *name, long long want)
 {
     uint64_t deadline = harness_now_ms() + 5000;
     long long v;
 
-    while ((v = stat_of(d, name)) < want && harness_now_ms() < deadline)
+    while ((v = harness_daemon_stat(d, name)) < want && harness_now_ms() < deadline)
         harness_pause_ms(20);
     if (v != want)
         fail_msg("STATS %s=%lld, want %lld", name, v, want);
@@ -323,8 +312,8 @@ static void test_fast_report_client(void **state)
     assert_int_equal(count(DLOG_PROTO_FAST, geteuid()), base + 1);   /* the second waits */
     divvy_close(h);
     wait_log(DLOG_PROTO_FAST, geteuid(), base + 2);
-    assert_int_equal(stat_of(d, "fast_reports"), 9);
-    assert_int_equal(stat_of(d, "fast_reports_dropped"), 0);
+    assert_int_equal(harness_daemon_stat(d, "fast_reports"), 9);
+    assert_int_equal(harness_daemon_stat(d, "fast_reports_dropped"), 0);
 }
 
 /* ---- raw REPORT lines from other peers ------------------------------------------------------ */
@@ -429,7 +418,7 @@ static void test_fast_report_peers(void **state)
     assert_true(harness_cmd(tcp, "PING", reply, sizeof(reply)) > 0);
     assert_string_equal(reply, "OK pong");
     wait_stat(d, "fast_reports", 8);
-    assert_int_equal(stat_of(d, "fast_reports_dropped"), 7);
+    assert_int_equal(harness_daemon_stat(d, "fast_reports_dropped"), 7);
     wait_log(DLOG_PROTO_FAST, MEMBER_UID, 1);
     for (size_t i = 0; i < n_seen; i++) {
         if (seen[i].uid != MEMBER_UID)
@@ -530,7 +519,7 @@ static void test_fast_report_flood(void **state)
     CHECK(harness_reap(flood, 60000, &status));
     assert_int_equal(status, 0);
     wait_stat(d, "fast_reports", FLOOD_REPORTS);
-    dropped = stat_of(d, "fast_reports_dropped");
+    dropped = harness_daemon_stat(d, "fast_reports_dropped");
     /* Every decision divvyd took is in the log, whatever the flood cost the reports. */
     wait_log(DLOG_PROTO_LINE, OTHER_UID, FLOOD_HITS);
     wait_log(DLOG_PROTO_FAST, MEMBER_UID, (size_t)(FLOOD_REPORTS - dropped));
@@ -557,7 +546,7 @@ static void test_fast_report_off(void **state)
     /* With the log on, this close sends the batch (test_fast_report_client). */
     divvy_close(h);
     harness_pause_ms(300);
-    assert_int_equal(stat_of(d, "fast_reports"), 0);
+    assert_int_equal(harness_daemon_stat(d, "fast_reports"), 0);
     /* A report all the same is counted by the time a PING behind it is
      * answered: dropped, the log being off. */
     {
@@ -571,8 +560,8 @@ static void test_fast_report_off(void **state)
         assert_string_equal(reply, "OK pong");
         harness_close(c);
     }
-    assert_int_equal(stat_of(d, "fast_reports"), 1);
-    assert_int_equal(stat_of(d, "fast_reports_dropped"), 1);
+    assert_int_equal(harness_daemon_stat(d, "fast_reports"), 1);
+    assert_int_equal(harness_daemon_stat(d, "fast_reports_dropped"), 1);
 }
 
 int main(void)
