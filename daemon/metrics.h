@@ -112,6 +112,9 @@ struct metrics_gauges {
     struct adhoc_stats adhoc;
     bool have_tls;              /* TLS listeners (tls.h, docs/security.md) */
     uint64_t tls_handshake_failures;
+    bool have_fast_reports;     /* the decision log is on: fast-path clients report */
+    uint64_t fast_reports;      /* REPORT lines received (STATS fast_reports) */
+    uint64_t fast_reports_dropped;      /* ... not recorded (fast_reports_dropped) */
 };
 
 struct metrics;
