@@ -247,7 +247,8 @@ static int remap(struct client_fast *f, uint64_t gen)
                              rr.algo != RULES_ALGO_GCRA));
     }
     /* The old rules' counts first: the indexes change with the rules; and
-     * the reports, while divvyd still knows the rules they name. */
+     * the reports, which name the old rules (divvyd checks them against the
+     * new ones: a rule a reload kept keeps its id, docs/rules.md "Identity"). */
     flush_rules(f);
     client_report_flush(&f->report);
     rules_free(f->rules);
