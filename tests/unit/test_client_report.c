@@ -145,8 +145,8 @@ static void test_client_report_age(void **state)
 static void test_client_report_bytes(void **state)
 {
     struct fixture *f = *state;
-    static char big[2000];
-    struct proto_kv bkv = { .key = "k", .value = big, .key_len = 1, .value_len = sizeof(big) };
+    static char big[PROTO_LINE_MAX];
+    struct proto_kv bkv = { .key = "k", .value = big, .key_len = 1, .value_len = 2000 };
     struct proto_report r = { .mono_ms = 1, .rule_id = 1, .op = PROTO_PEEK };
     char buf[8192];
 
