@@ -93,16 +93,27 @@ void dlog_ring_free(struct dlog_ring *rg)
 
 /* ---- producer ------------------------------------------------------------------------------ */
 
-/* Room for @size bytes while at most @limit are used: where to write them
- * (the padding to the end written first when they would wrap), or NULL. */
-static uint8_t *reserve(struct dlog_ring *rg, size_t size, size_t limit)
+/* The bytes a record of @size takes at @head: its padding to the end too
+ * when it would wrap. */
+static size_t taken(const struct dlog_ring *rg, uint64_t head, size_t size)
+{
+    size_t off = head & rg->mask;
+
+    return off + size > rg->cap ? rg->cap - off + size : size;
+}
+
+/* Room for @size bytes while at most @limit are used, and @then more after
+ * them: where to write them (the padding to the end written first when they
+ * would wrap), or NULL. */
+static uint8_t *reserve(struct dlog_ring *rg, size_t size, size_t then, size_t limit)
 {
     uint64_t tail = __atomic_load_n(&rg->tail, __ATOMIC_ACQUIRE);
     uint64_t head = rg->head_local;
     size_t off = head & rg->mask;
     size_t pad = off + size > rg->cap ? rg->cap - off : 0;
+    size_t after = then ? taken(rg, head + pad + size, then) : 0;
 
-    if (head - tail + pad + size > limit)
+    if (head - tail + pad + size + after > limit)
         return NULL;
     if (pad) {
         struct raw_head *p = (struct raw_head *)(rg->buf + off);
@@ -136,15 +147,16 @@ static void drop(struct dlog_ring *rg, uint64_t mono_ms)
     rg->gap_mono_ms = mono_ms;
 }
 
-/* The GAP record of the drops so far, before the next record: true when
- * there is none to write or it was written. */
-static bool put_gap(struct dlog_ring *rg, size_t limit, bool *ret_kick)
+/* The GAP record of the drops so far, before the next record (of @next
+ * bytes): true when there is none to write or it was written; false, and
+ * nothing written, when the two do not fit. */
+static bool put_gap(struct dlog_ring *rg, size_t next, size_t limit, bool *ret_kick)
 {
     struct raw_head *h;
 
     if (!rg->gap)
         return true;
-    h = (struct raw_head *)reserve(rg, sizeof(*h), limit);
+    h = (struct raw_head *)reserve(rg, sizeof(*h), next, limit);
     if (!h)
         return false;
     memset(h, 0, sizeof(*h));
@@ -203,7 +215,8 @@ bool dlog_ring_put(struct dlog_ring *rg, const struct dlog_note *no, const struc
     for (unsigned i = 0; i < no->n_kv; i++)
         size += (size_t)no->kv[i].key_len + no->kv[i].value_len;
     size = align8(size);
-    if (!put_gap(rg, rg->cap, ret_kick) || !(h = (struct raw_head *)reserve(rg, size, rg->cap))) {
+    if (!put_gap(rg, size, rg->cap, ret_kick) ||
+        !(h = (struct raw_head *)reserve(rg, size, 0, rg->cap))) {
         drop(rg, no->mono_ms);
         return false;
     }
@@ -273,8 +286,8 @@ int dlog_ring_put_report(struct dlog_ring *rg, const struct dlog_decision *d, bo
         return -EINVAL;
     size = align8(size + bytes);
     /* Reports live in the first half only: divvyd's own decisions keep the second. */
-    if (!put_gap(rg, rg->cap / 2, ret_kick) ||
-        !(h = (struct raw_head *)reserve(rg, size, rg->cap / 2))) {
+    if (!put_gap(rg, size, rg->cap / 2, ret_kick) ||
+        !(h = (struct raw_head *)reserve(rg, size, 0, rg->cap / 2))) {
         drop(rg, d->mono_ms);
         return -ENOSPC;
     }
