@@ -32,6 +32,7 @@
 #define DLOG_BLOCK_CAP      (256u << 10)        /* bytes of one block we write */
 #define DLOG_WRITER_LANE    UINT32_MAX          /* block_worker of the writer's own blocks */
 #define DLOG_RULES_PER_ITEM 256                 /* rules in one DLOG_RULES item at most */
+#define DLOG_DRAIN_TURN     2048                /* records of one ring before the next's */
 
 /* The rules of one generation as the log describes them. */
 struct rules_desc {
@@ -183,11 +184,6 @@ static int rotate(struct dlog_writer *dw, uint64_t unix_ms)
     if (!len)
         return -EINVAL;
     r = dlog_files_next(&dw->files, unix_ms, hdr, len);
-    if (r < 0 && dw->files.fd >= 0) {
-        /* Opened, but the oldest could not be removed: keep writing. */
-        write_failed(dw, r, "removing old files beside", 0);
-        r = 0;
-    }
     if (r < 0)
         return r;
     stat_add(&dw->bytes, len);
@@ -335,10 +331,12 @@ static void redact(struct dlog_writer *dw, struct dlog_decision *d)
     }
 }
 
-/* Everything in ring @i, as blocks of writer @i; @offset_ms turns the
- * engine's monotonic ms into wall-clock ms. */
-static void drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
+/* Up to DLOG_DRAIN_TURN records of ring @i, as blocks of writer @i;
+ * @offset_ms turns the engine's monotonic ms into wall-clock ms.  true
+ * when it stopped at the bound (more may be waiting). */
+static bool drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
 {
+    unsigned turn = 0;
     struct dlog_ring *rg = dw->rings[i];
     struct dlog_decision *d = &dw->d;
     enum dlog_raw_kind kind;
@@ -346,7 +344,8 @@ static void drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
     int r;
 
     dlog_enc_begin(dw->enc, i);
-    while ((kind = dlog_ring_next(rg, d, &dropped, &mono)) != DLOG_RAW_NONE) {
+    while (turn++ < DLOG_DRAIN_TURN &&
+           (kind = dlog_ring_next(rg, d, &dropped, &mono)) != DLOG_RAW_NONE) {
         struct dlog_gap gap = { .dropped = dropped };
 
         if (kind == DLOG_RAW_GAP) {
@@ -369,16 +368,26 @@ static void drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
         dlog_ring_release(rg);
     }
     flush_block(dw, i);
-    dlog_ring_rearm(rg);
+    if (turn <= DLOG_DRAIN_TURN) {
+        dlog_ring_rearm(rg);
+        return false;
+    }
+    return true;
 }
 
+/* Every ring, in turns: a busy worker's ring never starves the others (the
+ * lane's, root's decisions, wait at most one turn of each). */
 static void drain_all(struct dlog_writer *dw)
 {
     int64_t offset = (int64_t)(clock_unix_ns() / 1000000) - (int64_t)clock_now_ms();
+    bool more;
 
     take_rules(dw);
-    for (unsigned i = 0; i < dw->n_rings; i++)
-        drain_ring(dw, i, offset);
+    do {
+        more = false;
+        for (unsigned i = 0; i < dw->n_rings; i++)
+            more |= drain_ring(dw, i, offset);
+    } while (more);
 }
 
 static void *drain_main(void *arg)

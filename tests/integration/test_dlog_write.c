@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -80,7 +81,7 @@ struct logread {
     size_t n_rule;
     uint64_t gaps, corrupt;
     size_t files;
-    /* A decision under a generation no RULES item described before it. */
+    /* A decision under a generation no RULES item of its file described before it. */
     size_t undescribed;
 };
 
@@ -157,6 +158,8 @@ static void read_log(struct logread *lr)
         struct dlog_item it;
         int r;
 
+        /* Each file describes the rules itself: the older ones may be gone. */
+        n_described = 0;
         CHECK(dlog_reader_open(names[f], &rd));
         while ((r = dlog_reader_next(rd, &it)) > 0) {
             if (it.type == DLOG_DECISION) {
@@ -536,6 +539,308 @@ static void test_dlog_write_redaction(void **state)
     free(conf);
 }
 
+/* ---- rotation ---------------------------------------------------------------------------- */
+
+/* Sends HITs tag=@first .. @first + @n - 1 (with a unique pad of @pad bytes) on @c in
+ * pipelined batches of @batch, 1 ms apart (a steady load the drain keeps up with: a load
+ * past what it writes drops records by design, counted); returns when all are answered.
+ * @each, when not NULL, runs after each batch with the last tag answered. */
+static void hits(struct harness_conn *c, unsigned first, unsigned n, unsigned batch, size_t pad,
+                 void (*each)(unsigned last, void *arg), void *arg)
+{
+    char *buf = malloc((size_t)batch * (pad + 64)), line[HARNESS_LINE];
+    char padv[1024];
+
+    assert_non_null(buf);
+    assert_true(pad < sizeof(padv));
+    for (unsigned i = 0; i < n; i += batch) {
+        unsigned k = n - i < batch ? n - i : batch;
+        size_t off = 0;
+
+        for (unsigned j = 0; j < k; j++) {
+            unsigned tag = first + i + j;
+
+            for (size_t p = 0; p < pad; p++)
+                padv[p] = (char)('a' + (tag * 7 + p * 13) % 26);
+            off += (size_t)sprintf(buf + off, "HIT path=/x tag=%u pad=%.*s\n", tag, (int)pad,
+                                   padv);
+        }
+        CHECK(harness_send(c, buf, off));
+        for (unsigned j = 0; j < k; j++) {
+            CHECK(harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS));
+            if (strncmp(line, "OK true", 7) != 0)
+                fail_msg("HIT %u: %s", first + i + j, line);
+        }
+        if (each)
+            each(first + i + k - 1, arg);
+        harness_pause_ms(1);
+    }
+    free(buf);
+}
+
+#define ROT_SIZE 65536
+#define ROT_FILES 3
+
+static void check_rotation(unsigned last, void *arg)
+{
+    char names[64][128];
+    size_t n = list_files(names, 64);
+    struct stat st;
+
+    (void)last;
+    (void)arg;
+    if (n > ROT_FILES)
+        fail_msg("%zu log files, at most %d kept", n, ROT_FILES);
+    for (size_t i = 0; i < n; i++)
+        if (stat(names[i], &st) == 0 && st.st_size > ROT_SIZE + ROT_SIZE / 4)
+            fail_msg("%s: %lld bytes, file_size %d plus one block at most", names[i],
+                     (long long)st.st_size, ROT_SIZE);
+}
+
+static void test_dlog_write_rotation(void **state)
+{
+    struct harness_opts o = { .workers = 1 };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c = NULL;
+    struct logread lr;
+    unsigned n = 6000;
+    char *conf;
+    char *seen;
+
+    (void)state;
+    logdir_new();
+    conf = conf_with("file_size = 65536; files = 3; flush_ms = 10;", LOCAL_RULES);
+    o.config_text = conf;
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_connect(d, HARNESS_TCP, &c));
+    hits(c, 0, n, 20, 120, check_rotation, NULL);
+    harness_close(c);
+    stop_ok(d);
+    check_rotation(0, NULL);
+
+    read_log(&lr);
+    assert_int_equal(lr.files, ROT_FILES);
+    assert_int_equal(lr.undescribed, 0);
+    assert_int_equal(lr.corrupt, 0);
+    assert_int_equal(lr.gaps, 0);
+    /* The newest decisions, none missing since the oldest kept: 3 files of 64 KiB hold
+     * at least a thousand of these. */
+    seen = calloc(n, 1);
+    assert_non_null(seen);
+    for (size_t i = 0; i < lr.n; i++) {
+        unsigned tag = (unsigned)strtoul(lr.rec[i].tag, NULL, 10);
+
+        assert_true(tag < n);
+        seen[tag]++;
+    }
+    assert_true(lr.n >= 1000 && lr.n < n);
+    for (unsigned t = n - (unsigned)lr.n; t < n; t++)
+        if (seen[t] != 1)
+            fail_msg("tag %u is in the log %d times (%zu decisions kept)", t, seen[t], lr.n);
+    free(seen);
+    logread_free(&lr);
+    harness_free(d);
+    free(conf);
+}
+
+/* ---- kill -9 ------------------------------------------------------------------------------- */
+
+struct answered {
+    unsigned *tag;              /* the last tag of each batch answered ... */
+    uint64_t *ms;               /* ... and when */
+    size_t n, cap;
+};
+
+static void note_answer(unsigned last, void *arg)
+{
+    struct answered *a = arg;
+
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 1024;
+        a->tag = realloc(a->tag, a->cap * sizeof(*a->tag));
+        a->ms = realloc(a->ms, a->cap * sizeof(*a->ms));
+        assert_true(a->tag && a->ms);
+    }
+    a->tag[a->n] = last;
+    a->ms[a->n++] = harness_now_ms();
+}
+
+#define KILL_FLUSH_MS 100
+#define KILL_MARGIN_MS 1000
+
+static void test_dlog_write_kill9(void **state)
+{
+    struct harness_opts o = { .workers = 1 };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c = NULL;
+    struct answered a = { 0 };
+    struct logread lr;
+    unsigned sent = 0, must = 0;
+    uint64_t start, killed;
+    char names[64][128];
+    struct stat st;
+    char *conf, *seen;
+    int status;
+
+    (void)state;
+    logdir_new();
+    conf = conf_with("flush_ms = 100;", LOCAL_RULES);
+    o.config_text = conf;
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    /* Steady logging for 2 s, then kill -9 with requests still coming. */
+    start = harness_now_ms();
+    while (harness_now_ms() - start < 2000) {
+        hits(c, sent, 200, 20, 20, note_answer, &a);
+        sent += 200;
+    }
+    CHECK(harness_send(c, "HIT path=/x tag=late\n", 21));
+    d->expect_exit = true;
+    CHECK(harness_kill(d, SIGKILL));
+    killed = harness_now_ms();
+    harness_stop(d, &status);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    harness_close(c);
+
+    read_log(&lr);
+    assert_int_equal(lr.corrupt, 0);
+    assert_int_equal(lr.gaps, 0);
+    seen = calloc(sent, 1);
+    assert_non_null(seen);
+    for (size_t i = 0; i < lr.n; i++) {
+        unsigned tag = (unsigned)strtoul(lr.rec[i].tag, NULL, 10);
+
+        if (strcmp(lr.rec[i].tag, "late") != 0 && tag < sent)
+            seen[tag] = 1;
+    }
+    /* Every decision answered more than flush_ms (and a generous margin) before the kill. */
+    for (size_t b = 0; b < a.n; b++)
+        if (a.ms[b] + KILL_FLUSH_MS + KILL_MARGIN_MS < killed)
+            must = a.tag[b] + 1;
+    assert_true(must > 1000);
+    for (unsigned t = 0; t < must; t++)
+        if (!seen[t])
+            fail_msg("decision %u, answered over %d ms before kill -9, is not in the log "
+                     "(%zu of %u there)", t, KILL_FLUSH_MS + KILL_MARGIN_MS, lr.n, sent);
+    logread_free(&lr);
+
+    /* A block cut short (a torn write) is reported where it is, never fatal; what came
+     * before it is read as before. */
+    assert_int_equal(list_files(names, 64), 1);
+    assert_int_equal(stat(names[0], &st), 0);
+    assert_int_equal(truncate(names[0], st.st_size - 7), 0);
+    {
+        struct logread cut;
+
+        read_log(&cut);
+        assert_int_equal(cut.corrupt, 1);
+        assert_true(cut.n + 200 >= must);
+        logread_free(&cut);
+    }
+    free(seen);
+    free(a.tag);
+    free(a.ms);
+    harness_free(d);
+    free(conf);
+}
+
+/* ---- an unprivileged flood does not cost root's records ------------------------------------ */
+
+struct flood {
+    struct harness_daemon *d;
+    volatile bool stop;
+    unsigned sent;
+    int err;
+};
+
+static void *flood_run(void *arg)
+{
+    struct flood *f = arg;
+    struct harness_conn *c = NULL;
+    char *buf = malloc(64 * 4200), line[HARNESS_LINE];
+    char pad[4000];
+
+    if (!buf || harness_connect(f->d, HARNESS_TCP, &c) < 0) {
+        f->err = -ENOMEM;
+        free(buf);
+        return NULL;
+    }
+    memset(pad, 'f', sizeof(pad));
+    while (!f->stop) {
+        size_t off = 0;
+
+        for (int j = 0; j < 64; j++)
+            off += (size_t)sprintf(buf + off, "HIT path=/x tag=flood pad=%.*s%u\n", 3900, pad,
+                                   f->sent + (unsigned)j);
+        if (harness_send(c, buf, off) < 0)
+            break;
+        for (int j = 0; j < 64; j++)
+            if (harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS) < 0) {
+                f->err = -EIO;
+                goto out;
+            }
+        f->sent += 64;
+    }
+out:
+    harness_close(c);
+    free(buf);
+    return NULL;
+}
+
+static void test_dlog_write_flood_spares_root(void **state)
+{
+    struct harness_opts o = { .workers = 1 };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *root = NULL, *mc = NULL;
+    struct flood f[3] = { 0 };
+    pthread_t th[3];
+    struct logread lr;
+    char rootsock[HARNESS_PATH + 8], req[64], stats[HARNESS_LINE];
+    unsigned n_root = 0;
+    char *conf;
+
+    (void)state;
+    logdir_new();
+    conf = conf_with("flush_ms = 1000;", LOCAL_RULES);
+    o.config_text = conf;
+    CHECK(harness_start(&o, &d));
+    /* Root's own socket (docs/daemon.md "The privileged lane"): its lane thread, its ring. */
+    snprintf(rootsock, sizeof(rootsock), "%s.root", d->sock);
+    CHECK(harness_connect_unix(rootsock, &root));
+    for (int i = 0; i < 3; i++) {
+        f[i].d = d;
+        assert_int_equal(pthread_create(&th[i], NULL, flood_run, &f[i]), 0);
+    }
+    for (uint64_t t0 = harness_now_ms(); harness_now_ms() - t0 < 3000; n_root++) {
+        snprintf(req, sizeof(req), "HIT path=/x tag=root%u\n", n_root);
+        cmd(root, req, "OK true");
+    }
+    for (int i = 0; i < 3; i++)
+        f[i].stop = true;
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(f[i].err, 0);
+    (void)mc;
+    (void)stats;
+    harness_close(root);
+    stop_ok(d);
+
+    read_log(&lr);
+    for (unsigned i = 0; i < n_root; i++) {
+        char tag[32];
+
+        snprintf(tag, sizeof(tag), "root%u", i);
+        find(&lr, tag, 0);
+    }
+    fprintf(stderr, "flood: %u root decisions all logged; %u unprivileged sent, %zu logged, "
+            "%llu dropped\n", n_root, f[0].sent + f[1].sent + f[2].sent, lr.n - n_root,
+            (unsigned long long)lr.gaps);
+    logread_free(&lr);
+    harness_free(d);
+    free(conf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -545,6 +850,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dlog_write_rules_after_reload, harness_setup,
                                         dlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_redaction, harness_setup, dlog_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_write_rotation, harness_setup, dlog_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_write_kill9, harness_setup, dlog_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_write_flood_spares_root, harness_setup,
+                                        dlog_teardown),
     };
 
     return cmocka_run_group_tests_name("dlog_write", tests, harness_grpc_setup,
