@@ -369,6 +369,11 @@ enum dlog_raw_kind dlog_ring_next(struct dlog_ring *rg, struct dlog_decision *d,
     return DLOG_RAW_DECISION;
 }
 
+size_t dlog_ring_size(const struct dlog_ring *rg)
+{
+    return rg->cur_size;
+}
+
 void dlog_ring_release(struct dlog_ring *rg)
 {
     if (!rg->cur_size)

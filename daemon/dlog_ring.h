@@ -81,6 +81,9 @@ enum dlog_raw_kind { DLOG_RAW_NONE = 0, DLOG_RAW_DECISION, DLOG_RAW_GAP };
 enum dlog_raw_kind dlog_ring_next(struct dlog_ring *rg, struct dlog_decision *d,
                                   uint64_t *ret_dropped, uint64_t *ret_mono_ms);
 
+/* The bytes the record dlog_ring_next() returned last takes in the ring. */
+size_t dlog_ring_size(const struct dlog_ring *rg);
+
 /* Gives back the room of the record dlog_ring_next() returned last. */
 void dlog_ring_release(struct dlog_ring *rg);
 

@@ -32,7 +32,7 @@
 #define DLOG_BLOCK_CAP      (256u << 10)        /* bytes of one block we write */
 #define DLOG_WRITER_LANE    UINT32_MAX          /* block_worker of the writer's own blocks */
 #define DLOG_RULES_PER_ITEM 256                 /* rules in one DLOG_RULES item at most */
-#define DLOG_DRAIN_TURN     2048                /* records of one ring before the next's */
+#define DLOG_DRAIN_TURN     (256u << 10)        /* bytes of one ring before the next's */
 
 /* The rules of one generation as the log describes them. */
 struct rules_desc {
@@ -331,12 +331,12 @@ static void redact(struct dlog_writer *dw, struct dlog_decision *d)
     }
 }
 
-/* Up to DLOG_DRAIN_TURN records of ring @i, as blocks of writer @i;
+/* Up to DLOG_DRAIN_TURN bytes of ring @i, as blocks of writer @i;
  * @offset_ms turns the engine's monotonic ms into wall-clock ms.  true
  * when it stopped at the bound (more may be waiting). */
 static bool drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
 {
-    unsigned turn = 0;
+    size_t turn = 0;
     struct dlog_ring *rg = dw->rings[i];
     struct dlog_decision *d = &dw->d;
     enum dlog_raw_kind kind;
@@ -344,8 +344,9 @@ static bool drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
     int r;
 
     dlog_enc_begin(dw->enc, i);
-    while (turn++ < DLOG_DRAIN_TURN &&
+    while (turn < DLOG_DRAIN_TURN &&
            (kind = dlog_ring_next(rg, d, &dropped, &mono)) != DLOG_RAW_NONE) {
+        turn += dlog_ring_size(rg);
         struct dlog_gap gap = { .dropped = dropped };
 
         if (kind == DLOG_RAW_GAP) {
@@ -368,15 +369,27 @@ static bool drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
         dlog_ring_release(rg);
     }
     flush_block(dw, i);
-    if (turn <= DLOG_DRAIN_TURN) {
+    if (turn < DLOG_DRAIN_TURN) {
         dlog_ring_rearm(rg);
         return false;
     }
     return true;
 }
 
-/* Every ring, in turns: a busy worker's ring never starves the others (the
- * lane's, root's decisions, wait at most one turn of each). */
+/* The lane threads' rings (root's and the admin group's decisions, pam_divvy's
+ * among them): the second half of the rings. */
+static bool drain_lanes(struct dlog_writer *dw, int64_t offset_ms)
+{
+    bool more = false;
+
+    for (unsigned i = dw->n_rings / 2; i < dw->n_rings; i++)
+        more |= drain_ring(dw, i, offset_ms);
+    return more;
+}
+
+/* Every ring, in turns of DLOG_DRAIN_TURN bytes, the lanes' before each
+ * worker's: a flooded worker's ring never starves the others, and root's
+ * decisions wait at most one turn. */
 static void drain_all(struct dlog_writer *dw)
 {
     int64_t offset = (int64_t)(clock_unix_ns() / 1000000) - (int64_t)clock_now_ms();
@@ -385,8 +398,11 @@ static void drain_all(struct dlog_writer *dw)
     take_rules(dw);
     do {
         more = false;
-        for (unsigned i = 0; i < dw->n_rings; i++)
+        for (unsigned i = 0; i < dw->n_rings / 2; i++) {
+            more |= drain_lanes(dw, offset);
             more |= drain_ring(dw, i, offset);
+        }
+        more |= drain_lanes(dw, offset);
     } while (more);
 }
 

@@ -58,7 +58,9 @@ int dlog_writer_new(const struct config_dlog *cfg, unsigned n_rings, struct dlog
 
 /*
  * divvyd's start (main.c): nothing when @cfg's decision_log is off (*ret
- * NULL, 0); else a writer with @n_rings rings, the rules in force of @rl
+ * NULL, 0); else a writer with @n_rings rings (the workers', then as many
+ * lane threads', as srv.h orders them: the drain serves the lanes' first),
+ * the rules in force of @rl
  * described, reload's hook set (reload_set_rules_hook()), the drain
  * started.  Inside no RCU section (it takes one).  -errno, logged.
  */
