@@ -252,8 +252,8 @@ static int list_ours(struct dlog_files *f, char ***ret, size_t *ret_n, uint64_t 
     return 0;
 }
 
-/* Removes our oldest files until `keep` are left (the current one last). */
-static int prune(struct dlog_files *f)
+/* Removes our oldest files until @keep are left. */
+static int prune(struct dlog_files *f, unsigned keep)
 {
     char **names = NULL;
     size_t n = 0;
@@ -264,8 +264,7 @@ static int prune(struct dlog_files *f)
     if (r < 0)
         return r;
     for (size_t i = 0; i < n; i++) {
-        if (n - i > f->keep && strcmp(names[i], f->name) != 0 &&
-            unlinkat(f->dirfd, names[i], 0) < 0 && errno != ENOENT && r == 0)
+        if (n - i > keep && unlinkat(f->dirfd, names[i], 0) < 0 && errno != ENOENT && r == 0)
             r = -errno;
         free(names[i]);
     }
@@ -299,6 +298,10 @@ int dlog_files_next(struct dlog_files *f, uint64_t unix_ms, const uint8_t *hdr, 
         free(names);
         f->seq = max_seq + 1;
     }
+    /* Room first: there are never more than `keep` files, not even for a moment. */
+    r = prune(f, f->keep - 1);
+    if (r < 0)
+        return r;
     if (!gmtime_r(&t, &tm) || strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm) != 16)
         return -EINVAL;
     snprintf(f->name, sizeof(f->name), DLOG_PREFIX "%s-%06llu" DLOG_FILE_SUFFIX, stamp,
@@ -316,7 +319,7 @@ int dlog_files_next(struct dlog_files *f, uint64_t unix_ms, const uint8_t *hdr, 
         return r;
     }
     f->size = hdr_len;
-    return prune(f);
+    return 0;
 }
 
 int dlog_files_append(struct dlog_files *f, const void *buf, size_t len)

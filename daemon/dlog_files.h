@@ -46,9 +46,10 @@ int dlog_files_open(struct dlog_files *f, const char *dir, uint64_t max_size, un
 int dlog_files_key(const char *path, uint8_t key[HASH_KEY_LEN], const char **reterr_what);
 
 /*
- * Closes the current file and starts the next one at @unix_ms with header
- * @hdr (@hdr_len bytes), then removes the oldest files past `keep`.
- * -errno (then no file is open: the next call tries again).
+ * Closes the current file, removes the oldest files so that with the next
+ * one there are `keep`, and starts that one at @unix_ms with header @hdr
+ * (@hdr_len bytes).  -errno (then no file is open: the next call tries
+ * again).
  */
 int dlog_files_next(struct dlog_files *f, uint64_t unix_ms, const uint8_t *hdr, size_t hdr_len);
 

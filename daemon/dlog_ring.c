@@ -20,18 +20,21 @@ struct raw_head {
     uint8_t kind;               /* RAW_* */
     uint8_t op, protocol, path;
     uint8_t flags, n_kv, n_out;
+    uint8_t indexed;            /* rules by index (raw_out.rule_id too): divvyd's own */
     uint16_t err;
     uint32_t uid, pid, n_reset;
+    uint32_t decider_idx, limiter_idx;  /* indexed: UINT32_MAX, none */
     uint64_t mono_ms, generation, n, credit, reset_s, decider_id;
 };
 
 struct raw_out {
-    uint64_t rule_id, credit, reset_s;
+    uint64_t rule_id, credit, reset_s;  /* rule_id: its index when indexed */
     uint8_t flags;
 };
 
+/* Where a pair's key and value are in the record's bytes. */
 struct raw_len {
-    uint16_t key, value;
+    uint16_t key_off, key, value_off, value;
 };
 
 _Static_assert(sizeof(struct raw_head) % 8 == 0, "raw records stay 8-byte aligned");
@@ -39,8 +42,9 @@ _Static_assert(sizeof(struct raw_out) % 8 == 0, "raw outcomes stay 8-byte aligne
 
 /* The longest raw record: every outcome, every pair, a full line's bytes
  * (a reported decision is bounded the same, dlog_ring_put_report()). */
+#define RAW_BYTES_MAX (2 * PROTO_LINE_MAX)
 #define RAW_MAX (sizeof(struct raw_head) + RULES_MATCH_MAX * sizeof(struct raw_out) + \
-                 PROTO_KV_MAX * sizeof(struct raw_len) + 2 * PROTO_LINE_MAX + 8)
+                 PROTO_KV_MAX * sizeof(struct raw_len) + RAW_BYTES_MAX + 8)
 
 struct dlog_ring {
     uint8_t *buf;
@@ -93,16 +97,27 @@ void dlog_ring_free(struct dlog_ring *rg)
 
 /* ---- producer ------------------------------------------------------------------------------ */
 
-/* Room for @size bytes while at most @limit are used: where to write them
- * (the padding to the end written first when they would wrap), or NULL. */
-static uint8_t *reserve(struct dlog_ring *rg, size_t size, size_t limit)
+/* The bytes a record of @size takes at @head: its padding to the end too
+ * when it would wrap. */
+static inline size_t taken(const struct dlog_ring *rg, uint64_t head, size_t size)
+{
+    size_t off = head & rg->mask;
+
+    return off + size > rg->cap ? rg->cap - off + size : size;
+}
+
+/* Room for @size bytes while at most @limit are used, and @then more after
+ * them: where to write them (the padding to the end written first when they
+ * would wrap), or NULL. */
+static inline uint8_t *reserve(struct dlog_ring *rg, size_t size, size_t then, size_t limit)
 {
     uint64_t tail = __atomic_load_n(&rg->tail, __ATOMIC_ACQUIRE);
     uint64_t head = rg->head_local;
     size_t off = head & rg->mask;
     size_t pad = off + size > rg->cap ? rg->cap - off : 0;
+    size_t after = then ? taken(rg, head + pad + size, then) : 0;
 
-    if (head - tail + pad + size > limit)
+    if (head - tail + pad + size + after > limit)
         return NULL;
     if (pad) {
         struct raw_head *p = (struct raw_head *)(rg->buf + off);
@@ -114,7 +129,7 @@ static uint8_t *reserve(struct dlog_ring *rg, size_t size, size_t limit)
     return rg->buf + (rg->head_local & rg->mask);
 }
 
-static void commit(struct dlog_ring *rg, size_t size, size_t limit, bool *ret_kick)
+static inline void commit(struct dlog_ring *rg, size_t size, size_t limit, bool *ret_kick)
 {
     uint64_t tail;
 
@@ -129,22 +144,23 @@ static void commit(struct dlog_ring *rg, size_t size, size_t limit, bool *ret_ki
     }
 }
 
-static void drop(struct dlog_ring *rg, uint64_t mono_ms)
+static inline void drop(struct dlog_ring *rg, uint64_t mono_ms)
 {
     __atomic_store_n(&rg->dropped, rg->dropped + 1, __ATOMIC_RELAXED);
     rg->gap++;
     rg->gap_mono_ms = mono_ms;
 }
 
-/* The GAP record of the drops so far, before the next record: true when
- * there is none to write or it was written. */
-static bool put_gap(struct dlog_ring *rg, size_t limit, bool *ret_kick)
+/* The GAP record of the drops so far, before the next record (of @next
+ * bytes): true when there is none to write or it was written; false, and
+ * nothing written, when the two do not fit. */
+static inline bool put_gap(struct dlog_ring *rg, size_t next, size_t limit, bool *ret_kick)
 {
     struct raw_head *h;
 
     if (!rg->gap)
         return true;
-    h = (struct raw_head *)reserve(rg, sizeof(*h), limit);
+    h = (struct raw_head *)reserve(rg, sizeof(*h), next, limit);
     if (!h)
         return false;
     memset(h, 0, sizeof(*h));
@@ -157,94 +173,122 @@ static bool put_gap(struct dlog_ring *rg, size_t limit, bool *ret_kick)
     return true;
 }
 
-/* The pairs of @n_kv @kv after head @h's outcomes (@n_out); true when each
- * length fits its field. */
-static void put_pairs(struct raw_head *h, unsigned n_out, const struct proto_kv *kv,
-                      unsigned n_kv)
+/* @n bytes from @src to @dst: a request's keys and values are mostly a few
+ * bytes, where a call to memcpy() costs more than the copy.  Overlapping
+ * word copies, never a byte outside either buffer. */
+static inline void copy_small(uint8_t *dst, const char *src, size_t n)
 {
-    struct raw_len *len = (struct raw_len *)((uint8_t *)(h + 1) + n_out * sizeof(struct raw_out));
-    uint8_t *p = (uint8_t *)(len + n_kv);
+    uint64_t a, b;
+    uint32_t c, d;
 
-    for (unsigned i = 0; i < n_kv; i++) {
-        len[i].key = kv[i].key_len;
-        len[i].value = kv[i].value_len;
-        memcpy(p, kv[i].key, kv[i].key_len);
-        p += kv[i].key_len;
-        memcpy(p, kv[i].value, kv[i].value_len);
-        p += kv[i].value_len;
+    if (n > 16) {
+        memcpy(dst, src, n);
+    } else if (n >= 8) {
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        memcpy(&c, src, 4);
+        memcpy(&d, src + n - 4, 4);
+        memcpy(dst, &c, 4);
+        memcpy(dst + n - 4, &d, 4);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (uint8_t)src[i];
     }
 }
 
-/* The id of rule @idx of @rs, and its store in *@ret_store; 0 when unknown. */
-static uint64_t rule_id(const struct rules *rs, uint32_t idx, uint8_t *ret_store)
+/* The bytes of the pairs of @n_kv @kv: SIZE_MAX past RAW_BYTES_MAX. */
+static inline size_t pairs_bytes(const struct proto_kv *kv, unsigned n_kv)
 {
-    struct rules_rule r;
+    size_t sum = 0;
 
-    if (rules_get(rs, idx, &r) < 0)
-        return 0;
-    if (ret_store)
-        *ret_store = (uint8_t)r.store;
-    return r.id;
+    for (unsigned i = 0; i < n_kv; i++)
+        sum += (size_t)kv[i].key_len + kv[i].value_len;
+    return sum <= RAW_BYTES_MAX ? sum : SIZE_MAX;
 }
 
-bool dlog_ring_put(struct dlog_ring *rg, const struct dlog_note *no, const struct rules *rs,
+/* The pairs of @n_kv @kv after head @h's outcomes (@n_out). */
+static inline void put_pairs(struct raw_head *h, unsigned n_out, const struct proto_kv *kv,
+                             unsigned n_kv)
+{
+    struct raw_len *len = (struct raw_len *)((uint8_t *)(h + 1) + n_out * sizeof(struct raw_out));
+    uint8_t *p = (uint8_t *)(len + n_kv);
+    uint16_t off = 0;
+
+    for (unsigned i = 0; i < n_kv; i++) {
+        len[i] = (struct raw_len){ .key_off = off, .key = kv[i].key_len,
+                                   .value_off = (uint16_t)(off + kv[i].key_len),
+                                   .value = kv[i].value_len };
+        copy_small(p + off, kv[i].key, kv[i].key_len);
+        off = (uint16_t)(off + kv[i].key_len);
+        copy_small(p + off, kv[i].value, kv[i].value_len);
+        off = (uint16_t)(off + kv[i].value_len);
+    }
+}
+
+bool dlog_ring_put(struct dlog_ring *rg, const struct dlog_note *no,
                    const struct eval_result *res, bool *ret_kick)
 {
     bool error = no->flags & DLOG_F_ERROR;
     unsigned n_out = error || no->rematched ? 0 : res->n;
+    size_t bytes = pairs_bytes(no->kv, no->n_kv);
     size_t size = sizeof(struct raw_head) + n_out * sizeof(struct raw_out) +
-                  no->n_kv * sizeof(struct raw_len);
+                  no->n_kv * sizeof(struct raw_len) + bytes;
     struct raw_out *out;
     struct raw_head *h;
-    uint32_t last = UINT32_MAX;
-    uint64_t last_id = 0;
-    uint8_t store = 0;
 
-    for (unsigned i = 0; i < no->n_kv; i++)
-        size += (size_t)no->kv[i].key_len + no->kv[i].value_len;
     size = align8(size);
-    if (!put_gap(rg, rg->cap, ret_kick) || !(h = (struct raw_head *)reserve(rg, size, rg->cap))) {
+    if (bytes == SIZE_MAX || !put_gap(rg, size, rg->cap, ret_kick) ||
+        !(h = (struct raw_head *)reserve(rg, size, 0, rg->cap))) {
         drop(rg, no->mono_ms);
         return false;
     }
-    *h = (struct raw_head){ .size = (uint32_t)size, .kind = RAW_DECISION, .op = no->op,
-                            .protocol = no->protocol, .flags = no->flags,
-                            .n_kv = (uint8_t)no->n_kv, .n_out = (uint8_t)n_out, .err = no->err,
-                            .uid = no->uid, .pid = no->pid, .mono_ms = no->mono_ms,
-                            .generation = no->generation, .n = no->n };
-    if (!error) {
+    /* Rules by their index in the generation's rules: the drain thread
+     * looks up their ids (a lookup per rule here would cost every hit). */
+    h->size = (uint32_t)size;
+    h->kind = RAW_DECISION;
+    h->op = no->op;
+    h->protocol = no->protocol;
+    h->path = 0;
+    h->flags = no->flags;
+    h->n_kv = (uint8_t)no->n_kv;
+    h->n_out = (uint8_t)n_out;
+    h->indexed = 1;
+    h->err = no->err;
+    h->uid = no->uid;
+    h->pid = no->pid;
+    h->mono_ms = no->mono_ms;
+    h->generation = no->generation;
+    h->n = no->n;
+    if (error) {
+        h->n_reset = 0;
+        h->credit = h->reset_s = h->decider_id = 0;
+        h->decider_idx = h->limiter_idx = UINT32_MAX;
+    } else {
         h->flags |= res->allowed ? DLOG_F_ALLOWED : 0;
         h->credit = res->credit;
         h->reset_s = res->reset_s;
         h->n_reset = res->n_reset;
+        h->decider_id = 0;
+        h->decider_idx = no->rematched ? UINT32_MAX : res->decider;
+        h->limiter_idx = no->rematched ? UINT32_MAX : res->limiter;
     }
     out = (struct raw_out *)(h + 1);
     for (unsigned i = 0; i < n_out; i++) {
         const struct eval_outcome *o = &res->o[i];
 
-        /* The rules of a path are mostly one: look each up once. */
-        if (o->rule != last) {
-            last = o->rule;
-            last_id = rule_id(rs, o->rule, NULL);
-        }
-        out[i] = (struct raw_out){ .rule_id = last_id, .credit = o->credit,
-                                   .reset_s = o->reset_s,
-                                   .flags = (uint8_t)((o->allowed ? DLOG_O_ALLOWED : 0) |
-                                                      (o->counted ? DLOG_O_COUNTED : 0) |
-                                                      (o->table_full ? DLOG_O_TABLE_FULL : 0) |
-                                                      (o->store_down ? DLOG_O_STORE_DOWN : 0) |
-                                                      (o->canary ? DLOG_O_CANARY : 0)) };
+        out[i].rule_id = o->rule;
+        out[i].credit = o->credit;
+        out[i].reset_s = o->reset_s;
+        out[i].flags = (uint8_t)((o->allowed ? DLOG_O_ALLOWED : 0) |
+                                 (o->counted ? DLOG_O_COUNTED : 0) |
+                                 (o->table_full ? DLOG_O_TABLE_FULL : 0) |
+                                 (o->store_down ? DLOG_O_STORE_DOWN : 0) |
+                                 (o->canary ? DLOG_O_CANARY : 0));
         h->flags |= (o->table_full ? DLOG_F_TABLE_FULL : 0) |
                     (o->store_down ? DLOG_F_STORE_DOWN : 0);
-    }
-    if (n_out) {
-        /* The path is the deciding rule's store; the rule named, the one whose
-         * credit the reply shows (the engine's answer names the same). */
-        uint64_t id = res->limiter == last ? last_id : rule_id(rs, res->limiter, NULL);
-
-        h->decider_id = id;
-        if (rule_id(rs, res->decider, &store))
-            h->path = (uint8_t)(DLOG_PATH_LOCAL + store);
     }
     put_pairs(h, n_out, no->kv, no->n_kv);
     commit(rg, size, rg->cap, ret_kick);
@@ -254,7 +298,7 @@ bool dlog_ring_put(struct dlog_ring *rg, const struct dlog_note *no, const struc
 int dlog_ring_put_report(struct dlog_ring *rg, const struct dlog_decision *d, bool *ret_kick)
 {
     size_t size = sizeof(struct raw_head) + d->n_out * sizeof(struct raw_out) +
-                  d->n_kv * sizeof(struct raw_len), bytes = 0;
+                  d->n_kv * sizeof(struct raw_len), bytes;
     struct proto_kv kv[PROTO_KV_MAX];
     struct raw_out *out;
     struct raw_head *h;
@@ -264,17 +308,17 @@ int dlog_ring_put_report(struct dlog_ring *rg, const struct dlog_decision *d, bo
     for (unsigned i = 0; i < d->n_kv; i++) {
         if (d->kv[i].key_len > UINT16_MAX || d->kv[i].value_len > UINT16_MAX)
             return -EINVAL;
-        bytes += (size_t)d->kv[i].key_len + d->kv[i].value_len;
         kv[i] = (struct proto_kv){ .key = d->kv[i].key, .value = d->kv[i].value,
                                    .key_len = (uint16_t)d->kv[i].key_len,
                                    .value_len = (uint16_t)d->kv[i].value_len };
     }
-    if (bytes > 2 * PROTO_LINE_MAX)
+    bytes = pairs_bytes(kv, d->n_kv);
+    if (bytes == SIZE_MAX)
         return -EINVAL;
     size = align8(size + bytes);
     /* Reports live in the first half only: divvyd's own decisions keep the second. */
-    if (!put_gap(rg, rg->cap / 2, ret_kick) ||
-        !(h = (struct raw_head *)reserve(rg, size, rg->cap / 2))) {
+    if (!put_gap(rg, size, rg->cap / 2, ret_kick) ||
+        !(h = (struct raw_head *)reserve(rg, size, 0, rg->cap / 2))) {
         drop(rg, d->mono_ms);
         return -ENOSPC;
     }
@@ -282,6 +326,7 @@ int dlog_ring_put_report(struct dlog_ring *rg, const struct dlog_decision *d, bo
      * for a decision divvyd took. */
     *h = (struct raw_head){ .size = (uint32_t)size, .kind = RAW_DECISION, .op = d->op,
                             .protocol = DLOG_PROTO_FAST, .path = d->path,
+                            .decider_idx = UINT32_MAX, .limiter_idx = UINT32_MAX,
                             .flags = d->flags | DLOG_F_REPORTED,
                             .n_kv = (uint8_t)d->n_kv, .n_out = (uint8_t)d->n_out,
                             .err = d->err, .uid = d->uid, .pid = d->pid, .n_reset = d->n_reset,
@@ -300,7 +345,8 @@ int dlog_ring_put_report(struct dlog_ring *rg, const struct dlog_decision *d, bo
 /* ---- consumer ------------------------------------------------------------------------------ */
 
 enum dlog_raw_kind dlog_ring_next(struct dlog_ring *rg, struct dlog_decision *d,
-                                  uint64_t *ret_dropped, uint64_t *ret_mono_ms)
+                                  struct dlog_raw_refs *ret_refs, uint64_t *ret_dropped,
+                                  uint64_t *ret_mono_ms)
 {
     uint64_t head = __atomic_load_n(&rg->head, __ATOMIC_ACQUIRE);
     uint64_t tail = rg->tail;
@@ -326,6 +372,9 @@ enum dlog_raw_kind dlog_ring_next(struct dlog_ring *rg, struct dlog_decision *d,
     const struct raw_len *len = (const struct raw_len *)(out + h->n_out);
     const char *p = (const char *)(len + h->n_kv);
 
+    ret_refs->indexed = h->indexed;
+    ret_refs->decider = h->decider_idx;
+    ret_refs->limiter = h->limiter_idx;
     d->unix_ms = 0;
     d->mono_ms = h->mono_ms;
     d->generation = h->generation;
@@ -346,14 +395,16 @@ enum dlog_raw_kind dlog_ring_next(struct dlog_ring *rg, struct dlog_decision *d,
         d->out[i] = (struct dlog_outcome){ .rule_id = out[i].rule_id, .credit = out[i].credit,
                                            .reset_s = out[i].reset_s, .flags = out[i].flags };
     d->n_kv = h->n_kv;
-    for (unsigned i = 0; i < h->n_kv; i++) {
-        d->kv[i] = (struct dlog_kv){ .key = p, .key_len = len[i].key, .redact = DLOG_KEEP };
-        p += len[i].key;
-        d->kv[i].value = p;
-        d->kv[i].value_len = len[i].value;
-        p += len[i].value;
-    }
+    for (unsigned i = 0; i < h->n_kv; i++)
+        d->kv[i] = (struct dlog_kv){ .key = p + len[i].key_off, .key_len = len[i].key,
+                                     .value = p + len[i].value_off, .value_len = len[i].value,
+                                     .redact = DLOG_KEEP };
     return DLOG_RAW_DECISION;
+}
+
+size_t dlog_ring_size(const struct dlog_ring *rg)
+{
+    return rg->cur_size;
 }
 
 void dlog_ring_release(struct dlog_ring *rg)

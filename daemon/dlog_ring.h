@@ -52,12 +52,14 @@ void dlog_ring_free(struct dlog_ring *rg);
 /* ---- the producer (one worker thread) --------------------------------------------------- */
 
 /*
- * Copies decision @no (with @res under @rs; @res ignored for an error) in:
- * true; false when it did not fit (dropped, counted).  Never blocks or
- * allocates.  *@ret_kick is set when the ring just passed half full and
- * the drain thread should be woken (once until it drained the ring).
+ * Copies decision @no (with @res; ignored for an error) in: true; false
+ * when it did not fit (dropped, counted).  Rules go in by their index in
+ * the rules of @no->generation (the drain thread names them,
+ * dlog_raw_refs).  Never blocks, allocates or looks a rule up.
+ * *@ret_kick is set when the ring just passed half full and the drain
+ * thread should be woken (once until it drained the ring).
  */
-bool dlog_ring_put(struct dlog_ring *rg, const struct dlog_note *no, const struct rules *rs,
+bool dlog_ring_put(struct dlog_ring *rg, const struct dlog_note *no,
                    const struct eval_result *res, bool *ret_kick);
 
 /*
@@ -73,13 +75,26 @@ int dlog_ring_put_report(struct dlog_ring *rg, const struct dlog_decision *d, bo
 /* The kinds of record dlog_ring_next() returns. */
 enum dlog_raw_kind { DLOG_RAW_NONE = 0, DLOG_RAW_DECISION, DLOG_RAW_GAP };
 
+/* How a decision names its rules. */
+struct dlog_raw_refs {
+    bool indexed;               /* divvyd's own: d->out[].rule_id are rule indexes of
+                                 * d->generation's rules, d->decider_id and d->path unset;
+                                 * false: a report, with ids as the client sent them */
+    uint32_t decider, limiter;  /* indexed: the indexes of eval_result; UINT32_MAX: none */
+};
+
 /*
- * The next record into *@d (a decision: its pairs point into the ring,
- * valid until dlog_ring_release()) or *@ret_dropped and *@ret_mono_ms (a
- * gap).  DLOG_RAW_NONE when the ring is empty.  unix_ms is left 0.
+ * The next record into *@d and *@ret_refs (a decision: its pairs point into
+ * the ring, valid until dlog_ring_release()) or *@ret_dropped and
+ * *@ret_mono_ms (a gap).  DLOG_RAW_NONE when the ring is empty.  unix_ms is
+ * left 0.
  */
 enum dlog_raw_kind dlog_ring_next(struct dlog_ring *rg, struct dlog_decision *d,
-                                  uint64_t *ret_dropped, uint64_t *ret_mono_ms);
+                                  struct dlog_raw_refs *ret_refs, uint64_t *ret_dropped,
+                                  uint64_t *ret_mono_ms);
+
+/* The bytes the record dlog_ring_next() returned last takes in the ring. */
+size_t dlog_ring_size(const struct dlog_ring *rg);
 
 /* Gives back the room of the record dlog_ring_next() returned last. */
 void dlog_ring_release(struct dlog_ring *rg);

@@ -32,6 +32,8 @@
 #define DLOG_BLOCK_CAP      (256u << 10)        /* bytes of one block we write */
 #define DLOG_WRITER_LANE    UINT32_MAX          /* block_worker of the writer's own blocks */
 #define DLOG_RULES_PER_ITEM 256                 /* rules in one DLOG_RULES item at most */
+#define DLOG_KNOWN_MAX      16                  /* generations whose rules the drain keeps */
+#define DLOG_DRAIN_TURN     (256u << 10)        /* bytes of one ring before the next's */
 
 /* The rules of one generation as the log describes them. */
 struct rules_desc {
@@ -56,7 +58,11 @@ struct dlog_writer {
 
     pthread_mutex_t lock;       /* guards pending */
     struct rules_desc *pending, **pending_tail;
-    struct rules_desc *current; /* drain thread: the newest written */
+    /* Drain thread: the generations written, newest last; decisions name their
+     * rules by index in these (a decision waits for Redis across reloads). */
+    struct rules_desc *known[DLOG_KNOWN_MAX];
+    unsigned n_known;
+    struct rules_desc *current; /* known[n_known - 1]: the rules in force */
 
     struct config_dlog_redact *redact;
     size_t n_redact;
@@ -183,11 +189,6 @@ static int rotate(struct dlog_writer *dw, uint64_t unix_ms)
     if (!len)
         return -EINVAL;
     r = dlog_files_next(&dw->files, unix_ms, hdr, len);
-    if (r < 0 && dw->files.fd >= 0) {
-        /* Opened, but the oldest could not be removed: keep writing. */
-        write_failed(dw, r, "removing old files beside", 0);
-        r = 0;
-    }
     if (r < 0)
         return r;
     stat_add(&dw->bytes, len);
@@ -291,7 +292,12 @@ static void take_rules(struct dlog_writer *dw)
     for (; list; list = next) {
         next = list->next;
         list->next = NULL;
-        desc_free(dw->current);
+        if (dw->n_known == DLOG_KNOWN_MAX) {
+            desc_free(dw->known[0]);
+            memmove(dw->known, dw->known + 1, (DLOG_KNOWN_MAX - 1) * sizeof(*dw->known));
+            dw->n_known--;
+        }
+        dw->known[dw->n_known++] = list;
         dw->current = list;
         if (dw->files.fd < 0)
             rotate(dw, clock_unix_ns() / 1000000);     /* writes dw->current */
@@ -309,6 +315,34 @@ static enum dlog_redact redact_of(const struct dlog_writer *dw, const char *k, s
         if (strlen(dw->redact[i].key) == len && memcmp(dw->redact[i].key, k, len) == 0)
             return (enum dlog_redact)dw->redact[i].how;
     return DLOG_KEEP;
+}
+
+/* The rules of @generation, or NULL when the drain no longer knows them. */
+static const struct rules_desc *desc_of(const struct dlog_writer *dw, uint64_t generation)
+{
+    for (unsigned i = dw->n_known; i-- > 0;)
+        if (dw->known[i]->generation == generation)
+            return dw->known[i];
+    return NULL;
+}
+
+/* Names the rules of divvyd's own decision @d (by index, @ix): their ids, and
+ * the path of the rule that decided (none for zero semantics: no counter). */
+static void resolve(const struct dlog_writer *dw, struct dlog_decision *d,
+                    const struct dlog_raw_refs *ix)
+{
+    const struct rules_desc *rd = desc_of(dw, d->generation);
+    const struct dlog_outcome *od = d->n_out ? &d->out[d->n_out - 1] : NULL;
+    uint32_t n = rd ? rd->n : 0;
+
+    d->path = DLOG_PATH_NONE;
+    d->decider_id = ix->limiter < n ? rd->rule[ix->limiter].id : 0;
+    if (ix->decider < n && od && (od->rule_id != ix->decider ||
+                                  (od->flags & (DLOG_O_COUNTED | DLOG_O_TABLE_FULL |
+                                                DLOG_O_STORE_DOWN))))
+        d->path = (uint8_t)(DLOG_PATH_LOCAL + rd->rule[ix->decider].store);
+    for (unsigned i = 0; i < d->n_out; i++)
+        d->out[i].rule_id = d->out[i].rule_id < n ? rd->rule[d->out[i].rule_id].id : 0;
 }
 
 static void redact(struct dlog_writer *dw, struct dlog_decision *d)
@@ -335,24 +369,31 @@ static void redact(struct dlog_writer *dw, struct dlog_decision *d)
     }
 }
 
-/* Everything in ring @i, as blocks of writer @i; @offset_ms turns the
- * engine's monotonic ms into wall-clock ms. */
-static void drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
+/* Up to DLOG_DRAIN_TURN bytes of ring @i, as blocks of writer @i;
+ * @offset_ms turns the engine's monotonic ms into wall-clock ms.  true
+ * when it stopped at the bound (more may be waiting). */
+static bool drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
 {
+    size_t turn = 0;
     struct dlog_ring *rg = dw->rings[i];
     struct dlog_decision *d = &dw->d;
+    struct dlog_raw_refs ix;
     enum dlog_raw_kind kind;
     uint64_t dropped, mono;
     int r;
 
     dlog_enc_begin(dw->enc, i);
-    while ((kind = dlog_ring_next(rg, d, &dropped, &mono)) != DLOG_RAW_NONE) {
+    while (turn < DLOG_DRAIN_TURN &&
+           (kind = dlog_ring_next(rg, d, &ix, &dropped, &mono)) != DLOG_RAW_NONE) {
+        turn += dlog_ring_size(rg);
         struct dlog_gap gap = { .dropped = dropped };
 
         if (kind == DLOG_RAW_GAP) {
             gap.unix_ms = (uint64_t)((int64_t)mono + offset_ms);
         } else {
             d->unix_ms = (uint64_t)((int64_t)d->mono_ms + offset_ms);
+            if (ix.indexed)
+                resolve(dw, d, &ix);
             redact(dw, d);
         }
         for (int tries = 0; tries < 2; tries++) {
@@ -369,16 +410,41 @@ static void drain_ring(struct dlog_writer *dw, unsigned i, int64_t offset_ms)
         dlog_ring_release(rg);
     }
     flush_block(dw, i);
-    dlog_ring_rearm(rg);
+    if (turn < DLOG_DRAIN_TURN) {
+        dlog_ring_rearm(rg);
+        return false;
+    }
+    return true;
 }
 
+/* The lane threads' rings (root's and the admin group's decisions, pam_divvy's
+ * among them): the second half of the rings. */
+static bool drain_lanes(struct dlog_writer *dw, int64_t offset_ms)
+{
+    bool more = false;
+
+    for (unsigned i = dw->n_rings / 2; i < dw->n_rings; i++)
+        more |= drain_ring(dw, i, offset_ms);
+    return more;
+}
+
+/* Every ring, in turns of DLOG_DRAIN_TURN bytes, the lanes' before each
+ * worker's: a flooded worker's ring never starves the others, and root's
+ * decisions wait at most one turn. */
 static void drain_all(struct dlog_writer *dw)
 {
     int64_t offset = (int64_t)(clock_unix_ns() / 1000000) - (int64_t)clock_now_ms();
+    bool more;
 
     take_rules(dw);
-    for (unsigned i = 0; i < dw->n_rings; i++)
-        drain_ring(dw, i, offset);
+    do {
+        more = false;
+        for (unsigned i = 0; i < dw->n_rings / 2; i++) {
+            more |= drain_lanes(dw, offset);
+            more |= drain_ring(dw, i, offset);
+        }
+        more |= drain_lanes(dw, offset);
+    } while (more);
 }
 
 static void *drain_main(void *arg)
@@ -559,7 +625,8 @@ void dlog_writer_free(struct dlog_writer *dw)
         next = d->next;
         desc_free(d);
     }
-    desc_free(dw->current);
+    for (unsigned i = 0; i < dw->n_known; i++)
+        desc_free(dw->known[i]);
     for (size_t i = 0; i < dw->n_redact; i++)
         free(dw->redact[i].key);
     free(dw->redact);
@@ -590,12 +657,11 @@ static void kick(struct dlog_writer *dw)
     (void)!write(dw->efd, &(uint64_t){ 1 }, sizeof(uint64_t));
 }
 
-void dlog_decided(struct worker *w, const struct dlog_note *no, const struct rules *rs,
-                  const struct eval_result *res)
+void dlog_decided(struct worker *w, const struct dlog_note *no, const struct eval_result *res)
 {
     bool wake = false;
 
-    dlog_ring_put(w->dlog, no, rs, res, &wake);
+    dlog_ring_put(w->dlog, no, res, &wake);
     if (wake)
         kick(w->s->o.dlog);
 }

@@ -58,7 +58,9 @@ int dlog_writer_new(const struct config_dlog *cfg, unsigned n_rings, struct dlog
 
 /*
  * divvyd's start (main.c): nothing when @cfg's decision_log is off (*ret
- * NULL, 0); else a writer with @n_rings rings, the rules in force of @rl
+ * NULL, 0); else a writer with @n_rings rings (the workers', then as many
+ * lane threads', as srv.h orders them: the drain serves the lanes' first),
+ * the rules in force of @rl
  * described, reload's hook set (reload_set_rules_hook()), the drain
  * started.  Inside no RCU section (it takes one).  -errno, logged.
  */
@@ -94,11 +96,11 @@ void dlog_writer_free(struct dlog_writer *dw);
 void dlog_writer_stats(const struct dlog_writer *dw, struct dlog_writer_stats *ret);
 
 /*
- * The engine's hook (engine_settle()): copies decision @no (@res under
- * @rs) into worker @w's ring.  The caller checks w->dlog first.
+ * The engine's hook (engine_settle()): copies decision @no (@res, its rule
+ * indexes those of @no->generation's rules) into worker @w's ring.  The
+ * caller checks w->dlog first.
  */
-void dlog_decided(struct worker *w, const struct dlog_note *no, const struct rules *rs,
-                  const struct eval_result *res);
+void dlog_decided(struct worker *w, const struct dlog_note *no, const struct eval_result *res);
 
 /*
  * Records a fast-path client's report @d on worker @w (its front-end

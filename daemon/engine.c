@@ -157,11 +157,10 @@ static enum proto_err error_code(int r)
     }
 }
 
-/* @call's decision (@r, @err, @res under @rs) into the worker's decision log
+/* @call's decision (@r, @err, @res) into the worker's decision log
  * buffer: a copy, nothing more (dlog_ring.h). */
-static void engine_record(struct worker *w, const struct engine_call *call,
-                          const struct rules *rs, int r, enum proto_err err,
-                          const struct eval_result *res)
+static void engine_record(struct worker *w, const struct engine_call *call, int r,
+                          enum proto_err err, const struct eval_result *res)
 {
     struct dlog_note no = {
         .kv = call->kv, .n_kv = call->n_kv, .op = (uint8_t)call->op,
@@ -177,7 +176,7 @@ static void engine_record(struct worker *w, const struct engine_call *call,
         .generation = call->generation, .n = call->n,
     };
 
-    dlog_decided(w, &no, rs, res);
+    dlog_decided(w, &no, res);
 }
 
 /*
@@ -213,7 +212,7 @@ static void engine_settle(struct worker *w, const struct engine_call *call,
             a.reason = "internal error";
         }
         if (w->dlog)
-            engine_record(w, call, rs, r, a.err, res);
+            engine_record(w, call, r, a.err, res);
         call->done(call->arg, &a);
         return;
     }
@@ -231,7 +230,7 @@ static void engine_settle(struct worker *w, const struct engine_call *call,
                 (unsigned)call->uid, res->n_reset, rule[0] ? rule : "?");
     }
     if (w->dlog)
-        engine_record(w, call, rs, r, a.err, res);
+        engine_record(w, call, r, a.err, res);
     a.rs = rs;
     a.res = res;
     a.rule = rule;
