@@ -260,6 +260,28 @@ static void check_seen(const struct seen *s, const struct divvy_result *res, uin
     assert_true(s->mono_ms + 20 >= t0 && s->mono_ms <= t1);
 }
 
+/* The same rules and one more: the fast rule keeps its id (docs/rules.md
+ * "Identity"); the client's next decision loads the new generation. */
+static void reload_more_rules(struct harness_daemon *d)
+{
+    static const char more[] = "    { match = { path = \"/extra\"; }; credit_limit = 5;\n"
+                               "      reset_seconds = 60; },\n"
+                               "    { default = true;";
+    struct harness_conn *c = NULL;
+    char text[sizeof(conf) + 256], reply[HARNESS_LINE], *p;
+
+    snprintf(text, sizeof(text), "%s", conf);
+    p = strstr(text, "    { default = true;");
+    assert_non_null(p);
+    snprintf(p, sizeof(text) - (size_t)(p - text), "%s%s", more,
+             strstr(conf, "    { default = true;") + strlen("    { default = true;"));
+    CHECK(harness_write_config(d, text));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    assert_true(harness_cmd(c, "RELOAD", reply, sizeof(reply)) > 0);
+    assert_non_null(strstr(reply, "OK reloaded"));
+    harness_close(c);
+}
+
 static void test_fast_report_client(void **state)
 {
     struct harness_daemon *d = start(true, 0, false);
@@ -312,7 +334,21 @@ static void test_fast_report_client(void **state)
     assert_int_equal(count(DLOG_PROTO_FAST, geteuid()), base + 1);   /* the second waits */
     divvy_close(h);
     wait_log(DLOG_PROTO_FAST, geteuid(), base + 2);
-    assert_int_equal(harness_daemon_stat(d, "fast_reports"), 9);
+
+    /* New rules: the batch goes before the handle decides with them. */
+    CHECK(divvy_open(NULL, DIVVY_FAST_ONLY, &h));
+    CHECK(divvy_peek(h, kv1, 2, &res[0]));
+    reload_more_rules(d);
+    CHECK(divvy_peek(h, kv1, 2, &res[1]));
+    assert_int_equal(res[1].fast_path, 1);
+    base += 2;
+    wait_log(DLOG_PROTO_FAST, geteuid(), base + 1);
+    harness_pause_ms(300);
+    read_log();
+    assert_int_equal(count(DLOG_PROTO_FAST, geteuid()), base + 1);   /* the second waits */
+    divvy_close(h);
+    wait_log(DLOG_PROTO_FAST, geteuid(), base + 2);
+    assert_int_equal(harness_daemon_stat(d, "fast_reports"), 11);
     assert_int_equal(harness_daemon_stat(d, "fast_reports_dropped"), 0);
 }
 
