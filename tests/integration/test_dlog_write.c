@@ -318,7 +318,7 @@ static void test_dlog_write_line_resp_redis(void **state)
     assert_int_equal(r->d.n, 1);
     assert_int_equal(r->d.flags, DLOG_F_ALLOWED | DLOG_F_PRIVILEGED);
     assert_int_equal(r->d.uid, getuid());
-    assert_int_equal(r->d.pid, DLOG_UNKNOWN_ID);
+    assert_int_equal(r->d.pid, getpid());       /* who connected, as the kernel says */
     assert_int_equal(r->d.path, DLOG_PATH_LOCAL);
     assert_int_equal(r->d.decider_id, rule_id(&lr, "local1"));
     assert_int_equal(r->d.credit, 0);
@@ -332,6 +332,7 @@ static void test_dlog_write_line_resp_redis(void **state)
     r = find(&lr, "t1", 0);
     assert_int_equal(r->d.flags, DLOG_F_ALLOWED);
     assert_int_equal(r->d.uid, DLOG_UNKNOWN_ID);
+    assert_int_equal(r->d.pid, DLOG_UNKNOWN_ID);
     r = find(&lr, "take1", 0);
     assert_int_equal(r->d.op, TABLE_TAKE);
     assert_int_equal(r->d.n, 2);
@@ -360,6 +361,7 @@ static void test_dlog_write_line_resp_redis(void **state)
     assert_int_equal(r->d.decider_id, rule_id(&lr, "lease1"));
     r = find(&lr, "resp1", 0);
     assert_int_equal(r->d.protocol, DLOG_PROTO_RESP);
+    assert_int_equal(r->d.pid, getpid());
     assert_int_equal(r->d.decider_id, rule_id(&lr, "dflt"));
     /* In the order each connection sent them (one worker). */
     assert_true(find(&lr, "u1", 0) < find(&lr, "u1", 1));
