@@ -234,7 +234,8 @@ static int list_ours(struct dlog_files *f, char ***ret, size_t *ret_n, uint64_t 
         free(names);
         return r;
     }
-    qsort(names, n, sizeof(*names), name_cmp);
+    if (n > 1)
+        qsort(names, n, sizeof(*names), name_cmp);
     *ret = names;
     *ret_n = n;
     return 0;
