@@ -665,17 +665,28 @@ static void test_dlog_write_rotation(void **state)
     struct harness_conn *c = NULL;
     struct logread lr;
     unsigned n = 6000;
-    char *conf;
-    char *seen;
+    char *conf, *rest, *seen, *scrape;
+    int port = harness_free_port(SOCK_STREAM);
 
     (void)state;
     logdir_new();
-    conf = conf_with("file_size = 65536; files = 3; flush_ms = 10;", LOCAL_RULES);
+    assert_true(asprintf(&rest, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", port,
+                         LOCAL_RULES) > 0);
+    conf = conf_with("file_size = 65536; files = 3; flush_ms = 10;", rest);
     o.config_text = conf;
     CHECK(harness_start(&o, &d));
     CHECK(harness_connect(d, HARNESS_TCP, &c));
     hits(c, 0, n, 20, 120, check_rotation, NULL);
     harness_close(c);
+    /* The metrics count what was written: every decision, none lost. */
+    scrape = malloc(1 << 16);
+    assert_non_null(scrape);
+    harness_scrape_until(port, "/metrics", "divvy_decision_log_records_total 6000", scrape,
+                         1 << 16);
+    assert_non_null(strstr(scrape, "divvy_decision_log_dropped_total{source=\"divvyd\"} 0\n"));
+    assert_non_null(strstr(scrape, "divvy_decision_log_write_errors_total 0\n"));
+    free(scrape);
+    free(rest);
     stop_ok(d);
     check_rotation(0, NULL);
 
