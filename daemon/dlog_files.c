@@ -82,17 +82,6 @@ fail:
     return r;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* A new key file at @path (O_EXCL: a racing divvyd's stays). */
 static int make_key(const char *path)
 {
@@ -159,13 +148,12 @@ int dlog_files_key(const char *path, uint8_t key[HASH_KEY_LEN], const char **ret
     n = fdio_read_all(fd, text, sizeof(text));
     if (n != 2 * HASH_KEY_LEN + 1 || text[2 * HASH_KEY_LEN] != '\n')
         goto out;
-    for (size_t i = 0; i < HASH_KEY_LEN; i++) {
-        int hi = hex_digit(text[2 * i]), lo = hex_digit(text[2 * i + 1]);
-
-        if (hi < 0 || lo < 0)
+    text[2 * HASH_KEY_LEN] = '\0';
+    if (strspn(text, "0123456789abcdefABCDEF") != 2 * HASH_KEY_LEN)
+        goto out;
+    for (size_t i = 0; i < HASH_KEY_LEN; i++)
+        if (sscanf(text + 2 * i, "%2hhx", &key[i]) != 1)
             goto out;
-        key[i] = (uint8_t)(hi << 4 | lo);
-    }
     r = 0;
 out:
     explicit_bzero(text, sizeof(text));
@@ -246,7 +234,8 @@ static int list_ours(struct dlog_files *f, char ***ret, size_t *ret_n, uint64_t 
         free(names);
         return r;
     }
-    qsort(names, n, sizeof(*names), name_cmp);
+    if (n > 1)
+        qsort(names, n, sizeof(*names), name_cmp);
     *ret = names;
     *ret_n = n;
     return 0;

@@ -211,9 +211,7 @@ int fastfd_peer(struct fastfd *ff, int sock, uid_t *ret_uid, pid_t *ret_pid)
     bool member;
     int r;
 
-    r = peer_cred(sock, ff->gid, &uid, &member);
-    if (r == 0)
-        r = peer_pid(sock, &pid);
+    r = peer_cred_pid(sock, ff->gid, &uid, &member, &pid);
     if (r < 0)
         return r;
     if (!member)

@@ -63,7 +63,8 @@ static void render_dlog(FILE *f, const struct metrics_gauges *g)
             (unsigned long long)(g->dlog_dropped - g->dlog_reports_dropped));
     fprintf(f, "divvy_decision_log_dropped_total{source=\"fast_path_report\"} %llu\n",
             (unsigned long long)g->dlog_reports_dropped);
-    put_head(f, "divvy_decision_log_bytes_total", "counter", "Bytes written to decision log files.");
+    put_head(f, "divvy_decision_log_bytes_total", "counter",
+             "Bytes written to decision log files.");
     fprintf(f, "divvy_decision_log_bytes_total %llu\n", (unsigned long long)g->dlog_bytes);
     put_head(f, "divvy_decision_log_write_errors_total", "counter",
              "Failed writes, file creations and removals of the decision log.");

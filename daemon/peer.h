@@ -21,8 +21,8 @@
  */
 int peer_cred(int fd, gid_t gid, uid_t *ret_uid, bool *ret_member);
 
-/* The peer's process id (SO_PEERCRED: the process that connected) in
- * *ret_pid.  0, or -errno as peer_cred(). */
-int peer_pid(int fd, pid_t *ret_pid);
+/* peer_cred(), and in *ret_pid the process that connected (when it did:
+ * the decision log's record of who asked). */
+int peer_cred_pid(int fd, gid_t gid, uid_t *ret_uid, bool *ret_member, pid_t *ret_pid);
 
 #endif

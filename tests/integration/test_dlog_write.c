@@ -318,7 +318,7 @@ static void test_dlog_write_line_resp_redis(void **state)
     assert_int_equal(r->d.n, 1);
     assert_int_equal(r->d.flags, DLOG_F_ALLOWED | DLOG_F_PRIVILEGED);
     assert_int_equal(r->d.uid, getuid());
-    assert_int_equal(r->d.pid, DLOG_UNKNOWN_ID);
+    assert_int_equal(r->d.pid, getpid());       /* who connected, as the kernel says */
     assert_int_equal(r->d.path, DLOG_PATH_LOCAL);
     assert_int_equal(r->d.decider_id, rule_id(&lr, "local1"));
     assert_int_equal(r->d.credit, 0);
@@ -332,6 +332,7 @@ static void test_dlog_write_line_resp_redis(void **state)
     r = find(&lr, "t1", 0);
     assert_int_equal(r->d.flags, DLOG_F_ALLOWED);
     assert_int_equal(r->d.uid, DLOG_UNKNOWN_ID);
+    assert_int_equal(r->d.pid, DLOG_UNKNOWN_ID);
     r = find(&lr, "take1", 0);
     assert_int_equal(r->d.op, TABLE_TAKE);
     assert_int_equal(r->d.n, 2);
@@ -360,6 +361,7 @@ static void test_dlog_write_line_resp_redis(void **state)
     assert_int_equal(r->d.decider_id, rule_id(&lr, "lease1"));
     r = find(&lr, "resp1", 0);
     assert_int_equal(r->d.protocol, DLOG_PROTO_RESP);
+    assert_int_equal(r->d.pid, getpid());
     assert_int_equal(r->d.decider_id, rule_id(&lr, "dflt"));
     /* In the order each connection sent them (one worker). */
     assert_true(find(&lr, "u1", 0) < find(&lr, "u1", 1));
@@ -539,6 +541,65 @@ static void test_dlog_write_redaction(void **state)
     free(conf);
 }
 
+/* ---- a directory or key divvyd must not trust ------------------------------------------ */
+
+/* divvyd on @conf (a file in top/) must refuse to start, saying @why. */
+static void refuses(const char *conf, const char *why)
+{
+    char path[128], state[128], sock[160], err[8192];
+    const char *args[] = { "--config", path, "--state-dir", state, "--listen", sock, NULL };
+    int status = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/divvy.conf", top);
+    snprintf(state, sizeof(state), "%s/state", top);
+    snprintf(sock, sizeof(sock), "unix:%s/s.sock", top);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(conf, f);
+    fclose(f);
+    CHECK(harness_run_divvyd(args, 20000, &status, NULL, 0, err, sizeof(err)));
+    if (status != 1 || !strstr(err, why))
+        fail_msg("divvyd exited %d, want 1 saying \"%s\": %s", status, why, err);
+}
+
+static void test_dlog_write_refuses_untrusted_places(void **state)
+{
+    char *conf, keypath[128], link[128];
+    FILE *f;
+
+    (void)state;
+    logdir_new();
+    conf = conf_with("redact = { user = \"hash\"; };", LOCAL_RULES);
+    /* A directory others can write: they could plant or remove files. */
+    assert_int_equal(mkdir(logdir, 0700), 0);
+    assert_int_equal(chmod(logdir, 0777), 0);
+    refuses(conf, "others can write to it");
+    /* A symlink in its place. */
+    assert_int_equal(rmdir(logdir), 0);
+    snprintf(link, sizeof(link), "%s/elsewhere", top);
+    assert_int_equal(mkdir(link, 0750), 0);
+    assert_int_equal(symlink(link, logdir), 0);
+    refuses(conf, "cannot open it");
+    assert_int_equal(unlink(logdir), 0);
+    /* A hash key others may read: whoever reads the log could brute-force the hashes. */
+    snprintf(keypath, sizeof(keypath), "%s.key", logdir);
+    f = fopen(keypath, "w");
+    assert_non_null(f);
+    fputs("00112233445566778899aabbccddeeff\n", f);
+    fclose(f);
+    assert_int_equal(chmod(keypath, 0644), 0);
+    refuses(conf, "its group or others may read or write it");
+    /* Not a key. */
+    assert_int_equal(chmod(keypath, 0600), 0);
+    f = fopen(keypath, "w");
+    assert_non_null(f);
+    fputs("not a key\n", f);
+    fclose(f);
+    refuses(conf, "it is not 32 hex digits");
+    free(conf);
+}
+
 /* ---- rotation ---------------------------------------------------------------------------- */
 
 /* Sends HITs tag=@first .. @first + @n - 1 (with a unique pad of @pad bytes) on @c in
@@ -604,17 +665,28 @@ static void test_dlog_write_rotation(void **state)
     struct harness_conn *c = NULL;
     struct logread lr;
     unsigned n = 6000;
-    char *conf;
-    char *seen;
+    char *conf, *rest, *seen, *scrape;
+    int port = harness_free_port(SOCK_STREAM);
 
     (void)state;
     logdir_new();
-    conf = conf_with("file_size = 65536; files = 3; flush_ms = 10;", LOCAL_RULES);
+    assert_true(asprintf(&rest, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", port,
+                         LOCAL_RULES) > 0);
+    conf = conf_with("file_size = 65536; files = 3; flush_ms = 10;", rest);
     o.config_text = conf;
     CHECK(harness_start(&o, &d));
     CHECK(harness_connect(d, HARNESS_TCP, &c));
     hits(c, 0, n, 20, 120, check_rotation, NULL);
     harness_close(c);
+    /* The metrics count what was written: every decision, none lost. */
+    scrape = malloc(1 << 16);
+    assert_non_null(scrape);
+    harness_scrape_until(port, "/metrics", "divvy_decision_log_records_total 6000", scrape,
+                         1 << 16);
+    assert_non_null(strstr(scrape, "divvy_decision_log_dropped_total{source=\"divvyd\"} 0\n"));
+    assert_non_null(strstr(scrape, "divvy_decision_log_write_errors_total 0\n"));
+    free(scrape);
+    free(rest);
     stop_ok(d);
     check_rotation(0, NULL);
 
@@ -852,6 +924,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dlog_write_rules_after_reload, harness_setup,
                                         dlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_redaction, harness_setup, dlog_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_write_refuses_untrusted_places, harness_setup,
+                                        dlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_rotation, harness_setup, dlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_kill9, harness_setup, dlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_flood_spares_root, harness_setup,

@@ -16,36 +16,18 @@
 #include <cmocka.h>
 
 #include "config.h"
-#include "dlog.h"
 #include "daemon/reload_diff.h"
+#include "dlog.h"
+#include "unit_config.h"
 
 #define TAIL "rules = ( { default = true; credit_limit = 1; reset_seconds = 60; } );\n"
 
-/* config_load() of @text (a temporary file): its result, the problems in @d. */
-static int load(const char *text, struct config **ret, struct diag *d)
-{
-    char path[] = "/tmp/divvy-test-dlog-XXXXXX.conf";
-    int fd = mkstemps(path, 5), r;
-    FILE *f;
-
-    assert_true(fd >= 0);
-    f = fdopen(fd, "w");
-    assert_non_null(f);
-    assert_true(fputs(text, f) >= 0);
-    assert_int_equal(fclose(f), 0);
-    diag_init(d);
-    r = config_load(path, ret, d);
-    unlink(path);
-    return r;
-}
-
+/* @text must be refused, its first problem at @line saying @msg. */
 static void refused(const char *text, unsigned line, const char *msg)
 {
-    struct config *cfg = NULL;
     struct diag d;
 
-    assert_int_equal(load(text, &cfg, &d), -EINVAL);
-    assert_null(cfg);
+    assert_null(load("conf", text, &d));
     assert_true(d.n >= 1);
     if (d.e[0].line != line || !strstr(d.e[0].msg, msg))
         fail_msg("error %u: \"%s\", want %u: \"%s\"", d.e[0].line, d.e[0].msg, line, msg);
@@ -53,11 +35,10 @@ static void refused(const char *text, unsigned line, const char *msg)
 
 static void test_config_dlog_off_by_default(void **state)
 {
-    struct config *cfg = NULL;
-    struct diag d;
+    struct config *cfg;
 
     (void)state;
-    assert_int_equal(load(TAIL, &cfg, &d), 0);
+    cfg = load_ok("conf", TAIL);
     assert_false(cfg->dlog.enabled);
     assert_null(cfg->dlog.directory);
     assert_int_equal(cfg->dlog.file_size, CONFIG_DLOG_FILE_SIZE);
@@ -69,11 +50,10 @@ static void test_config_dlog_off_by_default(void **state)
 
 static void test_config_dlog_one_setting_turns_it_on(void **state)
 {
-    struct config *cfg = NULL;
-    struct diag d;
+    struct config *cfg;
 
     (void)state;
-    assert_int_equal(load("decision_log = { enabled = true; };\n" TAIL, &cfg, &d), 0);
+    cfg = load_ok("conf", "decision_log = { enabled = true; };\n" TAIL);
     assert_true(cfg->dlog.enabled);
     assert_int_equal(cfg->dlog.line, 1);
     assert_int_equal(cfg->dlog.files, CONFIG_DLOG_FILES);
@@ -91,11 +71,10 @@ static void test_config_dlog_every_setting(void **state)
         "    flush_ms = 250;\n"
         "    redact = { user = \"hash\"; password = \"drop\"; ip = \"keep\"; };\n"
         "};\n" TAIL;
-    struct config *cfg = NULL;
-    struct diag d;
+    struct config *cfg;
 
     (void)state;
-    assert_int_equal(load(text, &cfg, &d), 0);
+    cfg = load_ok("conf", text);
     assert_true(cfg->dlog.enabled);
     assert_string_equal(cfg->dlog.directory, "/var/log/divvy/decisions");
     assert_int_equal(cfg->dlog.file_size, 1048576);
@@ -157,15 +136,14 @@ static void test_config_dlog_redact_bounded(void **state)
 /* A reload that changes decision_log says it takes effect at a restart. */
 static void test_config_dlog_restart_setting(void **state)
 {
-    struct config *a = NULL, *b = NULL;
+    struct config *a, *b;
     struct reload_settings sa = { 0 }, sb = { 0 };
     unsigned changed = 0;
-    struct diag d;
 
     (void)state;
-    assert_int_equal(load(TAIL, &a, &d), 0);
-    assert_int_equal(load("decision_log = { enabled = true; redact = { user = \"hash\"; }; };\n"
-                          TAIL, &b, &d), 0);
+    a = load_ok("conf", TAIL);
+    b = load_ok("conf", "decision_log = { enabled = true; redact = { user = \"hash\"; }; };\n"
+                TAIL);
     assert_int_equal(reload_settings_take(a, &sa), 0);
     assert_int_equal(reload_settings_take(b, &sb), 0);
     assert_int_equal(sa.n, sb.n);
@@ -198,5 +176,5 @@ int main(void)
         cmocka_unit_test(test_config_dlog_restart_setting),
     };
 
-    return cmocka_run_group_tests_name("config_dlog", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("config_dlog", tests, group_setup, group_teardown);
 }
