@@ -381,20 +381,31 @@ static int send_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
+/* In a child: becomes the member (in the fast group) or the other user (in
+ * no group of divvy's) and connects to divvyd's socket: the fd, or the
+ * child's exit code 10 (cannot drop) or 11 (cannot connect), negated. */
+static int peer_connect(const struct peer_arg *a, bool member)
+{
+    const gid_t groups[] = { FAST_GID };
+    int fd;
+
+    if ((member ? drop_to(MEMBER_UID, MEMBER_GID, groups, 1)
+                : drop_to(OTHER_UID, OTHER_UID, NULL, 0)) < 0)
+        return -10;
+    fd = harness_unix_fd(a->d->sock);
+    return fd < 0 ? -11 : fd;
+}
+
 /* A member: one good report, then five that must not be recorded. */
 static int member_child(void *arg)
 {
     const struct peer_arg *a = arg;
-    const gid_t groups[] = { FAST_GID };
     char buf[2048];
     uint64_t now = mono_ms();
-    int fd, n;
+    int fd = peer_connect(a, true), n;
 
-    if (drop_to(MEMBER_UID, MEMBER_GID, groups, 1) < 0)
-        return 10;
-    fd = harness_unix_fd(a->d->sock);
     if (fd < 0)
-        return 11;
+        return -fd;
     n = snprintf(buf, sizeof(buf),
                  "REPORT %" PRIu64 " TAKE 1 1 2 3600 %016" PRIx64 " path=/f ip=198.51.100.1\n"
                  "REPORT %" PRIu64 " TAKE 1 1 2 3600 %016" PRIx64 " path=/s\n"
@@ -415,13 +426,10 @@ static int other_child(void *arg)
 {
     const struct peer_arg *a = arg;
     char buf[512];
-    int fd, n;
+    int fd = peer_connect(a, false), n;
 
-    if (drop_to(OTHER_UID, OTHER_UID, NULL, 0) < 0)
-        return 10;
-    fd = harness_unix_fd(a->d->sock);
     if (fd < 0)
-        return 11;
+        return -fd;
     n = snprintf(buf, sizeof(buf),
                  "REPORT %" PRIu64 " TAKE 1 1 2 3600 %016" PRIx64 " path=/f ip=203.0.113.9\n",
                  mono_ms(), a->fast_id);
@@ -475,16 +483,12 @@ static void test_fast_report_peers(void **state)
 static int flood_child(void *arg)
 {
     const struct peer_arg *a = arg;
-    const gid_t groups[] = { FAST_GID };
     static char buf[1 << 16];
     size_t len = 0;
-    int fd;
+    int fd = peer_connect(a, true);
 
-    if (drop_to(MEMBER_UID, MEMBER_GID, groups, 1) < 0)
-        return 10;
-    fd = harness_unix_fd(a->d->sock);
     if (fd < 0)
-        return 11;
+        return -fd;
     for (int i = 0; i < FLOOD_REPORTS; i++) {
         if (len + 256 > sizeof(buf)) {
             if (send_all(fd, buf, len) < 0)
@@ -509,13 +513,10 @@ static int hits_child(void *arg)
     static char buf[1 << 14];
     char rbuf[4096];
     size_t got = 0;
-    int fd;
+    int fd = peer_connect(a, false);
 
-    if (drop_to(OTHER_UID, OTHER_UID, NULL, 0) < 0)
-        return 10;
-    fd = harness_unix_fd(a->d->sock);
     if (fd < 0)
-        return 11;
+        return -fd;
     for (int i = 0; i < FLOOD_HITS; i += 100) {
         size_t len = 0, want = 100;
 
