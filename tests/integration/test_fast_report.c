@@ -282,6 +282,18 @@ static void reload_more_rules(struct harness_daemon *d)
     harness_close(c);
 }
 
+/* @h's first of two decisions was sent (the log holds @base + 1 of ours),
+ * the second waits in its batch until divvy_close(). */
+static void first_sent_second_waits(struct divvy *h, size_t base)
+{
+    wait_log(DLOG_PROTO_FAST, geteuid(), base + 1);
+    harness_pause_ms(300);
+    read_log();
+    assert_int_equal(count(DLOG_PROTO_FAST, geteuid()), base + 1);
+    divvy_close(h);
+    wait_log(DLOG_PROTO_FAST, geteuid(), base + 2);
+}
+
 static void test_fast_report_client(void **state)
 {
     struct harness_daemon *d = start(true, 0, false);
@@ -290,7 +302,6 @@ static void test_fast_report_client(void **state)
     const struct divvy_kv kv1[] = { { "path", "/f" }, { "ip", "192.0.2.1" } },
                           kv2[] = { { "ip", "192.0.2.2" }, { "path", "/f" } };
     uint64_t id = rule_id(d, 0), t0, t1;
-    size_t base;
 
     (void)state;
     assert_int_equal(control_word(d), 1);
@@ -327,13 +338,7 @@ static void test_fast_report_client(void **state)
     CHECK(divvy_peek(h, kv1, 2, &res[0]));
     harness_pause_ms(1100);
     CHECK(divvy_peek(h, kv1, 2, &res[1]));
-    base = 7;
-    wait_log(DLOG_PROTO_FAST, geteuid(), base + 1);
-    harness_pause_ms(300);
-    read_log();
-    assert_int_equal(count(DLOG_PROTO_FAST, geteuid()), base + 1);   /* the second waits */
-    divvy_close(h);
-    wait_log(DLOG_PROTO_FAST, geteuid(), base + 2);
+    first_sent_second_waits(h, 7);
 
     /* New rules: the batch goes before the handle decides with them. */
     CHECK(divvy_open(NULL, DIVVY_FAST_ONLY, &h));
@@ -341,13 +346,7 @@ static void test_fast_report_client(void **state)
     reload_more_rules(d);
     CHECK(divvy_peek(h, kv1, 2, &res[1]));
     assert_int_equal(res[1].fast_path, 1);
-    base += 2;
-    wait_log(DLOG_PROTO_FAST, geteuid(), base + 1);
-    harness_pause_ms(300);
-    read_log();
-    assert_int_equal(count(DLOG_PROTO_FAST, geteuid()), base + 1);   /* the second waits */
-    divvy_close(h);
-    wait_log(DLOG_PROTO_FAST, geteuid(), base + 2);
+    first_sent_second_waits(h, 9);
     assert_int_equal(harness_daemon_stat(d, "fast_reports"), 11);
     assert_int_equal(harness_daemon_stat(d, "fast_reports_dropped"), 0);
 }
