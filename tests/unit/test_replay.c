@@ -21,7 +21,7 @@
 #include "replay.h"
 #include "table.h"
 
-#define T0 1795000000000ULL     /* 2026-11-18T08:26:40Z */
+#define T0 1795000000000ULL     /* 2026-11-18T11:06:40Z */
 
 static char dir[64];
 
