@@ -78,7 +78,7 @@ expect "locked" "$ctl" divvyctl lo
 expect "unlock" "$ctl" divvyctl unl
 expect "--socket --source" "$ctl" divvyctl unlock --so
 expect "root" "$ctl" divvyctl unlock --source 192.0.2.1 roo
-expect "reload reset" "$ctl" divvyctl re
+expect "reload replay reset" "$ctl" divvyctl re
 expect "--socket" "$ctl" divvyctl --so
 expect "locked" "$ctl" divvyctl -s /run/divvy/divvy.sock lo
 expect "--socket --sort" "$ctl" divvyctl top --so
