@@ -29,7 +29,6 @@
 #define REPLAY_ORIGIN_MARGIN ((uint64_t)1 << 32)    /* virtual time of the earliest log */
 #define REPLAY_SPAN_MAX      ((uint64_t)1 << 38)    /* a decision this far after it: refused */
 #define REPLAY_SWEEP_MS      10000                  /* as divvyd's sweep (SWEEP_EVERY_S) */
-#define REPLAY_STREAMS_MAX   4096
 #define REPLAY_NAMES_MAX     (1u << 20)
 
 struct replay_file {
@@ -100,13 +99,13 @@ static int replay_setup(struct replay *rp, const struct replay_opts *opts, bool 
     struct rules_rule rule;
 
     rp->o = *opts;
-    if (!rp->o.max_held)
-        rp->o.max_held = REPLAY_HELD_MAX;
+    if (!rp->o.max_bytes)
+        rp->o.max_bytes = REPLAY_HELD_BYTES;
     rp->env = (struct eval_env){ .rules = rp->rules, .fast = rp->fast, .priv = rp->priv,
                                  .privileged = rp->privileged, .full_allow = full_allow };
     rp->lockout = calloc(n ? n : 1, 1);
     rp->report = replay_report_new(n);
-    rp->order = replay_order_new(rp->o.window_ms, rp->o.max_held);
+    rp->order = replay_order_new(rp->o.window_ms, rp->o.max_bytes);
     if (!rp->lockout || !rp->report || !rp->order)
         return -ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
@@ -232,7 +231,8 @@ static int name_add(struct replay *rp, uint64_t id, const char *name, size_t len
     struct replay_name *s;
     char *copy;
 
-    if (!id)
+    /* A name longer than a label is not one divvyd wrote: its id will do. */
+    if (!id || len > RULES_LABEL_MAX)
         return 0;
     if ((rp->n_names + 1) * 2 > rp->cap_names) {
         size_t cap = rp->cap_names ? rp->cap_names * 2 : 256;
@@ -437,10 +437,10 @@ static int stream_get(struct replay *rp, unsigned idx, struct replay_stream **re
     struct replay_stream *grown;
 
     while (rp->n_stream <= idx) {
-        if (rp->n_stream >= REPLAY_STREAMS_MAX)
-            return -E2BIG;
+        if (rp->n_stream >= REPLAY_HOSTS_MAX)
+            return -EMLINK;
         grown = array_grow(rp->stream, rp->n_stream, &rp->cap_stream, sizeof(*rp->stream), 4,
-                           REPLAY_STREAMS_MAX);
+                           REPLAY_HOSTS_MAX);
         if (!grown)
             return -ENOMEM;
         rp->stream = grown;

@@ -28,8 +28,9 @@
 
 #define REPLAY_WINDOW_DEFAULT_MS 10000      /* the reorder window */
 #define REPLAY_WINDOW_MAX_MS     3600000
-#define REPLAY_HELD_MAX          (1u << 21) /* decisions the window holds at most */
+#define REPLAY_HELD_BYTES        ((size_t)256 << 20)    /* the window's records at most */
 #define REPLAY_FILES_MAX         100000     /* log files one replay reads */
+#define REPLAY_HOSTS_MAX         64         /* hosts (each has a reader open) */
 /* The wall clock jumping by more than this against a host's monotonic clock
  * starts a new run of that host's clock (divvyd's host rebooted). */
 #define REPLAY_EPOCH_MS          60000
@@ -38,7 +39,7 @@ struct replay_opts {
     uint64_t since_ms;          /* Unix ms: decisions at or after it; 0: from the start */
     uint64_t until_ms;          /* decisions before it; 0: to the end */
     uint64_t window_ms;         /* the reorder window */
-    size_t max_held;            /* 0: REPLAY_HELD_MAX */
+    size_t max_bytes;           /* the window's memory; 0: REPLAY_HELD_BYTES */
 };
 
 struct replay;
@@ -72,13 +73,14 @@ int replay_add_path(struct replay *rp, const char *path, const char **ret_file);
  * Reads every added file and replays their decisions.  Files of one host
  * (their header's) are read one after another in the order they were
  * started; hosts are merged by time.  0, or -errno of a failed read (the
- * file in *@ret_file) or -ENOMEM.
+ * file in *@ret_file), -EMLINK (the files name more than REPLAY_HOSTS_MAX
+ * hosts) or -ENOMEM.
  */
 int replay_run(struct replay *rp, const char **ret_file);
 
 /* ---- a lower entry, for tests: decisions fed one at a time ----------------------------- */
 
-/* Feeds decision @d of host stream @stream (< 64; 0 for one host) as read
+/* Feeds decision @d of host stream @stream (< REPLAY_HOSTS_MAX) as read
  * from a log (its DLOG_F_ERROR, --since/--until and the window applied).
  * 0 or -ENOMEM. */
 int replay_feed(struct replay *rp, unsigned stream, const struct dlog_decision *d);

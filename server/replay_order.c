@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * replay_order: the reorder window (see replay_order.h): a binary min-heap of
- * records by (key, seq), and free lists of records by size class so that a
- * long replay allocates only while the window grows, never per decision.
+ * records by (key, seq), and free lists of records by size class (no larger
+ * in all than the window) so that a long replay allocates only while the
+ * window grows, not per decision.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,12 +11,15 @@
 
 #include "replay_order.h"
 
-#define ORDER_CLASSES    9              /* string room 256 << 0 .. 256 << 8 = 64 KiB */
-#define ORDER_ROOM(cls)  ((size_t)256 << (cls))
+#define ORDER_CLASSES    10             /* records of 256 << 0 .. 256 << 9 = 128 KiB */
+#define ORDER_SIZE(cls)  ((size_t)256 << (cls))
+#define ORDER_STRINGS    ((size_t)64 << 10) /* a request's keys and values at most */
 
 struct replay_order {
     uint64_t window_ms;
-    size_t max_held;
+    size_t max_bytes;
+    size_t bytes;               /* of the held records */
+    size_t free_bytes;          /* of the records in the free lists */
     uint64_t seq;
     uint64_t latest;            /* the latest key pushed */
     uint64_t out;               /* the key of the last record handed out */
@@ -25,14 +29,14 @@ struct replay_order {
     struct replay_rec *free[ORDER_CLASSES];
 };
 
-struct replay_order *replay_order_new(uint64_t window_ms, size_t max_held)
+struct replay_order *replay_order_new(uint64_t window_ms, size_t max_bytes)
 {
     struct replay_order *o = calloc(1, sizeof(*o));
 
     if (!o)
         return NULL;
     o->window_ms = window_ms;
-    o->max_held = max_held ? max_held : 1;
+    o->max_bytes = max_bytes;
     return o;
 }
 
@@ -61,6 +65,11 @@ void replay_order_free(struct replay_order *o)
 size_t replay_order_held(const struct replay_order *o)
 {
     return o->n;
+}
+
+size_t replay_order_bytes(const struct replay_order *o)
+{
+    return o->bytes;
 }
 
 static bool before(const struct replay_rec *a, const struct replay_rec *b)
@@ -102,22 +111,23 @@ static void sift_down(struct replay_order *o, size_t i)
     o->heap[i] = r;
 }
 
-/* A record with room for @bytes of strings: from its class's free list, else new. */
+/* A record of @bytes in all: from its class's free list, else new. */
 static struct replay_rec *rec_get(struct replay_order *o, size_t bytes)
 {
     struct replay_rec *r;
     unsigned c = 0;
 
-    while (c < ORDER_CLASSES && ORDER_ROOM(c) < bytes)
+    while (c < ORDER_CLASSES && ORDER_SIZE(c) < bytes)
         c++;
     if (c == ORDER_CLASSES)
         return NULL;
     r = o->free[c];
     if (r) {
         o->free[c] = r->next;
+        o->free_bytes -= ORDER_SIZE(c);
         return r;
     }
-    r = malloc(sizeof(*r) + ORDER_ROOM(c));
+    r = malloc(ORDER_SIZE(c));
     if (r)
         r->cls = c;
     return r;
@@ -139,7 +149,7 @@ int replay_order_push(struct replay_order *o, const struct dlog_decision *d, uin
             return -E2BIG;
         bytes += (size_t)d->kv[i].key_len + d->kv[i].value_len + 2;
     }
-    if (bytes > ORDER_ROOM(ORDER_CLASSES - 1))
+    if (bytes > ORDER_STRINGS)
         return -E2BIG;
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 1024;
@@ -150,9 +160,10 @@ int replay_order_push(struct replay_order *o, const struct dlog_decision *d, uin
         o->heap = h;
         o->cap = cap;
     }
-    r = rec_get(o, bytes);
+    r = rec_get(o, sizeof(*r) + d->n_kv * sizeof(*r->kv) + bytes);
     if (!r)
         return -ENOMEM;
+    o->bytes += ORDER_SIZE(r->cls);
     r->key = key;
     r->seq = o->seq++;
     r->unix_ms = d->unix_ms;
@@ -162,7 +173,8 @@ int replay_order_push(struct replay_order *o, const struct dlog_decision *d, uin
     r->flags = d->flags;
     r->protocol = d->protocol;
     r->n_kv = d->n_kv;
-    buf = (char *)(r + 1);
+    r->kv = (struct proto_kv *)(r + 1);
+    buf = (char *)(r->kv + d->n_kv);
     for (unsigned i = 0; i < d->n_kv; i++) {
         const struct dlog_kv *kv = &d->kv[i];
 
@@ -189,13 +201,14 @@ const struct replay_rec *replay_order_pop(struct replay_order *o, bool drain)
     if (o->n == 0)
         return NULL;
     top = o->heap[0];
-    if (!drain && o->n <= o->max_held && o->latest - top->key < o->window_ms)
+    if (!drain && (o->bytes <= o->max_bytes || o->n == 1) && o->latest - top->key < o->window_ms)
         return NULL;
     o->heap[0] = o->heap[--o->n];
     if (o->n)
         sift_down(o, 0);
     o->out = top->key;
     o->any_out = true;
+    o->bytes -= ORDER_SIZE(top->cls);
     return top;
 }
 
@@ -205,6 +218,12 @@ void replay_order_done(struct replay_order *o, const struct replay_rec *rec)
 
     if (!r)
         return;
+    /* The free lists keep no more than the window may hold. */
+    if (o->free_bytes + ORDER_SIZE(r->cls) > o->max_bytes) {
+        free(r);
+        return;
+    }
+    o->free_bytes += ORDER_SIZE(r->cls);
     r->next = o->free[r->cls];
     o->free[r->cls] = r;
 }

@@ -8,9 +8,10 @@
  * the window's length, then hands them out in (time, arrival) order.  A
  * decision that arrives after one later than it by more than the window was
  * handed out is late: not held, counted by the caller.  Memory is bounded by
- * @max_held records: past it the oldest is handed out early (the window
- * shrinks; what then arrives behind it is late).  No I/O, no globals; one
- * object per replay, not shared between threads.
+ * @max_bytes of held records (each sized to its request, at most 128 KiB):
+ * past it the oldest is handed out early (the window shrinks; what then
+ * arrives behind it is late).  No I/O, no globals; one object per replay,
+ * not shared between threads.
  */
 #ifndef DIVVY_REPLAY_ORDER_H
 #define DIVVY_REPLAY_ORDER_H
@@ -34,7 +35,7 @@ struct replay_rec {
     uint8_t flags;              /* DLOG_F_* */
     uint8_t protocol;
     unsigned n_kv;
-    struct proto_kv kv[PROTO_KV_MAX];
+    struct proto_kv *kv;        /* n_kv pairs, in the record's own memory */
     /* private: the record's size class and the free list */
     unsigned cls;
     struct replay_rec *next;
@@ -42,9 +43,9 @@ struct replay_rec {
 
 struct replay_order;
 
-/* A window of @window_ms holding at most @max_held decisions (>= 1); NULL:
- * no memory. */
-struct replay_order *replay_order_new(uint64_t window_ms, size_t max_held);
+/* A window of @window_ms holding records of at most @max_bytes in all (at
+ * least one record is always held); NULL: no memory. */
+struct replay_order *replay_order_new(uint64_t window_ms, size_t max_bytes);
 void replay_order_free(struct replay_order *o);
 
 /*
@@ -56,14 +57,15 @@ int replay_order_push(struct replay_order *o, const struct dlog_decision *d, uin
 
 /*
  * The next decision due: the earliest held one when the latest pushed is
- * later than it by at least the window, or more than max_held are held,
- * or @drain (the input ended); else NULL.  The record stays valid until it
+ * later than it by at least the window, or the held records take more than
+ * max_bytes, or @drain (the input ended); else NULL.  The record stays valid until it
  * is given back with replay_order_done() (one at a time).
  */
 const struct replay_rec *replay_order_pop(struct replay_order *o, bool drain);
 void replay_order_done(struct replay_order *o, const struct replay_rec *rec);
 
-/* Decisions held now. */
+/* Decisions held now, and the bytes they take. */
 size_t replay_order_held(const struct replay_order *o);
+size_t replay_order_bytes(const struct replay_order *o);
 
 #endif

@@ -37,6 +37,7 @@ struct replay_report {
     size_t n_slot;              /* a power of two, at least twice n_e */
     uint8_t key[HASH_KEY_LEN];
     size_t n_locks;
+    size_t actor_bytes;
     bool capped;
     struct replay_totals totals;
     struct replay_mismatch mm[REPLAY_MISMATCHES_MAX];
@@ -141,7 +142,7 @@ static int entry_get(struct replay_report *rp, uint32_t rule, const char *actor,
             return 0;
         }
     }
-    if (rp->n_e >= REPLAY_ACTORS_MAX) {
+    if (rp->n_e >= REPLAY_ACTORS_MAX || rp->actor_bytes + len > REPLAY_ACTOR_BYTES) {
         rp->capped = true;
         return 1;
     }
@@ -155,6 +156,7 @@ static int entry_get(struct replay_report *rp, uint32_t rule, const char *actor,
         return -ENOMEM;
     memcpy(e->actor, actor, len);
     e->actor[len] = '\0';
+    rp->actor_bytes += len + 1;
     e->len = len;
     e->rule = rule;
     e->changed = 0;

@@ -6,8 +6,8 @@
  * lock periods of lockout rules; the totals; the first mismatches.  The
  * replay engine (server/replay.c) feeds it one replayed decision at a time;
  * divvyctl prints it.  Memory is bounded: at most REPLAY_ACTORS_MAX actors
- * and REPLAY_LOCKS_MAX lock periods are kept over all rules (past that the
- * report says it is capped).  No I/O, no globals, not thread-safe.
+ * of REPLAY_ACTOR_BYTES in all and REPLAY_LOCKS_MAX lock periods are kept
+ * over all rules (past that the report says it is capped).  No I/O, no globals, not thread-safe.
  */
 #ifndef DIVVY_REPLAY_REPORT_H
 #define DIVVY_REPLAY_REPORT_H
@@ -20,6 +20,7 @@
 #include "rules.h"
 
 #define REPLAY_ACTORS_MAX     (1u << 22)
+#define REPLAY_ACTOR_BYTES    ((size_t)256 << 20)
 #define REPLAY_LOCKS_MAX      (1u << 22)
 #define REPLAY_MISMATCHES_MAX 20
 #define REPLAY_TOP_MAX        10000

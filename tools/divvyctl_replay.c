@@ -418,6 +418,8 @@ static const char *path_error(int r)
         return "a directory without .dlog files";
     if (r == -E2BIG)
         return "too many log files";
+    if (r == -EMLINK)
+        return "the logs come from more than 64 hosts: replay fewer at a time";
     return strerror(-r);
 }
 

@@ -2,7 +2,7 @@
 /*
  * Unit tests of server/replay_order.c: the reorder window of divvyctl replay
  * hands decisions out in (time, arrival) order once the window has passed
- * them, counts what arrives behind it as late, holds at most max_held, and
+ * them, counts what arrives behind it as late, holds no more than its memory bound, and
  * owns copies of the requests.
  */
 #include <errno.h>
@@ -43,7 +43,7 @@ static uint64_t pop_n(struct replay_order *o, bool drain)
 
 static void test_replay_order_sorts_within_window(void **state)
 {
-    struct replay_order *o = replay_order_new(1000, 100);
+    struct replay_order *o = replay_order_new(1000, 1 << 20);
     struct dlog_decision d;
     /* Times out of order by up to 600 ms, as two workers' blocks interleave. */
     static const uint64_t t[] = { 100, 700, 200, 800, 300, 250 };
@@ -75,7 +75,7 @@ static void test_replay_order_sorts_within_window(void **state)
 
 static void test_replay_order_equal_times_keep_arrival(void **state)
 {
-    struct replay_order *o = replay_order_new(0, 100);
+    struct replay_order *o = replay_order_new(0, 1 << 20);
     struct dlog_decision d;
 
     (void)state;
@@ -90,7 +90,7 @@ static void test_replay_order_equal_times_keep_arrival(void **state)
 
 static void test_replay_order_late_is_refused(void **state)
 {
-    struct replay_order *o = replay_order_new(10000, 100);
+    struct replay_order *o = replay_order_new(10000, 1 << 20);
     struct dlog_decision d;
 
     (void)state;
@@ -114,12 +114,21 @@ static void test_replay_order_late_is_refused(void **state)
     replay_order_free(o);
 }
 
-static void test_replay_order_max_held(void **state)
+static void test_replay_order_max_bytes(void **state)
 {
-    struct replay_order *o = replay_order_new(3600000, 3);
+    struct replay_order *probe = replay_order_new(0, 1), *o;
     struct dlog_decision d;
+    size_t one;
 
     (void)state;
+    /* What one such record takes. */
+    decision(&d, 1, 1, "a");
+    assert_int_equal(replay_order_push(probe, &d, 1), 0);
+    one = replay_order_bytes(probe);
+    assert_true(one > 0);
+    replay_order_free(probe);
+
+    o = replay_order_new(3600000, 3 * one);
     for (unsigned i = 1; i <= 3; i++) {
         decision(&d, 1000 + i, i, "a");
         assert_int_equal(replay_order_push(o, &d, 1000 + i), 0);
@@ -131,12 +140,20 @@ static void test_replay_order_max_held(void **state)
     assert_int_equal(pop_n(o, false), 1);
     assert_int_equal(pop_n(o, false), 0);
     assert_int_equal(replay_order_held(o), 3);
+    assert_int_equal(replay_order_bytes(o), 3 * one);
+    /* Even a window too small for one record holds one at a time. */
+    replay_order_free(o);
+    o = replay_order_new(3600000, 1);
+    assert_int_equal(replay_order_push(o, &d, 1004), 0);
+    assert_int_equal(pop_n(o, false), 0);
+    assert_int_equal(replay_order_push(o, &d, 1005), 0);
+    assert_int_equal(pop_n(o, false), 4);
     replay_order_free(o);
 }
 
 static void test_replay_order_owns_copies(void **state)
 {
-    struct replay_order *o = replay_order_new(0, 10);
+    struct replay_order *o = replay_order_new(0, 1 << 20);
     const struct replay_rec *r;
     struct dlog_decision d;
     char value[16] = "alice";
@@ -157,7 +174,7 @@ static void test_replay_order_owns_copies(void **state)
     assert_int_equal(r->flags, DLOG_F_ALLOWED | DLOG_F_PRIVILEGED);
     assert_int_equal(r->decider_id, 0x1234);
     replay_order_done(o, r);
-    /* A value the matcher cannot hold (over 16 bits): refused, nothing held. */
+    /* A value over the 64 KiB of a request: refused, nothing held. */
     memset(big, 'x', sizeof(big));
     decision(&d, 2, 2, "x");
     d.kv[0].value = big;
@@ -175,7 +192,7 @@ int main(void)
         cmocka_unit_test(test_replay_order_sorts_within_window),
         cmocka_unit_test(test_replay_order_equal_times_keep_arrival),
         cmocka_unit_test(test_replay_order_late_is_refused),
-        cmocka_unit_test(test_replay_order_max_held),
+        cmocka_unit_test(test_replay_order_max_bytes),
         cmocka_unit_test(test_replay_order_owns_copies),
     };
 
