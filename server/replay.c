@@ -479,10 +479,16 @@ static int add_file(struct replay *rp, const char *path)
 {
     struct dlog_reader *rd = NULL;
     struct replay_file *grown, *f;
+    struct stat st;
     int r;
 
     if (rp->n_file >= REPLAY_FILES_MAX)
         return -E2BIG;
+    /* A FIFO or a device would block or never end: regular files only. */
+    if (stat(path, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
     r = dlog_reader_open(path, &rd);
     if (r < 0)
         return r;

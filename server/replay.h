@@ -63,9 +63,9 @@ void replay_free(struct replay *rp);
 /*
  * Adds the log @path: a file, or a directory whose *.dlog files are all
  * added.  Each file's header is checked here.  0; -ENOENT, -EACCES, ...;
- * -EBADMSG (not a decision log or an unknown version); -ENOTDIR... (see
- * errno); -E2BIG past REPLAY_FILES_MAX; -ENODATA (a directory without log
- * files).  *@ret_file (may be NULL) points at the file that failed.
+ * -EBADMSG (not a decision log or an unknown version); -EINVAL (not a
+ * regular file: a FIFO or a device would block or never end); -E2BIG past
+ * REPLAY_FILES_MAX; -ENODATA (a directory without log files).  *@ret_file (may be NULL) points at the file that failed.
  */
 int replay_add_path(struct replay *rp, const char *path, const char **ret_file);
 

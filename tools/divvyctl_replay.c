@@ -331,7 +331,8 @@ static void print_rule_text(const struct replay *rp, uint32_t idx, size_t top)
     if (replay_report_top(replay_report_of(rp), idx, top, &t, &n) == 0 && n) {
         printf("    top:");
         for (size_t i = 0; i < n; i++)
-            printf("%s %s (%" PRIu64 ")", i ? "," : "", t[i].actor, t[i].changed);
+            printf("%s %s (%" PRIu64 ")", i ? "," : "", t[i].actor[0] ? t[i].actor : "\"\"",
+                   t[i].changed);
         printf("\n");
     }
     free(t);
@@ -416,6 +417,8 @@ static const char *path_error(int r)
         return "not a decision log (or a version this divvyctl does not read)";
     if (r == -ENODATA)
         return "a directory without .dlog files";
+    if (r == -EINVAL)
+        return "not a regular file";
     if (r == -E2BIG)
         return "too many log files";
     if (r == -EMLINK)

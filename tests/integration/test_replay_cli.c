@@ -406,6 +406,12 @@ static void test_replay_errors(void **state)
     ctl = harness_ctl_run(false, NULL, 1, (const char *const[]){ "replay", "-c", f->conf,
                                                                  "/nonexistent/x.dlog", NULL });
     assert_non_null(strstr(ctl->err, "/nonexistent/x.dlog"));
+    /* A FIFO would block a reader forever: refused before it is opened. */
+    snprintf(bogus, sizeof(bogus), "%s/fifo.dlog", f->dir);
+    assert_int_equal(mkfifo(bogus, 0600), 0);
+    ctl = harness_ctl_run(false, NULL, 1, (const char *const[]){ "replay", "-c", f->conf,
+                                                                 bogus, NULL });
+    assert_non_null(strstr(ctl->err, "not a regular file"));
     /* A directory without logs. */
     ctl = harness_ctl_run(false, NULL, 1, (const char *const[]){ "replay", "-c", f->conf,
                                                                  "/tmp/../proc/self", NULL });
