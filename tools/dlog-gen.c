@@ -8,7 +8,8 @@
  * up to two seconds late, files rotated at 64 MiB.  The traffic: ACTORS
  * client addresses drawn with a Zipf-like skew, three dozen API paths, and
  * a few percent of sshd logins (PEEK, failed TAKE, RESET after success) by
- * a few thousand users, recorded as privileged.  It also writes the config
+ * a few thousand users (a tenth of them guesses at root from five
+ * addresses, which the lockout rule locks), recorded as privileged.  It also writes the config
  * the traffic was "recorded" with (--config): a per-address rule, an API
  * rule, a login lockout rule.  Verdicts are made up (a fixed share denied):
  * this is load, not a reference.  Built into build/, never installed.
@@ -219,6 +220,12 @@ static int gen_run(struct gen *g, uint64_t seconds, unsigned rate)
             /* sshd: 2.5% failed logins, 1% preauth PEEKs, 0.5% RESETs. */
             snprintf(user, sizeof(user), "user%u", (unsigned)((x >> 20) % GEN_USERS));
             d.op = kind < 25 ? TABLE_TAKE : kind < 35 ? TABLE_PEEK : TABLE_RESET;
+            if ((x >> 44) % 10 == 0) {
+                /* A tenth: a few guessers at root from five addresses (locked). */
+                snprintf(user, sizeof(user), "root");
+                snprintf(ip, sizeof(ip), "10.66.6.%u", (unsigned)((x >> 50) % 5));
+                d.op = TABLE_TAKE;              /* they never get in */
+            }
             d.flags = DLOG_F_PRIVILEGED | ((x >> 40) % 10 ? DLOG_F_ALLOWED : 0);
             d.uid = 0;
             d.pid = 1000 + (uint32_t)(x >> 48);
