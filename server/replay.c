@@ -456,11 +456,11 @@ int replay_feed(struct replay *rp, unsigned stream, const struct dlog_decision *
     uint64_t key;
     int r;
 
-    if (!replay_wanted(rp, d))
-        return 0;
     r = stream_get(rp, stream, &s);
     if (r < 0)
         return r;
+    if (!replay_wanted(rp, d))
+        return 0;
     if (virtual_key(rp, s, d, &key) != 0) {
         replay_report_totals(rp->report)->unreplayable++;
         return 0;

@@ -293,6 +293,53 @@ static void test_replay_errors_and_range(void **state)
     replay_free(rp);
 }
 
+/* What a forged log can put in a decision: answered or counted, never a crash. */
+static void test_replay_forged_decisions(void **state)
+{
+    struct replay *rp = candidate("{ match = { user = \"*\"; }; label = \"u\"; actor = \"user\";"
+                                  " credit_limit = 5; reset_seconds = 60; },", NULL);
+    struct dlog_decision d;
+
+    (void)state;
+    /* Keys out of order and repeated, an empty key and value. */
+    decision(&d, T0, 1000, TABLE_TAKE, true, "user=b user=a ip=1 =");
+    assert_int_equal(replay_feed(rp, 0, &d), 0);
+    /* Every verb number, huge amounts. */
+    for (unsigned op = 0; op < 256; op += 17) {
+        decision(&d, T0 + 1, 1001, (uint8_t)op, true, "user=a");
+        d.n = UINT64_MAX - op;
+        d.flags = (uint8_t)(op | DLOG_F_ALLOWED);
+        d.flags &= (uint8_t)~DLOG_F_ERROR;
+        assert_int_equal(replay_feed(rp, 0, &d), 0);
+    }
+    /* Times at the ends of the range: out of reach, counted. */
+    decision(&d, 0, 0, TABLE_TAKE, true, "user=a");
+    assert_int_equal(replay_feed(rp, 0, &d), 0);
+    decision(&d, UINT64_MAX, UINT64_MAX, TABLE_TAKE, true, "user=a");
+    assert_int_equal(replay_feed(rp, 0, &d), 0);
+    decision(&d, T0 + 2, UINT64_MAX - 5, TABLE_TAKE, true, "user=a");
+    assert_int_equal(replay_feed(rp, 0, &d), 0);
+    /* A value over the 64 KiB a request may hold. */
+    {
+        static char big[70000];
+
+        memset(big, 'v', sizeof(big));
+        decision(&d, T0 + 3, 1003, TABLE_TAKE, true, "user=a");
+        d.kv[0].value = big;
+        d.kv[0].value_len = sizeof(big);
+        assert_int_equal(replay_feed(rp, 0, &d), 0);
+    }
+    /* More hosts than a replay reads at once. */
+    decision(&d, T0 + 4, 1004, TABLE_TAKE, true, "user=a");
+    assert_int_equal(replay_feed(rp, REPLAY_HOSTS_MAX, &d), -EMLINK);
+    assert_int_equal(replay_finish(rp), 0);
+    assert_true(totals(rp)->unreplayable >= 4);
+    assert_int_equal(totals(rp)->replayed + totals(rp)->unreplayable + totals(rp)->errors +
+                         totals(rp)->reported_late,
+                     totals(rp)->decisions);
+    replay_free(rp);
+}
+
 static void test_replay_bad_config(void **state)
 {
     struct replay_opts o = { .window_ms = 0 };
@@ -326,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_replay_privileged_and_reset),
         cmocka_unit_test(test_replay_lockout_periods),
         cmocka_unit_test(test_replay_errors_and_range),
+        cmocka_unit_test(test_replay_forged_decisions),
         cmocka_unit_test(test_replay_bad_config),
     };
 
