@@ -84,7 +84,7 @@ EXAMPLE_BINS := $(EXAMPLE_SRCS:docs/examples/%.c=$(B)/examples/%)
 # (SERVER_USERS); check-symbols proves no client carries its symbols.
 LIBCOMMON   := $(B)/libdivvycommon.a
 LIBSERVER   := $(B)/libdivvyserver.a
-SERVER_USERS := server/% daemon/% tools/divvyctl% tests/%
+SERVER_USERS := server/% daemon/% tools/divvyctl% tools/dlog-gen% tests/%
 server_inc   = $(if $(filter $(SERVER_USERS),$(1)),-Iserver)
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 ITEST_BINS  := $(ITEST_SRCS:tests/integration/%.c=$(B)/tests/%)
@@ -117,7 +117,7 @@ LINK_LIBDIVVY_BIN = -L$(B) -ldivvy -Wl,-rpath,'$$ORIGIN'
 LINK_LIBDIVVY     = $(LINK_LIBDIVVY_BIN) -Wl,-rpath,$(abspath $(B))
 
 .PHONY: all run check check-unit check-integration asan bench deps deps-build deps-check clean help \
-        bench-instr install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
+        bench-instr bench-replay install cas-check fuzz build-tests clang tsan check-tsan valgrind coverage soak \
         check-systemd check-fleet deb
 .DEFAULT_GOAL := all
 
@@ -157,6 +157,9 @@ help:
 	@echo "make bench      run the divvy-bench matrix against a fresh divvyd"
 	@echo "make bench-instr  instructions per decision on each path, with callgrind"
 	@echo "                (tools/bench-instr.sh, docs/dev/benchmarks.md; a few minutes)"
+	@echo "make bench-replay  divvyctl replay through a generated week of decision log"
+	@echo "                (tools/bench-replay.sh; GBs kept in BENCH_REPLAY_DIR)"
+	@echo "make bench-replay-clean  delete bench-replay's generated log"
 	@echo "make install    install into \$$DESTDIR\$$PREFIX (docs/operations.md)"
 	@echo "make uninstall  remove what install installed, except the config"
 	@echo "make install-doc, make uninstall-doc  only the man pages, docs and completion"
@@ -507,6 +510,20 @@ $(B)/bench-instr-fast: tools/bench-instr-fast.c $(LIBDIVVY_SO) $(B)/libdivvy.so
 # OpenSSL for its TLS mode (-s).
 $(B)/divvy-rls-bench: $(B)/tools/divvy-rls-bench.o
 	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(call pc_libs,libnghttp2 openssl)
+
+# The replay benchmark (docs/dev/benchmarks.md "Replay"): dlog-gen writes a
+# week of synthetic decision log at 1,000 decisions/s (GBs: into
+# BENCH_REPLAY_DIR, default $(B)/bench-replay, once; SECONDS= for less), then
+# divvyctl replay runs through it, timed.  `make bench-replay-clean` deletes it.
+BENCH_REPLAY_DIR ?= $(B)/bench-replay
+BENCH_REPLAY_SECONDS ?= 604800
+.PHONY: bench-replay bench-replay-clean
+bench-replay: $(DIVVYCTL) $(B)/dlog-gen
+	tools/bench-replay.sh $(B) $(BENCH_REPLAY_DIR) $(BENCH_REPLAY_SECONDS)
+bench-replay-clean:
+	rm -rf $(BENCH_REPLAY_DIR)
+$(B)/dlog-gen: $(B)/tools/dlog-gen.o $(LIBSERVER) $(LIBCOMMON)
+	$(call quiet,LD)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBSERVER) $(LIBCOMMON) $(LIBS)
 
 $(B)/bench_rules: tests/unit/bench_rules.c $(LIBSERVER) $(LIBCOMMON)
 	$(call quiet,CCLD)$(CC) $(ALL_CFLAGS) -Iserver $(ALL_LDFLAGS) -o $@ $< $(LIBSERVER) $(LIBCOMMON) \

@@ -171,7 +171,9 @@ int eval_rule_prepared(const struct eval_env *env, const struct rules_rule *r,
     op = eval_rule_op(r, op, n);
     if (r->calendar) {
         cal = *limits;
-        rc = eval_calendar_end(env->rules, r, now_ms, clock_unix_ns() / 1000000,
+        rc = eval_calendar_end(env->rules, r, now_ms,
+                               env->wall_ms ? env->wall_ms
+                                            : (int64_t)(clock_unix_ns() / 1000000),
                                &cal.window_end_ms);
         if (rc < 0)
             return rc;

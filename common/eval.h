@@ -32,6 +32,10 @@ struct eval_env {
     const struct table *full_from;  /* ... or, when set, as this table's control page
                                      * announces (table_when_full(): libdivvy's fast path);
                                      * announced none: EVAL_WAIT, divvyd decides */
+    int64_t wall_ms;            /* 0: calendar rules read the wall clock (clock_unix_ns());
+                                 * else the Unix ms they read instead: a virtual clock
+                                 * (divvyctl replay, server/replay.c).  Read on the
+                                 * calendar branch only, never on another rule's hit */
 };
 
 /* What one rule on the request's path said. */
@@ -112,7 +116,8 @@ void eval_limits(const struct rules_rule *r, struct table_limits *ret);
  * that holds Unix time @unix_ms, read on the same instant as @now_ms
  * (CLOCK_MONOTONIC ms), as a CLOCK_MONOTONIC deadline in *ret_end_ms: what
  * table_limits.window_end_ms wants.  eval_rule_prepared() calls it on every
- * hit of a calendar rule with the wall clock (clock_unix_ns()).  -EINVAL (not
+ * hit of a calendar rule with the wall clock (clock_unix_ns(), or
+ * eval_env.wall_ms when set).  -EINVAL (not
  * a calendar rule), -ERANGE (the wall clock outside 1900..9999).
  */
 int eval_calendar_end(const struct rules *rules, const struct rules_rule *r, uint64_t now_ms,

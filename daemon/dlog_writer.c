@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,6 +580,7 @@ struct dlog_ring *dlog_writer_ring(struct dlog_writer *dw, unsigned i)
 
 int dlog_writer_start(struct dlog_writer *dw)
 {
+    sigset_t all, old;
     int r;
 
     take_rules(dw);
@@ -587,7 +589,11 @@ int dlog_writer_start(struct dlog_writer *dw)
         log_msg(LOG_ERR, "decision log: cannot start a file: %m");
         return r;
     }
+    /* The main loop takes the process signals, never the drain thread. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     r = -pthread_create(&dw->thread, NULL, drain_main, dw);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r < 0)
         return r;
     __atomic_store_n(&dw->started, true, __ATOMIC_RELEASE);

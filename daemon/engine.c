@@ -105,11 +105,10 @@ struct engine_call {
     engine_done_fn *done;
     void *arg;
     enum metrics_protocol protocol;
-    /* For the decision log (dlog_writer.h): */
-    const struct proto_kv *kv;
-    unsigned n_kv;
-    bool privileged;
-    uint32_t pid;               /* 0: unknown */
+    /* For the decision log (dlog_writer.h): the request, as submitted or as it
+     * waited (one of the two). */
+    const struct engine_req *rq;
+    const struct engine_hit *hit;
     uint64_t mono_ms;           /* the clock the engine decided with; 0: not read */
 };
 
@@ -162,16 +161,19 @@ static enum proto_err error_code(int r)
 static void engine_record(struct worker *w, const struct engine_call *call, int r,
                           enum proto_err err, const struct eval_result *res)
 {
+    const struct engine_hit *h = call->hit;
+    bool privileged = h ? h->privileged : call->rq->privileged;
+    uint32_t pid = h ? h->pid : call->rq->pid;
     struct dlog_note no = {
-        .kv = call->kv, .n_kv = call->n_kv, .op = (uint8_t)call->op,
+        .kv = h ? h->kv : call->rq->kv, .n_kv = h ? h->n_kv : call->rq->n_kv,
+        .op = (uint8_t)call->op,
         .protocol = call->protocol == METRICS_PROTO_RESP  ? DLOG_PROTO_RESP
                     : call->protocol == METRICS_PROTO_RLS ? DLOG_PROTO_RLS
                                                           : DLOG_PROTO_LINE,
-        .flags = (uint8_t)((call->privileged ? DLOG_F_PRIVILEGED : 0) |
-                           (r < 0 ? DLOG_F_ERROR : 0)),
+        .flags = (uint8_t)((privileged ? DLOG_F_PRIVILEGED : 0) | (r < 0 ? DLOG_F_ERROR : 0)),
         .rematched = call->rematched, .err = r < 0 ? (uint16_t)err : 0,
         .uid = call->uid == (uid_t)-1 ? DLOG_UNKNOWN_ID : (uint32_t)call->uid,
-        .pid = call->pid ? call->pid : DLOG_UNKNOWN_ID,
+        .pid = pid ? pid : DLOG_UNKNOWN_ID,
         .mono_ms = call->mono_ms ? call->mono_ms : clock_now_ms(),
         .generation = call->generation, .n = call->n,
     };
@@ -321,9 +323,7 @@ static struct engine_call hit_call(const struct engine_hit *h)
     struct engine_call call = { .op = h->op, .n = h->n, .uid = h->uid,
                                 .generation = h->generation, .start_ns = h->start_ns,
                                 .rematched = h->rematched, .done = h->done,
-                                .arg = h->done_arg, .protocol = h->protocol,
-                                .kv = h->kv, .n_kv = h->n_kv, .privileged = h->privileged,
-                                .pid = h->pid };
+                                .arg = h->done_arg, .protocol = h->protocol, .hit = h };
 
     return call;
 }
@@ -450,8 +450,7 @@ int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn 
     struct rules_req mq = { .kv = rq->kv, .n_kv = rq->n_kv, .privileged = rq->privileged };
     struct engine_call call = { .op = rq->op, .n = rq->n, .uid = rq->uid, .done = done,
                                 .arg = arg, .start_ns = metrics_clock_ns(),
-                                .protocol = rq->protocol, .kv = rq->kv, .n_kv = rq->n_kv,
-                                .privileged = rq->privileged, .pid = rq->pid };
+                                .protocol = rq->protocol, .rq = rq };
     const struct reload_state *st;
     struct eval_env env;
     struct eval_result res;

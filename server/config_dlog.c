@@ -48,7 +48,8 @@ void conf_dlog_free(struct config *cfg)
 }
 
 /* decision_log.directory: an absolute path without "." or ".." parts (a
- * log directory is no place to be tricked into). */
+ * log directory is no place to be tricked into), nor a '/' at its end (the
+ * hash key is DIRECTORY.key beside it, never inside). */
 static int conf_dlog_directory(struct config *cfg, const char *path, const config_setting_t *s,
                                struct diag *reterr)
 {
@@ -60,10 +61,12 @@ static int conf_dlog_directory(struct config *cfg, const char *path, const confi
         return r;
     if (str[0] != '/' || strlen(str) > DLOG_DIR_MAX || strstr(str, "/./") ||
         strstr(str, "/../") || (strlen(str) >= 2 && strcmp(str + strlen(str) - 2, "/.") == 0) ||
-        (strlen(str) >= 3 && strcmp(str + strlen(str) - 3, "/..") == 0) || strcmp(str, "/") == 0) {
+        (strlen(str) >= 3 && strcmp(str + strlen(str) - 3, "/..") == 0) ||
+        str[strlen(str) - 1] == '/' || strstr(str, "//")) {
         diag_set(reterr, path, conf_line(s),
                  "decision_log.directory must be an absolute path (at most %d bytes, no "
-                 "'.' or '..' parts, not /), not \"%s\"", DLOG_DIR_MAX, str);
+                 "'.' or '..' parts, no '/' at the end, not /), not \"%s\"", DLOG_DIR_MAX,
+                 str);
         return -EINVAL;
     }
     return conf_set_str(&cfg->dlog.directory, str);

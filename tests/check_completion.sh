@@ -78,7 +78,7 @@ expect "locked" "$ctl" divvyctl lo
 expect "unlock" "$ctl" divvyctl unl
 expect "--socket --source" "$ctl" divvyctl unlock --so
 expect "root" "$ctl" divvyctl unlock --source 192.0.2.1 roo
-expect "reload reset" "$ctl" divvyctl re
+expect "reload replay reset" "$ctl" divvyctl re
 expect "--socket" "$ctl" divvyctl --so
 expect "locked" "$ctl" divvyctl -s /run/divvy/divvy.sock lo
 expect "--socket --sort" "$ctl" divvyctl top --so
@@ -93,6 +93,10 @@ mkdir -p "$tmp/files/sub"
 expect "$tmp/files/a.conf $tmp/files/a.ini" "$ctl" divvyctl check "$tmp/files/a"
 expect "$tmp/files/a.ini" "$ctl" divvyctl convert "$tmp/files/a.i"
 expect "$tmp/files/a.conf" "$ctl" divvyctl rules add "$tmp/files/a.c"
+expect "$tmp/files/a.conf $tmp/files/a.ini" "$ctl" divvyctl replay --config "$tmp/files/a"
+expect "$tmp/files/sub" "$ctl" divvyctl replay -c "$tmp/files/a.conf" "$tmp/files/s"
+expect "" "$ctl" divvyctl replay --since ''
+expect "--since" "$ctl" divvyctl replay --si
 
 # --rule: ids from `divvyctl rules` of the daemon the line names.
 mkdir -p "$tmp/bin"

@@ -7,7 +7,7 @@
  * divvyctl_state.c; hit, take, peek, reset and explain in
  * divvyctl_request.c; check and convert in divvyctl_config.c; top and
  * counters in divvyctl_top.c (its terminal in divvyctl_top_term.c), locked in
- * divvyctl_locked.c.  The connection to divvyd is divvyctl_conn.c, reply
+ * divvyctl_locked.c, replay in divvyctl_replay.c.  The connection to divvyd is divvyctl_conn.c, reply
  * fields and output formats divvyctl_fmt.c.  Owns one handle per run;
  * prints results on stdout (or one JSON document with --json) and one line
  * per error on stderr.
@@ -95,6 +95,8 @@ static const struct ctl_cmd ctl_cmds[] = {
     { "check", cmd_check, "validate config files, without a daemon", ctl_help_check },
     { "convert", cmd_convert, "rewrite a divvy .ini/.json config as divvy.conf",
       ctl_help_convert },
+    { "replay", cmd_replay, "what a candidate config would have done to logged traffic",
+      ctl_help_replay },
 };
 
 #define CTL_N_CMDS (sizeof(ctl_cmds) / sizeof(ctl_cmds[0]))

@@ -5,6 +5,7 @@
  * codes; divvyctl_fmt.c: reply fields and output formats;
  * divvyctl_request.c: hit, take, peek, reset, explain; divvyctl_state.c:
  * status, stats, rules, reload; divvyctl_config.c: check and convert;
+ * divvyctl_replay.c: replay (its engine server/replay.c);
  * divvyctl_top.c and divvyctl_top_term.c: top; divvyctl_locked.c: locked).
  * The daemon is reached through libdivvy's public API only (divvy.h);
  * common/ is used for check/convert.  Exit codes are part of the interface
@@ -208,6 +209,12 @@ int cmd_check(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
 int cmd_convert(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
 extern const char ctl_help_check[];
 extern const char ctl_help_convert[];
+
+/* ---- divvyctl_replay.c ------------------------------------------------- */
+
+/* replay: a candidate config on decision logs (server/replay.h). */
+int cmd_replay(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+extern const char ctl_help_replay[];
 
 /* ---- divvyctl_unlock.c ------------------------------------------------- */
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,8 +44,13 @@ static void logdir_new(void)
     snprintf(logdir, sizeof(logdir), "%s/log", top);
 }
 
+static char mounted[96];      /* a small tmpfs the disk-full test mounted */
+
 static int dlog_teardown(void **state)
 {
+    if (mounted[0])
+        umount2(mounted, MNT_DETACH);
+    mounted[0] = '\0';
     if (top[0])
         harness_rm_tree(top);
     top[0] = '\0';
@@ -715,6 +721,67 @@ static void test_dlog_write_rotation(void **state)
     free(conf);
 }
 
+/* ---- a full disk ------------------------------------------------------------------------- */
+
+static void test_dlog_write_disk_full(void **state)
+{
+    struct harness_opts o = { .workers = 1 };
+    struct harness_daemon *d = NULL;
+    struct harness_conn *c = NULL;
+    struct logread lr;
+    char *conf, *rest, *scrape;
+    int port = harness_free_port(SOCK_STREAM);
+    long long errors = 0;
+    uint64_t t0;
+
+    (void)state;
+    logdir_new();
+    /* The log's directory on a 256 KiB tmpfs: 16 files of 64 KiB do not fit. */
+    assert_int_equal(mkdir(logdir, 0750), 0);
+    if (mount("tmpfs", logdir, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,mode=0750") < 0) {
+        print_message("cannot mount a tmpfs (%s): skipped\n", strerror(errno));
+        skip();
+    }
+    snprintf(mounted, sizeof(mounted), "%s", logdir);
+    assert_true(asprintf(&rest, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", port,
+                         LOCAL_RULES) > 0);
+    conf = conf_with("file_size = 65536; files = 16; flush_ms = 10;", rest);
+    o.config_text = conf;
+    CHECK(harness_start(&o, &d));
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    /* Every answer comes, and soon: a failing disk costs records, never a hit's time. */
+    t0 = harness_now_ms();
+    hits(c, 0, 8000, 20, 120, NULL, NULL);
+    cmd(c, "HIT path=/x tag=last\n", "OK true");
+    assert_true(harness_now_ms() - t0 < 60000);
+    harness_close(c);
+    scrape = malloc(1 << 16);
+    assert_non_null(scrape);
+    harness_scrape_until(port, "/metrics", "# TYPE divvy_decision_log_write_errors_total counter",
+                         scrape, 1 << 16);
+    for (int i = 0; i < 100 && errors == 0; i++) {
+        const char *e;
+
+        harness_http_get(port, "/metrics", scrape, 1 << 16);
+        e = strstr(scrape, "\ndivvy_decision_log_write_errors_total ");
+        errors = e ? atoll(e + strlen("\ndivvy_decision_log_write_errors_total ")) : 0;
+        if (!errors)
+            harness_pause_ms(100);
+    }
+    assert_true(errors > 0);
+    free(scrape);
+    stop_ok(d);
+    assert_int_equal(harness_log_contains(d, "No space left on device"), 1);
+    /* What did fit is whole: a failed block is cut off again, never left half. */
+    read_log(&lr);
+    assert_int_equal(lr.corrupt, 0);
+    assert_true(lr.n > 0 && lr.n < 8001);
+    logread_free(&lr);
+    harness_free(d);
+    free(rest);
+    free(conf);
+}
+
 /* ---- kill -9 ------------------------------------------------------------------------------- */
 
 struct answered {
@@ -927,6 +994,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dlog_write_refuses_untrusted_places, harness_setup,
                                         dlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_rotation, harness_setup, dlog_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_write_disk_full, harness_setup, dlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_kill9, harness_setup, dlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_flood_spares_root, harness_setup,
                                         dlog_teardown),

@@ -104,6 +104,8 @@ static void test_config_dlog_refusals(void **state)
     refused("decision_log = { directory = \"/var/lib/../tmp\"; };\n" TAIL, 1,
             "no '.' or '..' parts");
     refused("decision_log = { directory = \"/\"; };\n" TAIL, 1, "not /");
+    refused("decision_log = { directory = \"/var/lib/divvy/decisions/\"; };\n" TAIL, 1,
+            "no '/' at the end");
     refused("decision_log = { directory = 5; };\n" TAIL, 1, "directory must be a string");
     refused("decision_log = { file_size = 1000; };\n" TAIL, 1,
             "file_size must be between 65536 and");
