@@ -789,15 +789,25 @@ static int fmt_report_pair(char *buf, size_t cap, size_t *pos, const struct prot
     return 0;
 }
 
+/* Two lower-case hex digits per byte value: a rule id is 8 copies. */
+static const char hex_pairs[] =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2021222324252627"
+    "28292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f"
+    "505152535455565758595a5b5c5d5e5f606162636465666768696a6b6c6d6e6f7071727374757677"
+    "78797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7"
+    "c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedfe0e1e2e3e4e5e6e7e8e9eaebecedeeef"
+    "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
 int proto_fmt_report(char *buf, size_t size, const struct proto_report *r, uint64_t n,
                      const struct proto_kv *kv, unsigned n_kv)
 {
-    static const char hex[] = "0123456789abcdef";
     /* "REPORT " mono op n 0|1 credit reset_s id: 7 + 4 * 21 + 6 + 2 + 17 bytes at most. */
     char head[128];
     size_t pos, cap = size < PROTO_LINE_MAX + 1 ? size : PROTO_LINE_MAX + 1;
     const char *op = r->op == PROTO_TAKE ? "TAKE " : r->op == PROTO_PEEK ? "PEEK "
                      : r->op == PROTO_DEBIT ? "DEBIT " : NULL;
+    size_t op_len = r->op == PROTO_DEBIT ? 6 : 5;
 
     if (!op)
         return -EINVAL;
@@ -805,8 +815,8 @@ int proto_fmt_report(char *buf, size_t size, const struct proto_report *r, uint6
     pos = 7;
     pos += fmt_u64(head + pos, r->mono_ms);
     head[pos++] = ' ';
-    memcpy(head + pos, op, strlen(op));
-    pos += strlen(op);
+    memcpy(head + pos, op, op_len);
+    pos += op_len;
     pos += fmt_u64(head + pos, n);
     head[pos++] = ' ';
     head[pos++] = r->allowed ? '1' : '0';
@@ -815,8 +825,8 @@ int proto_fmt_report(char *buf, size_t size, const struct proto_report *r, uint6
     head[pos++] = ' ';
     pos += fmt_u64(head + pos, r->reset_s);
     head[pos++] = ' ';
-    for (int i = 15; i >= 0; i--)
-        head[pos++] = hex[(r->rule_id >> (i * 4)) & 0xf];
+    for (int i = 7; i >= 0; i--, pos += 2)
+        memcpy(head + pos, &hex_pairs[((r->rule_id >> (i * 8)) & 0xff) * 2], 2);
     if (pos + 2 > cap)
         return -EMSGSIZE;
     memcpy(buf, head, pos);
