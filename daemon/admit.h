@@ -69,6 +69,7 @@ struct admit_peer {
     bool privileged;            /* Unix only: uid 0 or the admin group */
     uid_t uid;                  /* Unix: SO_PEERCRED's uid */
     struct sockaddr_storage addr;       /* TCP: accept()'s peer address */
+    pid_t pid;                  /* Unix: SO_PEERCRED's pid (at connect); 0: unknown */
 };
 
 /* Who @p is for the per-peer caps, in 16 bytes: its uid on a Unix socket, its

@@ -545,6 +545,7 @@ static void conn_new(struct worker *w, int fd, const struct listener *l,
     c->is_unix = l->is_unix;
     c->proto = l->ops;
     c->uid = l->is_unix ? p->uid : (uid_t)-1;
+    c->pid = l->is_unix && p->pid > 0 ? (uint32_t)p->pid : 0;
     c->privileged = l->is_unix && p->privileged;
     admit_peer_key(p, c->peer_key);
     c->slot = *slot;
@@ -680,9 +681,10 @@ void conn_on_accept(evutil_socket_t lfd, short what, void *arg)
         }
         /* A Unix peer's credentials are known now: the reserve can tell. */
         p.is_unix = l->is_unix;
-        if (l->is_unix && peer_cred(fd, s->o.admin_gid, &p.uid, &p.privileged) < 0) {
+        if (l->is_unix && peer_cred_pid(fd, s->o.admin_gid, &p.uid, &p.privileged, &p.pid) < 0) {
             p.uid = (uid_t)-1;
             p.privileged = false;
+            p.pid = 0;
         }
         if (l->root_only && !p.privileged) {
             refuse_unprivileged(w, fd, l);

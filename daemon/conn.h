@@ -116,6 +116,7 @@ struct conn {
     void *proto_state;          /* the protocol's own state, NULL until it makes one */
     size_t proto_bytes;         /* ... and its buffers' bytes, counted in the output budget
                                  * (conn_charge_proto()) */
+    uint32_t pid;               /* Unix: the peer's pid at connect (engine_req.pid); 0 */
 };
 
 /* ---- replies: the connection's thread ------------------------------------------------ */

@@ -32,7 +32,7 @@ void line_hit(struct conn *c, const struct proto_req *req)
 {
     struct engine_req rq = {
         .kv = req->kv, .n_kv = req->n_kv, .n = req->amount, .privileged = c->privileged,
-        .uid = c->uid, .name_rule = req->verb != PROTO_HIT,
+        .uid = c->uid, .pid = c->pid, .name_rule = req->verb != PROTO_HIT,
         .op = req->verb == PROTO_PEEK ? TABLE_PEEK : req->verb == PROTO_RESET ? TABLE_RESET
               : req->verb == PROTO_DEBIT ? TABLE_DEBIT : TABLE_TAKE,
     };

@@ -9,6 +9,13 @@
 
 int peer_cred(int fd, gid_t gid, uid_t *ret_uid, bool *ret_member)
 {
+    pid_t pid;
+
+    return peer_cred_pid(fd, gid, ret_uid, ret_member, &pid);
+}
+
+int peer_cred_pid(int fd, gid_t gid, uid_t *ret_uid, bool *ret_member, pid_t *ret_pid)
+{
     struct ucred cred;
     socklen_t len = sizeof(cred);
     gid_t groups[PEER_GROUPS_MAX];
@@ -26,5 +33,6 @@ int peer_cred(int fd, gid_t gid, uid_t *ret_uid, bool *ret_member)
     }
     *ret_uid = cred.uid;
     *ret_member = member;
+    *ret_pid = cred.pid;
     return 0;
 }

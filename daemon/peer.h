@@ -21,4 +21,8 @@
  */
 int peer_cred(int fd, gid_t gid, uid_t *ret_uid, bool *ret_member);
 
+/* peer_cred(), and in *ret_pid the process that connected (when it did:
+ * the decision log's record of who asked). */
+int peer_cred_pid(int fd, gid_t gid, uid_t *ret_uid, bool *ret_member, pid_t *ret_pid);
+
 #endif

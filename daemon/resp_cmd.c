@@ -99,7 +99,7 @@ static void resp_hit(struct conn *c, const struct proto_req *req)
 {
     struct engine_req rq = {
         .kv = req->kv, .n_kv = req->n_kv, .n = req->amount, .privileged = c->privileged,
-        .uid = c->uid, .name_rule = true,
+        .uid = c->uid, .pid = c->pid, .name_rule = true,
         .protocol = METRICS_PROTO_RESP,
         .op = req->verb == PROTO_PEEK ? TABLE_PEEK : req->verb == PROTO_DEBIT ? TABLE_DEBIT
                                                                               : TABLE_TAKE,

@@ -502,6 +502,7 @@ void rls_conn_new(struct worker *w, int fd, const struct listener *l, const stru
     rc->fd = fd;
     rc->is_unix = l->is_unix;
     rc->uid = l->is_unix ? p->uid : (uid_t)-1;
+    rc->pid = l->is_unix && p->pid > 0 ? (uint32_t)p->pid : 0;
     rc->privileged = l->is_unix && p->privileged;
     rc->slot = *slot;
     memset(slot, 0, sizeof(*slot));

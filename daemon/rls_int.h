@@ -101,6 +101,7 @@ struct rls_conn {
     struct tls_sess *tls;       /* a "rls:tls:" listener's (tls.h, rls.c); NULL: plain */
     bool read_wants_write;      /* a TLS read waits for the socket to take bytes */
     uint64_t accept_ms;         /* a TLS handshake counts as a request from here */
+    uint32_t pid;               /* Unix: the peer's pid at connect (engine_req.pid); 0 */
 };
 
 /* ---- rls.c ----------------------------------------------------------------------------- */

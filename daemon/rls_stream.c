@@ -333,7 +333,7 @@ static void stream_request(struct rls_stream *s)
     struct rls_conn *rc = s->rc;
     struct worker *w = rc->w;
     struct engine_req rq = { .op = TABLE_TAKE, .privileged = rc->privileged, .uid = rc->uid,
-                             .protocol = METRICS_PROTO_RLS };
+                             .pid = rc->pid, .protocol = METRICS_PROTO_RLS };
     struct rls_msg *m = NULL;
     const uint8_t *msg;
     const char *why;
