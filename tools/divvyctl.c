@@ -7,7 +7,8 @@
  * divvyctl_state.c; hit, take, peek, reset and explain in
  * divvyctl_request.c; check and convert in divvyctl_config.c; top and
  * counters in divvyctl_top.c (its terminal in divvyctl_top_term.c), locked in
- * divvyctl_locked.c.  The connection to divvyd is divvyctl_conn.c, reply
+ * divvyctl_locked.c, log in divvyctl_log.c (its output in divvyctl_log_fmt.c).
+ * The connection to divvyd is divvyctl_conn.c, reply
  * fields and output formats divvyctl_fmt.c.  Owns one handle per run;
  * prints results on stdout (or one JSON document with --json) and one line
  * per error on stderr.
@@ -90,6 +91,7 @@ static const struct ctl_cmd ctl_cmds[] = {
     { "counters", cmd_top, "the live counters, once: top --once (admin)", ctl_help_counters },
     { "locked", cmd_locked, "counters with no credit left: who is locked out (admin)",
       ctl_help_locked },
+    { "log", cmd_log, "read the decision log: decisions, lock periods", ctl_help_log },
     { "reload", cmd_reload, "re-read the config; says why when rejected (admin)",
       ctl_help_reload },
     { "check", cmd_check, "validate config files, without a daemon", ctl_help_check },
