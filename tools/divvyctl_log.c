@@ -40,7 +40,7 @@ const char ctl_help_log[] =
     "(one line, cut here): time (UTC), verb and amount, protocol/path (line, resp,\n"
     "rls, fast / none, local, lease, strict), allowed, denied or error, the\n"
     "answer's credit and reset seconds (error=CODE instead for an error), cleared=N\n"
-    "for a RESET, the deciding rule (its label, or its 16 hex digits), the peer's\n"
+    "for a RESET, the deciding rule (its label, its 16 hex digits, or - for none), the\n"
     "uid and pid (- when unknown: TCP), flags (privileged, reported, store-down,\n"
     "table-full), then the request's pairs after '|'.  A value the config redacts\n"
     "shows as key=#HASH (16 hex digits of a keyed hash) or key=<dropped>.  Values\n"

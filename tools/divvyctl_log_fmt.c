@@ -90,7 +90,10 @@ static void print_text(const struct dlog_query_rules *m, const struct dlog_decis
     if (d->op == TABLE_RESET && !(d->flags & DLOG_F_ERROR))
         printf(" cleared=%" PRIu32, d->n_reset);
     fputs(" rule=", stdout);
-    log_put_word(stdout, rule, strlen(rule));
+    if (rule[0])
+        log_put_word(stdout, rule, strlen(rule));
+    else
+        fputc('-', stdout);
     put_id(stdout, "uid", d->uid);
     put_id(stdout, "pid", d->pid);
     for (unsigned b = 1; b < sizeof(flag_names) / sizeof(flag_names[0]); b++) {
