@@ -312,6 +312,13 @@ int rules_actor(const struct rules *rules, uint32_t idx, const struct rules_req 
 int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
                      char *buf, size_t size);
 
+/* The actor string of @n_actor values (@vals[i] NULL: the key is missing,
+ * counted as "") on a rule with @prefix4 and @prefix6 (-1: none): what
+ * rules_actor_from() writes, for readers that have the values but not the
+ * compiled rules (the decision log, server/dlog.h). */
+int rules_actor_join(unsigned n_actor, const char *const *vals, const size_t *lens, int prefix4,
+                     int prefix6, char *buf, size_t size);
+
 /* rules_actor_from() without the copy where none is needed: when the actor
  * is one value taken as it is (one actor key, no IP prefix; or no actor),
  * *@ret_actor points at that value (or "") and @buf is not written; else
