@@ -334,7 +334,8 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Parses the options into @run and *@ret_config: an exit code > 0 when done. */
+/* Parses the options into @run and *@ret_config: 0; an exit code > 0 after a
+ * usage message; -1 after --help. */
 static int log_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv,
                     struct log_run *run, const char **ret_config)
 {
@@ -389,7 +390,7 @@ static int log_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char *
         }
     }
     if (opt < 0)
-        return ctl_opts_exit(opt);
+        return opt == CTL_GETOPT_HELP ? -1 : CTL_EXIT_USAGE;
     if (run->f.until_ms && run->f.until_ms <= run->f.since_ms)
         return ctl_usage(cmd, "--until is not after --since: nothing to show");
     if (run->locks_mode && run->f.verdict != DLOG_QUERY_ANY)
@@ -409,7 +410,7 @@ int cmd_log(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     int r;
 
     r = log_opts(ctl, cmd, argc, argv, &run, &config);
-    if (r > 0 || r == CTL_GETOPT_HELP)
+    if (r != 0)
         return r > 0 ? r : CTL_EXIT_OK;
     snprintf(dir, sizeof(dir), "%s", DLOG_CONFDIR_DEFAULT);
     if (config) {
