@@ -186,12 +186,14 @@ void dlog_query_fmt_time(uint64_t ms, char *buf)
 struct qrule {
     struct dlog_rule r;
     char *strs;
+    size_t strs_len;
 };
 
 struct dlog_query_rules {
     struct qrule **slot;        /* open addressing by id; a power of two */
     size_t cap;
     size_t n;
+    size_t bytes;               /* of the kept rules' strings */
 };
 
 struct dlog_query_rules *dlog_query_rules_new(void)
@@ -278,6 +280,7 @@ static struct qrule *qrule_copy(const struct dlog_rule *src)
         free(q);
         return NULL;
     }
+    q->strs_len = len;
     q->r = *src;
     q->r.n_actor = n_actor;
     memcpy(q->strs, src->id_str, src->id_len);
@@ -311,8 +314,17 @@ int dlog_query_rules_add(struct dlog_query_rules *m, const struct dlog_rules *r)
         q = qrule_copy(&r->rule[k]);
         if (!q)
             return -ENOMEM;
+        if (m->bytes - (m->slot[i] ? m->slot[i]->strs_len : 0) + q->strs_len >
+            DLOG_QUERY_RULES_BYTES) {
+            qrule_free(q);
+            ret = -E2BIG;
+            continue;
+        }
         if (!m->slot[i])
             m->n++;
+        else
+            m->bytes -= m->slot[i]->strs_len;
+        m->bytes += q->strs_len;
         qrule_free(m->slot[i]);
         m->slot[i] = q;
     }

@@ -17,6 +17,7 @@
 
 #define DLOG_QUERY_TIME_MAX  32         /* "2026-11-28T12:00:00.123Z" and its NUL */
 #define DLOG_QUERY_RULES_MAX RULES_MAX  /* distinct rule ids kept; more: -E2BIG */
+#define DLOG_QUERY_RULES_BYTES (64u << 20)  /* bytes of their strings kept; more: -E2BIG */
 #define DLOG_QUERY_ID_LEN    16         /* a rule id as hex digits */
 
 /*
@@ -42,7 +43,8 @@ struct dlog_query_rules *dlog_query_rules_new(void);
 void dlog_query_rules_free(struct dlog_query_rules *m);
 
 /* Keeps copies of @r's rules: 0, -ENOMEM, or -E2BIG past
- * DLOG_QUERY_RULES_MAX distinct ids (the others are kept). */
+ * DLOG_QUERY_RULES_MAX distinct ids or DLOG_QUERY_RULES_BYTES of their
+ * strings (those rules are not kept; the others are). */
 int dlog_query_rules_add(struct dlog_query_rules *m, const struct dlog_rules *r);
 
 /* The rule with id @id, or NULL (valid until the next add). */

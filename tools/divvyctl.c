@@ -50,7 +50,8 @@ static const char ctl_help_main[] =
     "  0  success; the request is allowed\n"
     "  1  the answer is no: the request is denied (hit, take, peek), a config has\n"
     "     problems (check, convert), the daemon rejected a new config (reload),\n"
-    "     nothing to reset or unlock (reset, unlock)\n"
+    "     nothing to reset or unlock (reset, unlock), part of a decision log was\n"
+    "     skipped (log)\n"
     "  2  usage error, or a request divvyd rejected as malformed\n"
     "  3  divvyd is unreachable, did not answer in time, is busy, or went away\n"
     "  4  permission denied: an admin command (reset, unlock, reload, top,\n"
@@ -70,6 +71,7 @@ static const char ctl_help_main[] =
     "  divvyctl explain method=GET path=/pantry/cookies/oatmeal ip=10.0.0.1\n"
     "  divvyctl check /etc/divvy/divvy.conf && divvyctl reload\n"
     "  divvyctl locked --rule login-user-source --json\n"
+    "  divvyctl log --locks --since -7d\n"
     "\n"
     "The full reference is divvyctl(8) (`man divvyctl`).\n";
 

@@ -159,8 +159,9 @@ static void log_item(struct log_run *run, const char *path, const struct dlog_it
         int r = dlog_query_rules_add(run->rules, &it->u.rules);
 
         if (r == -E2BIG && !run->rules_full) {
-            fprintf(stderr, "divvyctl: %s: more than %d distinct rules; the others show as "
-                    "their ids\n", path, DLOG_QUERY_RULES_MAX);
+            fprintf(stderr, "divvyctl: %s: more than %d distinct rules or %u MiB of their "
+                    "names: the others show as their ids\n", path, DLOG_QUERY_RULES_MAX,
+                    DLOG_QUERY_RULES_BYTES >> 20);
             run->rules_full = true;
         } else if (r == -ENOMEM) {
             ctl_fail(CTL_EXIT_FAILURE, "out of memory");

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -208,6 +209,41 @@ static void test_dlog_query_rules(void **state)
     dlog_query_rules_free(NULL);
 }
 
+/* A log that describes rules with huge labels cannot make the reader keep them all. */
+static void test_dlog_query_rules_bounded(void **state)
+{
+    struct dlog_query_rules *m = dlog_query_rules_new();
+    struct dlog_rule r;
+    struct dlog_rules rs = { .generation = 1, .total = 1, .n = 1, .rule = &r };
+    size_t len = 1u << 20;
+    char *label = malloc(len);
+    unsigned kept = 0;
+    int rc = 0;
+
+    (void)state;
+    assert_non_null(m);
+    assert_non_null(label);
+    memset(label, 'x', len);
+    for (uint64_t id = 1; id <= 80 && rc == 0; id++) {
+        login_rule(&r, id, "");
+        r.id_str = label;
+        r.id_len = (uint32_t)len;
+        rc = dlog_query_rules_add(m, &rs);
+        kept += rc == 0;
+    }
+    assert_int_equal(rc, -E2BIG);
+    assert_true(kept >= 60 && kept < 64);
+    assert_null(dlog_query_rule(m, kept + 1));
+    /* A small rule still fits; a known one may still be described again. */
+    login_rule(&r, 1000, "small");
+    assert_int_equal(dlog_query_rules_add(m, &rs), 0);
+    login_rule(&r, 1, "one");
+    assert_int_equal(dlog_query_rules_add(m, &rs), 0);
+    assert_string_equal(dlog_query_rule(m, 1)->id_str, "one");
+    free(label);
+    dlog_query_rules_free(m);
+}
+
 static void test_dlog_query_match_time_verdict(void **state)
 {
     struct dlog_query_rules *m = two_rules();
@@ -298,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_dlog_query_time_refused),
         cmocka_unit_test(test_dlog_query_fmt_time),
         cmocka_unit_test(test_dlog_query_rules),
+        cmocka_unit_test(test_dlog_query_rules_bounded),
         cmocka_unit_test(test_dlog_query_match_time_verdict),
         cmocka_unit_test(test_dlog_query_match_rule_actor),
     };
