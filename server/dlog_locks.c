@@ -36,6 +36,12 @@ struct dlog_locks {
     size_t n_periods, cap_periods;
     size_t bytes;               /* actor strings held, states' and periods' */
     uint64_t dropped;
+    /* Events waiting for the reorder window (a min-heap by time, then file order). */
+    struct lev **heap;
+    size_t n_heap, cap_heap;
+    size_t heap_bytes;
+    uint64_t seq;
+    uint64_t max_t;             /* the latest decision time seen */
 };
 
 struct dlog_locks *dlog_locks_new(const char *rule, const char *actor)
@@ -59,6 +65,9 @@ void dlog_locks_free(struct dlog_locks *l)
 {
     if (!l)
         return;
+    for (size_t i = 0; i < l->n_heap; i++)
+        free(l->heap[i]);
+    free(l->heap);
     for (size_t i = 0; i < l->cap; i++)
         free(l->slot[i]);
     for (size_t i = 0; i < l->n_periods; i++)
@@ -217,56 +226,98 @@ static int period_start(struct dlog_locks *l, struct lstate *s, uint64_t t, uint
     return 0;
 }
 
+/* Ends @s's lock: @how, at @t when unlocked (by @uid and @pid). */
 static void period_end(struct dlog_locks *l, struct lstate *s, enum dlog_locks_end how,
-                       uint64_t t, const struct dlog_decision *by)
+                       uint64_t t, uint32_t uid, uint32_t pid)
 {
     struct dlog_locks_period *p = &l->periods[s->period];
 
     p->ended = how;
     if (how == DLOG_LOCKS_UNLOCKED) {
         p->end_ms = t;
-        if (by) {
-            p->unlocked_by_uid = by->uid;
-            p->unlocked_by_pid = by->pid;
-        }
+        p->unlocked_by_uid = uid;
+        p->unlocked_by_pid = pid;
     }
     s->period = NO_PERIOD;
     s->pending = 0;
 }
 
-/* ---- decisions -------------------------------------------------------------------------- */
+/* ---- events, in time order ------------------------------------------------------------- */
 
-/* Rule @r's answer @o to @d, for the state of its actor. */
-static int locks_outcome(struct dlog_locks *l, const struct dlog_rule *r,
-                         const struct dlog_outcome *o, const struct dlog_decision *d)
+/* One lockout rule's answer to one decision, waiting in the reorder heap. */
+struct lev {
+    uint64_t t, seq;
+    uint64_t rule_id, credit, reset_s, n;
+    int64_t credit_limit, reset_ms;
+    uint32_t uid, pid;
+    uint8_t op, oflags;
+    size_t actor_len;
+    char actor[];
+};
+
+static bool lev_before(const struct lev *a, const struct lev *b)
 {
-    bool allowed = o->flags & DLOG_O_ALLOWED;
-    bool failure = d->op == TABLE_TAKE || d->op == TABLE_DEBIT;
-    bool lock_refusal = !allowed && o->credit == 0 && o->reset_s > 0 &&
-                        (failure || d->op == TABLE_PEEK);
-    uint64_t t = d->unix_ms, lock_end = t + o->reset_s * 1000;
-    char actor[RULES_ACTOR_MAX];
-    struct lstate *s;
-    int len, err = 0;
+    return a->t != b->t ? a->t < b->t : a->seq < b->seq;
+}
 
-    len = dlog_actor(r, d, actor, sizeof(actor));
-    if (len < 0)
-        return 0;
-    if (l->actor && (strlen(l->actor) != (size_t)len || memcmp(l->actor, actor, (size_t)len)))
-        return 0;
+static void heap_push(struct dlog_locks *l, struct lev *e)
+{
+    size_t i = l->n_heap++;
+
+    while (i > 0 && lev_before(e, l->heap[(i - 1) / 2])) {
+        l->heap[i] = l->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    l->heap[i] = e;
+}
+
+static struct lev *heap_pop(struct dlog_locks *l)
+{
+    struct lev *top = l->heap[0], *last = l->heap[--l->n_heap];
+    size_t i = 0;
+
+    for (;;) {
+        size_t c = 2 * i + 1;
+
+        if (c >= l->n_heap)
+            break;
+        if (c + 1 < l->n_heap && lev_before(l->heap[c + 1], l->heap[c]))
+            c++;
+        if (!lev_before(l->heap[c], last))
+            break;
+        l->heap[i] = l->heap[c];
+        i = c;
+    }
+    if (l->n_heap)
+        l->heap[i] = last;
+    l->heap_bytes -= top->actor_len + 1;
+    return top;
+}
+
+/* Applies event @e (in time order) to its actor's state. */
+static int lev_apply(struct dlog_locks *l, const struct lev *e)
+{
+    bool allowed = e->oflags & DLOG_O_ALLOWED;
+    bool failure = e->op == TABLE_TAKE || e->op == TABLE_DEBIT;
+    bool lock_refusal = !allowed && e->credit == 0 && e->reset_s > 0 &&
+                        (failure || e->op == TABLE_PEEK);
+    uint64_t t = e->t, lock_end = t + e->reset_s * 1000;
+    struct lstate *s;
+    int err = 0;
+
     /* Only a failure or a lock makes a state worth keeping. */
-    s = state_get(l, r->id, actor, (size_t)len, (failure && allowed) || lock_refusal, t, &err);
+    s = state_get(l, e->rule_id, e->actor, e->actor_len, (failure && allowed) || lock_refusal,
+                  t, &err);
     if (!s)
         return err;
-
     if (s->period != NO_PERIOD && t >= l->periods[s->period].end_ms)
-        period_end(l, s, DLOG_LOCKS_EXPIRED, t, NULL);
-    if (d->op == TABLE_RESET) {
+        period_end(l, s, DLOG_LOCKS_EXPIRED, t, 0, 0);
+    if (e->op == TABLE_RESET) {
         /* A RESET that forgot the counter answers with credit; one of a rule
          * with resettable = false only looked (a running lock: credit 0). */
-        if (s->period != NO_PERIOD && o->credit > 0)
-            period_end(l, s, DLOG_LOCKS_UNLOCKED, t, d);
-        if (o->credit > 0)
+        if (s->period != NO_PERIOD && e->credit > 0)
+            period_end(l, s, DLOG_LOCKS_UNLOCKED, t, e->uid, e->pid);
+        if (e->credit > 0)
             s->pending = 0;
         return 0;
     }
@@ -277,19 +328,21 @@ static int locks_outcome(struct dlog_locks *l, const struct dlog_rule *r,
          * Redis counter). */
         if (t + DLOG_LOCKS_SLACK_MS >= l->periods[s->period].end_ms) {
             l->periods[s->period].end_ms = t;
-            period_end(l, s, DLOG_LOCKS_EXPIRED, t, NULL);
+            period_end(l, s, DLOG_LOCKS_EXPIRED, t, 0, 0);
         } else {
-            period_end(l, s, DLOG_LOCKS_UNLOCKED, t, NULL);
+            period_end(l, s, DLOG_LOCKS_UNLOCKED, t, DLOG_UNKNOWN_ID, DLOG_UNKNOWN_ID);
         }
     }
     if (failure && allowed) {
-        if (s->pending == 0 || t >= s->interval_end_ms || o->credit + d->n >= (uint64_t)
-            (r->credit_limit > 0 ? r->credit_limit : 0)) {
+        uint64_t limit = e->credit_limit > 0 ? (uint64_t)e->credit_limit : 0;
+
+        /* The first failure of a counting interval leaves limit - n. */
+        if (s->pending == 0 || t >= s->interval_end_ms || e->credit + e->n >= limit) {
             s->pending = 0;
-            s->interval_end_ms = t + (uint64_t)(r->reset_ms > 0 ? r->reset_ms : 0);
+            s->interval_end_ms = t + (uint64_t)(e->reset_ms > 0 ? e->reset_ms : 0);
         }
-        s->pending += d->n;
-        if (o->credit == 0 && o->reset_s > 0)
+        s->pending += e->n;
+        if (e->credit == 0 && e->reset_s > 0)
             return period_start(l, s, t, lock_end, true) < 0 ? -ENOMEM : 0;
         return 0;
     }
@@ -302,8 +355,72 @@ static int locks_outcome(struct dlog_locks *l, const struct dlog_rule *r,
         }
         l->periods[s->period].refusals++;
         if (failure)
-            l->periods[s->period].failures += d->n;
+            l->periods[s->period].failures += e->n;
     }
+    return 0;
+}
+
+/* Applies the waiting events older than @upto (all: UINT64_MAX). */
+static int heap_release(struct dlog_locks *l, uint64_t upto)
+{
+    while (l->n_heap && l->heap[0]->t < upto) {
+        struct lev *e = heap_pop(l);
+        int r = lev_apply(l, e);
+
+        free(e);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* ---- decisions -------------------------------------------------------------------------- */
+
+/* Queues rule @r's answer @o to @d. */
+static int locks_outcome(struct dlog_locks *l, const struct dlog_rule *r,
+                         const struct dlog_outcome *o, const struct dlog_decision *d)
+{
+    char actor[RULES_ACTOR_MAX];
+    struct lev *e;
+    int len;
+
+    len = dlog_actor(r, d, actor, sizeof(actor));
+    if (len < 0)
+        return 0;
+    if (l->actor && (strlen(l->actor) != (size_t)len || memcmp(l->actor, actor, (size_t)len)))
+        return 0;
+    /* Past the heap's bounds the oldest are applied early: order suffers
+     * (within the reorder window), nothing is lost. */
+    while (l->n_heap && (l->n_heap >= DLOG_LOCKS_PENDING_MAX ||
+                         l->heap_bytes + (size_t)len + 1 > DLOG_LOCKS_BYTES_MAX)) {
+        struct lev *old = heap_pop(l);
+        int rc = lev_apply(l, old);
+
+        free(old);
+        if (rc < 0)
+            return rc;
+    }
+    if (l->n_heap == l->cap_heap) {
+        size_t cap = l->cap_heap ? l->cap_heap * 2 : 256;
+        struct lev **h = realloc(l->heap, cap * sizeof(*h));
+
+        if (!h)
+            return -ENOMEM;
+        l->heap = h;
+        l->cap_heap = cap;
+    }
+    e = malloc(sizeof(*e) + (size_t)len + 1);
+    if (!e)
+        return -ENOMEM;
+    *e = (struct lev){
+        .t = d->unix_ms, .seq = l->seq++, .rule_id = r->id, .credit = o->credit,
+        .reset_s = o->reset_s, .n = d->n, .credit_limit = r->credit_limit,
+        .reset_ms = r->reset_ms, .uid = d->uid, .pid = d->pid, .op = d->op,
+        .oflags = o->flags, .actor_len = (size_t)len,
+    };
+    memcpy(e->actor, actor, (size_t)len + 1);
+    l->heap_bytes += (size_t)len + 1;
+    heap_push(l, e);
     return 0;
 }
 
@@ -324,7 +441,10 @@ int dlog_locks_decision(struct dlog_locks *l, const struct dlog_query_rules *m,
         if (err < 0)
             return err;
     }
-    return 0;
+    if (d->unix_ms > l->max_t)
+        l->max_t = d->unix_ms;
+    return heap_release(l, l->max_t > DLOG_LOCKS_REORDER_MS ? l->max_t - DLOG_LOCKS_REORDER_MS
+                                                             : 0);
 }
 
 static int period_cmp(const void *a, const void *b)
@@ -341,13 +461,16 @@ static int period_cmp(const void *a, const void *b)
 size_t dlog_locks_finish(struct dlog_locks *l, uint64_t last_ms,
                          const struct dlog_locks_period **ret)
 {
+    /* Out of memory here only makes the last periods unknown. */
+    if (heap_release(l, UINT64_MAX) < 0)
+        l->dropped++;
     for (size_t i = 0; i < l->cap; i++) {
         struct lstate *s = l->slot[i];
 
         if (s && s->period != NO_PERIOD)
             period_end(l, s, l->periods[s->period].end_ms <= last_ms ? DLOG_LOCKS_EXPIRED
                                                                      : DLOG_LOCKS_OPEN,
-                       last_ms, NULL);
+                       last_ms, 0, 0);
     }
     if (l->n_periods > 1)
         qsort(l->periods, l->n_periods, sizeof(*l->periods), period_cmp);

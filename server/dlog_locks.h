@@ -23,6 +23,9 @@
 #define DLOG_LOCKS_PERIODS_MAX  (1u << 18)      /* lock periods kept */
 #define DLOG_LOCKS_BYTES_MAX    (64u << 20)     /* bytes of actor strings kept */
 #define DLOG_LOCKS_SLACK_MS     1000            /* a decision's reset is rounded to seconds */
+#define DLOG_LOCKS_REORDER_MS   120000          /* answers are put in time order within this
+                                                 * (> decision_log.flush_ms's 60 s maximum) */
+#define DLOG_LOCKS_PENDING_MAX  (1u << 20)      /* answers waiting to be put in order */
 
 enum dlog_locks_end {
     DLOG_LOCKS_EXPIRED = 0,     /* ran its length */
@@ -54,14 +57,15 @@ struct dlog_locks;
 struct dlog_locks *dlog_locks_new(const char *rule, const char *actor);
 void dlog_locks_free(struct dlog_locks *l);
 
-/* Takes decision @d (in log order) into account, with the rules @m knows:
+/* Takes decision @d (in log order: answers within DLOG_LOCKS_REORDER_MS of
+ * the latest are put in time order) into account, with the rules @m knows:
  * 0 or -ENOMEM. */
 int dlog_locks_decision(struct dlog_locks *l, const struct dlog_query_rules *m,
                         const struct dlog_decision *d);
 
 /* Ends the reading at @last_ms (the last decision's time): locks that end
  * by then expired, the others are open.  Sorts the periods by start (then
- * rule, actor) and returns them in *ret and their count. */
+ * rule, actor) and returns them in *ret and their count.  Call once, last. */
 size_t dlog_locks_finish(struct dlog_locks *l, uint64_t last_ms,
                          const struct dlog_locks_period **ret);
 

@@ -195,6 +195,33 @@ static void test_dlog_locks_filters(void **state)
     dlog_query_rules_free(m);
 }
 
+/* Blocks of two workers overlap: a refusal read before the failure that
+ * locked (written earlier by another worker) still makes one period. */
+static void test_dlog_locks_out_of_order(void **state)
+{
+    struct dlog_query_rules *m = rules();
+    struct dlog_locks *l = dlog_locks_new(NULL, NULL);
+    const struct dlog_locks_period *p;
+
+    (void)state;
+    feed(l, m, S(60), TABLE_PEEK, "bob", false, 0, 50);        /* worker 1's block */
+    feed(l, m, S(61), TABLE_PEEK, "bob", false, 0, 49);
+    feed(l, m, S(48), TABLE_TAKE, "bob", true, 2, 900);        /* worker 0's, later */
+    feed(l, m, S(49), TABLE_TAKE, "bob", true, 1, 899);
+    feed(l, m, S(50), TABLE_TAKE, "bob", true, 0, 60);
+    /* Far later: the waiting answers are applied before this one. */
+    feed(l, m, S(1000), TABLE_TAKE, "bob", true, 2, 900);
+    assert_int_equal(dlog_locks_finish(l, T0 + S(1000), &p), 1);
+    assert_int_equal(p[0].start_ms, T0 + S(50));
+    assert_int_equal(p[0].end_ms, T0 + S(110));
+    assert_true(p[0].from_failure);
+    assert_int_equal(p[0].failures, 3);
+    assert_int_equal(p[0].refusals, 2);
+    assert_int_equal(p[0].ended, DLOG_LOCKS_EXPIRED);
+    dlog_locks_free(l);
+    dlog_query_rules_free(m);
+}
+
 /* Many actors, each with a failure that expires: followed states are swept,
  * not grown without bound, and none is dropped. */
 static void test_dlog_locks_bounded(void **state)
@@ -221,6 +248,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dlog_locks_periods),
         cmocka_unit_test(test_dlog_locks_filters),
+        cmocka_unit_test(test_dlog_locks_out_of_order),
         cmocka_unit_test(test_dlog_locks_bounded),
     };
 
