@@ -20,6 +20,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "clock.h"
+#include "dlog_writer.h"
 #include "engine.h"
 #include "engine_int.h"
 #include "eval.h"
@@ -104,6 +105,12 @@ struct engine_call {
     engine_done_fn *done;
     void *arg;
     enum metrics_protocol protocol;
+    /* For the decision log (dlog_writer.h): */
+    const struct proto_kv *kv;
+    unsigned n_kv;
+    bool privileged;
+    uint32_t pid;               /* 0: unknown */
+    uint64_t mono_ms;           /* the clock the engine decided with; 0: not read */
 };
 
 /* ERR bad-request's reason for a DEBIT of @n above the max_debit of rule
@@ -150,6 +157,29 @@ static enum proto_err error_code(int r)
     }
 }
 
+/* @call's decision (@r, @err, @res under @rs) into the worker's decision log
+ * buffer: a copy, nothing more (dlog_ring.h). */
+static void engine_record(struct worker *w, const struct engine_call *call,
+                          const struct rules *rs, int r, enum proto_err err,
+                          const struct eval_result *res)
+{
+    struct dlog_note no = {
+        .kv = call->kv, .n_kv = call->n_kv, .op = (uint8_t)call->op,
+        .protocol = call->protocol == METRICS_PROTO_RESP  ? DLOG_PROTO_RESP
+                    : call->protocol == METRICS_PROTO_RLS ? DLOG_PROTO_RLS
+                                                          : DLOG_PROTO_LINE,
+        .flags = (uint8_t)((call->privileged ? DLOG_F_PRIVILEGED : 0) |
+                           (r < 0 ? DLOG_F_ERROR : 0)),
+        .rematched = call->rematched, .err = r < 0 ? (uint16_t)err : 0,
+        .uid = call->uid == (uid_t)-1 ? DLOG_UNKNOWN_ID : (uint32_t)call->uid,
+        .pid = call->pid ? call->pid : DLOG_UNKNOWN_ID,
+        .mono_ms = call->mono_ms ? call->mono_ms : clock_now_ms(),
+        .generation = call->generation, .n = call->n,
+    };
+
+    dlog_decided(w, &no, rs, res);
+}
+
 /*
  * The one settle step: @call decided (@r as eval_request()'s or
  * engine_run()'s, @res, @rule) under @rs; counts it and calls its
@@ -182,6 +212,8 @@ static void engine_settle(struct worker *w, const struct engine_call *call,
             log_ratelimited(&rl_internal, LOG_ERR, "evaluating a request failed: %m");
             a.reason = "internal error";
         }
+        if (w->dlog)
+            engine_record(w, call, rs, r, a.err, res);
         call->done(call->arg, &a);
         return;
     }
@@ -198,6 +230,8 @@ static void engine_settle(struct worker *w, const struct engine_call *call,
         log_msg(LOG_NOTICE, "RESET by uid %u: %u counter(s) on the path of rule %s reset",
                 (unsigned)call->uid, res->n_reset, rule[0] ? rule : "?");
     }
+    if (w->dlog)
+        engine_record(w, call, rs, r, a.err, res);
     a.rs = rs;
     a.res = res;
     a.rule = rule;
@@ -288,7 +322,9 @@ static struct engine_call hit_call(const struct engine_hit *h)
     struct engine_call call = { .op = h->op, .n = h->n, .uid = h->uid,
                                 .generation = h->generation, .start_ns = h->start_ns,
                                 .rematched = h->rematched, .done = h->done,
-                                .arg = h->done_arg, .protocol = h->protocol };
+                                .arg = h->done_arg, .protocol = h->protocol,
+                                .kv = h->kv, .n_kv = h->n_kv, .privileged = h->privileged,
+                                .pid = h->pid };
 
     return call;
 }
@@ -385,6 +421,7 @@ static int hit_start(struct worker *w, const struct engine_req *rq,
     h->name_rule = rq->name_rule || rq->op == TABLE_RESET;
     h->uid = rq->uid;
     h->protocol = rq->protocol;
+    h->pid = rq->pid;
     h->done = call->done;
     h->done_arg = call->arg;
     h->generation = st->generation;
@@ -414,7 +451,8 @@ int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn 
     struct rules_req mq = { .kv = rq->kv, .n_kv = rq->n_kv, .privileged = rq->privileged };
     struct engine_call call = { .op = rq->op, .n = rq->n, .uid = rq->uid, .done = done,
                                 .arg = arg, .start_ns = metrics_clock_ns(),
-                                .protocol = rq->protocol };
+                                .protocol = rq->protocol, .kv = rq->kv, .n_kv = rq->n_kv,
+                                .privileged = rq->privileged, .pid = rq->pid };
     const struct reload_state *st;
     struct eval_env env;
     struct eval_result res;
@@ -437,7 +475,8 @@ int engine_submit(struct worker *w, const struct engine_req *rq, engine_done_fn 
         return r;
     }
     engine_env(w, st->rules, &env);
-    r = eval_request(&env, &mq, rq->op, rq->n, clock_now_ms(), &res);
+    call.mono_ms = clock_now_ms();
+    r = eval_request(&env, &mq, rq->op, rq->n, call.mono_ms, &res);
     /* The rule's strings live in the rules: copied inside the section.  The
      * reply names the rule whose credit it shows (the limiter: a continue
      * rule tighter than the stop rule that decided), the decider otherwise. */

@@ -42,6 +42,7 @@ struct engine_req {
     bool name_rule;             /* the answer names the deciding rule (rule below) */
     enum metrics_protocol protocol;     /* the front-end, for divvy_decisions_total
                                          * (0: the line protocol) */
+    uint32_t pid;               /* the peer's, for the decision log; 0: unknown */
 };
 
 /* An answer, valid for the completion's call only (inside an RCU read-side

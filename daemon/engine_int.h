@@ -65,6 +65,7 @@ struct engine_hit {
     struct proto_kv own_kv[PROTO_KV_MAX];
     char own_buf[PROTO_LINE_MAX + PROTO_KV_MAX * 2];
     enum metrics_protocol protocol;     /* engine_req.protocol */
+    uint32_t pid;                       /* engine_req.pid */
 };
 
 /* The tables of this daemon, and rules @rs, as eval.c sees them. */

@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "adhoc.h"
 #include "config.h"
+#include "dlog_writer.h"
 #include "fastfd.h"
 #include "fastrules.h"
 #include "lock.h"
@@ -501,6 +502,7 @@ int main(int argc, char **argv)
     struct srv *srv = NULL;
     struct srv_opts so = { 0 };
     struct tls *tls = NULL;
+    struct dlog_writer *dlog = NULL;
     struct store *store = NULL;
     struct metrics_opts mo = { 0 };
     struct metrics *metrics = NULL;
@@ -730,6 +732,10 @@ int main(int argc, char **argv)
     if (r < 0)
         goto out_rcu;
     so.tls = tls;
+    r = dlog_writer_open(cfg, rl, 2 * so.workers, &dlog);
+    if (r < 0)
+        goto out_rcu;
+    so.dlog = dlog;
     r = srv_new(&so, &srv);
     if (r < 0 || fastfd_start(ff) < 0)
         goto out_rcu;
@@ -750,6 +756,7 @@ int main(int argc, char **argv)
     log_msg(LOG_NOTICE, "stopped");
 out_rcu:
     srv_free(srv);
+    dlog_writer_close(dlog, rl);       /* the workers stopped: all they decided */
     tls_free(tls);
     metrics_free(metrics);
     store_free(store);

@@ -112,6 +112,8 @@ struct metrics_gauges {
     struct adhoc_stats adhoc;
     bool have_tls;              /* TLS listeners (tls.h, docs/security.md) */
     uint64_t tls_handshake_failures;
+    bool have_dlog;             /* the decision log is on (dlog_writer.h) */
+    uint64_t dlog_records, dlog_dropped, dlog_reports_dropped, dlog_bytes, dlog_write_errors;
 };
 
 struct metrics;

@@ -51,6 +51,26 @@ static void put_tables(FILE *f, const char *name, const char *label,
 }
 
 /* The counter tables; the privileged one only with metrics_opts.privileged. */
+/* The decision log's counters (docs/operations.md "Decision log"). */
+static void render_dlog(FILE *f, const struct metrics_gauges *g)
+{
+    put_head(f, "divvy_decision_log_records_total", "counter",
+             "Decisions written to the decision log.");
+    fprintf(f, "divvy_decision_log_records_total %llu\n", (unsigned long long)g->dlog_records);
+    put_head(f, "divvy_decision_log_dropped_total", "counter",
+             "Decisions the log lost (a worker's buffer full, a failed write), by whose.");
+    fprintf(f, "divvy_decision_log_dropped_total{source=\"divvyd\"} %llu\n",
+            (unsigned long long)(g->dlog_dropped - g->dlog_reports_dropped));
+    fprintf(f, "divvy_decision_log_dropped_total{source=\"fast_path_report\"} %llu\n",
+            (unsigned long long)g->dlog_reports_dropped);
+    put_head(f, "divvy_decision_log_bytes_total", "counter", "Bytes written to decision log files.");
+    fprintf(f, "divvy_decision_log_bytes_total %llu\n", (unsigned long long)g->dlog_bytes);
+    put_head(f, "divvy_decision_log_write_errors_total", "counter",
+             "Failed writes, file creations and removals of the decision log.");
+    fprintf(f, "divvy_decision_log_write_errors_total %llu\n",
+            (unsigned long long)g->dlog_write_errors);
+}
+
 static void render_table(FILE *f, const struct metrics_gauges *g, bool privileged)
 {
     unsigned n = privileged ? 3 : 2;
@@ -325,6 +345,8 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
         fprintf(f, "divvy_tls_handshake_failures_total %llu\n",
                 (unsigned long long)g.tls_handshake_failures);
     }
+    if (g.have_dlog)
+        render_dlog(f, &g);
     render_fast_rules(f, m);
     put_head(f, "divvy_reloads_total", "counter", "Config reloads, by result.");
     fprintf(f, "divvy_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)g.reloads_ok);

@@ -44,6 +44,8 @@ struct reload {
     uint64_t n_ok;
     uint64_t n_rejected;
     struct tls *tls;                /* the TLS listeners' certificate; NULL: none (tls.h) */
+    reload_rules_fn *rules_fn;      /* the decision log's (reload_set_rules_hook()) */
+    void *rules_arg;
 };
 
 /*
@@ -290,6 +292,12 @@ void reload_set_tls(struct reload *rl, struct tls *tls)
     rl->tls = tls;
 }
 
+void reload_set_rules_hook(struct reload *rl, reload_rules_fn *fn, void *arg)
+{
+    rl->rules_fn = fn;
+    rl->rules_arg = arg;
+}
+
 /* The TLS listeners' new context from @cfg's server.tls, into *ret; a
  * problem is the reload's, at server.tls's line. */
 static int reload_tls(const struct config *cfg, struct tls_ctx **ret, struct diag *diag)
@@ -488,6 +496,9 @@ int reload_apply(struct reload *rl, const char *who, const struct reload_opts *o
     p->st.rules = rules;
     p->st.generation = gen;
     rules = NULL;
+    /* Described before they decide anything (the log's order). */
+    if (rl->rules_fn)
+        rl->rules_fn(rl->rules_arg, p->st.rules, gen);
     old = rcu_xchg_pointer(&rl->current, p);
     if (tls) {
         tls_install(rl->tls, tls);

@@ -104,6 +104,12 @@ void reload_result_free(struct reload_result *res);
 struct tls;
 void reload_set_tls(struct reload *rl, struct tls *tls);
 
+/* The decision log's hook (dlog_writer_rules()): @fn(@arg, rules, generation)
+ * runs before a reload publishes new rules, under the reload's lock.  Set
+ * before any reload may run. */
+typedef void reload_rules_fn(void *arg, const struct rules *rules, uint64_t generation);
+void reload_set_rules_hook(struct reload *rl, reload_rules_fn *fn, void *arg);
+
 /* The main config file's path, as given (constant: any thread). */
 const char *reload_config_path(const struct reload *rl);
 

@@ -64,6 +64,32 @@ static int set_list(struct reload_settings *s, const char *name, char *const *li
     return set_add(s, name, "%s", buf);
 }
 
+/* decision_log { }: read at start only (docs/config.md "decision_log"). */
+static int dlog_settings(struct reload_settings *s, const struct config_dlog *d)
+{
+    char buf[1024];
+    size_t pos = 0;
+    int r = 0;
+
+    r |= set_add(s, "decision_log.enabled", "%s", d->enabled ? "true" : "false");
+    r |= set_add(s, "decision_log.directory", "%s", d->directory ? d->directory
+                                                                  : CONFIG_DLOG_DIRECTORY);
+    r |= set_add(s, "decision_log.file_size", "%" PRIu64, d->file_size);
+    r |= set_add(s, "decision_log.files", "%u", d->files);
+    r |= set_add(s, "decision_log.flush_ms", "%u", d->flush_ms);
+    buf[0] = '\0';
+    for (size_t i = 0; i < d->n_redact && pos < sizeof(buf); i++) {
+        int w = snprintf(buf + pos, sizeof(buf) - pos, "%s%s=%s", i ? "," : "", d->redact[i].key,
+                         d->redact[i].how == 2 ? "drop" : d->redact[i].how == 1 ? "hash" : "keep");
+
+        if (w < 0)
+            break;
+        pos += (size_t)w;
+    }
+    r |= set_add(s, "decision_log.redact", "%s", buf);
+    return r;
+}
+
 int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
 {
     const struct config_admit *a = &cfg->admit;
@@ -137,6 +163,7 @@ int reload_settings_take(const struct config *cfg, struct reload_settings *ret)
     r |= set_add(&s, "statsd.interval_ms", "%u", cfg->statsd_interval_ms);
     r |= set_add(&s, "rls.unmatched", "%s", cfg->rls_unmatched_rule ? "rule" : "ok");
     r |= set_add(&s, "rls.ratelimit_headers", "%s", cfg->rls_ratelimit_headers ? "true" : "false");
+    r |= dlog_settings(&s, &cfg->dlog);
     if (r != 0) {
         reload_settings_free(&s);
         return -ENOMEM;

@@ -23,6 +23,7 @@
 #include "admit.h"
 #include "clock.h"
 #include "conn.h"
+#include "dlog_writer.h"
 #include "eval.h"
 #include "line.h"
 #include "listener.h"
@@ -265,6 +266,17 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
     if (s->o.adhoc) {
         adhoc_stats(s->o.adhoc, &g->adhoc);
         g->have_adhoc = true;
+    }
+    if (s->o.dlog) {
+        struct dlog_writer_stats ds;
+
+        dlog_writer_stats(s->o.dlog, &ds);
+        g->have_dlog = true;
+        g->dlog_records = ds.records;
+        g->dlog_dropped = ds.dropped;
+        g->dlog_reports_dropped = ds.reports_dropped;
+        g->dlog_bytes = ds.bytes;
+        g->dlog_write_errors = ds.write_errors;
     }
     if (s->o.tls) {
         g->have_tls = true;

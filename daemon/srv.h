@@ -36,6 +36,7 @@
 
 struct adhoc;
 struct fastfd;
+struct dlog_writer;
 
 struct srv_opts {
     char **listen;              /* "tcp:HOST:PORT" / "unix:PATH" */
@@ -67,6 +68,7 @@ struct srv_opts {
     bool rls_unmatched_rule;    /* rls.unmatched = "rule": the default rule answers */
     bool rls_ratelimit_headers; /* rls.ratelimit_headers: RateLimit-* in the answer */
     struct tls *tls;            /* the "tls:" listeners' context (tls.h); NULL: none */
+    struct dlog_writer *dlog;   /* the decision log (dlog_writer.h); NULL: off */
 };
 
 struct srv;

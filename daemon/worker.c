@@ -14,6 +14,7 @@
 #include "admit.h"
 #include "clock.h"
 #include "conn.h"
+#include "dlog_writer.h"
 #include "engine.h"
 #include "hit_batch.h"
 #include "listener.h"
@@ -124,6 +125,7 @@ int worker_init(struct srv *s, struct worker *w, unsigned id, bool lane)
     w->id = id;
     w->lane = lane;
     w->mw = metrics_worker(s->o.metrics, id);
+    w->dlog = s->o.dlog ? dlog_writer_ring(s->o.dlog, id) : NULL;
     w->base = event_base_new();
     if (!w->base)
         return -ENOMEM;

@@ -27,6 +27,7 @@ struct srv;
 struct conn;
 struct engine_hit;
 struct rls_conn;
+struct dlog_ring;
 
 /* Per-worker counters: written by the owner only, read by STATS. */
 struct wstats {
@@ -80,6 +81,7 @@ struct worker {
     char *key_buf;              /* a Redis key */
     size_t key_cap;
     struct proto_req req;       /* parse scratch: one per worker, not on the stack */
+    struct dlog_ring *dlog;     /* its decision log buffer (dlog_writer.h); NULL: log off */
 };
 
 /* One writer (the owner), readers on other threads: no read-modify-write needed. */

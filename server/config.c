@@ -95,6 +95,7 @@ static int conf_defaults(struct config *cfg)
     cfg->admin_group = strdup(CONFIG_DEFAULT_ADMIN_GROUP);
     cfg->fast_group = strdup(CONFIG_DEFAULT_FAST_GROUP);
     cfg->snapshot_interval_ms = CONFIG_DEFAULT_SNAPSHOT_MS;
+    conf_dlog_defaults(cfg);
     if (!cfg->listen[0] || !cfg->listen[1] || !cfg->state_dir || !cfg->admin_group ||
         !cfg->fast_group)
         return -ENOMEM;
@@ -261,6 +262,7 @@ void config_free(struct config *cfg)
     if (cfg->resp_password)
         explicit_bzero(cfg->resp_password, strlen(cfg->resp_password));
     free(cfg->resp_password);
+    conf_dlog_free(cfg);
     free(cfg->resp_password_file);
     free(cfg->path);
     free(cfg);

@@ -122,6 +122,29 @@ struct config_tls {
     unsigned listen_line;       /* server.listen's line: a "tls:" address needs server.tls */
 };
 
+/* decision_log { } (docs/config.md "decision_log", DESIGN §13): read at start only. */
+#define CONFIG_DLOG_DIRECTORY   "/var/lib/divvy/decisions"
+#define CONFIG_DLOG_FILE_SIZE   (64u << 20)
+#define CONFIG_DLOG_FILES       16
+#define CONFIG_DLOG_FLUSH_MS    1000
+#define CONFIG_DLOG_REDACT_MAX  64      /* keys in decision_log.redact */
+
+struct config_dlog_redact {
+    char *key;
+    unsigned how;               /* enum dlog_redact: 0 keep, 1 hash, 2 drop */
+};
+
+struct config_dlog {
+    bool enabled;               /* default false */
+    char *directory;            /* NULL: CONFIG_DLOG_DIRECTORY */
+    uint64_t file_size;         /* bytes before a file is rotated; default 64 MiB */
+    unsigned files;             /* files kept; default 16 */
+    unsigned flush_ms;          /* longest a decision waits in a worker's buffer; 1000 */
+    struct config_dlog_redact *redact;  /* per key; keys not listed: keep */
+    size_t n_redact;
+    unsigned line;              /* of decision_log { }; 0: none */
+};
+
 struct config {
     char *path;
     enum config_format format;
@@ -183,6 +206,8 @@ struct config {
     char *resp_password_file;   /* NULL, or as written: a path or a credential name */
 
     struct config_tls tls;      /* server.tls { } */
+
+    struct config_dlog dlog;    /* decision_log { } */
 };
 
 /*

@@ -63,7 +63,7 @@ int conf_set_str(char **slot, const char *v)
 
 static const char *const conf_top_names[] = {
     "server", "table", "store", "redis", "metrics", "statsd", "rules", "include_dir",
-    "rls",
+    "rls", "decision_log",
 };
 
 /* "unknown setting 'GROUP.NAME'" (no GROUP. at the top), with the closest
@@ -569,6 +569,8 @@ static int conf_native_doc(struct config *cfg, const char *path, const char *tex
             q = conf_each(cfg, path, s, conf_statsd_setting, reterr);
         } else if (strcmp(name, "rls") == 0) {
             q = conf_each(cfg, path, s, conf_rls_setting, reterr);
+        } else if (strcmp(name, "decision_log") == 0) {
+            q = conf_dlog_group(cfg, path, s, reterr);
         } else if (strcmp(name, "redis") == 0) {
             redis = s;
             cfg->redis.line = conf_line(s);
@@ -579,7 +581,7 @@ static int conf_native_doc(struct config *cfg, const char *path, const char *tex
         } else {
             q = conf_unknown(path, s, "", conf_top_names, CONF_N(conf_top_names),
                              " (expected server, table, store, redis, metrics, statsd, rls, "
-                             "rules, include_dir)",
+                             "decision_log, rules, include_dir)",
                              reterr);
         }
         if (q == -ENOMEM) {

@@ -127,6 +127,12 @@ int conf_tls_group(struct config *cfg, const char *path, const config_setting_t 
                    struct diag *reterr);
 int conf_tls_check(const struct config *cfg, const char *path, struct diag *reterr);
 
+/* config_dlog.c: decision_log { } (docs/config.md "decision_log"); defaults first. */
+void conf_dlog_defaults(struct config *cfg);
+int conf_dlog_group(struct config *cfg, const char *path, const config_setting_t *g,
+                    struct diag *reterr);
+void conf_dlog_free(struct config *cfg);
+
 /* config_store.c */
 int conf_store_setting(struct config *cfg, const char *path,
                        const config_setting_t *s, struct diag *reterr);
