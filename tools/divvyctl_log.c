@@ -20,9 +20,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "config.h"
+#include "diag.h"
 #include "divvyctl.h"
 #include "divvyctl_log.h"
-#include "dlog_confdir.h"
 
 #define LOG_DIR_FILES_MAX 100000    /* *.dlog files read from one directory */
 #define LOG_PATH_MAX      4096
@@ -49,8 +50,9 @@ const char ctl_help_log[] =
     "  2026-11-28T12:00:04.000Z gap: 12 decisions not recorded (...)\n"
     "\n"
     "PATH is a log file or a directory (its *.dlog files, in name order).  Without\n"
-    "PATH: the decision_log.directory of the config given with -c, else\n"
-    DLOG_CONFDIR_DEFAULT ".  Within a file, records of divvyd's workers can\n"
+    "PATH: the decision_log.directory of the config given with -c (loaded as divvyd\n"
+    "loads it: a config with problems is refused), else\n"
+    CONFIG_DLOG_DIRECTORY ".  Within a file, records of divvyd's workers can\n"
     "be out of time order by up to decision_log.flush_ms (each worker's buffer is\n"
     "written as one block).\n"
     "\n"
@@ -335,6 +337,37 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The decision_log.directory of config @path (loaded with divvyd's loader)
+ * into @dir: 0, or an exit code after printing why. */
+static int log_config_dir(const char *path, char *dir, size_t size)
+{
+    struct diag *d = malloc(sizeof(*d));
+    char msg[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
+    struct config *cfg = NULL;
+    int r;
+
+    if (!d)
+        return ctl_fail(CTL_EXIT_FAILURE, "out of memory");
+    diag_init(d);
+    r = config_load(path, &cfg, d);
+    if (r < 0) {
+        if (d->n)
+            diag_format(d, 0, msg, sizeof(msg));
+        else
+            snprintf(msg, sizeof(msg), "%s: %s", path, strerror(-r));
+        r = ctl_fail(CTL_EXIT_FAILURE, "%s (`divvyctl check %s` lists every problem; or name "
+                     "the log directory)", msg, path);
+    } else if (cfg->dlog.directory &&
+               (size_t)snprintf(dir, size, "%s", cfg->dlog.directory) >= size) {
+        r = ctl_fail(CTL_EXIT_FAILURE, "%s: decision_log.directory is too long", path);
+    } else {
+        r = 0;
+    }
+    config_free(cfg);
+    free(d);
+    return r;
+}
+
 /* Parses the options into @run and *@ret_config: 0; an exit code > 0 after a
  * usage message; -1 after --help. */
 static int log_opts(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv,
@@ -413,22 +446,11 @@ int cmd_log(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
     r = log_opts(ctl, cmd, argc, argv, &run, &config);
     if (r != 0)
         return r > 0 ? r : CTL_EXIT_OK;
-    snprintf(dir, sizeof(dir), "%s", DLOG_CONFDIR_DEFAULT);
+    snprintf(dir, sizeof(dir), "%s", CONFIG_DLOG_DIRECTORY);
     if (config) {
-        struct diag *d = malloc(sizeof(*d));
-        char msg[DIAG_FILE_MAX + DIAG_MSG_MAX + 32];
-
-        if (!d)
-            return ctl_fail(CTL_EXIT_FAILURE, "out of memory");
-        diag_init(d);
-        r = dlog_confdir(config, dir, sizeof(dir), d);
-        if (r == -ENAMETOOLONG)
-            snprintf(msg, sizeof(msg), "%s: decision_log.directory is too long", config);
-        else if (r < 0)
-            diag_format(d, 0, msg, sizeof(msg));
-        free(d);
-        if (r < 0)
-            return ctl_fail(CTL_EXIT_FAILURE, "%s", msg);
+        r = log_config_dir(config, dir, sizeof(dir));
+        if (r > 0)
+            return r;
     }
     run.rules = dlog_query_rules_new();
     if (run.locks_mode)

@@ -496,7 +496,7 @@ static void test_dlog_read_config_dir(void **state)
     f = fopen(conf, "w");
     assert_non_null(f);
     fprintf(f, "decision_log = { enabled = true; directory = \"%s/fromconf\"; };\n"
-               "rules = ( { match = { ip = \"*\"; }; credit_limit = 1; reset_seconds = 1; } );\n",
+               "rules = ( { default = true; credit_limit = 1; reset_seconds = 1; } );\n",
             tmpdir);
     assert_int_equal(fclose(f), 0);
     r = LOG(0, "-c", conf, "--verdict", "denied");
@@ -504,10 +504,21 @@ static void test_dlog_read_config_dir(void **state)
     /* A broken config says where. */
     f = fopen(conf, "w");
     assert_non_null(f);
-    fputs("decision_log = { directory = 5; };\n", f);
+    fputs("decision_log = { directory = 5; };\n"
+          "rules = ( { default = true; credit_limit = 1; reset_seconds = 1; } );\n", f);
     assert_int_equal(fclose(f), 0);
     r = LOG(5, "-c", conf);
-    assert_non_null(strstr(r->err, "divvy.conf:1: decision_log.directory"));
+    assert_non_null(strstr(r->err, "divvy.conf:1: "));
+    assert_non_null(strstr(r->err, "directory"));
+    /* A config without decision_log: the default directory. */
+    f = fopen(conf, "w");
+    assert_non_null(f);
+    fputs("rules = ( { default = true; credit_limit = 1; reset_seconds = 1; } );\n", f);
+    assert_int_equal(fclose(f), 0);
+    if (access("/var/lib/divvy/decisions", F_OK) != 0) {
+        r = LOG(5, "-c", conf);
+        assert_non_null(strstr(r->err, "/var/lib/divvy/decisions: No such file"));
+    }
     r = LOG(2, "-c", conf, path_of("fromconf"));
 }
 
