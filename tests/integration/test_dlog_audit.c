@@ -26,35 +26,15 @@
 
 #define RHOST "192.0.2.77"
 
-static char logdir[64];
+/* The test's own directory (harness_tmp_dir()). */
+static const char *logdir;
 
 static int audit_setup(void **state)
 {
-    char owner[128];
-    FILE *f;
-
     if (harness_setup(state) < 0)
         return -1;
-    snprintf(logdir, sizeof(logdir), "/tmp/divvy-it.XXXXXX");
-    if (!mkdtemp(logdir))
-        return -1;
-    snprintf(owner, sizeof(owner), "%s/owner.pid", logdir);
-    f = fopen(owner, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "%ld\n", (long)getpid());
-    return fclose(f) == 0 ? 0 : -1;
-}
-
-static int audit_teardown(void **state)
-{
-    int r = harness_teardown(state);
-
-    if (logdir[0]) {
-        harness_rm_tree(logdir);
-        logdir[0] = '\0';
-    }
-    return r;
+    logdir = harness_tmp_dir();
+    return logdir ? 0 : -1;
 }
 
 /* pam_divvy in @mode for @user from RHOST: the PAM result. */
@@ -219,7 +199,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_dlog_audit_pam_lock_unlock, audit_setup,
-                                        audit_teardown),
+                                        harness_teardown),
     };
 
     return cmocka_run_group_tests_name("dlog_audit", tests, NULL, NULL);

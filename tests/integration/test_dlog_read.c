@@ -32,35 +32,15 @@
 #define LOGIN 0x1111222233334444ull
 #define API   0x00000000000000a7ull
 
-static char tmpdir[64];
+/* The test's own directory (harness_tmp_dir()). */
+static const char *tmpdir;
 
 static int read_setup(void **state)
 {
-    char owner[128];
-    FILE *f;
-
     if (harness_setup(state) < 0)
         return -1;
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/divvy-it.XXXXXX");
-    if (!mkdtemp(tmpdir))
-        return -1;
-    snprintf(owner, sizeof(owner), "%s/owner.pid", tmpdir);
-    f = fopen(owner, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "%ld\n", (long)getpid());
-    return fclose(f) == 0 ? 0 : -1;
-}
-
-static int read_teardown(void **state)
-{
-    int r = harness_teardown(state);
-
-    if (tmpdir[0]) {
-        harness_rm_tree(tmpdir);
-        tmpdir[0] = '\0';
-    }
-    return r;
+    tmpdir = harness_tmp_dir();
+    return tmpdir ? 0 : -1;
 }
 
 /* ---- writing logs ----------------------------------------------------------------------- */
@@ -660,13 +640,13 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_dlog_read_text_and_json, read_setup,
-                                        read_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_read_filters, read_setup, read_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_read_locks, read_setup, read_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_read_config_dir, read_setup, read_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_read_damaged, read_setup, read_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_read_hostile, read_setup, read_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_read_usage, read_setup, read_teardown),
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_read_filters, read_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_read_locks, read_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_read_config_dir, read_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_read_damaged, read_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_read_hostile, read_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_read_usage, read_setup, harness_teardown),
     };
 
     return cmocka_run_group_tests_name("dlog_read", tests, NULL, NULL);
