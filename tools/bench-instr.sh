@@ -30,6 +30,10 @@
 #   6 row 5 with cidr rules (docs/rules.md "Addresses and negation"): N = 16
 #     and N = 10,000 rules ip = { cidr = ... } of nested /24s, /16s and a /8,
 #     the ratio 10,000 / 16 and 10,000 cidr rules / 10,000 exact ones
+#   7 row 1 with the decision log on (issue 23, docs/operations.md "Decision
+#     log") against the same config with it off, both in divvy.conf: the
+#     ratio on / off, and the log's cost split into the workers' share (the
+#     copy into their rings) and the drain thread's (encoding, writing)
 #
 # BENCH_INSTR_SECONDS of load per callgrind window (default 3);
 # BENCH_INSTR_REPEAT windows of each divvyd row, the fewest instructions
@@ -391,6 +395,42 @@ cidr10000=$1 cmiss10000="$2 $3"
 stop "$dpid"
 cg_opts=''
 
+# ---- row 7: the decision log, off and on ------------------------------------------------
+# log_conf FILE ON: row 1's rules in divvy.conf, the decision log ON (true/false) in
+# $T/FILE.d, flushed every second (its default).
+log_conf() {
+    cat >"$1" <<EOC
+decision_log = { enabled = $2; directory = "$1.d"; };
+rules = (
+    { match = { path = "/bench"; actor = "*"; }; actor = "actor";
+      credit_limit = 1000000000; reset_seconds = 3600; },
+    { default = true; credit_limit = 0; reset_seconds = 0; }
+);
+EOC
+}
+# drain_ir DUMP: the instructions of the decision log's drain thread in DUMP (the
+# thread whose file names drain_main).
+drain_ir() {
+    for ef in "$1"-*; do
+        grep -q 'drain_main' "$ef" && cat "$ef"
+    done | awk '/^events:/ { for (i = 2; i <= NF; i++) if ($i == "Ir") c = i }
+                /^totals:/ { s += $c } END { print s + 0 }'
+}
+log_conf "$T/log0.conf" false
+divvyd_cg log0 "$T/log0.conf"
+log_off=$(line_hits log0 "$dpid" --unix "$T/log0.sock" | cut -d' ' -f1)
+stop "$dpid"
+log_conf "$T/log1.conf" true
+divvyd_cg log1 "$T/log1.conf"
+log_on=$(line_hits log1 "$dpid" --unix "$T/log1.sock" | cut -d' ' -f1)
+# One more window for the split (line_hits keeps only the fewest instructions).
+window_begin "$dpid"
+h=$(hits --unix "$T/log1.sock")
+f=$(window_end "$dpid" log1)
+log_drain=$(per "$(drain_ir "$f")" "$h")
+log_workers=$(per "$(( $(event "$f" others Ir) - $(drain_ir "$f") ))" "$h")
+stop "$dpid"
+
 if [ -n "${BENCH_INSTR_KEEP:-}" ]; then
     { mkdir -p "$BENCH_INSTR_KEEP" && cp "$T"/*.cg* "$BENCH_INSTR_KEEP"/; } ||
         die "cannot keep the dumps in $BENCH_INSTR_KEEP"
@@ -417,6 +457,9 @@ row "cidr match: HIT at 10,000 cidr rules / at 16" "$(ratio "$cidr10000" "$cidr1
     "16 rules $cidr16, 10,000 rules $cidr10000"
 row "  HIT at 10,000 cidr rules / at 10,000 exact" "$(ratio "$cidr10000" "$match10000")x" "" \
     "data misses per hit (D1 LL) $cmiss16 / $cmiss10000"
+row "divvyd HIT with the decision log on / off" "$(ratio "$log_on" "$log_off")x" "<= 1.05x" \
+    "off $log_off, on $log_on"
+row "  its window split: workers / drain thread" "" "" "$log_workers / $log_drain"
 tick=$(awk -v t="$tick" 'BEGIN { printf "%.1f M", t / 1e6 }')
 echo "Left out of the divvyd rows: its main thread, $tick instructions a second in row 1's"
 echo "window, hits or not (its 1 s tick), which is time, not a hit's work."
@@ -441,4 +484,7 @@ main one, over the replies the load received, the fewest of $REPEAT windows).
   row 5:  as row 1, divvyd under valgrind --tool=callgrind --cache-sim=yes
   row 6:  as row 5 on divvy.conf rules ip = { cidr = ... } (N-1-M /24s, M /16s, the
           hit's /24, a /8 holding it too), divvy-bench --pairs "ip=10.255.255.7"
+  row 7:  as row 1 on row 1's rules in divvy.conf with decision_log { enabled = false }
+          and then true (flush_ms 1000); the split from one more window, the drain
+          thread's instructions (its callgrind file names drain_main) apart
 EOF
