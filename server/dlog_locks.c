@@ -234,7 +234,9 @@ static void period_end(struct dlog_locks *l, struct lstate *s, enum dlog_locks_e
 
     p->ended = how;
     if (how == DLOG_LOCKS_UNLOCKED) {
-        p->end_ms = t;
+        /* Never before the start (answers applied out of order past the
+         * heap's bounds). */
+        p->end_ms = t > p->start_ms ? t : p->start_ms;
         p->unlocked_by_uid = uid;
         p->unlocked_by_pid = pid;
     }
@@ -294,6 +296,14 @@ static struct lev *heap_pop(struct dlog_locks *l)
     return top;
 }
 
+/* @t + @v * @unit, saturated: a log's numbers may be anything. */
+static uint64_t add_ms(uint64_t t, uint64_t v, uint64_t unit)
+{
+    if (v > (UINT64_MAX - t) / unit)
+        return UINT64_MAX;
+    return t + v * unit;
+}
+
 /* Applies event @e (in time order) to its actor's state. */
 static int lev_apply(struct dlog_locks *l, const struct lev *e)
 {
@@ -301,7 +311,7 @@ static int lev_apply(struct dlog_locks *l, const struct lev *e)
     bool failure = e->op == TABLE_TAKE || e->op == TABLE_DEBIT;
     bool lock_refusal = !allowed && e->credit == 0 && e->reset_s > 0 &&
                         (failure || e->op == TABLE_PEEK);
-    uint64_t t = e->t, lock_end = t + e->reset_s * 1000;
+    uint64_t t = e->t, lock_end = add_ms(t, e->reset_s, 1000);
     struct lstate *s;
     int err = 0;
 
@@ -327,7 +337,9 @@ static int lev_apply(struct dlog_locks *l, const struct lev *e)
          * log does not show (a RESET through another divvyd on the same
          * Redis counter). */
         if (t + DLOG_LOCKS_SLACK_MS >= l->periods[s->period].end_ms) {
-            l->periods[s->period].end_ms = t;
+            struct dlog_locks_period *p = &l->periods[s->period];
+
+            p->end_ms = t > p->start_ms ? t : p->start_ms;
             period_end(l, s, DLOG_LOCKS_EXPIRED, t, 0, 0);
         } else {
             period_end(l, s, DLOG_LOCKS_UNLOCKED, t, DLOG_UNKNOWN_ID, DLOG_UNKNOWN_ID);
@@ -339,7 +351,7 @@ static int lev_apply(struct dlog_locks *l, const struct lev *e)
         /* The first failure of a counting interval leaves limit - n. */
         if (s->pending == 0 || t >= s->interval_end_ms || e->credit + e->n >= limit) {
             s->pending = 0;
-            s->interval_end_ms = t + (uint64_t)(e->reset_ms > 0 ? e->reset_ms : 0);
+            s->interval_end_ms = add_ms(t, e->reset_ms > 0 ? (uint64_t)e->reset_ms : 0, 1);
         }
         s->pending += e->n;
         if (e->credit == 0 && e->reset_s > 0)
