@@ -284,7 +284,8 @@ static void log_dir(struct log_run *run, const char *dir)
         ctl_fail(CTL_EXIT_NO, "%s: no decision log (*" DLOG_FILE_SUFFIX ") in it", dir);
         run->skipped = true;
     }
-    qsort(names, n, sizeof(*names), name_cmp);
+    if (n > 1)
+        qsort(names, n, sizeof(*names), name_cmp);
     for (size_t i = 0; i < n && !run->stop; i++) {
         struct stat st;
         int len = snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
