@@ -69,7 +69,7 @@ int dlog_locks_decision(struct dlog_locks *l, const struct dlog_query_rules *m,
 size_t dlog_locks_finish(struct dlog_locks *l, uint64_t last_ms,
                          const struct dlog_locks_period **ret);
 
-/* Decisions of actors not followed for lack of room (the limits above). */
+/* Lockout answers not followed for lack of room (the limits above). */
 uint64_t dlog_locks_dropped(const struct dlog_locks *l);
 
 /* "expired", "unlocked", "open". */

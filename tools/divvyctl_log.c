@@ -471,9 +471,10 @@ int cmd_log(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv)
         size_t n = dlog_locks_finish(run.locks, run.last_ms, &p);
 
         if (dlog_locks_dropped(run.locks)) {
-            fprintf(stderr, "divvyctl: %" PRIu64 " decisions of actors beyond the %u followed "
-                    "at once were not looked at: narrow with --rule, --actor\n",
-                    dlog_locks_dropped(run.locks), DLOG_LOCKS_ACTORS_MAX);
+            fprintf(stderr, "divvyctl: %" PRIu64 " lockout answers not followed (past %u "
+                    "actors at once, %u lock periods or %u MiB of actors): narrow with --rule, "
+                    "--actor or fewer files\n", dlog_locks_dropped(run.locks),
+                    DLOG_LOCKS_ACTORS_MAX, DLOG_LOCKS_PERIODS_MAX, DLOG_LOCKS_BYTES_MAX >> 20);
             run.skipped = true;
         }
         if (log_print_locks(run.rules, p, n, run.f.since_ms, run.f.until_ms, run.json) < 0) {

@@ -49,14 +49,6 @@ void log_put_word(FILE *f, const char *s, size_t len)
     fputc('"', f);
 }
 
-static void put_id(FILE *f, const char *name, uint32_t v)
-{
-    if (v == DLOG_UNKNOWN_ID)
-        fprintf(f, " %s=-", name);
-    else
-        fprintf(f, " %s=%" PRIu32, name, v);
-}
-
 static const char *verdict(const struct dlog_decision *d)
 {
     if (d->flags & DLOG_F_ERROR)
@@ -74,61 +66,351 @@ static const char *const flag_names[] = {
     [1] = "privileged", [2] = "reported", [4] = "store-down", [5] = "table-full",
 };
 
-static void print_text(const struct dlog_query_rules *m, const struct dlog_decision *d)
+/* ---- a line buffer ---------------------------------------------------------------------- */
+
+/* A decision's line is built here and written with one fwrite(): stdio's
+ * per-call costs were most of the time of a long log's output. */
+struct lb {
+    size_t n;
+    bool err;
+    char buf[16384];
+};
+
+static void lb_flush(struct lb *b)
+{
+    if (b->n && fwrite(b->buf, 1, b->n, stdout) != b->n)
+        b->err = true;
+    b->n = 0;
+}
+
+static void lb_put(struct lb *b, const char *s, size_t len)
+{
+    while (len) {
+        size_t k = sizeof(b->buf) - b->n;
+
+        if (k == 0) {
+            lb_flush(b);
+            continue;
+        }
+        if (k > len)
+            k = len;
+        memcpy(b->buf + b->n, s, k);
+        b->n += k;
+        s += k;
+        len -= k;
+    }
+}
+
+static void lb_s(struct lb *b, const char *s)
+{
+    lb_put(b, s, strlen(s));
+}
+
+static void lb_c(struct lb *b, char c)
+{
+    if (b->n == sizeof(b->buf))
+        lb_flush(b);
+    b->buf[b->n++] = c;
+}
+
+static void lb_u64(struct lb *b, uint64_t v)
+{
+    char d[20];
+    size_t i = sizeof(d);
+
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    lb_put(b, d + i, sizeof(d) - i);
+}
+
+static void lb_hex(struct lb *b, const char *prefix, unsigned char c)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    lb_s(b, prefix);
+    lb_c(b, hex[c >> 4]);
+    lb_c(b, hex[c & 15]);
+}
+
+/* log_put_word() into @b. */
+static void lb_word(struct lb *b, const char *s, size_t len)
+{
+    bool quote = len == 0;
+
+    for (size_t i = 0; i < len && !quote; i++)
+        quote = !plain((unsigned char)s[i]) || s[i] == '=';
+    if (!quote) {
+        lb_put(b, s, len);
+        return;
+    }
+    lb_c(b, '"');
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '"' || c == '\\') {
+            lb_c(b, '\\');
+            lb_c(b, (char)c);
+        } else if (c >= 0x20 && c < 0x7f) {
+            lb_c(b, (char)c);
+        } else {
+            lb_hex(b, "\\x", c);
+        }
+    }
+    lb_c(b, '"');
+}
+
+static void lb_id(struct lb *b, const char *name, uint32_t v)
+{
+    lb_c(b, ' ');
+    lb_s(b, name);
+    lb_c(b, '=');
+    if (v == DLOG_UNKNOWN_ID)
+        lb_c(b, '-');
+    else
+        lb_u64(b, v);
+}
+
+static void print_text(const struct dlog_query_rules *m, const struct dlog_decision *d,
+                       struct lb *b)
 {
     char when[DLOG_QUERY_TIME_MAX], idbuf[DLOG_QUERY_ID_LEN + 1];
     const char *rule = dlog_query_rule_name(m, d->decider_id, idbuf, sizeof(idbuf));
     bool first = true;
 
     dlog_query_fmt_time(d->unix_ms, when);
-    printf("%s %s %" PRIu64 " %s/%s %s", when, dlog_op_name(d->op), d->n,
-           dlog_protocol_name(d->protocol), dlog_path_name(d->path), verdict(d));
-    if (d->flags & DLOG_F_ERROR)
-        printf(" error=%s", err_code(d));
-    else
-        printf(" credit=%" PRIu64 " reset=%" PRIu64, d->credit, d->reset_s);
-    if (d->op == TABLE_RESET && !(d->flags & DLOG_F_ERROR))
-        printf(" cleared=%" PRIu32, d->n_reset);
-    fputs(" rule=", stdout);
+    lb_s(b, when);
+    lb_c(b, ' ');
+    lb_s(b, dlog_op_name(d->op));
+    lb_c(b, ' ');
+    lb_u64(b, d->n);
+    lb_c(b, ' ');
+    lb_s(b, dlog_protocol_name(d->protocol));
+    lb_c(b, '/');
+    lb_s(b, dlog_path_name(d->path));
+    lb_c(b, ' ');
+    lb_s(b, verdict(d));
+    if (d->flags & DLOG_F_ERROR) {
+        lb_s(b, " error=");
+        lb_s(b, err_code(d));
+    } else {
+        lb_s(b, " credit=");
+        lb_u64(b, d->credit);
+        lb_s(b, " reset=");
+        lb_u64(b, d->reset_s);
+    }
+    if (d->op == TABLE_RESET && !(d->flags & DLOG_F_ERROR)) {
+        lb_s(b, " cleared=");
+        lb_u64(b, d->n_reset);
+    }
+    lb_s(b, " rule=");
     if (rule[0])
-        log_put_word(stdout, rule, strlen(rule));
+        lb_word(b, rule, strlen(rule));
     else
-        fputc('-', stdout);
-    put_id(stdout, "uid", d->uid);
-    put_id(stdout, "pid", d->pid);
-    for (unsigned b = 1; b < sizeof(flag_names) / sizeof(flag_names[0]); b++) {
-        if (flag_names[b] && (d->flags & (1u << b))) {
-            printf("%s%s", first ? " flags=" : ",", flag_names[b]);
+        lb_c(b, '-');
+    lb_id(b, "uid", d->uid);
+    lb_id(b, "pid", d->pid);
+    for (unsigned k = 1; k < sizeof(flag_names) / sizeof(flag_names[0]); k++) {
+        if (flag_names[k] && (d->flags & (1u << k))) {
+            lb_s(b, first ? " flags=" : ",");
+            lb_s(b, flag_names[k]);
             first = false;
         }
     }
-    fputs(" |", stdout);
+    lb_s(b, " |");
     for (unsigned i = 0; i < d->n_kv && i < PROTO_KV_MAX; i++) {
         const struct dlog_kv *kv = &d->kv[i];
 
-        fputc(' ', stdout);
-        log_put_word(stdout, kv->key, kv->key_len);
-        fputc('=', stdout);
+        lb_c(b, ' ');
+        lb_word(b, kv->key, kv->key_len);
+        lb_c(b, '=');
         if (kv->redact == DLOG_DROP) {
-            fputs("<dropped>", stdout);
+            lb_s(b, "<dropped>");
         } else if (kv->redact == DLOG_HASH) {
-            fputc('#', stdout);
-            log_put_word(stdout, kv->value, kv->value_len);
+            lb_c(b, '#');
+            lb_word(b, kv->value, kv->value_len);
         } else if (kv->value_len) {
-            log_put_word(stdout, kv->value, kv->value_len);
+            lb_word(b, kv->value, kv->value_len);
         }
     }
-    fputc('\n', stdout);
+    lb_c(b, '\n');
 }
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
-/* A JSON string of @s[0..@len): as it is when valid UTF-8 without NUL,
- * else with each byte outside printable ASCII as "\xNN" (so still one
- * readable, valid string). */
+/* Whether @s[0..@len) is valid UTF-8 (no overlong form, surrogate or code
+ * point past U+10FFFF) without a NUL. */
+static bool utf8_ok(const unsigned char *s, size_t len)
+{
+    for (size_t i = 0; i < len; ) {
+        unsigned char c = s[i];
+        size_t n;
+        uint32_t cp;
+
+        if (c == 0)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (len - i - 1 < n)
+            return false;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+/* @s[0..@len) as a JSON string: as it is when valid UTF-8 without NUL,
+ * else with each byte outside printable ASCII as the text "\\xNN" (so still
+ * one readable, valid string).  Control characters are escaped. */
+static void lb_jstr(struct lb *b, const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    bool ok = utf8_ok(u, len);
+
+    lb_c(b, '"');
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = u[i];
+
+        if (!ok && (c < 0x20 || c >= 0x7f)) {
+            lb_hex(b, "\\\\x", c);
+        } else if (c == '"' || c == '\\') {
+            lb_c(b, '\\');
+            lb_c(b, (char)c);
+        } else if (c == '\n') {
+            lb_s(b, "\\n");
+        } else if (c == '\t') {
+            lb_s(b, "\\t");
+        } else if (c < 0x20) {
+            lb_hex(b, "\\u00", c);
+        } else {
+            lb_c(b, (char)c);
+        }
+    }
+    lb_c(b, '"');
+}
+
+/* ,"@key": (or {"@key": first) */
+static void lb_jkey(struct lb *b, const char *key, bool first)
+{
+    lb_s(b, first ? "{\"" : ",\"");
+    lb_s(b, key);
+    lb_s(b, "\":");
+}
+
+static void lb_jid(struct lb *b, const char *key, uint32_t v)
+{
+    lb_jkey(b, key, false);
+    if (v == DLOG_UNKNOWN_ID)
+        lb_s(b, "null");
+    else
+        lb_u64(b, v);
+}
+
+/* @key: a plain string (no escaping needed: names of ours). */
+static void lb_jname(struct lb *b, const char *key, const char *v)
+{
+    lb_jkey(b, key, false);
+    lb_c(b, '"');
+    lb_s(b, v);
+    lb_c(b, '"');
+}
+
+/* A decision as one JSON line, written directly: no document is built. */
+static void json_decision(const struct dlog_query_rules *m, const struct dlog_decision *d,
+                          struct lb *b)
+{
+    char when[DLOG_QUERY_TIME_MAX], idbuf[DLOG_QUERY_ID_LEN + 1];
+    const char *rule = dlog_query_rule_name(m, d->decider_id, idbuf, sizeof(idbuf));
+    unsigned n_kv = d->n_kv < PROTO_KV_MAX ? d->n_kv : PROTO_KV_MAX;
+    bool first = true;
+
+    dlog_query_fmt_time(d->unix_ms, when);
+    lb_jkey(b, "unix_ms", true);
+    lb_u64(b, d->unix_ms);
+    lb_jname(b, "time", when);
+    lb_jname(b, "verb", dlog_op_name(d->op));
+    lb_jkey(b, "n", false);
+    lb_u64(b, d->n);
+    lb_jname(b, "protocol", dlog_protocol_name(d->protocol));
+    lb_jname(b, "path", dlog_path_name(d->path));
+    lb_jkey(b, "allowed", false);
+    lb_s(b, !(d->flags & DLOG_F_ERROR) && (d->flags & DLOG_F_ALLOWED) ? "true" : "false");
+    lb_jkey(b, "credit", false);
+    lb_u64(b, d->credit);
+    lb_jkey(b, "reset", false);
+    lb_u64(b, d->reset_s);
+    lb_jkey(b, "rule", false);
+    lb_jstr(b, rule, strlen(rule));
+    lb_jid(b, "uid", d->uid);
+    lb_jid(b, "pid", d->pid);
+    if (d->flags & DLOG_F_ERROR)
+        lb_jname(b, "error", err_code(d));
+    if (d->op == TABLE_RESET) {
+        lb_jkey(b, "cleared", false);
+        lb_u64(b, d->n_reset);
+    }
+    lb_jkey(b, "generation", false);
+    lb_u64(b, d->generation);
+    lb_jkey(b, "request", false);
+    lb_c(b, '{');
+    for (unsigned i = 0; i < n_kv; i++) {
+        if (i)
+            lb_c(b, ',');
+        lb_jstr(b, d->kv[i].key, d->kv[i].key_len);
+        lb_c(b, ':');
+        lb_jstr(b, d->kv[i].value, d->kv[i].value_len);
+    }
+    lb_c(b, '}');
+    for (unsigned i = 0; i < n_kv; i++) {
+        if (d->kv[i].redact == DLOG_KEEP)
+            continue;
+        lb_s(b, first ? ",\"redacted\":{" : ",");
+        first = false;
+        lb_jstr(b, d->kv[i].key, d->kv[i].key_len);
+        lb_s(b, d->kv[i].redact == DLOG_HASH ? ":\"hash\"" : ":\"drop\"");
+    }
+    if (!first)
+        lb_c(b, '}');
+    first = true;
+    for (unsigned k = 1; k < sizeof(flag_names) / sizeof(flag_names[0]); k++) {
+        if (flag_names[k] && (d->flags & (1u << k))) {
+            lb_s(b, first ? ",\"flags\":[\"" : ",\"");
+            lb_s(b, flag_names[k]);
+            lb_c(b, '"');
+            first = false;
+        }
+    }
+    if (!first)
+        lb_c(b, ']');
+    lb_s(b, "}\n");
+}
+
+/* For the few objects built with jansson: a string as jput_str() writes it. */
 static json_t *jstr(const char *s, size_t len)
 {
-    json_t *v = memchr(s, '\0', len) ? NULL : json_stringn(s, len);
+    json_t *v = utf8_ok((const unsigned char *)s, len) ? json_stringn(s, len) : NULL;
     char *buf;
 
     if (v)
@@ -161,85 +443,6 @@ static int set(json_t *o, const char *key, json_t *v)
     return v && json_object_set_new(o, key, v) == 0 ? 0 : -ENOMEM;
 }
 
-/* Sets @obj[@key] = @v with @key made a valid string as jstr() makes values. */
-static int set_bytes_key(json_t *obj, const char *key, size_t key_len, json_t *v)
-{
-    json_t *k = jstr(key, key_len);
-    int r = -ENOMEM;
-
-    if (k && v)
-        r = json_object_set_new(obj, json_string_value(k), v) == 0 ? 0 : -ENOMEM;
-    else
-        json_decref(v);
-    json_decref(k);
-    return r;
-}
-
-static json_t *json_decision(const struct dlog_query_rules *m, const struct dlog_decision *d)
-{
-    char when[DLOG_QUERY_TIME_MAX], idbuf[DLOG_QUERY_ID_LEN + 1];
-    const char *rule = dlog_query_rule_name(m, d->decider_id, idbuf, sizeof(idbuf));
-    json_t *o = json_object(), *req = json_object(), *red = NULL, *flags = json_array();
-    int r = 0;
-
-    if (!o || !req || !flags)
-        goto fail;
-    dlog_query_fmt_time(d->unix_ms, when);
-    r |= set(o, "unix_ms", json_integer((json_int_t)d->unix_ms));
-    r |= set(o, "time", json_string(when));
-    r |= set(o, "verb", json_string(dlog_op_name(d->op)));
-    r |= set(o, "n", json_integer((json_int_t)d->n));
-    r |= set(o, "protocol", json_string(dlog_protocol_name(d->protocol)));
-    r |= set(o, "path", json_string(dlog_path_name(d->path)));
-    r |= set(o, "allowed", json_boolean(!(d->flags & DLOG_F_ERROR) &&
-                                         (d->flags & DLOG_F_ALLOWED)));
-    r |= set(o, "credit", json_integer((json_int_t)d->credit));
-    r |= set(o, "reset", json_integer((json_int_t)d->reset_s));
-    r |= set(o, "rule", jstr(rule, strlen(rule)));
-    r |= set(o, "uid", jid(d->uid));
-    r |= set(o, "pid", jid(d->pid));
-    if (d->flags & DLOG_F_ERROR)
-        r |= set(o, "error", json_string(err_code(d)));
-    if (d->op == TABLE_RESET)
-        r |= set(o, "cleared", json_integer(d->n_reset));
-    r |= set(o, "generation", json_integer((json_int_t)d->generation));
-    for (unsigned b = 1; b < sizeof(flag_names) / sizeof(flag_names[0]); b++) {
-        if (flag_names[b] && (d->flags & (1u << b)))
-            r |= json_array_append_new(flags, json_string(flag_names[b])) ? -ENOMEM : 0;
-    }
-    for (unsigned i = 0; i < d->n_kv && i < PROTO_KV_MAX; i++) {
-        const struct dlog_kv *kv = &d->kv[i];
-
-        r |= set_bytes_key(req, kv->key, kv->key_len, jstr(kv->value, kv->value_len));
-        if (kv->redact == DLOG_KEEP)
-            continue;
-        if (!red && !(red = json_object()))
-            goto fail;
-        r |= set_bytes_key(red, kv->key, kv->key_len,
-                           json_string(kv->redact == DLOG_HASH ? "hash" : "drop"));
-    }
-    r |= set(o, "request", req);
-    req = NULL;
-    if (red) {
-        r |= set(o, "redacted", red);
-        red = NULL;
-    }
-    if (json_array_size(flags)) {
-        r |= set(o, "flags", flags);
-        flags = NULL;
-    }
-    if (r)
-        goto fail;
-    json_decref(flags);
-    return o;
-fail:
-    json_decref(o);
-    json_decref(req);
-    json_decref(red);
-    json_decref(flags);
-    return NULL;
-}
-
 /* Prints @o (a reference taken) as one line. */
 static int put_json_line(json_t *o)
 {
@@ -257,10 +460,16 @@ static int put_json_line(json_t *o)
 int log_print_decision(const struct dlog_query_rules *m, const struct dlog_decision *d,
                        bool json)
 {
+    struct lb b;
+
+    b.n = 0;
+    b.err = false;
     if (json)
-        return put_json_line(json_decision(m, d));
-    print_text(m, d);
-    return ferror(stdout) ? -EIO : 0;
+        json_decision(m, d, &b);
+    else
+        print_text(m, d, &b);
+    lb_flush(&b);
+    return b.err || ferror(stdout) ? -EIO : 0;
 }
 
 int log_print_gap(const struct dlog_gap *g, bool json)
