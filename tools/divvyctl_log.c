@@ -190,10 +190,9 @@ static void log_item(struct log_run *run, const char *path, const struct dlog_it
         break;
     case DLOG_CORRUPT:
         fflush(stdout);
-        fprintf(stderr, "divvyctl: %s: offset %" PRIu64 ": %" PRIu64 " bytes skipped: ", path,
-                it->u.corrupt.offset, it->u.corrupt.skipped);
-        log_put_word(stderr, it->u.corrupt.why, strlen(it->u.corrupt.why));
-        fputc('\n', stderr);
+        /* why: the reader's own words, not the file's. */
+        fprintf(stderr, "divvyctl: %s: offset %" PRIu64 ": %" PRIu64 " bytes skipped: %s\n",
+                path, it->u.corrupt.offset, it->u.corrupt.skipped, it->u.corrupt.why);
         run->skipped = true;
         break;
     case DLOG_EOF:
