@@ -74,13 +74,17 @@ ctl=$comp/divvyctl
 d=$comp/divvyd
 
 # A few completions as a user types them.
-expect "locked" "$ctl" divvyctl lo
+expect "locked log" "$ctl" divvyctl lo
+expect "log" "$ctl" divvyctl log
+expect "--locks" "$ctl" divvyctl log --lock
+expect "denied" "$ctl" divvyctl log --verdict d
+expect "" "$ctl" divvyctl log --since ''
 expect "unlock" "$ctl" divvyctl unl
 expect "--socket --source" "$ctl" divvyctl unlock --so
 expect "root" "$ctl" divvyctl unlock --source 192.0.2.1 roo
 expect "reload replay reset" "$ctl" divvyctl re
 expect "--socket" "$ctl" divvyctl --so
-expect "locked" "$ctl" divvyctl -s /run/divvy/divvy.sock lo
+expect "locked log" "$ctl" divvyctl -s /run/divvy/divvy.sock lo
 expect "--socket --sort" "$ctl" divvyctl top --so
 expect "credit used" "$ctl" divvyctl top --sort ''
 expect "used" "$ctl" divvyctl top -S u
@@ -97,6 +101,8 @@ expect "$tmp/files/a.conf $tmp/files/a.ini" "$ctl" divvyctl replay --config "$tm
 expect "$tmp/files/sub" "$ctl" divvyctl replay -c "$tmp/files/a.conf" "$tmp/files/s"
 expect "" "$ctl" divvyctl replay --since ''
 expect "--since" "$ctl" divvyctl replay --si
+expect "$tmp/files/a.conf" "$ctl" divvyctl log -c "$tmp/files/a.c"
+expect "$tmp/files/sub" "$ctl" divvyctl log --since -1h "$tmp/files/s"
 
 # --rule: ids from `divvyctl rules` of the daemon the line names.
 mkdir -p "$tmp/bin"

@@ -7,7 +7,8 @@
  * divvyctl_state.c; hit, take, peek, reset and explain in
  * divvyctl_request.c; check and convert in divvyctl_config.c; top and
  * counters in divvyctl_top.c (its terminal in divvyctl_top_term.c), locked in
- * divvyctl_locked.c, replay in divvyctl_replay.c.  The connection to divvyd is divvyctl_conn.c, reply
+ * divvyctl_locked.c, log in divvyctl_log.c (its output in divvyctl_log_fmt.c),
+ * replay in divvyctl_replay.c.  The connection to divvyd is divvyctl_conn.c, reply
  * fields and output formats divvyctl_fmt.c.  Owns one handle per run;
  * prints results on stdout (or one JSON document with --json) and one line
  * per error on stderr.
@@ -49,7 +50,8 @@ static const char ctl_help_main[] =
     "  0  success; the request is allowed\n"
     "  1  the answer is no: the request is denied (hit, take, peek), a config has\n"
     "     problems (check, convert), the daemon rejected a new config (reload),\n"
-    "     nothing to reset or unlock (reset, unlock)\n"
+    "     nothing to reset or unlock (reset, unlock), part of a decision log was\n"
+    "     skipped (log)\n"
     "  2  usage error, or a request divvyd rejected as malformed\n"
     "  3  divvyd is unreachable, did not answer in time, is busy, or went away\n"
     "  4  permission denied: an admin command (reset, unlock, reload, top,\n"
@@ -69,6 +71,7 @@ static const char ctl_help_main[] =
     "  divvyctl explain method=GET path=/pantry/cookies/oatmeal ip=10.0.0.1\n"
     "  divvyctl check /etc/divvy/divvy.conf && divvyctl reload\n"
     "  divvyctl locked --rule login-user-source --json\n"
+    "  divvyctl log --locks --since -7d\n"
     "\n"
     "The full reference is divvyctl(8) (`man divvyctl`).\n";
 
@@ -90,6 +93,7 @@ static const struct ctl_cmd ctl_cmds[] = {
     { "counters", cmd_top, "the live counters, once: top --once (admin)", ctl_help_counters },
     { "locked", cmd_locked, "counters with no credit left: who is locked out (admin)",
       ctl_help_locked },
+    { "log", cmd_log, "read the decision log: decisions, lock periods", ctl_help_log },
     { "reload", cmd_reload, "re-read the config; says why when rejected (admin)",
       ctl_help_reload },
     { "check", cmd_check, "validate config files, without a daemon", ctl_help_check },

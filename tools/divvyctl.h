@@ -6,7 +6,8 @@
  * divvyctl_request.c: hit, take, peek, reset, explain; divvyctl_state.c:
  * status, stats, rules, reload; divvyctl_config.c: check and convert;
  * divvyctl_replay.c: replay (its engine server/replay.c);
- * divvyctl_top.c and divvyctl_top_term.c: top; divvyctl_locked.c: locked).
+ * divvyctl_top.c and divvyctl_top_term.c: top; divvyctl_locked.c: locked;
+ * divvyctl_log.c and divvyctl_log_fmt.c: log).
  * The daemon is reached through libdivvy's public API only (divvy.h);
  * common/ is used for check/convert.  Exit codes are part of the interface
  * (docs/divvyctl.md).
@@ -233,5 +234,11 @@ int cmd_locked(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
 extern const char ctl_help_top[];
 extern const char ctl_help_counters[];
 extern const char ctl_help_locked[];
+
+/* ---- divvyctl_log.c ---------------------------------------------------- */
+
+/* log: reads decision logs (docs/decision-log.md); no daemon. */
+int cmd_log(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv);
+extern const char ctl_help_log[];
 
 #endif

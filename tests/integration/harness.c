@@ -47,6 +47,7 @@ static size_t reg_n_scratch, reg_cap_scratch;
 static bool reg_atexit_done;
 static pid_t reg_owner;                 /* the test binary; children never clean up */
 static char reg_public_dir[HARNESS_PATH];   /* harness_public_copy()'s, or "" */
+static char reg_tmp_dirs[REG_MAX][HARNESS_PATH];    /* harness_tmp_dir()'s, "" when free */
 
 /* ---- registry -------------------------------------------------------------- */
 
@@ -145,6 +146,10 @@ static void reg_atexit(void)
     }
     harness_rm_tree(reg_public_dir);
     reg_public_dir[0] = '\0';
+    for (size_t i = 0; i < REG_MAX; i++) {
+        harness_rm_tree(reg_tmp_dirs[i]);
+        reg_tmp_dirs[i][0] = '\0';
+    }
 }
 
 /* Removes the temp dirs of test binaries that were killed outright (no
@@ -248,7 +253,39 @@ int harness_teardown(void **state)
             harness_dump_log(d);
         harness_free(d);
     }
+    for (size_t i = 0; i < REG_MAX; i++) {
+        harness_rm_tree(reg_tmp_dirs[i]);
+        reg_tmp_dirs[i][0] = '\0';
+    }
     return failed ? -1 : 0;
+}
+
+const char *harness_tmp_dir(void)
+{
+    char owner[HARNESS_PATH], pid[32];
+
+    for (size_t i = 0; i < REG_MAX; i++) {
+        char *dir = reg_tmp_dirs[i];
+
+        if (dir[0])
+            continue;
+        /* "divvy-it." with owner.pid: swept like a daemon's dir if we are killed. */
+        snprintf(dir, HARNESS_PATH, "/tmp/divvy-it.XXXXXX");
+        if (!mkdtemp(dir)) {
+            dir[0] = '\0';
+            return NULL;
+        }
+        snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+        if (harness_path_join(owner, dir, "owner.pid") < 0 ||
+            harness_write_file(owner, pid, strlen(pid)) < 0) {
+            harness_rm_tree(dir);
+            dir[0] = '\0';
+            return NULL;
+        }
+        return dir;
+    }
+    errno = ENOSPC;
+    return NULL;
 }
 
 /* ---- daemons ---------------------------------------------------------------- */

@@ -222,6 +222,11 @@ int harness_spawn(int (*fn)(void *arg), void *arg, pid_t *ret_pid);
  * Kills it after @timeout_ms.  */
 int harness_reap(pid_t pid, int timeout_ms, int *ret_status);
 
+/* A new empty directory under /tmp (mode 0700, this test's own) for files a
+ * test writes: removed with everything in it by harness_teardown(), or at
+ * exit, or by the next run if this one is killed.  NULL with errno set. */
+const char *harness_tmp_dir(void);
+
 /* ---- one-shot runs ---------------------------------------------------------- */
 
 /* A divvyctl run: its exit code (or 128 + signal) and its output, each

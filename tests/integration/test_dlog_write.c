@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Integration (real divvyd, real redis-server, real gRPC client): the decision log as divvyd
- * writes it (daemon/dlog_writer.c, docs/operations.md "Decision log"), read back with the
- * format's own reader (server/dlog.h).  Decisions over the line protocol (Unix and TCP),
- * RESP, RLS and a Redis-backed rule are all there with the right fields; errors too; the
- * rules are described before the decisions under them, again after a reload; redaction
- * leaves no plaintext anywhere in the files; rotation keeps at most `files` files of about
- * file_size; kill -9 loses at most what was younger than flush_ms, and a cut-short block is
- * reported, not fatal; an unprivileged flood does not cost root's records.
+ * writes it (docs/operations.md "Decision log"), read back with the format's own reader
+ * (server/dlog.h).  Decisions over the line protocol (Unix and TCP), RESP, RLS and a
+ * Redis-backed rule are all there with the right fields; errors too; the rules are
+ * described before the decisions under them, again after a reload; redaction leaves no
+ * plaintext anywhere in the files; a directory or key divvyd must not trust is refused.
+ * Rotation, a full disk, kill -9 and floods: test_dlog_crash.c.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -25,225 +23,13 @@
 #include <jansson.h>
 
 #include "dlog.h"
+#include "harness_dlog.h"
 #include "harness_grpc.h"
 #include "harness_redis.h"
 #include "hash.h"
 #include "proto.h"
 #include "resp_client.h"
 #include "table.h"
-
-/* ---- the log's directory --------------------------------------------------------------- */
-
-static char top[64];            /* mkdtemp(): the log directory is top/log, its key top/log.key */
-static char logdir[96];
-
-static void logdir_new(void)
-{
-    snprintf(top, sizeof(top), "/tmp/divvy-dlog-XXXXXX");
-    assert_non_null(mkdtemp(top));
-    snprintf(logdir, sizeof(logdir), "%s/log", top);
-}
-
-static char mounted[96];      /* a small tmpfs the disk-full test mounted */
-
-static int dlog_teardown(void **state)
-{
-    if (mounted[0])
-        umount2(mounted, MNT_DETACH);
-    mounted[0] = '\0';
-    if (top[0])
-        harness_rm_tree(top);
-    top[0] = '\0';
-    redis_stop_all();
-    return harness_teardown(state);
-}
-
-/* A decision_log group writing to logdir, with @extra settings, then @rest. */
-static char *conf_with(const char *extra, const char *rest)
-{
-    char *s = NULL;
-
-    assert_true(asprintf(&s, "decision_log = { enabled = true; directory = \"%s\"; %s };\n%s",
-                         logdir, extra, rest) > 0);
-    return s;
-}
-
-/* ---- reading it back ------------------------------------------------------------------- */
-
-struct rec {
-    struct dlog_decision d;     /* pairs: pointers into kvtext */
-    char kvtext[1024];          /* "k=v k=v" */
-    char tag[64];
-    char redact[PROTO_KV_MAX + 1];      /* each pair's: 'k' keep, 'h' hash, 'd' drop */
-    uint32_t block_worker;
-};
-
-struct logread {
-    struct rec *rec;
-    size_t n, cap;
-    size_t rules_items;
-    uint64_t first_rules_generation, last_rules_generation;
-    struct { uint64_t id, generation; char id_str[80]; } rule[64];
-    size_t n_rule;
-    uint64_t gaps, corrupt;
-    size_t files;
-    /* A decision under a generation no RULES item of its file described before it. */
-    size_t undescribed;
-};
-
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The .dlog files of logdir, sorted (oldest first): how many, into @names. */
-static size_t list_files(char names[][128], size_t max)
-{
-    char *sorted[256];
-    size_t n = 0;
-    struct dirent *de;
-    DIR *dir = opendir(logdir);
-
-    assert_non_null(dir);
-    while ((de = readdir(dir)) != NULL && n < 256)
-        if (strstr(de->d_name, DLOG_FILE_SUFFIX))
-            sorted[n++] = strdup(de->d_name);
-    closedir(dir);
-    qsort(sorted, n, sizeof(*sorted), name_cmp);
-    for (size_t i = 0; i < n; i++) {
-        if (i < max)
-            snprintf(names[i], 128, "%s/%s", logdir, sorted[i]);
-        free(sorted[i]);
-    }
-    return n < max ? n : max;
-}
-
-static void add_rec(struct logread *lr, const struct dlog_item *it)
-{
-    struct rec *r;
-    size_t off = 0;
-
-    if (lr->n == lr->cap) {
-        lr->cap = lr->cap ? 2 * lr->cap : 1024;
-        lr->rec = realloc(lr->rec, lr->cap * sizeof(*lr->rec));
-        assert_non_null(lr->rec);
-    }
-    r = &lr->rec[lr->n++];
-    r->d = it->u.d;
-    r->block_worker = it->block_worker;
-    r->tag[0] = '\0';
-    r->kvtext[0] = '\0';
-    r->redact[0] = '\0';
-    for (unsigned i = 0; i < it->u.d.n_kv; i++) {
-        const struct dlog_kv *kv = &it->u.d.kv[i];
-
-        off += (size_t)snprintf(r->kvtext + off, sizeof(r->kvtext) - off, "%s%.*s=%.*s",
-                                i ? " " : "", (int)kv->key_len, kv->key, (int)kv->value_len,
-                                kv->value);
-        r->redact[i] = "khd"[kv->redact % 3];
-        r->redact[i + 1] = '\0';
-        if (kv->key_len == 3 && memcmp(kv->key, "tag", 3) == 0)
-            snprintf(r->tag, sizeof(r->tag), "%.*s", (int)kv->value_len, kv->value);
-        if (off >= sizeof(r->kvtext))
-            off = sizeof(r->kvtext) - 1;
-    }
-    r->d.n_kv = 0;              /* its pointers die with the reader's block */
-}
-
-static void read_log(struct logread *lr)
-{
-    char names[64][128];
-    size_t n = list_files(names, 64);
-    uint64_t described[64];
-    size_t n_described = 0;
-
-    memset(lr, 0, sizeof(*lr));
-    lr->files = n;
-    for (size_t f = 0; f < n; f++) {
-        struct dlog_reader *rd = NULL;
-        struct dlog_item it;
-        int r;
-
-        /* Each file describes the rules itself: the older ones may be gone. */
-        n_described = 0;
-        CHECK(dlog_reader_open(names[f], &rd));
-        while ((r = dlog_reader_next(rd, &it)) > 0) {
-            if (it.type == DLOG_DECISION) {
-                bool known = false;
-
-                for (size_t i = 0; i < n_described; i++)
-                    known |= described[i] == it.u.d.generation;
-                lr->undescribed += !known;
-                add_rec(lr, &it);
-            } else if (it.type == DLOG_RULES) {
-                if (!lr->rules_items++)
-                    lr->first_rules_generation = it.u.rules.generation;
-                lr->last_rules_generation = it.u.rules.generation;
-                if (n_described < 64)
-                    described[n_described++] = it.u.rules.generation;
-                for (unsigned i = 0; i < it.u.rules.n && lr->n_rule < 64; i++) {
-                    lr->rule[lr->n_rule].id = it.u.rules.rule[i].id;
-                    lr->rule[lr->n_rule].generation = it.u.rules.generation;
-                    snprintf(lr->rule[lr->n_rule].id_str, sizeof(lr->rule[0].id_str), "%.*s",
-                             (int)it.u.rules.rule[i].id_len, it.u.rules.rule[i].id_str);
-                    lr->n_rule++;
-                }
-            } else if (it.type == DLOG_GAP) {
-                lr->gaps += it.u.gap.dropped;
-            } else if (it.type == DLOG_CORRUPT) {
-                lr->corrupt++;
-            }
-        }
-        assert_int_equal(r, 0);
-        dlog_reader_close(rd);
-    }
-}
-
-static void logread_free(struct logread *lr)
-{
-    free(lr->rec);
-    memset(lr, 0, sizeof(*lr));
-}
-
-static const struct rec *find(const struct logread *lr, const char *tag, unsigned nth)
-{
-    for (size_t i = 0; i < lr->n; i++)
-        if (strcmp(lr->rec[i].tag, tag) == 0 && nth-- == 0)
-            return &lr->rec[i];
-    fail_msg("no decision with tag=%s (#%u) in the log (%zu decisions)", tag, nth, lr->n);
-    return NULL;
-}
-
-static uint64_t rule_id(const struct logread *lr, const char *id_str)
-{
-    for (size_t i = 0; i < lr->n_rule; i++)
-        if (strcmp(lr->rule[i].id_str, id_str) == 0)
-            return lr->rule[i].id;
-    fail_msg("rule %s is not described in the log", id_str);
-    return 0;
-}
-
-/* ---- talking to divvyd ----------------------------------------------------------------- */
-
-static void cmd(struct harness_conn *c, const char *req, const char *want_prefix)
-{
-    char reply[HARNESS_LINE];
-
-    CHECK(harness_cmd(c, req, reply, sizeof(reply)));
-    if (strncmp(reply, want_prefix, strlen(want_prefix)) != 0)
-        fail_msg("%s: got \"%s\", want \"%s...\"", req, reply, want_prefix);
-}
-
-static void stop_ok(struct harness_daemon *d)
-{
-    int status = -1;
-
-    CHECK(harness_stop(d, &status));
-    if (status != 0) {
-        harness_dump_log(d);
-        fail_msg("divvyd exited with status %d", status);
-    }
-}
 
 #define RULES                                                                                \
     "{ match = { path = \"/s\"; }; label = \"strict1\"; store = \"strict\";\n"              \
@@ -254,12 +40,6 @@ static void stop_ok(struct harness_daemon *d)
     "  credit_limit = 1; reset_seconds = 60; },\n"                                           \
     "{ default = true; label = \"dflt\"; credit_limit = 100000; reset_seconds = 60; }\n"
 
-#define LOCAL_RULES                                                                          \
-    "rules = (\n"                                                                            \
-    "{ match = { path = \"/l\"; tag = \"*\"; }; label = \"local1\"; actor = \"tag\";\n"      \
-    "  credit_limit = 1; reset_seconds = 60; },\n"                                           \
-    "{ default = true; label = \"dflt\"; credit_limit = 100000000; reset_seconds = 60; }\n" \
-    ");\n"
 
 /* ---- every front-end, every verb, a Redis rule ------------------------------------------- */
 
@@ -277,27 +57,27 @@ static void test_dlog_write_line_resp_redis(void **state)
     size_t len;
 
     (void)state;
-    logdir_new();
+    hdlog_logdir_new();
     CHECK(redis_start(&rs));
     rconf = redis_config(rs, "local", "closed", 5000, NULL, RULES);
     assert_non_null(rconf);
-    conf = conf_with("flush_ms = 50;", rconf);
+    conf = hdlog_conf("flush_ms = 50;", rconf);
     o.config_text = conf;
     t0 = (uint64_t)time(NULL) * 1000 - 1000;
     CHECK(harness_start(&o, &d));
     CHECK(harness_connect(d, HARNESS_UNIX, &u));
     CHECK(harness_connect(d, HARNESS_TCP, &t));
-    cmd(u, "HIT path=/l tag=u1\n", "OK true 0");
-    cmd(u, "HIT path=/l tag=u1\n", "OK false 0");
-    cmd(t, "HIT path=/l tag=t1\n", "OK true 0");
-    cmd(t, "TAKE 2 path=/x tag=take1\n", "OK true");
-    cmd(t, "PEEK path=/x tag=peek1\n", "OK true");
-    cmd(t, "DEBIT 3 path=/x tag=debit1\n", "OK true");
+    hdlog_cmd(u, "HIT path=/l tag=u1\n", "OK true 0");
+    hdlog_cmd(u, "HIT path=/l tag=u1\n", "OK false 0");
+    hdlog_cmd(t, "HIT path=/l tag=t1\n", "OK true 0");
+    hdlog_cmd(t, "TAKE 2 path=/x tag=take1\n", "OK true");
+    hdlog_cmd(t, "PEEK path=/x tag=peek1\n", "OK true");
+    hdlog_cmd(t, "DEBIT 3 path=/x tag=debit1\n", "OK true");
     /* An error the engine answers (above the rule's max_debit, unprivileged). */
-    cmd(t, "DEBIT 200000 path=/x tag=r1\n", "ERR bad-request");
-    cmd(u, "RESET path=/l tag=u1\n", "OK");
-    cmd(u, "HIT path=/s tag=s1\n", "OK true");
-    cmd(u, "HIT path=/e tag=e1\n", "OK true");
+    hdlog_cmd(t, "DEBIT 200000 path=/x tag=r1\n", "ERR bad-request");
+    hdlog_cmd(u, "RESET path=/l tag=u1\n", "OK");
+    hdlog_cmd(u, "HIT path=/s tag=s1\n", "OK true");
+    hdlog_cmd(u, "HIT path=/e tag=e1\n", "OK true");
     CHECK(harness_connect_unix(d->resp_sock, &rc));
     len = resp_cmd(buf, sizeof(buf), argv);
     CHECK(harness_send(rc, buf, len));
@@ -305,10 +85,10 @@ static void test_dlog_write_line_resp_redis(void **state)
     harness_close(u);
     harness_close(t);
     harness_close(rc);
-    stop_ok(d);
+    hdlog_stop_ok(d);
     t1 = (uint64_t)time(NULL) * 1000 + 1000;
 
-    read_log(&lr);
+    hdlog_read(&lr);
     if (lr.n != 11) {
         for (size_t i = 0; i < lr.n; i++)
             fprintf(stderr, "decision %zu: %s\n", i, lr.rec[i].kvtext);
@@ -318,7 +98,7 @@ static void test_dlog_write_line_resp_redis(void **state)
     assert_int_equal(lr.corrupt, 0);
     assert_int_equal(lr.gaps, 0);
 
-    r = find(&lr, "u1", 0);
+    r = hdlog_find(&lr, "u1", 0);
     assert_int_equal(r->d.protocol, DLOG_PROTO_LINE);
     assert_int_equal(r->d.op, TABLE_TAKE);
     assert_int_equal(r->d.n, 1);
@@ -326,53 +106,53 @@ static void test_dlog_write_line_resp_redis(void **state)
     assert_int_equal(r->d.uid, getuid());
     assert_int_equal(r->d.pid, getpid());       /* who connected, as the kernel says */
     assert_int_equal(r->d.path, DLOG_PATH_LOCAL);
-    assert_int_equal(r->d.decider_id, rule_id(&lr, "local1"));
+    assert_int_equal(r->d.decider_id, hdlog_rule_id(&lr, "local1"));
     assert_int_equal(r->d.credit, 0);
     assert_int_equal(r->d.n_out, 1);
-    assert_int_equal(r->d.out[0].rule_id, rule_id(&lr, "local1"));
+    assert_int_equal(r->d.out[0].rule_id, hdlog_rule_id(&lr, "local1"));
     assert_int_equal(r->d.out[0].flags, DLOG_O_ALLOWED | DLOG_O_COUNTED);
     assert_string_equal(r->kvtext, "path=/l tag=u1");
     assert_true(r->d.unix_ms >= t0 && r->d.unix_ms <= t1);
-    r = find(&lr, "u1", 1);
+    r = hdlog_find(&lr, "u1", 1);
     assert_int_equal(r->d.flags, DLOG_F_PRIVILEGED);
-    r = find(&lr, "t1", 0);
+    r = hdlog_find(&lr, "t1", 0);
     assert_int_equal(r->d.flags, DLOG_F_ALLOWED);
     assert_int_equal(r->d.uid, DLOG_UNKNOWN_ID);
     assert_int_equal(r->d.pid, DLOG_UNKNOWN_ID);
-    r = find(&lr, "take1", 0);
+    r = hdlog_find(&lr, "take1", 0);
     assert_int_equal(r->d.op, TABLE_TAKE);
     assert_int_equal(r->d.n, 2);
-    assert_int_equal(r->d.decider_id, rule_id(&lr, "dflt"));
+    assert_int_equal(r->d.decider_id, hdlog_rule_id(&lr, "dflt"));
     assert_int_equal(r->d.credit, 100000 - 2);
-    r = find(&lr, "peek1", 0);
+    r = hdlog_find(&lr, "peek1", 0);
     assert_int_equal(r->d.op, TABLE_PEEK);
-    r = find(&lr, "debit1", 0);
+    r = hdlog_find(&lr, "debit1", 0);
     assert_int_equal(r->d.op, TABLE_DEBIT);
     assert_int_equal(r->d.n, 3);
-    r = find(&lr, "r1", 0);
+    r = hdlog_find(&lr, "r1", 0);
     assert_int_equal(r->d.op, TABLE_DEBIT);
     assert_int_equal(r->d.n, 200000);
     assert_int_equal(r->d.flags, DLOG_F_ERROR);
     assert_int_equal(r->d.err, PROTO_E_BAD_REQUEST);
     assert_int_equal(r->d.path, DLOG_PATH_NONE);
-    r = find(&lr, "u1", 2);
+    r = hdlog_find(&lr, "u1", 2);
     assert_int_equal(r->d.op, TABLE_RESET);
     assert_int_equal(r->d.n_reset, 1);
-    r = find(&lr, "s1", 0);
+    r = hdlog_find(&lr, "s1", 0);
     assert_int_equal(r->d.path, DLOG_PATH_STRICT);
-    assert_int_equal(r->d.decider_id, rule_id(&lr, "strict1"));
+    assert_int_equal(r->d.decider_id, hdlog_rule_id(&lr, "strict1"));
     assert_true(r->d.flags & DLOG_F_ALLOWED);
-    r = find(&lr, "e1", 0);
+    r = hdlog_find(&lr, "e1", 0);
     assert_int_equal(r->d.path, DLOG_PATH_LEASE);
-    assert_int_equal(r->d.decider_id, rule_id(&lr, "lease1"));
-    r = find(&lr, "resp1", 0);
+    assert_int_equal(r->d.decider_id, hdlog_rule_id(&lr, "lease1"));
+    r = hdlog_find(&lr, "resp1", 0);
     assert_int_equal(r->d.protocol, DLOG_PROTO_RESP);
     assert_int_equal(r->d.pid, getpid());
-    assert_int_equal(r->d.decider_id, rule_id(&lr, "dflt"));
+    assert_int_equal(r->d.decider_id, hdlog_rule_id(&lr, "dflt"));
     /* In the order each connection sent them (one worker). */
-    assert_true(find(&lr, "u1", 0) < find(&lr, "u1", 1));
-    assert_true(find(&lr, "take1", 0) < find(&lr, "debit1", 0));
-    logread_free(&lr);
+    assert_true(hdlog_find(&lr, "u1", 0) < hdlog_find(&lr, "u1", 1));
+    assert_true(hdlog_find(&lr, "take1", 0) < hdlog_find(&lr, "debit1", 0));
+    hdlog_free(&lr);
     harness_free(d);
     redis_stop(rs);
     free(rconf);
@@ -389,8 +169,8 @@ static void test_dlog_write_rls(void **state)
 
     (void)state;
     harness_grpc_need();
-    logdir_new();
-    conf = conf_with("flush_ms = 50;", LOCAL_RULES);
+    hdlog_logdir_new();
+    conf = hdlog_conf("flush_ms = 50;", LOCAL_RULES);
     rls = harness_rls_start(conf);
     res = harness_grpc_run(rls->tcp, "{\"calls\":[{\"domain\":\"edge\",\"descriptors\":["
                                      "{\"entries\":[{\"key\":\"path\",\"value\":\"/x\"},"
@@ -398,13 +178,13 @@ static void test_dlog_write_rls(void **state)
     harness_grpc_resp(res, 0);
     json_decref(res);
     harness_rls_stop(rls);
-    read_log(&lr);
-    r = find(&lr, "rls1", 0);
+    hdlog_read(&lr);
+    r = hdlog_find(&lr, "rls1", 0);
     assert_int_equal(r->d.protocol, DLOG_PROTO_RLS);
     assert_int_equal(r->d.op, TABLE_TAKE);
-    assert_int_equal(r->d.decider_id, rule_id(&lr, "dflt"));
+    assert_int_equal(r->d.decider_id, hdlog_rule_id(&lr, "dflt"));
     assert_true(r->d.flags & DLOG_F_ALLOWED);
-    logread_free(&lr);
+    hdlog_free(&lr);
     free(conf);
 }
 
@@ -419,9 +199,9 @@ static void test_dlog_write_rules_after_reload(void **state)
     char *conf, *conf2;
 
     (void)state;
-    logdir_new();
-    conf = conf_with("flush_ms = 50;", LOCAL_RULES);
-    conf2 = conf_with("flush_ms = 70;",
+    hdlog_logdir_new();
+    conf = hdlog_conf("flush_ms = 50;", LOCAL_RULES);
+    conf2 = hdlog_conf("flush_ms = 70;",
                       "rules = ( { match = { path = \"/n\"; }; label = \"new1\";\n"
                       "  credit_limit = 5; reset_seconds = 60; },\n"
                       "{ default = true; label = \"dflt\"; credit_limit = 9; reset_seconds = 60; }"
@@ -429,22 +209,22 @@ static void test_dlog_write_rules_after_reload(void **state)
     o.config_text = conf;
     CHECK(harness_start(&o, &d));
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    cmd(c, "HIT path=/x tag=before\n", "OK true");
+    hdlog_cmd(c, "HIT path=/x tag=before\n", "OK true");
     CHECK(harness_write_config(d, conf2));
-    cmd(c, "RELOAD\n", "OK");
-    cmd(c, "HIT path=/n tag=after\n", "OK true 4");
+    hdlog_cmd(c, "RELOAD\n", "OK");
+    hdlog_cmd(c, "HIT path=/n tag=after\n", "OK true 4");
     harness_close(c);
-    stop_ok(d);
+    hdlog_stop_ok(d);
     /* decision_log is read at start: the reload says the change waits for a restart. */
     assert_int_equal(harness_log_contains(d, "decision_log.flush_ms"), 1);
-    read_log(&lr);
+    hdlog_read(&lr);
     assert_int_equal(lr.undescribed, 0);
     assert_true(lr.rules_items >= 2);
     assert_true(lr.last_rules_generation > lr.first_rules_generation);
-    assert_int_equal(find(&lr, "after", 0)->d.generation, lr.last_rules_generation);
-    assert_int_equal(find(&lr, "before", 0)->d.generation, lr.first_rules_generation);
-    assert_int_equal(find(&lr, "after", 0)->d.decider_id, rule_id(&lr, "new1"));
-    logread_free(&lr);
+    assert_int_equal(hdlog_find(&lr, "after", 0)->d.generation, lr.last_rules_generation);
+    assert_int_equal(hdlog_find(&lr, "before", 0)->d.generation, lr.first_rules_generation);
+    assert_int_equal(hdlog_find(&lr, "after", 0)->d.decider_id, hdlog_rule_id(&lr, "new1"));
+    hdlog_free(&lr);
     harness_free(d);
     free(conf);
     free(conf2);
@@ -456,7 +236,7 @@ static void test_dlog_write_rules_after_reload(void **state)
 static bool in_files(const char *needle)
 {
     char names[64][128];
-    size_t n = list_files(names, 64);
+    size_t n = hdlog_list_files(names, 64);
     bool found = false;
 
     for (size_t i = 0; i < n && !found; i++) {
@@ -492,27 +272,27 @@ static void test_dlog_write_redaction(void **state)
     FILE *f;
 
     (void)state;
-    logdir_new();
-    conf = conf_with("redact = { user = \"hash\"; password = \"drop\"; };", LOCAL_RULES);
+    hdlog_logdir_new();
+    conf = hdlog_conf("redact = { user = \"hash\"; password = \"drop\"; };", LOCAL_RULES);
     o.config_text = conf;
     CHECK(harness_start(&o, &d));
     CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    cmd(c, "HIT path=/x tag=a user=alice-plaintext password=hunter2-plaintext\n", "OK true");
-    cmd(c, "HIT path=/x tag=b user=alice-plaintext password=hunter2-plaintext\n", "OK true");
-    cmd(c, "HIT path=/x tag=c user=bob-plaintext\n", "OK true");
+    hdlog_cmd(c, "HIT path=/x tag=a user=alice-plaintext password=hunter2-plaintext\n", "OK true");
+    hdlog_cmd(c, "HIT path=/x tag=b user=alice-plaintext password=hunter2-plaintext\n", "OK true");
+    hdlog_cmd(c, "HIT path=/x tag=c user=bob-plaintext\n", "OK true");
     harness_close(c);
-    stop_ok(d);
+    hdlog_stop_ok(d);
 
     assert_false(in_files("alice-plaintext"));
     assert_false(in_files("hunter2-plaintext"));
     assert_false(in_files("bob-plaintext"));
     assert_true(in_files("/x"));        /* kept values are there: the search works */
     /* The key: beside the log, not in it, only divvyd's user may read it. */
-    snprintf(keypath, sizeof(keypath), "%s.key", logdir);
+    snprintf(keypath, sizeof(keypath), "%s.key", hdlog_logdir);
     assert_int_equal(lstat(keypath, &st), 0);
     assert_true(S_ISREG(st.st_mode));
     assert_int_equal(st.st_mode & 0777, 0600);
-    assert_int_equal(lstat(logdir, &st), 0);
+    assert_int_equal(lstat(hdlog_logdir, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0750);
     f = fopen(keypath, "r");
     assert_non_null(f);
@@ -527,22 +307,22 @@ static void test_dlog_write_redaction(void **state)
     snprintf(want, sizeof(want), "%016llx",
              (unsigned long long)hash_siphash(key, "alice-plaintext", 15));
 
-    read_log(&lr);
+    hdlog_read(&lr);
     /* Pairs sorted by key, as the engine had them; the hash is SipHash with the key file's
      * key, the same for the same value. */
-    r = find(&lr, "a", 0);
+    r = hdlog_find(&lr, "a", 0);
     snprintf(keytext, sizeof(keytext), "%s", want);
     snprintf(keypath, sizeof(keypath), "password= path=/x tag=a user=%s", want);
     assert_string_equal(r->kvtext, keypath);
     assert_string_equal(r->redact, "dkkh");
-    r = find(&lr, "b", 0);
+    r = hdlog_find(&lr, "b", 0);
     snprintf(keypath, sizeof(keypath), "password= path=/x tag=b user=%s", want);
     assert_string_equal(r->kvtext, keypath);
-    r = find(&lr, "c", 0);
+    r = hdlog_find(&lr, "c", 0);
     assert_string_equal(r->redact, "kkh");
     assert_null(strstr(r->kvtext, want));
     assert_int_equal(strlen(strstr(r->kvtext, "user=") + 5), 16);
-    logread_free(&lr);
+    hdlog_free(&lr);
     harness_free(d);
     free(conf);
 }
@@ -557,9 +337,9 @@ static void refuses(const char *conf, const char *why)
     int status = -1;
     FILE *f;
 
-    snprintf(path, sizeof(path), "%s/divvy.conf", top);
-    snprintf(state, sizeof(state), "%s/state", top);
-    snprintf(sock, sizeof(sock), "unix:%s/s.sock", top);
+    snprintf(path, sizeof(path), "%s/divvy.conf", hdlog_top);
+    snprintf(state, sizeof(state), "%s/state", hdlog_top);
+    snprintf(sock, sizeof(sock), "unix:%s/s.sock", hdlog_top);
     f = fopen(path, "w");
     assert_non_null(f);
     fputs(conf, f);
@@ -575,21 +355,21 @@ static void test_dlog_write_refuses_untrusted_places(void **state)
     FILE *f;
 
     (void)state;
-    logdir_new();
-    conf = conf_with("redact = { user = \"hash\"; };", LOCAL_RULES);
+    hdlog_logdir_new();
+    conf = hdlog_conf("redact = { user = \"hash\"; };", LOCAL_RULES);
     /* A directory others can write: they could plant or remove files. */
-    assert_int_equal(mkdir(logdir, 0700), 0);
-    assert_int_equal(chmod(logdir, 0777), 0);
+    assert_int_equal(mkdir(hdlog_logdir, 0700), 0);
+    assert_int_equal(chmod(hdlog_logdir, 0777), 0);
     refuses(conf, "others can write to it");
     /* A symlink in its place. */
-    assert_int_equal(rmdir(logdir), 0);
-    snprintf(link, sizeof(link), "%s/elsewhere", top);
+    assert_int_equal(rmdir(hdlog_logdir), 0);
+    snprintf(link, sizeof(link), "%s/elsewhere", hdlog_top);
     assert_int_equal(mkdir(link, 0750), 0);
-    assert_int_equal(symlink(link, logdir), 0);
+    assert_int_equal(symlink(link, hdlog_logdir), 0);
     refuses(conf, "cannot open it");
-    assert_int_equal(unlink(logdir), 0);
+    assert_int_equal(unlink(hdlog_logdir), 0);
     /* A hash key others may read: whoever reads the log could brute-force the hashes. */
-    snprintf(keypath, sizeof(keypath), "%s.key", logdir);
+    snprintf(keypath, sizeof(keypath), "%s.key", hdlog_logdir);
     f = fopen(keypath, "w");
     assert_non_null(f);
     fputs("00112233445566778899aabbccddeeff\n", f);
@@ -606,398 +386,17 @@ static void test_dlog_write_refuses_untrusted_places(void **state)
     free(conf);
 }
 
-/* ---- rotation ---------------------------------------------------------------------------- */
-
-/* Sends HITs tag=@first .. @first + @n - 1 (with a unique pad of @pad bytes) on @c in
- * pipelined batches of @batch, 1 ms apart (a steady load the drain keeps up with: a load
- * past what it writes drops records by design, counted); returns when all are answered.
- * @each, when not NULL, runs after each batch with the last tag answered. */
-static void hits(struct harness_conn *c, unsigned first, unsigned n, unsigned batch, size_t pad,
-                 void (*each)(unsigned last, void *arg), void *arg)
-{
-    char *buf = malloc((size_t)batch * (pad + 64)), line[HARNESS_LINE];
-    char padv[1024];
-
-    assert_non_null(buf);
-    assert_true(pad < sizeof(padv));
-    for (unsigned i = 0; i < n; i += batch) {
-        unsigned k = n - i < batch ? n - i : batch;
-        size_t off = 0;
-
-        for (unsigned j = 0; j < k; j++) {
-            unsigned tag = first + i + j;
-
-            for (size_t p = 0; p < pad; p++)
-                padv[p] = (char)('a' + (tag * 7 + p * 13) % 26);
-            off += (size_t)sprintf(buf + off, "HIT path=/x tag=%u pad=%.*s\n", tag, (int)pad,
-                                   padv);
-        }
-        CHECK(harness_send(c, buf, off));
-        for (unsigned j = 0; j < k; j++) {
-            CHECK(harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS));
-            if (strncmp(line, "OK true", 7) != 0)
-                fail_msg("HIT %u: %s", first + i + j, line);
-        }
-        if (each)
-            each(first + i + k - 1, arg);
-        harness_pause_ms(1);
-    }
-    free(buf);
-}
-
-#define ROT_SIZE 65536
-#define ROT_FILES 3
-
-static void check_rotation(unsigned last, void *arg)
-{
-    char names[64][128];
-    size_t n = list_files(names, 64);
-    struct stat st;
-
-    (void)last;
-    (void)arg;
-    if (n > ROT_FILES)
-        fail_msg("%zu log files, at most %d kept", n, ROT_FILES);
-    for (size_t i = 0; i < n; i++)
-        if (stat(names[i], &st) == 0 && st.st_size > ROT_SIZE + ROT_SIZE / 4)
-            fail_msg("%s: %lld bytes, file_size %d plus one block at most", names[i],
-                     (long long)st.st_size, ROT_SIZE);
-}
-
-static void test_dlog_write_rotation(void **state)
-{
-    struct harness_opts o = { .workers = 1 };
-    struct harness_daemon *d = NULL;
-    struct harness_conn *c = NULL;
-    struct logread lr;
-    unsigned n = 6000;
-    char *conf, *rest, *seen, *scrape;
-    int port = harness_free_port(SOCK_STREAM);
-
-    (void)state;
-    logdir_new();
-    assert_true(asprintf(&rest, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", port,
-                         LOCAL_RULES) > 0);
-    conf = conf_with("file_size = 65536; files = 3; flush_ms = 10;", rest);
-    o.config_text = conf;
-    CHECK(harness_start(&o, &d));
-    CHECK(harness_connect(d, HARNESS_TCP, &c));
-    hits(c, 0, n, 20, 120, check_rotation, NULL);
-    harness_close(c);
-    /* The metrics count what was written: every decision, none lost. */
-    scrape = malloc(1 << 16);
-    assert_non_null(scrape);
-    harness_scrape_until(port, "/metrics", "divvy_decision_log_records_total 6000", scrape,
-                         1 << 16);
-    assert_non_null(strstr(scrape, "divvy_decision_log_dropped_total{source=\"divvyd\"} 0\n"));
-    assert_non_null(strstr(scrape, "divvy_decision_log_write_errors_total 0\n"));
-    free(scrape);
-    free(rest);
-    stop_ok(d);
-    check_rotation(0, NULL);
-
-    read_log(&lr);
-    assert_int_equal(lr.files, ROT_FILES);
-    assert_int_equal(lr.undescribed, 0);
-    assert_int_equal(lr.corrupt, 0);
-    assert_int_equal(lr.gaps, 0);
-    /* The newest decisions, none missing since the oldest kept: 3 files of 64 KiB hold
-     * at least a thousand of these. */
-    seen = calloc(n, 1);
-    assert_non_null(seen);
-    for (size_t i = 0; i < lr.n; i++) {
-        unsigned tag = (unsigned)strtoul(lr.rec[i].tag, NULL, 10);
-
-        assert_true(tag < n);
-        seen[tag]++;
-    }
-    assert_true(lr.n >= 1000 && lr.n < n);
-    for (unsigned t = n - (unsigned)lr.n; t < n; t++)
-        if (seen[t] != 1)
-            fail_msg("tag %u is in the log %d times (%zu decisions kept)", t, seen[t], lr.n);
-    free(seen);
-    logread_free(&lr);
-    harness_free(d);
-    free(conf);
-}
-
-/* ---- a full disk ------------------------------------------------------------------------- */
-
-static void test_dlog_write_disk_full(void **state)
-{
-    struct harness_opts o = { .workers = 1 };
-    struct harness_daemon *d = NULL;
-    struct harness_conn *c = NULL;
-    struct logread lr;
-    char *conf, *rest, *scrape;
-    int port = harness_free_port(SOCK_STREAM);
-    long long errors = 0;
-    uint64_t t0;
-
-    (void)state;
-    logdir_new();
-    /* The log's directory on a 256 KiB tmpfs: 16 files of 64 KiB do not fit. */
-    assert_int_equal(mkdir(logdir, 0750), 0);
-    if (mount("tmpfs", logdir, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,mode=0750") < 0) {
-        print_message("cannot mount a tmpfs (%s): skipped\n", strerror(errno));
-        skip();
-    }
-    snprintf(mounted, sizeof(mounted), "%s", logdir);
-    assert_true(asprintf(&rest, "metrics = { listen = \"tcp:127.0.0.1:%d\"; };\n%s", port,
-                         LOCAL_RULES) > 0);
-    conf = conf_with("file_size = 65536; files = 16; flush_ms = 10;", rest);
-    o.config_text = conf;
-    CHECK(harness_start(&o, &d));
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    /* Every answer comes, and soon: a failing disk costs records, never a hit's time. */
-    t0 = harness_now_ms();
-    hits(c, 0, 8000, 20, 120, NULL, NULL);
-    cmd(c, "HIT path=/x tag=last\n", "OK true");
-    assert_true(harness_now_ms() - t0 < 60000);
-    harness_close(c);
-    scrape = malloc(1 << 16);
-    assert_non_null(scrape);
-    harness_scrape_until(port, "/metrics", "# TYPE divvy_decision_log_write_errors_total counter",
-                         scrape, 1 << 16);
-    for (int i = 0; i < 100 && errors == 0; i++) {
-        const char *e;
-
-        harness_http_get(port, "/metrics", scrape, 1 << 16);
-        e = strstr(scrape, "\ndivvy_decision_log_write_errors_total ");
-        errors = e ? atoll(e + strlen("\ndivvy_decision_log_write_errors_total ")) : 0;
-        if (!errors)
-            harness_pause_ms(100);
-    }
-    assert_true(errors > 0);
-    free(scrape);
-    stop_ok(d);
-    assert_int_equal(harness_log_contains(d, "No space left on device"), 1);
-    /* What did fit is whole: a failed block is cut off again, never left half. */
-    read_log(&lr);
-    assert_int_equal(lr.corrupt, 0);
-    assert_true(lr.n > 0 && lr.n < 8001);
-    logread_free(&lr);
-    harness_free(d);
-    free(rest);
-    free(conf);
-}
-
-/* ---- kill -9 ------------------------------------------------------------------------------- */
-
-struct answered {
-    unsigned *tag;              /* the last tag of each batch answered ... */
-    uint64_t *ms;               /* ... and when */
-    size_t n, cap;
-};
-
-static void note_answer(unsigned last, void *arg)
-{
-    struct answered *a = arg;
-
-    if (a->n == a->cap) {
-        a->cap = a->cap ? 2 * a->cap : 1024;
-        a->tag = realloc(a->tag, a->cap * sizeof(*a->tag));
-        a->ms = realloc(a->ms, a->cap * sizeof(*a->ms));
-        assert_true(a->tag && a->ms);
-    }
-    a->tag[a->n] = last;
-    a->ms[a->n++] = harness_now_ms();
-}
-
-#define KILL_FLUSH_MS 100
-#define KILL_MARGIN_MS 1000
-
-static void test_dlog_write_kill9(void **state)
-{
-    struct harness_opts o = { .workers = 1 };
-    struct harness_daemon *d = NULL;
-    struct harness_conn *c = NULL;
-    struct answered a = { 0 };
-    struct logread lr;
-    unsigned sent = 0, must = 0;
-    uint64_t start, killed;
-    char names[64][128];
-    struct stat st;
-    char *conf, *seen;
-    int status;
-
-    (void)state;
-    logdir_new();
-    conf = conf_with("flush_ms = 100;", LOCAL_RULES);
-    o.config_text = conf;
-    CHECK(harness_start(&o, &d));
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    /* Steady logging for 2 s, then kill -9 with requests still coming. */
-    start = harness_now_ms();
-    while (harness_now_ms() - start < 2000) {
-        hits(c, sent, 200, 20, 20, note_answer, &a);
-        sent += 200;
-    }
-    CHECK(harness_send(c, "HIT path=/x tag=late\n", 21));
-    d->expect_exit = true;
-    CHECK(harness_kill(d, SIGKILL));
-    killed = harness_now_ms();
-    harness_stop(d, &status);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    harness_close(c);
-
-    read_log(&lr);
-    assert_int_equal(lr.corrupt, 0);
-    assert_int_equal(lr.gaps, 0);
-    seen = calloc(sent, 1);
-    assert_non_null(seen);
-    for (size_t i = 0; i < lr.n; i++) {
-        unsigned tag = (unsigned)strtoul(lr.rec[i].tag, NULL, 10);
-
-        if (strcmp(lr.rec[i].tag, "late") != 0 && tag < sent)
-            seen[tag] = 1;
-    }
-    /* Every decision answered more than flush_ms (and a generous margin) before the kill. */
-    for (size_t b = 0; b < a.n; b++)
-        if (a.ms[b] + KILL_FLUSH_MS + KILL_MARGIN_MS < killed)
-            must = a.tag[b] + 1;
-    assert_true(must > 1000);
-    for (unsigned t = 0; t < must; t++)
-        if (!seen[t])
-            fail_msg("decision %u, answered over %d ms before kill -9, is not in the log "
-                     "(%zu of %u there)", t, KILL_FLUSH_MS + KILL_MARGIN_MS, lr.n, sent);
-    logread_free(&lr);
-
-    /* A block cut short (a torn write) is reported where it is, never fatal; what came
-     * before it is read as before. */
-    assert_int_equal(list_files(names, 64), 1);
-    assert_int_equal(stat(names[0], &st), 0);
-    assert_int_equal(truncate(names[0], st.st_size - 7), 0);
-    {
-        struct logread cut;
-
-        read_log(&cut);
-        assert_int_equal(cut.corrupt, 1);
-        assert_true(cut.n + 200 >= must);
-        logread_free(&cut);
-    }
-    free(seen);
-    free(a.tag);
-    free(a.ms);
-    harness_free(d);
-    free(conf);
-}
-
-/* ---- an unprivileged flood does not cost root's records ------------------------------------ */
-
-struct flood {
-    struct harness_daemon *d;
-    volatile bool stop;
-    unsigned sent;
-    int err;
-};
-
-static void *flood_run(void *arg)
-{
-    struct flood *f = arg;
-    struct harness_conn *c = NULL;
-    char *buf = malloc(64 * 4200), line[HARNESS_LINE];
-    char pad[4000];
-
-    if (!buf || harness_connect(f->d, HARNESS_TCP, &c) < 0) {
-        f->err = -ENOMEM;
-        free(buf);
-        return NULL;
-    }
-    memset(pad, 'f', sizeof(pad));
-    while (!f->stop) {
-        size_t off = 0;
-
-        for (int j = 0; j < 64; j++)
-            off += (size_t)sprintf(buf + off, "HIT path=/x tag=flood pad=%.*s%u\n", 2000, pad,
-                                   f->sent + (unsigned)j);
-        if (harness_send(c, buf, off) < 0)
-            break;
-        for (int j = 0; j < 64; j++)
-            if (harness_recv_line(c, line, sizeof(line), HARNESS_TIMEOUT_MS) < 0) {
-                f->err = -EIO;
-                goto out;
-            }
-        f->sent += 64;
-    }
-out:
-    harness_close(c);
-    free(buf);
-    return NULL;
-}
-
-static void test_dlog_write_flood_spares_root(void **state)
-{
-    struct harness_opts o = { .workers = 1 };
-    struct harness_daemon *d = NULL;
-    struct harness_conn *root = NULL, *mc = NULL;
-    struct flood f[3] = { 0 };
-    pthread_t th[3];
-    struct logread lr;
-    char rootsock[HARNESS_PATH + 8], req[64], stats[HARNESS_LINE];
-    unsigned n_root = 0;
-    char *conf;
-
-    (void)state;
-    logdir_new();
-    conf = conf_with("flush_ms = 1000;", LOCAL_RULES);
-    o.config_text = conf;
-    CHECK(harness_start(&o, &d));
-    /* Root's own socket (docs/daemon.md "The privileged lane"): its lane thread, its ring. */
-    snprintf(rootsock, sizeof(rootsock), "%s.root", d->sock);
-    CHECK(harness_connect_unix(rootsock, &root));
-    for (int i = 0; i < 3; i++) {
-        f[i].d = d;
-        assert_int_equal(pthread_create(&th[i], NULL, flood_run, &f[i]), 0);
-    }
-    /* Logins, not a flood: one a millisecond at most. */
-    for (uint64_t t0 = harness_now_ms(); harness_now_ms() - t0 < 2000; n_root++) {
-        snprintf(req, sizeof(req), "HIT path=/x tag=root%u\n", n_root);
-        cmd(root, req, "OK true");
-        harness_pause_ms(1);
-    }
-    for (int i = 0; i < 3; i++)
-        f[i].stop = true;
-    for (int i = 0; i < 3; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(f[i].err, 0);
-    (void)mc;
-    (void)stats;
-    harness_close(root);
-    stop_ok(d);
-
-    read_log(&lr);
-    for (unsigned i = 0; i < n_root; i++) {
-        char tag[32];
-
-        snprintf(tag, sizeof(tag), "root%u", i);
-        find(&lr, tag, 0);
-    }
-    fprintf(stderr, "flood: %u root decisions all logged; %u unprivileged sent, %zu logged, "
-            "%llu dropped\n", n_root, f[0].sent + f[1].sent + f[2].sent, lr.n - n_root,
-            (unsigned long long)lr.gaps);
-    logread_free(&lr);
-    harness_free(d);
-    free(conf);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_dlog_write_line_resp_redis, harness_setup,
-                                        dlog_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_write_rls, harness_setup, dlog_teardown),
+                                        hdlog_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_write_rls, harness_setup, hdlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_rules_after_reload, harness_setup,
-                                        dlog_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_write_redaction, harness_setup, dlog_teardown),
+                                        hdlog_teardown),
+        cmocka_unit_test_setup_teardown(test_dlog_write_redaction, harness_setup, hdlog_teardown),
         cmocka_unit_test_setup_teardown(test_dlog_write_refuses_untrusted_places, harness_setup,
-                                        dlog_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_write_rotation, harness_setup, dlog_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_write_disk_full, harness_setup, dlog_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_write_kill9, harness_setup, dlog_teardown),
-        cmocka_unit_test_setup_teardown(test_dlog_write_flood_spares_root, harness_setup,
-                                        dlog_teardown),
+                                        hdlog_teardown),
     };
 
     return cmocka_run_group_tests_name("dlog_write", tests, harness_grpc_setup,
