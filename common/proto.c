@@ -28,6 +28,8 @@ static const char R_NO_ARGS[] = "command takes no arguments";
 static const char R_TAKE_COUNT[] = "TAKE needs a count from 1 to 1000000000";
 static const char R_DEBIT_COUNT[] = "DEBIT needs a count from 1 to 1000000000000";
 static const char R_TOO_MANY_KEYS[] = "more than 32 distinct keys";
+static const char R_REPORT[] = "REPORT needs <mono_ms> <TAKE|PEEK|DEBIT> <n> <0|1> <credit> "
+                               "<reset_s> <16 hex digits> before its pairs";
 
 static const char *const err_codes[] = {
     [PROTO_E_NONE] = "unknown",
@@ -67,6 +69,7 @@ static const struct verb_name verbs[] = {
     VERB("FAST", PROTO_FAST, false),
     VERB("DROPIN", PROTO_DROPIN, true),
     VERB("DEBIT", PROTO_DEBIT, true),
+    VERB("REPORT", PROTO_REPORT, true),
 };
 
 
@@ -271,6 +274,104 @@ static enum proto_err parse_amount(struct cursor *c, struct proto_req *req)
     return PROTO_E_NONE;
 }
 
+/*
+ * One of REPORT's fields: an unquoted word at the cursor (after whitespace)
+ * that ends at whitespace or the end of the line.  Its length, 0 when there
+ * is none (or a quote or '=' is in it).
+ */
+static size_t report_word(struct cursor *c, const char **ret)
+{
+    char *start;
+    size_t len;
+
+    skip_ws(c);
+    start = c->p;
+    while (!byte_class[at(c)])
+        c->p++;
+    len = (size_t)(c->p - start);
+    if (len == 0 || !at_end_or_ws(c))
+        return 0;
+    *ret = start;
+    return len;
+}
+
+/* Decimal @w[0..@len) into *@ret: 1..20 digits, no sign, at most @max. */
+static bool report_u64(const char *w, size_t len, uint64_t max, uint64_t *ret)
+{
+    uint64_t v = 0;
+
+    if (len == 0 || len > 20)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned)(w[i] - '0');
+
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    if (v > max)
+        return false;
+    *ret = v;
+    return true;
+}
+
+/* Exactly 16 lowercase hex digits (a rule id as RULES shows it) into *@ret. */
+static bool report_hex(const char *w, size_t len, uint64_t *ret)
+{
+    uint64_t v = 0;
+
+    if (len != 16)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = w[i];
+        unsigned d = ch >= '0' && ch <= '9' ? (unsigned)(ch - '0')
+                     : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10) : 16;
+
+        if (d > 15)
+            return false;
+        v = v << 4 | d;
+    }
+    *ret = v;
+    return true;
+}
+
+/* REPORT's seven fields (docs/protocol.md "REPORT") into req->report and req->amount. */
+static enum proto_err parse_report(struct cursor *c, struct proto_req *req)
+{
+    struct proto_report *r = &req->report;
+    const char *w[7];
+    size_t len[7];
+    uint64_t flag = 0;
+
+    for (int i = 0; i < 7; i++) {
+        len[i] = report_word(c, &w[i]);
+        if (len[i] == 0)
+            goto bad;
+    }
+    if (len[1] == 4 && memcmp(w[1], "TAKE", 4) == 0)
+        r->op = PROTO_TAKE;
+    else if (len[1] == 4 && memcmp(w[1], "PEEK", 4) == 0)
+        r->op = PROTO_PEEK;
+    else if (len[1] == 5 && memcmp(w[1], "DEBIT", 5) == 0)
+        r->op = PROTO_DEBIT;
+    else
+        goto bad;
+    if (!report_u64(w[0], len[0], UINT64_MAX, &r->mono_ms) ||
+        !report_u64(w[2], len[2], r->op == PROTO_DEBIT ? PROTO_DEBIT_MAX
+                                  : r->op == PROTO_TAKE ? PROTO_TAKE_MAX : 1, &req->amount) ||
+        req->amount == 0 || !report_u64(w[3], len[3], 1, &flag) ||
+        !report_u64(w[4], len[4], UINT64_MAX, &r->credit) ||
+        !report_u64(w[5], len[5], UINT64_MAX, &r->reset_s) ||
+        !report_hex(w[6], len[6], &r->rule_id))
+        goto bad;
+    r->allowed = flag == 1;
+    return PROTO_E_NONE;
+bad:
+    req->amount = 1;
+    req->reason = R_REPORT;
+    return PROTO_E_BAD_REQUEST;
+}
+
 /* The verb whose name @word is, in any case; NULL when none is. */
 static const struct verb_name *find_verb(const char *word, size_t len)
 {
@@ -373,6 +474,11 @@ static enum proto_err parse_line(const char *line, size_t len, struct proto_req 
     }
     if (v->verb == PROTO_TAKE || v->verb == PROTO_DEBIT) {
         err = parse_amount(&c, req);
+        if (err != PROTO_E_NONE)
+            return err;
+    }
+    if (v->verb == PROTO_REPORT) {
+        err = parse_report(&c, req);
         if (err != PROTO_E_NONE)
             return err;
     }
@@ -640,6 +746,94 @@ int proto_fmt_string(char *buf, size_t size, const char *s, size_t len)
     }
     if (quote)
         buf[pos++] = '"';
+    buf[pos] = '\0';
+    return (int)pos;
+}
+
+/* ---- REPORT (libdivvy's fast path to divvyd) ---------------------------------------- */
+
+/* proto_fmt_string() for a fast-path client's every decision: a string of
+ * plain bytes (the usual key or value) is one scan and one copy. */
+static int fmt_report_string(char *buf, size_t size, const char *s, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len && !byte_class[(unsigned char)s[i]])
+        i++;
+    if (i < len || len == 0)
+        return proto_fmt_string(buf, size, s, len);
+    if (len + 1 > size)
+        return -ENOBUFS;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return (int)len;
+}
+
+/* " k=v" of one pair at @buf + *@pos, leaving room for "\n" and the NUL. */
+static int fmt_report_pair(char *buf, size_t cap, size_t *pos, const struct proto_kv *kv)
+{
+    int m;
+
+    if (*pos + 3 > cap)
+        return -EMSGSIZE;
+    buf[(*pos)++] = ' ';
+    m = fmt_report_string(buf + *pos, cap - *pos, kv->key, kv->key_len);
+    if (m < 0 || *pos + (size_t)m + 3 > cap)
+        return -EMSGSIZE;
+    *pos += (size_t)m;
+    buf[(*pos)++] = '=';
+    m = fmt_report_string(buf + *pos, cap - *pos, kv->value, kv->value_len);
+    if (m < 0 || *pos + (size_t)m + 2 > cap)
+        return -EMSGSIZE;
+    *pos += (size_t)m;
+    return 0;
+}
+
+/* Two lower-case hex digits per byte value: a rule id is 8 copies. */
+static const char hex_pairs[] =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2021222324252627"
+    "28292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f"
+    "505152535455565758595a5b5c5d5e5f606162636465666768696a6b6c6d6e6f7071727374757677"
+    "78797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7"
+    "c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedfe0e1e2e3e4e5e6e7e8e9eaebecedeeef"
+    "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
+int proto_fmt_report(char *buf, size_t size, const struct proto_report *r, uint64_t n,
+                     const struct proto_kv *kv, unsigned n_kv)
+{
+    /* "REPORT " mono op n 0|1 credit reset_s id: 7 + 4 * 21 + 6 + 2 + 17 bytes at most. */
+    char head[128];
+    size_t pos, cap = size < PROTO_LINE_MAX + 1 ? size : PROTO_LINE_MAX + 1;
+    const char *op = r->op == PROTO_TAKE ? "TAKE " : r->op == PROTO_PEEK ? "PEEK "
+                     : r->op == PROTO_DEBIT ? "DEBIT " : NULL;
+    size_t op_len = r->op == PROTO_DEBIT ? 6 : 5;
+
+    if (!op)
+        return -EINVAL;
+    memcpy(head, "REPORT ", 7);
+    pos = 7;
+    pos += fmt_u64(head + pos, r->mono_ms);
+    head[pos++] = ' ';
+    memcpy(head + pos, op, op_len);
+    pos += op_len;
+    pos += fmt_u64(head + pos, n);
+    head[pos++] = ' ';
+    head[pos++] = r->allowed ? '1' : '0';
+    head[pos++] = ' ';
+    pos += fmt_u64(head + pos, r->credit);
+    head[pos++] = ' ';
+    pos += fmt_u64(head + pos, r->reset_s);
+    head[pos++] = ' ';
+    for (int i = 7; i >= 0; i--, pos += 2)
+        memcpy(head + pos, &hex_pairs[((r->rule_id >> (i * 8)) & 0xff) * 2], 2);
+    if (pos + 2 > cap)
+        return -EMSGSIZE;
+    memcpy(buf, head, pos);
+    for (unsigned i = 0; i < n_kv; i++)
+        if (fmt_report_pair(buf, cap, &pos, &kv[i]) < 0)
+            return -EMSGSIZE;
+    buf[pos++] = '\n';
     buf[pos] = '\0';
     return (int)pos;
 }

@@ -39,6 +39,7 @@ enum proto_verb {
     PROTO_FAST,         /* libdivvy asks for the fast path's memfds (Unix socket, SCM_RIGHTS) */
     PROTO_DROPIN,       /* admin: the rules service (include_dir's drop-ins) */
     PROTO_DEBIT,        /* TAKE that always charges: the balance may go below zero */
+    PROTO_REPORT,       /* libdivvy reports a fast-path decision: never answered, not even ERR */
     PROTO_N_VERBS       /* how many: not a verb */
 };
 
@@ -64,6 +65,17 @@ struct proto_kv {
     uint16_t value_len;
 };
 
+/* REPORT's fields before its pairs (docs/protocol.md "REPORT"): what a
+ * fast-path client decided in its own process.  Its n is proto_req.amount. */
+struct proto_report {
+    uint64_t mono_ms;           /* CLOCK_MONOTONIC ms the client decided at */
+    uint64_t credit;
+    uint64_t reset_s;
+    uint64_t rule_id;           /* the rule the answer named (rules_rule.id) */
+    enum proto_verb op;         /* PROTO_TAKE, PROTO_PEEK or PROTO_DEBIT */
+    bool allowed;
+};
+
 struct proto_req {
     enum proto_verb verb;
     enum proto_err err;         /* PROTO_E_NONE, or why the line is rejected; check it
@@ -71,7 +83,8 @@ struct proto_req {
     const char *reason;         /* text for err (no '"' or newline), or NULL: static, or
                                  * for unknown-command divvy's "Unrecognized command: WORD"
                                  * in buf */
-    uint64_t amount;            /* TAKE n, DEBIT n; 1 for HIT/PEEK */
+    uint64_t amount;            /* TAKE n, DEBIT n, REPORT n; 1 for HIT/PEEK */
+    struct proto_report report; /* REPORT only */
     unsigned n_kv;
     /* Sorted by key (bytewise), duplicates removed: the last value wins. */
     struct proto_kv kv[PROTO_KV_MAX];
@@ -92,9 +105,22 @@ struct proto_req {
  *                command words are case-insensitive.
  * Grammar (divvy's): unquoted strings [^"=\s]+, quoted "[^"\n]*"; keys and
  * values may be either; "k=" is an empty value.  TAKE takes a decimal
- * 1..PROTO_TAKE_MAX before its pairs, DEBIT one of 1..PROTO_DEBIT_MAX.
+ * 1..PROTO_TAKE_MAX before its pairs, DEBIT one of 1..PROTO_DEBIT_MAX;
+ * REPORT seven fields (proto_fmt_report(), into req->report and amount).
  */
 ssize_t proto_parse(const char *data, size_t len, struct proto_req *req);
+
+/*
+ * Writes one REPORT line, newline included, NUL-terminated, into @buf of
+ * @size bytes: "REPORT <mono_ms> <TAKE|PEEK|DEBIT> <n> <0|1> <credit>
+ * <reset_s> <16 hex digits> k=v ...\n" with @r's fields, @n, and the pairs
+ * @kv[0..@n_kv) quoted as proto_fmt_string() does.  Returns its length, or
+ * -EMSGSIZE when it would exceed PROTO_LINE_MAX (or @size), -EINVAL for an
+ * op other than TAKE, PEEK or DEBIT.  proto_parse() reads back exactly
+ * these fields.
+ */
+int proto_fmt_report(char *buf, size_t size, const struct proto_report *r, uint64_t n,
+                     const struct proto_kv *kv, unsigned n_kv);
 
 /* Returns the value of @key in @req, or NULL.  Binary search over kv. */
 const struct proto_kv *proto_find(const struct proto_req *req, const char *key, size_t key_len);

@@ -670,6 +670,19 @@ uint64_t table_generation(const struct table *t)
     return __atomic_load_n(t->w_gen, __ATOMIC_ACQUIRE);
 }
 
+void table_set_decision_log(struct table *t, bool on)
+{
+    if (t->ctl)
+        __atomic_store_n(&t->ctl->decision_log, on ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+const uint64_t *table_decision_log_word(const struct table *t)
+{
+    static const uint64_t off;
+
+    return t && t->ctl ? &t->ctl->decision_log : &off;
+}
+
 void table_heartbeat(struct table *t, uint64_t now_ms)
 {
     __atomic_store_n(t->w_hb, now_ms, __ATOMIC_RELEASE);

@@ -333,6 +333,17 @@ uint64_t table_generation(const struct table *t);
 void table_heartbeat(struct table *t, uint64_t now_ms);
 uint64_t table_last_heartbeat(const struct table *t);
 
+/*
+ * The control page's decision_log word (docs/dev/shm.md "Control page"):
+ * nonzero while divvyd records decisions and wants fast-path clients to
+ * report theirs (REPORT, docs/protocol.md).  table_decision_log_word()
+ * points at it (at a constant zero without a control page) so that a client
+ * reads it with one relaxed load per decision; the setter is divvyd's and
+ * does nothing without a control page.
+ */
+void table_set_decision_log(struct table *t, bool on);
+const uint64_t *table_decision_log_word(const struct table *t);
+
 /* Hits fast-path clients decided in-process (for metrics).  Clients add in
  * batches (one atomic add per many hits) so the counter's cache line is not
  * a point of contention; the total lags by what clients have not flushed. */

@@ -111,6 +111,7 @@ struct table_hdr {
     uint8_t digest_secret[HASH_KEY_LEN];    /* all zero: digests use secret */
     uint8_t reserved0[32];
     _Alignas(64) uint64_t generation;
+    uint64_t decision_log;      /* beside generation: the line every decision reads */
     _Alignas(64) uint64_t heartbeat_ms;
     _Alignas(64) uint64_t full_events;
     _Alignas(64) uint64_t quota_events;
@@ -172,6 +173,7 @@ struct table_ctl {
     uint8_t boot_id[16];
     uint8_t reserved0[32];
     _Alignas(64) uint64_t generation;
+    uint64_t decision_log;      /* beside generation: the line every decision reads */
     _Alignas(64) uint64_t heartbeat_ms;
     _Alignas(64) uint64_t lease_max;
     uint64_t when_full;
@@ -180,6 +182,7 @@ struct table_ctl {
 
 _Static_assert(offsetof(struct table_ctl, boot_id) == 16, "docs/dev/shm.md control page");
 _Static_assert(offsetof(struct table_ctl, generation) == 64, "docs/dev/shm.md control page");
+_Static_assert(offsetof(struct table_ctl, decision_log) == 72, "docs/dev/shm.md control page");
 _Static_assert(offsetof(struct table_ctl, heartbeat_ms) == 128, "docs/dev/shm.md control page");
 _Static_assert(offsetof(struct table_ctl, lease_max) == 192, "docs/dev/shm.md control page");
 _Static_assert(offsetof(struct table_ctl, when_full) == 200, "docs/dev/shm.md control page");

@@ -244,6 +244,8 @@ void admin_stats(struct conn *c, const struct proto_req *req)
         sum.lease_fetches += stat_get(&ws->lease_fetches);
         sum.refill_hints += stat_get(&ws->refill_hints);
         sum.refill_dropped += stat_get(&ws->refill_dropped);
+        sum.reports += stat_get(&ws->reports);
+        sum.reports_dropped += stat_get(&ws->reports_dropped);
         sum.scripts.scripts += stat_get(&ws->scripts.scripts);
         sum.scripts.requests += stat_get(&ws->scripts.requests);
         for (unsigned d = 0; d < METRICS_N_DENY; d++)
@@ -315,6 +317,9 @@ void admin_stats(struct conn *c, const struct proto_req *req)
                          (unsigned long long)rs.redirects);
     admin_append_fmt(buf, sizeof(buf), &pos, "table_evictions=%llu\n",
                      (unsigned long long)(fast.evictions + priv.evictions));
+    /* docs/dev/fast-report.md: fast-path clients' REPORT lines, and those not recorded. */
+    admin_append_fmt(buf, sizeof(buf), &pos, "fast_reports=%llu\nfast_reports_dropped=%llu\n",
+                     (unsigned long long)sum.reports, (unsigned long long)sum.reports_dropped);
     /* The login figures (login counters, ERR no-counter) are privileged
      * peers' only: docs/operations.md "What STATS and metrics reveal". */
     if (c->privileged)

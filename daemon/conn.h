@@ -99,6 +99,9 @@ struct conn {
     bool out_paused;            /* over its share of a spent output budget: not read */
     bool backlogged;            /* on the worker's backlog: requests left, not read */
     uid_t uid;
+    int8_t report_peer;         /* REPORT (report.h): 0 not asked yet, 1 uid 0 or the fast
+                                 * group (report_uid/pid: its SO_PEERCRED), -1 neither */
+    uint32_t report_uid, report_pid;
     uint8_t peer_key[16];       /* admit_peer_key(): uid or address, for per-peer shares */
     struct admit_slot slot;     /* its place (admit.h), released by conn_free() only */
     uint64_t last_ms;           /* last byte read (clock_coarse_ms()) */

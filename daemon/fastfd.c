@@ -204,6 +204,23 @@ static bool peer_allowed(const struct fastfd *ff, int sock)
     return peer_cred(sock, ff->gid, &uid, &member) == 0 && member;
 }
 
+int fastfd_peer(struct fastfd *ff, int sock, uid_t *ret_uid, pid_t *ret_pid)
+{
+    uid_t uid;
+    pid_t pid;
+    bool member;
+    int r;
+
+    r = peer_cred_pid(sock, ff->gid, &uid, &member, &pid);
+    if (r < 0)
+        return r;
+    if (!member)
+        return -EPERM;
+    *ret_uid = uid;
+    *ret_pid = pid;
+    return 0;
+}
+
 int fastfd_send(struct fastfd *ff, int sock)
 {
     int fds[2] = { table_fd(ff->t), ff->ctl_ro };

@@ -53,6 +53,14 @@ struct table *fastfd_table(struct fastfd *ff);
  */
 int fastfd_send(struct fastfd *ff, int sock);
 
+/*
+ * Whether the peer of the connected Unix socket @sock may use the fast path
+ * (FAST's check: uid 0 or the fast group): 0 with its SO_PEERCRED uid and
+ * pid in *@ret_uid and *@ret_pid, -EPERM when it may not, another -errno
+ * when @sock has no peer credentials.  For REPORT (report.h).  Thread-safe.
+ */
+int fastfd_peer(struct fastfd *ff, int sock, uid_t *ret_uid, pid_t *ret_pid);
+
 /* Starts the periodic snapshot thread (no-op with snapshot_ms 0).  -errno. */
 int fastfd_start(struct fastfd *ff);
 

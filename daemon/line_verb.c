@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "counters.h"
+#include "dlog_writer.h"
 #include "engine.h"
 #include "eval.h"
 #include "fastfd.h"
@@ -26,6 +27,7 @@
 #include "line_verb.h"
 #include "proto.h"
 #include "reload.h"
+#include "report.h"
 #include "srv_int.h"
 #include "store.h"
 #include "table.h"
@@ -92,6 +94,56 @@ dropped:
     stat_inc(&w->st.refill_dropped);
 }
 
+/* Whether @c's peer may report (FAST's check, made once per connection:
+ * SO_PEERCRED names the process that connected, for the connection's life). */
+static bool report_peer(struct conn *c)
+{
+    uid_t uid;
+    pid_t pid;
+
+    if (c->report_peer == 0) {
+        c->report_peer = -1;
+        if (c->is_unix && c->w->s->o.fastfd &&
+            fastfd_peer(c->w->s->o.fastfd, c->fd, &uid, &pid) == 0) {
+            c->report_uid = (uint32_t)uid;
+            c->report_pid = (uint32_t)pid;
+            c->report_peer = 1;
+        }
+    }
+    return c->report_peer > 0;
+}
+
+/*
+ * REPORT <mono_ms> <op> <n> <0|1> <credit> <reset_s> <rule id> k=v ...
+ * (docs/protocol.md, docs/dev/fast-report.md): a decision a fast-path
+ * client took in its own process, recorded in the decision log under the
+ * peer's SO_PEERCRED uid and pid, marked reported.  Never answered, not even
+ * with ERR; one that is not recorded (a peer outside the fast group or on
+ * TCP, a malformed or stale report, a rule not on its path or not fast, the
+ * log off, or the worker's share for reports full) is counted as dropped.
+ */
+static void verb_report(struct conn *c, const struct proto_req *req)
+{
+    struct worker *w = c->w;
+    const struct reload_state *st;
+    struct dlog_decision d;
+    int r = -EPERM;
+
+    stat_inc(&w->st.reports);
+    if (report_peer(c)) {
+        urcu_memb_read_lock();
+        st = reload_current(w->s->o.reload);
+        r = report_decision(req, st->rules, c->report_uid, c->report_pid, clock_now_ms(),
+                            clock_unix_ns() / 1000000u, &d);
+        urcu_memb_read_unlock();
+    }
+    /* d's strings are the request's, not the rules': no read lock needed. */
+    if (r == 0)
+        r = dlog_report(w, &d);
+    if (r < 0)
+        stat_inc(&w->st.reports_dropped);
+}
+
 /* FAST (docs/protocol.md): the memfds ride on the reply's first byte, so
  * every earlier reply must be on its way first. */
 static void verb_fast(struct conn *c, const struct proto_req *req)
@@ -152,6 +204,7 @@ static const struct verb commands[] = {
     [PROTO_FAST] = { "FAST", false, false, verb_fast },
     [PROTO_DROPIN] = { "DROPIN", true, false, admin_dropin },
     [PROTO_DEBIT] = { "DEBIT", false, false, line_hit },
+    [PROTO_REPORT] = { "REPORT", false, true, verb_report },
 };
 
 _Static_assert(sizeof(commands) / sizeof(commands[0]) == PROTO_N_VERBS,
@@ -165,7 +218,7 @@ void line_verb_handle(struct conn *c, const struct proto_req *req)
     if ((size_t)req->verb < sizeof(commands) / sizeof(commands[0]) &&
         commands[req->verb].handler)
         v = &commands[req->verb];
-    /* Before the error check: a REFILL is never answered, not even with ERR. */
+    /* Before the error check: REFILL and REPORT are never answered, not even with ERR. */
     if (v && v->silent) {
         v->handler(c, req);
         return;

@@ -8,7 +8,8 @@
  * handlers are in admin.h (EXPLAIN, RULES, STATS, RELOAD, DROPIN),
  * counters.h (COUNTERS) and line_verb.c itself: the hit verbs (HIT, TAKE,
  * PEEK, DEBIT, RESET: engine requests, engine.h), PING, QUIT, and the
- * fast-path client's FAST and REFILL.  The connection's thread.
+ * fast-path client's FAST, REFILL and REPORT (report.h).  The connection's
+ * thread.
  */
 #ifndef DIVVY_LINE_VERB_H
 #define DIVVY_LINE_VERB_H

@@ -736,6 +736,9 @@ int main(int argc, char **argv)
     if (r < 0)
         goto out_rcu;
     so.dlog = dlog;
+    /* Fast-path clients report their decisions while the log is on
+     * (docs/dev/fast-report.md); a restart with it off tells them to stop. */
+    table_set_decision_log(fast, dlog != NULL);
     r = srv_new(&so, &srv);
     if (r < 0 || fastfd_start(ff) < 0)
         goto out_rcu;

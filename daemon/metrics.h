@@ -114,6 +114,9 @@ struct metrics_gauges {
     uint64_t tls_handshake_failures;
     bool have_dlog;             /* the decision log is on (dlog_writer.h) */
     uint64_t dlog_records, dlog_dropped, dlog_reports_dropped, dlog_bytes, dlog_write_errors;
+    bool have_fast_reports;     /* the decision log is on: fast-path clients report */
+    uint64_t fast_reports;      /* REPORT lines received (STATS fast_reports) */
+    uint64_t fast_reports_dropped;      /* ... not recorded (fast_reports_dropped) */
 };
 
 struct metrics;

@@ -348,6 +348,14 @@ int metrics_prom_render(struct metrics *m, char **ret_buf, size_t *ret_len)
     }
     if (g.have_dlog)
         render_dlog(f, &g);
+    if (g.have_fast_reports) {
+        put_head(f, "divvy_fast_reports_total", "counter",
+                 "Decisions fast-path clients reported for the decision log, by result.");
+        fprintf(f, "divvy_fast_reports_total{result=\"recorded\"} %llu\n",
+                (unsigned long long)(g.fast_reports - g.fast_reports_dropped));
+        fprintf(f, "divvy_fast_reports_total{result=\"dropped\"} %llu\n",
+                (unsigned long long)g.fast_reports_dropped);
+    }
     render_fast_rules(f, m);
     put_head(f, "divvy_reloads_total", "counter", "Config reloads, by result.");
     fprintf(f, "divvy_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)g.reloads_ok);

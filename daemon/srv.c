@@ -282,6 +282,14 @@ static void srv_gauges(struct srv *s, uint64_t now, struct metrics_gauges *g)
         g->have_tls = true;
         g->tls_handshake_failures = tls_handshake_failures();
     }
+    /* docs/dev/fast-report.md: fast-path clients' reports, with the log on. */
+    if (s->o.dlog) {
+        g->have_fast_reports = true;
+        for (unsigned i = 0; i < s->n_workers; i++) {
+            g->fast_reports += stat_get(&s->workers[i].st.reports);
+            g->fast_reports_dropped += stat_get(&s->workers[i].st.reports_dropped);
+        }
+    }
 }
 
 /* Metrics' gauges and statsd, and systemd's STATUS= when it changed. */

@@ -42,6 +42,8 @@ struct wstats {
     uint64_t lease_fetches;     /* lease requests sent (on demand and refills) */
     uint64_t refill_hints;      /* REFILL lines received from fast-path clients */
     uint64_t refill_dropped;    /* ... that started no refill */
+    uint64_t reports;           /* REPORT lines received from fast-path clients */
+    uint64_t reports_dropped;   /* ... not recorded (report.h, dlog_report()) */
     uint64_t denials[METRICS_N_DENY];   /* denied TAKEs by cause (metrics.h) */
     struct hit_batch_stats scripts;     /* verdict scripts and the requests they decided */
 };

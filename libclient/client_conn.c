@@ -206,22 +206,27 @@ static int conn_open(struct client_conn *c)
     return c->addr.kind == CLIENT_ADDR_UNIX ? client_conn_unix(c, &c->fd) : connect_tcp(c);
 }
 
-void client_conn_hint(struct client_conn *c, const char *line, size_t len)
+int client_conn_hint(struct client_conn *c, const char *line, size_t len)
 {
     ssize_t n;
+    int r;
 
-    if (c->fd < 0 && conn_open(c) < 0) {
+    if (c->fd < 0 && (r = conn_open(c)) < 0) {
         client_err_clear(c->err);     /* the hit itself succeeded */
-        return;
+        return r;
     }
     do {
         n = send(c->fd, line, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     /* Nothing sent into a full buffer: the stream is still whole.  A short
      * write would leave half a line in it: start afresh. */
-    if (n == (ssize_t)len || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
-        return;
+    if (n == (ssize_t)len)
+        return 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return -EAGAIN;
+    r = n < 0 ? -errno : -EAGAIN;
     client_conn_close(c);
+    return r;
 }
 
 int client_conn_reserve(struct client_conn *c, size_t extra)

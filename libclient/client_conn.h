@@ -69,12 +69,15 @@ int client_conn_unix(struct client_conn *c, int *ret_fd);
 int client_conn_remaining(uint64_t deadline);
 
 /*
- * Sends @line (a REFILL hint, newline included; divvyd never answers it)
- * without waiting, connecting first if needed.  Best effort: a hint that
- * cannot be sent is dropped (the lease then runs dry and the hit that finds
+ * Sends @line (REFILL hints or REPORT lines, newlines included; divvyd never
+ * answers them) with one send() that does not wait, connecting first if
+ * needed.  Best effort: 0 when all was sent, else nothing or only part of
+ * it was (-EAGAIN: the socket buffer is full; a short write closes the
+ * connection, since half a line is left in it; -errno: no connection).  A
+ * dropped REFILL costs nothing (the lease runs dry and the hit that finds
  * it empty goes to divvyd, which refills).  Leaves c->err empty.
  */
-void client_conn_hint(struct client_conn *c, const char *line, size_t len);
+int client_conn_hint(struct client_conn *c, const char *line, size_t len);
 
 /* Makes room for @extra more bytes in c->wbuf.  -ENOMEM. */
 int client_conn_reserve(struct client_conn *c, size_t extra);

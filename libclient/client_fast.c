@@ -95,6 +95,8 @@ static inline void count_rules(struct client_fast *f, const struct eval_result *
 
 void client_fast_close(struct client_fast *f)
 {
+    client_report_flush(&f->report);
+    f->report_on = table_decision_log_word(NULL);
     flush_hits(f);
     table_close(f->table);
     f->table = NULL;
@@ -244,8 +246,11 @@ static int remap(struct client_fast *f, uint64_t gen)
                             (rr.reset_ms == 0 && rr.algo != RULES_ALGO_TOKEN_BUCKET &&
                              rr.algo != RULES_ALGO_GCRA));
     }
-    /* The old rules' counts first: the indexes change with the rules. */
+    /* The old rules' counts first: the indexes change with the rules; and
+     * the reports, which name the old rules (divvyd checks them against the
+     * new ones: a rule a reload kept keeps its id, docs/rules.md "Identity"). */
     flush_rules(f);
+    client_report_flush(&f->report);
     rules_free(f->rules);
     free(f->rule);
     free(f->dirty);
@@ -308,8 +313,11 @@ static int attach(struct client_fast *f, struct table **ret)
 static void use_table(struct client_fast *f, struct table *t)
 {
     flush_hits(f);
+    client_report_flush(&f->report);
     table_close(f->table);
     f->table = t;
+    f->report_on = table_decision_log_word(t);
+    f->report.conn = f->conn;
     f->gen = 0;
 }
 
@@ -558,13 +566,35 @@ static int fast_step(void *ctx, const struct eval_walk *w, const struct rules_ru
     return r;
 }
 
+/* One decision taken here, for divvyd's decision log (docs/client.md
+ * "Reported decisions"): the answer as the caller got it. */
+static void report(struct client_fast *f, enum table_op op, uint64_t amount, uint64_t now,
+                   const struct eval_result *er, const struct client_rule *cr,
+                   const struct proto_kv *pairs, size_t n_pairs)
+{
+    struct proto_report r = {
+        .mono_ms = now, .credit = er->credit, .reset_s = er->reset_s, .rule_id = cr->rr.id,
+        .op = op == TABLE_PEEK ? PROTO_PEEK : op == TABLE_DEBIT ? PROTO_DEBIT : PROTO_TAKE,
+        .allowed = er->allowed,
+    };
+
+    client_report_add(&f->report, &r, amount, pairs, (unsigned)n_pairs);
+}
+
+void client_fast_report_tick(struct client_fast *f)
+{
+    if (f->report.n)
+        client_report_tick(&f->report, clock_coarse_ms());
+}
+
 /*
  * Decides along @path with the daemon's own walk (eval_walk()) and
  * fast_step(); the callers checked the path with client_fast_path_ok().
  */
 int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
                     const struct rules_req *rq, const struct proto_kv *const *actor_kv,
-                    enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
+                    const struct proto_kv *pairs, size_t n_pairs, enum table_op op,
+                    uint64_t amount, uint64_t now, struct divvy_result *res,
                     const char **ret_why)
 {
     /* A full table is answered with the daemon's announced when_full, as
@@ -607,6 +637,10 @@ int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
         if (++f->unflushed_hits >= CLIENT_HITS_BATCH)
             flush_hits(f);
     }
+    /* Off (the common case): one load of a word on the line the generation
+     * was read from, and one branch. */
+    if (__builtin_expect(__atomic_load_n(f->report_on, __ATOMIC_RELAXED) != 0, 0))
+        report(f, op, amount, now, &er, cr, pairs, n_pairs);
     return 1;
 }
 
@@ -630,7 +664,8 @@ int client_fast_decide(struct client_fast *f, const struct client_req *req, enum
         *ret_why = "a rule on the request's path is not fast_path";
         return 0;
     }
-    r = client_fast_run(f, ret_path, n_path, &rq, NULL, op, amount, now, res, ret_why);
+    r = client_fast_run(f, ret_path, n_path, &rq, NULL, req->kv, req->n_kv, op, amount, now,
+                        res, ret_why);
     if (r > 0)
         *ret_n_path = n_path;
     return r;

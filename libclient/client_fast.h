@@ -4,9 +4,10 @@
  * section 5, docs/dev/shm.md): maps the table divvyd hands over
  * (client_handoff), loads the rules file of the current generation and
  * decides a request in-process along its rule path.  Sends REFILL hints
- * over the handle's connection (client_conn).  Used by client_memo and the
- * API layer (libclient's layers: divvy -> memo -> fast -> handoff -> conn ->
- * wire -> err); it knows neither.
+ * over the handle's connection (client_conn) and, while the decision log is
+ * on, reports its decisions (client_report).  Used by client_memo and the
+ * API layer (libclient's layers: divvy -> memo -> fast -> report -> handoff
+ * -> conn -> wire -> err); it knows neither.
  */
 #ifndef DIVVY_CLIENT_FAST_H
 #define DIVVY_CLIENT_FAST_H
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "client_handoff.h"
+#include "client_report.h"
 #include "rules.h"
 #include "table.h"
 
@@ -79,6 +81,10 @@ struct client_fast {
      * other is sent for it (client_fast.c). */
     uint64_t hint_key[CLIENT_HINT_SLOTS];
     uint64_t hint_until[CLIENT_HINT_SLOTS];
+    /* The control page's decision_log word (table_decision_log_word()):
+     * nonzero, each decision taken here is reported to divvyd. */
+    const uint64_t *report_on;
+    struct client_report report;        /* REPORT lines not sent yet */
 };
 
 /* Asks divvyd for the fast path's memfds (FAST), maps them and loads the
@@ -120,14 +126,22 @@ int client_fast_ready(struct client_fast *f, uint64_t now, const char **ret_why)
  * fills @res: 1 decided, 0 not (*@ret_why).  Each rule's actor comes from
  * @rq (the sorted request) when it is not NULL, else from @actor_kv: for the
  * path's i-th rule, @actor_kv[i * RULES_ACTOR_KEYS_MAX + j] is the pair of
- * its j-th actor key, NULL when absent.  A DEBIT above a rule's max_debit
+ * its j-th actor key, NULL when absent.  @pairs[0..@n_pairs) are the
+ * request's pairs as a REPORT names them (docs/client.md "Reported
+ * decisions"), when the decision log is on.  A DEBIT above a rule's max_debit
  * is not decided here (eval_debit_check()): divvyd refuses it, or, for an
  * admin peer, charges it.
  */
 int client_fast_run(struct client_fast *f, const uint32_t *path, size_t n_path,
                     const struct rules_req *rq, const struct proto_kv *const *actor_kv,
-                    enum table_op op, uint64_t amount, uint64_t now, struct divvy_result *res,
+                    const struct proto_kv *pairs, size_t n_pairs, enum table_op op,
+                    uint64_t amount, uint64_t now, struct divvy_result *res,
                     const char **ret_why);
+
+/* Sends the reports of decisions taken here when the oldest is
+ * CLIENT_REPORT_AGE_MS old (client_report_tick()): for the handle's calls
+ * that the fast path did not decide. */
+void client_fast_report_tick(struct client_fast *f);
 
 /* Starts loading the fast-table slots of the counters on @path (actors as
  * for client_fast_run() without @rq), preparing each rule's hot key on the

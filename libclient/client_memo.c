@@ -366,7 +366,8 @@ int client_memo_decide(struct client_memo *m, struct client_fast *f, const struc
     actor_pairs(e, pk, actor_kv);
     if (e->has_lease && !client_fast_path_ok(f, e->path, e->n_path, op))
         return 0;
-    return client_fast_run(f, e->path, e->n_path, NULL, actor_kv, op, amount, now, res, &why);
+    return client_fast_run(f, e->path, e->n_path, NULL, actor_kv, pk, n_kv, op, amount, now,
+                           res, &why);
 }
 
 bool client_memo_check(struct client_memo *m, struct client_fast *f, const struct divvy_kv *kv,

@@ -232,6 +232,8 @@ static int request(struct divvy *h, const char *verb, enum table_op op, uint64_t
             return client_err(&h->err, -ENOTSUP, "DIVVY_FAST_ONLY: %s", why);
         client_err_clear(&h->err);
     }
+    /* A call the fast path did not decide: its reports' age is checked here too. */
+    client_fast_report_tick(&h->fast);
     h->conn.wlen = 0;
     r = append_line(h, &req, verb, wire_amount);
     if (r < 0)
@@ -386,6 +388,7 @@ int divvy_hit_many(struct divvy *h, const struct divvy_request *reqs, size_t n,
     }
     if (!first)
         client_err_clear(&h->err);
+    client_fast_report_tick(&h->fast);
     if (n_sock == 0)
         return first ? first : (int)n;
     r = client_conn_exchange(&h->conn, n_sock, CLIENT_EXPECT_LINES);

@@ -4,7 +4,7 @@
 # Two checks, run by `make check-unit`; each exits 1 listing every violation.
 #
 # 1. libclient's layering (docs/dev/client.md "The code"): one direction,
-#   divvy (the API) -> memo -> fast -> handoff -> conn -> wire -> err
+#   divvy (the API) -> memo -> fast -> report -> handoff -> conn -> wire -> err
 # a module uses only the modules to its right (and common/), through their
 # private headers; only the API layer (divvy.c, divvy_private.h) knows
 # struct divvy.  Checks, with comments stripped, that every file in
@@ -26,13 +26,14 @@ dir=$top/libclient
 
 # Modules, bottom first, each with the identifiers only it (and modules to
 # its left) may name: extended regular expressions, matched as words.
-modules="client_err client_wire client_conn client_handoff client_fast client_memo divvy"
+modules="client_err client_wire client_conn client_handoff client_report client_fast client_memo divvy"
 names_client_err='client_err|client_err_[a-z_]+|CLIENT_ERR_[A-Z_]+'
 names_client_wire='client_(addr|req|reply|wire)_[a-z_]+|client_line_len'
 names_client_wire="$names_client_wire|CLIENT_ADDR_[A-Z_]+|CLIENT_UNIX_PATH_MAX"
 names_client_conn='client_conn|client_conn_[a-z_]+|client_expect|CLIENT_EXPECT_[A-Z_]+'
 names_client_conn="$names_client_conn|CLIENT_REPLY_MAX|CLIENT_COMMAND_LINES"
 names_client_handoff='client_handoff_[a-z_]+'
+names_client_report='client_report|client_report_[a-z_]+|CLIENT_REPORT_[A-Z_]+'
 names_client_fast='client_fast|client_fast_[a-z_]+|client_rule'
 names_client_fast="$names_client_fast|CLIENT_(STALE|REATTACH|REMAP|HOT|HINT|RULES)_[A-Z_]+"
 names_client_memo='client_memo|client_memo_[a-z_]+'

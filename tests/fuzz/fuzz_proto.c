@@ -33,6 +33,7 @@ static const char *const verb_names[] = {
     [PROTO_STATS] = "STATS", [PROTO_RELOAD] = "RELOAD", [PROTO_PING] = "PING",
     [PROTO_QUIT] = "QUIT", [PROTO_COUNTERS] = "COUNTERS", [PROTO_REFILL] = "REFILL",
     [PROTO_FAST] = "FAST", [PROTO_DROPIN] = "DROPIN", [PROTO_DEBIT] = "DEBIT",
+    [PROTO_REPORT] = "REPORT",
 };
 
 /* A verb added to proto.h needs its name here (the round trip writes it). */
@@ -71,6 +72,22 @@ static void check_round_trip(const struct proto_req *req)
     int n;
 
     CHECK(verb_names[req->verb] != NULL);
+    if (req->verb == PROTO_REPORT) {
+        /* Its own writer (libdivvy's): the fields, then the pairs. */
+        n = proto_fmt_report(line, sizeof(line), &req->report, req->amount, req->kv, req->n_kv);
+        if (n == -EMSGSIZE)
+            return;                     /* quoting grew it past a line, as below */
+        CHECK(n > 0);
+        r = proto_parse(line, (size_t)n, &again);
+        CHECK(r == n && again.err == PROTO_E_NONE && again.verb == PROTO_REPORT);
+        CHECK(again.report.mono_ms == req->report.mono_ms &&
+              again.report.credit == req->report.credit &&
+              again.report.reset_s == req->report.reset_s &&
+              again.report.rule_id == req->report.rule_id &&
+              again.report.op == req->report.op && again.report.allowed == req->report.allowed);
+        CHECK(again.amount == req->amount && again.n_kv == req->n_kv);
+        return;
+    }
     n = snprintf(line, sizeof(line), "%s", verb_names[req->verb]);
     CHECK(n > 0);
     pos = (size_t)n;
@@ -144,8 +161,13 @@ static void check_request(const struct proto_req *req, const uint8_t *line, size
     CHECK(req->verb > PROTO_NONE && req->verb < PROTO_N_VERBS);
     CHECK(req->n_kv <= PROTO_KV_MAX);
     CHECK(req->amount >= 1 &&
-          req->amount <= (req->verb == PROTO_DEBIT ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX));
-    if (req->verb != PROTO_TAKE && req->verb != PROTO_DEBIT)
+          req->amount <= (req->verb == PROTO_DEBIT ||
+                          (req->verb == PROTO_REPORT && req->report.op == PROTO_DEBIT)
+                              ? PROTO_DEBIT_MAX : PROTO_TAKE_MAX));
+    if (req->verb == PROTO_REPORT)
+        CHECK(req->report.op == PROTO_TAKE || req->report.op == PROTO_DEBIT ||
+              (req->report.op == PROTO_PEEK && req->amount == 1));
+    else if (req->verb != PROTO_TAKE && req->verb != PROTO_DEBIT)
         CHECK(req->amount == 1);
     /* RULES, STATS, PING, QUIT and FAST take no pairs (RELOAD's diff=/dry_run=,
      * COUNTERS', REFILL's, DROPIN's and DEBIT's are the verbs' own). */

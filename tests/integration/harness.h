@@ -210,6 +210,9 @@ int harness_stat(const char *stats, const char *name, long long *ret);
 bool harness_same_reply(const char *a, const char *b);
 /* STATS over @c into *ret for @name. */
 int harness_get_stat(struct harness_conn *c, const char *name, long long *ret);
+/* STATS line @name of @d, over a Unix connection of its own; fails the test
+ * when it cannot be read. */
+long long harness_daemon_stat(struct harness_daemon *d, const char *name);
 
 /* ---- client processes ----------------------------------------------------- */
 

@@ -527,6 +527,17 @@ int harness_get_stat(struct harness_conn *c, const char *name, long long *ret)
     return harness_stat(buf, name, ret);
 }
 
+long long harness_daemon_stat(struct harness_daemon *d, const char *name)
+{
+    struct harness_conn *c = NULL;
+    long long v = -1;
+
+    CHECK(harness_connect(d, HARNESS_UNIX, &c));
+    CHECK(harness_get_stat(c, name, &v));
+    harness_close(c);
+    return v;
+}
+
 /* ---- libdivvy ---------------------------------------------------------------- */
 
 int harness_divvy_env(const struct harness_daemon *d)

@@ -305,17 +305,6 @@ static const char *unix_target(struct harness_daemon *d)
     return s;
 }
 
-static long long stat_of(struct harness_daemon *d, const char *name)
-{
-    struct harness_conn *c = NULL;
-    long long v = -1;
-
-    CHECK(harness_connect(d, HARNESS_UNIX, &c));
-    CHECK(harness_get_stat(c, name, &v));
-    harness_close(c);
-    return v;
-}
-
 /* Polls STATS until @name is in [@min, @max]; returns it. */
 static long long expect_stat(struct harness_daemon *d, const char *name, long long min,
                              long long max)
@@ -324,7 +313,7 @@ static long long expect_stat(struct harness_daemon *d, const char *name, long lo
     long long v;
 
     for (;;) {
-        v = stat_of(d, name);
+        v = harness_daemon_stat(d, name);
         if (v >= min && v <= max)
             return v;
         if (harness_now_ms() >= deadline)
@@ -348,7 +337,7 @@ static void test_bench_tool_unix_pipelined(void **state)
     expect_quiet_ok(r);
     expect_stat(d, "hits_total", 16, (long long)1e15);
     /* The protocol itself: nothing went through the shared-memory table. */
-    assert_int_equal(stat_of(d, "fast_path_hits"), 0);
+    assert_int_equal(harness_daemon_stat(d, "fast_path_hits"), 0);
 }
 
 /* --resp: DIVVY.HIT arrays to a resp: listener (docs/resp.md), counted by divvyd. */
@@ -379,7 +368,7 @@ static void test_bench_tool_tcp(void **state)
     r = BENCH(NULL, 0, "--tcp", addr, "-c", "2", "-d", "4", "-t", DURATION, "-q");
     expect_quiet_ok(r);
     expect_stat(d, "hits_total", 8, (long long)1e15);
-    assert_int_equal(stat_of(d, "fast_path_hits"), 0);
+    assert_int_equal(harness_daemon_stat(d, "fast_path_hits"), 0);
 }
 
 /* ---- through libdivvy ------------------------------------------------------------------ */
@@ -398,7 +387,7 @@ static void test_bench_tool_lib_socket(void **state)
     r = BENCH(d->state, 0, "--unix", d->sock, "--lib", "socket", "-t", DURATION, "-q");
     expect_quiet_ok(r);
     /* DIVVY_SOCKET_ONLY, although the table was reachable. */
-    assert_int_equal(stat_of(d, "fast_path_hits"), 0);
+    assert_int_equal(harness_daemon_stat(d, "fast_path_hits"), 0);
 }
 
 static void test_bench_tool_lib_fast(void **state)
@@ -412,15 +401,15 @@ static void test_bench_tool_lib_fast(void **state)
     expect_quiet_ok(r);
     /* Every hit decided in the benchmark's process, none by the daemon. */
     expect_stat(d, "fast_path_hits", 8, (long long)1e15);
-    assert_int_equal(stat_of(d, "hits_total"), 0);
+    assert_int_equal(harness_daemon_stat(d, "hits_total"), 0);
     /* --shm is the same: more hits in-process, still none by the daemon. */
     {
-        long long before = stat_of(d, "fast_path_hits");
+        long long before = harness_daemon_stat(d, "fast_path_hits");
 
         r = BENCH(d->state, 0, "--unix", d->sock, "--shm", "-t", DURATION, "-q");
         expect_quiet_ok(r);
         expect_stat(d, "fast_path_hits", before + 1, (long long)1e15);
-        assert_int_equal(stat_of(d, "hits_total"), 0);
+        assert_int_equal(harness_daemon_stat(d, "hits_total"), 0);
     }
 
     /* A tcp: address has no fast path (the memfds come over a Unix socket
@@ -582,7 +571,7 @@ static void test_bench_tool_nobody_listening(void **state)
     expect_cannot_run(r, target, ECONNREFUSED);
 
     /* divvyd saw none of it. */
-    assert_int_equal(stat_of(d, "hits_total"), 0);
+    assert_int_equal(harness_daemon_stat(d, "hits_total"), 0);
 }
 
 int main(void)

@@ -182,6 +182,7 @@ static void test_metrics_exposition_when_idle(void **state)
     /* Shown only once known. */
     expect_no(t, "divvy_redis_");
     expect_no(t, "divvy_fast_path_hits_total");
+    expect_no(t, "divvy_fast_reports_total");
     /* Every sample line belongs to a metric declared above it. */
     for (const char *p = t; *p; p = strchr(p, '\n') + 1) {
         char name[128], type[160];
@@ -389,6 +390,7 @@ static void test_metrics_errors_gauges_and_redis(void **state)
         .reloads_rejected = 1, .fast = { .slots = 64, .live = 2, .full_events = 4 },
         .priv = { .slots = 128, .live = 9, .quota_events = 6 },
         .have_fast_path_hits = true, .fast_path_hits = 42,
+        .have_fast_reports = true, .fast_reports = 10, .fast_reports_dropped = 3,
     };
     char status[256];
     const char *t;
@@ -425,6 +427,8 @@ static void test_metrics_errors_gauges_and_redis(void **state)
     expect_line(t, "divvy_table_full_total{table=\"fast\",reason=\"full\"} 4");
     expect_line(t, "divvy_table_full_total{table=\"private\",reason=\"max_actors\"} 6");
     expect_line(t, "divvy_fast_path_hits_total 42");
+    expect_line(t, "divvy_fast_reports_total{result=\"recorded\"} 7");
+    expect_line(t, "divvy_fast_reports_total{result=\"dropped\"} 3");
     expect_line(t, "divvy_redis_up{node=\"10.0.0.1:6379\"} 0");
     expect_line(t, "divvy_redis_breaker_open{node=\"10.0.0.1:6379\"} 1");
     expect_line(t, "divvy_redis_breaker_transitions_total{node=\"10.0.0.1:6379\",to=\"open\"} 2");

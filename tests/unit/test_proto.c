@@ -978,6 +978,118 @@ static void test_proto_fmt_string_round_trip(void **state)
     assert_kv(&req, 0, "k", "");
 }
 
+/* REPORT (docs/protocol.md): seven fields before pairs as HIT's. */
+static void test_proto_report_fields(void **state)
+{
+    struct proto_req req;
+
+    (void)state;
+    assert_ok("REPORT 123456 TAKE 5 1 7 59 0123456789abcdef path=/a ip=\"1 2\"\n",
+              PROTO_REPORT, &req);
+    assert_int_equal(req.report.mono_ms, 123456);
+    assert_int_equal(req.report.op, PROTO_TAKE);
+    assert_int_equal(req.amount, 5);
+    assert_true(req.report.allowed);
+    assert_int_equal(req.report.credit, 7);
+    assert_int_equal(req.report.reset_s, 59);
+    assert_int_equal(req.report.rule_id, 0x0123456789abcdefull);
+    assert_int_equal(req.n_kv, 2);
+    assert_kv(&req, 0, "ip", "1 2");
+    assert_kv(&req, 1, "path", "/a");
+    assert_ok("report 18446744073709551615 PEEK 1 0 18446744073709551615 0 "
+              "ffffffffffffffff\n", PROTO_REPORT, &req);
+    assert_int_equal(req.report.mono_ms, UINT64_MAX);
+    assert_int_equal(req.report.op, PROTO_PEEK);
+    assert_false(req.report.allowed);
+    assert_int_equal(req.report.credit, UINT64_MAX);
+    assert_int_equal(req.n_kv, 0);
+    assert_ok("REPORT 1 DEBIT 1000000000000 1 0 0 0000000000000000 a=b\n", PROTO_REPORT, &req);
+    assert_int_equal(req.report.op, PROTO_DEBIT);
+    assert_int_equal(req.amount, PROTO_DEBIT_MAX);
+}
+
+static void test_proto_report_bad(void **state)
+{
+    static const char *const bad[] = {
+        "REPORT\n",
+        "REPORT 1 TAKE 1 1 0 0\n",                                   /* no id */
+        "REPORT 1 HIT 1 1 0 0 0123456789abcdef\n",                   /* HIT is TAKE 1 */
+        "REPORT 1 take 1 1 0 0 0123456789abcdef\n",                  /* ops are upper-case */
+        "REPORT 1 TAKE 0 1 0 0 0123456789abcdef\n",                  /* n from 1 */
+        "REPORT 1 TAKE 1000000001 1 0 0 0123456789abcdef\n",         /* TAKE's n */
+        "REPORT 1 PEEK 2 1 0 0 0123456789abcdef\n",                  /* PEEK is 1 */
+        "REPORT 1 DEBIT 1000000000001 1 0 0 0123456789abcdef\n",     /* DEBIT's n */
+        "REPORT 1 TAKE 1 2 0 0 0123456789abcdef\n",                  /* 0 or 1 */
+        "REPORT 18446744073709551616 TAKE 1 1 0 0 0123456789abcdef\n",       /* overflow */
+        "REPORT 1 TAKE 1 1 184467440737095516150 0 0123456789abcdef\n",
+        "REPORT -1 TAKE 1 1 0 0 0123456789abcdef\n",
+        "REPORT 1 TAKE 1 1 0 0 0123456789ABCDEF\n",                  /* lower-case hex */
+        "REPORT 1 TAKE 1 1 0 0 0123456789abcde\n",                   /* 16 digits */
+        "REPORT 1 TAKE 1 1 0 0 0123456789abcdef0\n",
+        "REPORT 1 TAKE 1 1 0 0 fast a=b\n",                          /* an id, not a label */
+        "REPORT \"1\" TAKE 1 1 0 0 0123456789abcdef\n",              /* no quotes */
+        "REPORT 1 TAKE 1 1 0 0 0123456789abcdef=x\n",
+        "REPORT 1 TAKE 1 1 0 0 0123456789abcdef a\n",                /* pairs as HIT's */
+        "REPORT a=b\n",
+    };
+    struct proto_req req;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_err(bad[i], PROTO_E_BAD_REQUEST, &req);
+        assert_int_equal(req.verb, PROTO_REPORT);
+    }
+}
+
+/* proto_fmt_report() writes what proto_parse() reads back, within a line. */
+static void test_proto_report_round_trip(void **state)
+{
+    struct proto_kv kv[PROTO_KV_MAX];
+    struct proto_report r = { .mono_ms = 98765, .credit = 0, .reset_s = 3600,
+                              .rule_id = 0xfedcba9876543210ull, .op = PROTO_DEBIT,
+                              .allowed = false };
+    char line[PROTO_LINE_MAX + 1], keys[PROTO_KV_MAX][4], big[PROTO_LINE_MAX];
+    struct proto_req req;
+    int n;
+
+    (void)state;
+    for (int i = 0; i < PROTO_KV_MAX; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "k%02d", PROTO_KV_MAX - 1 - i);
+        kv[i] = (struct proto_kv){ .key = keys[i], .key_len = 3, .value = i % 2 ? "a b" : "",
+                                   .value_len = i % 2 ? 3 : 0 };
+    }
+    n = proto_fmt_report(line, sizeof(line), &r, 12, kv, PROTO_KV_MAX);
+    assert_true(n > 0 && line[n - 1] == '\n' && line[n] == '\0');
+    assert_int_equal(proto_parse(line, (size_t)n, &req), n);
+    assert_int_equal(req.err, PROTO_E_NONE);
+    assert_int_equal(req.verb, PROTO_REPORT);
+    assert_int_equal(req.report.mono_ms, 98765);
+    assert_int_equal(req.report.op, PROTO_DEBIT);
+    assert_int_equal(req.amount, 12);
+    assert_false(req.report.allowed);
+    assert_int_equal(req.report.reset_s, 3600);
+    assert_int_equal(req.report.rule_id, 0xfedcba9876543210ull);
+    assert_int_equal(req.n_kv, PROTO_KV_MAX);
+    assert_kv(&req, 0, "k00", "a b");
+    assert_kv(&req, 1, "k01", "");
+
+    /* The longest line that fits, and one byte more. */
+    n = proto_fmt_report(line, sizeof(line), &r, 12, kv, 0);
+    memset(big, 'v', sizeof(big));
+    kv[0] = (struct proto_kv){ .key = "k", .key_len = 1, .value = big,
+                               .value_len = (uint16_t)(PROTO_LINE_MAX - n - 3) };
+    n = proto_fmt_report(line, sizeof(line), &r, 12, kv, 1);
+    assert_int_equal(n, PROTO_LINE_MAX);
+    assert_int_equal(proto_parse(line, (size_t)n, &req), n);
+    assert_int_equal(req.err, PROTO_E_NONE);
+    kv[0].value_len++;
+    assert_int_equal(proto_fmt_report(line, sizeof(line), &r, 12, kv, 1), -EMSGSIZE);
+    /* A small buffer, and an op REPORT does not carry. */
+    assert_int_equal(proto_fmt_report(line, 20, &r, 12, kv, 0), -EMSGSIZE);
+    r.op = PROTO_HIT;
+    assert_int_equal(proto_fmt_report(line, sizeof(line), &r, 12, kv, 0), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1009,6 +1121,9 @@ int main(void)
         cmocka_unit_test(test_proto_take_amount),
         cmocka_unit_test(test_proto_take_bad_amount),
         cmocka_unit_test(test_proto_debit_amount),
+        cmocka_unit_test(test_proto_report_fields),
+        cmocka_unit_test(test_proto_report_bad),
+        cmocka_unit_test(test_proto_report_round_trip),
         cmocka_unit_test(test_proto_args_on_argless_verbs),
         cmocka_unit_test(test_proto_nul_byte),
         cmocka_unit_test(test_proto_partial_line_needs_more),
