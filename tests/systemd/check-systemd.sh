@@ -662,6 +662,45 @@ refused "divvy-fast member cannot truncate /run/divvy/fast.table" \
 ct divvyctl take 2 t=fast > /dev/null 2>&1
 survived "divvyd survives the truncate attempt by path" "$pid" "$((${c0:-0} - 2))"
 
+# ---- the decision log inside the unit's sandbox (docs/decision-log.md) ------------
+
+# One setting turns it on (redact, to make divvyd create its hash key too);
+# the unit's StateDirectory= makes its directory writable under
+# ProtectSystem=strict.  A fast-path client's decision is reported and
+# recorded with the client's uid; only root and group divvy read.
+cp "$WORK/good.conf" "$CONF"
+echo 'decision_log = { enabled = true; redact = { user = "hash"; }; };' >> "$CONF"
+ct systemctl restart divvyd.service > "$WORK/restart-dlog.log" 2>&1
+expect "decision log: divvyd restarts with decision_log.enabled" "ActiveState" \
+    "$(prop ActiveState divvyd.service)" active
+ct divvyctl hit t=slow > /dev/null 2>&1
+fast_hit "decision log"
+dlog_has() {
+    local out
+    out=$(ct divvyctl log --json /var/lib/divvy/decisions 2>/dev/null)
+    [[ "$out" == *'"protocol":"fast"'*'"uid":64011'* || "$out" == *'"uid":64011'*'"protocol":"fast"'* ]] &&
+        [[ "$out" == *'"rule":"slow"'* ]]
+}
+if wait_for 15 dlog_has; then
+    pass "decision log: a socket hit and a fast-path client's report are recorded"
+else
+    fail "decision log: a socket hit and a fast-path client's report are recorded" \
+        "divvyctl log: $(ct divvyctl log /var/lib/divvy/decisions 2>&1 | tail -n 5 | tr '\n' ';')"
+fi
+expect "decision log: its directory" "owner, group, mode" \
+    "$(ct stat -c '%U:%G %a' /var/lib/divvy/decisions 2>&1)" "divvy:divvy 750"
+expect "decision log: its files" "owner, group, mode" \
+    "$(ct sh -c 'stat -c "%U:%G %a" /var/lib/divvy/decisions/*.dlog | sort -u' 2>&1)" \
+    "divvy:divvy 640"
+expect "decision log: its hash key, beside the directory" "owner, group, mode" \
+    "$(ct stat -c '%U:%G %a' /var/lib/divvy/decisions.key 2>&1)" "divvy:divvy 600"
+refused "a divvy-fast member cannot read the decision log" \
+    as 64010 "$G_FAST" sh -c 'cat /var/lib/divvy/decisions/*.dlog > /dev/null'
+cp "$WORK/good.conf" "$CONF"
+ct systemctl restart divvyd.service > "$WORK/restart-dlog-off.log" 2>&1
+expect "decision log: off again after a restart without it" "ActiveState" \
+    "$(prop ActiveState divvyd.service)" active
+
 # ---- reboot: what is enabled comes up by itself -------------------------------
 
 ct systemctl reboot > /dev/null 2>&1
