@@ -35,7 +35,7 @@ const char ctl_help_log[] =
     "and prints the decisions recorded, one line each, in the order of the files:\n"
     "\n"
     "  2026-11-28T12:00:03.512Z TAKE 1 line/local allowed credit=3 reset=897\n"
-    "      rule=login-user-source uid=0 pid=- flags=privileged | event=authfail\n"
+    "      rule=login-user-source uid=0 pid=4711 flags=privileged | event=authfail\n"
     "      rhost=203.0.113.9 service=sshd user=#9f86d081884c7d65\n"
     "\n"
     "(one line, cut here): time (UTC), verb and amount, protocol/path (line, resp,\n"

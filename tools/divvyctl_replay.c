@@ -15,6 +15,7 @@
 
 #include "diag.h"
 #include "divvyctl.h"
+#include "dlog_query.h"
 #include "replay.h"
 
 #define REPLAY_TOP_DEFAULT 10
@@ -88,121 +89,6 @@ const char ctl_help_replay[] =
     "  divvyctl replay --config /etc/divvy/divvy.conf.new --since -7d \\\n"
     "      /var/lib/divvy/decisions\n";
 
-/* ---- times ------------------------------------------------------------------------------ */
-
-static int parse_digits(const char **p, unsigned n, int *ret)
-{
-    int v = 0;
-
-    for (unsigned i = 0; i < n; i++) {
-        if ((*p)[i] < '0' || (*p)[i] > '9')
-            return -EINVAL;
-        v = v * 10 + ((*p)[i] - '0');
-    }
-    *p += n;
-    *ret = v;
-    return 0;
-}
-
-/* T as --since takes it (ctl_help_replay) into Unix ms: 0 or -EINVAL. */
-static int replay_parse_time(const char *text, uint64_t now_ms, uint64_t *ret)
-{
-    static const struct { char unit; uint64_t ms; } units[] = {
-        { 's', 1000 }, { 'm', 60000 }, { 'h', 3600000 }, { 'd', 86400000 },
-    };
-    const char *p = text;
-    struct tm tm = { 0 };
-    int y, mo, d, h = 0, mi = 0, s = 0, frac = 0, off = 0, oh, om;
-    char *end;
-    time_t t;
-
-    if (text[0] == '@' || text[0] == '-') {
-        unsigned long long v;
-
-        errno = 0;
-        v = strtoull(text + 1, &end, 10);
-        if (errno || end == text + 1 || text[1] == '-' || text[1] == '+')
-            return -EINVAL;
-        if (text[0] == '@') {
-            if (*end || v > 253402300799ULL)
-                return -EINVAL;
-            *ret = v * 1000;
-            return 0;
-        }
-        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-            if (end[0] == units[i].unit && !end[1]) {
-                if (v > now_ms / units[i].ms)
-                    return -EINVAL;
-                *ret = now_ms - v * units[i].ms;
-                return 0;
-            }
-        }
-        return -EINVAL;
-    }
-    if (parse_digits(&p, 4, &y) < 0 || *p++ != '-' || parse_digits(&p, 2, &mo) < 0 ||
-        *p++ != '-' || parse_digits(&p, 2, &d) < 0)
-        return -EINVAL;
-    if (*p == 'T' || *p == ' ') {
-        p++;
-        if (parse_digits(&p, 2, &h) < 0 || *p++ != ':' || parse_digits(&p, 2, &mi) < 0)
-            return -EINVAL;
-        if (*p == ':') {
-            p++;
-            if (parse_digits(&p, 2, &s) < 0)
-                return -EINVAL;
-            if (*p == '.') {
-                int digits = 0;
-
-                for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
-                    if (digits < 3)
-                        frac = frac * 10 + (*p - '0');
-                }
-                if (!digits)
-                    return -EINVAL;
-                for (; digits < 3; digits++)
-                    frac *= 10;
-            }
-        }
-        if (*p == 'Z' || *p == 'z') {
-            p++;
-        } else if (*p == '+' || *p == '-') {
-            int sign = *p++ == '-' ? -1 : 1;
-
-            if (parse_digits(&p, 2, &oh) < 0 || *p++ != ':' || parse_digits(&p, 2, &om) < 0 ||
-                oh > 23 || om > 59)
-                return -EINVAL;
-            off = sign * (oh * 3600 + om * 60);
-        }
-    }
-    if (*p || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
-        return -EINVAL;
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = s;
-    t = timegm(&tm);
-    /* timegm() normalises 2026-02-31 into March: refuse what it moved. */
-    if (t == (time_t)-1 || tm.tm_mday != d || tm.tm_mon != mo - 1 || t - off < 0)
-        return -EINVAL;
-    *ret = (uint64_t)(t - off) * 1000 + (uint64_t)frac;
-    return 0;
-}
-
-static void fmt_time(uint64_t ms, char *buf, size_t size)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-
-    if (!gmtime_r(&t, &tm)) {
-        snprintf(buf, size, "@%" PRIu64, ms / 1000);
-        return;
-    }
-    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-}
-
 /* ---- JSON ------------------------------------------------------------------------------- */
 
 /* A JSON string of bytes that may not be UTF-8: a byte that is not is
@@ -275,7 +161,7 @@ static json_t *json_mismatch(const struct replay *rp, const struct replay_mismat
         after.id_str = "";
     for (unsigned k = 0; req && k < m->n_kv; k++)
         json_object_set_new(req, m->key[k], json_bytes(m->value[k], strlen(m->value[k])));
-    fmt_time(m->unix_ms, time, sizeof(time));
+    dlog_query_fmt_time(m->unix_ms, time);
     return json_pack("{s:I, s:s, s:s, s:s, s:b, s:b, s:o}", "unix_ms", (json_int_t)m->unix_ms,
                      "time", time, "rule_before",
                      replay_rule_name(rp, m->rule_before, before, sizeof(before)),
@@ -339,8 +225,8 @@ static void print_rule_text(const struct replay *rp, uint32_t idx, size_t top)
     for (size_t i = 0; i < s->n_locks && i < REPLAY_TEXT_LOCKS; i++) {
         const struct replay_lock *l = &s->locks[i];
 
-        fmt_time(l->start_ms, a, sizeof(a));
-        fmt_time(l->end_ms, b, sizeof(b));
+        dlog_query_fmt_time(l->start_ms, a);
+        dlog_query_fmt_time(l->end_ms, b);
         printf("    locked: %s  %s .. %s (%" PRIu64 " s)\n", l->actor, a, b,
                (l->end_ms - l->start_ms) / 1000);
     }
@@ -384,7 +270,7 @@ static void print_text(const struct replay *rp, size_t top)
 
         if (rules_get(replay_rules(rp), mm[i].rule_after, &after) < 0)
             after.id_str = "?";
-        fmt_time(mm[i].unix_ms, time, sizeof(time));
+        dlog_query_fmt_time(mm[i].unix_ms, time);
         printf("  %s  %s -> %s  %s -> %s ", time,
                replay_rule_name(rp, mm[i].rule_before, before, sizeof(before)), after.id_str,
                mm[i].allowed_before ? "allowed" : "denied",
@@ -456,7 +342,7 @@ int cmd_replay(struct ctl *ctl, const struct ctl_cmd *cmd, int argc, char **argv
             break;
         case 'S':
         case 'U':
-            if (replay_parse_time(optarg, now_ms, opt == 'S' ? &o.since_ms : &o.until_ms) < 0)
+            if (dlog_query_time(optarg, now_ms, opt == 'S' ? &o.since_ms : &o.until_ms) < 0)
                 return ctl_usage(cmd, "--%s: '%s' is not a time (2026-11-28T12:00:00Z, "
                                  "\"2026-11-28 12:00\", @SECONDS, -2h)",
                                  opt == 'S' ? "since" : "until", optarg);
