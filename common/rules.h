@@ -316,7 +316,7 @@ int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto
  * counted as "") on a rule with @prefix4 and @prefix6 (-1: none): what
  * rules_actor_from() writes, for readers that have the values but not the
  * compiled rules (the decision log, server/dlog.h). */
-int rules_actor_join(unsigned n_actor, const char *const *vals, const size_t *lens, int prefix4,
+int rules_actor_join(unsigned n_actor, const struct proto_kv *const *vals, int prefix4,
                      int prefix6, char *buf, size_t size);
 
 /* rules_actor_from() without the copy where none is needed: when the actor

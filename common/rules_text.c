@@ -165,14 +165,15 @@ static size_t mask_ip(const char *v, size_t len, int prefix4, int prefix6, char 
     return put_masked(AF_INET6, addr, 16, memcmp(addr, zero, 12) == 0 ? 128 : prefix6, dst);
 }
 
-int rules_actor_join(unsigned n_actor, const char *const *vals, const size_t *lens, int prefix4,
+int rules_actor_join(unsigned n_actor, const struct proto_kv *const *vals, int prefix4,
                      int prefix6, char *buf, size_t size)
 {
     struct out o = { buf, size, 0, false };
 
     for (unsigned i = 0; i < n_actor; i++) {
-        const char *v = vals[i] ? vals[i] : "";
-        size_t len = vals[i] ? lens[i] : 0;
+        const struct proto_kv *kv = vals[i];
+        const char *v = kv ? kv->value : "";
+        size_t len = kv ? kv->value_len : 0;
         char masked[64];
         size_t m;
 
@@ -202,20 +203,12 @@ int rules_actor_join(unsigned n_actor, const char *const *vals, const size_t *le
 int rules_actor_from(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,
                      char *buf, size_t size)
 {
-    const char *v[RULES_ACTOR_KEYS_MAX];
-    size_t len[RULES_ACTOR_KEYS_MAX];
     const struct blob_rule *r;
 
     r = rules_rule_at(rules, idx);
     if (!r)
         return -ENOENT;
-    if (r->n_actor > RULES_ACTOR_KEYS_MAX)
-        return -EINVAL;
-    for (uint32_t i = 0; i < r->n_actor; i++) {
-        v[i] = vals[i] ? vals[i]->value : NULL;
-        len[i] = vals[i] ? vals[i]->value_len : 0;
-    }
-    return rules_actor_join(r->n_actor, v, len, r->prefix4, r->prefix6, buf, size);
+    return rules_actor_join(r->n_actor, vals, r->prefix4, r->prefix6, buf, size);
 }
 
 int rules_actor_ref(const struct rules *rules, uint32_t idx, const struct proto_kv *const *vals,

@@ -372,24 +372,26 @@ const char *dlog_op_name(unsigned op)
 
 int dlog_actor(const struct dlog_rule *r, const struct dlog_decision *d, char *buf, size_t size)
 {
-    const char *vals[RULES_ACTOR_KEYS_MAX];
-    size_t lens[RULES_ACTOR_KEYS_MAX];
+    struct proto_kv kv[RULES_ACTOR_KEYS_MAX];
+    const struct proto_kv *vals[RULES_ACTOR_KEYS_MAX];
 
     if (r->n_actor > RULES_ACTOR_KEYS_MAX)
         return -EINVAL;
     for (unsigned i = 0; i < r->n_actor; i++) {
         vals[i] = NULL;
-        lens[i] = 0;
         for (unsigned j = 0; j < d->n_kv; j++) {
-            const struct dlog_kv *kv = &d->kv[j];
+            const struct dlog_kv *p = &d->kv[j];
 
-            if (kv->key_len == r->actor_len[i] &&
-                memcmp(kv->key, r->actor[i], kv->key_len) == 0) {
-                vals[i] = kv->value;
-                lens[i] = kv->value_len;
+            if (p->key_len == r->actor_len[i] && memcmp(p->key, r->actor[i], p->key_len) == 0) {
+                if (p->value_len > UINT16_MAX)
+                    return -ENOBUFS;
+                kv[i] = (struct proto_kv){ .key = p->key, .key_len = (uint16_t)p->key_len,
+                                           .value = p->value,
+                                           .value_len = (uint16_t)p->value_len };
+                vals[i] = &kv[i];
                 break;
             }
         }
     }
-    return rules_actor_join(r->n_actor, vals, lens, r->prefix4, r->prefix6, buf, size);
+    return rules_actor_join(r->n_actor, vals, r->prefix4, r->prefix6, buf, size);
 }
