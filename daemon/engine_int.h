@@ -28,6 +28,12 @@ enum engine_step {
  * by rule in order; a rule kept in Redis suspends it until the store calls
  * back.  Recycled through the worker's free list.
  */
+/* engine_hit.lease_tries: below FETCH a lease hit may fetch (after two
+ * fetches that others drained first it takes directly); ASKED once an ask
+ * Redis refused was tried again on the lease (engine_redis.c). */
+#define LEASE_TRIES_FETCH   2
+#define LEASE_TRIES_ASKED   3
+
 struct engine_hit {
     struct engine_hit *next;    /* the worker's free list */
     struct worker *w;
@@ -56,7 +62,7 @@ struct engine_hit {
     struct eval_outcome step_o;                 /* STEP_DEL: this host's reset */
     uint64_t sent_ms;
     uint64_t start_ns;          /* for the hit-duration histogram */
-    unsigned lease_tries;
+    unsigned lease_tries;       /* lease rounds of this rule: fetches, then an ask refused */
     char *actor;                /* lease steps: the counter's actor */
     size_t actor_len, actor_cap;
 

@@ -343,7 +343,8 @@ static int hit_remote(struct worker *w, struct engine_hit *h, const struct rules
         engine_lease_limits(w, r, &lim);
         engine_env(w, rs, &env);
         /* After two fetches that others drained first, take it directly. */
-        rc = eval_lease(&env, r, &lim, &tk, h->n, h->lease_tries < 2, now, o, &lr);
+        rc = eval_lease(&env, r, &lim, &tk, h->n, h->lease_tries < LEASE_TRIES_FETCH, now, o,
+                        &lr);
         if (rc < 0 || (rc == 0 && !o->counted))
             return rc;                  /* ERR no-counter, or the full-table outcome */
         switch (lr.verdict) {
@@ -501,8 +502,19 @@ int engine_resume(struct worker *w, struct engine_hit *h, const struct reload_st
     o.rule = h->step_rule.index;
     switch (h->step) {
     case STEP_STRICT:
+        have = hit_verdict(w, h, rep, now, &o);
+        break;
     case STEP_ASK:
         have = hit_verdict(w, h, rep, now, &o);
+        /* Refused: the credit it asked for may be in this host's lease by
+         * now, granted to this host's own refill that Redis applied first
+         * (its reply came before this one).  Once more from the lease,
+         * fetching nothing: spent if it is there, refused here if the pool
+         * is gone, asked again (and then settled) otherwise. */
+        if (have && !o.allowed && same && h->lease_tries < LEASE_TRIES_ASKED) {
+            h->lease_tries = LEASE_TRIES_ASKED;
+            return engine_run(w, h, rs);
+        }
         break;
     case STEP_DEL:
         o = h->step_o;
